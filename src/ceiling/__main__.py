@@ -1,0 +1,3 @@
+from ceiling.cli.app import main
+
+main()

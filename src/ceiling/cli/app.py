@@ -1,0 +1,57 @@
+"""The `ceiling` command: one Typer app; each command lives in its own small module.
+
+Command modules import torch, matplotlib and scipy inside their functions only, so that
+`ceiling --help` and the calculators answer without loading them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from ceiling.errors import CeilingError
+
+app = typer.Typer(
+    name="ceiling",
+    help=(
+        "How fast this machine really is, how far below that ceiling your work runs and why, "
+        "and what more hardware would buy."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+# Each module registers its commands on `app` when imported.
+COMMAND_MODULES = [
+    "ceiling.cli.laws",
+]
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(_name)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; user mistakes become one line on stderr and exit code 2."""
+    try:
+        rv = app(args=argv, prog_name="ceiling", standalone_mode=False)
+    except CeilingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except typer.TyperException as exc:  # usage errors: bad option, missing argument
+        ctx = getattr(exc, "ctx", None)
+        where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        print(f"error: {exc.format_message()}{where}", file=sys.stderr)
+        sys.exit(2)
+    except (KeyboardInterrupt, typer.Abort):
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        sys.exit(0)
+    if isinstance(rv, int) and rv:
+        sys.exit(rv)

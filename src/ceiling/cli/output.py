@@ -1,0 +1,58 @@
+"""Shared rendering helpers for commands: JSON for scripts, rich tables for people."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+from typing import Any
+
+# Options shared by many commands, so their help reads the same everywhere.
+JSON_HELP = "Print one JSON object on stdout instead of tables."
+PLOT_HELP = "Write a figure to FILE (.png or .svg)."
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain JSON types; non-finite floats become null (JSON has no Infinity)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {k: jsonable(v) for k, v in dataclasses.asdict(obj).items()}
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        return jsonable(obj.item())
+    return obj
+
+
+def emit_json(obj: Any) -> None:
+    json.dump(jsonable(obj), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def table(title: str | None, columns: list[str], rows: list[list[Any]], caption: str | None = None):
+    """A rich Table; numeric columns are right-aligned."""
+    from rich.table import Table
+
+    t = Table(
+        title=title,
+        caption=caption,
+        title_justify="left",
+        caption_justify="left",
+        min_width=len(title or "") + 4,
+    )
+    for i, col in enumerate(columns):
+        numeric = bool(rows) and all(isinstance(r[i], (int, float)) for r in rows if r[i] != "")
+        t.add_column(col, justify="right" if numeric else "left")
+    for r in rows:
+        t.add_row(*(v if isinstance(v, str) else f"{v}" for v in r))
+    return t

@@ -1,0 +1,36 @@
+"""One exception hierarchy. The CLI turns any CeilingError into one line and exit code 2."""
+
+
+class CeilingError(Exception):
+    """A problem the user can fix: bad input, an unknown name, a device that cannot run it."""
+
+
+class InvalidInput(CeilingError, ValueError):
+    """A value outside its domain (a fraction above 1, a non-positive worker count)."""
+
+
+class UnknownName(CeilingError, KeyError):
+    """A name that is not in a catalog (device, model, workload)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class UnsupportedOnDevice(CeilingError):
+    """The device cannot run what was asked (a dtype, a GPU-only benchmark on a CPU)."""
+
+
+class DoesNotFit(CeilingError):
+    """A model, batch or plan needs more memory than the device has."""
+
+
+class MalformedFile(CeilingError):
+    """A profile, measurement or config file that cannot be read."""
+
+
+class WorkerFailed(CeilingError):
+    """A worker process of a multi-worker run died or timed out."""
+
+
+class WrongResult(CeilingError):
+    """A benchmark produced a numerically wrong result; its timing is not a figure."""

@@ -1,0 +1,71 @@
+"""Figures. matplotlib is imported lazily and always with the non-interactive Agg backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ceiling.errors import InvalidInput
+
+FIGURE_SUFFIXES = (".png", ".svg")
+
+
+def check_figure_path(path: str | Path) -> Path:
+    p = Path(path)
+    if p.suffix.lower() not in FIGURE_SUFFIXES:
+        raise InvalidInput(f"figure file must end in .png or .svg, got {str(path)!r}")
+    if not p.parent.exists():
+        raise InvalidInput(f"folder {str(p.parent)!r} for the figure does not exist")
+    return p
+
+
+def pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save(fig, path: str | Path) -> Path:
+    """Save and close a figure; the format follows the file's extension."""
+    p = check_figure_path(path)
+    fig.savefig(p, bbox_inches="tight", dpi=120)
+    pyplot().close(fig)
+    return p
+
+
+def speedup_figure(
+    curves: dict[str, tuple[list[float], list[float]]],
+    ceilings: dict[str, float] | None = None,
+    title: str = "Speedup",
+    points: tuple[list[float], list[float]] | None = None,
+):
+    """Speedup vs N on log axes, one curve per label, dashed horizontal ceilings, ideal S = N."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    all_n = [n for ns, _ in curves.values() for n in ns]
+    lo, hi = min(all_n), max(all_n)
+    ax.plot([lo, hi], [lo, hi], color="0.75", lw=1, ls=":", label="ideal (S = N)")
+    for label, (ns, ss) in curves.items():
+        line = ax.plot(ns, ss, lw=2, label=label)[0]
+        if ceilings and label in ceilings and ceilings[label] != float("inf"):
+            ax.axhline(ceilings[label], color=line.get_color(), ls="--", lw=1)
+            ax.annotate(
+                f"ceiling {ceilings[label]:.3g}×",
+                (lo, ceilings[label]),
+                textcoords="offset points",
+                xytext=(2, 3),
+                color=line.get_color(),
+                fontsize=8,
+            )
+    if points:
+        ax.plot(points[0], points[1], "ko", ms=4, label="measured")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("workers N")
+    ax.set_ylabel("speedup S(N) (×)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
