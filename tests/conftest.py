@@ -16,3 +16,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run the ceiling CLI in-process: returns (exit code, stdout, stderr)."""
+    from ceiling.cli.app import main
+
+    def run(*args: str):
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code or 0
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run

@@ -4,19 +4,9 @@ import sys
 
 import pytest
 
-from ceiling.cli.app import main
 
-
-def run_cli(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-        raise SystemExit(0)
-    out = capsys.readouterr()
-    return exc.value.code or 0, out.out, out.err
-
-
-def test_amdahl_json(capsys):
-    code, out, _ = run_cli(capsys, "amdahl", "0.95", "-n", "256", "-n", "512", "--json")
+def test_amdahl_json(cli):
+    code, out, _ = cli("amdahl", "0.95", "-n", "256", "-n", "512", "--json")
     assert code == 0
     data = json.loads(out)
     assert data["ceiling"] == 20.0
@@ -36,19 +26,19 @@ def test_amdahl_json(capsys):
         ["amdahl", "0.9", "--plot", "out.pdf"],
     ],
 )
-def test_bad_input_one_line_exit_2(capsys, args):
-    code, _, err = run_cli(capsys, *args)
+def test_bad_input_one_line_exit_2(cli, args):
+    code, _, err = cli(*args)
     assert code == 2
     assert err.startswith("error: ")
     assert err.count("\n") == 1
 
 
-def test_plot_files(tmp_path, capsys):
+def test_plot_files(tmp_path, cli):
     for name in ("a.png", "a.svg"):
-        code, _, _ = run_cli(capsys, "amdahl", "0.9", "--plot", str(tmp_path / name))
+        code, _, _ = cli("amdahl", "0.9", "--plot", str(tmp_path / name))
         assert code == 0
         assert (tmp_path / name).stat().st_size > 1000
-    code, _, _ = run_cli(capsys, "gustafson", "0.1", "--plot", str(tmp_path / "g.svg"))
+    code, _, _ = cli("gustafson", "0.1", "--plot", str(tmp_path / "g.svg"))
     assert (tmp_path / "g.svg").read_text().lstrip().startswith("<?xml")
 
 
