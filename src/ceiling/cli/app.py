@@ -28,6 +28,7 @@ app = typer.Typer(
 # Each module registers its commands on `app` when imported.
 COMMAND_MODULES = [
     "ceiling.cli.laws",
+    "ceiling.cli.bench",
 ]
 
 for _name in COMMAND_MODULES:
