@@ -1,0 +1,1 @@
+"""Real PyTorch workloads (import torch when imported): ceiling.workloads.gpt."""

@@ -1,0 +1,116 @@
+"""Transformer shapes against published parameter counts and exact formulas."""
+
+import pytest
+
+from ceiling.errors import InvalidInput, UnknownName
+from ceiling.model.transformer import (
+    TransformerConfig,
+    get_model,
+    model_names,
+    parse_model,
+)
+from ceiling.units import KiB
+
+
+@pytest.mark.parametrize(
+    ("name", "published"),
+    [
+        ("llama-2-7b", 6.74e9),
+        ("llama-3-8b", 8.03e9),
+        ("llama-3-70b", 70.6e9),
+        ("mixtral-8x7b", 46.7e9),
+        ("gpt3-175b", 175e9),
+        ("gpt2", 124.4e6),
+        ("mistral-7b", 7.24e9),
+        ("llama-3-405b", 405.9e9),
+    ],
+)
+def test_total_params_within_1pct_of_published(name, published):
+    assert get_model(name).params_total == pytest.approx(published, rel=0.01)
+
+
+def test_mixtral_active_params():
+    m = get_model("mixtral-8x7b")
+    assert m.params_active == pytest.approx(12.9e9, rel=0.01)
+    assert m.params_active < m.params_total
+
+
+def test_llama2_7b_exact_count():
+    # 32 blocks of (4·4096² attention + 3·4096·11008 SwiGLU + 2·4096 norms),
+    # final norm, untied 32000×4096 input and output tables.
+    per_layer = 4 * 4096**2 + 3 * 4096 * 11008 + 2 * 4096
+    assert get_model("llama-2-7b").params_total == 32 * per_layer + 4096 + 2 * 32000 * 4096
+
+
+def test_gpt_formula_12lh2():
+    # N = 12lh²(1 + 13/(12h) + (V+s)/(12lh)): MHA, 4h GELU, biases, LayerNorm.
+    m = get_model("gpt3-175b")
+    n_layers, h, v, s = m.layers, m.hidden, m.vocab, m.max_seq
+    formula = 12 * n_layers * h**2 * (1 + 13 / (12 * h) + (v + s) / (12 * n_layers * h))
+    assert m.params_total == pytest.approx(formula, rel=1e-6)
+
+
+def test_kv_cache_per_token():
+    # OPT-13B fp16: 2·40·5120·2 = 819,200 bytes, the "800 KB" of the vLLM paper (binary KB).
+    assert get_model("opt-13b").kv_bytes_per_token(2) == pytest.approx(800 * KiB, rel=0.005)
+    # Llama-3-70B, 8 KV heads of 128: 2·80·8·128·2 = 320 KiB, not the 2.5 MiB of full MHA.
+    assert get_model("llama-3-70b").kv_bytes_per_token(2) == 320 * KiB
+
+
+def test_flops_per_token_palm_convention():
+    m = get_model("llama-2-7b")
+    s = 2048
+    n = m.params_matmul
+    assert m.flops_per_token(s) == 2 * n + 4 * m.layers * m.hidden * s
+    assert m.flops_per_token(s, training=True) == 6 * n + 12 * m.layers * m.hidden * s
+    # matmul params: everything but the input table (lookups are not multiplies)
+    assert n == m.params_total - m.vocab * m.hidden
+
+
+def test_training_memory_pieces():
+    m = get_model("gpt2")
+    mem = m.training_memory(micro_batch=4, seq_len=1024)
+    assert mem.model_state_bytes == 16 * m.params_total
+    sbh = 1024 * 4 * 768
+    assert mem.activations_bytes == pytest.approx(12 * sbh * (34 + 5 * 12 * 1024 / 768))
+    full = m.training_memory(4, 1024, recompute="full")
+    assert full.activations_bytes == 12 * 2 * sbh
+
+
+def test_custom_model_parsing():
+    m = parse_model("custom:layers=32,hidden=4096,heads=32,ffn_hidden=11008,ffn_kind=swiglu")
+    assert m.params_non_embedding == get_model("llama-2-7b").params_non_embedding
+    assert m.head_dim == 128 and m.kv_heads == 32
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "custom:layers=2,hidden=100,heads=3",  # heads do not divide hidden
+        "custom:layers=2,hidden=128",  # heads missing
+        "custom:layers=2,hidden=128,heads=8,kv_heads=3",  # kv heads do not divide heads
+        "custom:layers=2,hidden=128,heads=8,colour=red",
+        "custom:layers=2.5,hidden=128,heads=8",
+        "custom:layers=x,hidden=128,heads=8",
+        "custom:layers=2,hidden=128,heads=8,ffn_kind=relu",
+        "custom:layers",
+    ],
+)
+def test_custom_model_errors(text):
+    with pytest.raises(InvalidInput):
+        parse_model(text)
+
+
+def test_unknown_model_suggests():
+    with pytest.raises(UnknownName, match="llama-2-7b"):
+        get_model("llama2-7b")
+
+
+def test_every_catalog_entry_has_a_source():
+    for name in model_names():
+        assert get_model(name).source, name
+
+
+def test_config_validation_shows_arithmetic():
+    with pytest.raises(InvalidInput, match=r"heads\(8\) % kv_heads\(3\)"):
+        TransformerConfig(2, 64, 8, 3, 8, 256, "gelu", 100, True, 64)
