@@ -1,3 +1,5 @@
+import itertools
+
 import pytest
 
 from ceiling.errors import InvalidInput
@@ -38,7 +40,7 @@ def test_every_pass_respects_its_dependencies_and_devices_never_overlap():
     for x in r.passes:
         by_device.setdefault(x.device, []).append(x)
     for passes in by_device.values():
-        for a, b in zip(passes, passes[1:]):
+        for a, b in itertools.pairwise(passes):
             assert b.start_s >= a.end_s - 1e-12
     end = {(x.kind, x.micro_batch, x.chunk * 4 + x.device): x for x in r.passes}
     for (kind, mb, vs), x in end.items():

@@ -265,5 +265,5 @@ def straggler_workers(
     noise = np.clip(1.0 + jitter * rng.standard_normal(workers), 0.1, None) if jitter else None
     times = [step_s * (slow_factor if i < slow_count else 1.0) for i in range(workers)]
     if noise is not None:
-        times = [t * float(z) for t, z in zip(times, noise)]
+        times = [t * float(z) for t, z in zip(times, noise, strict=True)]
     return times
