@@ -1,0 +1,174 @@
+"""The machine profile: measured ceilings saved by `ceiling bench`, usable as a device spec.
+
+A profile is a JSON file with a `method_version` (the timing method that produced it), the
+environment it was measured in, and one record per device. Measured figures sit beside the
+datasheet figures they should be compared with.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ceiling.errors import InvalidInput, MalformedFile
+
+PROFILE_ENV = "CEILING_PROFILE"
+
+
+@dataclass(frozen=True)
+class MeasuredDevice:
+    """Measured ceilings of one device: best FLOP/s per dtype (dense) and bandwidth (bytes/s)."""
+
+    name: str
+    kind: str  # "cpu" | "cuda"
+    peak_flops_per_s: dict[str, float]
+    bandwidth_bytes_per_s: float | None
+    datasheet_peak_flops_per_s: dict[str, float] = field(default_factory=dict)
+    datasheet_bandwidth_bytes_per_s: float | None = None
+    memory_bytes: float | None = None
+    l2_bytes: float | None = None
+    sms: int | None = None
+    vendor: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("cpu", "cuda"):
+            raise InvalidInput(f"device kind must be 'cpu' or 'cuda', got {self.kind!r}")
+        for dtype, rate in self.peak_flops_per_s.items():
+            if not rate > 0:
+                raise InvalidInput(f"measured {dtype} FLOP/s must be > 0, got {rate}")
+        if self.bandwidth_bytes_per_s is not None and not self.bandwidth_bytes_per_s > 0:
+            raise InvalidInput(f"measured bandwidth must be > 0, got {self.bandwidth_bytes_per_s}")
+
+    def as_spec(self):
+        """This device as a catalog DeviceSpec whose peaks and bandwidth are the measured ones."""
+        from ceiling.errors import UnsupportedOnDevice
+        from ceiling.hardware.catalog import DeviceSpec
+
+        if not self.peak_flops_per_s:
+            raise UnsupportedOnDevice(
+                f"the profile of {self.name} has no matmul measurement; run `ceiling bench matmul`"
+            )
+        if self.bandwidth_bytes_per_s is None:
+            raise UnsupportedOnDevice(
+                f"the profile of {self.name} has no bandwidth measurement; "
+                "run `ceiling bench memory`"
+            )
+        slug = "".join(c if c.isalnum() else "-" for c in self.name.lower()).strip("-")
+        return DeviceSpec(
+            key=f"measured-{slug}",
+            name=f"{self.name} (measured)",
+            vendor=self.vendor,
+            kind="gpu" if self.kind == "cuda" else "cpu",
+            driver_names=(self.name,),
+            peak_flops_per_s=dict(self.peak_flops_per_s),
+            memory_bytes=float(self.memory_bytes or 0.0),
+            memory_bandwidth_bytes_per_s=float(self.bandwidth_bytes_per_s),
+            link_bandwidth_bytes_per_s=None,
+            l2_bytes=self.l2_bytes,
+            sms=self.sms,
+            sources={"all": "measured by `ceiling bench` on this machine"},
+        )
+
+
+@dataclass(frozen=True)
+class MachineProfile:
+    method_version: int
+    created: str  # ISO 8601, UTC
+    host: str
+    environment: dict[str, Any]
+    devices: list[MeasuredDevice]
+
+    def device(self, kind: str | None = None) -> MeasuredDevice:
+        """The first device of `kind` ("cpu"/"cuda"), or the first device at all."""
+        for d in self.devices:
+            if kind is None or d.kind == kind:
+                return d
+        if not self.devices:
+            raise MalformedFile("the profile lists no devices")
+        return self.devices[0]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str = "profile") -> MachineProfile:
+        try:
+            devices = [MeasuredDevice(**d) for d in data["devices"]]
+            return cls(
+                method_version=int(data["method_version"]),
+                created=str(data["created"]),
+                host=str(data["host"]),
+                environment=dict(data.get("environment", {})),
+                devices=devices,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MalformedFile(f"{where} is not a ceiling machine profile ({exc})") from None
+
+
+def default_profile_path() -> Path:
+    """$CEILING_PROFILE, else $XDG_CACHE_HOME (or ~/.cache)/ceiling/profile-<host>.json."""
+    env = os.environ.get(PROFILE_ENV)
+    if env:
+        return Path(env).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "ceiling" / f"profile-{socket.gethostname()}.json"
+
+
+def load_profile(path: str | Path | None = None) -> MachineProfile:
+    p = Path(path) if path is not None else default_profile_path()
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise InvalidInput(
+            f"no machine profile at {p}; run `ceiling bench --quick` to measure one"
+        ) from None
+    except OSError as exc:
+        raise MalformedFile(f"cannot read the profile {p}: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MalformedFile(f"{p} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(data, dict):
+        raise MalformedFile(f"{p} is not a ceiling machine profile (not a JSON object)")
+    return MachineProfile.from_json(data, where=str(p))
+
+
+def _finite_or_null(obj: Any) -> Any:
+    """JSON has no Infinity/NaN: such floats are written as null."""
+    if isinstance(obj, dict):
+        return {str(k): _finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_or_null(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def write_json_atomic(data: Any, path: str | Path) -> Path:
+    """Write JSON to a temp file in the same folder, then rename over `path`."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(_finite_or_null(data), f, indent=2)
+            f.write("\n")
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
+def save_profile(profile: MachineProfile, path: str | Path | None = None) -> Path:
+    """Save atomically to `path` (default: default_profile_path()); returns the path."""
+    return write_json_atomic(
+        profile.to_json(), path if path is not None else default_profile_path()
+    )
