@@ -29,6 +29,7 @@ app = typer.Typer(
 COMMAND_MODULES = [
     "ceiling.cli.laws",
     "ceiling.cli.bench",
+    "ceiling.cli.report",
 ]
 
 for _name in COMMAND_MODULES:

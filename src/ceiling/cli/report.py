@@ -1,0 +1,158 @@
+"""`ceiling report`: measure this machine, run the analyses that make sense on it, write a page."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ceiling.cli.app import app
+from ceiling.cli.output import JSON_HELP, emit_json, table
+from ceiling.errors import InvalidInput
+
+DEFAULT_OUTPUT = "ceiling-report.html"
+
+
+@app.command()
+def report(
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick/--full",
+            help="Quick benchmarks and analyses (default, a few minutes at most) or the full ones.",
+        ),
+    ] = True,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            "--profile",
+            metavar="PATH",
+            help="Use a saved machine profile instead of measuring now.",
+        ),
+    ] = None,
+    output: Annotated[
+        Path,
+        typer.Option("--output", "-o", metavar="FILE", help="Where to write the HTML page."),
+    ] = Path(DEFAULT_OUTPUT),
+    only: Annotated[
+        str | None,
+        typer.Option(
+            "--only",
+            metavar="KEYS",
+            help="Run only these sections (comma-separated keys: machine, amdahl, roofline, "
+            "overhead, mfu, scaling, decode, planner).",
+        ),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Measure this machine and write one self-contained HTML page (and a JSON record)."""
+    from ceiling.report import compose, html
+    from ceiling.report.sections import SECTIONS
+
+    specs = _select(SECTIONS, only)
+    output = _check_output(output)
+    if profile is not None and not profile.is_file():
+        raise InvalidInput(f"profile {str(profile)!r} does not exist (run `ceiling bench --quick`)")
+    json_path = output.with_suffix(".json")
+
+    rep = _run_with_progress(specs, quick, profile)
+    compose.write_text_atomic(html.render(rep, json_name=json_path.name), output)
+    record = rep.to_json()
+    record["html"] = str(output.resolve())
+    compose.write_json_atomic(record, json_path)
+
+    if json_out:
+        emit_json(record)
+        _where(output, json_path, sys.stderr)
+    else:
+        _summary(rep)
+        _where(output, json_path, sys.stdout)
+    if rep.interrupted:
+        raise typer.Exit(130)
+
+
+def _select(specs, only: str | None):
+    if not only:
+        return list(specs)
+    keys = [k.strip() for k in only.split(",") if k.strip()]
+    known = {s.key: s for s in specs}
+    unknown = [k for k in keys if k not in known]
+    if unknown or not keys:
+        raise InvalidInput(
+            f"unknown section {', '.join(map(repr, unknown)) or '(none given)'}; "
+            f"sections are {', '.join(known)}"
+        )
+    return [s for s in specs if s.key in keys]
+
+
+def _check_output(output: Path) -> Path:
+    if output.suffix.lower() not in (".html", ".htm"):
+        raise InvalidInput(
+            f"the report is an HTML page: --output must end in .html, got {str(output)!r}"
+        )
+    if not output.parent.exists():
+        raise InvalidInput(f"folder {str(output.parent)!r} for the report does not exist")
+    if output.is_dir():
+        raise InvalidInput(f"{str(output)!r} is a folder, not a file name")
+    return output
+
+
+def _run_with_progress(specs, quick: bool, profile: Path | None):
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from ceiling.report import compose
+
+    err = Console(stderr=True, highlight=False)
+    total = sum(s.weight_s for s in specs)
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(bar_width=24),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    ) as bar:
+        task = bar.add_task("report", total=total)
+        state = {"prefix": ""}
+
+        def step(message: str) -> None:
+            bar.update(task, description=f"{state['prefix']} — {message}")
+
+        def on_start(i, spec):
+            state["prefix"] = f"[{i + 1}/{len(specs)}] {spec.title}"
+            bar.update(task, description=state["prefix"])
+
+        def on_done(i, res):
+            bar.advance(task, specs[i].weight_s)
+            mark = {
+                "ok": "[green]ok[/]",
+                "skipped": "[yellow]skipped[/]",
+                "failed": "[red]failed[/]",
+            }
+            line = f"  {mark[res.status]}  {res.title} ({res.elapsed_s:.1f} s)"
+            if res.reason:
+                line += f" — {res.reason}"
+            bar.console.print(line, markup=True, highlight=False)
+
+        ctx = compose.ReportContext(quick=quick, profile_path=profile, progress=step)
+        rep = compose.compose(specs, ctx, on_start=on_start, on_done=on_done)
+        bar.update(task, description=f"report done in {rep.elapsed_s:.0f} s", completed=total)
+    return rep
+
+
+def _summary(rep) -> None:
+    from ceiling.cli.output import console
+
+    rows = []
+    for r in rep.sections:
+        found = "; ".join(f"{h.label}: {h.display}" for h in r.output.highlights[:3])
+        rows.append([r.title, r.status, found or (r.reason or "")])
+    console().print(table(f"ceiling report ({rep.mode})", ["section", "status", "found"], rows))
+
+
+def _where(output: Path, json_path: Path, stream) -> None:
+    print(f"report: {output.resolve()}", file=stream)
+    print(f"json:   {json_path.resolve()}", file=stream)

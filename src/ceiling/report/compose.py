@@ -1,0 +1,371 @@
+"""Compose the report: run each section in turn, collect what it found, keep going on failure.
+
+A section is a function `run(ctx, out)` that fills a `SectionOutput` from the library's own
+functions. It raises `Skip` (or a `CeilingError` such as UnsupportedOnDevice) when it cannot
+run on this machine or in this build; the report then shows the section with the reason in
+one line instead of dropping it. Anything else a section raises is recorded as `failed` with
+the error, and the report goes on: one broken analysis must not cost the user the page.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import importlib
+import io
+import json
+import math
+import os
+import platform
+import socket
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ceiling.errors import CeilingError
+
+REPORT_VERSION = 1
+STATUSES = ("ok", "skipped", "failed")
+
+
+class Skip(Exception):
+    """Raised by a section that cannot run here; the message is the one-line reason."""
+
+
+@dataclass
+class Figure:
+    caption: str
+    mime: str  # "image/svg+xml" or "image/png"
+    data: bytes
+    alt: str
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    note: str | None = None
+
+
+@dataclass
+class Highlight:
+    """A key figure as people read it: a label and a formatted value."""
+
+    label: str
+    display: str
+
+
+@dataclass
+class SectionOutput:
+    """What a section found. Key figures are raw SI numbers for JSON; highlights for people."""
+
+    paragraphs: list[str] = field(default_factory=list)
+    key_figures: dict[str, Any] = field(default_factory=dict)
+    highlights: list[Highlight] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def text(self, paragraph: str) -> None:
+        self.paragraphs.append(paragraph)
+
+    def note(self, line: str) -> None:
+        """A caveat shown in small print under the section (noise, estimates, missing parts)."""
+        self.notes.append(line)
+
+    def key(self, name: str, value: Any, label: str | None = None, display: str | None = None):
+        """Record a key figure; with a label and display it is also shown at the section top."""
+        self.key_figures[name] = value
+        if label is not None and display is not None:
+            self.highlights.append(Highlight(label, display))
+
+    def highlight(self, label: str, display: str) -> None:
+        self.highlights.append(Highlight(label, display))
+
+    def table(self, title: str, columns: list[str], rows: Iterable[Iterable[Any]], note=None):
+        self.tables.append(
+            Table(title, list(columns), [[_cell(v) for v in r] for r in rows], note=note)
+        )
+
+    def figure(self, fig, caption: str, alt: str | None = None) -> None:
+        """Embed a matplotlib figure as SVG; the figure is closed afterwards."""
+        self.figures.append(Figure(caption, "image/svg+xml", figure_svg(fig), alt or caption))
+
+
+@dataclass
+class SectionResult:
+    key: str
+    title: str
+    status: str
+    reason: str | None
+    elapsed_s: float
+    output: SectionOutput
+
+    def to_json(self) -> dict[str, Any]:
+        o = self.output
+        return {
+            "key": self.key,
+            "title": self.title,
+            "status": self.status,
+            "reason": self.reason,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "key_figures": o.key_figures,
+            "highlights": [{"label": h.label, "value": h.display} for h in o.highlights],
+            "tables": [
+                {"title": t.title, "columns": t.columns, "rows": t.rows, "note": t.note}
+                for t in o.tables
+            ],
+            "figures": [{"caption": f.caption, "format": f.mime} for f in o.figures],
+            "notes": o.notes,
+        }
+
+
+@dataclass(frozen=True)
+class SectionSpec:
+    key: str
+    title: str
+    run: Callable[[ReportContext, SectionOutput], None]
+    # rough seconds in quick mode, so the progress bar moves at about the right pace
+    weight_s: float = 1.0
+
+
+@dataclass
+class Report:
+    created: str
+    mode: str
+    host: str
+    environment: dict[str, Any]
+    sections: list[SectionResult]
+    elapsed_s: float
+    profile_source: str | None = None
+    interrupted: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "report_version": REPORT_VERSION,
+            "created": self.created,
+            "mode": self.mode,
+            "host": self.host,
+            "environment": self.environment,
+            "profile_source": self.profile_source,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "interrupted": self.interrupted,
+            "sections": [s.to_json() for s in self.sections],
+        }
+
+
+class ReportContext:
+    """What sections share: the mode, the machine profile (measured once), a progress hook."""
+
+    def __init__(
+        self,
+        quick: bool = True,
+        profile_path: str | Path | None = None,
+        progress: Callable[[str], None] | None = None,
+    ):
+        self.quick = quick
+        self.profile_path = Path(profile_path) if profile_path is not None else None
+        self._progress = progress or (lambda _msg: None)
+        self._profile: Any = None
+        self._profile_error: BaseException | None = None
+        self.profile_source: str | None = None
+        self.cache: dict[str, Any] = {}
+
+    @property
+    def mode(self) -> str:
+        return "quick" if self.quick else "full"
+
+    def step(self, message: str) -> None:
+        """Tell the progress display what the current section is doing now."""
+        self._progress(message)
+
+    def profile(self):
+        """The machine profile: loaded from --profile, or measured now (once) and saved.
+
+        Raises Skip when the measurement code is not part of this build.
+        """
+        if self._profile is not None:
+            return self._profile
+        if self._profile_error is not None:
+            raise self._profile_error
+        try:
+            self._profile = self._load_or_measure()
+        except BaseException as exc:
+            self._profile_error = exc
+            raise
+        return self._profile
+
+    def _load_or_measure(self):
+        prof_mod = require("ceiling.hardware.profile", "the machine profile")
+        if self.profile_path is not None:
+            self.step(f"loading profile {self.profile_path}")
+            profile = prof_mod.load_profile(self.profile_path)
+            self.profile_source = str(self.profile_path)
+            return profile
+        bench = require("ceiling.measure.suite", "the benchmark suite")
+        self.step("measuring this machine's ceilings")
+        profile = bench.run_suite(quick=self.quick, progress=self.step)
+        path = prof_mod.save_profile(profile)
+        self.profile_source = f"measured now ({'quick' if self.quick else 'full'}), saved to {path}"
+        return profile
+
+
+def require(module: str, what: str):
+    """Import a capability; when it is not in this build the section is skipped, not failed."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
+            raise Skip(f"{what} is not part of this build ({module} is missing)") from None
+        raise
+
+
+def figure_svg(fig) -> bytes:
+    """A matplotlib figure as SVG bytes, closed afterwards so figures do not pile up."""
+    from ceiling.report import plots
+
+    plt = plots.pyplot()
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format="svg", bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    return buf.getvalue()
+
+
+def run_section(spec: SectionSpec, ctx: ReportContext) -> SectionResult:
+    out = SectionOutput()
+    t0 = time.perf_counter()
+    status, reason = "ok", None
+    try:
+        spec.run(ctx, out)
+    except Skip as exc:
+        status, reason = "skipped", str(exc)
+    except CeilingError as exc:
+        # the library's own "cannot do that here" (no GPU, does not fit, ...) is a skip
+        status, reason = "skipped", str(exc)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        status = "failed"
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        reason = (
+            f"{type(exc).__name__}: {exc} (at {Path(where.filename).name}:{where.lineno})".strip()
+        )
+    if status != "ok":
+        # a section that stopped half way must not show half its numbers as if complete
+        out = SectionOutput(notes=out.notes)
+    return SectionResult(
+        spec.key, spec.title, status, _one_line(reason), time.perf_counter() - t0, out
+    )
+
+
+def compose(
+    specs: list[SectionSpec],
+    ctx: ReportContext,
+    on_start: Callable[[int, SectionSpec], None] | None = None,
+    on_done: Callable[[int, SectionResult], None] | None = None,
+) -> Report:
+    """Run every section in order; never stops early except on Ctrl-C."""
+    t0 = time.perf_counter()
+    results = []
+    interrupted = False
+    for i, spec in enumerate(specs):
+        if interrupted:
+            reason = "not run: the report was interrupted (Ctrl-C)"
+            results.append(
+                SectionResult(spec.key, spec.title, "skipped", reason, 0.0, SectionOutput())
+            )
+            continue
+        if on_start:
+            on_start(i, spec)
+        try:
+            res = run_section(spec, ctx)
+        except KeyboardInterrupt:
+            # keep what finished: the page is still written, the rest marked as not run
+            interrupted = True
+            reason = "interrupted (Ctrl-C) while running"
+            res = SectionResult(spec.key, spec.title, "skipped", reason, 0.0, SectionOutput())
+        results.append(res)
+        if on_done:
+            on_done(i, res)
+    return Report(
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        mode=ctx.mode,
+        host=socket.gethostname(),
+        environment=environment(),
+        sections=results,
+        elapsed_s=time.perf_counter() - t0,
+        profile_source=ctx.profile_source,
+        interrupted=interrupted,
+    )
+
+
+def environment() -> dict[str, Any]:
+    """Library versions and the platform; torch only if it is already loaded or importable."""
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+    }
+    for name in ("ceiling", "torch", "numpy", "scipy", "matplotlib"):
+        try:
+            mod = importlib.import_module(name)
+            env[name] = getattr(mod, "__version__", "unknown")
+        except ImportError:
+            env[name] = None
+    return env
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain JSON types; non-finite floats become null (JSON has no Infinity)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {k: jsonable(v) for k, v in dataclasses.asdict(obj).items()}
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        return jsonable(obj.item())
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def write_json_atomic(obj: Any, path: str | Path) -> Path:
+    return write_text_atomic(json.dumps(jsonable(obj), indent=2) + "\n", path)
+
+
+def write_text_atomic(text: str, path: str | Path) -> Path:
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return p
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _one_line(s: str | None) -> str | None:
+    if s is None:
+        return None
+    line = " ".join(s.split())
+    return line if len(line) <= 300 else line[:297] + "..."

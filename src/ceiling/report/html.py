@@ -1,0 +1,134 @@
+"""The report as one self-contained HTML page: inline CSS, figures as data URIs, no scripts.
+
+Nothing on the page is fetched: the page opens offline, prints cleanly and reads the same
+without JavaScript.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from html import escape
+from importlib import resources
+
+from ceiling.report.compose import Figure, Report, SectionResult, Table
+
+_NUMERIC = re.compile(r"^[−+-]?[\d.,]+(e[+-]?\d+)?\s*(×|%|[kMGTPE]?(FLOP/s|B/s|B|s|ms|µs|ns)?)?$")
+
+
+def render(report: Report, json_name: str | None = None) -> str:
+    css = resources.files("ceiling.report").joinpath("report.css").read_text(encoding="utf-8")
+    counts = {s: sum(r.status == s for r in report.sections) for s in ("ok", "skipped", "failed")}
+    summary = f"{counts['ok']} of {len(report.sections)} sections ran"
+    if counts["skipped"]:
+        summary += f", {counts['skipped']} skipped"
+    if counts["failed"]:
+        summary += f", {counts['failed']} failed"
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        # forbid every fetch: the page must be complete on its own
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "img-src data:; style-src 'unsafe-inline'\">",
+        f"<title>ceiling report — {escape(report.host)}</title>",
+        f"<style>\n{css}</style>",
+        "</head>",
+        "<body>",
+        "<header>",
+        f"<h1>ceiling report <small>{escape(report.host)}</small></h1>",
+        f'<p class="meta">{escape(report.created)} · {escape(report.mode)} mode · '
+        f"{escape(summary)} in {report.elapsed_s:.0f} s</p>",
+        '<nav aria-label="sections"><ol>',
+    ]
+    for r in report.sections:
+        mark = "" if r.status == "ok" else f" ({r.status})"
+        parts.append(f'<li><a href="#{escape(r.key)}">{escape(r.title)}</a>{mark}</li>')
+    parts += ["</ol></nav>", "</header>", "<main>"]
+    for r in report.sections:
+        parts.append(_section(r))
+    parts += ["</main>", _footer(report, json_name), "</body>", "</html>", ""]
+    return "\n".join(parts)
+
+
+def _section(r: SectionResult) -> str:
+    o = r.output
+    out = [
+        f'<section id="{escape(r.key)}" class="{escape(r.status)}" '
+        f'data-status="{escape(r.status)}" data-figures="{len(o.figures)}">',
+        f"<h2>{escape(r.title)} "
+        f'<span class="badge {escape(r.status)}">{escape(r.status)}</span></h2>',
+    ]
+    if r.status != "ok":
+        out.append(f'<p class="reason">{escape(r.reason or "")}</p>')
+    if o.highlights:
+        out.append('<dl class="highlights">')
+        for h in o.highlights:
+            out.append(f"<div><dt>{escape(h.label)}</dt><dd>{escape(h.display)}</dd></div>")
+        out.append("</dl>")
+    for p in o.paragraphs:
+        out.append(f"<p>{escape(p)}</p>")
+    for f in o.figures:
+        out.append(_figure(f))
+    for t in o.tables:
+        out.append(_table(t))
+    if o.notes:
+        out.append('<ul class="notes">')
+        out += [f"<li>{escape(n)}</li>" for n in o.notes]
+        out.append("</ul>")
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def data_uri(f: Figure) -> str:
+    return f"data:{f.mime};base64,{base64.b64encode(f.data).decode('ascii')}"
+
+
+def _figure(f: Figure) -> str:
+    return (
+        f'<figure><img src="{data_uri(f)}" alt="{escape(f.alt)}">'
+        f"<figcaption>{escape(f.caption)}</figcaption></figure>"
+    )
+
+
+def _table(t: Table) -> str:
+    out = ['<div class="table-wrap"><table>', f"<caption>{escape(t.title)}</caption>"]
+    if any(c for c in t.columns):
+        out.append(
+            "<thead><tr>" + "".join(f"<th>{escape(c)}</th>" for c in t.columns) + "</tr></thead>"
+        )
+    out.append("<tbody>")
+    for row in t.rows:
+        cells = []
+        for v in row:
+            cls = ' class="num"' if _NUMERIC.match(v.strip()) else ""
+            cells.append(f"<td{cls}>{escape(v)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table>")
+    if t.note:
+        out.append(f'<p class="table-note">{escape(t.note)}</p>')
+    out.append("</div>")
+    return "\n".join(out)
+
+
+def _footer(report: Report, json_name: str | None) -> str:
+    rows = [("measurements", report.profile_source or "none taken")]
+    env = report.environment
+    rows.append(("software", ", ".join(f"{k} {v}" for k, v in env.items() if k in _VERSIONS and v)))
+    rows.append(("platform", f"{env.get('platform', '')} · {env.get('cpu_count')} logical CPUs"))
+    if json_name:
+        rows.append(("same content as JSON", json_name))
+    rows.append(
+        (
+            "conventions",
+            "FLOPs count a multiply-add as 2; peaks are dense (never 2:4 sparse); "
+            "GB = 10⁹ bytes, GiB = 2³⁰ bytes.",
+        )
+    )
+    body = "".join(f"<dt>{escape(k)}</dt><dd>{escape(str(v))}</dd>" for k, v in rows)
+    return f"<footer><dl>{body}</dl></footer>"
+
+
+_VERSIONS = ("ceiling", "python", "torch", "numpy", "scipy", "matplotlib")

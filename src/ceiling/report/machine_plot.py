@@ -1,0 +1,94 @@
+"""The machine card's figure: measured ceilings beside the theoretical or datasheet ones."""
+
+from __future__ import annotations
+
+DTYPE_ORDER = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+
+
+def ceilings_figure(devices: list[dict]):
+    """Two panels: matmul FLOP/s per dtype, and memory bandwidth; None when there is nothing.
+
+    Each device dict has name, measured / reference (dtype -> FLOP/s), bandwidth and
+    reference_bandwidth (bytes/s or None).
+    """
+    from ceiling.report import plots
+
+    dtypes = [
+        d
+        for d in DTYPE_ORDER
+        if any(d in dev["measured"] or d in dev["reference"] for dev in devices)
+    ]
+    if not dtypes:
+        return None
+    plt = plots.pyplot()
+    has_bw = any(dev["bandwidth"] or dev["reference_bandwidth"] for dev in devices)
+    fig, axes = plt.subplots(
+        1,
+        2 if has_bw else 1,
+        figsize=(8.4 if has_bw else 6.0, 3.6),
+        gridspec_kw={"width_ratios": [3, 1]} if has_bw else None,
+    )
+    ax = axes[0] if has_bw else axes
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    slots = 2 * len(devices)
+    width = 0.8 / slots
+    for i, dev in enumerate(devices):
+        color = colors[i % len(colors)]
+        for j, (kind, values) in enumerate(
+            (("measured", dev["measured"]), ("reference", dev["reference"]))
+        ):
+            xs, ys = [], []
+            for k, dt in enumerate(dtypes):
+                if values.get(dt):
+                    xs.append(k - 0.4 + width * (2 * i + j + 0.5))
+                    ys.append(values[dt] / 1e12)
+            if not xs:
+                continue
+            label = (
+                f"{dev['name']}: {'measured' if kind == 'measured' else 'theoretical / datasheet'}"
+            )
+            ax.bar(
+                xs,
+                ys,
+                width,
+                color=color if kind == "measured" else "white",
+                edgecolor=color,
+                hatch=None if kind == "measured" else "///",
+                label=label,
+            )
+    ax.set_xticks(range(len(dtypes)), dtypes)
+    ax.set_yscale("log")
+    ax.set_ylabel("matmul TFLOP/s (dense)")
+    ax.set_title("Compute ceiling per dtype")
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    if has_bw:
+        bx = axes[1]
+        for i, dev in enumerate(devices):
+            color = colors[i % len(colors)]
+            if dev["bandwidth"]:
+                bx.bar(2 * i, dev["bandwidth"] / 1e9, 0.8, color=color)
+            if dev["reference_bandwidth"]:
+                bx.bar(
+                    2 * i + 1,
+                    dev["reference_bandwidth"] / 1e9,
+                    0.8,
+                    color="white",
+                    edgecolor=color,
+                    hatch="///",
+                )
+        bx.set_xticks(
+            [2 * i + 0.5 for i in range(len(devices))],
+            [_short(d["name"]) for d in devices],
+            fontsize=7,
+        )
+        bx.set_yscale("log")
+        bx.set_ylabel("GB/s (10⁹ bytes/s)")
+        bx.set_title("Memory bandwidth")
+        bx.grid(True, axis="y", which="both", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= 18 else name[:16] + "…"

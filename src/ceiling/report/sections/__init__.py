@@ -1,0 +1,34 @@
+"""The report's sections, in reading order. Each module has KEY, TITLE and run(ctx, out)."""
+
+from __future__ import annotations
+
+from ceiling.report.compose import SectionSpec
+from ceiling.report.sections import (
+    amdahl,
+    decode,
+    machine,
+    mfu,
+    overhead,
+    planner,
+    roofline,
+    scaling,
+)
+
+# weight_s: rough quick-mode seconds, so the overall progress bar moves at a fair pace
+SECTIONS = [
+    SectionSpec(machine.KEY, machine.TITLE, machine.run, weight_s=60),
+    SectionSpec(amdahl.KEY, amdahl.TITLE, amdahl.run, weight_s=1),
+    SectionSpec(roofline.KEY, roofline.TITLE, roofline.run, weight_s=10),
+    SectionSpec(overhead.KEY, overhead.TITLE, overhead.run, weight_s=10),
+    SectionSpec(mfu.KEY, mfu.TITLE, mfu.run, weight_s=20),
+    SectionSpec(scaling.KEY, scaling.TITLE, scaling.run, weight_s=25),
+    SectionSpec(decode.KEY, decode.TITLE, decode.run, weight_s=15),
+    SectionSpec(planner.KEY, planner.TITLE, planner.run, weight_s=5),
+]
+
+
+def by_key(key: str) -> SectionSpec:
+    for s in SECTIONS:
+        if s.key == key:
+            return s
+    raise KeyError(key)

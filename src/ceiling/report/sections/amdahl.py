@@ -1,0 +1,77 @@
+"""Amdahl's ceiling: what the serial part of a job costs, on this machine's core count."""
+
+from __future__ import annotations
+
+import os
+
+from ceiling.model import laws
+from ceiling.report.compose import ReportContext, SectionOutput
+
+KEY = "amdahl"
+TITLE = "Amdahl's ceiling: the serial part decides"
+
+# The seed's table (p 0.5 / 0.9 / 0.99 over N 2 / 8 / 1000), with 0.95 added for its 20x ceiling.
+FRACTIONS = (0.5, 0.9, 0.95, 0.99)
+WORKERS = (2, 8, 1000)
+
+
+def run(ctx: ReportContext, out: SectionOutput) -> None:
+    cores = os.cpu_count() or 1
+    ns = sorted({*WORKERS, cores})
+    out.text(
+        "If a share p of the work can run in parallel over N units, the speedup is "
+        "S(N) = 1 / ((1 − p) + p/N). However many units are added, it never passes "
+        "1/(1 − p): with p = 0.95 the ceiling is 20×, because the serial 5 % still takes "
+        "as long as before. Data loading, preprocessing and Python in a training loop are "
+        "such serial parts."
+    )
+    rows = []
+    for p in FRACTIONS:
+        cells = [f"{p:g}"]
+        for n in ns:
+            cells.append(f"{laws.amdahl_speedup(p, n):.1f}×")
+        ceiling = laws.amdahl_ceiling(p)
+        cells.append(f"{ceiling:g}×")
+        cells.append(str(laws.amdahl_workers_for(p, 0.9)))
+        rows.append(cells)
+        out.key(f"ceiling_p{p:g}", ceiling)
+    columns = ["parallel share p"]
+    columns += [f"N = {n}" + (" (cores here)" if n == cores else "") for n in ns]
+    columns += ["ceiling 1/(1−p)", "N for 90 % of ceiling"]
+    out.table("Speedup S(N) = 1/((1−p) + p/N)", columns, rows)
+    here = laws.amdahl_speedup(0.95, cores)
+    out.key("cores", cores, "cores on this machine", str(cores))
+    out.key(
+        "speedup_p0.95_on_cores",
+        here,
+        f"p = 0.95 on {cores} core{'s' if cores != 1 else ''}",
+        f"{here:.2f}×",
+    )
+    out.highlight("p = 0.95, any N", f"≤ {laws.amdahl_ceiling(0.95):g}×")
+    ctx.step("drawing the speedup curves")
+    out.figure(
+        _figure(cores),
+        "Speedup against workers for four parallel shares; dashed "
+        "lines are the ceilings 1/(1−p), the dotted diagonal is ideal scaling.",
+    )
+
+
+def _figure(cores: int):
+    from ceiling.report import plots
+
+    grid = [2 ** (i / 4) for i in range(0, 4 * 12 + 1)]  # 1 .. 4096
+    curves = {f"p = {p:g}": (grid, [laws.amdahl_speedup(p, n) for n in grid]) for p in FRACTIONS}
+    ceilings = {f"p = {p:g}": laws.amdahl_ceiling(p) for p in FRACTIONS}
+    fig = plots.speedup_figure(curves, ceilings, title="Amdahl's law: fixed problem size")
+    ax = fig.axes[0]
+    if cores > 1:
+        ax.axvline(cores, color="0.4", lw=1, ls="-.")
+        ax.annotate(
+            f"{cores} cores here",
+            (cores, 1.1),
+            textcoords="offset points",
+            xytext=(3, 0),
+            fontsize=8,
+            color="0.3",
+        )
+    return fig

@@ -1,0 +1,207 @@
+"""The machine card: what this machine is, and its measured ceilings against the datasheet."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+from ceiling import units
+from ceiling.report.compose import ReportContext, SectionOutput, Skip, require
+
+KEY = "machine"
+TITLE = "This machine and its ceilings"
+
+
+def run(ctx: ReportContext, out: SectionOutput) -> None:
+    ctx.step("detecting the CPU and GPUs")
+    cpu = _cpu_card(out)
+    gpus = _gpu_card(out)
+    try:
+        profile = ctx.profile()
+    except Skip as exc:
+        out.note(f"measured ceilings: not measured — {exc}")
+        profile = None
+    if profile is not None:
+        _measured(out, profile, cpu)
+    if cpu is not None or profile is not None:
+        from ceiling.report import machine_plot
+
+        fig = machine_plot.ceilings_figure(_devices_for_plot(profile, cpu, gpus))
+        if fig is not None:
+            out.figure(
+                fig,
+                "Matrix-multiply FLOP/s per dtype and memory bandwidth: measured here (solid) "
+                "against the theoretical or datasheet figure (hatched). Log scale.",
+            )
+
+
+def _cpu_card(out: SectionOutput):
+    try:
+        cpu_mod = require("ceiling.hardware.cpu", "CPU detection")
+    except Skip as exc:
+        out.note(f"CPU details and theoretical peaks: {exc}")
+        import psutil
+
+        cores = psutil.cpu_count(logical=False) or os.cpu_count()
+        out.table(
+            "CPU",
+            ["model", "cores", "threads", "memory"],
+            [
+                [
+                    platform.processor() or platform.machine(),
+                    cores,
+                    os.cpu_count(),
+                    units.format_bytes(psutil.virtual_memory().total, binary=True),
+                ]
+            ],
+        )
+        return None
+    cpu = cpu_mod.detect_cpu()
+    out.key("cpu_model", cpu.model, "CPU", cpu.model)
+    out.key("cpu_cores", cpu.cores, "cores / threads", f"{cpu.cores} / {cpu.threads}")
+    rows = [
+        ["model", cpu.model],
+        ["cores / threads", f"{cpu.cores} / {cpu.threads}"],
+        ["clock", f"{cpu.freq_hz / 1e9:.2f} GHz" if cpu.freq_hz else "not readable"],
+        ["caches", _caches(cpu.caches)],
+        ["SIMD features", ", ".join(cpu.features) or "none detected"],
+        ["memory", units.format_bytes(cpu.memory_bytes, binary=True)],
+    ]
+    out.table("CPU", ["", ""], rows)
+    peak_rows = []
+    for dtype, peak in cpu.peak_flops_per_s.items():
+        native = cpu.native.get(dtype, False)
+        peak_rows.append(
+            [dtype, units.format_flops_per_s(peak), "yes" if native else "no — emulated, slow"]
+        )
+    out.table(
+        "CPU theoretical peak (cores × clock × FLOPs per cycle; a multiply-add counts as 2)",
+        ["dtype", "peak", "native"],
+        peak_rows,
+    )
+    out.key_figures["cpu_theoretical_peak_flops_per_s"] = dict(cpu.peak_flops_per_s)
+    return cpu
+
+
+def _caches(caches) -> str:
+    if isinstance(caches, dict):
+        items = caches.items()
+    else:
+        items = ((k, getattr(caches, k, None)) for k in ("l1d_bytes", "l2_bytes", "l3_bytes"))
+    parts = []
+    for name, v in items:
+        if v:
+            label = name.replace("_bytes", "").upper()
+            parts.append(f"{label} {units.format_bytes(v, binary=True)}")
+    return ", ".join(parts) or "not readable"
+
+
+def _gpu_card(out: SectionOutput) -> list:
+    try:
+        gpu_mod = require("ceiling.hardware.gpu", "GPU detection")
+    except Skip as exc:
+        out.note(f"GPUs: {exc}")
+        return []
+    gpus = gpu_mod.detect_gpus()
+    out.key("gpu_count", len(gpus))
+    if not gpus:
+        out.text("No CUDA GPU is visible here, so every measurement below runs on the CPU.")
+        return []
+    rows = []
+    for g in gpus:
+        match = getattr(g, "catalog_key", None) or getattr(g, "spec_key", None) or "—"
+        rows.append(
+            [
+                g.name,
+                g.sms if g.sms is not None else "—",
+                units.format_bytes(g.memory_bytes, binary=True),
+                units.format_bytes(g.l2_bytes, binary=True) if g.l2_bytes else "—",
+                match,
+            ]
+        )
+    out.table("GPUs", ["name", "SMs", "memory", "L2", "catalog entry"], rows)
+    return gpus
+
+
+def _measured(out: SectionOutput, profile, cpu) -> None:
+    rows = []
+    measured = {}
+    for dev in profile.devices:
+        for dtype, value in sorted(dev.peak_flops_per_s.items(), key=lambda kv: -kv[1]):
+            ref = (dev.datasheet_peak_flops_per_s or {}).get(dtype)
+            rows.append(
+                [
+                    dev.name,
+                    dtype,
+                    units.format_flops_per_s(value),
+                    units.format_flops_per_s(ref) if ref else "—",
+                    units.format_percent(value / ref) if ref else "—",
+                ]
+            )
+        bw = dev.bandwidth_bytes_per_s
+        ref_bw = dev.datasheet_bandwidth_bytes_per_s
+        if bw:
+            rows.append(
+                [
+                    dev.name,
+                    "memory bandwidth",
+                    units.format_bandwidth(bw),
+                    units.format_bandwidth(ref_bw) if ref_bw else "—",
+                    units.format_percent(bw / ref_bw) if ref_bw else "—",
+                ]
+            )
+        measured[dev.name] = {
+            "kind": dev.kind,
+            "peak_flops_per_s": dict(dev.peak_flops_per_s),
+            "bandwidth_bytes_per_s": bw,
+            "datasheet_peak_flops_per_s": dict(dev.datasheet_peak_flops_per_s or {}),
+            "datasheet_bandwidth_bytes_per_s": ref_bw,
+        }
+    out.key_figures["measured"] = measured
+    best = max(
+        ((d, dt, v) for d in profile.devices for dt, v in d.peak_flops_per_s.items()),
+        key=lambda t: t[2],
+        default=None,
+    )
+    if best is not None:
+        out.highlight(f"best matmul ({best[0].name}, {best[1]})", units.format_flops_per_s(best[2]))
+    bws = [d for d in profile.devices if d.bandwidth_bytes_per_s]
+    if bws:
+        top = max(bws, key=lambda d: d.bandwidth_bytes_per_s)
+        out.highlight(
+            f"memory bandwidth ({top.name})", units.format_bandwidth(top.bandwidth_bytes_per_s)
+        )
+    out.table(
+        "Measured ceilings against the theoretical (CPU) or datasheet (GPU) figure",
+        ["device", "what", "measured", "theoretical / datasheet", "achieved"],
+        rows,
+        note="Matrix multiply: best FLOP/s over the size sweep, FLOPs = 2·M·N·K. "
+        "Bandwidth: STREAM triad, GB = 10⁹ bytes.",
+    )
+
+
+def _devices_for_plot(profile, cpu, gpus) -> list[dict]:
+    """One entry per device: measured and reference FLOP/s per dtype, and bandwidths."""
+    devices = []
+    if profile is not None:
+        for dev in profile.devices:
+            devices.append(
+                {
+                    "name": dev.name,
+                    "measured": dict(dev.peak_flops_per_s),
+                    "reference": dict(dev.datasheet_peak_flops_per_s or {}),
+                    "bandwidth": dev.bandwidth_bytes_per_s,
+                    "reference_bandwidth": dev.datasheet_bandwidth_bytes_per_s,
+                }
+            )
+    elif cpu is not None:
+        devices.append(
+            {
+                "name": cpu.model,
+                "measured": {},
+                "reference": dict(cpu.peak_flops_per_s),
+                "bandwidth": None,
+                "reference_bandwidth": None,
+            }
+        )
+    return devices

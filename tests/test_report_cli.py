@@ -1,0 +1,65 @@
+"""`ceiling report` on the command line: sections chosen, files written, bad input refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def test_report_writes_page_and_json_record(cli, tmp_path):
+    out = tmp_path / "r.html"
+    code, stdout, stderr = cli("report", "--only", "amdahl", "--output", out, "--json")
+    assert code == 0, stderr
+    record = json.loads(stdout)
+    assert record["mode"] == "quick"
+    [section] = record["sections"]
+    assert section["title"].startswith("Amdahl")
+    assert section["status"] == "ok"
+    assert section["key_figures"]["ceiling_p0.95"] == 20.0
+    assert section["key_figures"]["ceiling_p0.5"] == 2.0
+    # the record on disk is the one printed, and the page points to it
+    assert json.loads((tmp_path / "r.json").read_text())["sections"] == record["sections"]
+    page = out.read_text()
+    assert 'id="amdahl"' in page and "data:image/svg+xml;base64," in page
+    assert f"report: {out.resolve()}" in stderr
+
+
+def test_amdahl_section_shows_the_seed_table(cli, tmp_path):
+    out = tmp_path / "r.html"
+    code, stdout, _ = cli("report", "--only", "amdahl", "-o", out, "--json")
+    assert code == 0
+    table = json.loads(stdout)["sections"][0]["tables"][0]
+    rows = {r[0]: r for r in table["rows"]}
+    cols = table["columns"]
+    col = {c.split(" (")[0]: i for i, c in enumerate(cols)}
+    # the seed: 0.5 -> 1.3 1.8 2.0; 0.9 -> 1.8 4.7 9.9; 0.99 -> 2.0 7.5 91.0
+    for p, expected in {"0.5": "1.3 1.8 2.0", "0.9": "1.8 4.7 9.9", "0.99": "2.0 7.5 91.0"}.items():
+        got = [rows[p][col[f"N = {n}"]].rstrip("×") for n in (2, 8, 1000)]
+        assert got == expected.split()
+
+
+def test_terminal_summary_ends_with_the_page_path(cli, tmp_path):
+    out = tmp_path / "page.html"
+    code, stdout, _ = cli("report", "--only", "amdahl", "-o", out)
+    assert code == 0
+    lines = stdout.strip().splitlines()
+    assert lines[-2] == f"report: {out.resolve()}"
+    assert lines[-1] == f"json:   {(tmp_path / 'page.json').resolve()}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--output", "report.txt"], "--output must end in .html"),
+        (["--output", "/no/such/folder/r.html"], "does not exist"),
+        (["--only", "nosuch"], "unknown section 'nosuch'"),
+        (["--profile", "/no/such/profile.json"], "does not exist"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(cli, tmp_path, args, message):
+    code, stdout, stderr = cli("report", *args)
+    assert code == 2
+    assert stdout == ""
+    assert stderr.count("\n") == 1 and stderr.startswith("error: ")
+    assert message in stderr
