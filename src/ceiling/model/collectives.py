@@ -1,0 +1,76 @@
+"""Collective communication: algorithm and bus bandwidth, and the latency–bandwidth model.
+
+Conventions follow nccl-tests (doc/PERFORMANCE.md there). `bytes` is the size of the
+largest per-rank buffer: the reduced buffer for all-reduce, the gathered output for
+all-gather, the input for reduce-scatter, the whole send buffer for all-to-all.
+algbw = bytes / time. busbw rescales algbw so that it is comparable with a link's speed
+whatever the number of ranks n: a ring all-reduce moves 2(n-1)/n of the buffer over each
+link, all-gather / reduce-scatter / all-to-all (n-1)/n, broadcast and reduce 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ceiling.errors import InvalidInput
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
+
+
+def bus_factor(op: str, ranks: int) -> float:
+    """busbw / algbw for a collective over `ranks` ranks."""
+    if ranks < 1:
+        raise InvalidInput(f"a collective needs at least 1 rank, got {ranks}")
+    n = ranks
+    if op == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    if op in ("broadcast", "reduce", "send_recv"):
+        return 1.0
+    raise InvalidInput(f"unknown collective {op!r}; known: {', '.join(OPS)}")
+
+
+def algbw_bytes_per_s(nbytes: float, time_s: float) -> float:
+    if time_s <= 0:
+        raise InvalidInput(f"time must be positive, got {time_s}")
+    return nbytes / time_s
+
+
+def busbw_bytes_per_s(op: str, nbytes: float, time_s: float, ranks: int) -> float:
+    return algbw_bytes_per_s(nbytes, time_s) * bus_factor(op, ranks)
+
+
+@dataclass(frozen=True)
+class LatencyBandwidthFit:
+    """time(bytes) = latency_s + bytes / bandwidth_bytes_per_s (the α–β model)."""
+
+    latency_s: float
+    bandwidth_bytes_per_s: float | None  # None when time does not grow with size
+    r2: float
+
+
+def fit_latency_bandwidth(
+    sizes_bytes: Sequence[float], times_s: Sequence[float]
+) -> LatencyBandwidthFit:
+    """Least-squares line through (bytes, time), weighted by 1/time so that small messages
+    (whose times are tiny) shape the latency as much as large ones shape the bandwidth."""
+    import numpy as np
+
+    if len(sizes_bytes) != len(times_s) or len(sizes_bytes) < 2:
+        raise InvalidInput("need at least two (size, time) pairs to fit latency and bandwidth")
+    b = np.asarray(sizes_bytes, dtype=float)
+    t = np.asarray(times_s, dtype=float)
+    if np.any(t <= 0):
+        raise InvalidInput("times must be positive")
+    w = 1.0 / t
+    a = np.stack([np.ones_like(b), b], axis=1) * w[:, None]
+    (alpha, beta), *_ = np.linalg.lstsq(a, t * w, rcond=None)
+    pred = alpha + beta * b
+    ss_res = float(np.sum((t - pred) ** 2))
+    ss_tot = float(np.sum((t - t.mean()) ** 2))
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    bw = 1.0 / beta if beta > 0 and math.isfinite(beta) else None
+    return LatencyBandwidthFit(latency_s=max(float(alpha), 0.0), bandwidth_bytes_per_s=bw, r2=r2)
