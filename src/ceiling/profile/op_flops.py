@@ -1,0 +1,359 @@
+"""FLOPs of one aten op call, a multiply-add counted as 2.
+
+Matmul, convolution and fused attention come from PyTorch's own formula registry
+(torch.utils.flop_counter). Added here what it leaves out:
+
+- CPU fused attention (`_scaled_dot_product_flash_attention_for_cpu` and its backward):
+  the registry has no entry, so a plain FlopCounterMode reports 0 for attention on a CPU.
+- Causal attention: the registry counts every query/key pair; a causal mask keeps about
+  half of them, and fused kernels skip the masked blocks, so causal calls are counted at
+  half ("causal-half", the convention `ceiling.model.mfu` names).
+- Elementwise, reduction, normalisation and optimizer ops, counted from element counts:
+  1 FLOP per output element for plain arithmetic and comparisons (transcendentals too, by
+  convention) — exact under that convention; fixed per-element costs for composite
+  activations, softmax and norms — marked estimated.
+
+Each result carries a category: "matmul" and "attention" make the model FLOPs used for MFU
+(the work a dense matmul peak describes); the rest is reported but kept apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import torch
+from torch.utils import flop_counter
+
+aten = torch.ops.aten
+
+
+@dataclass(frozen=True)
+class FlopCount:
+    flops: float
+    exact: bool
+    category: str  # matmul | attention | elementwise | reduction | norm | memory | view | other
+
+
+MODEL_CATEGORIES = ("matmul", "attention")
+
+# Fused attention ops, forward and backward, whose FLOPs the registry does not know.
+_CPU_ATTENTION = {
+    "_scaled_dot_product_flash_attention_for_cpu": "forward",
+    "_scaled_dot_product_flash_attention_for_cpu_backward": "backward",
+    "_scaled_dot_product_fused_attention_overrideable": "forward",
+    "_scaled_dot_product_fused_attention_overrideable_backward": "backward",
+}
+_REGISTRY_ATTENTION = {
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_efficient_attention_backward",
+    "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_cudnn_attention_backward",
+    "_flash_attention_forward",
+    "_efficient_attention_forward",
+    "_flash_attention_backward",
+    "_efficient_attention_backward",
+}
+
+# FLOPs per output element. Values of 1 are exact under the 1-per-element convention.
+_PER_ELEMENT_EXACT = {
+    name: 1.0
+    for name in [
+        "add",
+        "sub",
+        "rsub",
+        "mul",
+        "div",
+        "neg",
+        "abs",
+        "reciprocal",
+        "sqrt",
+        "rsqrt",
+        "exp",
+        "exp2",
+        "expm1",
+        "log",
+        "log2",
+        "log1p",
+        "sin",
+        "cos",
+        "tan",
+        "tanh",
+        "sigmoid",
+        "relu",
+        "threshold",
+        "threshold_backward",
+        "pow",
+        "maximum",
+        "minimum",
+        "clamp",
+        "clamp_min",
+        "clamp_max",
+        "where",
+        "eq",
+        "ne",
+        "lt",
+        "gt",
+        "le",
+        "ge",
+        "masked_fill",
+        "sign",
+        "floor",
+        "ceil",
+        "round",
+        "trunc",
+        "erf",
+        "erfc",
+        "square",
+        "logical_not",
+        "logical_and",
+        "logical_or",
+        "bitwise_not",
+        "remainder",
+        "fmod",
+        "sigmoid_backward",
+        "tanh_backward",
+        "hardtanh_backward",
+        "leaky_relu",
+        "leaky_relu_backward",
+        "relu6",
+        "hardtanh",
+    ]
+}
+_PER_ELEMENT_EXACT.update({"addcmul": 2.0, "addcdiv": 2.0, "lerp": 2.0, "mse_loss": 2.0})
+
+# Composite activations and normalisations: the count of arithmetic steps in the usual
+# formulation, per element. Kernels differ, so these are estimates.
+_PER_ELEMENT_ESTIMATED = {
+    "gelu": ("elementwise", 8.0),  # 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³)))
+    "gelu_backward": ("elementwise", 12.0),
+    "silu": ("elementwise", 4.0),  # x · 1/(1+e^-x)
+    "silu_backward": ("elementwise", 6.0),
+    "mish": ("elementwise", 6.0),
+    "hardswish": ("elementwise", 4.0),
+    "elu": ("elementwise", 4.0),
+    "softplus": ("elementwise", 4.0),
+    "dropout": ("elementwise", 2.0),
+    "native_dropout": ("elementwise", 2.0),
+    "native_dropout_backward": ("elementwise", 2.0),
+    "_softmax": ("norm", 5.0),  # max, subtract, exp, sum, divide
+    "_log_softmax": ("norm", 5.0),
+    "_softmax_backward_data": ("norm", 4.0),
+    "_log_softmax_backward_data": ("norm", 4.0),
+    "native_layer_norm": ("norm", 8.0),  # mean, centre, square, sum, rsqrt-scale, affine
+    "native_layer_norm_backward": ("norm", 16.0),
+    "native_group_norm": ("norm", 8.0),
+    "native_group_norm_backward": ("norm", 16.0),
+    "native_batch_norm": ("norm", 8.0),
+    "_native_batch_norm_legit": ("norm", 8.0),
+    "_native_batch_norm_legit_no_training": ("norm", 4.0),
+    "native_batch_norm_backward": ("norm", 16.0),
+    "_fused_rms_norm": ("norm", 5.0),  # square, mean, rsqrt-scale, weight
+    "_fused_rms_norm_backward": ("norm", 10.0),
+    "_fused_adam": ("elementwise", 16.0),  # moments, bias correction, update, weight decay
+    "_fused_adamw": ("elementwise", 16.0),
+    "_fused_sgd": ("elementwise", 4.0),
+}
+
+_REDUCTIONS = {
+    "sum": True,  # exact: n - k adds to reduce n elements to k
+    "mean": True,  # n - k adds and k divides
+    "amax": False,
+    "amin": False,
+    "max": False,
+    "min": False,
+    "prod": False,
+    "var": False,
+    "std": False,
+    "var_mean": False,
+    "std_mean": False,
+    "norm": False,
+    "linalg_vector_norm": False,
+    "logsumexp": False,
+    "cumsum": False,
+    "argmax": False,
+    "argmin": False,
+    "nll_loss_forward": False,
+    "nll_loss_backward": False,
+    "nll_loss2d_forward": False,
+    "embedding_dense_backward": False,
+}
+
+# Ops that move or allocate memory without arithmetic.
+_MEMORY = set(
+    [
+        "copy",
+        "_to_copy",
+        "clone",
+        "contiguous",
+        "cat",
+        "stack",
+        "index_select",
+        "gather",
+        "scatter",
+        "scatter_add",
+        "index",
+        "index_put",
+        "index_add",
+        "embedding",
+        "fill",
+        "zero",
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "full",
+        "full_like",
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "arange",
+        "randn",
+        "rand",
+        "randint",
+        "normal",
+        "uniform",
+        "bernoulli",
+        "masked_select",
+        "constant_pad_nd",
+        "flip",
+        "roll",
+        "repeat",
+        "tril",
+        "triu",
+        "_local_scalar_dense",
+        "lift_fresh",
+        "lift_fresh_copy",
+        "scalar_tensor",
+        "slice_scatter",
+        "select_scatter",
+        "split_with_sizes_copy",
+        "unbind_copy",
+        "_unsafe_index",
+        "topk",
+        "sort",
+    ]
+)
+
+
+# Not flagged as views by their schema, but they only relabel an existing buffer.
+_FREE = {"_unsafe_view", "lift_fresh", "alias", "_reshape_alias", "set_", "resize_"}
+
+
+def is_free(func) -> bool:
+    """Views and relabelings: no arithmetic, no memory traffic."""
+    return func.is_view or func._overloadpacket.__name__ in _FREE
+
+
+def base_name(func) -> str:
+    """'add_' and '_foreach_add_' -> 'add'; other names unchanged but for a trailing '_'."""
+    name = func._overloadpacket.__name__
+    if name.startswith("_foreach_"):
+        name = name[len("_foreach_") :]
+    if name.endswith("_") and not name.endswith("__"):
+        name = name[:-1]
+    return name
+
+
+def _numel(x) -> int:
+    if isinstance(x, torch.Tensor):
+        return x.numel()
+    if isinstance(x, (list, tuple)):
+        return sum(_numel(v) for v in x)
+    return 0
+
+
+def _arg(func, args, kwargs, name: str, default=None):
+    if name in kwargs:
+        return kwargs[name]
+    for i, a in enumerate(func._schema.arguments):
+        if a.name == name:
+            return args[i] if i < len(args) else default
+    return default
+
+
+def _is_causal(func, args, kwargs) -> bool:
+    if _arg(func, args, kwargs, "is_causal", False):
+        return True
+    # memory-efficient kernels name the mask type instead: 0 none, 1/2 causal variants
+    return bool(_arg(func, args, kwargs, "custom_mask_type", 0))
+
+
+def _out_numel(out, args) -> int:
+    n = _numel(out)
+    if n == 0 and args:  # in-place foreach ops return None: the first list is the output
+        n = _numel(args[0])
+    return n
+
+
+def count_flops(func, args, kwargs, out) -> FlopCount:
+    """FLOPs of one call; `func` is an aten OpOverload, args and out as dispatched."""
+    packet = func._overloadpacket
+    name = packet.__name__
+    if is_free(func):
+        return FlopCount(0.0, True, "view")
+    if name in _CPU_ATTENTION:
+        if _CPU_ATTENTION[name] == "forward":
+            q, k, v = args[:3]
+            flops = flop_counter.sdpa_flop_count(q.shape, k.shape, v.shape)
+        else:
+            grad_out, q, k, v = args[:4]
+            flops = flop_counter.sdpa_backward_flop_count(grad_out.shape, q.shape, k.shape, v.shape)
+        scale = 0.5 if _is_causal(func, args, kwargs) else 1.0
+        return FlopCount(float(flops) * scale, True, "attention")
+    registry = flop_counter.flop_registry
+    if packet in registry:
+        flops = float(registry[packet](*args, **kwargs, out_val=out))
+        if name in _REGISTRY_ATTENTION:
+            scale = 0.5 if _is_causal(func, args, kwargs) else 1.0
+            return FlopCount(flops * scale, True, "attention")
+        return FlopCount(flops, True, "matmul")
+    base = base_name(func)
+    if base in _PER_ELEMENT_EXACT:
+        return FlopCount(_PER_ELEMENT_EXACT[base] * _out_numel(out, args), True, "elementwise")
+    if base in _PER_ELEMENT_ESTIMATED:
+        category, per = _PER_ELEMENT_ESTIMATED[base]
+        # norms and softmax scale with their input; the first tensor argument is it
+        n = _numel(args[0]) if category == "norm" and args else _out_numel(out, args)
+        return FlopCount(per * n, False, category)
+    if base in _REDUCTIONS:
+        n_in = _numel(args[0]) if args else 0
+        n_out = _numel(out)
+        if base == "sum":
+            return FlopCount(float(max(n_in - n_out, 0)), True, "reduction")
+        if base == "mean":
+            return FlopCount(float(max(n_in - n_out, 0) + n_out), True, "reduction")
+        return FlopCount(float(n_in), False, "reduction")
+    if base in _MEMORY:
+        return FlopCount(0.0, True, "memory")
+    return FlopCount(0.0, False, "other")
+
+
+def matmul_dims(func, args) -> tuple[int, ...] | None:
+    """(M, N, K) of a matmul call, for the alignment hint; None for other ops."""
+    name = func._overloadpacket.__name__
+    try:
+        if name == "mm":
+            (m, k), (_, n) = args[0].shape, args[1].shape
+        elif name == "addmm":
+            (m, k), (_, n) = args[1].shape, args[2].shape
+        elif name == "bmm":
+            (_, m, k), (_, _, n) = args[0].shape, args[1].shape
+        elif name == "baddbmm":
+            (_, m, k), (_, _, n) = args[1].shape, args[2].shape
+        else:
+            return None
+    except (AttributeError, ValueError, IndexError):
+        return None
+    return (int(m), int(n), int(k))
+
+
+def element_count(shape) -> int:
+    return prod(int(s) for s in shape)

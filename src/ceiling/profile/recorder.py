@@ -1,0 +1,310 @@
+"""Record every aten op a PyTorch workload runs: FLOPs, bytes, optional time, module path.
+
+    with OpRecorder(time_ops=True) as rec:
+        loss = model(x).sum(); loss.backward()
+    rec.calls          # one OpCall per op call
+    rec.by_op()        # totals per aten op
+    rec.by_module()    # totals per module path (a module includes its children)
+
+A TorchDispatchMode sees each op after autograd, so forward, backward and optimizer ops are
+all recorded, each with the module whose forward (or backward) was running. FLOPs and
+bytes need only shapes, strides and dtypes, so recording works on "meta" and fake tensors
+(models too large to run); time is then None.
+
+Per-op time (`time_ops=True`) waits for the device before and after each op, which removes
+the overlap a real run has: use it to attribute time, not to measure step time.
+Recomputation: an op that runs inside a module's forward while the autograd engine is
+running (activation checkpointing) is marked phase "recompute": hardware FLOPs, not model
+FLOPs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+from torch.nn.modules.module import register_module_forward_hook
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.module_tracker import ModuleTracker
+
+from ceiling.profile.op_flops import MODEL_CATEGORIES, count_flops, matmul_dims
+from ceiling.profile.traffic import count_traffic, tensor_bytes
+
+METHOD_VERSION = 1
+
+# Queries about a tensor's layout reach the mode as ops; they are not work.
+_METADATA_OPS = {
+    "sym_is_contiguous",
+    "is_contiguous",
+    "is_strides_like_format",
+    "is_non_overlapping_and_dense",
+    "size",
+    "sym_size",
+    "stride",
+    "sym_stride",
+    "storage_offset",
+    "sym_storage_offset",
+    "numel",
+    "sym_numel",
+    "dim",
+    "layout",
+    "device",
+}
+
+
+@dataclass(frozen=True)
+class OpCall:
+    op: str  # "aten.mm"
+    module: str  # innermost module path, "Global" outside any module
+    phase: str  # forward | backward | recompute | optimizer | any label set by phase()
+    category: str
+    flops: float
+    flops_exact: bool
+    bytes_read: float
+    bytes_written: float
+    bytes_exact: bool
+    time_s: float | None
+    dtype: str | None
+    matmul_dims: tuple[int, ...] | None = None
+
+    @property
+    def bytes(self) -> float:
+        return self.bytes_read + self.bytes_written
+
+
+@dataclass
+class OpTotals:
+    """Sums over many calls of one op, module or category."""
+
+    name: str
+    calls: int = 0
+    flops: float = 0.0
+    model_flops: float = 0.0
+    bytes_read: float = 0.0
+    bytes_written: float = 0.0
+    time_s: float | None = None
+    exact: bool = True
+    category: str = ""
+    matmul_dims: set = field(default_factory=set)
+
+    @property
+    def bytes(self) -> float:
+        return self.bytes_read + self.bytes_written
+
+    def add(self, call: OpCall) -> None:
+        self.calls += 1
+        self.flops += call.flops
+        if call.category in MODEL_CATEGORIES:
+            self.model_flops += call.flops
+        self.bytes_read += call.bytes_read
+        self.bytes_written += call.bytes_written
+        if call.time_s is not None:
+            self.time_s = (self.time_s or 0.0) + call.time_s
+        self.exact = self.exact and call.flops_exact and call.bytes_exact
+        if not self.category:
+            self.category = call.category
+        elif self.category != call.category:
+            self.category = "mixed"
+        if call.matmul_dims is not None:
+            self.matmul_dims.add(call.matmul_dims)
+
+
+class _Tracker(ModuleTracker):
+    """Module paths as ModuleTracker has them, plus how deep in forward calls we are."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forward_depth = 0
+
+    def _fw_pre_hook(self, mod, input) -> None:
+        self.forward_depth += 1
+        super()._fw_pre_hook(mod, input)
+
+    def _leave_forward(self, mod, input, output) -> None:
+        self.forward_depth = max(0, self.forward_depth - 1)
+
+    def __enter__(self):
+        self.forward_depth = 0
+        # always_call: checkpointing stops a recomputation early by raising inside forward
+        self._depth_handle = register_module_forward_hook(self._leave_forward, always_call=True)
+        return super().__enter__()
+
+    def __exit__(self, *args):
+        self._depth_handle.remove()
+        return super().__exit__(*args)
+
+    def innermost(self) -> str:
+        parents = self.parents
+        if len(parents) == 1:
+            return next(iter(parents))
+        return max((p for p in parents if p != "Global"), key=lambda p: (p.count("."), p))
+
+
+def _sync(device: torch.device | None) -> None:
+    if device is not None and device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _first_device(args, kwargs) -> torch.device | None:
+    for x in (*args, *kwargs.values()):
+        if isinstance(x, torch.Tensor):
+            return x.device
+        if isinstance(x, (list, tuple)):
+            for y in x:
+                if isinstance(y, torch.Tensor):
+                    return y.device
+    return None
+
+
+class _RecordingMode(TorchDispatchMode):
+    def __init__(self, recorder: OpRecorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        namespace = func.namespace
+        packet_name = func._overloadpacket.__name__
+        if packet_name in _METADATA_OPS or namespace not in ("aten", "prims"):
+            return func(*args, **kwargs)
+        rec = self.recorder
+        device = _first_device(args, kwargs)
+        timed = rec.time_ops and device is not None and device.type not in ("meta",)
+        if timed and not _is_fake(args):
+            _sync(device)
+            t0 = time.perf_counter()
+            out = func(*args, **kwargs)
+            _sync(device)
+            elapsed = time.perf_counter() - t0
+        else:
+            out = func(*args, **kwargs)
+            elapsed = None
+        rec._record(func, args, kwargs, out, elapsed)
+        return out
+
+
+def _is_fake(args) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return any(isinstance(a, FakeTensor) for a in args)
+
+
+class OpRecorder:
+    """Context manager recording every op; see the module docstring."""
+
+    def __init__(self, time_ops: bool = False) -> None:
+        self.time_ops = time_ops
+        self.calls: list[OpCall] = []
+        self._phase: str | None = None
+        self._tracker = _Tracker()
+        self._mode = _RecordingMode(self)
+
+    def __enter__(self) -> OpRecorder:
+        self._tracker.__enter__()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._mode.__exit__(*exc)
+        self._tracker.__exit__(*exc)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Label the ops run inside (e.g. "optimizer"); autograd phases apply otherwise."""
+        before = self._phase
+        self._phase = name
+        try:
+            yield
+        finally:
+            self._phase = before
+
+    def clear(self) -> None:
+        self.calls.clear()
+
+    def _current_phase(self) -> str:
+        if torch._C._current_graph_task_id() != -1:
+            return "recompute" if self._tracker.forward_depth > 0 else "backward"
+        return self._phase or "forward"
+
+    def _record(self, func, args, kwargs, out, elapsed: float | None) -> None:
+        fl = count_flops(func, args, kwargs, out)
+        tr = count_traffic(func, args, kwargs, out)
+        dtype = None
+        for x in (*args, out):
+            if isinstance(x, torch.Tensor):
+                dtype = str(x.dtype).removeprefix("torch.")
+                break
+        self.calls.append(
+            OpCall(
+                op=f"{func.namespace}.{func._overloadpacket.__name__}",
+                module=self._tracker.innermost(),
+                phase=self._current_phase(),
+                category=fl.category,
+                flops=fl.flops,
+                flops_exact=fl.exact,
+                bytes_read=tr.bytes_read,
+                bytes_written=tr.bytes_written,
+                bytes_exact=tr.exact,
+                time_s=elapsed,
+                dtype=dtype,
+                matmul_dims=matmul_dims(func, args) if fl.category == "matmul" else None,
+            )
+        )
+
+    # ---- totals -----------------------------------------------------------------------
+
+    def totals(self, phases: tuple[str, ...] | None = None) -> OpTotals:
+        t = OpTotals("total")
+        for c in self.calls:
+            if phases is None or c.phase in phases:
+                t.add(c)
+        return t
+
+    def model_flops(self) -> float:
+        """Matmul and attention FLOPs outside recomputation: the model FLOPs of MFU."""
+        return sum(
+            c.flops for c in self.calls if c.category in MODEL_CATEGORIES and c.phase != "recompute"
+        )
+
+    def hardware_flops(self) -> float:
+        """Matmul and attention FLOPs the device executed, recomputation included."""
+        return sum(c.flops for c in self.calls if c.category in MODEL_CATEGORIES)
+
+    def by_op(self) -> list[OpTotals]:
+        return self._group(lambda c: c.op)
+
+    def by_category(self) -> list[OpTotals]:
+        return self._group(lambda c: c.category)
+
+    def by_module(self, depth: int | None = None) -> list[OpTotals]:
+        """Totals per module path; a module's row includes its children's ops.
+        `depth` limits the rows to paths with at most that many dots."""
+        groups: dict[str, OpTotals] = {}
+        for c in self.calls:
+            parts = c.module.split(".")
+            for i in range(1, len(parts) + 1):
+                if depth is not None and i - 1 > depth:
+                    break
+                path = ".".join(parts[:i])
+                groups.setdefault(path, OpTotals(path)).add(c)
+        return sorted(groups.values(), key=_sort_key)
+
+    def _group(self, key) -> list[OpTotals]:
+        groups: dict[str, OpTotals] = defaultdict(lambda: None)  # type: ignore[arg-type]
+        for c in self.calls:
+            k = key(c)
+            if groups[k] is None:
+                groups[k] = OpTotals(k)
+            groups[k].add(c)
+        return sorted(groups.values(), key=_sort_key)
+
+
+def _sort_key(t: OpTotals):
+    return (-(t.time_s or 0.0), -t.flops, -t.bytes, t.name)
+
+
+__all__ = ["METHOD_VERSION", "OpCall", "OpRecorder", "OpTotals", "tensor_bytes"]
