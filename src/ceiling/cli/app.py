@@ -28,8 +28,10 @@ app = typer.Typer(
 # Each module registers its commands on `app` when imported.
 COMMAND_MODULES = [
     "ceiling.cli.laws",
+    "ceiling.cli.info",
     "ceiling.cli.bench",
     "ceiling.cli.report",
+    "ceiling.cli.decode",
 ]
 
 for _name in COMMAND_MODULES:

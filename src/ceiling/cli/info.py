@@ -1,0 +1,310 @@
+"""`ceiling info` (this machine) and `ceiling specs` (the datasheet catalog)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ceiling.cli.app import app
+from ceiling.cli.output import JSON_HELP, console, emit_json, table
+from ceiling.units import GB, GiB, format_bandwidth, format_bytes, format_flops_per_s
+
+JsonOption = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
+
+# Why a dtype is not native, in words a user can act on.
+_NOT_NATIVE = {
+    "bf16": (
+        "no AVX512_BF16, AMX-BF16 or ARM BF16: bf16 matmul runs in emulation here, often "
+        "hundreds of times slower than fp32 — use fp32 on this CPU"
+    ),
+    "fp16": (
+        "no AVX512_FP16, AMX-FP16 or ARM FP16 arithmetic: fp16 matmul runs in emulation here, "
+        "often hundreds of times slower than fp32 — use fp32 on this CPU"
+    ),
+    "tf32": "a GPU tensor-core format, not a CPU one; on a CPU torch computes fp32 instead",
+    "int8": "no VNNI/AMX/SDOT: int8 dot products take several instructions each",
+}
+
+# Feature groups shown by `info`, per architecture: (label, flags any of which counts).
+_X86_GROUPS = [
+    ("AVX2+FMA", ("avx2",), ("fma",)),
+    ("AVX-512", ("avx512f",), ()),
+    ("AVX512_BF16", ("avx512_bf16",), ()),
+    ("AVX512_FP16", ("avx512_fp16",), ()),
+    ("VNNI", ("avx512_vnni", "avx_vnni"), ()),
+    ("AMX-BF16", ("amx_bf16",), ()),
+    ("AMX-INT8", ("amx_int8",), ()),
+    ("AMX-FP16", ("amx_fp16",), ()),
+]
+_ARM_GROUPS = [
+    ("NEON", ("asimd",), ()),
+    ("FP16", ("asimdhp", "fphp"), ()),
+    ("BF16", ("bf16",), ()),
+    ("dot product", ("asimddp",), ()),
+    ("I8MM", ("i8mm",), ()),
+    ("SVE", ("sve",), ()),
+    ("SME", ("sme",), ()),
+]
+
+
+def _feature_summary(cpu) -> str:
+    groups = _ARM_GROUPS if cpu.arch.lower() in ("aarch64", "arm64") else _X86_GROUPS
+    have = set(cpu.features)
+    parts = []
+    for label, any_of, all_of in groups:
+        ok = bool(have & set(any_of)) and set(all_of) <= have
+        parts.append(f"{label} {'yes' if ok else 'no'}")
+    return ", ".join(parts)
+
+
+def _caches_text(caches: dict[str, int]) -> str:
+    if not caches:
+        return "not readable"
+    names = {"l1d": "L1d", "l1i": "L1i", "l2": "L2", "l3": "L3", "l4": "L4"}
+    parts = [f"{names.get(k, k)} {format_bytes(v, binary=True)}" for k, v in caches.items()]
+    return ", ".join(parts) + " (one instance each)"
+
+
+def _torch_info() -> dict | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return {
+        "version": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "cuda_available": torch.cuda.is_available(),
+        "cuda_version": torch.version.cuda,
+        "mkldnn": bool(torch.backends.mkldnn.is_available()),
+    }
+
+
+def spec_json(spec) -> dict:
+    """A catalog entry for scripts: SI units, plus the datasheet units people quote."""
+    return {
+        "key": spec.key,
+        "name": spec.name,
+        "vendor": spec.vendor,
+        "kind": spec.kind,
+        "driver_names": list(spec.driver_names),
+        "peak_flops_per_s": dict(spec.peak_flops_per_s),
+        "peaks_are": "dense (2:4-sparse figures halved); a multiply-add counts 2 FLOPs",
+        "memory_bytes": spec.memory_bytes,
+        "memory_gib": spec.memory_bytes / GiB,
+        "memory_gb": spec.memory_bytes / GB,
+        "memory_bandwidth_bytes_per_s": spec.memory_bandwidth_bytes_per_s,
+        "link_bandwidth_bytes_per_s_one_way": spec.link_bandwidth_bytes_per_s,
+        "l2_bytes": spec.l2_bytes,
+        "sms": spec.sms,
+        "source": spec.sources.get("datasheet", ""),
+        "sources": dict(spec.sources),
+    }
+
+
+def _gpu_json(g) -> dict:
+    return {
+        "index": g.index,
+        "name": g.name,
+        "sms": g.sms,
+        "memory_bytes": g.memory_bytes,
+        "l2_bytes": g.l2_bytes,
+        "compute_capability": g.compute_capability,
+        "catalog_key": g.catalog_key,
+        "catalog_peak_flops_per_s": dict(g.catalog.peak_flops_per_s) if g.catalog else None,
+        "catalog_memory_bandwidth_bytes_per_s": (
+            g.catalog.memory_bandwidth_bytes_per_s if g.catalog else None
+        ),
+    }
+
+
+@app.command()
+def info(json_out: JsonOption = False) -> None:
+    """This machine: CPU, caches, clocks, SIMD features, theoretical peak per dtype, GPUs."""
+    from ceiling.hardware.cpu import detect_cpu
+    from ceiling.hardware.gpu import detect_gpus
+
+    cpu = detect_cpu()
+    torch_info = _torch_info()
+    gpus = detect_gpus() if torch_info else []
+    if json_out:
+        emit_json(
+            {
+                "cpu": {
+                    "model": cpu.model,
+                    "vendor": cpu.vendor,
+                    "arch": cpu.arch,
+                    "cores": cpu.cores,
+                    "threads": cpu.threads,
+                    "caches_bytes": cpu.caches,
+                    "llc_bytes": cpu.llc_bytes,
+                    "freq_hz": cpu.freq_hz,
+                    "freq_source": cpu.freq_source,
+                    "clocks_hz": cpu.clocks_hz,
+                    "features": list(cpu.features),
+                    "isa": cpu.isa,
+                    "flops_per_cycle_per_core": cpu.flops_per_cycle_per_core,
+                    "peak_flops_per_s": cpu.peak_flops_per_s,
+                    "native": cpu.native,
+                    "not_native_why": {d: _NOT_NATIVE[d] for d, ok in cpu.native.items() if not ok},
+                    "assumptions": list(cpu.assumptions),
+                    "memory_bytes": cpu.memory_bytes,
+                    "notes": list(cpu.notes),
+                },
+                "torch": torch_info,
+                "gpus": [_gpu_json(g) for g in gpus],
+            }
+        )
+        return
+
+    c = console()
+    mem = f"{format_bytes(cpu.memory_bytes, binary=True)} ({format_bytes(cpu.memory_bytes)})"
+    clock = f"{cpu.freq_hz / 1e9:.3g} GHz, {cpu.freq_source}" if cpu.freq_hz else cpu.freq_source
+    rows = [
+        ["model", f"{cpu.model} ({cpu.vendor or 'unknown vendor'}, {cpu.arch})"],
+        ["usable cores / threads", f"{cpu.cores} / {cpu.threads}"],
+        ["caches", _caches_text(cpu.caches)],
+        ["clock", clock],
+        ["SIMD", _feature_summary(cpu)],
+        ["vector model", cpu.isa],
+        ["memory", mem],
+    ]
+    c.print(table("This machine's CPU", ["", ""], rows))
+    peak_rows = [
+        [
+            d,
+            f"{cpu.flops_per_cycle_per_core[d]:g}",
+            format_flops_per_s(cpu.peak_flops_per_s[d]) if d in cpu.peak_flops_per_s else "?",
+            "yes" if cpu.native[d] else "NO",
+        ]
+        for d in cpu.native
+    ]
+    c.print(
+        table(
+            "Theoretical CPU peak = cores × clock × FLOPs/cycle/core",
+            ["dtype", "FLOPs/cycle/core", "peak", "native"],
+            peak_rows,
+            caption="A multiply-add counts 2 FLOPs. Measured matmul rates land below this.",
+        )
+    )
+    for d, ok in cpu.native.items():
+        if not ok:
+            c.print(f"{d}: {_NOT_NATIVE[d]}")
+    c.print("assumptions:")
+    for a in cpu.assumptions:
+        c.print(f"  - {a}")
+    for n in cpu.notes:
+        c.print(f"note: {n}")
+    if torch_info is None:
+        c.print("torch: not importable (measurements need it)")
+    else:
+        cuda = f"CUDA {torch_info['cuda_version']}" if torch_info["cuda_version"] else "CPU build"
+        c.print(f"torch {torch_info['version']} ({cuda}), {torch_info['threads']} intra-op threads")
+    if not gpus:
+        c.print("GPUs: none visible to torch")
+        return
+    gpu_rows = []
+    for g in gpus:
+        entry = g.catalog_key or "no catalog entry (pass --spec or measure it)"
+        gpu_rows.append(
+            [
+                str(g.index),
+                g.name,
+                "" if g.sms is None else str(g.sms),
+                f"{format_bytes(g.memory_bytes, binary=True)} ({format_bytes(g.memory_bytes)})",
+                "" if g.l2_bytes is None else format_bytes(g.l2_bytes, binary=True),
+                g.compute_capability or "",
+                entry,
+            ]
+        )
+    c.print(table("GPUs", ["#", "name", "SMs", "memory", "L2", "CC", "catalog"], gpu_rows))
+
+
+@app.command()
+def specs(
+    name: Annotated[
+        str | None,
+        typer.Argument(help="Short name (h100-sxm) or driver name; omit to list all."),
+    ] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Datasheet specs: dense peaks per dtype, memory, bandwidth, links, each with its source."""
+    from ceiling.hardware.catalog import all_specs, get_spec
+
+    if name is not None:
+        spec = get_spec(name)
+        if json_out:
+            emit_json(spec_json(spec))
+            return
+        _show_one(spec)
+        return
+    everything = all_specs()
+    if json_out:
+        emit_json({"devices": [spec_json(s) for s in everything]})
+        return
+
+    def tflops(s, d: str) -> str:
+        return f"{s.peak_flops_per_s[d] / 1e12:,.1f}" if d in s.peak_flops_per_s else "—"
+
+    rows = [
+        [
+            s.key,
+            tflops(s, "bf16"),
+            tflops(s, "fp16"),
+            f"{s.memory_bytes / GiB:g}",
+            f"{s.memory_bytes / GB:.1f}",
+            f"{s.memory_bandwidth_bytes_per_s / 1e12:.2f}",
+            f"{s.link_bandwidth_bytes_per_s / 1e9:g}" if s.link_bandwidth_bytes_per_s else "—",
+        ]
+        for s in everything
+    ]
+    c = console()
+    c.print(
+        table(
+            "Device catalog (datasheet figures)",
+            ["name", "bf16 TFLOP/s", "fp16 TFLOP/s", "GiB", "GB", "mem TB/s", "link GB/s"],
+            rows,
+            caption=(
+                "Dense peaks (2:4-sparse figures halved); a multiply-add counts 2 FLOPs. "
+                "Memory in GiB (2³⁰ B) and GB (10⁹ B); TB = 10¹² bytes; link = device-to-"
+                "device, one direction. `ceiling specs NAME` shows one entry and its sources."
+            ),
+        )
+    )
+
+
+def _show_one(spec) -> None:
+    c = console()
+    rows = [
+        [d, f"{spec.peak_flops_per_s[d] / 1e12:,.2f}", format_flops_per_s(spec.peak_flops_per_s[d])]
+        for d in spec.dtypes
+    ]
+    c.print(
+        table(
+            f"{spec.name} ({spec.key}): dense peak per dtype",
+            ["dtype", "TFLOP/s", ""],
+            rows,
+            caption="Dense (2:4-sparse figures halved); int8 in operations/s.",
+        )
+    )
+    link = (
+        f"{format_bandwidth(spec.link_bandwidth_bytes_per_s)} each way"
+        if spec.link_bandwidth_bytes_per_s
+        else "none listed"
+    )
+    facts = [
+        ["memory", f"{spec.memory_bytes / GiB:g} GiB = {spec.memory_bytes / GB:.1f} GB"],
+        ["memory bandwidth", format_bandwidth(spec.memory_bandwidth_bytes_per_s)],
+        ["device-to-device link", link],
+        ["L2", format_bytes(spec.l2_bytes, binary=True) if spec.l2_bytes else "not listed"],
+        ["SMs / CUs", str(spec.sms) if spec.sms else "not listed"],
+        ["driver names", ", ".join(spec.driver_names) or "—"],
+    ]
+    c.print(table(None, ["", ""], facts))
+    c.print("sources:")
+    by_text: dict[str, list[str]] = {}
+    for key, text in spec.sources.items():
+        by_text.setdefault(text, []).append(key)
+    for text, keys in by_text.items():
+        c.print(f"  {', '.join(keys)}: {text}")
