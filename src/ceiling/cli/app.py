@@ -31,7 +31,6 @@ COMMAND_MODULES = [
     "ceiling.cli.info",
     "ceiling.cli.bench",
     "ceiling.cli.report",
-    "ceiling.cli.decode",
 ]
 
 for _name in COMMAND_MODULES:
