@@ -31,6 +31,7 @@ COMMAND_MODULES = [
     "ceiling.cli.info",
     "ceiling.cli.bench",
     "ceiling.cli.report",
+    "ceiling.cli.decode",
 ]
 
 for _name in COMMAND_MODULES:

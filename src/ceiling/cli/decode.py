@@ -1,0 +1,472 @@
+"""`ceiling decode` (LLM decode and prefill ceilings, optionally measured) and `ceiling models`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ceiling.cli.app import app
+from ceiling.cli.output import JSON_HELP, PLOT_HELP, console, emit_json, table
+from ceiling.errors import InvalidInput
+from ceiling.model.transformer import CUSTOM_HELP, TransformerConfig, all_models, parse_model
+from ceiling.units import (
+    format_bandwidth,
+    format_bytes,
+    format_flops,
+    format_flops_per_s,
+    format_percent,
+    format_time,
+    parse_count,
+)
+
+DEFAULT_BATCHES = [1, 8, 64, 256]
+FLOP_NOTE = "FLOPs count a multiply-add as 2; peaks are dense"
+
+DECODE_HELP = f"""Decode (and prefill) ceilings of an LLM on a device: tokens/s against batch size.
+
+A decode step reads every weight and each sequence's KV cache once and does ~2 FLOPs per
+parameter per token: memory bandwidth binds at small batches, compute at large ones.
+Shows bytes and FLOPs per step, the bound, step time, tokens/s per sequence and in total,
+the batch where decoding turns compute-bound, KV cache per token and per sequence, the
+largest batch that fits, and time to first token for the prompt.
+
+MODEL is a catalog name (`ceiling models` lists them; gpt:tiny and gpt:small are the small
+GPTs --measure can build) or explicit dimensions: {CUSTOM_HELP}.
+Example: custom:layers=32,hidden=4096,heads=32,kv_heads=8,ffn_hidden=14336,ffn_kind=swiglu,
+vocab=128256,max_seq=8192.
+
+--measure builds the model here with random weights, times real KV-cache decode steps at
+each batch and shows them beside this machine's ceiling (the profile from `ceiling bench`,
+else the detected CPU's theoretical peak with a quick bandwidth measurement)."""
+
+
+def _batches(text: str | None) -> tuple[list[int], bool]:
+    if text is None:
+        return list(DEFAULT_BATCHES), False
+    parts = [p for p in text.replace(" ", "").split(",") if p]
+    if not parts:
+        raise InvalidInput("--batch needs at least one batch size, e.g. --batch 1,8,64")
+    out = []
+    for p in parts:
+        b = parse_count(p)
+        if b < 1:
+            raise InvalidInput(f"batch sizes must be ≥ 1, got {p!r}")
+        out.append(b)
+    return out, True
+
+
+def _config_json(cfg: TransformerConfig) -> dict:
+    return {
+        "layers": cfg.layers,
+        "hidden": cfg.hidden,
+        "heads": cfg.heads,
+        "kv_heads": cfg.kv_heads,
+        "head_dim": cfg.head_dim,
+        "ffn_hidden": cfg.ffn_hidden,
+        "ffn_kind": cfg.ffn_kind,
+        "vocab": cfg.vocab,
+        "max_seq": cfg.max_seq,
+        "experts": cfg.experts,
+        "active_experts": cfg.active_experts,
+    }
+
+
+def _ceiling_json(cfg: TransformerConfig, c) -> dict:
+    return {
+        "model": cfg.name,
+        "config": _config_json(cfg),
+        "device": c.device,
+        "params_total": c.params_total,
+        "params_active": c.params_active,
+        "weights_dtype": c.dtypes.weights,
+        "activation_dtype": c.dtypes.activations,
+        "compute_dtype": c.dtypes.compute,
+        "kv_dtype": c.dtypes.kv,
+        "context": c.context,
+        "prompt_tokens": c.prompt_tokens,
+        "tp": c.tp,
+        "peak_flops_per_s": c.peak_flops_per_s,
+        "bandwidth_bytes_per_s": c.bandwidth_bytes_per_s,
+        "memory_bytes_per_device": c.memory_bytes,
+        "weight_bytes": c.weight_bytes_total,
+        "kv_bytes_per_token": c.kv_bytes_per_token,
+        "kv_bytes_per_token_per_device": c.kv_bytes_per_token_per_device,
+        "kv_bytes_per_sequence": c.kv_bytes_per_sequence,
+        "ridge_flop_per_byte": c.ridge_flop_per_byte,
+        "crossover_batch": c.crossover_batch,
+        "crossover_batch_with_kv": c.crossover_batch_with_kv,
+        "max_batch": c.max_batch,
+        "flops_convention": FLOP_NOTE,
+        "notes": c.notes,
+    }
+
+
+def _row_json(r) -> dict:
+    return {
+        "batch": r.batch,
+        "tokens_per_s": r.tokens_per_s,
+        "tokens_per_s_per_sequence": r.tokens_per_s_per_sequence,
+        "bound": r.bound,
+        "step_time_s": r.step_time_s,
+        "memory_time_s": r.memory_time_s,
+        "compute_time_s": r.compute_time_s,
+        "comm_time_s": r.comm_time_s,
+        "bytes_per_step": r.bytes_per_step,
+        "weight_bytes_per_step": r.weight_bytes,
+        "kv_bytes_per_step": r.kv_read_bytes + r.kv_write_bytes,
+        "flops_per_step": r.flops_per_step,
+        "intensity_flop_per_byte": r.intensity_flop_per_byte,
+        "memory_needed_bytes": r.memory_needed_bytes,
+        "ttft_s": r.ttft_s,
+    }
+
+
+def _plot_grid(batches: list[int], crossover: int | None, max_batch: int | None) -> list[int]:
+    hi = max([*batches, 2 * (crossover or 1), 1024])
+    if max_batch:
+        hi = min(hi, max(max_batch, max(batches)))
+    grid, b = [], 1.0
+    while b <= hi:
+        grid.append(round(b))
+        b *= 2**0.125
+    return sorted(set(grid))
+
+
+def _header(c, cfg: TransformerConfig) -> list[str]:
+    d = c.dtypes
+    tp = f", tensor parallel over {c.tp} devices (figures per device)" if c.tp > 1 else ""
+    lines = [
+        f"{cfg.name}: {c.params_total / 1e9:.3g} B parameters"
+        + (f" ({c.params_active / 1e9:.3g} B active)" if c.params_active != c.params_total else "")
+        + f"; {c.device}{tp}",
+        f"weights {d.weights}, KV cache {d.kv}, multiplies at the dense {d.compute} peak "
+        f"{format_flops_per_s(c.peak_flops_per_s)}; "
+        f"bandwidth {format_bandwidth(c.bandwidth_bytes_per_s)}",
+        f"KV cache: {format_bytes(c.kv_bytes_per_token)} "
+        f"({format_bytes(c.kv_bytes_per_token, True)}) per token, "
+        f"{format_bytes(c.kv_bytes_per_sequence)} per sequence at context {c.context} + 1",
+    ]
+    cross = c.crossover_batch
+    lines.append(
+        f"compute-bound from batch {cross} counting weights only (ridge "
+        f"{c.ridge_flop_per_byte:.0f} FLOP/byte)"
+        + (
+            f"; with the KV cache at context {c.context}: from batch {c.crossover_batch_with_kv}"
+            if c.crossover_batch_with_kv is not None
+            else f"; with the KV cache at context {c.context}: memory-bound at every batch"
+        )
+    )
+    if c.max_batch is not None:
+        lines.append(f"largest batch that fits (weights + KV cache, nothing else): {c.max_batch}")
+    return lines
+
+
+@app.command(help=DECODE_HELP)
+def decode(
+    model: Annotated[str, typer.Argument(help="Catalog name, gpt:small, or custom:KEY=VALUE,...")],
+    spec: Annotated[
+        str | None, typer.Option("--spec", help="Device from the catalog (`ceiling specs`).")
+    ] = None,
+    profile: Annotated[
+        Path | None,
+        typer.Option("--profile", metavar="PATH", help="Machine profile to use as the device."),
+    ] = None,
+    batch: Annotated[
+        str | None,
+        typer.Option("--batch", help="Batch sizes, comma-separated (default 1,8,64,256)."),
+    ] = None,
+    context: Annotated[
+        str, typer.Option("--context", help="Tokens already in each KV cache (default 0).")
+    ] = "0",
+    prompt: Annotated[
+        str | None,
+        typer.Option("--prompt", help="Prompt tokens for time to first token (default: context)."),
+    ] = None,
+    weights: Annotated[
+        str | None,
+        typer.Option(
+            "--weights", help="Weight dtype: fp32 fp16 bf16 fp8 int8 int4 (default bf16)."
+        ),
+    ] = None,
+    kv_dtype: Annotated[
+        str | None,
+        typer.Option("--kv-dtype", help="KV cache dtype (default: the activation dtype)."),
+    ] = None,
+    activations: Annotated[
+        str | None,
+        typer.Option(
+            "--activations", help="Activation dtype for int8/int4/fp8 weights: bf16 fp16 fp32."
+        ),
+    ] = None,
+    tp: Annotated[
+        int, typer.Option("--tp", help="Tensor-parallel degree (devices per replica).")
+    ] = 1,
+    measure: Annotated[
+        bool, typer.Option("--measure", help="Time real decode steps here beside the ceiling.")
+    ] = False,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            "--device", help="With --measure: cpu or cuda[:N] (default: cuda if present)."
+        ),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE", help=PLOT_HELP)] = None,
+) -> None:
+    from ceiling.model.decode import DecodeSetup, decode_ceiling
+
+    cfg = parse_model(model)
+    batches, explicit = _batches(batch)
+    ctx = parse_count(context)
+    prompt_tokens = parse_count(prompt) if prompt is not None else None
+    if plot is not None:
+        from ceiling.report.plots import check_figure_path
+
+        check_figure_path(plot)
+    if measure:
+        if spec is not None:
+            raise InvalidInput(
+                "--measure compares with this machine's ceiling: drop --spec (or pass --profile)"
+            )
+        if tp != 1:
+            raise InvalidInput("--measure runs on one device: drop --tp")
+        _measure(cfg, batches, ctx, weights, device, profile, json_out, plot)
+        return
+    from ceiling.hardware.resolve import resolve_device
+
+    dev = resolve_device(spec, profile)
+    setup = DecodeSetup(
+        weights_dtype=weights or "bf16",
+        kv_dtype=kv_dtype,
+        activation_dtype=activations,
+        context=ctx,
+        tp=tp,
+        prompt_tokens=prompt_tokens,
+    )
+    c = decode_ceiling(cfg, dev, batches, setup, drop_unfit=not explicit)
+    if plot is not None:
+        _plot(cfg, dev, setup, c, plot)
+    if json_out:
+        out = _ceiling_json(cfg, c)
+        out["rows"] = [_row_json(r) for r in c.rows]
+        out["plot"] = str(plot) if plot else None
+        emit_json(out)
+        return
+    con = console()
+    for line in _header(c, cfg):
+        con.print(line)
+    con.print(
+        table(
+            f"Decode ceiling at context {c.context}",
+            ["batch", "tok/s", "tok/s/seq", "step", "bound", "bytes", "FLOP", "TTFT"],
+            [
+                [
+                    r.batch,
+                    f"{r.tokens_per_s:,.0f}",
+                    f"{r.tokens_per_s_per_sequence:,.1f}",
+                    format_time(r.step_time_s),
+                    r.bound,
+                    format_bytes(r.bytes_per_step).replace(" ", ""),
+                    format_flops(r.flops_per_step).removesuffix("FLOP"),
+                    format_time(r.ttft_s),
+                ]
+                for r in c.rows
+            ],
+            caption=f"per step; TTFT for a {c.prompt_tokens}-token prompt; {FLOP_NOTE}",
+        )
+    )
+    for note in c.notes:
+        con.print(f"note: {note}")
+    if plot:
+        con.print(f"figure: {plot}")
+
+
+def _plot(cfg, dev, setup, c, path, measured=None, in_cache=False) -> None:
+    from ceiling.model.decode import roof_curves
+    from ceiling.report.decode_plot import decode_figure
+    from ceiling.report.plots import save
+
+    grid = _plot_grid([r.batch for r in c.rows], c.crossover_batch_with_kv, c.max_batch)
+    curves = roof_curves(cfg, dev, setup, grid)
+    if in_cache:
+        curves["memory"] = []
+        curves["ceiling"] = curves["compute"]
+    title = f"{cfg.name} decode on {c.device}: {c.dtypes.weights} weights, context {c.context}" + (
+        f", TP {c.tp}" if c.tp > 1 else ""
+    )
+    fig = decode_figure(
+        curves,
+        title,
+        None if in_cache else c.crossover_batch_with_kv,
+        rows=([r.batch for r in c.rows], [r.tokens_per_s for r in c.rows]),
+        measured=measured,
+    )
+    save(fig, path)
+
+
+def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> None:
+    from rich.progress import Progress
+
+    from ceiling.measure.decode import compare_decode, default_device, local_ceiling, run_decode
+
+    dev_name = device or default_device()
+    if weights is not None and weights not in ("fp32", "bf16", "fp16"):
+        raise InvalidInput(f"--measure runs fp32, bf16 or fp16 weights, got {weights!r}")
+    local = local_ceiling(dev_name, profile)
+    progress = Progress(console=_stderr_console(), transient=True)
+    with progress:
+        task = progress.add_task(f"decoding {cfg.name}", total=len(batches))
+        run = run_decode(
+            cfg,
+            sorted(set(batches)),
+            ctx,
+            dev_name,
+            weights,
+            on_batch=lambda _b: progress.advance(task),
+        )
+    cmp = compare_decode(run, local)
+    c = cmp.ceiling
+    if plot is not None:
+        from ceiling.model.decode import DecodeSetup
+
+        setup = DecodeSetup(weights_dtype=run.dtype, context=ctx)
+        measured = ([r.batch for r in cmp.rows], [r.measured_tokens_per_s for r in cmp.rows])
+        _plot(cfg, local.spec, setup, c, plot, measured, cmp.in_cache)
+    if json_out:
+        out = _ceiling_json(cfg, c)
+        out.update(
+            {
+                "measured": True,
+                "method_version": run.method_version,
+                "environment": run.environment,
+                "measure_device": run.device,
+                "ceiling_source": cmp.ceiling_source,
+                "cache_bytes": cmp.cache_bytes,
+                "in_cache": cmp.in_cache,
+                "notes": cmp.notes,
+                "rows": [
+                    {
+                        **_row_json(cr),
+                        "tokens_per_s": mr.measured_tokens_per_s,
+                        "step_time_s": mr.step_time_s,
+                        "bound": mr.bound,
+                        "measured_tokens_per_s": mr.measured_tokens_per_s,
+                        "best_tokens_per_s": mr.best_tokens_per_s,
+                        "ceiling_tokens_per_s": mr.ceiling_tokens_per_s,
+                        "memory_roof_tokens_per_s": mr.memory_roof_tokens_per_s,
+                        "compute_roof_tokens_per_s": mr.compute_roof_tokens_per_s,
+                        "share_of_ceiling": mr.share_of_ceiling,
+                        "mbu": mr.mbu,
+                        "mfu": mr.mfu,
+                        "noisy": mr.noisy,
+                        "samples": mr.samples,
+                        "ceiling_step_time_s": cr.step_time_s,
+                    }
+                    for mr, cr in zip(cmp.rows, c.rows, strict=True)
+                ],
+                "plot": str(plot) if plot else None,
+            }
+        )
+        emit_json(out)
+        return
+    con = console()
+    con.print(
+        f"{cfg.name}: {c.params_total / 1e6:.3g} M parameters, {run.dtype} on {run.device} "
+        f"({run.environment.get('device_name', '')}), context {ctx}, random weights"
+    )
+    con.print(f"ceiling from: {cmp.ceiling_source}")
+    con.print(
+        f"peak {format_flops_per_s(c.peak_flops_per_s)} ({c.dtypes.compute}), "
+        f"bandwidth {format_bandwidth(c.bandwidth_bytes_per_s)}; weights "
+        f"{format_bytes(run.weight_bytes)}, last-level cache "
+        + (format_bytes(cmp.cache_bytes, True) if cmp.cache_bytes else "unknown")
+    )
+    con.print(
+        table(
+            "Measured decode vs the ceiling",
+            [
+                "batch",
+                "measured tokens/s",
+                "ceiling tokens/s",
+                "share",
+                "MBU",
+                "MFU",
+                "bound",
+                "step",
+            ],
+            [
+                [
+                    r.batch,
+                    f"{r.measured_tokens_per_s:,.1f}" + (" (noisy)" if r.noisy else ""),
+                    f"{r.ceiling_tokens_per_s:,.1f}",
+                    format_percent(r.share_of_ceiling),
+                    format_percent(r.mbu),
+                    format_percent(r.mfu),
+                    r.bound,
+                    format_time(r.step_time_s),
+                ]
+                for r in cmp.rows
+            ],
+            caption=f"MBU, MFU: achieved share of bandwidth and peak; {FLOP_NOTE}",
+        )
+    )
+    for note in cmp.notes:
+        con.print(f"note: {note}")
+    if plot:
+        con.print(f"figure: {plot}")
+
+
+def _stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+@app.command()
+def models(json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False) -> None:
+    """The transformer catalog: shapes, parameter counts and sources."""
+    catalog = all_models()
+    if json_out:
+        emit_json(
+            {
+                name: {
+                    **_config_json(m),
+                    "params_total": m.params_total,
+                    "params_active": m.params_active,
+                    "kv_bytes_per_token_16bit": m.kv_bytes_per_token(2),
+                    "source": m.source,
+                }
+                for name, m in sorted(catalog.items())
+            }
+        )
+        return
+    rows = []
+    for name, m in sorted(catalog.items()):
+        active = (
+            f" ({m.params_active / 1e9:.3g} active)" if m.params_active != m.params_total else ""
+        )
+        rows.append(
+            [
+                name,
+                f"{m.params_total / 1e9:.3g}{active}",
+                m.layers,
+                m.hidden,
+                f"{m.heads}/{m.kv_heads}",
+                f"{m.ffn_hidden}{'g' if m.ffn_kind == 'gelu' else 's'}",
+                m.vocab,
+                m.max_seq,
+                format_bytes(m.kv_bytes_per_token(2), True).replace(" ", ""),
+            ]
+        )
+    console().print(
+        table(
+            "Transformer catalog",
+            ["model", "params B", "layers", "hidden", "heads/kv", "ffn", "vocab", "ctx", "KV/tok"],
+            rows,
+            caption="params: total/active (B = 1e9); ffn: g = GELU, s = SwiGLU; "
+            "KV cache per token at 16 bits; "
+            "sources: `ceiling models --json`",
+        )
+    )

@@ -1,0 +1,371 @@
+"""Measured decode: real KV-cache decode steps of a small GPT beside the predicted ceiling.
+
+`run_decode` builds the model with random weights on the local device, fills each
+sequence's cache with `context` tokens, and times single decode steps at a fixed context
+(the cache length is reset before each step, so every sample does the same work) with the
+shared timing harness. It returns raw durations.
+
+`compare_decode` puts those beside the ceiling of `ceiling.model.decode` for this machine:
+the measured machine profile when there is one, else the detected CPU's theoretical peak
+(or the GPU's catalog entry) with a quick read-bandwidth measurement, and says which.
+When the weights and the KV cache fit in the last-level cache, DRAM bandwidth is not a
+ceiling (the data never leaves the cache between steps): the ceiling is then the compute
+roof alone, and the result says so.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ceiling.errors import CeilingError, DoesNotFit, InvalidInput
+from ceiling.measure.stats import summarize
+from ceiling.measure.timer import benchmark, is_cuda
+from ceiling.model.decode import DecodeCeiling, DecodeSetup, decode_ceiling
+from ceiling.model.transformer import TransformerConfig
+
+# Bumped whenever the way of measuring decode changes.
+METHOD_VERSION = 1
+
+TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+READ_BUFFER_BYTES = 256 * 2**20  # ≥ 4× a typical last-level cache
+
+
+@dataclass(frozen=True)
+class DecodeSamples:
+    batch: int
+    step_times_s: list[float]
+
+
+@dataclass(frozen=True)
+class DecodeRun:
+    """Raw record of timed decode steps: one list of durations per batch size."""
+
+    method_version: int
+    environment: dict
+    model: str
+    config: TransformerConfig
+    device: str
+    dtype: str
+    context: int
+    weight_bytes: int  # as allocated (a tied table counted once)
+    kv_bytes_per_token: int
+    samples: list[DecodeSamples]
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def default_dtype(device: str) -> str:
+    # CPUs multiply fp32 natively everywhere; GPUs serve in bf16.
+    return "bf16" if is_cuda(device) else "fp32"
+
+
+def environment(device: str) -> dict:
+    import torch
+
+    env = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+        "threads": torch.get_num_threads(),
+        "device": device,
+    }
+    if is_cuda(device):
+        env["device_name"] = torch.cuda.get_device_name(torch.device(device))
+        env["cuda"] = torch.version.cuda
+    else:
+        env["device_name"] = platform.processor() or platform.machine()
+    return env
+
+
+def run_decode(
+    cfg: TransformerConfig,
+    batches: list[int],
+    context: int = 0,
+    device: str | None = None,
+    dtype: str | None = None,
+    warmup_ms: float = 100.0,
+    budget_ms: float = 300.0,
+    on_batch: Callable[[int], None] | None = None,
+) -> DecodeRun:
+    """Time one decode step at each batch size after warm-up; durations in seconds."""
+    import torch
+
+    from ceiling.workloads.gpt import build_gpt
+
+    device = device or default_device()
+    dtype = dtype or default_dtype(device)
+    if dtype not in TORCH_DTYPES:
+        raise InvalidInput(f"measured decode runs in {', '.join(TORCH_DTYPES)}, got {dtype!r}")
+    if context + 1 > cfg.max_seq:
+        raise InvalidInput(f"context {context} leaves no room in {cfg.max_seq} positions")
+    tdtype = getattr(torch, TORCH_DTYPES[dtype])
+    _check_room(cfg, batches, context, device, torch.finfo(tdtype).bits // 8)
+    model = build_gpt(cfg, device=device, dtype=tdtype).eval()
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    out = []
+    for batch in batches:
+        cache = model.new_kv_cache(batch, context + 1)
+        if context:
+            prompt = torch.randint(0, cfg.vocab, (batch, context), generator=gen).to(device)
+            model.prefill(prompt, cache)
+        tokens = torch.randint(0, cfg.vocab, (batch,), generator=gen).to(device)
+
+        def step(cache=cache, tokens=tokens) -> None:
+            cache.length = context  # same position every time: every sample does equal work
+            model.decode_step(tokens, cache)
+
+        times = benchmark(step, device=device, warmup_ms=warmup_ms, budget_ms=budget_ms)
+        out.append(DecodeSamples(batch, times))
+        del cache
+        if on_batch is not None:
+            on_batch(batch)
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    kv_tok = 2 * cfg.layers * cfg.kv_dim * torch.finfo(tdtype).bits // 8
+    return DecodeRun(
+        method_version=METHOD_VERSION,
+        environment=environment(device),
+        model=cfg.name,
+        config=cfg,
+        device=device,
+        dtype=dtype,
+        context=context,
+        weight_bytes=weight_bytes,
+        kv_bytes_per_token=kv_tok,
+        samples=out,
+    )
+
+
+def _check_room(cfg: TransformerConfig, batches, context: int, device: str, nbytes: int) -> None:
+    """Refuse models that would not fit comfortably here (half the free memory)."""
+    import torch
+
+    need = cfg.params_total * nbytes + max(batches) * (context + 1) * cfg.kv_bytes_per_token(nbytes)
+    if is_cuda(device):
+        free = torch.cuda.mem_get_info(torch.device(device))[0]
+    else:
+        import psutil
+
+        free = psutil.virtual_memory().available
+    if need > free / 2:
+        raise DoesNotFit(
+            f"{cfg.name or 'the model'} needs {need / 1e9:.1f} GB to measure here and "
+            f"{free / 1e9:.1f} GB is free: measure gpt:small or a smaller custom: model "
+            "(the ceiling alone needs no --measure)"
+        )
+
+
+def quick_read_bandwidth(device: str, budget_ms: float = 200.0) -> float:
+    """Best bytes/s of summing a buffer far larger than the caches (a read-only stream)."""
+    import torch
+
+    n = READ_BUFFER_BYTES // 4
+    x = torch.ones(n, dtype=torch.float32, device=device)
+    times = benchmark(lambda: x.sum(), device=device, warmup_ms=50.0, budget_ms=budget_ms)
+    return n * 4 / min(times)
+
+
+@dataclass(frozen=True)
+class LocalCeiling:
+    spec: object  # a DeviceSpec
+    source: str
+    cache_bytes: float | None  # last-level cache (CPU) or L2 (GPU), one instance
+
+
+def local_ceiling(device: str, profile: str | Path | None = None) -> LocalCeiling:
+    """This machine's ceilings: the profile if any, else datasheet/theoretical + quick bandwidth."""
+    from ceiling.hardware.catalog import DeviceSpec
+    from ceiling.hardware.resolve import resolve_device
+
+    kind = "cuda" if is_cuda(device) else "cpu"
+    cache_bytes = _cache_bytes(device)
+    try:
+        spec = resolve_device(None, profile, prefer=kind)
+        if (spec.kind == "cpu") == (kind == "cpu"):
+            source = f"measured machine profile ({profile or 'the default profile'})"
+            if kind == "cpu":
+                spec, source = _fill_cpu_peaks(spec, source)
+            return LocalCeiling(spec, source, cache_bytes)
+    except CeilingError:
+        if profile is not None:
+            raise
+    if kind == "cuda":
+        import torch
+
+        from ceiling.hardware.catalog import match_driver_name
+
+        spec = match_driver_name(torch.cuda.get_device_name(torch.device(device)))
+        if spec is not None:
+            return LocalCeiling(spec, f"datasheet ({spec.name}); no machine profile", cache_bytes)
+    bw = quick_read_bandwidth(device)
+    if kind == "cpu":
+        from ceiling.hardware.cpu import detect_cpu
+
+        cpu = detect_cpu()
+        peaks = dict(cpu.peak_flops_per_s)
+        name, memory = cpu.model, cpu.memory_bytes
+        source = (
+            "no machine profile: theoretical peak of the detected CPU "
+            f"({cpu.cores} cores) and a quick read-bandwidth measurement; "
+            "`ceiling bench --quick` measures both properly"
+        )
+    else:
+        import torch
+
+        props = torch.cuda.get_device_properties(torch.device(device))
+        raise InvalidInput(
+            f"{props.name} is not in the catalog and there is no machine profile: run "
+            "`ceiling bench --quick` first"
+        )
+    spec = DeviceSpec(
+        key="local",
+        name=name,
+        vendor="",
+        kind="cpu",
+        driver_names=(),
+        peak_flops_per_s=peaks,
+        memory_bytes=memory,
+        memory_bandwidth_bytes_per_s=bw,
+        sources={"all": source},
+    )
+    return LocalCeiling(spec, source, cache_bytes)
+
+
+def _fill_cpu_peaks(spec, source: str):
+    """Dtypes the profile did not measure take the CPU's theoretical peak (an upper bound)."""
+    import dataclasses
+
+    from ceiling.hardware.cpu import detect_cpu
+
+    theory = detect_cpu().peak_flops_per_s
+    missing = {d: v for d, v in theory.items() if d not in spec.peak_flops_per_s}
+    if not missing:
+        return spec, source
+    peaks = {**missing, **spec.peak_flops_per_s}
+    note = f"; theoretical peak for {', '.join(sorted(missing))} (not in the profile)"
+    return dataclasses.replace(spec, peak_flops_per_s=peaks), source + note
+
+
+def _cache_bytes(device: str) -> float | None:
+    if is_cuda(device):
+        import torch
+
+        props = torch.cuda.get_device_properties(torch.device(device))
+        return float(getattr(props, "L2_cache_size", 0)) or None
+    try:
+        from ceiling.hardware.cpu import detect_cpu
+
+        llc = detect_cpu().llc_bytes
+    except CeilingError:
+        return None
+    return float(llc) if llc else None
+
+
+@dataclass(frozen=True)
+class MeasuredDecodeRow:
+    batch: int
+    step_time_s: float  # median
+    measured_tokens_per_s: float  # from the median step
+    best_tokens_per_s: float  # from the fastest step
+    ceiling_tokens_per_s: float
+    memory_roof_tokens_per_s: float | None  # None when the data sit in cache
+    compute_roof_tokens_per_s: float
+    bound: str
+    share_of_ceiling: float
+    mbu: float  # achieved bytes/s over the bandwidth used for the ceiling
+    mfu: float  # achieved FLOP/s over the peak used for the ceiling
+    noisy: bool
+    samples: int
+
+
+@dataclass(frozen=True)
+class DecodeComparison:
+    run: DecodeRun
+    ceiling: DecodeCeiling
+    ceiling_source: str
+    cache_bytes: float | None
+    in_cache: bool
+    rows: list[MeasuredDecodeRow]
+    notes: list[str] = field(default_factory=list)
+
+
+def compare_decode(run: DecodeRun, local: LocalCeiling) -> DecodeComparison:
+    """Measured tokens/s beside the ceiling of the same model, dtype and context."""
+    cfg = run.config
+    setup = DecodeSetup(weights_dtype=run.dtype, context=run.context)
+    batches = [s.batch for s in run.samples]
+    ceiling = decode_ceiling(cfg, local.spec, batches, setup, drop_unfit=False)
+    notes = list(ceiling.notes)
+    largest = max(batches)
+    working_set = run.weight_bytes + largest * (run.context + 1) * run.kv_bytes_per_token
+    in_cache = bool(local.cache_bytes) and working_set <= local.cache_bytes
+    if in_cache:
+        notes.append(
+            f"weights + KV cache ({working_set / 1e6:.1f} MB) fit in the "
+            f"{local.cache_bytes / 2**20:.0f} MiB last-level cache: DRAM bandwidth is not a "
+            "ceiling here, so the ceiling shown is the compute roof alone"
+        )
+    rows = []
+    for samples, crow in zip(run.samples, ceiling.rows, strict=True):
+        st = summarize(samples.step_times_s)
+        b = samples.batch
+        compute_roof = b / (crow.compute_time_s + crow.comm_time_s)
+        memory_roof = b / (crow.memory_time_s + crow.comm_time_s)
+        ceiling_tps = compute_roof if in_cache else crow.tokens_per_s
+        measured = b / st.median
+        rows.append(
+            MeasuredDecodeRow(
+                batch=b,
+                step_time_s=st.median,
+                measured_tokens_per_s=measured,
+                best_tokens_per_s=b / st.min,
+                ceiling_tokens_per_s=ceiling_tps,
+                memory_roof_tokens_per_s=None if in_cache else memory_roof,
+                compute_roof_tokens_per_s=compute_roof,
+                bound="compute" if in_cache else crow.bound,
+                share_of_ceiling=measured / ceiling_tps,
+                mbu=crow.bytes_per_step / st.median / ceiling.bandwidth_bytes_per_s,
+                mfu=crow.flops_per_step / st.median / ceiling.peak_flops_per_s,
+                noisy=st.noisy,
+                samples=st.n,
+            )
+        )
+    over = [r.batch for r in rows if r.measured_tokens_per_s > r.ceiling_tokens_per_s]
+    if over:
+        notes.append(
+            f"measured above the ceiling at batch {', '.join(map(str, over))}: the ceiling "
+            f"({local.source}) understates this machine — measure it with `ceiling bench`"
+        )
+    return DecodeComparison(
+        run=run,
+        ceiling=ceiling,
+        ceiling_source=local.source,
+        cache_bytes=local.cache_bytes,
+        in_cache=in_cache,
+        rows=rows,
+        notes=notes,
+    )
+
+
+def measure_decode(
+    cfg: TransformerConfig,
+    batches: list[int],
+    context: int = 0,
+    device: str | None = None,
+    dtype: str | None = None,
+    profile: str | Path | None = None,
+    warmup_ms: float = 100.0,
+    budget_ms: float = 300.0,
+    on_batch: Callable[[int], None] | None = None,
+) -> DecodeComparison:
+    """Run real decode steps here and compare them with this machine's ceiling."""
+    device = device or default_device()
+    local = local_ceiling(device, profile)
+    run = run_decode(cfg, batches, context, device, dtype, warmup_ms, budget_ms, on_batch)
+    return compare_decode(run, local)

@@ -1,0 +1,440 @@
+"""Decode and prefill ceilings of a transformer on a device: the roofline per generated token.
+
+One decode step makes one token for each of `batch` sequences. It must
+  read every weight once (shared by the batch),
+  read each sequence's KV cache of `context` tokens and write the new token's K and V,
+  do 2·N FLOPs per token for the matrix multiplies (N = `params_matmul`, a multiply-add
+  counts 2) plus 4·l·a·d·(context + 1) for attention over the cache and itself.
+Its time is at least max(bytes / bandwidth, FLOPs / peak); tensor parallelism over t devices
+divides both and adds two all-reduces of batch × hidden activations per layer.
+
+Conventions, stated where results are shown:
+- Weight bytes count every parameter once per step, the input table included, as published
+  decode ceilings do (Llama-2-7B bf16 on an A100-80GB: 2.039 TB/s / 13.5 GB ≈ 151 tokens/s).
+  Mixture-of-experts models read only the experts their batch routes to: in expectation
+  E·(1 − (1 − k/E)^batch) of E experts per layer with top-k routing.
+- The KV cache counts KV heads only (grouped-query attention is not counted as full heads).
+- Peaks are dense. Integer weights (int8, int4) are dequantised and multiplied at the
+  activation dtype's peak; fp8 weights use the fp8 peak where the device has one.
+- `crossover_batch`: the smallest batch at which the step becomes compute-bound counting
+  weights only (the ridge point in tokens: peak × bytes per parameter / (2 × bandwidth));
+  `crossover_batch_with_kv` also counts the KV cache at the given context and may not exist,
+  because attention over a long cache has an intensity of only 2·(a/k)/kv_bytes FLOP/byte.
+- Memory: weights plus the KV cache of context + 1 tokens per sequence; no allowance for
+  activations, fragmentation or the runtime, so the largest batch is an upper bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ceiling.errors import DoesNotFit, InvalidInput, UnsupportedOnDevice
+from ceiling.model.transformer import TransformerConfig
+
+# Bytes per stored element. int4 packs two values per byte (group scales not counted).
+STORAGE_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+WEIGHT_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4")
+KV_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4")
+FLOAT_ACTIVATIONS = ("bf16", "fp16", "fp32")  # preference order for integer weights
+CROSSOVER_SEARCH_LIMIT = 1 << 26
+
+
+@dataclass(frozen=True)
+class DecodeSetup:
+    """How the model is served: dtypes, context in the cache, tensor-parallel degree."""
+
+    weights_dtype: str = "bf16"
+    kv_dtype: str | None = None  # default: the activation dtype
+    activation_dtype: str | None = None  # default: the weights' float dtype, else bf16/fp16
+    context: int = 0  # tokens already in each sequence's KV cache when the step runs
+    tp: int = 1
+    prompt_tokens: int | None = None  # for time to first token; default max(context, 1)
+
+    def __post_init__(self) -> None:
+        if self.weights_dtype not in WEIGHT_DTYPES:
+            raise InvalidInput(
+                f"weights dtype must be one of {', '.join(WEIGHT_DTYPES)}, "
+                f"got {self.weights_dtype!r}"
+            )
+        if self.kv_dtype is not None and self.kv_dtype not in KV_DTYPES:
+            raise InvalidInput(
+                f"KV dtype must be one of {', '.join(KV_DTYPES)}, got {self.kv_dtype!r}"
+            )
+        if self.activation_dtype is not None and self.activation_dtype not in FLOAT_ACTIVATIONS:
+            raise InvalidInput(
+                f"activation dtype must be one of {', '.join(FLOAT_ACTIVATIONS)}, "
+                f"got {self.activation_dtype!r}"
+            )
+        if not isinstance(self.context, int) or self.context < 0:
+            raise InvalidInput(f"context must be a whole number ≥ 0, got {self.context!r}")
+        if not isinstance(self.tp, int) or self.tp < 1:
+            raise InvalidInput(f"tensor-parallel degree must be ≥ 1, got {self.tp!r}")
+        if self.prompt_tokens is not None and (
+            not isinstance(self.prompt_tokens, int) or self.prompt_tokens < 1
+        ):
+            raise InvalidInput(f"prompt length must be ≥ 1 token, got {self.prompt_tokens!r}")
+
+
+@dataclass(frozen=True)
+class Dtypes:
+    """The dtypes a setup resolves to on a device, and why."""
+
+    weights: str
+    activations: str
+    compute: str  # whose peak bounds the multiplies
+    kv: str
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DecodeRow:
+    """One decode step at one batch size, per device (all t tensor-parallel devices alike)."""
+
+    batch: int
+    weight_bytes: float
+    kv_read_bytes: float
+    kv_write_bytes: float
+    bytes_per_step: float
+    flops_per_step: float
+    memory_time_s: float
+    compute_time_s: float
+    comm_time_s: float
+    step_time_s: float
+    bound: str  # "memory" | "compute"
+    tokens_per_s_per_sequence: float
+    tokens_per_s: float
+    intensity_flop_per_byte: float
+    memory_needed_bytes: float
+    fits: bool
+    ttft_s: float  # prefill of the prompt for the whole batch
+
+
+@dataclass(frozen=True)
+class DecodeCeiling:
+    model: str
+    device: str
+    dtypes: Dtypes
+    context: int
+    prompt_tokens: int
+    tp: int
+    peak_flops_per_s: float
+    bandwidth_bytes_per_s: float
+    link_bandwidth_bytes_per_s: float | None
+    memory_bytes: float | None  # per device; None when the spec does not say
+    params_total: int
+    params_active: int
+    weight_bytes_total: float  # all weights, all devices
+    kv_bytes_per_token: float  # whole model, before tensor parallelism
+    kv_bytes_per_token_per_device: float
+    kv_bytes_per_sequence: float  # at context + 1 tokens, whole model
+    ridge_flop_per_byte: float
+    crossover_batch: int | None
+    crossover_batch_with_kv: int | None
+    max_batch: int | None  # largest batch whose weights + KV fit; None: memory unknown
+    rows: list[DecodeRow]
+    notes: list[str] = field(default_factory=list)
+
+
+def resolve_dtypes(spec, setup: DecodeSetup) -> Dtypes:
+    """Which peak bounds the multiplies, and the KV dtype, for these weights on this device."""
+    have = set(spec.peak_flops_per_s)
+    notes: list[str] = []
+    w = setup.weights_dtype
+    if setup.activation_dtype is not None:
+        act = setup.activation_dtype
+    elif w in FLOAT_ACTIVATIONS:
+        act = w
+    else:
+        act = next((d for d in FLOAT_ACTIVATIONS if d in have), "bf16")
+    if w == "fp8" and "fp8" in have:
+        compute = "fp8"
+    elif w in ("fp8", "int8", "int4"):
+        compute = act
+        why = "no fp8 peak on this device" if w == "fp8" else "integer weights"
+        notes.append(
+            f"{w} weights are dequantised and multiplied in {act} ({why}): compute uses the "
+            f"dense {act} peak; only the bytes read shrink"
+        )
+    else:
+        compute = w
+    if compute not in have:
+        raise UnsupportedOnDevice(
+            f"{spec.name} has no {compute} peak (it has {', '.join(sorted(have))}); "
+            f"choose --weights or --activations among those"
+        )
+    kv = setup.kv_dtype or act
+    return Dtypes(weights=w, activations=act, compute=compute, kv=kv, notes=tuple(notes))
+
+
+def kv_heads_per_device(cfg: TransformerConfig, tp: int) -> int:
+    """KV heads each tensor-parallel device stores: k/t, or 1 (replicated) when t > k."""
+    if cfg.heads % tp:
+        raise InvalidInput(
+            f"tensor-parallel degree {tp} must divide the {cfg.heads} attention heads: "
+            f"{cfg.heads} % {tp} = {cfg.heads % tp}"
+        )
+    if cfg.kv_heads % tp == 0:
+        return cfg.kv_heads // tp
+    if tp % cfg.kv_heads == 0:
+        return 1
+    raise InvalidInput(
+        f"tensor-parallel degree {tp} and the {cfg.kv_heads} KV heads must divide one "
+        f"another: {cfg.kv_heads} % {tp} = {cfg.kv_heads % tp}"
+    )
+
+
+def experts_touched(cfg: TransformerConfig, tokens: int) -> float:
+    """Expected experts per layer that `tokens` routed tokens reach (uniform top-k routing)."""
+    if cfg.experts == 1:
+        return 1.0
+    miss = (1.0 - cfg.active_experts / cfg.experts) ** tokens
+    return cfg.experts * (1.0 - miss)
+
+
+def weights_read_params(cfg: TransformerConfig, tokens: int) -> float:
+    """Parameters read in one step that processes `tokens` tokens (all but unused experts)."""
+    unused = cfg.experts - experts_touched(cfg, tokens)
+    return cfg.params_total - cfg.layers * unused * cfg.params_expert
+
+
+def _check_context(cfg: TransformerConfig, context: int) -> None:
+    if context >= cfg.max_seq:
+        raise InvalidInput(
+            f"context of {context} tokens leaves no room for the next one: "
+            f"{cfg.name or 'the model'} holds at most {cfg.max_seq} positions "
+            f"(context ≤ {cfg.max_seq - 1})"
+        )
+
+
+def _prompt(cfg: TransformerConfig, setup: DecodeSetup) -> int:
+    prompt = setup.prompt_tokens if setup.prompt_tokens is not None else max(setup.context, 1)
+    if prompt > cfg.max_seq:
+        raise InvalidInput(
+            f"prompt of {prompt} tokens > {cfg.name or 'the model'}'s {cfg.max_seq} positions"
+        )
+    return prompt
+
+
+class _Step:
+    """Per-device arithmetic of one model on one device, shared by rows and searches."""
+
+    def __init__(self, cfg: TransformerConfig, spec, setup: DecodeSetup, dtypes: Dtypes):
+        self.cfg, self.setup, self.dtypes = cfg, setup, dtypes
+        self.tp = setup.tp
+        self.kv_dev_heads = kv_heads_per_device(cfg, setup.tp)
+        self.w_bytes = STORAGE_BYTES[dtypes.weights]
+        self.kv_tok_dev = 2.0 * cfg.layers * self.kv_dev_heads * cfg.head_dim
+        self.kv_tok_dev *= STORAGE_BYTES[dtypes.kv]
+        self.act_bytes = STORAGE_BYTES[dtypes.activations]
+        self.peak = spec.peak(dtypes.compute)
+        self.bw = spec.memory_bandwidth_bytes_per_s
+        self.link = spec.link_bandwidth_bytes_per_s
+        mem = getattr(spec, "memory_bytes", None)
+        self.mem = float(mem) if mem else None
+
+    def weight_bytes(self, tokens: int) -> float:
+        return weights_read_params(self.cfg, tokens) * self.w_bytes / self.tp
+
+    def flops_per_token(self, attended: int) -> float:
+        return self.cfg.flops_per_token(attended) / self.tp
+
+    def comm_time(self, tokens: int) -> float:
+        """Two ring all-reduces of tokens × hidden activations per layer (Megatron TP)."""
+        if self.tp == 1 or not self.link:
+            return 0.0
+        size = tokens * self.cfg.hidden * self.act_bytes
+        return 2 * self.cfg.layers * 2 * (self.tp - 1) / self.tp * size / self.link
+
+    def times(self, batch: int, context: int, with_kv: bool = True) -> tuple[float, float]:
+        """(memory time, compute time) of one decode step."""
+        kv = batch * (context + 1) * self.kv_tok_dev if with_kv else 0.0
+        flops = batch * self.flops_per_token(context + 1 if with_kv else 0)
+        return (self.weight_bytes(batch) + kv) / self.bw, flops / self.peak
+
+    def memory_needed(self, batch: int, context: int) -> float:
+        return self.weight_bytes(1 << 30) + batch * (context + 1) * self.kv_tok_dev
+
+    def row(self, batch: int, context: int, prompt: int) -> DecodeRow:
+        w = self.weight_bytes(batch)
+        kv_read = batch * context * self.kv_tok_dev
+        kv_write = batch * self.kv_tok_dev
+        total = w + kv_read + kv_write
+        flops = batch * self.flops_per_token(context + 1)
+        mem_t, comp_t = total / self.bw, flops / self.peak
+        comm = self.comm_time(batch)
+        step = max(mem_t, comp_t) + comm
+        need = self.memory_needed(batch, context)
+        return DecodeRow(
+            batch=batch,
+            weight_bytes=w,
+            kv_read_bytes=kv_read,
+            kv_write_bytes=kv_write,
+            bytes_per_step=total,
+            flops_per_step=flops,
+            memory_time_s=mem_t,
+            compute_time_s=comp_t,
+            comm_time_s=comm,
+            step_time_s=step,
+            bound="memory" if mem_t >= comp_t else "compute",
+            tokens_per_s_per_sequence=1.0 / step,
+            tokens_per_s=batch / step,
+            intensity_flop_per_byte=flops / total,
+            memory_needed_bytes=need,
+            fits=self.mem is None or need <= self.mem,
+            ttft_s=self.prefill_time(batch, prompt),
+        )
+
+    def prefill_time(self, batch: int, prompt: int) -> float:
+        """Time to first token: the prompt in one pass, then logits of its last position.
+
+        Blocks run on every prompt token; the output head only on the last. Causal attention
+        over a prompt of P tokens costs Σ_{i=1..P} 4·l·a·d·i = 2·l·a·d·P·(P+1).
+        """
+        cfg = self.cfg
+        head = cfg.vocab * cfg.hidden
+        per_seq = 2.0 * (cfg.params_matmul - head) * prompt + 2.0 * head
+        per_seq += 2.0 * cfg.layers * cfg.q_dim * prompt * (prompt + 1)
+        flops = batch * per_seq / self.tp
+        moved = self.weight_bytes(batch * prompt) + batch * prompt * self.kv_tok_dev
+        return max(flops / self.peak, moved / self.bw) + self.comm_time(batch * prompt)
+
+
+def _first_compute_bound(step: _Step, context: int, with_kv: bool) -> int | None:
+    """Smallest batch whose compute time reaches its memory time, or None if none does."""
+
+    def compute_bound(b: int) -> bool:
+        mem_t, comp_t = step.times(b, context, with_kv)
+        return comp_t >= mem_t
+
+    hi = 1
+    while not compute_bound(hi):
+        hi *= 2
+        if hi > CROSSOVER_SEARCH_LIMIT:
+            return None
+    lo = hi // 2  # not compute-bound (or 0)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if compute_bound(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def max_batch(step: _Step, context: int) -> int | None:
+    """Largest batch whose weights and KV cache fit in device memory; None if unknown."""
+    if step.mem is None:
+        return None
+    room = step.mem - step.weight_bytes(1 << 30)
+    if room < 0:
+        return 0
+    return int(room // ((context + 1) * step.kv_tok_dev))
+
+
+def _check_weights_fit(cfg, step: _Step, spec) -> None:
+    if step.mem is None:
+        return
+    w = step.weight_bytes(1 << 30)
+    if w > step.mem:
+        gb = 1e9
+        raise DoesNotFit(
+            f"{cfg.name or 'the model'}'s {step.dtypes.weights} weights need "
+            f"{w / gb:.1f} GB per device (tp={step.tp}), {spec.name} has "
+            f"{step.mem / gb:.1f} GB: raise --tp or use --weights int8/int4"
+        )
+
+
+def decode_ceiling(
+    cfg: TransformerConfig,
+    spec,
+    batches: list[int],
+    setup: DecodeSetup | None = None,
+    drop_unfit: bool = False,
+) -> DecodeCeiling:
+    """Decode ceilings at each batch size. A batch that does not fit raises DoesNotFit,
+    or is left out with a note when `drop_unfit` (a default sweep rather than a request)."""
+    setup = setup or DecodeSetup()
+    if not batches:
+        raise InvalidInput("give at least one batch size")
+    for b in batches:
+        if not isinstance(b, int) or isinstance(b, bool) or b < 1:
+            raise InvalidInput(f"batch sizes must be whole numbers ≥ 1, got {b!r}")
+    _check_context(cfg, setup.context)
+    prompt = _prompt(cfg, setup)
+    dtypes = resolve_dtypes(spec, setup)
+    step = _Step(cfg, spec, setup, dtypes)
+    _check_weights_fit(cfg, step, spec)
+    notes = list(dtypes.notes)
+    biggest = max_batch(step, setup.context)
+    rows = []
+    for b in sorted(set(batches)):
+        r = step.row(b, setup.context, prompt)
+        if not r.fits:
+            if drop_unfit:
+                notes.append(f"batch {b} left out: it does not fit (largest batch {biggest})")
+                continue
+            raise DoesNotFit(
+                f"batch {b} needs {r.memory_needed_bytes / 1e9:.1f} GB per device at context "
+                f"{setup.context} ({spec.name} has {step.mem / 1e9:.1f} GB); the largest "
+                f"batch that fits is {biggest}"
+            )
+        rows.append(r)
+    if not rows:
+        raise DoesNotFit(
+            f"no batch fits at context {setup.context}; the largest that fits is {biggest}"
+        )
+    if setup.tp > 1 and not step.link:
+        notes.append(f"{spec.name} lists no link bandwidth: tensor-parallel all-reduces ignored")
+    if cfg.experts > 1:
+        notes.append(
+            f"mixture of experts: weights read per step count the expected experts reached "
+            f"by the batch's tokens ({cfg.active_experts} of {cfg.experts} per token)"
+        )
+    kv_tok = cfg.kv_bytes_per_token(STORAGE_BYTES[dtypes.kv])
+    return DecodeCeiling(
+        model=cfg.name,
+        device=spec.name,
+        dtypes=dtypes,
+        context=setup.context,
+        prompt_tokens=prompt,
+        tp=setup.tp,
+        peak_flops_per_s=step.peak,
+        bandwidth_bytes_per_s=step.bw,
+        link_bandwidth_bytes_per_s=step.link,
+        memory_bytes=step.mem,
+        params_total=cfg.params_total,
+        params_active=cfg.params_active,
+        weight_bytes_total=cfg.params_total * step.w_bytes,
+        kv_bytes_per_token=kv_tok,
+        kv_bytes_per_token_per_device=step.kv_tok_dev,
+        kv_bytes_per_sequence=kv_tok * (setup.context + 1),
+        ridge_flop_per_byte=step.peak / step.bw,
+        crossover_batch=_first_compute_bound(step, setup.context, with_kv=False),
+        crossover_batch_with_kv=_first_compute_bound(step, setup.context, with_kv=True),
+        max_batch=biggest,
+        rows=rows,
+        notes=notes,
+    )
+
+
+def roof_curves(
+    cfg: TransformerConfig, spec, setup: DecodeSetup, batches: list[int]
+) -> dict[str, list[float]]:
+    """Tokens/s of the memory roof, the compute roof and their minimum at each batch."""
+    dtypes = resolve_dtypes(spec, setup)
+    step = _Step(cfg, spec, setup, dtypes)
+    memory, compute, ceiling = [], [], []
+    for b in batches:
+        mem_t, comp_t = step.times(b, setup.context)
+        comm = step.comm_time(b)
+        memory.append(b / (mem_t + comm))
+        compute.append(b / (comp_t + comm))
+        ceiling.append(b / (max(mem_t, comp_t) + comm))
+    return {"batch": list(batches), "memory": memory, "compute": compute, "ceiling": ceiling}
+
+
+def ttft_s(cfg: TransformerConfig, spec, setup: DecodeSetup, batch: int = 1) -> float:
+    """Time to first token for `batch` prompts of `setup.prompt_tokens` (or context) tokens."""
+    prompt = _prompt(cfg, setup)
+    step = _Step(cfg, spec, setup, resolve_dtypes(spec, setup))
+    return step.prefill_time(batch, prompt)
