@@ -444,9 +444,7 @@ def models(json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = F
         return
     rows = []
     for name, m in sorted(catalog.items()):
-        active = (
-            f" ({m.params_active / 1e9:.3g} active)" if m.params_active != m.params_total else ""
-        )
+        active = f"/{m.params_active / 1e9:.3g}" if m.params_active != m.params_total else ""
         rows.append(
             [
                 name,
@@ -455,7 +453,6 @@ def models(json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = F
                 m.hidden,
                 f"{m.heads}/{m.kv_heads}",
                 f"{m.ffn_hidden}{'g' if m.ffn_kind == 'gelu' else 's'}",
-                m.vocab,
                 m.max_seq,
                 format_bytes(m.kv_bytes_per_token(2), True).replace(" ", ""),
             ]
@@ -463,10 +460,9 @@ def models(json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = F
     console().print(
         table(
             "Transformer catalog",
-            ["model", "params B", "layers", "hidden", "heads/kv", "ffn", "vocab", "ctx", "KV/tok"],
+            ["model", "params B", "l", "h", "heads/kv", "ffn", "ctx", "KV/tok"],
             rows,
-            caption="params: total/active (B = 1e9); ffn: g = GELU, s = SwiGLU; "
-            "KV cache per token at 16 bits; "
-            "sources: `ceiling models --json`",
+            caption="params: total/active (B = 1e9); l layers, h hidden; ffn: g GELU, s SwiGLU; "
+            "KV cache per token at 16 bits; vocab and sources: `ceiling models --json`",
         )
     )
