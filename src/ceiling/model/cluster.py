@@ -1,0 +1,207 @@
+"""A training cluster: nodes of devices, the links inside and between nodes, achieved rates.
+
+Device peaks come from the hardware catalog (or a measured profile); node sizes, scale-out
+bandwidth, collective and kernel efficiencies come from `clusters.toml`, one entry per
+device with the source of every figure. Bandwidths are per device and one direction.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+from dataclasses import dataclass, field
+
+from ceiling.errors import InvalidInput, MalformedFile
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+_GB, _US = 1e9, 1e-6
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """`nodes` × `devices_per_node` devices of one kind and the network joining them."""
+
+    device: object  # ceiling.hardware.catalog.DeviceSpec
+    nodes: int
+    devices_per_node: int
+    intra_node_bandwidth_bytes_per_s: float
+    inter_node_bandwidth_bytes_per_s: float
+    intra_node_latency_s: float
+    inter_node_latency_s: float
+    intra_collective_efficiency: float
+    inter_collective_efficiency: float
+    matmul_efficiency: float
+    memory_efficiency: float
+    dtype: str = "bf16"
+    efficiency_source: str = "catalog default"
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("nodes", "devices_per_node"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise InvalidInput(f"{name} must be a positive integer, got {v!r}")
+        for name in (
+            "intra_node_bandwidth_bytes_per_s",
+            "inter_node_bandwidth_bytes_per_s",
+        ):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0):
+                raise InvalidInput(f"{name} must be > 0, got {v!r}")
+        for name in ("intra_node_latency_s", "inter_node_latency_s"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise InvalidInput(f"{name} must be ≥ 0, got {v!r}")
+        for name in (
+            "intra_collective_efficiency",
+            "inter_collective_efficiency",
+            "matmul_efficiency",
+            "memory_efficiency",
+        ):
+            v = getattr(self, name)
+            if not (0 < v <= 1):
+                raise InvalidInput(f"{name} must be in (0, 1], got {v!r}")
+        self.device.peak(self.dtype)  # raises UnsupportedOnDevice naming what it has
+
+    @property
+    def devices(self) -> int:
+        return self.nodes * self.devices_per_node
+
+    @property
+    def peak_flops_per_s(self) -> float:
+        """Dense datasheet peak in the training dtype: the denominator of MFU."""
+        return self.device.peak(self.dtype)
+
+    @property
+    def matmul_flops_per_s(self) -> float:
+        return self.peak_flops_per_s * self.matmul_efficiency
+
+    @property
+    def memory_bytes_per_s(self) -> float:
+        return self.device.memory_bandwidth_bytes_per_s * self.memory_efficiency
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.device.memory_bytes
+
+    def link(self, spans_nodes: bool) -> tuple[float, float]:
+        """(achieved bus bandwidth, per-step latency) of a collective inside or across nodes."""
+        if spans_nodes:
+            bw = self.inter_node_bandwidth_bytes_per_s * self.inter_collective_efficiency
+            return bw, self.inter_node_latency_s
+        bw = self.intra_node_bandwidth_bytes_per_s * self.intra_collective_efficiency
+        return bw, self.intra_node_latency_s
+
+
+@functools.cache
+def _defaults() -> dict[str, dict]:
+    from importlib.resources import files
+
+    text = files("ceiling.model").joinpath("clusters.toml").read_text(encoding="utf-8")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise MalformedFile(f"cluster defaults: {exc}") from exc
+
+
+def node_defaults(device_key: str) -> dict:
+    """The clusters.toml entry for a device key, or the generic default entry."""
+    data = _defaults()
+    return dict(data.get(device_key, data["default"]))
+
+
+def make_cluster(
+    device,
+    devices: int,
+    devices_per_node: int | None = None,
+    *,
+    intra_node_bandwidth_bytes_per_s: float | None = None,
+    inter_node_bandwidth_bytes_per_s: float | None = None,
+    matmul_efficiency: float | None = None,
+    memory_efficiency: float | None = None,
+    dtype: str = "bf16",
+    efficiency_source: str | None = None,
+) -> ClusterSpec:
+    """A cluster of `devices` devices with defaults from the catalog and clusters.toml.
+
+    Fewer devices than a node holds make one partial node; more must fill whole nodes.
+    """
+    if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
+        raise InvalidInput(f"device count must be a positive integer, got {devices!r}")
+    d = node_defaults(device.key)
+    base = _defaults()["default"]
+    per_node = devices_per_node if devices_per_node is not None else int(d["devices_per_node"])
+    if not isinstance(per_node, int) or per_node < 1:
+        raise InvalidInput(f"devices per node must be a positive integer, got {per_node!r}")
+    if devices <= per_node:
+        nodes, per_node = 1, devices
+    elif devices % per_node:
+        raise InvalidInput(
+            f"{devices} devices do not fill whole {per_node}-device nodes: "
+            f"{devices} % {per_node} = {devices % per_node}"
+        )
+    else:
+        nodes = devices // per_node
+    intra = intra_node_bandwidth_bytes_per_s
+    if intra is None:
+        link = getattr(device, "link_bandwidth_bytes_per_s", None)
+        intra = link if link else float(base["intra_node_fallback_gb_per_s"]) * _GB
+    inter = inter_node_bandwidth_bytes_per_s
+    if inter is None:
+        inter = float(d["inter_node_gb_per_s"]) * _GB
+    sources = dict(d.get("sources", {}))
+    if device.sources.get("link_bandwidth_bytes_per_s"):
+        sources["intra_node_link"] = device.sources["link_bandwidth_bytes_per_s"]
+    if efficiency_source is None:
+        efficiency_source = (
+            "given"
+            if matmul_efficiency is not None
+            else f"clusters.toml default for {device.key}"
+            if device.key in _defaults()
+            else "clusters.toml generic default"
+        )
+    return ClusterSpec(
+        device=device,
+        nodes=nodes,
+        devices_per_node=per_node,
+        intra_node_bandwidth_bytes_per_s=float(intra),
+        inter_node_bandwidth_bytes_per_s=float(inter),
+        intra_node_latency_s=float(d["intra_node_latency_us"]) * _US,
+        inter_node_latency_s=float(d["inter_node_latency_us"]) * _US,
+        intra_collective_efficiency=float(d["intra_collective_efficiency"]),
+        inter_collective_efficiency=float(d["inter_collective_efficiency"]),
+        matmul_efficiency=float(
+            matmul_efficiency if matmul_efficiency is not None else d["matmul_efficiency"]
+        ),
+        memory_efficiency=float(
+            memory_efficiency if memory_efficiency is not None else d["memory_efficiency"]
+        ),
+        dtype=dtype,
+        efficiency_source=efficiency_source,
+        sources=sources,
+    )
+
+
+def efficiencies_from_profile(measured, datasheet, dtype: str = "bf16") -> tuple[float, float]:
+    """(matmul, memory) efficiency of a measured device relative to its datasheet spec.
+
+    `measured` is a profile's MeasuredDevice: its best matmul FLOP/s and streaming bandwidth
+    are what training kernels can reach at most, so they replace the catalog fractions.
+    """
+    rate = measured.peak_flops_per_s.get(dtype)
+    if rate is None:
+        raise InvalidInput(
+            f"the profile of {measured.name} has no {dtype} matmul measurement; "
+            f"it has {', '.join(sorted(measured.peak_flops_per_s)) or 'none'}"
+        )
+    mm = min(1.0, rate / datasheet.peak(dtype))
+    bw = measured.bandwidth_bytes_per_s
+    mem = min(1.0, bw / datasheet.memory_bandwidth_bytes_per_s) if bw else None
+    if mem is None:
+        mem = float(node_defaults(datasheet.key)["memory_efficiency"])
+    return mm, mem

@@ -1,0 +1,635 @@
+"""A training plan — data (d), tensor (t) and pipeline (p) parallelism, ZeRO sharding,
+recomputation, sequence parallelism — and what it costs: memory per device, time per step,
+MFU.
+
+Notation: l layers, h hidden, a heads, q = a·head_dim, k = kv_heads·head_dim, f FFN width,
+e active experts, V vocabulary, s sequence length, b micro-batch, B global batch (sequences),
+m = B/(d·b) micro-batches per pipeline per step, v model chunks per device (interleaving).
+A multiply-add counts as 2 FLOPs. Activations are 16-bit.
+
+Every formula here accepts numpy arrays for the plan fields (broadcasting), so the search in
+`plan_search` evaluates thousands of plans in one pass through the same code that
+`evaluate_plan` uses for one.
+
+Sources:
+- Model state: ZeRO (Rajbhandari et al. 2020) 2 + 2 + 12 bytes per parameter; Megatron-LM
+  keeps fp32 main gradients: 2 + 4 + 12 = 18 (Korthikanti et al. 2022, Fig. 1).
+- Activations: Korthikanti et al. 2022, section 4 and Table 2, generalised here to grouped-query
+  attention (K and V of width k), gated FFNs and mixture-of-experts (e experts per token).
+- Pipeline: 1F1B and interleaved 1F1B, bubble (p-1)/(v·m) and in-flight micro-batches
+  (Narayanan et al. 2021); `pipeline_sim` reproduces both by event simulation.
+- Hardware FLOPs as Megatron reports them: 96·B·s·l·h²(1 + s/(6h) + V/(16·l·h)) with full
+  recompute (Narayanan et al. 2021, eq. 3); the general count below reduces to it for GPT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ceiling.errors import InvalidInput
+
+RECOMPUTE = ("none", "selective", "full")
+ATTENTION = ("unfused", "flash")
+STATE_BYTES = (16, 18)
+
+# Bytes per parameter of the fp32 Adam update: read master weights, momentum, variance (3×4)
+# and the gradient; write the three back (3×4) and the 16-bit weights (2).
+ADAM_UPDATE_BYTES = 26
+
+# Communication hidden behind compute is not free: collective kernels take SMs and memory
+# bandwidth from the kernels they overlap. A modelling assumption: a fifth of the hidden
+# time still lengthens the step.
+OVERLAP_COST = 0.2
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one training step is split over d·t·p devices."""
+
+    d: int
+    t: int
+    p: int
+    micro_batch: int = 1
+    v: int = 1  # model chunks per device; > 1 is the interleaved 1F1B schedule
+    zero: int = 0  # 0 plain data parallel, 1 optimizer, 2 + gradients, 3 + weights (FSDP)
+    recompute: str = "selective"
+    sequence_parallel: bool = True
+    state_bytes_per_param: int = 18
+
+    def __post_init__(self) -> None:
+        for name in ("d", "t", "p", "micro_batch", "v"):
+            val = getattr(self, name)
+            if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val < 1:
+                raise InvalidInput(f"{name} must be a positive integer, got {val!r}")
+        if self.zero not in (0, 1, 2, 3):
+            raise InvalidInput(f"zero stage must be 0, 1, 2 or 3 (3 = FSDP), got {self.zero!r}")
+        if self.recompute not in RECOMPUTE:
+            raise InvalidInput(
+                f"recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}"
+            )
+        if self.state_bytes_per_param not in STATE_BYTES:
+            raise InvalidInput(
+                "optimizer-state convention must be 16 (2+2+12, ZeRO) or 18 bytes per "
+                f"parameter (2+4+12, Megatron fp32 gradients), got {self.state_bytes_per_param!r}"
+            )
+
+    @property
+    def devices(self) -> int:
+        return self.d * self.t * self.p
+
+    def describe(self) -> str:
+        parts = [f"d={self.d}", f"t={self.t}", f"p={self.p}", f"b={self.micro_batch}"]
+        if self.v > 1:
+            parts.append(f"v={self.v}")
+        parts += [f"zero={self.zero}", f"recompute={self.recompute}"]
+        if self.t > 1:
+            parts.append(f"sp={'on' if self.sequence_parallel else 'off'}")
+        return ",".join(parts)
+
+
+@dataclass(frozen=True)
+class Job:
+    """What is trained: the model, the global batch and sequence length, and kernel choices."""
+
+    model: object  # ceiling.model.transformer.TransformerConfig
+    global_batch: int  # sequences per optimizer step
+    seq_len: int
+    attention: str = "unfused"  # "flash": no s×s scores in memory (FlashAttention)
+    dropout: bool = True  # dropout masks after attention, its scores and the MLP
+    headroom: float = 0.10  # share of device memory kept free (allocator, buffers, context)
+    overlap_dp: bool = True  # gradient reduction overlaps the last micro-batch's backward
+    token_budget: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("global_batch", "seq_len"):
+            val = getattr(self, name)
+            if not isinstance(val, int) or isinstance(val, bool) or val < 1:
+                raise InvalidInput(f"{name} must be a positive integer, got {val!r}")
+        if self.attention not in ATTENTION:
+            raise InvalidInput(
+                f"attention must be one of {', '.join(ATTENTION)}, got {self.attention!r}"
+            )
+        if not 0 <= self.headroom < 1:
+            raise InvalidInput(f"memory headroom must be in [0, 1), got {self.headroom!r}")
+        if self.token_budget is not None and not self.token_budget > 0:
+            raise InvalidInput(f"token budget must be > 0, got {self.token_budget!r}")
+
+
+# ---- shapes ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The numbers of a TransformerConfig that cost memory, FLOPs and traffic."""
+
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn_hidden: int
+    ffn_mats: int  # 2 for GELU (up, down), 3 for SwiGLU (gate, up, down)
+    vocab: int
+    experts: int
+    active_experts: int
+    params_layer: float  # all experts
+    params_layer_matmul_active: float  # weights a token multiplies in one block
+    params_embedding_stage: float  # table (+ untied head when p = 1) (+ learned positions)
+    params_embedding_single: float  # all embedding parameters when p = 1
+    params_total: float
+    tied_embeddings: bool
+
+    @property
+    def q_dim(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.head_dim
+
+
+def shape_of(model) -> Shape:
+    norm = model.params_norm
+    positions = model.max_seq * model.hidden if model.learned_positions else 0
+    return Shape(
+        layers=model.layers,
+        hidden=model.hidden,
+        heads=model.heads,
+        kv_heads=model.kv_heads,
+        head_dim=model.head_dim,
+        ffn_hidden=model.ffn_hidden,
+        ffn_mats=2 if model.ffn_kind == "gelu" else 3,
+        vocab=model.vocab,
+        experts=model.experts,
+        active_experts=model.active_experts,
+        params_layer=float(model.params_layer),
+        params_layer_matmul_active=float(model.params_layer_active - 2 * norm),
+        # With p > 1 the first stage holds the table (and positions), the last the head
+        # (a copy of the table when tied); either way about V·h.
+        params_embedding_stage=float(model.vocab * model.hidden + positions),
+        params_embedding_single=float(model.params_embedding),
+        params_total=float(model.params_total),
+        tied_embeddings=model.tied_embeddings,
+    )
+
+
+# ---- memory ---------------------------------------------------------------------------
+
+
+def state_bytes_per_param(convention, zero, d):
+    """Bytes of weights + gradients + optimizer state per parameter on one device.
+
+    16: 2 (16-bit weights) + 2 (16-bit gradients) + 12 (fp32 master, momentum, variance).
+    18: gradients kept in fp32 (4). ZeRO stage 1 shards the 12 over d, 2 also the gradients,
+    3 also the weights (ZeRO-1: 4 + 12/d, ZeRO-2: 2 + 14/d, ZeRO-3: 16/d for 16 B/param).
+    """
+    convention, zero, d = np.asarray(convention), np.asarray(zero), np.asarray(d, dtype=float)
+    grad = np.where(convention == 18, 4.0, 2.0)
+    weights = np.where(zero >= 3, 2.0 / d, 2.0)
+    grads = np.where(zero >= 2, grad / d, grad)
+    optim = np.where(zero >= 1, 12.0 / d, 12.0)
+    return weights + grads + optim
+
+
+def activation_bytes_per_token_layer(sh: Shape, seq_len, t, sp, recompute, attention, dropout):
+    """Bytes one layer keeps for the backward pass, per token of a micro-batch, one device.
+
+    Korthikanti et al. 2022 Table 2 for GPT (q = k = h, f = 4h, GELU): s·b·h·(34 + 5·a·s/h)
+    unsplit; tensor parallelism divides the 24·sbh of Q, K, V, the projection input and the
+    FFN, and the 5·a·s²·b of the scores, by t; sequence parallelism divides the remaining
+    10·sbh (layer-norm inputs, block inputs, dropout masks) too; selective recompute drops the
+    scores; full recompute keeps only the block input, 2·sbh. Here: K and V have width k
+    (grouped-query attention, never below one head per device), the FFN keeps 2·f per matrix
+    input per active expert, and FlashAttention keeps no scores (only fp32 row statistics).
+    `recompute`: 0 none, 1 selective, 2 full (arrays allowed).
+    """
+    t = np.asarray(t, dtype=float)
+    sp = np.asarray(sp, dtype=bool) & (t > 1)
+    h = sh.hidden
+    drop = 1.0 if dropout else 0.0
+    kv_dev = np.maximum(sh.kv_dim / t, sh.head_dim)
+    # Unsplit pieces: two layer-norm inputs, attention and MLP inputs, two dropout masks.
+    unsplit = 2 * h + 2 * h + 2 * h + 2 * h + 2 * drop * h
+    split = (
+        2 * sh.q_dim / t  # Q
+        + 2 * 2 * kv_dev  # K, V
+        + 2 * sh.q_dim / t  # output-projection input
+        + 2 * sh.ffn_mats * sh.ffn_hidden * sh.active_experts / t  # FFN matrix inputs
+    )
+    if attention == "flash":
+        scores = 4.0 * sh.heads / t  # fp32 log-sum-exp per row
+        selective_drop = 0.0
+    else:
+        # softmax output 2, dropout mask 1 and dropout output 2 bytes per score
+        scores = (2.0 + 3.0 * drop) * sh.heads * np.asarray(seq_len, dtype=float) / t
+        selective_drop = scores
+    unsplit_dev = np.where(sp, unsplit / t, unsplit)
+    full = unsplit_dev + split + scores
+    rc = np.asarray(recompute)
+    kept_input = np.where(sp, 2.0 * h / t, 2.0 * h)
+    return np.where(rc == 2, kept_input, np.where(rc == 1, full - selective_drop, full))
+
+
+def in_flight_layers(layers, p, v, m):
+    """Layers' worth of activations the first pipeline stage holds at its peak.
+
+    1F1B: min(p, m) micro-batches of l/p layers (= l when m ≥ p). Interleaved: that times
+    1 + (p-1)/(p·v) (Korthikanti et al. 2022, section 4.2.3).
+    """
+    p, v, m = (np.asarray(x, dtype=float) for x in (p, v, m))
+    base = np.minimum(p, m) * layers / p
+    return np.where(v > 1, base * (1.0 + (p - 1.0) / (p * v)), base)
+
+
+# ---- FLOPs and traffic ------------------------------------------------------------------
+
+
+def layer_forward_flops_per_token(sh: Shape, seq_len):
+    """Matmul FLOPs of one block's forward per token: 2 per weight used + 4·q·s for the
+    scores and the weighted values (counted over the full s, as PaLM and Megatron do)."""
+    return 2.0 * sh.params_layer_matmul_active + 4.0 * sh.q_dim * np.asarray(seq_len, float)
+
+
+def layer_attention_flops_per_token(sh: Shape, seq_len):
+    return 4.0 * sh.q_dim * np.asarray(seq_len, float)
+
+
+def layer_elementwise_bytes_per_token(sh: Shape, seq_len, t, sp, attention, dropout):
+    """HBM bytes one block's non-matmul kernels move in the forward pass, per token.
+
+    Two layer norms (read 2h, write 2h each), two bias-dropout-residual adds (read 4h,
+    write 2h, mask h), the FFN activation (read and write 2·f per matrix input beyond the
+    first), routing copies for mixture-of-experts, and — without FlashAttention — the s×s
+    scores: written by Q·Kᵀ (2), softmax read/write (4), dropout read/write/mask (5), read
+    by the values product (2), 13·a·s bytes per token with dropout.
+    """
+    t = np.asarray(t, dtype=float)
+    sp = np.asarray(sp, dtype=bool) & (t > 1)
+    h = sh.hidden
+    drop = 1.0 if dropout else 0.0
+    norms_and_residuals = 2 * (4 * h) + 2 * (6 * h + drop * h)
+    ffn = 2.0 * sh.ffn_mats * sh.ffn_hidden * sh.active_experts
+    routing = 8.0 * h * sh.active_experts if sh.experts > 1 else 0.0
+    if attention == "flash":
+        scores = 0.0
+    else:
+        scores = (8.0 + 5.0 * drop) * sh.heads * np.asarray(seq_len, dtype=float)
+    unsplit = np.where(sp, norms_and_residuals / t, norms_and_residuals)
+    return unsplit + (ffn + routing + scores) / t, scores / t
+
+
+# ---- collectives ----------------------------------------------------------------------
+
+
+def ring_allreduce_s(nbytes, n, bw, lat):
+    """Ring all-reduce: each rank sends and receives 2(n-1)/n of the buffer in 2(n-1) steps."""
+    n = np.asarray(n, dtype=float)
+    return np.where(n > 1, 2 * (n - 1) / n * nbytes / bw + 2 * (n - 1) * lat, 0.0)
+
+
+def ring_gather_s(nbytes, n, bw, lat):
+    """Ring all-gather or reduce-scatter of a `nbytes` buffer: (n-1)/n of it in n-1 steps."""
+    n = np.asarray(n, dtype=float)
+    return np.where(n > 1, (n - 1) / n * nbytes / bw + (n - 1) * lat, 0.0)
+
+
+# ---- the whole plan ---------------------------------------------------------------------
+
+RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2}
+
+
+def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) -> dict:
+    """Evaluate plans given as arrays (or scalars); returns a dict of arrays.
+
+    Time per step = the pipeline's (m + (p-1)/v) × per-micro-batch stage time (compute at the
+    cluster's matmul and memory rates, plus tensor-parallel collectives, which Megatron does
+    not overlap) + point-to-point sends + the data-parallel reduction not hidden behind the
+    last backward + the optimizer update.
+    """
+    sh = shape_of(job.model)
+    s, B = job.seq_len, job.global_batch
+    d, t, p, b, v, zero, rc = (np.asarray(x) for x in (d, t, p, b, v, zero, rc))
+    sp = np.asarray(sp, dtype=bool) & (t > 1)
+    state = np.asarray(state)
+    df, tf, pf, bf, vf = (x.astype(float) for x in (d, t, p, b, v))
+    m = B / (df * bf)
+    tokens_mb = bf * s
+    per_node = cluster.devices_per_node
+    n_layers = sh.layers
+    V, h = sh.vocab, sh.hidden
+
+    # Parameters on the most loaded device (a stage's layers plus an embedding table).
+    emb = np.where(pf > 1, sh.params_embedding_stage, sh.params_embedding_single)
+    params_dev = (n_layers / pf * sh.params_layer + emb) / tf
+    layer_params_dev = n_layers / pf * sh.params_layer / tf
+
+    # ---- memory ----
+    spb = state_bytes_per_param(state, zero, df)
+    state_bytes = params_dev * spb
+    act_tok = activation_bytes_per_token_layer(sh, s, tf, sp, rc, job.attention, job.dropout)
+    layers_held = in_flight_layers(n_layers, pf, vf, m)
+    activations = act_tok * tokens_mb * layers_held
+    # Full recompute rebuilds one layer at a time: its whole activation set is live once.
+    working = np.where(
+        rc == 2,
+        activation_bytes_per_token_layer(sh, s, tf, sp, 0, job.attention, job.dropout) * tokens_mb,
+        0.0,
+    )
+    # Logits in fp32 for the loss (last stage; with p = 1 the same device).
+    logits = 4.0 * tokens_mb * V / tf
+    last_stage_acts = (
+        act_tok
+        * tokens_mb
+        * np.where(vf > 1, n_layers / (pf * vf) * ((vf - 1) * pf + 1), n_layers / pf)
+    )
+    act_peak = np.where(
+        pf > 1, np.maximum(activations, last_stage_acts + logits), activations + logits
+    )
+    act_peak = act_peak + working
+    if zero.ndim or int(zero) == 3:
+        # ZeRO-3 gathers one layer's full weights at a time.
+        gathered = np.where(zero == 3, 2.0 * sh.params_layer / tf * 2, 0.0)
+    else:
+        gathered = 0.0
+    memory = state_bytes + act_peak + gathered
+    usable = cluster.memory_bytes * (1.0 - job.headroom)
+
+    # ---- compute per micro-batch on the slowest stage ----
+    fwd_tok = layer_forward_flops_per_token(sh, s)
+    attn_tok = layer_attention_flops_per_token(sh, s)
+    recompute_tok = np.where(rc == 2, fwd_tok, np.where(rc == 1, attn_tok, 0.0))
+    layer_hw_tok = 3.0 * fwd_tok + recompute_tok  # forward, backward (2×), recompute
+    logits_hw_tok = 6.0 * h * V  # forward 2hV + backward 4hV, never recomputed
+    layers_stage = n_layers / pf
+    hw_flops_mb = tokens_mb * (layers_stage * layer_hw_tok + logits_hw_tok) / tf
+    ew_fwd, ew_scores = layer_elementwise_bytes_per_token(sh, s, tf, sp, job.attention, job.dropout)
+    ew_recompute = np.where(rc == 2, ew_fwd, np.where(rc == 1, ew_scores, 0.0))
+    ew_bytes_mb = tokens_mb * layers_stage * (3.0 * ew_fwd + ew_recompute)
+    matmul_s = hw_flops_mb / cluster.matmul_flops_per_s
+    elementwise_s = ew_bytes_mb / cluster.memory_bytes_per_s
+    compute_mb = matmul_s + elementwise_s
+
+    # ---- tensor parallel: 2 all-reduces forward, 2 backward, 2 more to recompute ----
+    tp_spans = tf > per_node
+    tp_bw = np.where(tp_spans, *(np.array(x) for x in _bw_pair(cluster, 0)))
+    tp_lat = np.where(tp_spans, *(np.array(x) for x in _bw_pair(cluster, 1)))
+    n_coll = 4.0 + np.where(rc == 2, 2.0, 0.0)
+    tp_mb = layers_stage * n_coll * ring_allreduce_s(tokens_mb * h * 2.0, tf, tp_bw, tp_lat)
+    stage_mb = compute_mb + tp_mb
+
+    # ---- pipeline: bubble and point-to-point sends ----
+    pipeline_s = (m + (pf - 1.0) / vf) * stage_mb
+    bubble_s = (pf - 1.0) / vf * stage_mb
+    pp_spans = tf * df >= per_node
+    pp_bw = np.where(pp_spans, *(np.array(x) for x in _bw_pair(cluster, 0)))
+    pp_lat = np.where(pp_spans, *(np.array(x) for x in _bw_pair(cluster, 1)))
+    # Megatron splits each send over the t ranks of a stage (scatter-gather).
+    p2p_one = tokens_mb * h * 2.0 / tf / pp_bw + pp_lat
+    p2p_s = np.where(pf > 1, 2.0 * (m * vf + pf - 1.0) * p2p_one, 0.0)
+
+    # ---- data parallel ----
+    dp_spans = tf * df > per_node
+    dp_bw = np.where(dp_spans, *(np.array(x) for x in _bw_pair(cluster, 0)))
+    dp_lat = np.where(dp_spans, *(np.array(x) for x in _bw_pair(cluster, 1)))
+    grad_bytes = params_dev * np.where(state == 18, 4.0, 2.0)
+    weight_bytes = params_dev * 2.0
+    allreduce = ring_allreduce_s(grad_bytes, df, dp_bw, dp_lat)
+    rs_ag = ring_gather_s(grad_bytes, df, dp_bw, dp_lat) + ring_gather_s(
+        weight_bytes, df, dp_bw, dp_lat
+    )
+    # ZeRO-3 gathers the weights before each forward and backward of every micro-batch and
+    # reduce-scatters gradients after each backward; that traffic hides behind compute.
+    z3_mb = 2.0 * ring_gather_s(weight_bytes, df, dp_bw, dp_lat) + ring_gather_s(
+        grad_bytes, df, dp_bw, dp_lat
+    )
+    z3_exposed = m * (
+        np.maximum(0.0, z3_mb - compute_mb) + OVERLAP_COST * np.minimum(z3_mb, compute_mb)
+    )
+    dp_total = np.where(zero == 0, allreduce, np.where(zero == 3, m * z3_mb, rs_ag))
+    grad_reduce = np.where(zero == 0, allreduce, ring_gather_s(grad_bytes, df, dp_bw, dp_lat))
+    window = (2.0 / 3.0) * compute_mb if job.overlap_dp else 0.0
+    hidden = np.minimum(grad_reduce, window)
+    dp_exposed = np.where(
+        zero == 3,
+        z3_exposed,
+        grad_reduce
+        - hidden
+        + OVERLAP_COST * hidden
+        + (rs_ag - np.where(zero == 0, rs_ag, grad_reduce)),
+    )
+
+    # ---- optimizer update (memory-bound over this device's shard) ----
+    shard = np.where(zero >= 1, params_dev / df, params_dev)
+    optimizer_s = (
+        shard * (ADAM_UPDATE_BYTES + np.where(state == 18, 4.0, 2.0)) / (cluster.memory_bytes_per_s)
+    )
+
+    step_s = pipeline_s + p2p_s + dp_exposed + optimizer_s
+    devices = df * tf * pf
+    tokens = float(B) * s
+    model_flops = tokens * job.model.flops_per_token(s, training=True)
+    hw_flops_total = tokens * (n_layers * layer_hw_tok + logits_hw_tok)
+    peak = cluster.peak_flops_per_s
+    return {
+        "d": d,
+        "t": t,
+        "p": p,
+        "micro_batch": b,
+        "v": v,
+        "zero": zero,
+        "recompute_code": rc,
+        "sequence_parallel": sp,
+        "micro_batches": m,
+        "params_per_device": params_dev,
+        "layer_state_bytes": layer_params_dev * spb,
+        "state_bytes": state_bytes,
+        "activation_bytes": act_peak,
+        "layer_activation_bytes": activations,
+        "memory_bytes": memory,
+        "usable_bytes": np.broadcast_to(usable, np.shape(memory)),
+        "fits": memory <= usable,
+        "matmul_s": matmul_s * m,
+        "elementwise_s": elementwise_s * m,
+        "tp_comm_s": tp_mb * m,
+        "bubble_s": bubble_s,
+        "p2p_s": p2p_s,
+        "dp_comm_s": dp_total,
+        "dp_exposed_s": dp_exposed,
+        "optimizer_s": optimizer_s,
+        "step_s": step_s,
+        "tokens_per_s": tokens / step_s,
+        "mfu": model_flops / (step_s * devices * peak),
+        "hfu": hw_flops_total / (step_s * devices * peak),
+        "hw_flops_per_device_per_s": hw_flops_total / (step_s * devices),
+        "tp_spans_nodes": tp_spans & (tf > 1),
+        "dp_spans_nodes": dp_spans & (df > 1),
+        "pp_spans_nodes": pp_spans & (pf > 1),
+    }
+
+
+def _bw_pair(cluster, which: int) -> tuple[float, float]:
+    """(across nodes, inside a node) bandwidth (which=0) or latency (which=1)."""
+    inter, intra = cluster.link(True), cluster.link(False)
+    return (inter[which], intra[which])
+
+
+# ---- one plan, validated and explained --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    plan: Plan
+    micro_batches: int
+    fits: bool
+    memory_bytes_per_device: float
+    usable_bytes_per_device: float
+    memory: dict[str, float]  # state (weights+grads+optimizer), activations, layer_state
+    step_time_s: float
+    time: dict[str, float]  # matmul, elementwise, tp_comm, bubble, p2p, dp_exposed, optimizer
+    dp_comm_s: float  # total data-parallel traffic time, hidden or not
+    tokens_per_s: float
+    mfu: float
+    hfu: float
+    hw_tflops_per_device: float
+    time_to_train_s: float | None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def check_plan(job: Job, cluster, plan: Plan) -> list[str]:
+    """Raise InvalidInput for a plan that cannot run, showing the arithmetic; return notes
+    (warnings) for one that runs badly."""
+    sh = shape_of(job.model)
+    n = cluster.devices
+    if plan.devices != n:
+        raise InvalidInput(
+            f"the plan uses d({plan.d}) × t({plan.t}) × p({plan.p}) = {plan.devices} devices "
+            f"but the cluster has {n}; every device must hold a share of the work"
+        )
+    if sh.heads % plan.t:
+        raise InvalidInput(
+            f"tensor parallelism must divide the attention heads: "
+            f"heads({sh.heads}) % t({plan.t}) = {sh.heads % plan.t}"
+        )
+    if sh.kv_heads % plan.t and plan.t % sh.kv_heads:
+        raise InvalidInput(
+            f"t must divide the KV heads or be a multiple of them: kv_heads({sh.kv_heads}) "
+            f"and t({plan.t})"
+        )
+    if sh.ffn_hidden % plan.t:
+        raise InvalidInput(
+            f"tensor parallelism must divide the FFN width: "
+            f"ffn_hidden({sh.ffn_hidden}) % t({plan.t}) = {sh.ffn_hidden % plan.t}"
+        )
+    if sh.layers % (plan.p * plan.v):
+        raise InvalidInput(
+            f"layers must split evenly into p·v chunks: layers({sh.layers}) % "
+            f"(p({plan.p}) × v({plan.v}) = {plan.p * plan.v}) = {sh.layers % (plan.p * plan.v)}"
+        )
+    per_replica = plan.d * plan.micro_batch
+    if job.global_batch % per_replica:
+        raise InvalidInput(
+            f"the global batch must split into whole micro-batches: global_batch"
+            f"({job.global_batch}) % (d({plan.d}) × micro_batch({plan.micro_batch}) = "
+            f"{per_replica}) = {job.global_batch % per_replica}"
+        )
+    m = job.global_batch // per_replica
+    if plan.v > 1:
+        if plan.p == 1:
+            raise InvalidInput("interleaving (v > 1) needs pipeline parallelism (p > 1)")
+        if m % plan.p:
+            raise InvalidInput(
+                f"the interleaved schedule needs micro-batches divisible by p: "
+                f"m = global_batch/(d·b) = {m}; {m} % p({plan.p}) = {m % plan.p}"
+            )
+    if plan.zero >= 2 and plan.p > 1:
+        raise InvalidInput(
+            f"ZeRO-{plan.zero} shards gradients, which pipeline parallelism accumulates over "
+            f"micro-batches; with p({plan.p}) > 1 use zero=0 or 1"
+        )
+    notes = []
+    if plan.t > cluster.devices_per_node:
+        notes.append(
+            f"tensor parallelism t={plan.t} spans nodes of {cluster.devices_per_node}: every "
+            "layer's collectives cross the slower inter-node network"
+        )
+    if plan.sequence_parallel and plan.t == 1:
+        notes.append("sequence parallelism has no effect with t = 1")
+    if plan.p > 1 and m < plan.p:
+        notes.append(
+            f"only m={m} micro-batches for p={plan.p} stages: the bubble (p-1)/m "
+            f"= {(plan.p - 1) / m:.0%} of compute"
+        )
+    return notes
+
+
+def evaluate_plan(job: Job, cluster, plan: Plan) -> PlanResult:
+    notes = check_plan(job, cluster, plan)
+    r = evaluate_arrays(
+        job,
+        cluster,
+        plan.d,
+        plan.t,
+        plan.p,
+        plan.micro_batch,
+        plan.v,
+        plan.zero,
+        RECOMPUTE_CODE[plan.recompute],
+        plan.sequence_parallel,
+        plan.state_bytes_per_param,
+    )
+    return result_from_arrays(job, plan, r, 0 if np.ndim(r["step_s"]) else None, notes)
+
+
+def result_from_arrays(job: Job, plan: Plan, r: dict, i, notes=()) -> PlanResult:
+    def g(key):
+        val = r[key] if i is None else np.broadcast_to(r[key], np.shape(r["step_s"]))[i]
+        return float(val)
+
+    tps = g("tokens_per_s")
+    return PlanResult(
+        plan=plan,
+        micro_batches=round(g("micro_batches")),
+        fits=bool(g("fits")),
+        memory_bytes_per_device=g("memory_bytes"),
+        usable_bytes_per_device=g("usable_bytes"),
+        memory={
+            "state_bytes": g("state_bytes"),
+            "activation_bytes": g("activation_bytes"),
+            "layer_activation_bytes": g("layer_activation_bytes"),
+            "layer_state_bytes": g("layer_state_bytes"),
+            "params_per_device": g("params_per_device"),
+        },
+        step_time_s=g("step_s"),
+        time={
+            "matmul_s": g("matmul_s"),
+            "elementwise_s": g("elementwise_s"),
+            "tp_comm_s": g("tp_comm_s"),
+            "bubble_s": g("bubble_s"),
+            "p2p_s": g("p2p_s"),
+            "dp_exposed_s": g("dp_exposed_s"),
+            "optimizer_s": g("optimizer_s"),
+        },
+        dp_comm_s=g("dp_comm_s"),
+        tokens_per_s=tps,
+        mfu=g("mfu"),
+        hfu=g("hfu"),
+        hw_tflops_per_device=g("hw_flops_per_device_per_s") / 1e12,
+        time_to_train_s=(job.token_budget / tps) if job.token_budget else None,
+        notes=tuple(notes),
+    )
+
+
+def megatron_hw_flops_per_step(layers, h, V, s, B, recompute_full: bool = True) -> float:
+    """Narayanan et al. 2021, eq. 3: 96·B·s·l·h²(1 + s/(6h) + V/(16·l·h)) with full
+    recompute; 72·B·s·l·h²(1 + s/(6h) + V/(12·l·h)) without."""
+    n = layers
+    if recompute_full:
+        return 96.0 * B * s * n * h * h * (1 + s / (6 * h) + V / (16 * n * h))
+    return 72.0 * B * s * n * h * h * (1 + s / (6 * h) + V / (12 * n * h))
+
+
+def bubble_fraction(p: int, m: int, v: int = 1) -> float:
+    """Pipeline bubble over ideal compute: (p-1)/(v·m)."""
+    return (p - 1) / (v * m)

@@ -1,0 +1,347 @@
+"""Search every valid split of a training job over a cluster and rank the plans that fit.
+
+The candidates are enumerated already valid — t divides the heads, the KV heads (or is a
+multiple of them) and the FFN width; p·v divides the layers; d·b divides the global batch;
+the interleaved schedule gets m divisible by p; ZeRO-2/3 only without pipelining — so no
+time is spent on plans that cannot run. All of them are then evaluated in one vectorised
+pass of `parallel.evaluate_arrays` (the same code that evaluates a single plan), and ranked
+by step time among those that fit in memory.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from ceiling.errors import DoesNotFit, InvalidInput
+from ceiling.model import parallel
+from ceiling.model.parallel import RECOMPUTE, Job, Plan, PlanResult
+
+# Fields `--fixed` may pin, and how to read them.
+FIXABLE = ("d", "t", "p", "micro_batch", "v", "zero", "recompute", "sp", "state_bytes")
+_ALIASES = {
+    "b": "micro_batch",
+    "mb": "micro_batch",
+    "sequence_parallel": "sp",
+    "state": "state_bytes",
+}
+MAX_MICRO_BATCH = 64
+MAX_CHUNKS = 8
+
+
+def parse_fixed(text: str | None) -> dict:
+    """'d=32,t=8,p=2,recompute=full,zero=fsdp,sp=off' -> {'d': 32, ...} (validated)."""
+    out: dict = {}
+    if not text:
+        return out
+    for part in filter(None, (x.strip() for x in text.split(","))):
+        if "=" not in part:
+            raise InvalidInput(
+                f"--fixed: expected KEY=VALUE, got {part!r} (keys: {', '.join(FIXABLE)})"
+            )
+        key, value = (x.strip().lower() for x in part.split("=", 1))
+        key = _ALIASES.get(key, key)
+        if key not in FIXABLE:
+            raise InvalidInput(
+                f"--fixed: unknown key {key!r}; known: {', '.join(FIXABLE)} (b = micro_batch)"
+            )
+        if key == "recompute":
+            if value not in RECOMPUTE:
+                raise InvalidInput(
+                    f"--fixed: recompute must be one of {', '.join(RECOMPUTE)}, got {value!r}"
+                )
+            out[key] = value
+        elif key == "sp":
+            if value not in ("on", "off", "true", "false", "1", "0", "yes", "no"):
+                raise InvalidInput(f"--fixed: sp must be on or off, got {value!r}")
+            out[key] = value in ("on", "true", "1", "yes")
+        elif key == "zero" and value == "fsdp":
+            out[key] = 3
+        else:
+            try:
+                num = float(value)
+            except ValueError:
+                raise InvalidInput(f"--fixed: {key}={value!r} is not a number") from None
+            if not num.is_integer() or num < (0 if key == "zero" else 1):
+                raise InvalidInput(f"--fixed: {key}={value!r} must be a positive whole number")
+            out[key] = int(num)
+            if key == "zero" and out[key] > 3:
+                raise InvalidInput(f"--fixed: zero must be 0, 1, 2 or 3 (fsdp), got {value}")
+            if key == "state_bytes" and out[key] not in parallel.STATE_BYTES:
+                raise InvalidInput(f"--fixed: state_bytes must be 16 or 18, got {value}")
+    return out
+
+
+def _divisors(n: int) -> list[int]:
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
+def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, np.ndarray]:
+    """Every valid plan for the cluster as parallel arrays (d, t, p, b, v, zero, rc, sp, state)."""
+    fixed = dict(fixed or {})
+    sh = parallel.shape_of(job.model)
+    n = cluster.devices
+    B = job.global_batch
+
+    def allowed(key, values):
+        return [x for x in values if key not in fixed or fixed[key] == x]
+
+    ts = [
+        t
+        for t in _divisors(n)
+        if sh.heads % t == 0
+        and (sh.kv_heads % t == 0 or t % sh.kv_heads == 0)
+        and sh.ffn_hidden % t == 0
+    ]
+    rc_codes = [parallel.RECOMPUTE_CODE[r] for r in allowed("recompute", RECOMPUTE)]
+    states = allowed("state_bytes", [fixed.get("state_bytes", 18)])
+    blocks = []
+    for t in allowed("t", ts):
+        for p in allowed("p", [p for p in _divisors(n // t) if sh.layers % p == 0]):
+            d = n // (t * p)
+            if ("d" in fixed and fixed["d"] != d) or B % d:
+                continue
+            vs = [1] + (
+                [v for v in _divisors(sh.layers // p) if 1 < v <= MAX_CHUNKS] if p > 1 else []
+            )
+            bs = [b for b in _divisors(B // d) if b <= MAX_MICRO_BATCH]
+            zeros = allowed("zero", [0, 1] if p > 1 else [0, 1, 2, 3])
+            sps = allowed("sp", [True, False] if t > 1 else [False])
+            for v in allowed("v", vs):
+                good_b = [
+                    b for b in allowed("micro_batch", bs) if v == 1 or (B // (d * b)) % p == 0
+                ]
+                if not good_b or not zeros or not sps or not rc_codes:
+                    continue
+                grid = np.array(list(itertools.product(good_b, zeros, rc_codes, sps, states)))
+                k = len(grid)
+                blocks.append(
+                    np.column_stack(
+                        [
+                            np.full(k, d),
+                            np.full(k, t),
+                            np.full(k, p),
+                            grid[:, 0],
+                            np.full(k, v),
+                            grid[:, 1:],
+                        ]
+                    )
+                )
+    if not blocks:
+        return {}
+    a = np.concatenate(blocks).astype(np.int64)
+    return {
+        "d": a[:, 0],
+        "t": a[:, 1],
+        "p": a[:, 2],
+        "b": a[:, 3],
+        "v": a[:, 4],
+        "zero": a[:, 5],
+        "rc": a[:, 6],
+        "sp": a[:, 7].astype(bool),
+        "state": a[:, 8],
+    }
+
+
+def _plan_at(c: dict, i: int) -> Plan:
+    return Plan(
+        d=int(c["d"][i]),
+        t=int(c["t"][i]),
+        p=int(c["p"][i]),
+        micro_batch=int(c["b"][i]),
+        v=int(c["v"][i]),
+        zero=int(c["zero"][i]),
+        recompute=RECOMPUTE[int(c["rc"][i])],
+        sequence_parallel=bool(c["sp"][i]),
+        state_bytes_per_param=int(c["state"][i]),
+    )
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    plans: tuple[PlanResult, ...]  # ranked, fastest first, one per (d, t, p) layout
+    why: tuple[str, ...]  # for each plan, why it loses to the first ("" for the best)
+    evaluated: int  # valid plans evaluated
+    fitting: int  # of those, how many fit in memory
+
+
+def evaluate_candidates(job: Job, cluster, cand: dict) -> dict:
+    return parallel.evaluate_arrays(
+        job,
+        cluster,
+        cand["d"],
+        cand["t"],
+        cand["p"],
+        cand["b"],
+        cand["v"],
+        cand["zero"],
+        cand["rc"],
+        cand["sp"],
+        cand["state"],
+    )
+
+
+def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> SearchResult:
+    """Rank the plans that fit, fastest first; DoesNotFit explains when none does."""
+    if top < 1:
+        raise InvalidInput(f"--top must be ≥ 1, got {top}")
+    fixed = dict(fixed or {})
+    _check_fixed_alone(job, cluster, fixed)
+    cand = enumerate_plans(job, cluster, fixed)
+    if not cand:
+        raise InvalidInput(_no_valid_plan_message(job, cluster, fixed))
+    r = evaluate_candidates(job, cluster, cand)
+    fits = np.asarray(r["fits"])
+    step = np.asarray(r["step_s"])
+    n = len(step)
+    if not fits.any():
+        i = int(np.argmin(r["memory_bytes"]))
+        plan = _plan_at(cand, i)
+        need = float(r["memory_bytes"][i])
+        usable = float(r["usable_bytes"][i])
+        raise DoesNotFit(
+            f"no plan fits: the smallest of {n} valid plans ({plan.describe()}) needs "
+            f"{need / 2**30:.1f} GiB per device but {usable / 2**30:.1f} GiB are usable "
+            f"({cluster.memory_bytes / 2**30:.0f} GiB less {job.headroom:.0%} headroom); "
+            "use more devices, a smaller micro-batch or global batch, or a bigger device"
+        )
+    order = np.where(fits)[0][np.argsort(step[fits], kind="stable")]
+    chosen, seen = [], set()
+    for i in order:
+        layout = (int(cand["d"][i]), int(cand["t"][i]), int(cand["p"][i]))
+        if layout in seen:
+            continue
+        seen.add(layout)
+        chosen.append(int(i))
+        if len(chosen) == top:
+            break
+    results = []
+    for i in chosen:
+        plan = _plan_at(cand, i)
+        notes = parallel.check_plan(job, cluster, plan)
+        results.append(parallel.result_from_arrays(job, plan, r, i, notes))
+    why = tuple("" if k == 0 else explain_loss(x, results[0]) for k, x in enumerate(results))
+    return SearchResult(tuple(results), why, evaluated=n, fitting=int(fits.sum()))
+
+
+def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:
+    """Pinned values that can never work get the arithmetic, not just 'no plan'."""
+    sh = parallel.shape_of(job.model)
+    n = cluster.devices
+    t, p, d = fixed.get("t"), fixed.get("p"), fixed.get("d")
+    if t is not None and sh.heads % t:
+        raise InvalidInput(
+            f"tensor parallelism must divide the attention heads: heads({sh.heads}) % t({t}) = "
+            f"{sh.heads % t}"
+        )
+    if p is not None and sh.layers % p:
+        raise InvalidInput(
+            f"pipeline stages must divide the layers: "
+            f"layers({sh.layers}) % p({p}) = {sh.layers % p}"
+        )
+    if t is not None and p is not None and d is not None:
+        parallel.check_plan(
+            job,
+            cluster,
+            Plan(
+                d=d,
+                t=t,
+                p=p,
+                micro_batch=fixed.get("micro_batch", 1),
+                v=fixed.get("v", 1),
+                zero=fixed.get("zero", 0),
+                recompute=fixed.get("recompute", "selective"),
+                sequence_parallel=fixed.get("sp", t > 1),
+                state_bytes_per_param=fixed.get("state_bytes", 18),
+            )
+            if "micro_batch" in fixed
+            else Plan(d=d, t=t, p=p, micro_batch=1, v=1),
+        )
+    pinned = [x for x in (d, t, p) if x is not None]
+    prod = int(np.prod(pinned)) if pinned else 1
+    if n % prod:
+        raise InvalidInput(
+            f"the pinned degrees multiply to {prod}, which does not divide the {n} devices"
+        )
+
+
+def _no_valid_plan_message(job: Job, cluster, fixed: dict) -> str:
+    sh = parallel.shape_of(job.model)
+    pins = ", ".join(f"{k}={v}" for k, v in fixed.items()) or "none"
+    return (
+        f"no valid plan for {cluster.devices} devices (pinned: {pins}): d·t·p must equal the "
+        f"device count, t divide heads({sh.heads}) and ffn_hidden({sh.ffn_hidden}), p·v divide "
+        f"layers({sh.layers}), d·micro_batch divide global_batch({job.global_batch})"
+    )
+
+
+def explain_loss(x: PlanResult, best: PlanResult) -> str:
+    """One phrase: the part of the step that grew the most compared with the best plan."""
+    slower = x.step_time_s / best.step_time_s - 1.0
+    deltas = {k: x.time[k] - best.time.get(k, 0.0) for k in x.time}
+    key = max(deltas, key=deltas.get)
+    share = x.time[key] / x.step_time_s
+    pl = x.plan
+    if key == "tp_comm_s":
+        where = "TP across nodes" if pl.t > _node(x) else f"TP t={pl.t}"
+        reason = f"{where}: {share:.0%} of step in tensor-parallel communication"
+    elif key == "bubble_s":
+        reason = (
+            f"pipeline bubble {share:.0%} of step (p={pl.p}, m={x.micro_batches}"
+            + (f", v={pl.v}" if pl.v > 1 else "")
+            + ")"
+        )
+    elif key == "matmul_s":
+        cost = {"none": 0, "selective": 1, "full": 2}
+        if cost[pl.recompute] > cost[best.plan.recompute]:
+            reason = f"recompute={pl.recompute} repeats work: matmuls {share:.0%} of step"
+        elif pl.p > 1:
+            reason = (
+                f"uneven stages: the last of p={pl.p} also computes the output layer "
+                f"(matmuls {share:.0%} of step)"
+            )
+        else:
+            reason = f"more matmul time per device: {share:.0%} of step"
+    elif key == "elementwise_s":
+        why = "" if pl.sequence_parallel or pl.t == 1 else " (no sequence parallelism)"
+        reason = f"memory-bound kernels {share:.0%} of step{why}"
+    elif key == "dp_exposed_s":
+        reason = f"data-parallel traffic not hidden: {share:.0%} of step" + (
+            " (ZeRO-3 gathers)" if pl.zero == 3 else ""
+        )
+    elif key == "p2p_s":
+        reason = f"pipeline sends {share:.0%} of step"
+    else:
+        reason = f"optimizer update {share:.0%} of step"
+    return f"{slower:+.0%} step time; {reason}"
+
+
+def _node(x: PlanResult) -> int:
+    # The node size is not on the result; tensor spans are flagged by notes.
+    return 10**9 if not any("spans nodes" in n for n in x.notes) else 0
+
+
+@dataclass(frozen=True)
+class ScalingRow:
+    devices: int
+    best: PlanResult | None
+    speedup: float | None
+    efficiency: float | None
+
+
+def scaling(job: Job, make_cluster_for, device_counts: list[int], fixed: dict | None = None):
+    """The best plan at each device count; speedup and efficiency against the first that fits."""
+    rows, base = [], None
+    for n in device_counts:
+        try:
+            res = search(job, make_cluster_for(n), fixed, top=1).plans[0]
+        except (DoesNotFit, InvalidInput):
+            rows.append(ScalingRow(n, None, None, None))
+            continue
+        if base is None:
+            base = (n, res.step_time_s)
+        speed = base[1] / res.step_time_s
+        rows.append(ScalingRow(n, res, speed, speed / (n / base[0])))
+    return rows
