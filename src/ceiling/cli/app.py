@@ -32,6 +32,8 @@ COMMAND_MODULES = [
     "ceiling.cli.bench",
     "ceiling.cli.report",
     "ceiling.cli.decode",
+    "ceiling.cli.plan",
+    "ceiling.cli.profile",
 ]
 
 for _name in COMMAND_MODULES:

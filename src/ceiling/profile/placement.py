@@ -1,0 +1,156 @@
+"""Place recorded ops and modules on the roofline of a device, and draw hints from it.
+
+For each row: intensity I = FLOPs / bytes; attainable = min(peak, I × bandwidth);
+achieved = FLOPs / measured time; fraction = achieved / attainable (equivalently roofline
+time / measured time: 1 means the op runs at its ceiling); bound = which roof applies.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from ceiling.model import roofline
+
+# Ops that only move data (copies, norms' extra passes, elementwise) against the work that
+# the dense peak describes (matmul, attention).
+NON_MODEL_CATEGORIES = ("elementwise", "norm", "reduction", "memory", "other")
+
+# Hint thresholds, as fractions of the recorded op time or counts.
+FUSE_TIME_SHARE = 0.25  # non-matmul ops above this share of time ...
+FUSE_FLOP_SHARE = 0.10  # ... while doing less than this share of the FLOPs
+ALIGN_TIME_SHARE = 0.05  # misaligned matmuls worth a hint once they take this share
+ALIGN_BYTES = 16  # tensor-core and vector loads want rows in multiples of 16 bytes
+SHORT_OP_S = 20e-6  # an op this short is dominated by dispatch / launch, not by work
+SHORT_OP_SLACK = 4.0  # ... when it takes this many times its roofline time
+SHORT_TIME_SHARE = 0.30
+HOST_SHARE = 0.30  # time outside ops (Python, autograd) above this share of the step
+
+
+@dataclass(frozen=True)
+class Placement:
+    name: str
+    category: str
+    calls: int
+    flops: float
+    bytes: float
+    time_s: float | None
+    intensity: float | None  # FLOP/byte; None when nothing moves
+    attainable_flops_per_s: float
+    achieved_flops_per_s: float | None
+    roofline_time_s: float
+    fraction_of_attainable: float | None
+    bound: str  # "compute" | "memory"
+    exact: bool
+
+
+def place(totals, peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> Placement:
+    """One OpTotals (from the recorder) against the roofline of the device."""
+    flops, moved = totals.flops, totals.bytes
+    intensity = flops / moved if moved > 0 else (math.inf if flops > 0 else None)
+    i = 0.0 if intensity is None else intensity
+    attainable = roofline.attainable_flops_per_s(i, peak_flops_per_s, bandwidth_bytes_per_s)
+    bound = roofline.bound(i, peak_flops_per_s, bandwidth_bytes_per_s)
+    ideal = max(flops / peak_flops_per_s, moved / bandwidth_bytes_per_s)
+    t = totals.time_s
+    achieved = flops / t if t and t > 0 else None
+    fraction = ideal / t if t and t > 0 else None
+    return Placement(
+        name=totals.name,
+        category=totals.category,
+        calls=totals.calls,
+        flops=flops,
+        bytes=moved,
+        time_s=t,
+        intensity=None if intensity is None or math.isinf(intensity) else intensity,
+        attainable_flops_per_s=attainable,
+        achieved_flops_per_s=achieved,
+        roofline_time_s=ideal,
+        fraction_of_attainable=fraction,
+        bound=bound,
+        exact=totals.exact,
+    )
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.0f} %"
+
+
+def hints(
+    calls,
+    peak_flops_per_s: float,
+    bandwidth_bytes_per_s: float,
+    itemsize: int,
+    step_s: float | None = None,
+) -> list[str]:
+    """Short advice drawn from the numbers of one recorded step (OpCall list)."""
+    work = [c for c in calls if c.category != "view"]
+    timed = [c for c in work if c.time_s is not None]
+    out: list[str] = []
+    total_flops = sum(c.flops for c in work) or 0.0
+    total_time = sum(c.time_s for c in timed)
+    if timed and total_time > 0:
+        other = [c for c in timed if c.category in NON_MODEL_CATEGORIES]
+        t_share = sum(c.time_s for c in other) / total_time
+        f_share = sum(c.flops for c in other) / total_flops if total_flops else 0.0
+        if t_share >= FUSE_TIME_SHARE and f_share <= FUSE_FLOP_SHARE:
+            out.append(
+                f"elementwise, normalisation and copy ops are {_pct(t_share)} of op time at "
+                f"{_pct(f_share)} of FLOPs: fuse them (torch.compile) or drop extra passes"
+            )
+        short = [
+            c
+            for c in timed
+            if c.time_s < SHORT_OP_S
+            and c.time_s
+            > SHORT_OP_SLACK * max(c.flops / peak_flops_per_s, c.bytes / bandwidth_bytes_per_s)
+        ]
+        s_share = sum(c.time_s for c in short) / total_time
+        if s_share >= SHORT_TIME_SHARE:
+            median_us = statistics.median(c.time_s for c in timed) * 1e6
+            out.append(
+                f"{len(short)} of {len(timed)} op calls are shorter than "
+                f"{SHORT_OP_S * 1e6:.0f} µs and far above their roofline time "
+                f"({_pct(s_share)} of op time, median op {median_us:.1f} µs): time per op is "
+                "launch/dispatch-bound; use larger batches, CUDA graphs or torch.compile"
+            )
+        misaligned = sorted(
+            {
+                c.matmul_dims
+                for c in timed
+                if c.matmul_dims and any((d * itemsize) % ALIGN_BYTES for d in c.matmul_dims)
+            }
+        )
+        mis_time = sum(
+            c.time_s for c in timed if c.matmul_dims and c.matmul_dims in set(misaligned)
+        )
+        if misaligned and mis_time / total_time >= ALIGN_TIME_SHARE:
+            shown = ", ".join("×".join(str(d) for d in dims) for dims in misaligned[:3])
+            multiple = ALIGN_BYTES // itemsize
+            out.append(
+                f"matmul dims not multiples of {multiple} (M×N×K {shown}) take "
+                f"{_pct(mis_time / total_time)} of op time: pad them to a multiple of "
+                f"{multiple} elements"
+            )
+        memory = [
+            c
+            for c in timed
+            if c.flops == 0
+            or c.flops / max(c.bytes, 1) < (peak_flops_per_s / bandwidth_bytes_per_s)
+        ]
+        m_share = sum(c.time_s for c in memory) / total_time
+        if m_share >= 0.5:
+            out.append(
+                f"memory-bound ops take {_pct(m_share)} of op time: bandwidth, not FLOP/s, "
+                "is this step's ceiling"
+            )
+        if step_s and step_s > 0:
+            # per-op time is measured with a sync around each op; the plain step has none
+            outside = 1.0 - min(total_time, step_s) / step_s
+            if outside >= HOST_SHARE:
+                out.append(
+                    f"{_pct(outside)} of the step runs outside aten ops (Python, autograd, "
+                    "data): `ceiling step` splits it up"
+                )
+    return out

@@ -1,0 +1,314 @@
+"""What `ceiling profile` and `ceiling step` run: a built-in model or the user's own.
+
+Built-ins: "gpt:tiny", "gpt:small" (decoder-only transformers), "mlp", "cnn".
+Your own: "package.module:function" or "path/to/file.py:function". The function takes no
+arguments and returns a dict (or a model alone):
+
+    {"model": nn.Module,             # required
+     "batch": tensor or tuple,       # required unless "dataloader" is given; model(*batch)
+     "loss_fn": f(output, batch),    # optional; default: the output's mean (or a tuple's
+                                     #   last element when it is a scalar, like (logits, loss))
+     "optimizer": torch.optim.X,     # optional; default AdamW over the model's parameters
+     "dataloader": iterable,         # optional; used by `ceiling step`
+     "tokens_per_step": int}         # optional; MFU per token (else per sample)
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ceiling.errors import CeilingError, DoesNotFit, InvalidInput, UnknownName
+
+BUILTINS = ("gpt:tiny", "gpt:small", "mlp", "cnn")
+
+
+@dataclass
+class Workload:
+    name: str
+    build: Callable[[torch.device, torch.dtype], nn.Module]  # the model on a device/dtype
+    params: int
+    batch: Any  # one step's inputs, on the CPU
+    loss_fn: Callable[[Any, Any], torch.Tensor]
+    make_optimizer: Callable[[nn.Module], torch.optim.Optimizer]
+    samples_per_step: int
+    tokens_per_step: int | None = None
+    transformer: Any = None  # a TransformerConfig for GPT-style models
+    seq_len: int | None = None
+    dataset: Any = None  # a map-style dataset for `ceiling step` (built-ins)
+    dataloader: Iterable | None = None
+
+
+def one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    text = str(exc).lower()
+    return "out of memory" in text or "can't allocate memory" in text
+
+
+def default_loss(output: Any, batch: Any) -> torch.Tensor:
+    if isinstance(output, (tuple, list)):
+        last = output[-1]
+        if isinstance(last, torch.Tensor) and last.dim() == 0:
+            return last
+        output = output[0]
+    if not isinstance(output, torch.Tensor):
+        raise InvalidInput("the model's output is not a tensor: pass a loss_fn(output, batch)")
+    return output.float().mean()
+
+
+def _adamw(model: nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+
+def as_args(batch: Any) -> tuple:
+    return tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
+
+
+def move_batch(batch: Any, device: torch.device, dtype: torch.dtype) -> Any:
+    """Batch tensors onto the device; floating-point ones into the model's dtype."""
+
+    def move(x):
+        if isinstance(x, torch.Tensor):
+            x = x.to(device)
+            return x.to(dtype) if x.is_floating_point() else x
+        return x
+
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(move(x) for x in batch)
+    return move(batch)
+
+
+# ---- built-ins -------------------------------------------------------------------------
+
+
+class _TokenData(torch.utils.data.Dataset):
+    """Random token windows; `delay_s` per item makes the loader deliberately slow."""
+
+    def __init__(self, vocab: int, seq: int, size: int = 4096, delay_s: float = 0.0):
+        self.vocab, self.seq, self.size, self.delay_s = vocab, seq, size, delay_s
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, i: int):
+        _sleep(self.delay_s)
+        g = torch.Generator().manual_seed(i)
+        x = torch.randint(0, self.vocab, (self.seq + 1,), generator=g)
+        return x[:-1], x[1:]
+
+
+class _VectorData(torch.utils.data.Dataset):
+    def __init__(self, shape: tuple[int, ...], classes: int, size: int = 4096, delay_s=0.0):
+        self.shape, self.classes, self.size, self.delay_s = shape, classes, size, delay_s
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, i: int):
+        _sleep(self.delay_s)
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(self.shape, generator=g), int(i % self.classes)
+
+
+def _sleep(seconds: float) -> None:
+    if seconds > 0:
+        import time
+
+        time.sleep(seconds)
+
+
+def _classifier_loss(output, batch):
+    return nn.functional.cross_entropy(output.float(), batch[-1])
+
+
+class _ClassifierBatch(nn.Module):
+    """Wraps a classifier so that model(*batch) takes (inputs, labels) and ignores labels."""
+
+    def __init__(self, net: nn.Module):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, labels=None):
+        return self.net(x)
+
+
+def _gpt(name: str, batch: int | None, seq: int | None, delay_s: float) -> Workload:
+    from ceiling.workloads.gpt import build_gpt, preset_config
+
+    cfg = preset_config(name)
+    s = seq or cfg.max_seq
+    if not 1 <= s <= cfg.max_seq:
+        raise InvalidInput(f"--seq must be in 1..{cfg.max_seq} for {name}, got {s}")
+    b = batch or 4
+    data = _TokenData(cfg.vocab, s, delay_s=delay_s)
+    xs = [data[i] for i in range(b)]
+    idx = torch.stack([x for x, _ in xs])
+    targets = torch.stack([y for _, y in xs])
+    return Workload(
+        name=name,
+        build=lambda device, dtype: build_gpt(name, device=device, dtype=dtype),
+        params=cfg.params_total,
+        batch=(idx, targets),
+        loss_fn=default_loss,
+        make_optimizer=_adamw,
+        samples_per_step=b,
+        tokens_per_step=b * s,
+        transformer=cfg,
+        seq_len=s,
+        dataset=data,
+    )
+
+
+def _mlp(batch: int | None, delay_s: float) -> Workload:
+    width = 1024
+    net = nn.Sequential(
+        nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width), nn.Linear(width, 10)
+    )
+    b = batch or 64
+    data = _VectorData((width,), 10, delay_s=delay_s)
+    xs = [data[i] for i in range(b)]
+    inputs = (torch.stack([x for x, _ in xs]), torch.tensor([y for _, y in xs]))
+    return _local("mlp", _ClassifierBatch(net), inputs, _classifier_loss, b, data)
+
+
+def _cnn(batch: int | None, delay_s: float) -> Workload:
+    net = nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1),
+        nn.BatchNorm2d(64),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, 10),
+    )
+    b = batch or 32
+    data = _VectorData((3, 32, 32), 10, delay_s=delay_s)
+    xs = [data[i] for i in range(b)]
+    inputs = (torch.stack([x for x, _ in xs]), torch.tensor([y for _, y in xs]))
+    return _local("cnn", _ClassifierBatch(net), inputs, _classifier_loss, b, data)
+
+
+def _mover(model: nn.Module):
+    def build(device, dtype):
+        return model.to(device=device, dtype=dtype)
+
+    return build
+
+
+def _local(name, model, inputs, loss_fn, b, data) -> Workload:
+    params = sum(p.numel() for p in model.parameters())
+    return Workload(name, _mover(model), params, inputs, loss_fn, _adamw, b, dataset=data)
+
+
+# ---- user targets ----------------------------------------------------------------------
+
+
+def _import_callable(target: str) -> Callable[[], Any]:
+    module_name, _, attr = target.rpartition(":")
+    if not module_name or not attr:
+        raise InvalidInput(
+            f"target {target!r} is neither a built-in ({', '.join(BUILTINS)}) nor 'module:callable'"
+        )
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_file():
+                raise UnknownName(f"no file {module_name!r} for target {target!r}")
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            if "" not in sys.path and "." not in sys.path:
+                sys.path.insert(0, "")  # so a module in the working directory is found
+            module = importlib.import_module(module_name)
+    except CeilingError:
+        raise
+    except ImportError as exc:
+        raise UnknownName(f"cannot import {module_name!r}: {one_line(exc)}") from None
+    except Exception as exc:
+        raise InvalidInput(f"importing {module_name!r} raised {one_line(exc)}") from None
+    fn = getattr(module, attr, None)
+    if fn is None or not callable(fn):
+        raise UnknownName(f"{module_name!r} has no callable {attr!r}")
+    return fn
+
+
+def _user(target: str) -> Workload:
+    fn = _import_callable(target)
+    try:
+        made = fn()
+    except CeilingError:
+        raise
+    except Exception as exc:
+        if is_out_of_memory(exc):
+            msg = f"{target} ran out of memory building the model: {one_line(exc)}"
+            raise DoesNotFit(msg) from None
+        raise InvalidInput(f"{target} raised {one_line(exc)}") from None
+    if isinstance(made, nn.Module):
+        made = {"model": made}
+    if isinstance(made, (tuple, list)):
+        keys = ("model", "batch", "optimizer", "loss_fn", "dataloader")
+        made = dict(zip(keys, made, strict=False))
+    if not isinstance(made, dict) or not isinstance(made.get("model"), nn.Module):
+        raise InvalidInput(f"{target} must return a dict with an nn.Module under 'model'")
+    batch = made.get("batch")
+    loader = made.get("dataloader")
+    if batch is None and loader is not None:
+        try:
+            batch = next(iter(loader))
+        except Exception as exc:
+            raise InvalidInput(f"{target}: its dataloader raised {one_line(exc)}") from None
+    if batch is None:
+        raise InvalidInput(f"{target} returned no 'batch' (and no 'dataloader' to take one from)")
+    first = as_args(batch)[0]
+    samples = int(first.shape[0]) if isinstance(first, torch.Tensor) and first.dim() else 1
+    opt = made.get("optimizer")
+    return Workload(
+        name=target,
+        build=_mover(made["model"]),
+        params=sum(p.numel() for p in made["model"].parameters()),
+        batch=batch,
+        loss_fn=made.get("loss_fn") or default_loss,
+        make_optimizer=(lambda _m: opt) if opt is not None else _adamw,
+        samples_per_step=samples,
+        tokens_per_step=made.get("tokens_per_step"),
+        dataloader=loader,
+    )
+
+
+def load_target(
+    target: str, batch: int | None = None, seq: int | None = None, delay_s: float = 0.0
+) -> Workload:
+    """A Workload for a built-in name or 'module:callable' (see the module docstring)."""
+    key = target.strip()
+    low = key.lower()
+    if batch is not None and batch < 1:
+        raise InvalidInput(f"--batch must be ≥ 1, got {batch}")
+    if low.startswith("gpt:"):
+        return _gpt(low, batch, seq, delay_s)
+    if low == "mlp":
+        return _mlp(batch, delay_s)
+    if low == "cnn":
+        return _cnn(batch, delay_s)
+    if ":" not in key:
+        raise UnknownName(
+            f"unknown target {target!r}; built-ins: {', '.join(BUILTINS)}, or 'module:callable'"
+        )
+    return _user(key)
