@@ -65,7 +65,7 @@ def test_dtype_ratios_rule_out_sparse_figures(spec):
     # A sparse figure mixed with dense ones would break these 2:1 ratios by a factor of 2.
     p = spec.peak_flops_per_s
     if "fp8" in p and "bf16" in p:
-        assert p["fp8"] == pytest.approx(2 * p["bf16"], rel=0.01)
+        assert p["fp8"] == pytest.approx(2 * p["bf16"], rel=0.03)
     if "tf32" in p and "bf16" in p:
         assert p["tf32"] == pytest.approx(p["bf16"] / 2, rel=0.03)
     if "fp16" in p and "bf16" in p:

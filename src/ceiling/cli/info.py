@@ -170,7 +170,9 @@ def info(json_out: JsonOption = False) -> None:
         ["vector model", cpu.isa],
         ["memory", mem],
     ]
-    c.print(table("This machine's CPU", ["", ""], rows))
+    facts = table("This machine's CPU", ["", ""], rows)
+    facts.show_header = False
+    c.print(facts)
     peak_rows = [
         [
             d,
@@ -301,7 +303,9 @@ def _show_one(spec) -> None:
         ["SMs / CUs", str(spec.sms) if spec.sms else "not listed"],
         ["driver names", ", ".join(spec.driver_names) or "—"],
     ]
-    c.print(table(None, ["", ""], facts))
+    t = table(None, ["", ""], facts)
+    t.show_header = False
+    c.print(t)
     c.print("sources:")
     by_text: dict[str, list[str]] = {}
     for key, text in spec.sources.items():
