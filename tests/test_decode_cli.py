@@ -1,0 +1,87 @@
+"""`ceiling decode` and `ceiling models` end to end (analytic; no torch needed)."""
+
+import json
+
+import pytest
+
+
+def test_llama2_7b_a100_json(cli):
+    code, out, err = cli("decode", "llama-2-7b", "--spec", "a100-80gb", "--batch", "1", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    (row,) = data["rows"]
+    assert row["batch"] == 1
+    assert row["tokens_per_s"] == pytest.approx(151, rel=0.02)
+    assert row["bound"] == "memory"
+    assert row["step_time_s"] == pytest.approx(1 / row["tokens_per_s"])
+    assert data["kv_bytes_per_token"] == 2 * 32 * 4096 * 2
+    assert 140 <= data["crossover_batch"] <= 170  # A100 ridge 153 FLOP/byte
+
+
+def test_h100_crossover(cli):
+    code, out, _ = cli("decode", "llama-3-8b", "--spec", "h100-sxm", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert 250 <= data["crossover_batch"] <= 350
+    assert [r["batch"] for r in data["rows"]] == [1, 8, 64, 256]
+
+
+def test_table_and_plot(cli, tmp_path):
+    fig = tmp_path / "decode.png"
+    code, out, err = cli(
+        "decode", "llama-3-70b", "--spec", "h100-sxm", "--tp", "8", "--context", "2048",
+        "--weights", "int8", "--kv-dtype", "fp8", "--plot", fig,
+    )  # fmt: skip
+    assert code == 0, err
+    assert "memory" in out and "tok/s" in out and "int8 weights are dequantised" in out
+    assert fig.stat().st_size > 10_000
+
+
+def test_custom_model(cli):
+    code, out, err = cli(
+        "decode",
+        "custom:layers=32,hidden=4096,heads=32,ffn_hidden=11008,ffn_kind=swiglu,vocab=32000",
+        "--spec", "a100-80gb", "--batch", "1", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["rows"][0]["tokens_per_s"] == pytest.approx(151, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["llama-2-7b", "--spec", "a100-80gb", "--context", "5000"], "4095"),
+        (["llama-2-7b", "--spec", "a100-80gb", "--context", "4000", "--batch", "1,100"], "fits"),
+        (["llama-2-7b", "--spec", "a100-80gb", "--tp", "3"], "32 % 3"),
+        (["llama-9", "--spec", "a100-80gb"], "unknown model"),
+        (["llama-2-7b", "--spec", "a100-80gb", "--batch", "0"], "batch"),
+        (["llama-2-7b", "--spec", "nosuchgpu"], "unknown device"),
+        (["llama-2-7b", "--spec", "a100-80gb", "--weights", "int3"], "weights dtype"),
+        (["llama-3-70b", "--spec", "a100-80gb"], "--tp"),
+        (["custom:layers=2,hidden=100,heads=3", "--spec", "a100-80gb"], "heads"),
+        (["gpt:small", "--measure", "--spec", "a100-80gb"], "--measure"),
+        (["llama-2-7b", "--spec", "a100-80gb", "--plot", "x.pdf"], ".png"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(cli, args, match):
+    code, out, err = cli("decode", *args)
+    assert code == 2
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert match in err
+    assert out == ""
+
+
+def test_no_device_no_profile(cli, monkeypatch, tmp_path):
+    monkeypatch.setenv("CEILING_PROFILE", str(tmp_path / "none.json"))
+    code, _, err = cli("decode", "llama-2-7b")
+    assert code == 2 and "--spec" in err
+
+
+def test_models_listing(cli):
+    code, out, _ = cli("models", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["mixtral-8x7b"]["params_active"] == pytest.approx(12.9e9, rel=0.01)
+    assert all(entry["source"] for entry in data.values())
+    code, out, _ = cli("models")
+    assert code == 0 and "opt-13b" in out

@@ -1,0 +1,91 @@
+"""Measured decode: the comparison logic with fixed samples, and one small real run."""
+
+import json
+
+import pytest
+
+from ceiling.hardware.catalog import DeviceSpec
+from ceiling.measure.decode import DecodeRun, DecodeSamples, LocalCeiling, compare_decode
+from ceiling.model.transformer import get_model
+
+
+def _cpu(peak=100e9, bw=10e9):
+    return DeviceSpec(
+        key="cpu",
+        name="Test CPU",
+        vendor="",
+        kind="cpu",
+        driver_names=(),
+        peak_flops_per_s={"fp32": peak},
+        memory_bytes=16e9,
+        memory_bandwidth_bytes_per_s=bw,
+    )
+
+
+def _run(model="gpt:small", times=(0.1, 0.1, 0.2)):
+    cfg = get_model(model)
+    return DecodeRun(
+        method_version=1,
+        environment={},
+        model=cfg.name,
+        config=cfg,
+        device="cpu",
+        dtype="fp32",
+        context=0,
+        weight_bytes=cfg.params_total * 4,
+        kv_bytes_per_token=cfg.kv_bytes_per_token(4),
+        samples=[DecodeSamples(1, list(times)), DecodeSamples(4, list(times))],
+    )
+
+
+def test_comparison_against_dram_roof():
+    cfg = get_model("gpt:small")
+    cmp = compare_decode(_run(), LocalCeiling(_cpu(), "test", cache_bytes=32 * 2**20))
+    assert not cmp.in_cache
+    r1 = cmp.rows[0]
+    assert r1.step_time_s == 0.1 and r1.measured_tokens_per_s == pytest.approx(10.0)
+    assert r1.best_tokens_per_s == pytest.approx(10.0)
+    bytes_step = cfg.params_total * 4 + cfg.kv_bytes_per_token(4)
+    assert r1.ceiling_tokens_per_s == pytest.approx(10e9 / bytes_step)
+    assert r1.mbu == pytest.approx(bytes_step / 0.1 / 10e9)
+    assert r1.mfu == pytest.approx(cfg.flops_per_token(1) / 0.1 / 100e9)
+    assert r1.share_of_ceiling == pytest.approx(10.0 / r1.ceiling_tokens_per_s)
+    assert cmp.rows[1].measured_tokens_per_s == pytest.approx(40.0)
+
+
+def test_weights_in_last_level_cache_leave_only_the_compute_roof():
+    cfg = get_model("gpt:tiny")
+    cmp = compare_decode(_run("gpt:tiny"), LocalCeiling(_cpu(), "test", cache_bytes=64 * 2**20))
+    assert cmp.in_cache
+    assert any("last-level cache" in n for n in cmp.notes)
+    r = cmp.rows[0]
+    assert r.memory_roof_tokens_per_s is None and r.bound == "compute"
+    assert r.ceiling_tokens_per_s == pytest.approx(100e9 / cfg.flops_per_token(1))
+
+
+def test_measured_above_the_ceiling_is_reported():
+    cmp = compare_decode(_run(times=(1e-4,)), LocalCeiling(_cpu(), "test", cache_bytes=None))
+    assert any("above the ceiling" in n for n in cmp.notes)
+
+
+@pytest.mark.slow
+def test_gpt_small_measured_never_exceeds_the_ceiling(cli, monkeypatch, tmp_path):
+    pytest.importorskip("torch")
+    monkeypatch.setenv("CEILING_PROFILE", str(tmp_path / "no-profile.json"))
+    code, out, err = cli("decode", "gpt:small", "--measure", "--batch", "1,4,16", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert [r["batch"] for r in data["rows"]] == [1, 4, 16]
+    assert data["in_cache"] is False  # ~94 MB of fp32 weights
+    assert "no machine profile" in data["ceiling_source"]
+    for r in data["rows"]:
+        assert 0 < r["measured_tokens_per_s"] <= r["ceiling_tokens_per_s"]
+        assert 0 < r["mbu"] <= 1 and 0 < r["mfu"] <= 1
+    assert data["environment"]["torch"]
+    assert data["method_version"] == 1
+
+
+def test_measure_refuses_models_too_large_here(cli):
+    pytest.importorskip("torch")
+    code, _, err = cli("decode", "llama-3-405b", "--measure", "--batch", "1")
+    assert code == 2 and "gpt:small" in err
