@@ -174,6 +174,7 @@ class ReportContext:
         self._profile: Any = None
         self._profile_error: BaseException | None = None
         self.profile_source: str | None = None
+        self.profile_file: Path | None = None  # where the profile in use is saved
         self.cache: dict[str, Any] = {}
 
     @property
@@ -206,11 +207,13 @@ class ReportContext:
             self.step(f"loading profile {self.profile_path}")
             profile = prof_mod.load_profile(self.profile_path)
             self.profile_source = str(self.profile_path)
+            self.profile_file = self.profile_path
             return profile
         bench = require("ceiling.measure.suite", "the benchmark suite")
         self.step("measuring this machine's ceilings")
         profile = bench.run_suite(quick=self.quick, progress=self.step)
         path = prof_mod.save_profile(profile)
+        self.profile_file = Path(path)
         self.profile_source = f"measured now ({'quick' if self.quick else 'full'}), saved to {path}"
         return profile
 

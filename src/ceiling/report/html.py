@@ -94,8 +94,9 @@ def _figure(f: Figure) -> str:
 
 
 def _table(t: Table) -> str:
-    out = ['<div class="table-wrap"><table>', f"<caption>{escape(t.title)}</caption>"]
-    if any(c for c in t.columns):
+    out = [f'<p class="table-title">{escape(t.title)}</p>', '<div class="table-wrap"><table>']
+    headed = any(c for c in t.columns)
+    if headed:
         out.append(
             "<thead><tr>" + "".join(f"<th>{escape(c)}</th>" for c in t.columns) + "</tr></thead>"
         )
@@ -103,7 +104,8 @@ def _table(t: Table) -> str:
     for row in t.rows:
         cells = []
         for v in row:
-            cls = ' class="num"' if _NUMERIC.match(v.strip()) else ""
+            # label/value tables (no header) read best left-aligned throughout
+            cls = ' class="num"' if headed and _NUMERIC.match(v.strip()) else ""
             cells.append(f"<td{cls}>{escape(v)}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")

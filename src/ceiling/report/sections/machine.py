@@ -65,21 +65,24 @@ def _cpu_card(out: SectionOutput):
         ["clock", f"{cpu.freq_hz / 1e9:.2f} GHz" if cpu.freq_hz else "not readable"],
         ["caches", _caches(cpu.caches)],
         ["SIMD features", ", ".join(cpu.features) or "none detected"],
+        ["vector model", cpu.isa],
         ["memory", units.format_bytes(cpu.memory_bytes, binary=True)],
     ]
     out.table("CPU", ["", ""], rows)
     peak_rows = []
     for dtype, peak in cpu.peak_flops_per_s.items():
         native = cpu.native.get(dtype, False)
-        peak_rows.append(
-            [dtype, units.format_flops_per_s(peak), "yes" if native else "no — emulated, slow"]
-        )
+        peak_rows.append([dtype, units.format_flops_per_s(peak), "yes" if native else "no"])
     out.table(
         "CPU theoretical peak (cores × clock × FLOPs per cycle; a multiply-add counts as 2)",
-        ["dtype", "peak", "native"],
+        ["dtype", "peak", "native instructions"],
         peak_rows,
+        note="Without native instructions a dtype is converted to fp32 or emulated: it runs "
+        "at the fp32 rate at best, often far below.",
     )
     out.key_figures["cpu_theoretical_peak_flops_per_s"] = dict(cpu.peak_flops_per_s)
+    for line in (*cpu.assumptions[:1], *cpu.notes):
+        out.note(line)
     return cpu
 
 
@@ -180,8 +183,15 @@ def _measured(out: SectionOutput, profile, cpu) -> None:
     )
 
 
+REFERENCE_GPU = "h100-sxm"  # the seed's reference point for "why GPUs"
+
+
 def _devices_for_plot(profile, cpu, gpus) -> list[dict]:
-    """One entry per device: measured and reference FLOP/s per dtype, and bandwidths."""
+    """One entry per device: measured and reference FLOP/s per dtype, and bandwidths.
+
+    Without a local GPU a catalog GPU is added as a datasheet-only comparison, so the page
+    shows the gap the seed talks about with this machine's own numbers on one side.
+    """
     devices = []
     if profile is not None:
         for dev in profile.devices:
@@ -204,4 +214,28 @@ def _devices_for_plot(profile, cpu, gpus) -> list[dict]:
                 "reference_bandwidth": None,
             }
         )
+    has_gpu = bool(gpus) or any(
+        getattr(d, "kind", "") == "cuda" for d in (profile.devices if profile else [])
+    )
+    if devices and not has_gpu:
+        ref = _reference_gpu()
+        if ref is not None:
+            local = {dt for d in devices for dt in (*d["measured"], *d["reference"])}
+            devices.append(
+                {
+                    "name": f"{ref.name} (datasheet, for comparison)",
+                    "measured": {},
+                    "reference": {k: v for k, v in ref.peak_flops_per_s.items() if k in local},
+                    "bandwidth": None,
+                    "reference_bandwidth": ref.memory_bandwidth_bytes_per_s,
+                }
+            )
     return devices
+
+
+def _reference_gpu():
+    try:
+        catalog = require("ceiling.hardware.catalog", "the hardware catalog")
+    except Skip:
+        return None
+    return catalog.get_spec(REFERENCE_GPU)
