@@ -89,3 +89,22 @@ def test_measure_refuses_models_too_large_here(cli):
     pytest.importorskip("torch")
     code, _, err = cli("decode", "llama-3-405b", "--measure", "--batch", "1")
     assert code == 2 and "gpt:small" in err
+
+
+def test_bad_device(cli):
+    pytest.importorskip("torch")
+    code, _, err = cli("decode", "gpt:tiny", "--measure", "--device", "tpu")
+    assert code == 2 and "cpu or cuda" in err
+
+
+@pytest.mark.gpu
+def test_cuda_measured_decode_stays_under_the_datasheet(cli, monkeypatch, tmp_path):
+    monkeypatch.setenv("CEILING_PROFILE", str(tmp_path / "no-profile.json"))
+    code, out, err = cli(
+        "decode", "gpt:small", "--measure", "--device", "cuda", "--batch", "1,16,64", "--json"
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["weights_dtype"] == "bf16"
+    for r in data["rows"]:
+        assert 0 < r["measured_tokens_per_s"] <= r["ceiling_tokens_per_s"]

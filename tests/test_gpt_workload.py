@@ -65,3 +65,17 @@ def test_generate_and_cache_limits():
         model.decode_step(torch.zeros(1, dtype=torch.long), cache)
     with pytest.raises(InvalidInput):
         preset_config("huge")
+
+
+@pytest.mark.gpu
+def test_cuda_bf16_kv_decode_matches_full_forward():
+    model = build_gpt("small", device="cuda", dtype=torch.bfloat16).eval()
+    cfg = model.transformer_config()
+    prompt = torch.randint(0, cfg.vocab, (4, 33), device="cuda")
+    nxt = torch.randint(0, cfg.vocab, (4,), device="cuda")
+    with torch.no_grad():
+        full, _ = model(torch.cat([prompt, nxt.view(-1, 1)], dim=1))
+    cache = model.new_kv_cache(4, 40)
+    model.prefill(prompt, cache)
+    step = model.decode_step(nxt, cache)
+    torch.testing.assert_close(step.float(), full[:, 33].float(), atol=0.05, rtol=0.05)

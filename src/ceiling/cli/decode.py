@@ -178,7 +178,12 @@ def decode(
         typer.Option("--batch", help="Batch sizes, comma-separated (default 1,8,64,256)."),
     ] = None,
     context: Annotated[
-        str, typer.Option("--context", help="Tokens already in each KV cache (default 0).")
+        str,
+        typer.Option(
+            "--context",
+            help="Tokens already in each KV cache (default 0: weights only, like published batch-1 "
+            "figures).",
+        ),
     ] = "0",
     prompt: Annotated[
         str | None,
@@ -309,9 +314,15 @@ def _plot(cfg, dev, setup, c, path, measured=None, in_cache=False) -> None:
 def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> None:
     from rich.progress import Progress
 
-    from ceiling.measure.decode import compare_decode, default_device, local_ceiling, run_decode
+    from ceiling.measure.decode import (
+        check_device,
+        compare_decode,
+        default_device,
+        local_ceiling,
+        run_decode,
+    )
 
-    dev_name = device or default_device()
+    dev_name = check_device(device or default_device())
     if weights is not None and weights not in ("fp32", "bf16", "fp16"):
         raise InvalidInput(f"--measure runs fp32, bf16 or fp16 weights, got {weights!r}")
     local = local_ceiling(dev_name, profile)

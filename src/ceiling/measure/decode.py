@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ceiling.errors import CeilingError, DoesNotFit, InvalidInput
+from ceiling.errors import CeilingError, DoesNotFit, InvalidInput, UnsupportedOnDevice
 from ceiling.measure.stats import summarize
 from ceiling.measure.timer import benchmark, is_cuda
 from ceiling.model.decode import DecodeCeiling, DecodeSetup, decode_ceiling
@@ -61,6 +61,28 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def check_device(device: str) -> str:
+    """'cpu' or 'cuda[:N]' that torch can use; anything else is a one-line error."""
+    import re
+
+    import torch
+
+    text = device.strip().lower()
+    if text == "cpu":
+        return text
+    m = re.fullmatch(r"cuda(?::(\d+))?", text)
+    if not m:
+        raise InvalidInput(f"device must be cpu or cuda[:N], got {device!r}")
+    if not torch.cuda.is_available():
+        raise UnsupportedOnDevice(f"{device}: torch sees no CUDA device here; use --device cpu")
+    index = int(m.group(1) or 0)
+    if index >= torch.cuda.device_count():
+        raise UnsupportedOnDevice(
+            f"{device}: torch sees {torch.cuda.device_count()} CUDA device(s) (0-based)"
+        )
+    return text
+
+
 def default_dtype(device: str) -> str:
     # CPUs multiply fp32 natively everywhere; GPUs serve in bf16.
     return "bf16" if is_cuda(device) else "fp32"
@@ -99,7 +121,7 @@ def run_decode(
 
     from ceiling.workloads.gpt import build_gpt
 
-    device = device or default_device()
+    device = check_device(device or default_device())
     dtype = dtype or default_dtype(device)
     if dtype not in TORCH_DTYPES:
         raise InvalidInput(f"measured decode runs in {', '.join(TORCH_DTYPES)}, got {dtype!r}")
@@ -365,7 +387,7 @@ def measure_decode(
     on_batch: Callable[[int], None] | None = None,
 ) -> DecodeComparison:
     """Run real decode steps here and compare them with this machine's ceiling."""
-    device = device or default_device()
+    device = check_device(device or default_device())
     local = local_ceiling(device, profile)
     run = run_decode(cfg, batches, context, device, dtype, warmup_ms, budget_ms, on_batch)
     return compare_decode(run, local)
