@@ -34,6 +34,7 @@ COMMAND_MODULES = [
     "ceiling.cli.decode",
     "ceiling.cli.plan",
     "ceiling.cli.profile",
+    "ceiling.cli.scale",
 ]
 
 for _name in COMMAND_MODULES:

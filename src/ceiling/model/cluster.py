@@ -37,6 +37,7 @@ class ClusterSpec:
     inter_collective_efficiency: float
     matmul_efficiency: float
     memory_efficiency: float
+    step_jitter: float = 0.0  # relative standard deviation of one device's step time
     dtype: str = "bf16"
     efficiency_source: str = "catalog default"
     sources: dict[str, str] = field(default_factory=dict)
@@ -66,6 +67,8 @@ class ClusterSpec:
             v = getattr(self, name)
             if not (0 < v <= 1):
                 raise InvalidInput(f"{name} must be in (0, 1], got {v!r}")
+        if not 0 <= self.step_jitter < 1:
+            raise InvalidInput(f"step_jitter must be in [0, 1), got {self.step_jitter!r}")
         self.device.peak(self.dtype)  # raises UnsupportedOnDevice naming what it has
 
     @property
@@ -181,6 +184,7 @@ def make_cluster(
         memory_efficiency=float(
             memory_efficiency if memory_efficiency is not None else d["memory_efficiency"]
         ),
+        step_jitter=float(d.get("step_jitter", base["step_jitter"])),
         dtype=dtype,
         efficiency_source=efficiency_source,
         sources=sources,

@@ -43,6 +43,9 @@ ADAM_UPDATE_BYTES = 26
 # time still lengthens the step.
 OVERLAP_COST = 0.2
 
+# Bytes per token per vocabulary entry that the loss moves (forward 16, backward 8).
+LOSS_BYTES_PER_VOCAB = 24
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -257,7 +260,7 @@ def layer_attention_flops_per_token(sh: Shape, seq_len):
 
 
 def layer_elementwise_bytes_per_token(sh: Shape, seq_len, t, sp, attention, dropout):
-    """HBM bytes one block's non-matmul kernels move in the forward pass, per token.
+    """HBM bytes one block's non-matmul kernels move, per token: (forward, backward, scores).
 
     Two layer norms (read 2h, write 2h each), two bias-dropout-residual adds (read 4h,
     write 2h, mask h), the FFN activation (read and write 2·f per matrix input beyond the
@@ -276,8 +279,15 @@ def layer_elementwise_bytes_per_token(sh: Shape, seq_len, t, sp, attention, drop
         scores = 0.0
     else:
         scores = (8.0 + 5.0 * drop) * sh.heads * np.asarray(seq_len, dtype=float)
-    unsplit = np.where(sp, norms_and_residuals / t, norms_and_residuals)
-    return unsplit + (ffn + routing + scores) / t, scores / t
+    split = (ffn + routing + scores) / t
+    forward = np.where(sp, norms_and_residuals / t, norms_and_residuals) + split
+    # The backward moves about what the forward moves (each kernel reads its saved input and
+    # the incoming gradient and writes one gradient; Korthikanti et al. 2022 Table 5 times
+    # the backward of a 22B layer at 11.9 ms against 7.7 ms forward, the matmul part alone
+    # being 2×). Sequence parallelism saves little there: the backward must gather the
+    # layer-norm outputs again for the weight gradients (their section 4.2.2, 19.6 -> 19.0 ms).
+    backward = norms_and_residuals + split
+    return forward, backward, scores / t
 
 
 # ---- collectives ----------------------------------------------------------------------
@@ -364,9 +374,14 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
     logits_hw_tok = 6.0 * h * V  # forward 2hV + backward 4hV, never recomputed
     layers_stage = n_layers / pf
     hw_flops_mb = tokens_mb * (layers_stage * layer_hw_tok + logits_hw_tok) / tf
-    ew_fwd, ew_scores = layer_elementwise_bytes_per_token(sh, s, tf, sp, job.attention, job.dropout)
+    ew_fwd, ew_bwd, ew_scores = layer_elementwise_bytes_per_token(
+        sh, s, tf, sp, job.attention, job.dropout
+    )
     ew_recompute = np.where(rc == 2, ew_fwd, np.where(rc == 1, ew_scores, 0.0))
-    ew_bytes_mb = tokens_mb * layers_stage * (3.0 * ew_fwd + ew_recompute)
+    # The loss on the last stage: 16-bit logits written and read, upcast to fp32, softmax read
+    # and written (16·V bytes per token forward), its gradient 8·V back; split over t.
+    loss_bytes_tok = LOSS_BYTES_PER_VOCAB * V / tf
+    ew_bytes_mb = tokens_mb * (layers_stage * (ew_fwd + ew_bwd + ew_recompute) + loss_bytes_tok)
     matmul_s = hw_flops_mb / cluster.matmul_flops_per_s
     elementwise_s = ew_bytes_mb / cluster.memory_bytes_per_s
     compute_mb = matmul_s + elementwise_s
@@ -421,13 +436,17 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
     )
 
     # ---- optimizer update (memory-bound over this device's shard) ----
+    # Adam's update plus one more read of the gradients for the global norm (clipping).
     shard = np.where(zero >= 1, params_dev / df, params_dev)
-    optimizer_s = (
-        shard * (ADAM_UPDATE_BYTES + np.where(state == 18, 4.0, 2.0)) / (cluster.memory_bytes_per_s)
-    )
+    grad_elem = np.where(state == 18, 4.0, 2.0)
+    optimizer_s = shard * (ADAM_UPDATE_BYTES + 2.0 * grad_elem) / cluster.memory_bytes_per_s
 
-    step_s = pipeline_s + p2p_s + dp_exposed + optimizer_s
+    # A synchronous step waits for the slowest of N devices; with independent per-device
+    # variation sigma, the expected maximum lies about sigma·sqrt(2 ln N) above the mean.
     devices = df * tf * pf
+    sync_s = (pipeline_s + p2p_s) * cluster.step_jitter * np.sqrt(2.0 * np.log(devices))
+
+    step_s = pipeline_s + p2p_s + dp_exposed + optimizer_s + sync_s
     tokens = float(B) * s
     model_flops = tokens * job.model.flops_per_token(s, training=True)
     hw_flops_total = tokens * (n_layers * layer_hw_tok + logits_hw_tok)
@@ -458,6 +477,7 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
         "dp_comm_s": dp_total,
         "dp_exposed_s": dp_exposed,
         "optimizer_s": optimizer_s,
+        "straggler_s": sync_s,
         "step_s": step_s,
         "tokens_per_s": tokens / step_s,
         "mfu": model_flops / (step_s * devices * peak),
@@ -610,6 +630,7 @@ def result_from_arrays(job: Job, plan: Plan, r: dict, i, notes=()) -> PlanResult
             "p2p_s": g("p2p_s"),
             "dp_exposed_s": g("dp_exposed_s"),
             "optimizer_s": g("optimizer_s"),
+            "straggler_s": g("straggler_s"),
         },
         dp_comm_s=g("dp_comm_s"),
         tokens_per_s=tps,

@@ -1,0 +1,399 @@
+"""`ceiling plan`: split transformer training over data, tensor and pipeline parallelism."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ceiling.cli.app import app
+from ceiling.cli.output import JSON_HELP, console, emit_json, table
+from ceiling.errors import InvalidInput
+from ceiling.units import format_bytes, format_percent, format_time, parse_bandwidth, parse_count
+
+PLAN_HELP = """Plan training of MODEL on N devices: data (d), tensor (t) and pipeline (p)
+parallelism, micro-batch, interleaving (v), ZeRO stage (3 = FSDP), recomputation and
+sequence parallelism. Every valid plan is evaluated — memory per device (weights, gradients,
+optimizer state, activations of the micro-batches in flight, with headroom), time per step
+(matmuls at the device's matmul efficiency, memory-bound kernels, tensor-parallel
+collectives, pipeline bubble and sends, data-parallel reduction), MFU, HFU and hardware
+TFLOP/s per device (Megatron's figure, counting recomputation) — and those that fit are
+ranked by step time, with why each loses to the best.
+
+MODEL is a catalog name (`ceiling models`) or custom:layers=..,hidden=..,heads=..,...
+
+--fixed pins plan fields and searches the rest: d, t, p, b (micro-batch), v, zero (0-3 or
+fsdp), recompute (none|selective|full), sp (on|off), state_bytes (16 or 18 per parameter).
+Example: --fixed d=32,t=8,p=2,recompute=full,sp=off
+
+FLOPs count a multiply-add as 2; peaks are dense. Memory in GiB (2^30 bytes)."""
+
+ModelArg = Annotated[str, typer.Argument(help="Catalog name or custom:layers=..,hidden=..,...")]
+JsonOption = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
+
+
+def _int(text: str, what: str) -> int:
+    n = parse_count(text)
+    if n < 1:
+        raise InvalidInput(f"{what} must be ≥ 1, got {text!r}")
+    return n
+
+
+def build_cluster(
+    spec: str | None,
+    profile: Path | None,
+    gpus: int,
+    gpus_per_node: int | None,
+    intra_bw: str | None,
+    inter_bw: str | None,
+    matmul_efficiency: float | None,
+    dtype: str,
+):
+    """The cluster from a catalog spec, or a measured profile (its efficiencies measured)."""
+    from ceiling.model.cluster import efficiencies_from_profile, make_cluster
+
+    mm_eff, mem_eff, source = matmul_efficiency, None, None
+    if spec is not None:
+        from ceiling.hardware.catalog import get_spec
+
+        device = get_spec(spec)
+    else:
+        from ceiling.hardware.catalog import match_driver_name
+        from ceiling.hardware.profile import default_profile_path, load_profile
+
+        path = profile if profile is not None else default_profile_path()
+        if profile is None and not Path(path).exists():
+            raise InvalidInput(
+                f"no device given and no machine profile at {path}: pass --spec NAME "
+                "(e.g. --spec h100-sxm) or run `ceiling bench --quick` on a node of the cluster"
+            )
+        measured = load_profile(path).device("cuda")
+        device = match_driver_name(measured.name)
+        if device is None:
+            raise InvalidInput(
+                f"the profiled device {measured.name!r} is not in the catalog, so its links "
+                "and node are unknown; pass --spec NAME"
+            )
+        prof_mm, mem_eff = efficiencies_from_profile(measured, device, dtype)
+        if mm_eff is None:
+            mm_eff = prof_mm
+            source = f"measured by `ceiling bench` ({path})"
+    if mm_eff is not None and not 0 < mm_eff <= 1:
+        raise InvalidInput(f"--matmul-efficiency must be in (0, 1], got {mm_eff}")
+    return make_cluster(
+        device,
+        gpus,
+        gpus_per_node,
+        intra_node_bandwidth_bytes_per_s=parse_bandwidth(intra_bw) if intra_bw else None,
+        inter_node_bandwidth_bytes_per_s=parse_bandwidth(inter_bw) if inter_bw else None,
+        matmul_efficiency=mm_eff,
+        memory_efficiency=mem_eff,
+        dtype=dtype,
+        efficiency_source=source,
+    )
+
+
+def plan_json(res, why: str = "") -> dict:
+    pl = res.plan
+    return {
+        "d": pl.d,
+        "t": pl.t,
+        "p": pl.p,
+        "micro_batch": pl.micro_batch,
+        "v": pl.v,
+        "zero": pl.zero,
+        "recompute": pl.recompute,
+        "sequence_parallel": pl.sequence_parallel,
+        "state_bytes_per_param": pl.state_bytes_per_param,
+        "micro_batches": res.micro_batches,
+        "memory_bytes_per_device": res.memory_bytes_per_device,
+        "usable_bytes_per_device": res.usable_bytes_per_device,
+        "memory_breakdown_bytes": {k: v for k, v in res.memory.items() if k.endswith("_bytes")},
+        "fits": res.fits,
+        "step_time_s": res.step_time_s,
+        "time_breakdown_s": res.time,
+        "dp_comm_total_s": res.dp_comm_s,
+        "tokens_per_s": res.tokens_per_s,
+        "mfu": res.mfu,
+        "hfu": res.hfu,
+        "hw_tflops_per_device": res.hw_tflops_per_device,
+        "time_to_train_s": res.time_to_train_s,
+        "why_slower": why or None,
+        "notes": list(res.notes),
+    }
+
+
+def _cluster_json(c) -> dict:
+    return {
+        "device": c.device.key,
+        "devices": c.devices,
+        "nodes": c.nodes,
+        "devices_per_node": c.devices_per_node,
+        "dtype": c.dtype,
+        "peak_flops_per_s": c.peak_flops_per_s,
+        "memory_bytes": c.memory_bytes,
+        "intra_node_bandwidth_bytes_per_s": c.intra_node_bandwidth_bytes_per_s,
+        "inter_node_bandwidth_bytes_per_s": c.inter_node_bandwidth_bytes_per_s,
+        "matmul_efficiency": c.matmul_efficiency,
+        "memory_efficiency": c.memory_efficiency,
+        "efficiency_source": c.efficiency_source,
+        "sources": c.sources,
+    }
+
+
+def _doublings(n: int, k: int) -> list[int]:
+    return [n * 2**i for i in range(k + 1)]
+
+
+@app.command(help=PLAN_HELP)
+def plan(
+    model: ModelArg,
+    gpus: Annotated[str, typer.Option("--gpus", "-n", help="Devices in the cluster.")],
+    spec: Annotated[
+        str | None, typer.Option("--spec", help="Device from the catalog (`ceiling specs`).")
+    ] = None,
+    profile: Annotated[
+        Path | None,
+        typer.Option("--profile", help="Measured machine profile instead of --spec."),
+    ] = None,
+    gpus_per_node: Annotated[
+        int | None, typer.Option("--gpus-per-node", help="Devices per node (default: catalog).")
+    ] = None,
+    global_batch: Annotated[
+        str | None,
+        typer.Option("--global-batch", "-b", help="Sequences per step (default ≈4M tokens)."),
+    ] = None,
+    seq: Annotated[
+        int | None, typer.Option("--seq", "-s", help="Sequence length (default min(max, 4096)).")
+    ] = None,
+    top: Annotated[int, typer.Option("--top", "-k", help="How many plans to show.")] = 5,
+    fixed: Annotated[
+        str | None, typer.Option("--fixed", help="Pin plan fields: d=..,t=..,p=..,b=..,...")
+    ] = None,
+    attention: Annotated[
+        str,
+        typer.Option(
+            "--attention",
+            help="unfused: s×s scores in memory (Megatron-LM kernels); flash: FlashAttention.",
+        ),
+    ] = "unfused",
+    no_dropout: Annotated[
+        bool, typer.Option("--no-dropout", help="Model trains without dropout.")
+    ] = False,
+    headroom: Annotated[
+        float, typer.Option("--headroom", help="Share of device memory kept free.")
+    ] = 0.10,
+    matmul_efficiency: Annotated[
+        float | None,
+        typer.Option("--matmul-efficiency", help="Achieved/peak for training GEMMs, in (0, 1]."),
+    ] = None,
+    intra_bw: Annotated[
+        str | None, typer.Option("--intra-bw", help="Intra-node bandwidth per device, one way.")
+    ] = None,
+    inter_bw: Annotated[
+        str | None, typer.Option("--inter-bw", help="Inter-node bandwidth per device, one way.")
+    ] = None,
+    dtype: Annotated[str, typer.Option("--dtype", help="Training compute dtype.")] = "bf16",
+    tokens: Annotated[
+        str | None, typer.Option("--tokens", help="Token budget: report time to train it.")
+    ] = None,
+    scaling: Annotated[
+        int,
+        typer.Option("--scaling", help="Also plan at 2N, 4N, ... (this many doublings)."),
+    ] = 0,
+    json_out: JsonOption = False,
+) -> None:
+    from ceiling.model.parallel import ATTENTION, Job
+    from ceiling.model.plan_search import parse_fixed, search
+    from ceiling.model.plan_search import scaling as scaling_rows
+    from ceiling.model.transformer import parse_model
+
+    if spec is not None and profile is not None:
+        raise InvalidInput("give --spec or --profile, not both")
+    if attention not in ATTENTION:
+        raise InvalidInput(f"--attention must be one of {', '.join(ATTENTION)}, got {attention!r}")
+    if not 0 <= scaling <= 8:
+        raise InvalidInput(f"--scaling must be between 0 and 8 doublings, got {scaling}")
+    cfg = parse_model(model)
+    n = _int(gpus, "--gpus")
+    s = seq if seq is not None else min(cfg.max_seq, 4096)
+    if s < 1:
+        raise InvalidInput(f"--seq must be ≥ 1, got {s}")
+    B = _int(global_batch, "--global-batch") if global_batch else max(1, round(4 * 2**20 / s))
+    budget = float(parse_count(tokens)) if tokens else None
+    pins = parse_fixed(fixed)
+    job = Job(
+        cfg,
+        B,
+        s,
+        attention=attention,
+        dropout=not no_dropout,
+        headroom=headroom,
+        token_budget=budget,
+    )
+
+    def cluster_for(count: int):
+        return build_cluster(
+            spec, profile, count, gpus_per_node, intra_bw, inter_bw, matmul_efficiency, dtype
+        )
+
+    cluster = cluster_for(n)
+    result = search(job, cluster, pins, top=top)
+    rows = scaling_rows(job, cluster_for, _doublings(n, scaling), pins) if scaling else []
+
+    assumptions = {
+        "matmul_efficiency": cluster.matmul_efficiency,
+        "efficiency_source": cluster.efficiency_source,
+        "memory_efficiency": cluster.memory_efficiency,
+        "attention": attention,
+        "dropout": not no_dropout,
+        "headroom": headroom,
+        "dp_overlap": "gradient reduction overlaps the last micro-batch's backward",
+        "tp_overlap": "none (tensor-parallel collectives are exposed)",
+        "flops": "a multiply-add counts as 2; peaks are dense",
+    }
+    if json_out:
+        emit_json(
+            {
+                "model": cfg.name,
+                "params_total": cfg.params_total,
+                "global_batch": B,
+                "seq_len": s,
+                "tokens_per_step": B * s,
+                "cluster": _cluster_json(cluster),
+                "assumptions": assumptions,
+                "fixed": pins,
+                "evaluated": result.evaluated,
+                "fitting": result.fitting,
+                "plans": [plan_json(r, w) for r, w in zip(result.plans, result.why, strict=True)],
+                "scaling": [
+                    {
+                        "devices": row.devices,
+                        "best": plan_json(row.best) if row.best else None,
+                        "speedup": row.speedup,
+                        "efficiency": row.efficiency,
+                    }
+                    for row in rows
+                ],
+            }
+        )
+        return
+    _render(cfg, job, cluster, result, rows, assumptions)
+
+
+def _render(cfg, job, cluster, result, rows, assumptions) -> None:
+    c = console()
+    dev = cluster.device
+    c.print(
+        f"{cfg.name}: {cfg.params_total / 1e9:.1f}B parameters; global batch {job.global_batch} "
+        f"× {job.seq_len} tokens = {job.global_batch * job.seq_len / 1e6:.2f}M tokens per step"
+    )
+    c.print(
+        f"cluster: {cluster.devices} × {dev.name} = {cluster.nodes} node(s) of "
+        f"{cluster.devices_per_node}; {cluster.dtype} peak {cluster.peak_flops_per_s / 1e12:.0f} "
+        f"TFLOP/s dense; links {cluster.intra_node_bandwidth_bytes_per_s / 1e9:.0f} GB/s inside "
+        f"a node, {cluster.inter_node_bandwidth_bytes_per_s / 1e9:.1f} GB/s per device between "
+        "nodes (one way)"
+    )
+    c.print(
+        f"assumed: matmul efficiency {cluster.matmul_efficiency:.2f} "
+        f"({cluster.efficiency_source}), {job.attention} attention, "
+        f"{'with' if job.dropout else 'no'} dropout, {job.headroom:.0%} memory headroom"
+    )
+    short = {"none": "none", "selective": "sel", "full": "full"}
+    cols = ["#", "d×t×p", "v", "b/m", "memory saving", "GiB", "step", "MFU", "TF/s"]
+    body = []
+    for i, r in enumerate(result.plans, 1):
+        pl = r.plan
+        saving = f"z{pl.zero} {short[pl.recompute]}" + (" sp" if pl.sequence_parallel else "")
+        body.append(
+            [
+                i,
+                f"{pl.d}×{pl.t}×{pl.p}",
+                pl.v,
+                f"{pl.micro_batch}/{r.micro_batches}",
+                saving,
+                f"{r.memory_bytes_per_device / 2**30:.1f}",
+                f"{r.step_time_s:.3g}s",
+                f"{r.mfu:.1%}",
+                f"{r.hw_tflops_per_device:.0f}",
+            ]
+        )
+    c.print(
+        table(
+            f"{result.fitting} of {result.evaluated} valid plans fit; fastest per d×t×p",
+            cols,
+            body,
+            caption="b/m: micro-batch / micro-batches per step; memory saving: ZeRO stage, "
+            "recomputation, sequence parallelism; GiB per device; TF/s: hardware TFLOP/s per "
+            "device, recomputation counted",
+        )
+    )
+    for i, why in enumerate(result.why[1:], 2):
+        c.print(f"#{i} vs #1: {why}")
+    best = result.plans[0]
+    parts = ", ".join(
+        f"{k.removesuffix('_s').replace('_', ' ')} {v / best.step_time_s:.0%}"
+        for k, v in best.time.items()
+        if v / best.step_time_s >= 0.005
+    )
+    c.print(f"best step {format_time(best.step_time_s)}: {parts}")
+    mem = best.memory
+    c.print(
+        f"best memory per device {format_bytes(best.memory_bytes_per_device, binary=True)} of "
+        f"{format_bytes(best.usable_bytes_per_device, binary=True)} usable: "
+        f"weights+grads+optimizer {format_bytes(mem['state_bytes'], binary=True)}, "
+        f"activations {format_bytes(mem['activation_bytes'], binary=True)}"
+    )
+    c.print(
+        f"best: {best.tokens_per_s:,.0f} tokens/s; MFU {format_percent(best.mfu)}, "
+        f"HFU {format_percent(best.hfu)}, {best.hw_tflops_per_device:.0f} TFLOP/s per device"
+        + (
+            f"; {job.token_budget:.3g} tokens in {format_time(best.time_to_train_s)}"
+            f" ({best.time_to_train_s / 86400:.1f} days)"
+            if best.time_to_train_s
+            else ""
+        )
+    )
+    for note in best.notes:
+        c.print(f"note: {note}")
+    if rows:
+        srows = []
+        for row in rows:
+            if row.best is None:
+                srows.append([row.devices, "no plan fits", "", "", "", ""])
+                continue
+            b = row.best
+            srows.append(
+                [
+                    row.devices,
+                    b.plan.describe(),
+                    format_time(b.step_time_s),
+                    f"{row.speedup:.2f}×",
+                    format_percent(row.efficiency),
+                    format_percent(b.mfu),
+                ]
+            )
+        c.print(
+            table(
+                "Scaling: the same job on more devices",
+                ["devices", "best plan", "step", "speedup", "efficiency", "MFU"],
+                srows,
+            )
+        )
+        stop = next(
+            (
+                (a, b)
+                for a, b in itertools.pairwise(rows)
+                if a.best and b.best and b.speedup / a.speedup < 1.5
+            ),
+            None,
+        )
+        if stop:
+            c.print(
+                f"payoff flattens: {stop[0].devices} → {stop[1].devices} devices buys only "
+                f"{stop[1].speedup / stop[0].speedup:.2f}× (the fixed global batch leaves "
+                "fewer micro-batches per pipeline and more communication per token)"
+            )
