@@ -34,7 +34,6 @@ COMMAND_MODULES = [
     "ceiling.cli.decode",
     "ceiling.cli.plan",
     "ceiling.cli.profile",
-    "ceiling.cli.scale",
 ]
 
 for _name in COMMAND_MODULES:
