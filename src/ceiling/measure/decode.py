@@ -102,7 +102,12 @@ def environment(device: str) -> dict:
         env["device_name"] = torch.cuda.get_device_name(torch.device(device))
         env["cuda"] = torch.version.cuda
     else:
-        env["device_name"] = platform.processor() or platform.machine()
+        try:
+            from ceiling.hardware.cpu import detect_cpu
+
+            env["device_name"] = detect_cpu().model
+        except CeilingError:
+            env["device_name"] = platform.processor() or platform.machine()
     return env
 
 
