@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
 from ceiling.cli.app import app
+from ceiling.cli.output import JSON_HELP, console, emit_json, table
+from ceiling.errors import InvalidInput
 
 bench_app = typer.Typer(
     name="bench",
@@ -15,9 +23,232 @@ bench_app = typer.Typer(
 )
 app.add_typer(bench_app, name="bench")
 
+JsonOption = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
+DeviceOption = Annotated[
+    str | None,
+    typer.Option("--device", help="cpu, cuda or cuda:N (default: the GPU if there is one)."),
+]
+QuickOption = Annotated[
+    bool, typer.Option("--quick", help="Fewer sizes and shorter time budgets (< 1 min).")
+]
+
+
+@contextlib.contextmanager
+def _progress(enabled: bool = True) -> Iterator:
+    """A rich progress line on stderr; yields a callback that names the current step."""
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task("starting", total=None)
+        yield lambda text: progress.update(task, description=text)
+
+
+def _report(device: str | None, quick: bool):
+    from ceiling.measure import machine, suite
+
+    return suite.new_report(machine.pick_device(device), quick)
+
+
+def _budgets(quick: bool):
+    from ceiling.measure import suite
+
+    return suite.QUICK if quick else suite.FULL
+
+
+def _print_report(report) -> None:
+    from ceiling.report import bench_tables
+
+    c = console()
+    if report.matmul:
+        c.print(bench_tables.matmul_table(report, table))
+    for dtype, reason in report.matmul_skipped.items():
+        c.print(f"matmul {dtype}: skipped, {reason}")
+    for r in report.matmul:
+        if not r.native:
+            c.print(f"matmul {r.dtype}: not native here, emulated; measured at a small size")
+    if report.memory:
+        c.print(bench_tables.memory_table(report, table))
+    if report.naive_triad is not None and report.memory:
+        triad = next((r for r in report.memory if r.kernel == "triad"), None)
+        if triad:
+            c.print(
+                f"single-pass triad {triad.best_gbps:.3g} GB/s vs naive numpy a = b + s*c "
+                f"{report.naive_triad.best_gbps:.3g} GB/s (its temporary costs an extra pass)"
+            )
+    if report.overhead is not None:
+        from ceiling.report.bench_tables import overhead_lines
+
+        for line in overhead_lines(report.overhead):
+            c.print(line)
+    if report.transfer:
+        c.print(bench_tables.transfer_table(report, table))
+    if report.transfer_skipped:
+        c.print(f"transfer: skipped, {report.transfer_skipped}")
+
+
+def _finish(report, json_out: bool, extra: dict | None = None) -> None:
+    if json_out:
+        emit_json({**report.to_json(), **(extra or {})})
+    else:
+        _print_report(report)
+        for key, value in (extra or {}).items():
+            if value:
+                console().print(f"{key.replace('_', ' ')}: {value}")
+    if report.interrupted:
+        print("interrupted: showing what finished", file=sys.stderr)
+        raise typer.Exit(130)
+
+
+def _parse_sizes(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    out = []
+    for part in text.split(","):
+        try:
+            value = int(part.strip())
+        except ValueError:
+            raise InvalidInput(f"--sizes: cannot read {part.strip()!r} as an integer") from None
+        if value <= 0:
+            raise InvalidInput(f"--sizes: sizes must be positive, got {value}")
+        out.append(value)
+    return out
+
 
 @bench_app.callback()
-def bench_all(ctx: typer.Context) -> None:
-    """Run every benchmark (quick mode with --quick) and save the machine profile."""
+def bench_all(
+    ctx: typer.Context,
+    quick: QuickOption = False,
+    device: DeviceOption = None,
+    save: Annotated[
+        Path | None,
+        typer.Option("--save", metavar="PATH", help="Also write the profile JSON to PATH."),
+    ] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Run every benchmark and save the machine profile (used by roofline and the models)."""
     if ctx.invoked_subcommand is not None:
         return
+    from ceiling.hardware.profile import default_profile_path, load_profile, save_profile
+    from ceiling.measure import machine, suite
+
+    dev = machine.pick_device(device)
+    with _progress() as progress:
+        report = suite.run_all(dev, quick, progress)
+    saved = []
+    if report.matmul or report.memory:
+        target = default_profile_path()
+        previous = None
+        with contextlib.suppress(Exception):  # an unreadable old profile is simply replaced
+            previous = load_profile(target)
+        profile = suite.build_profile(report, previous)
+        saved.append(str(save_profile(profile, target)))
+        if save is not None:
+            saved.append(str(save_profile(suite.build_profile(report), save)))
+    _finish(report, json_out, {"profile_saved_to": saved})
+
+
+@bench_app.command("matmul")
+def bench_matmul(
+    dtype: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--dtype",
+            help="fp64, fp32, tf32, bf16, fp16, fp8; repeat for several (default: all native).",
+        ),
+    ] = None,
+    sizes: Annotated[
+        str | None, typer.Option("--sizes", help="Square sizes, comma-separated: 1024,2048.")
+    ] = None,
+    shape: Annotated[
+        list[str] | None, typer.Option("--shape", help="MxNxK; repeat for several.")
+    ] = None,
+    quick: QuickOption = False,
+    device: DeviceOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Matrix-multiply TFLOP/s per dtype and size, checked against float64, vs the peak."""
+    from ceiling.measure import suite
+    from ceiling.measure.matmul import parse_shape
+
+    shapes = [parse_shape(s) for s in shape or []]
+    size_list = _parse_sizes(sizes)
+    report = _report(device, quick)
+    with _progress() as progress:
+        try:
+            suite.bench_matmul(
+                report,
+                dtypes=dtype,
+                sizes=size_list,
+                shapes=shapes,
+                budgets=_budgets(quick),
+                progress=progress,
+            )
+        except KeyboardInterrupt:
+            report.interrupted = True
+    _finish(report, json_out)
+
+
+@bench_app.command("memory")
+def bench_memory(
+    quick: QuickOption = False,
+    device: DeviceOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """STREAM copy/scale/add/triad/dot bandwidth (GB = 1e9 bytes), beside naive numpy."""
+    from ceiling.measure import suite
+
+    report = _report(device, quick)
+    with _progress() as progress:
+        try:
+            suite.bench_memory(report, budgets=_budgets(quick), progress=progress)
+        except KeyboardInterrupt:
+            report.interrupted = True
+    _finish(report, json_out)
+
+
+@bench_app.command("overhead")
+def bench_overhead(
+    quick: QuickOption = False,
+    device: DeviceOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Cost of one tiny op, a Python loop vs vectorized, and the GPU-vs-CPU crossover size."""
+    from ceiling.measure import suite
+
+    report = _report(device, quick)
+    with _progress() as progress:
+        try:
+            suite.bench_overhead(report, budgets=_budgets(quick), progress=progress)
+        except KeyboardInterrupt:
+            report.interrupted = True
+    _finish(report, json_out)
+
+
+@bench_app.command("transfer")
+def bench_transfer(
+    quick: QuickOption = False,
+    device: DeviceOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Host->device, device->host and device->device copy bandwidth (GPU only)."""
+    from ceiling.measure import suite
+
+    report = _report(device, quick)
+    with _progress() as progress:
+        try:
+            suite.bench_transfer(report, budgets=_budgets(quick), progress=progress)
+        except KeyboardInterrupt:
+            report.interrupted = True
+    _finish(report, json_out)

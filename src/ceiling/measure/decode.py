@@ -325,7 +325,8 @@ class DecodeComparison:
 def compare_decode(run: DecodeRun, local: LocalCeiling) -> DecodeComparison:
     """Measured tokens/s beside the ceiling of the same model, dtype and context."""
     cfg = run.config
-    setup = DecodeSetup(weights_dtype=run.dtype, context=run.context)
+    # Count only the bytes a step really reads, so the ceiling is a true upper bound.
+    setup = DecodeSetup(weights_dtype=run.dtype, context=run.context, weights_counted="read")
     batches = [s.batch for s in run.samples]
     ceiling = decode_ceiling(cfg, local.spec, batches, setup, drop_unfit=False)
     notes = list(ceiling.notes)

@@ -1,0 +1,371 @@
+"""Run a function on every rank of a torch.distributed job: spawned here, or under torchrun.
+
+A job is "module:function" plus keyword arguments; every rank calls
+`function(ctx, **kwargs)` with a `WorkerContext` once the process group is up (gloo on CPU,
+NCCL on CUDA with a gloo group beside it for coordination), and rank 0's return value
+(JSON-able) is the job's result.
+
+Locally, `launch_local` starts one Python process per rank with the standard env://
+variables (MASTER_ADDR/PORT, RANK, WORLD_SIZE, LOCAL_RANK) on a free port, and watches them:
+a rank that exits non-zero or is killed stops the whole job at once, and so does the
+deadline; every worker is killed before the error is raised, and each worker dies with its
+parent (PR_SET_PDEATHSIG on Linux), so nothing is left behind. Across machines the same job
+runs under `torchrun`, which sets those variables itself: `run_under_launcher` picks them up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ceiling.errors import CeilingError, InvalidInput, WorkerFailed
+
+# Seconds between checks of the workers' state by the launching process.
+POLL_S = 0.05
+# How long a worker gets to exit after SIGTERM before SIGKILL.
+TERMINATE_GRACE_S = 2.0
+LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every rank runs: `target` is "module:function", called as function(ctx, **kwargs)."""
+
+    target: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    device: str = "auto"  # "auto" | "cpu" | "cuda"
+    threads_per_worker: int | None = None  # torch intra-op threads in each worker
+    timeout_s: float = 300.0
+
+
+@dataclass
+class WorkerContext:
+    """A rank's view of the job, handed to the job's function."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    device: str  # "cpu" or "cuda:<i>"
+    backend: str  # "gloo" or "nccl"
+    cpu_group: Any = None  # a gloo group over all ranks, for coordination and objects
+    progress_path: str | None = None
+    launcher: str = "local"  # "local" or "torchrun"
+
+    def sync(self) -> None:
+        """Wait for queued device work (a no-op on CPU)."""
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize(self.device)
+
+    def barrier(self, group: Any = None) -> None:
+        import torch.distributed as dist
+
+        dist.barrier(group=group if group is not None else self.cpu_group)
+
+    def gather_objects(self, obj: Any, group: Any = None) -> list[Any]:
+        """Every rank's `obj`, in rank order (on every rank)."""
+        import torch.distributed as dist
+
+        g = group if group is not None else self.cpu_group
+        out: list[Any] = [None] * dist.get_world_size(g)
+        dist.all_gather_object(out, obj, group=g)
+        return out
+
+    def progress(self, message: str) -> None:
+        """A line for the launching process to show (rank 0 only; others are ignored)."""
+        if self.rank != 0 or not self.progress_path:
+            return
+        with open(self.progress_path, "a", encoding="utf-8") as f:
+            f.write(message.replace("\n", " ") + "\n")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody is listening on right now (bind to port 0 and let the OS choose)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def under_launcher() -> bool:
+    """True inside a process started by torchrun (or anything setting the env:// variables)."""
+    return all(v in os.environ for v in LAUNCHER_VARS)
+
+
+def resolve_target(target: str) -> Callable[..., Any]:
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise InvalidInput(f"expected MODULE:FUNCTION, got {target!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InvalidInput(f"cannot import module {module_name!r}: {exc}") from exc
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise InvalidInput(f"module {module_name!r} has no callable {attr!r}")
+    return fn
+
+
+def _cuda_usable(device: str) -> bool:
+    import torch
+
+    if device == "cpu":
+        return False
+    available = torch.cuda.is_available()
+    if device == "cuda" and not available:
+        from ceiling.errors import UnsupportedOnDevice
+
+        raise UnsupportedOnDevice("--device cuda asked for, but torch sees no CUDA device")
+    return available
+
+
+def _run_job(job: Job, launcher: str, progress_path: str | None) -> tuple[int, Any]:
+    """Inside one rank: set up the process group, run the function, tear down."""
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    if job.threads_per_worker:
+        torch.set_num_threads(job.threads_per_worker)
+    cuda = _cuda_usable(job.device)
+    if cuda:
+        index = local_rank % torch.cuda.device_count()
+        torch.cuda.set_device(index)
+        device, backend = f"cuda:{index}", "nccl"
+    else:
+        device, backend = "cpu", "gloo"
+    timeout = timedelta(seconds=max(job.timeout_s, 1.0))
+    dist.init_process_group(backend, timeout=timeout)
+    try:
+        cpu_group = dist.group.WORLD if backend == "gloo" else dist.new_group(backend="gloo")
+        ctx = WorkerContext(
+            rank=rank,
+            world_size=world,
+            local_rank=local_rank,
+            device=device,
+            backend=backend,
+            cpu_group=cpu_group,
+            progress_path=progress_path,
+            launcher=launcher,
+        )
+        result = resolve_target(job.target)(ctx, **job.kwargs)
+        dist.barrier(group=cpu_group)
+    finally:
+        dist.destroy_process_group()
+    return rank, result
+
+
+def run_under_launcher(job: Job) -> tuple[int, Any]:
+    """Run `job` as this process's rank under torchrun; returns (rank, result)."""
+    if not under_launcher():
+        raise InvalidInput("not started by torchrun: RANK, WORLD_SIZE, MASTER_ADDR/PORT unset")
+    return _run_job(job, "torchrun", None)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGKILL when the launching process dies."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the launcher's cleanup still applies
+        pass
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def _last_error_line(path: Path) -> str:
+    try:
+        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines()]
+    except OSError:
+        return ""
+    # The exception line of a traceback, or the last line that is not a warning.
+    for ln in reversed(lines):
+        if ln and not ln.startswith(("warnings.warn", "return func")) and "Warning" not in ln:
+            # torch prefixes a rank's log lines with "[rankN]: "; the message names the rank
+            if ln.startswith("[rank") and "]:" in ln:
+                ln = ln.split("]:", 1)[1].strip()
+            return ln[:300]
+    return ""
+
+
+def _is_peer_error(line: str) -> bool:
+    low = line.lower()
+    return any(k in low for k in ("connection", "peer", "broken pipe", "gloo", "timed out"))
+
+
+def stop_processes(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM, a short grace, then SIGKILL; waits for each so none is left behind."""
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                p.terminate()
+    end = time.monotonic() + TERMINATE_GRACE_S
+    for p in procs:
+        try:
+            p.wait(timeout=max(end - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                p.kill()
+            p.wait()
+
+
+def launch_local(
+    job: Job,
+    world_size: int,
+    *,
+    on_progress: Callable[[str], None] | None = None,
+    on_start: Callable[[list[int]], None] | None = None,
+) -> Any:
+    """Spawn `world_size` ranks on this machine, run `job`, return rank 0's result.
+
+    Raises WorkerFailed naming the rank when a worker dies or fails, or when the job runs
+    past `job.timeout_s`; all workers are stopped before it returns or raises.
+    """
+    if world_size < 1:
+        raise InvalidInput(f"need at least 1 worker, got {world_size}")
+    with tempfile.TemporaryDirectory(prefix="ceiling-dist-") as tmp:
+        tmpdir = Path(tmp)
+        job_path = tmpdir / "job.json"
+        job_path.write_text(json.dumps(asdict(job)))
+        progress_path = tmpdir / "progress.txt"
+        progress_path.touch()
+        port = free_port()
+        procs: list[subprocess.Popen] = []
+        logs = []
+        try:
+            for rank in range(world_size):
+                env = dict(os.environ)
+                for var in ("TORCHELASTIC_RUN_ID", "GROUP_RANK", "ROLE_RANK"):
+                    env.pop(var, None)
+                env.update(
+                    MASTER_ADDR="127.0.0.1",
+                    MASTER_PORT=str(port),
+                    RANK=str(rank),
+                    WORLD_SIZE=str(world_size),
+                    LOCAL_RANK=str(rank),
+                    LOCAL_WORLD_SIZE=str(world_size),
+                    PYTHONWARNINGS="ignore",
+                )
+                if job.threads_per_worker:
+                    env["OMP_NUM_THREADS"] = str(job.threads_per_worker)
+                log = open(tmpdir / f"rank{rank}.log", "wb")  # noqa: SIM115 (closed below)
+                logs.append(log)
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            "ceiling.measure.distributed",
+                            str(job_path),
+                            str(tmpdir),
+                        ],
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        preexec_fn=_die_with_parent,
+                        start_new_session=True,
+                    )
+                )
+            if on_start is not None:
+                on_start([p.pid for p in procs])
+            _watch(procs, job, tmpdir, progress_path, on_progress)
+        finally:
+            stop_processes(procs)
+            for log in logs:
+                log.close()
+        result_path = tmpdir / "result.json"
+        if not result_path.exists():
+            raise WorkerFailed("rank 0 finished without writing a result")
+        return json.loads(result_path.read_text())
+
+
+def _watch(
+    procs: list[subprocess.Popen],
+    job: Job,
+    tmpdir: Path,
+    progress_path: Path,
+    on_progress: Callable[[str], None] | None,
+) -> None:
+    start = time.monotonic()
+    seen = 0
+    world = len(procs)
+    while True:
+        codes = [p.poll() for p in procs]
+        if on_progress is not None:
+            with open(progress_path, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+            for line in lines[seen:]:
+                on_progress(line)
+            seen = len(lines)
+        failed = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
+        if failed:
+            # A rank killed by a signal, or failing on its own, is the cause; the others then
+            # fail on broken links to it.
+            details = {r: _last_error_line(tmpdir / f"rank{r}.log") for r, _ in failed}
+            failed.sort(key=lambda rc: (rc[1] >= 0, _is_peer_error(details[rc[0]]), rc[0]))
+            rank, code = failed[0]
+            elapsed = time.monotonic() - start
+            detail = details[rank] if code > 0 else ""
+            stop_processes(procs)
+            msg = f"worker rank {rank} of {world} {_describe_exit(code)} after {elapsed:.1f} s"
+            if detail:
+                msg += f": {detail}"
+            raise WorkerFailed(msg + "; the other workers were stopped")
+        if all(c == 0 for c in codes):
+            return
+        elapsed = time.monotonic() - start
+        if elapsed > job.timeout_s:
+            running = [str(r) for r, c in enumerate(codes) if c is None]
+            stop_processes(procs)
+            raise WorkerFailed(
+                f"the run did not finish within {job.timeout_s:g} s (rank "
+                f"{', '.join(running)} of {world} still running, now stopped); a worker hangs "
+                "or the work is too large for the timeout"
+            )
+        time.sleep(POLL_S)
+
+
+def _worker_main(job_path: str, tmpdir: str) -> int:
+    job = Job(**json.loads(Path(job_path).read_text()))
+    try:
+        rank, result = _run_job(job, "local", str(Path(tmpdir) / "progress.txt"))
+    except CeilingError as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 3
+    if rank == 0:
+        out = Path(tmpdir) / "result.json"
+        part = out.with_suffix(".part")
+        part.write_text(json.dumps(result))
+        os.replace(part, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_worker_main(sys.argv[1], sys.argv[2]))

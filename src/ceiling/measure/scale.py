@@ -1,0 +1,298 @@
+"""Scaling runs: time one workload's steps on 1..N workers, as processes or as threads.
+
+Processes are torch.distributed ranks (see `ceiling.measure.distributed`): the largest N
+is started once and each smaller N runs on a subgroup of the first N ranks while the others
+wait at a barrier (they sleep there, they do not spin), so one start-up serves every N.
+Threads run the same workload as N Python threads of this process (shared memory, one
+GIL), which is how concurrency and parallelism are told apart.
+
+Each measured step: all workers meet at a barrier, then every worker times its step; the
+step's time is the slowest worker's. Raw per-step times and per-phase medians come back;
+fitting and formatting happen elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ceiling.errors import InvalidInput, WorkerFailed
+from ceiling.measure import scale_workloads as wl
+
+METHOD_VERSION = 1
+BACKENDS = ("processes", "threads")
+
+
+@dataclass(frozen=True)
+class ScaleConfig:
+    workload: str
+    workers: tuple[int, ...]
+    mode: str = "strong"
+    backend: str = "processes"
+    steps: int = 5
+    warmup_steps: int = 1
+    imbalance: float = 0.0
+    threads_per_worker: int | None = None  # None: cores // max(workers), at least 1
+    device: str = "auto"
+    timeout_s: float = 300.0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        wl.check_workload(self.workload)
+        if not self.workers:
+            raise InvalidInput("give at least one worker count, e.g. --workers 1,2,4")
+        if any(n < 1 for n in self.workers):
+            raise InvalidInput(f"worker counts must be at least 1, got {list(self.workers)}")
+        if list(self.workers) != sorted(set(self.workers)):
+            raise InvalidInput(f"worker counts must increase without repeats: {self.workers}")
+        if self.mode not in ("strong", "weak"):
+            raise InvalidInput(f"mode must be strong or weak, got {self.mode!r}")
+        if self.backend not in BACKENDS:
+            raise InvalidInput(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend}")
+        if self.steps < 1 or self.warmup_steps < 0:
+            raise InvalidInput(
+                f"need steps >= 1 and warm-up >= 0, got {self.steps} and {self.warmup_steps}"
+            )
+        if not 0.0 <= self.imbalance <= 100.0:
+            raise InvalidInput(f"imbalance must be in [0, 100], got {self.imbalance:g}")
+        if self.threads_per_worker is not None and self.threads_per_worker < 1:
+            raise InvalidInput(f"threads per worker must be >= 1, got {self.threads_per_worker}")
+        if self.timeout_s <= 0:
+            raise InvalidInput(f"timeout must be positive, got {self.timeout_s:g} s")
+        if self.backend == "threads" and self.workload == "ddp":
+            raise InvalidInput("the ddp workload needs --backend processes (one model each)")
+
+
+def cpu_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def threads_per_worker(cfg: ScaleConfig) -> int:
+    if cfg.threads_per_worker is not None:
+        return cfg.threads_per_worker
+    return max(1, cpu_cores() // max(cfg.workers))
+
+
+def _summarize_n(n: int, per_rank: list[list[tuple[float, dict]]]) -> dict[str, Any]:
+    """Step time = the median rank's, per step; phases = per-rank medians.
+
+    Every workload ends its step with a collective, so the ranks finish together; they leave
+    the starting barrier up to a few ms apart, and the median keeps that skew out."""
+    steps = len(per_rank[0])
+    step_times = [statistics.median(per_rank[r][i][0] for r in range(n)) for i in range(steps)]
+    names = sorted({k for rank in per_rank for _, ph in rank for k in ph})
+    phases = {
+        k: [statistics.median(ph.get(k, 0.0) for _, ph in rank) for rank in per_rank] for k in names
+    }
+    return {"n": n, "step_times_s": step_times, "phases_per_rank_s": phases}
+
+
+def _run_steps(workload, cfg: ScaleConfig, barrier: Callable[[], None]) -> list[tuple]:
+    for _ in range(cfg.warmup_steps):
+        barrier()
+        workload.step()
+    out = []
+    for _ in range(cfg.steps):
+        barrier()
+        t0 = time.perf_counter()
+        phases = workload.step()
+        out.append((time.perf_counter() - t0, phases))
+    return out
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+def scale_worker(ctx, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The job every rank runs (see distributed.Job): all worker counts in turn."""
+    import torch
+    import torch.distributed as dist
+
+    cfg = ScaleConfig(**{**config, "workers": tuple(config["workers"])})
+    runs, truth = [], {}
+    for n in cfg.workers:
+        if n > ctx.world_size:
+            break
+        ranks = list(range(n))
+        group = dist.new_group(ranks) if n < ctx.world_size else dist.group.WORLD
+        cpu_group = (
+            dist.new_group(ranks, backend="gloo")
+            if ctx.backend != "gloo" and n < ctx.world_size
+            else (ctx.cpu_group if n == ctx.world_size else group)
+        )
+        if ctx.rank < n:
+            sctx = wl.StepContext(
+                rank=ctx.rank,
+                n=n,
+                mode=cfg.mode,
+                device=ctx.device,
+                backend="processes",
+                imbalance=cfg.imbalance,
+                barrier=lambda g=group: dist.barrier(group=g),
+                all_reduce=lambda t, g=group: dist.all_reduce(t, group=g),
+                sync=ctx.sync,
+                group=group,
+                options=cfg.options,
+            )
+            work = wl.make_workload(cfg.workload, sctx)
+            truth = work.truth()
+            mine = _run_steps(work, cfg, sctx.barrier)
+            gathered: list[Any] = [None] * n
+            dist.all_gather_object(gathered, mine, group=cpu_group)
+            if ctx.rank == 0:
+                runs.append(_summarize_n(n, gathered))
+            del work
+        ctx.barrier()
+        ctx.progress(f"N = {n} done")
+    if ctx.rank != 0:
+        return None
+    return {
+        "runs": runs,
+        "truth": truth,
+        "device": ctx.device,
+        "backend_engine": ctx.backend,
+        "launcher": ctx.launcher,
+        "world_size": ctx.world_size,
+        "torch": torch.__version__,
+    }
+
+
+def _run_processes(cfg: ScaleConfig, on_progress, on_start) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from ceiling.measure import distributed
+
+    job = distributed.Job(
+        target="ceiling.measure.scale:scale_worker",
+        kwargs={"config": {**asdict(cfg), "workers": list(cfg.workers)}},
+        device=cfg.device,
+        threads_per_worker=threads_per_worker(cfg),
+        timeout_s=cfg.timeout_s,
+    )
+    if distributed.under_launcher():
+        rank, result = distributed.run_under_launcher(job)
+        return result if rank == 0 else None
+    return distributed.launch_local(
+        job, max(cfg.workers), on_progress=on_progress, on_start=on_start
+    )
+
+
+# ---------------------------------------------------------------------------- threads
+
+
+def _run_threads(cfg: ScaleConfig, on_progress) -> dict[str, Any]:
+    device = "cpu"
+    tpw = threads_per_worker(cfg)
+    if wl.uses_torch(cfg.workload, "threads"):
+        import torch
+
+        torch.set_num_threads(tpw)
+        if cfg.device in ("auto", "cuda") and torch.cuda.is_available():
+            device = "cuda"
+    runs, truth = [], {}
+    for n in cfg.workers:
+        barrier = threading.Barrier(n, timeout=cfg.timeout_s)
+        results: list[Any] = [None] * n
+        errors: list[BaseException] = []
+
+        def run_rank(rank: int, n=n, barrier=barrier, results=results, errors=errors) -> None:
+            try:
+                sync = _device_sync(device)
+                sctx = wl.StepContext(
+                    rank=rank,
+                    n=n,
+                    mode=cfg.mode,
+                    device=device,
+                    backend="threads",
+                    imbalance=cfg.imbalance,
+                    barrier=barrier.wait,
+                    all_reduce=None,
+                    sync=sync,
+                    options=cfg.options,
+                )
+                work = wl.make_workload(cfg.workload, sctx)
+                results[rank] = (work.truth(), _run_steps(work, cfg, barrier.wait))
+            except threading.BrokenBarrierError:
+                pass
+            except BaseException as exc:  # reported by the launching thread
+                errors.append(exc)
+                barrier.abort()
+
+        threads = [threading.Thread(target=run_rank, args=(r,), daemon=True) for r in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(cfg.timeout_s)
+        if errors:
+            raise errors[0]
+        if any(t.is_alive() for t in threads) or any(r is None for r in results):
+            barrier.abort()
+            raise WorkerFailed(f"threads did not finish within {cfg.timeout_s:g} s at N = {n}")
+        truth = results[0][0]
+        runs.append(_summarize_n(n, [r[1] for r in results]))
+        if on_progress is not None:
+            on_progress(f"N = {n} done")
+    return {"runs": runs, "truth": truth, "device": device, "backend_engine": "threads"}
+
+
+def _device_sync(device: str):
+    if device.startswith("cuda"):
+        import torch
+
+        return torch.cuda.synchronize
+    return lambda: None
+
+
+# ---------------------------------------------------------------------------- entry
+
+
+def environment() -> dict[str, Any]:
+    return {
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_cores": cpu_cores(),
+    }
+
+
+def run_scaling(
+    cfg: ScaleConfig,
+    on_progress: Callable[[str], None] | None = None,
+    on_start: Callable[[list[int]], None] | None = None,
+) -> dict[str, Any] | None:
+    """Measure `cfg`; None on ranks other than 0 under torchrun. Raw samples, no fits."""
+    if cfg.backend == "threads":
+        raw = _run_threads(cfg, on_progress)
+    else:
+        raw = _run_processes(cfg, on_progress, on_start)
+        if raw is None:
+            return None
+    cores = cpu_cores()
+    tpw = threads_per_worker(cfg)
+    oversubscribed = [r["n"] for r in raw["runs"] if r["n"] * tpw > cores]
+    if raw.get("launcher") == "torchrun":
+        oversubscribed = []  # ranks may be on other machines; cores here say nothing
+    return {
+        "method_version": METHOD_VERSION,
+        "workload": cfg.workload,
+        "mode": cfg.mode,
+        "backend": cfg.backend,
+        "steps": cfg.steps,
+        "warmup_steps": cfg.warmup_steps,
+        "imbalance": cfg.imbalance,
+        "threads_per_worker": tpw,
+        "options": cfg.options,
+        "dtype": str(cfg.options.get("dtype", "float32")),
+        "environment": environment(),
+        "oversubscribed_ns": oversubscribed,
+        **raw,
+    }

@@ -1,0 +1,233 @@
+"""`ceiling bench`: every benchmark on one device, and the machine profile built from them."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ceiling.measure import machine
+from ceiling.measure.matmul import MatmulResult, plan_matmul, run_matmul
+from ceiling.measure.memory import StreamResult, bandwidth_ceiling, run_naive_triad, run_stream
+from ceiling.measure.overhead import OverheadResult, run_overhead
+from ceiling.measure.timer import METHOD_VERSION
+from ceiling.measure.transfer import (
+    QUICK_SIZES_BYTES,
+    SIZES_BYTES,
+    TransferResult,
+    run_transfer,
+    skip_reason,
+)
+
+PARTS = ("matmul", "memory", "overhead", "transfer")
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Warm-up and measurement time per timed case, in milliseconds."""
+
+    matmul_warmup_ms: float
+    matmul_ms: float
+    memory_warmup_ms: float
+    memory_ms: float
+    overhead_ms: float
+    transfer_ms: float
+
+
+QUICK = Budgets(25, 150, 10, 150, 80, 50)
+FULL = Budgets(100, 600, 20, 500, 250, 200)
+
+
+@dataclass
+class BenchReport:
+    """What finished; `interrupted` when Ctrl-C stopped the run early."""
+
+    device: str
+    device_name: str
+    environment: dict[str, Any]
+    quick: bool
+    matmul: list[MatmulResult] = field(default_factory=list)
+    matmul_skipped: dict[str, str] = field(default_factory=dict)
+    memory: list[StreamResult] = field(default_factory=list)
+    naive_triad: StreamResult | None = None
+    overhead: OverheadResult | None = None
+    transfer: list[TransferResult] = field(default_factory=list)
+    transfer_skipped: str | None = None
+    interrupted: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "method_version": METHOD_VERSION,
+            "device": self.device,
+            "device_name": self.device_name,
+            "quick": self.quick,
+            "interrupted": self.interrupted,
+            "environment": self.environment,
+            "units": "seconds; tflops = 1e12 FLOP/s (multiply-add = 2 FLOPs); GB = 1e9 bytes",
+            "matmul": [r.row() for r in self.matmul],
+            "matmul_skipped": dict(self.matmul_skipped),
+            "memory": [r.row() for r in self.memory],
+            "memory_naive_numpy": self.naive_triad.row() if self.naive_triad else None,
+            "overhead": self.overhead.row() if self.overhead else None,
+            "transfer": [r.row() for r in self.transfer],
+            "transfer_skipped": self.transfer_skipped,
+        }
+
+
+def new_report(device: str, quick: bool) -> BenchReport:
+    return BenchReport(
+        device=device,
+        device_name=machine.device_name(device),
+        environment=machine.environment(device),
+        quick=quick,
+    )
+
+
+Progress = Callable[[str], None]
+
+
+def bench_matmul(
+    report: BenchReport,
+    *,
+    dtypes: list[str] | None = None,
+    sizes: list[int] | None = None,
+    shapes: list[tuple[int, int, int]] | None = None,
+    budgets: Budgets = FULL,
+    progress: Progress | None = None,
+) -> None:
+    plan = plan_matmul(report.device, dtypes, sizes, shapes, quick=report.quick)
+    report.matmul_skipped.update(plan.skipped)
+    peaks = machine.datasheet_peaks(report.device)
+    for dtype, shapes_, native in plan.runs:
+        for m, n, k in shapes_:
+            if progress:
+                progress(f"matmul {dtype} {m}x{n}x{k}")
+            report.matmul.append(
+                run_matmul(
+                    dtype,
+                    m,
+                    n,
+                    k,
+                    report.device,
+                    warmup_ms=budgets.matmul_warmup_ms,
+                    budget_ms=budgets.matmul_ms,
+                    peak_flops_per_s=peaks.get(dtype),
+                    native=native,
+                )
+            )
+
+
+def bench_memory(
+    report: BenchReport,
+    *,
+    budgets: Budgets = FULL,
+    naive: bool = True,
+    elements: int | None = None,
+    progress: Progress | None = None,
+) -> None:
+    report.memory = run_stream(
+        report.device,
+        elements=elements,
+        warmup_ms=budgets.memory_warmup_ms,
+        budget_ms=budgets.memory_ms,
+        on_kernel=(lambda k: progress(f"memory {k}")) if progress else None,
+    )
+    if naive:
+        if progress:
+            progress("memory triad, naive numpy")
+        report.naive_triad = run_naive_triad(
+            report.memory[0].elements,
+            warmup_ms=budgets.memory_warmup_ms,
+            budget_ms=budgets.memory_ms,
+        )
+
+
+def bench_overhead(
+    report: BenchReport, *, budgets: Budgets = FULL, progress: Progress | None = None
+) -> None:
+    if progress:
+        progress("overhead")
+    report.overhead = run_overhead(report.device, budget_ms=budgets.overhead_ms, quick=report.quick)
+
+
+def bench_transfer(
+    report: BenchReport, *, budgets: Budgets = FULL, progress: Progress | None = None
+) -> None:
+    reason = skip_reason(report.device)
+    if reason:
+        report.transfer_skipped = reason
+        return
+    if progress:
+        progress("transfer")
+    report.transfer = run_transfer(
+        report.device,
+        sizes=QUICK_SIZES_BYTES if report.quick else SIZES_BYTES,
+        budget_ms=budgets.transfer_ms,
+    )
+
+
+def run_all(
+    device: str, quick: bool, progress: Progress | None = None, parts: tuple[str, ...] = PARTS
+) -> BenchReport:
+    """Run the parts in order; Ctrl-C stops the run and keeps what already finished."""
+    report = new_report(device, quick)
+    budgets = QUICK if quick else FULL
+    steps = {
+        "matmul": bench_matmul,
+        "memory": bench_memory,
+        "overhead": bench_overhead,
+        "transfer": bench_transfer,
+    }
+    try:
+        for part in parts:
+            steps[part](report, budgets=budgets, progress=progress)
+    except KeyboardInterrupt:
+        report.interrupted = True
+    return report
+
+
+def build_profile(report: BenchReport, previous=None):
+    """A MachineProfile from a report; devices of `previous` measured elsewhere are kept."""
+    from ceiling.hardware.profile import MachineProfile, MeasuredDevice
+
+    peaks: dict[str, float] = {}
+    for r in report.matmul:
+        peaks[r.dtype] = max(peaks.get(r.dtype, 0.0), r.best_flops_per_s)
+    device = report.device
+    kind = "cuda" if machine.is_cuda(device) else "cpu"
+    l2 = None
+    sms = None
+    if kind == "cuda":
+        l2 = machine.last_level_cache_bytes(device)
+        sms = report.environment.get("sms")
+    info = machine.cpu_info() if kind == "cpu" else None
+    measured = MeasuredDevice(
+        name=report.device_name,
+        kind=kind,
+        peak_flops_per_s=peaks,
+        bandwidth_bytes_per_s=bandwidth_ceiling(report.memory) if report.memory else None,
+        datasheet_peak_flops_per_s=machine.datasheet_peaks(device),
+        datasheet_bandwidth_bytes_per_s=machine.datasheet_bandwidth(device),
+        memory_bytes=machine.device_memory_bytes(device),
+        l2_bytes=l2,
+        sms=sms,
+        vendor=(getattr(info, "vendor", "") or "") if info else "nvidia",
+        extra={
+            k: v
+            for k, v in report.to_json().items()
+            if k in ("matmul", "matmul_skipped", "memory", "memory_naive_numpy", "overhead")
+            or k.startswith("transfer")
+        },
+    )
+    keep = []
+    if previous is not None:
+        keep = [d for d in previous.devices if (d.name, d.kind) != (measured.name, measured.kind)]
+    return MachineProfile(
+        method_version=METHOD_VERSION,
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        host=socket.gethostname(),
+        environment=report.environment,
+        devices=[*keep, measured],
+    )

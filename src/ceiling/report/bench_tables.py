@@ -1,0 +1,97 @@
+"""Terminal tables for `ceiling bench` results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ceiling.units import format_bytes, format_time
+
+
+def _pct(fraction: float | None) -> str:
+    return "" if fraction is None else f"{fraction * 100:.1f} %"
+
+
+def matmul_table(report, table) -> Any:
+    rows = []
+    for r in report.matmul:
+        flag = " (noisy)" if r.stats.noisy else ""
+        rows.append(
+            [
+                r.dtype + ("" if r.native else " (emulated)"),
+                f"{r.m}x{r.n}x{r.k}",
+                f"{r.best_s * 1e3:.3g}",
+                f"{r.median_s * 1e3:.3g}{flag}",
+                f"{r.best_flops_per_s / 1e12:.4g}",
+                _pct(r.peak_fraction),
+                f"{r.rel_error:.1e}",
+            ]
+        )
+    peak_word = "datasheet dense peak" if report.device.startswith("cuda") else "theoretical peak"
+    return table(
+        f"matmul on {report.device_name} ({report.device})",
+        ["dtype", "MxNxK", "best ms", "median ms", "TFLOP/s", "% peak", "rel err"],
+        rows,
+        caption=f"FLOPs = 2·M·N·K (a multiply-add counts 2); TFLOP/s from the best time; "
+        f"% of the {peak_word}; each result checked against float64",
+    )
+
+
+def memory_table(report, table) -> Any:
+    results = list(report.memory)
+    if report.naive_triad is not None:
+        results.append(report.naive_triad)
+    rows = [
+        [
+            r.kernel,
+            format_bytes(r.bytes),
+            f"{r.best_gbps:.3g}",
+            f"{r.median_gbps:.3g}" + (" (noisy)" if r.stats.noisy else ""),
+        ]
+        for r in results
+    ]
+    n = results[0].elements if results else 0
+    return table(
+        f"memory bandwidth (STREAM, float64, {n:,} elements = "
+        f"{format_bytes(n * 8, binary=True)} per array)",
+        ["kernel", "bytes per pass", "best GB/s", "median GB/s"],
+        rows,
+        caption="GB = 1e9 bytes; STREAM byte counts; best time with the first iteration "
+        "discarded; every result validated",
+    )
+
+
+def overhead_lines(o) -> list[str]:
+    what = "launch + sync share" if o.device.startswith("cuda") else "dispatch"
+    lines = [
+        f"one tiny op (1-element add, {what}): {format_time(o.tiny_op_s)} median, "
+        f"{format_time(o.tiny_op_best_s)} best",
+        f"square 1,000,000 float32: Python loop {format_time(o.loop_s)}, numpy vectorized "
+        f"{format_time(o.vectorized_s)} -> loop is {o.loop_vs_vectorized:,.0f}x slower; torch "
+        f"on {o.device}: {format_time(o.device_vectorized_s)}",
+    ]
+    for c in o.crossovers:
+        lines.append(
+            f"GPU beats CPU for {c.op} from n = {c.crossover} (data already on the GPU), "
+            f"from n = {c.crossover_with_transfer} (copies counted)"
+        )
+    lines.extend(f"note: {n}" for n in o.notes)
+    return lines
+
+
+def transfer_table(report, table) -> Any:
+    rows = [
+        [
+            r.direction,
+            r.host_memory,
+            format_bytes(r.bytes, binary=True),
+            f"{r.best_gbps:.3g}",
+            f"{r.median_gbps:.3g}",
+        ]
+        for r in report.transfer
+    ]
+    return table(
+        "transfers",
+        ["direction", "host memory", "size", "best GB/s", "median GB/s"],
+        rows,
+        caption="GB = 1e9 bytes; bytes copied / time",
+    )
