@@ -214,3 +214,15 @@ def test_bad_batches():
     for bad in ([], [0], [1.5]):
         with pytest.raises(InvalidInput):
             decode_ceiling(get_model("gpt2"), get_spec("a100-80gb"), bad)
+
+
+def test_weights_counted_read_leaves_out_unused_table_rows():
+    m = get_model("llama-2-7b")  # untied: the input table is a lookup of `batch` rows
+    dev = _device()
+    read = decode_ceiling(m, dev, [4], DecodeSetup(weights_counted="read")).rows[0]
+    everything = decode_ceiling(m, dev, [4]).rows[0]
+    unread = (m.vocab - 4) * m.hidden * 2
+    assert everything.weight_bytes - read.weight_bytes == unread
+    tied = get_model("gpt2")  # tied table read whole as the head; 1024 positions, 4 used
+    r = decode_ceiling(tied, dev, [4], DecodeSetup(weights_counted="read")).rows[0]
+    assert r.weight_bytes == (tied.params_total - 1020 * tied.hidden) * 2

@@ -342,7 +342,7 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
     if plot is not None:
         from ceiling.model.decode import DecodeSetup
 
-        setup = DecodeSetup(weights_dtype=run.dtype, context=ctx)
+        setup = DecodeSetup(weights_dtype=run.dtype, context=ctx, weights_counted="read")
         measured = ([r.batch for r in cmp.rows], [r.measured_tokens_per_s for r in cmp.rows])
         _plot(cfg, local.spec, setup, c, plot, measured, cmp.in_cache)
     if json_out:

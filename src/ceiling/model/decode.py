@@ -11,6 +11,9 @@ divides both and adds two all-reduces of batch × hidden activations per layer.
 Conventions, stated where results are shown:
 - Weight bytes count every parameter once per step, the input table included, as published
   decode ceilings do (Llama-2-7B bf16 on an A100-80GB: 2.039 TB/s / 13.5 GB ≈ 151 tokens/s).
+  `weights_counted="read"` counts only what a step reads (an untied input table and a
+  position table give just the batch's rows): the measured comparison uses it, so that the
+  ceiling it checks against is a true upper bound.
   Mixture-of-experts models read only the experts their batch routes to: in expectation
   E·(1 − (1 − k/E)^batch) of E experts per layer with top-k routing.
 - The KV cache counts KV heads only (grouped-query attention is not counted as full heads).
@@ -49,6 +52,9 @@ class DecodeSetup:
     context: int = 0  # tokens already in each sequence's KV cache when the step runs
     tp: int = 1
     prompt_tokens: int | None = None  # for time to first token; default max(context, 1)
+    # "all": every parameter once per step (the published convention); "read": only what a
+    # step reads — an untied input table and a position table give just the batch's rows.
+    weights_counted: str = "all"
 
     def __post_init__(self) -> None:
         if self.weights_dtype not in WEIGHT_DTYPES:
@@ -69,6 +75,10 @@ class DecodeSetup:
             raise InvalidInput(f"context must be a whole number ≥ 0, got {self.context!r}")
         if not isinstance(self.tp, int) or self.tp < 1:
             raise InvalidInput(f"tensor-parallel degree must be ≥ 1, got {self.tp!r}")
+        if self.weights_counted not in ("all", "read"):
+            raise InvalidInput(
+                f"weights_counted must be 'all' or 'read', got {self.weights_counted!r}"
+            )
         if self.prompt_tokens is not None and (
             not isinstance(self.prompt_tokens, int) or self.prompt_tokens < 1
         ):
@@ -191,10 +201,22 @@ def experts_touched(cfg: TransformerConfig, tokens: int) -> float:
     return cfg.experts * (1.0 - miss)
 
 
-def weights_read_params(cfg: TransformerConfig, tokens: int) -> float:
-    """Parameters read in one step that processes `tokens` tokens (all but unused experts)."""
+def weights_read_params(cfg: TransformerConfig, tokens: int, counted: str = "all") -> float:
+    """Parameters read in one step that processes `tokens` tokens (all but unused experts).
+
+    counted="read" also leaves out the rows of lookup tables no token uses: an untied input
+    table and a learned position table contribute only `tokens` rows each.
+    """
     unused = cfg.experts - experts_touched(cfg, tokens)
-    return cfg.params_total - cfg.layers * unused * cfg.params_expert
+    params = cfg.params_total - cfg.layers * unused * cfg.params_expert
+    if counted == "read":
+        table = cfg.vocab * cfg.hidden
+        rows = min(tokens, cfg.vocab) * cfg.hidden
+        if not cfg.tied_embeddings:  # the tied table is read whole as the output head
+            params -= table - rows
+        if cfg.learned_positions:
+            params -= cfg.max_seq * cfg.hidden - min(tokens, cfg.max_seq) * cfg.hidden
+    return params
 
 
 def _check_context(cfg: TransformerConfig, context: int) -> None:
@@ -232,8 +254,14 @@ class _Step:
         mem = getattr(spec, "memory_bytes", None)
         self.mem = float(mem) if mem else None
 
+    @property
+    def resident_weight_bytes(self) -> float:
+        """Every weight, stored on the device whether a step reads it or not."""
+        return self.cfg.params_total * self.w_bytes / self.tp
+
     def weight_bytes(self, tokens: int) -> float:
-        return weights_read_params(self.cfg, tokens) * self.w_bytes / self.tp
+        counted = self.setup.weights_counted
+        return weights_read_params(self.cfg, tokens, counted) * self.w_bytes / self.tp
 
     def flops_per_token(self, attended: int) -> float:
         return self.cfg.flops_per_token(attended) / self.tp
@@ -252,7 +280,7 @@ class _Step:
         return (self.weight_bytes(batch) + kv) / self.bw, flops / self.peak
 
     def memory_needed(self, batch: int, context: int) -> float:
-        return self.weight_bytes(1 << 30) + batch * (context + 1) * self.kv_tok_dev
+        return self.resident_weight_bytes + batch * (context + 1) * self.kv_tok_dev
 
     def row(self, batch: int, context: int, prompt: int) -> DecodeRow:
         w = self.weight_bytes(batch)
@@ -325,7 +353,7 @@ def max_batch(step: _Step, context: int) -> int | None:
     """Largest batch whose weights and KV cache fit in device memory; None if unknown."""
     if step.mem is None:
         return None
-    room = step.mem - step.weight_bytes(1 << 30)
+    room = step.mem - step.resident_weight_bytes
     if room < 0:
         return 0
     return int(room // ((context + 1) * step.kv_tok_dev))
@@ -334,7 +362,7 @@ def max_batch(step: _Step, context: int) -> int | None:
 def _check_weights_fit(cfg, step: _Step, spec) -> None:
     if step.mem is None:
         return
-    w = step.weight_bytes(1 << 30)
+    w = step.resident_weight_bytes
     if w > step.mem:
         gb = 1e9
         raise DoesNotFit(
