@@ -57,7 +57,8 @@ def report(
         raise InvalidInput(f"profile {str(profile)!r} does not exist (run `ceiling bench --quick`)")
     json_path = output.with_suffix(".json")
 
-    rep = _run_with_progress(specs, quick, profile)
+    profile_copy = output.with_name(output.stem + "-profile.json")
+    rep = _run_with_progress(specs, quick, profile, profile_copy)
     compose.write_text_atomic(html.render(rep, json_name=json_path.name), output)
     record = rep.to_json()
     record["html"] = str(output.resolve())
@@ -99,7 +100,7 @@ def _check_output(output: Path) -> Path:
     return output
 
 
-def _run_with_progress(specs, quick: bool, profile: Path | None):
+def _run_with_progress(specs, quick: bool, profile: Path | None, profile_copy: Path):
     from rich.console import Console
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -137,7 +138,9 @@ def _run_with_progress(specs, quick: bool, profile: Path | None):
                 line += f" — {res.reason}"
             bar.console.print(line, markup=True, highlight=False)
 
-        ctx = compose.ReportContext(quick=quick, profile_path=profile, progress=step)
+        ctx = compose.ReportContext(
+            quick=quick, profile_path=profile, progress=step, save_profile_to=profile_copy
+        )
         rep = compose.compose(specs, ctx, on_start=on_start, on_done=on_done)
         bar.update(task, description=f"report done in {rep.elapsed_s:.0f} s", completed=total)
     return rep

@@ -167,14 +167,17 @@ class ReportContext:
         quick: bool = True,
         profile_path: str | Path | None = None,
         progress: Callable[[str], None] | None = None,
+        save_profile_to: str | Path | None = None,
     ):
         self.quick = quick
+        self.save_profile_to = Path(save_profile_to) if save_profile_to is not None else None
         self.profile_path = Path(profile_path) if profile_path is not None else None
         self._progress = progress or (lambda _msg: None)
         self._profile: Any = None
         self._profile_error: BaseException | None = None
         self.profile_source: str | None = None
         self.profile_file: Path | None = None  # where the profile in use is saved
+        self.bench: dict[str, Any] = {}  # device -> the benchmark run behind the profile
         self.cache: dict[str, Any] = {}
 
     @property
@@ -209,12 +212,32 @@ class ReportContext:
             self.profile_source = str(self.profile_path)
             self.profile_file = self.profile_path
             return profile
-        bench = require("ceiling.measure.suite", "the benchmark suite")
-        self.step("measuring this machine's ceilings")
-        profile = bench.run_suite(quick=self.quick, progress=self.step)
-        path = prof_mod.save_profile(profile)
-        self.profile_file = Path(path)
-        self.profile_source = f"measured now ({'quick' if self.quick else 'full'}), saved to {path}"
+        suite = require("ceiling.measure.suite", "the benchmark suite")
+        machine = require("ceiling.measure.machine", "device selection")
+        # the CPU always; a GPU too when there is one, so the two stand side by side
+        devices = ["cpu"]
+        gpu = machine.pick_device(None)
+        if gpu != "cpu":
+            devices.append(gpu)
+        profile = None
+        for device in devices:
+            self.step(f"measuring the {device.upper()}'s ceilings")
+            bench = suite.run_all(device, quick=self.quick, progress=self.step)
+            if bench.interrupted:
+                raise KeyboardInterrupt
+            self.bench[device] = bench
+            profile = suite.build_profile(bench, previous=profile)
+        # A profile the user measured before (perhaps a full one) is not overwritten by the
+        # report's quick one; the report keeps its own copy next to the page.
+        saved = []
+        if self.save_profile_to is not None:
+            saved.append(prof_mod.save_profile(profile, self.save_profile_to))
+        default = prof_mod.default_profile_path()
+        if not default.exists():
+            saved.append(prof_mod.save_profile(profile, default))
+        self.profile_file = Path(saved[0]) if saved else None
+        where = f", saved to {' and '.join(map(str, saved))}" if saved else ""
+        self.profile_source = f"measured now ({self.mode} benchmarks){where}"
         return profile
 
 

@@ -61,7 +61,10 @@ def ceilings_figure(devices: list[dict]):
     ax.set_ylabel("matmul TFLOP/s (dense)")
     ax.set_title("Compute ceiling per dtype")
     ax.grid(True, axis="y", which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    # below the axes: inside, the legend would cover the tallest bars
+    fig.legend(
+        *ax.get_legend_handles_labels(), fontsize=7, loc="lower center", ncol=2, frameon=False
+    )
     if has_bw:
         bx = axes[1]
         for i, dev in enumerate(devices):
@@ -86,7 +89,7 @@ def ceilings_figure(devices: list[dict]):
         bx.set_ylabel("GB/s (10⁹ bytes/s)")
         bx.set_title("Memory bandwidth")
         bx.grid(True, axis="y", which="both", alpha=0.3)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.1 + 0.04 * (len(devices) // 3), 1, 1))
     return fig
 
 

@@ -12,8 +12,9 @@ TITLE = "LLM decoding: the memory-bandwidth ceiling"
 MODELS = ("llama-3-8b", "llama-2-13b", "mixtral-8x7b")
 REFERENCE_GPUS = ("a100-80gb", "h100-sxm", "h200-sxm")
 BATCHES = [1, 4, 16, 64, 256]
-CONTEXT = 512
+LONG_CONTEXT = 4096
 FIGURE_MODEL = "llama-3-8b"
+MEASURED_MODEL = "gpt:small"
 MEASURED_BATCHES_QUICK = [1, 4, 16]
 MEASURED_BATCHES_FULL = [1, 2, 4, 8, 16, 32]
 
@@ -30,11 +31,12 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         "compute-bound at the crossover batch (the ridge point counted in tokens)."
     )
     devices = [(key, catalog.get_spec(key)) for key in REFERENCE_GPUS]
-    local = _local_spec(ctx, out)
+    local = _local(ctx, out)
     if local is not None:
-        devices.insert(0, ("this machine", local))
-    setup = decode.DecodeSetup(weights_dtype="bf16", context=CONTEXT)
-    rows, figures_data, keyed = [], {}, {}
+        devices.insert(0, ("this machine", local.spec))
+    setup = decode.DecodeSetup(weights_dtype="bf16", context=0)
+    long_setup = decode.DecodeSetup(weights_dtype="bf16", context=LONG_CONTEXT - 1)
+    rows, figures_data, keyed, unfit = [], {}, {}, []
     for model_name in MODELS:
         cfg = transformer.get_model(model_name)
         for label, spec in devices:
@@ -44,27 +46,33 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
                     cfg, spec, BATCHES, _setup_for(decode, spec, setup), drop_unfit=True
                 )
             except CeilingError as exc:
-                rows.append([model_name, _name(label, spec), "—", "—", "—", "—", str(exc)])
+                rows.append([model_name, _name(label, spec), "does not fit", "", "", "", ""])
+                unfit.append(f"{model_name} on {_name(label, spec)}: {exc}")
                 continue
+            try:
+                long = decode.decode_ceiling(cfg, spec, [1], _setup_for(decode, spec, long_setup))
+                long_max = long.max_batch
+            except CeilingError:
+                long_max = 0
             by_batch = {r.batch: r for r in res.rows}
-            b1 = by_batch.get(1)
-            top = res.rows[-1]
+            b1, b64 = by_batch.get(1), by_batch.get(64)
             rows.append(
                 [
                     model_name,
                     _name(label, spec),
                     f"{b1.tokens_per_s:,.1f}" if b1 else "—",
-                    f"{top.tokens_per_s:,.0f} (batch {top.batch}, {top.bound})",
+                    f"{b64.tokens_per_s:,.0f} ({b64.bound})" if b64 else "does not fit",
                     str(res.crossover_batch) if res.crossover_batch else "never",
-                    str(res.max_batch) if res.max_batch is not None else "unknown",
                     units.format_bytes(res.kv_bytes_per_token, binary=True),
+                    "unknown" if long_max is None else str(long_max),
                 ]
             )
             keyed[f"{model_name}@{label}"] = {
                 "batch1_tokens_per_s": b1.tokens_per_s if b1 else None,
+                "batch64_tokens_per_s": b64.tokens_per_s if b64 else None,
                 "crossover_batch": res.crossover_batch,
-                "max_batch": res.max_batch,
                 "kv_bytes_per_token": res.kv_bytes_per_token,
+                f"max_batch_at_{LONG_CONTEXT}_context": long_max,
             }
             if model_name == FIGURE_MODEL:
                 figures_data[_name(label, spec)] = (cfg, spec, res)
@@ -81,35 +89,42 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
             f"{FIGURE_MODEL}, batch 1, here", f"{here['batch1_tokens_per_s']:,.1f} tokens/s"
         )
     out.table(
-        f"Decode ceilings, bf16 weights, {CONTEXT} tokens of context per sequence",
+        "Decode ceilings, bf16 weights, a short prompt (weights dominate the bytes)",
         [
             "model",
             "device",
             "tokens/s at batch 1",
-            "best tokens/s in the sweep",
+            "tokens/s at batch 64",
             "compute-bound from batch",
-            "largest batch that fits",
             "KV cache per token",
+            f"largest batch at {LONG_CONTEXT:,} tokens of context",
         ],
         rows,
         note="Ceilings, not predictions of a real server: every weight read once per step, "
-        "KV heads only, dense peaks, no allowance for activations or fragmentation.",
+        "KV heads only, dense peaks, no allowance for activations or fragmentation. With a "
+        "long context the KV cache is read too and grows with the batch, which keeps decode "
+        "memory-bound longer.",
     )
+    for line in unfit:
+        out.note(line)
     _figure(ctx, out, decode, figures_data, setup)
-    _measured(ctx, out)
+    _measured(ctx, out, local)
 
 
-def _local_spec(ctx: ReportContext, out: SectionOutput):
+def _local(ctx: ReportContext, out: SectionOutput):
+    """This machine's ceilings as the decode measurement sees them (profile, else theory)."""
     try:
-        profile = ctx.profile()
+        measure = require("ceiling.measure.decode", "measured decoding")
     except Skip as exc:
         out.note(f"this machine's ceilings: {exc}")
         return None
     try:
-        return profile.device().as_spec()
-    except CeilingError as exc:
-        out.note(f"this machine's ceilings: {exc}")
-        return None
+        ctx.profile()
+    except Skip as exc:
+        out.note(f"no machine profile for the local ceilings: {exc}")
+    profile = str(ctx.profile_file) if ctx.profile_file else None
+    ctx.step("this machine's decode ceiling")
+    return measure.local_ceiling(measure.default_device(), profile)
 
 
 def _setup_for(decode, spec, setup):
@@ -132,32 +147,124 @@ def _name(label: str, spec) -> str:
 
 
 def _figure(ctx, out, decode, figures_data, setup) -> None:
-    if not figures_data:
+    """The catalog model on the first reference GPU: both roofs and the crossover."""
+    ref = [(n, d) for n, d in figures_data.items() if not n.startswith("this machine")]
+    if not ref:
         return
     plot = require("ceiling.report.decode_plot", "the decode figure")
+    _, (cfg, spec, res) = ref[len(ref) // 2]
     ctx.step("drawing the decode ceilings")
-    batches = [2**i for i in range(0, 11)]
-    curves = {}
-    for name, (cfg, spec, res) in figures_data.items():
-        curves[name] = (
-            res,
-            decode.roof_curves(cfg, spec, _setup_for(decode, spec, setup), batches),
-        )
-    fig = plot.report_figure(curves) if hasattr(plot, "report_figure") else None
-    if fig is None:
-        name, (cfg, spec, res) = next(iter(curves.items()))
-        fig = plot.decode_figure(res, decode.roof_curves(cfg, spec, setup, batches))
+    grid = _grid(res.max_batch)
+    curves = decode.roof_curves(cfg, spec, _setup_for(decode, spec, setup), grid)
+    fig = plot.decode_figure(
+        curves,
+        f"{cfg.name} decode on {spec.name}: bf16 weights, short prompt",
+        res.crossover_batch,
+        rows=([r.batch for r in res.rows], [r.tokens_per_s for r in res.rows]),
+    )
     out.figure(
         fig,
-        f"{FIGURE_MODEL}: tokens/s against batch size. Below the crossover the memory roof "
-        "binds (tokens/s grows with batch at no extra cost per step); above it, compute.",
+        f"{cfg.name} on {spec.name}: tokens/s (all sequences) against batch size. Below the "
+        "crossover the memory roof binds, so a bigger batch gives more tokens/s almost for "
+        "free; past it, compute does.",
     )
 
 
-def _measured(ctx: ReportContext, out: SectionOutput) -> None:
+def _grid(max_batch: int | None) -> list[int]:
+    top = max(2, min(max_batch or 4096, 4096))
+    grid, b = [], 1
+    while b <= top:
+        grid.append(b)
+        b *= 2
+    return grid
+
+
+def _measured(ctx: ReportContext, out: SectionOutput, local) -> None:
+    """A small GPT-style decoder with a KV cache decodes for real here, beside its ceiling."""
     try:
         measure = require("ceiling.measure.decode", "measured decoding")
+        transformer = require("ceiling.model.transformer", "the transformer model catalog")
+        decode = require("ceiling.model.decode", "the decode ceiling model")
+        plot = require("ceiling.report.decode_plot", "the decode figure")
     except Skip as exc:
         out.note(f"measured decoding of a small model: {exc}")
         return
-    del measure  # wired in when the measurement API is final
+    cfg = transformer.get_model(MEASURED_MODEL)
+    batches = MEASURED_BATCHES_QUICK if ctx.quick else MEASURED_BATCHES_FULL
+    ctx.step(f"decoding with {MEASURED_MODEL} at batch {', '.join(map(str, batches))}")
+    if local is None:
+        return
+    device = measure.default_device()
+    run = measure.run_decode(
+        cfg,
+        batches,
+        0,
+        device,
+        None,
+        warmup_ms=100.0,
+        budget_ms=300.0 if ctx.quick else 1000.0,
+        on_batch=lambda b: ctx.step(f"decoding {MEASURED_MODEL} at batch {b}"),
+    )
+    comp = measure.compare_decode(run, local)
+    c = comp.ceiling
+    rows = []
+    for r in comp.rows:
+        rows.append(
+            [
+                r.batch,
+                f"{r.measured_tokens_per_s:,.1f}",
+                f"{r.ceiling_tokens_per_s:,.1f}",
+                units.format_percent(r.share_of_ceiling),
+                units.format_percent(r.mbu),
+                units.format_percent(r.mfu),
+                r.bound + (" (noisy)" if r.noisy else ""),
+            ]
+        )
+    out.key_figures["measured"] = {
+        "model": MEASURED_MODEL,
+        "device": comp.run.device,
+        "ceiling_source": comp.ceiling_source,
+        "rows": [
+            {
+                "batch": r.batch,
+                "measured_tokens_per_s": r.measured_tokens_per_s,
+                "ceiling_tokens_per_s": r.ceiling_tokens_per_s,
+                "mbu": r.mbu,
+                "mfu": r.mfu,
+            }
+            for r in comp.rows
+        ],
+    }
+    best = max(comp.rows, key=lambda r: r.share_of_ceiling)
+    out.highlight(
+        f"{MEASURED_MODEL} measured here, batch {best.batch}",
+        f"{units.format_percent(best.share_of_ceiling)} of its ceiling",
+    )
+    out.table(
+        f"Measured decoding of {MEASURED_MODEL} ({cfg.params_total / 1e6:.0f} M parameters, "
+        f"random weights, {comp.run.dtype}) on this machine",
+        ["batch", "measured tokens/s", "ceiling tokens/s", "of ceiling", "MBU", "MFU", "bound"],
+        rows,
+        note=f"Ceiling from {comp.ceiling_source}. MBU: bytes moved per second over the "
+        "bandwidth; MFU: FLOP/s over the peak.",
+    )
+    for n in comp.notes:
+        out.note(n)
+    grid = _grid(max(batches) * 4)
+    setup = decode.DecodeSetup(weights_dtype=comp.run.dtype, context=0)
+    curves = decode.roof_curves(cfg, local.spec, setup, grid)
+    if comp.in_cache:
+        curves["memory"] = []
+        curves["ceiling"] = curves["compute"]
+    fig = plot.decode_figure(
+        curves,
+        f"{MEASURED_MODEL} decode here ({c.device}), {comp.run.dtype}",
+        None if comp.in_cache else c.crossover_batch_with_kv,
+        rows=([r.batch for r in comp.rows], [r.ceiling_tokens_per_s for r in comp.rows]),
+        measured=([r.batch for r in comp.rows], [r.measured_tokens_per_s for r in comp.rows]),
+    )
+    out.figure(
+        fig,
+        f"Real greedy decoding of {MEASURED_MODEL} on this machine (green squares) under its "
+        "ceiling. The gap is what the framework, the Python loop and the kernels leave unused.",
+    )

@@ -23,6 +23,8 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         profile = None
     if profile is not None:
         _measured(out, profile, cpu)
+    if profile is not None and not gpus:
+        _versus_gpu(out, profile)
     if cpu is not None or profile is not None:
         from ceiling.report import machine_plot
 
@@ -239,3 +241,42 @@ def _reference_gpu():
     except Skip:
         return None
     return catalog.get_spec(REFERENCE_GPU)
+
+
+def _versus_gpu(out: SectionOutput, profile) -> None:
+    """The seed's CPU-vs-GPU table with this machine's measured numbers on the CPU side."""
+    ref = _reference_gpu()
+    dev = profile.device("cpu")
+    if ref is None or not dev.peak_flops_per_s:
+        return
+    dtype, here = max(dev.peak_flops_per_s.items(), key=lambda kv: kv[1])
+    gpu_dtype = "bf16" if "bf16" in ref.peak_flops_per_s else dtype
+    gpu = ref.peak_flops_per_s[gpu_dtype]
+    rows = [
+        [
+            "matrix multiply",
+            f"{units.format_flops_per_s(here)} ({dtype})",
+            f"{units.format_flops_per_s(gpu)} ({gpu_dtype})",
+            f"{gpu / here:,.0f}×",
+        ]
+    ]
+    out.key_figures["reference_gpu"] = ref.key
+    out.key_figures["reference_gpu_compute_ratio"] = gpu / here
+    if dev.bandwidth_bytes_per_s:
+        bw_ratio = ref.memory_bandwidth_bytes_per_s / dev.bandwidth_bytes_per_s
+        rows.append(
+            [
+                "memory bandwidth",
+                units.format_bandwidth(dev.bandwidth_bytes_per_s),
+                units.format_bandwidth(ref.memory_bandwidth_bytes_per_s),
+                f"{bw_ratio:,.0f}×",
+            ]
+        )
+        out.key_figures["reference_gpu_bandwidth_ratio"] = bw_ratio
+    out.table(
+        f"Why GPUs: this CPU (measured) against the {ref.name} (datasheet, dense)",
+        ["", "this machine", ref.name, "GPU / here"],
+        rows,
+        note="A matrix multiply is millions of independent dot products; a GPU has thousands "
+        "of simple cores to run them at once and several times the memory bandwidth.",
+    )
