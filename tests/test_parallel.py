@@ -1,0 +1,220 @@
+"""Plan model: memory against Korthikanti et al. 2022, throughput against Narayanan et al.
+2021, exact formula checks, and explained errors."""
+
+import numpy as np
+import pytest
+
+from ceiling.errors import InvalidInput
+from ceiling.hardware.catalog import get_spec
+from ceiling.model import parallel as par
+from ceiling.model.cluster import make_cluster
+from ceiling.model.parallel import Job, Plan, evaluate_plan
+from ceiling.model.pipeline_sim import simulate_pipeline
+from ceiling.model.plan_search import search
+from ceiling.model.transformer import get_model, parse_model
+
+GiB = 2**30
+A100 = get_spec("a100-80gb")
+
+
+def gpt(layers, hidden, heads, vocab=51200, seq=2048):
+    return parse_model(
+        f"custom:layers={layers},hidden={hidden},heads={heads},vocab={vocab},max_seq={seq},"
+        "norm=layernorm,bias=true,learned_positions=true"
+    )
+
+
+# Korthikanti et al. 2022, Fig. 1: A100-80GB, s = 2048, V = 51200, t = 8.
+KORTHIKANTI = [
+    # l, h, a, p, v, b, state GiB (18 B/param), TP-only activations, TP+SP+selective
+    (48, 6144, 64, 1, 1, 4, 45.5625, 59.25, 9.5625),
+    (96, 12288, 96, 8, 3, 1, 45.5625, 66.84375, 12.3515625),
+]
+
+
+@pytest.mark.parametrize("row", KORTHIKANTI)
+def test_memory_per_device_reproduces_korthikanti_fig1(row):
+    layers, hidden, heads, p, v, b, state_gib, tp_gib, sp_sel_gib = row
+    model = gpt(layers, hidden, heads)
+    job = Job(model, global_batch=b * p, seq_len=2048)
+    cluster = make_cluster(A100, 8 * p)
+    tp_only = evaluate_plan(
+        job, cluster, Plan(1, 8, p, b, v, recompute="none", sequence_parallel=False)
+    )
+    sp_sel = evaluate_plan(
+        job, cluster, Plan(1, 8, p, b, v, recompute="selective", sequence_parallel=True)
+    )
+    assert tp_only.memory["layer_state_bytes"] / GiB == pytest.approx(state_gib, rel=0.01)
+    assert tp_only.memory["layer_activation_bytes"] / GiB == pytest.approx(tp_gib, rel=0.01)
+    assert sp_sel.memory["layer_activation_bytes"] / GiB == pytest.approx(sp_sel_gib, rel=0.01)
+    # TP only does not fit an 80 GB device; sequence parallelism + selective recompute does.
+    assert not tp_only.fits and sp_sel.fits
+
+
+def test_activation_formulas_reduce_to_korthikanti_table2():
+    h, a, s, t = 6144, 64, 2048, 8
+    sh = par.shape_of(gpt(48, h, a))
+    # Biases are not activations; a GPT block with q = k = h and f = 4h gives the table.
+    ratio = 5 * a * s / h
+
+    def per(tp, sp, rc):
+        return float(par.activation_bytes_per_token_layer(sh, s, tp, sp, rc, "unfused", True) / h)
+
+    assert per(1, False, 0) == pytest.approx(34 + ratio)
+    assert per(t, False, 0) == pytest.approx(10 + 24 / t + ratio / t)
+    assert per(t, True, 0) == pytest.approx(34 / t + ratio / t)
+    assert per(t, False, 1) == pytest.approx(10 + 24 / t)
+    assert per(t, True, 1) == pytest.approx(34 / t)
+    assert per(t, False, 2) == pytest.approx(2)
+    assert per(t, True, 2) == pytest.approx(2 / t)
+
+
+def test_interleaving_in_flight_factor_matches_the_simulator():
+    layers, p, v, m = 96, 8, 3, 32
+    held = float(par.in_flight_layers(layers, p, v, m))
+    assert held == pytest.approx(layers * (1 + (p - 1) / (p * v)))
+    sim = simulate_pipeline("interleaved", p, m, 1.0, 2.0, chunks=v)
+    assert held == pytest.approx(sim.peak_in_flight[0] * layers / (p * v))
+    assert float(par.in_flight_layers(layers, 8, 1, 4)) == pytest.approx(layers * 4 / 8)
+
+
+def test_zero_stage_state_bytes():
+    d = 64
+    f = par.state_bytes_per_param
+    assert float(f(16, 0, d)) == 16
+    assert float(f(16, 1, d)) == pytest.approx(4 + 12 / d)
+    assert float(f(16, 2, d)) == pytest.approx(2 + 14 / d)
+    assert float(f(16, 3, d)) == pytest.approx(16 / d)
+    assert float(f(18, 0, d)) == 18
+    assert float(f(18, 3, d)) == pytest.approx(18 / d)
+
+
+def test_hardware_flops_with_full_recompute_is_megatrons_formula():
+    layers, h, a, V, s, B = 48, 8192, 64, 51200, 2048, 1536
+    model = gpt(layers, h, a)
+    job = Job(model, B, s)
+    r = evaluate_plan(job, make_cluster(A100, 512), Plan(32, 8, 2, 1, recompute="full"))
+    hw = r.hw_tflops_per_device * 1e12 * r.step_time_s * 512
+    # Biases and layer norms add ~0.01 %; the formula ignores them.
+    assert hw == pytest.approx(par.megatron_hw_flops_per_step(layers, h, V, s, B), rel=1e-3)
+    mfu = r.tokens_per_s * model.flops_per_token(s, training=True) / (512 * 312e12)
+    assert r.mfu == pytest.approx(mfu)
+    assert r.hfu > r.mfu  # full recompute does 4/3 of the model's work
+
+
+def test_bubble_time_is_the_closed_form_share():
+    job = Job(gpt(48, 8192, 64), 1536, 2048)
+    for v in (1, 2, 3):
+        r = evaluate_plan(job, make_cluster(A100, 512), Plan(8, 8, 8, 4, v, recompute="full"))
+        m = r.micro_batches
+        assert m == 48
+        work = r.time["matmul_s"] + r.time["elementwise_s"] + r.time["tp_comm_s"]
+        assert r.time["bubble_s"] / work == pytest.approx(7 / (v * m))
+
+
+# Narayanan et al. 2021, Table 1 (public rows): reported TFLOP/s per A100, full recompute.
+NARAYANAN = [
+    # l, h, a, t, p, d, global batch, reported
+    (24, 2304, 24, 1, 1, 32, 512, 137),
+    (48, 8192, 64, 8, 2, 32, 1536, 138),
+]
+
+
+@pytest.mark.parametrize("row", NARAYANAN)
+@pytest.mark.parametrize("extra", [{}, {"sp": False}, {"micro_batch": 1, "v": 1, "zero": 0}])
+def test_throughput_predicts_narayanan_table1_within_15_percent(row, extra):
+    layers, h, a, t, p, d, B, reported = row
+    job = Job(gpt(layers, h, a), B, 2048)
+    cluster = make_cluster(A100, d * t * p)
+    best = search(job, cluster, dict(d=d, t=t, p=p, recompute="full", **extra), top=1).plans[0]
+    assert best.hw_tflops_per_device == pytest.approx(reported, rel=0.15)
+
+
+def test_explained_errors_show_the_arithmetic():
+    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    c = make_cluster(A100, 1024)
+    with pytest.raises(InvalidInput, match=r"heads\(96\) % t\(5\) = 1"):
+        par.check_plan(job, make_cluster(A100, 40), Plan(8, 5, 1))
+    with pytest.raises(InvalidInput, match=r"= 512 devices but the cluster has 1024"):
+        par.check_plan(job, c, Plan(8, 8, 8))
+    with pytest.raises(InvalidInput, match=r"layers\(96\) % \(p\(64\) × v\(1\) = 64\) = 32"):
+        par.check_plan(job, c, Plan(2, 8, 64))
+    with pytest.raises(InvalidInput, match=r"global_batch\(1536\) % \(d\(128\) × micro_batch\(5\)"):
+        par.check_plan(job, c, Plan(128, 8, 1, 5))
+    with pytest.raises(InvalidInput, match="ZeRO-3"):
+        par.check_plan(job, c, Plan(16, 8, 8, zero=3))
+    with pytest.raises(InvalidInput, match=r"m\(|% p\(8\)"):
+        par.check_plan(job, c, Plan(16, 8, 8, micro_batch=16, v=2))
+    notes = par.check_plan(job, c, Plan(8, 16, 8))
+    assert any("spans nodes" in n for n in notes)
+
+
+def test_grouped_query_attention_shrinks_kv_activations_but_not_below_one_head():
+    llama = par.shape_of(get_model("llama-2-70b"))  # 64 heads, 8 KV heads
+    mha = par.shape_of(get_model("llama-2-70b").replace(kv_heads=64))
+
+    def kv_part(sh, t):
+        return float(par.activation_bytes_per_token_layer(sh, 4096, t, True, 1, "flash", False))
+
+    assert kv_part(llama, 8) < kv_part(mha, 8)
+    # t = 16 > 8 KV heads: each device still holds one whole KV head.
+    diff16 = kv_part(mha, 16) - kv_part(llama, 16)
+    assert diff16 == pytest.approx(2 * 2 * (64 * 128 / 16 - 128))
+
+
+def test_mixture_of_experts_flops_follow_active_experts_memory_all_experts():
+    mix = get_model("mixtral-8x7b")
+    dense_like = mix.replace(experts=2, active_experts=2)
+    job_moe, job_dense = (
+        Job(mix, 256, 4096, attention="flash"),
+        Job(dense_like, 256, 4096, attention="flash"),
+    )
+    c = make_cluster(get_spec("h100-sxm"), 64)
+    plan = Plan(8, 8, 1, 1, zero=1)
+    moe, dense = evaluate_plan(job_moe, c, plan), evaluate_plan(job_dense, c, plan)
+    # Same active experts: same FLOPs per token (the router aside), same matmul time ...
+    assert moe.time["matmul_s"] == pytest.approx(dense.time["matmul_s"], rel=1e-3)
+    # ... but 8 experts' weights to hold: state bytes scale with all parameters.
+    ratio = moe.memory["params_per_device"] / dense.memory["params_per_device"]
+    assert ratio == pytest.approx(mix.params_total / dense_like.params_total, rel=0.01)
+
+
+def test_flash_attention_removes_the_score_traffic_and_memory():
+    model = gpt(48, 6144, 64)
+    c = make_cluster(A100, 8)
+    plan = Plan(1, 8, 1, 1, recompute="none")
+    unfused = evaluate_plan(Job(model, 8, 2048), c, plan)
+    flash = evaluate_plan(Job(model, 8, 2048, attention="flash"), c, plan)
+    assert flash.memory["activation_bytes"] < unfused.memory["activation_bytes"]
+    assert flash.time["elementwise_s"] < unfused.time["elementwise_s"]
+    assert flash.time["matmul_s"] == pytest.approx(unfused.time["matmul_s"])
+
+
+def test_vectorised_and_single_evaluation_agree():
+    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    c = make_cluster(A100, 1024)
+    plans = [Plan(16, 8, 8, 1, 6, 1, "selective", True), Plan(128, 8, 1, 2, 1, 3, "full", False)]
+    arr = par.evaluate_arrays(
+        job,
+        c,
+        np.array([x.d for x in plans]),
+        np.array([x.t for x in plans]),
+        np.array([x.p for x in plans]),
+        np.array([x.micro_batch for x in plans]),
+        np.array([x.v for x in plans]),
+        np.array([x.zero for x in plans]),
+        np.array([par.RECOMPUTE_CODE[x.recompute] for x in plans]),
+        np.array([x.sequence_parallel for x in plans]),
+        18,
+    )
+    for i, plan in enumerate(plans):
+        one = evaluate_plan(job, c, plan)
+        assert arr["step_s"][i] == pytest.approx(one.step_time_s)
+        assert arr["memory_bytes"][i] == pytest.approx(one.memory_bytes_per_device)
+
+
+def test_token_budget_gives_time_to_train():
+    job = Job(get_model("gpt3-175b"), 1536, 2048, token_budget=300e9)
+    r = evaluate_plan(job, make_cluster(A100, 1024), Plan(16, 8, 8, 1, 6, 1))
+    assert r.time_to_train_s == pytest.approx(300e9 / r.tokens_per_s)
+    assert r.tokens_per_s == pytest.approx(1536 * 2048 / r.step_time_s)
