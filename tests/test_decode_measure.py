@@ -110,3 +110,26 @@ def test_cuda_measured_decode_stays_under_the_datasheet(cli, monkeypatch, tmp_pa
     assert data["weights_dtype"] == "bf16"
     for r in data["rows"]:
         assert 0 < r["measured_tokens_per_s"] <= r["ceiling_tokens_per_s"]
+
+
+def test_local_ceiling_from_a_profile_takes_the_read_only_rate(tmp_path):
+    from ceiling.hardware.profile import MachineProfile, MeasuredDevice, save_profile
+    from ceiling.measure.decode import local_ceiling
+
+    dev = MeasuredDevice(
+        name="Test CPU",
+        kind="cpu",
+        peak_flops_per_s={"bf16": 50e9},
+        bandwidth_bytes_per_s=5e9,
+        extra={
+            "memory": [{"kernel": "copy", "best_gbps": 5.0}, {"kernel": "dot", "best_gbps": 8.0}]
+        },
+    )
+    path = save_profile(
+        MachineProfile(1, "2026-01-01T00:00:00+00:00", "h", {}, [dev]), tmp_path / "p.json"
+    )
+    local = local_ceiling("cpu", path)
+    assert local.spec.memory_bandwidth_bytes_per_s == 8e9
+    assert local.spec.peak_flops_per_s["bf16"] == 50e9
+    assert "fp32" in local.spec.peak_flops_per_s  # filled from the CPU's theoretical peak
+    assert "profile" in local.source and "dot" in local.source and "theoretical" in local.source

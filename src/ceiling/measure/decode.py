@@ -218,6 +218,7 @@ def local_ceiling(device: str, profile: str | Path | None = None) -> LocalCeilin
             source = f"measured machine profile ({profile or 'the default profile'})"
             if kind == "cpu":
                 spec, source = _fill_cpu_peaks(spec, source)
+            spec, source = _read_bandwidth_from_profile(spec, source, profile, kind)
             return LocalCeiling(spec, source, cache_bytes)
     except CeilingError:
         if profile is not None:
@@ -262,6 +263,27 @@ def local_ceiling(device: str, profile: str | Path | None = None) -> LocalCeilin
         sources={"all": source},
     )
     return LocalCeiling(spec, source, cache_bytes)
+
+
+def _read_bandwidth_from_profile(spec, source: str, profile, kind: str):
+    """Decode mostly reads: take the profile's read-only (dot) rate when it beats the
+    read+write kernels' rate the profile calls its bandwidth, so the ceiling stays an upper
+    bound."""
+    import dataclasses
+
+    from ceiling.hardware.profile import load_profile
+
+    try:
+        rows = load_profile(profile).device(kind).extra.get("memory") or []
+        dot = max(
+            (float(r["best_gbps"]) * 1e9 for r in rows if r.get("kernel") == "dot"), default=0.0
+        )
+    except (CeilingError, KeyError, TypeError, ValueError, AttributeError):
+        return spec, source
+    if dot <= spec.memory_bandwidth_bytes_per_s:
+        return spec, source
+    spec = dataclasses.replace(spec, memory_bandwidth_bytes_per_s=dot)
+    return spec, source + "; bandwidth: its read-only (dot) rate, as decode mostly reads"
 
 
 def _fill_cpu_peaks(spec, source: str):
