@@ -1,0 +1,90 @@
+import json
+
+NARAYANAN_39B = (
+    "custom:layers=48,hidden=8192,heads=64,vocab=51200,max_seq=2048,norm=layernorm,bias=true,"
+    "learned_positions=true"
+)
+BASE = ["plan", "gpt3-175b", "--spec", "a100-80gb", "--global-batch", "1536", "--seq", "2048"]
+
+
+def test_plan_json_has_the_ranked_plans(cli):
+    code, out, err = cli(*BASE, "--gpus", "1024", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    plans = data["plans"]
+    assert len(plans) == 5
+    for key in (
+        "d",
+        "t",
+        "p",
+        "micro_batch",
+        "zero",
+        "recompute",
+        "memory_bytes_per_device",
+        "fits",
+        "step_time_s",
+        "mfu",
+        "hw_tflops_per_device",
+    ):
+        assert key in plans[0]
+    assert plans[0]["t"] <= data["cluster"]["devices_per_node"]
+    assert plans[0]["d"] * plans[0]["t"] * plans[0]["p"] == 1024
+    assert [p["step_time_s"] for p in plans] == sorted(p["step_time_s"] for p in plans)
+    assert data["assumptions"]["matmul_efficiency"] == data["cluster"]["matmul_efficiency"]
+
+
+def test_plan_table_names_the_best_and_why_others_lose(cli):
+    code, out, _ = cli(*BASE, "--gpus", "1024", "--top", "3", "--tokens", "300e9")
+    assert code == 0
+    assert "valid plans fit" in out and "#2 vs #1:" in out and "best step" in out
+    assert "tokens in" in out and "matmul efficiency 0.72" in out
+
+
+def test_fixed_narayanan_row_predicts_reported_tflops(cli):
+    code, out, err = cli(
+        "plan",
+        NARAYANAN_39B,
+        "--spec",
+        "a100-80gb",
+        "--gpus",
+        "512",
+        "--global-batch",
+        "1536",
+        "--seq",
+        "2048",
+        "--fixed",
+        "d=32,t=8,p=2,recompute=full",
+        "--json",
+    )
+    assert code == 0, err
+    best = json.loads(out)["plans"][0]
+    assert (best["d"], best["t"], best["p"], best["recompute"]) == (32, 8, 2, "full")
+    assert abs(best["hw_tflops_per_device"] / 138 - 1) < 0.15
+
+
+def test_scaling_view(cli):
+    code, out, _ = cli(*BASE, "--gpus", "1024", "--scaling", "3", "--json")
+    rows = json.loads(out)["scaling"]
+    assert [r["devices"] for r in rows] == [1024, 2048, 4096, 8192]
+    assert rows[0]["speedup"] == 1.0 and rows[-1]["speedup"] > rows[1]["speedup"]
+
+
+def test_bad_input_is_one_line_and_exit_2(cli):
+    cases = [
+        (["--gpus", "1024", "--fixed", "d=8,t=8,p=8"], "512 devices but the cluster has 1024"),
+        (["--gpus", "1024", "--fixed", "t=7"], "heads(96) % t(7) = 5"),
+        (["--gpus", "8"], "no plan fits"),
+        (["--gpus", "1001"], "1001 % 8 = 1"),
+        (["--gpus", "0"], "--gpus"),
+        (["--gpus", "64", "--fixed", "bogus=1"], "unknown key"),
+        (["--gpus", "64", "--attention", "magic"], "--attention"),
+    ]
+    for extra, msg in cases:
+        code, out, err = cli(*BASE, *extra)
+        assert code == 2, (extra, out, err)
+        assert err.count("\n") == 1 and err.startswith("error: "), err
+        assert msg in err, (msg, err)
+    code, _, err = cli("plan", "gpt-9", "--spec", "a100-80gb", "--gpus", "8")
+    assert code == 2 and "unknown model" in err
+    code, _, err = cli("plan", "gpt3-175b", "--spec", "a100-80gb", "--profile", "x.json", "-n", "8")
+    assert code == 2 and "not both" in err

@@ -1,0 +1,140 @@
+import pytest
+
+from ceiling.errors import DoesNotFit, InvalidInput
+from ceiling.hardware.catalog import get_spec
+from ceiling.model.cluster import make_cluster
+from ceiling.model.parallel import Job, Plan, evaluate_plan
+from ceiling.model.plan_search import enumerate_plans, parse_fixed, scaling, search
+from ceiling.model.transformer import get_model
+
+A100 = get_spec("a100-80gb")
+
+
+@pytest.fixture(scope="module")
+def gpt3_search():
+    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    return job, make_cluster(A100, 1024), search(job, make_cluster(A100, 1024), top=5)
+
+
+def test_gpt3_on_1024_a100_ranks_plans_that_fit_with_tp_inside_a_node(gpt3_search):
+    job, cluster, res = gpt3_search
+    assert res.evaluated > 1000 and 0 < res.fitting < res.evaluated
+    best = res.plans[0]
+    assert best.plan.t <= cluster.devices_per_node
+    assert best.plan.devices == 1024
+    steps = [r.step_time_s for r in res.plans]
+    assert steps == sorted(steps)
+    assert all(r.fits and r.memory_bytes_per_device <= r.usable_bytes_per_device for r in res.plans)
+    # A well-split 175B model on A100s runs at roughly Megatron's published 40-55 % MFU.
+    assert 0.35 < best.mfu < 0.60
+    assert res.why[0] == "" and all(w.startswith("+") for w in res.why[1:])
+    layouts = {(r.plan.d, r.plan.t, r.plan.p) for r in res.plans}
+    assert len(layouts) == len(res.plans)
+
+
+def test_search_results_match_single_plan_evaluation(gpt3_search):
+    job, cluster, res = gpt3_search
+    for r in res.plans:
+        one = evaluate_plan(job, cluster, r.plan)
+        assert one.step_time_s == pytest.approx(r.step_time_s)
+        assert one.memory_bytes_per_device == pytest.approx(r.memory_bytes_per_device)
+
+
+def test_every_enumerated_plan_is_valid():
+    job = Job(get_model("llama-2-70b"), 512, 4096)
+    cluster = make_cluster(get_spec("h100-sxm"), 128)
+    cand = enumerate_plans(job, cluster)
+    from ceiling.model.parallel import RECOMPUTE, check_plan
+
+    n = len(cand["d"])
+    assert n > 100
+    for i in range(0, n, max(1, n // 200)):
+        check_plan(
+            job,
+            cluster,
+            Plan(
+                int(cand["d"][i]),
+                int(cand["t"][i]),
+                int(cand["p"][i]),
+                int(cand["b"][i]),
+                int(cand["v"][i]),
+                int(cand["zero"][i]),
+                RECOMPUTE[int(cand["rc"][i])],
+                bool(cand["sp"][i]),
+            ),
+        )
+
+
+def test_tensor_parallel_across_nodes_loses_and_says_why():
+    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    res = search(job, make_cluster(A100, 1024), {"t": 16}, top=1)
+    free = search(job, make_cluster(A100, 1024), top=1)
+    assert res.plans[0].step_time_s > free.plans[0].step_time_s
+    assert any("spans nodes" in n for n in res.plans[0].notes)
+    from ceiling.model.plan_search import explain_loss
+
+    why = explain_loss(res.plans[0], free.plans[0])
+    assert "TP across nodes" in why and "communication" in why
+
+
+def test_fixed_pins_fields_and_searches_the_rest():
+    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    c = make_cluster(A100, 1024)
+    res = search(job, c, parse_fixed("d=16,t=8,p=8,recompute=full"), top=3)
+    for r in res.plans:
+        assert (r.plan.d, r.plan.t, r.plan.p, r.plan.recompute) == (16, 8, 8, "full")
+    whole = parse_fixed("d=16,t=8,p=8,b=2,v=3,zero=1,recompute=selective,sp=on")
+    (one,) = search(job, c, whole, top=3).plans
+    assert one.plan == Plan(16, 8, 8, 2, 3, 1, "selective", True)
+
+
+def test_parse_fixed():
+    assert parse_fixed("d=2, t=4,p=1,b=8,v=1,zero=fsdp,recompute=full,sp=off,state=16") == {
+        "d": 2,
+        "t": 4,
+        "p": 1,
+        "micro_batch": 8,
+        "v": 1,
+        "zero": 3,
+        "recompute": "full",
+        "sp": False,
+        "state_bytes": 16,
+    }
+    for bad, msg in [
+        ("d", "KEY=VALUE"),
+        ("x=1", "unknown key"),
+        ("t=2.5", "whole number"),
+        ("recompute=some", "recompute must be"),
+        ("zero=5", "zero must be"),
+        ("sp=maybe", "sp must be"),
+        ("state=17", "16 or 18"),
+    ]:
+        with pytest.raises(InvalidInput, match=msg):
+            parse_fixed(bad)
+
+
+def test_nothing_fits_is_explained():
+    job = Job(get_model("gpt3-175b"), 64, 2048)
+    with pytest.raises(DoesNotFit, match=r"no plan fits: .* needs [\d.]+ GiB per device"):
+        search(job, make_cluster(A100, 8))
+
+
+def test_impossible_pins_are_explained():
+    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    c = make_cluster(A100, 1024)
+    with pytest.raises(InvalidInput, match=r"heads\(96\) % t\(7\) = 5"):
+        search(job, c, {"t": 7})
+    with pytest.raises(InvalidInput, match=r"= 512 devices but the cluster has 1024"):
+        search(job, c, {"d": 8, "t": 8, "p": 8})
+    with pytest.raises(InvalidInput, match="no valid plan"):
+        search(job, c, {"micro_batch": 7})
+
+
+def test_scaling_speeds_up_then_flattens_with_a_fixed_batch():
+    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    rows = scaling(job, lambda n: make_cluster(A100, n), [512, 1024, 2048, 4096, 8192])
+    speed = [r.speedup for r in rows]
+    assert speed[0] == 1.0
+    assert all(b > a for a, b in zip(speed, speed[1:], strict=False))
+    eff = [r.efficiency for r in rows]
+    assert eff[-1] < eff[1] <= 1.0 + 1e-9
