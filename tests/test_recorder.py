@@ -101,7 +101,11 @@ def test_sdpa_on_cpu_is_counted_and_causal_is_half():
     fwd = [c for c in rec.calls if c.category == "attention" and c.phase == "forward"]
     bwd = [c for c in rec.calls if c.category == "attention" and c.phase == "backward"]
     assert [c.flops for c in fwd] == [_sdpa_forward_flops(b, h, s, d)]
+    # the fused backward does 5 matmuls of forward size/2: 2x the forward plus Q·Kᵀ again
     assert [c.flops for c in bwd] == [2.5 * _sdpa_forward_flops(b, h, s, d)]
+    assert [c.recomputed_flops for c in bwd] == [0.5 * _sdpa_forward_flops(b, h, s, d)]
+    assert rec.model_flops() == 3 * _sdpa_forward_flops(b, h, s, d)
+    assert rec.hardware_flops() == 3.5 * _sdpa_forward_flops(b, h, s, d)
     with OpRecorder() as causal:
         F.scaled_dot_product_attention(q, k, v, is_causal=True)
     assert causal.model_flops() == _sdpa_forward_flops(b, h, s, d) / 2

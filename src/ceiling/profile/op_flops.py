@@ -33,6 +33,7 @@ class FlopCount:
     flops: float
     exact: bool
     category: str  # matmul | attention | elementwise | reduction | norm | memory | view | other
+    recomputed: float = 0.0  # part of `flops` that redoes forward work (hardware, not model)
 
 
 MODEL_CATEGORIES = ("matmul", "attention")
@@ -293,6 +294,26 @@ def _out_numel(out, args) -> int:
     return n
 
 
+def _attention(func, args, kwargs, flops: float, name: str) -> FlopCount:
+    """Causal calls at half. A fused backward first recomputes the scores Q·Kᵀ (it did not
+    keep them): that matmul is hardware work, not model work, so it is split out."""
+    scale = 0.5 if _is_causal(func, args, kwargs) else 1.0
+    recomputed = 0.0
+    # the (batch, heads, seq, dim) layout of the _scaled_dot_product_* entry points
+    if name.startswith("_scaled_dot_product") and name.endswith("backward"):
+        q, k = _query_key(func, args, kwargs)
+        if q is not None and k is not None and q.dim() == 4 and k.dim() == 4:
+            b, h, s_q, d = q.shape
+            recomputed = 2.0 * b * h * s_q * d * k.shape[-2]
+    return FlopCount(flops * scale, True, "attention", recomputed * scale)
+
+
+def _query_key(func, args, kwargs):
+    q = _arg(func, args, kwargs, "query")
+    k = _arg(func, args, kwargs, "key")
+    return q, k
+
+
 def count_flops(func, args, kwargs, out) -> FlopCount:
     """FLOPs of one call; `func` is an aten OpOverload, args and out as dispatched."""
     packet = func._overloadpacket
@@ -306,14 +327,12 @@ def count_flops(func, args, kwargs, out) -> FlopCount:
         else:
             grad_out, q, k, v = args[:4]
             flops = flop_counter.sdpa_backward_flop_count(grad_out.shape, q.shape, k.shape, v.shape)
-        scale = 0.5 if _is_causal(func, args, kwargs) else 1.0
-        return FlopCount(float(flops) * scale, True, "attention")
+        return _attention(func, args, kwargs, float(flops), name)
     registry = flop_counter.flop_registry
     if packet in registry:
         flops = float(registry[packet](*args, **kwargs, out_val=out))
         if name in _REGISTRY_ATTENTION:
-            scale = 0.5 if _is_causal(func, args, kwargs) else 1.0
-            return FlopCount(flops * scale, True, "attention")
+            return _attention(func, args, kwargs, flops, name)
         return FlopCount(flops, True, "matmul")
     base = base_name(func)
     if base in _PER_ELEMENT_EXACT:

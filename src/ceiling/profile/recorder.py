@@ -14,8 +14,8 @@ bytes need only shapes, strides and dtypes, so recording works on "meta" and fak
 Per-op time (`time_ops=True`) waits for the device before and after each op, which removes
 the overlap a real run has: use it to attribute time, not to measure step time.
 Recomputation: an op that runs inside a module's forward while the autograd engine is
-running (activation checkpointing) is marked phase "recompute": hardware FLOPs, not model
-FLOPs.
+running (activation checkpointing) is marked phase "recompute"; a fused attention backward
+recomputes its scores. Both are hardware FLOPs, not model FLOPs.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ class OpCall:
     category: str
     flops: float
     flops_exact: bool
+    recomputed_flops: float  # part of flops that redoes forward work (fused attention backward)
     bytes_read: float
     bytes_written: float
     bytes_exact: bool
@@ -98,8 +99,8 @@ class OpTotals:
     def add(self, call: OpCall) -> None:
         self.calls += 1
         self.flops += call.flops
-        if call.category in MODEL_CATEGORIES:
-            self.model_flops += call.flops
+        if call.category in MODEL_CATEGORIES and call.phase != "recompute":
+            self.model_flops += call.flops - call.recomputed_flops
         self.bytes_read += call.bytes_read
         self.bytes_written += call.bytes_written
         if call.time_s is not None:
@@ -246,6 +247,7 @@ class OpRecorder:
                 category=fl.category,
                 flops=fl.flops,
                 flops_exact=fl.exact,
+                recomputed_flops=fl.recomputed,
                 bytes_read=tr.bytes_read,
                 bytes_written=tr.bytes_written,
                 bytes_exact=tr.exact,
@@ -265,9 +267,11 @@ class OpRecorder:
         return t
 
     def model_flops(self) -> float:
-        """Matmul and attention FLOPs outside recomputation: the model FLOPs of MFU."""
+        """Matmul and attention FLOPs less any recomputation: the model FLOPs of MFU."""
         return sum(
-            c.flops for c in self.calls if c.category in MODEL_CATEGORIES and c.phase != "recompute"
+            c.flops - c.recomputed_flops
+            for c in self.calls
+            if c.category in MODEL_CATEGORIES and c.phase != "recompute"
         )
 
     def hardware_flops(self) -> float:

@@ -1,0 +1,142 @@
+import json
+import textwrap
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def tiny_train(tmp_path_factory):
+    """One gpt:tiny training profile, shared by the tests that read it."""
+    from typer.testing import CliRunner
+
+    from ceiling.cli.app import app
+
+    args = ["profile", "gpt:tiny", "--train", "--json", "--steps", "2", "--batch", "2"]
+    result = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_profile_gpt_tiny_train_reports_mfu_and_ops(tiny_train):
+    d = tiny_train
+    assert d["train"] and d["tokens_per_step"] == 2 * 256
+    for key in ("mfu", "hfu", "model_flops_per_step", "analytic_flops_per_step"):
+        assert d[key] > 0
+    assert 0 < d["mfu"] <= 1.5
+    # HFU adds the fused attention backward's recomputed scores, a quarter of forward attention
+    assert d["hfu"] > d["mfu"]
+    assert d["recomputed_flops_per_step"] == pytest.approx(
+        d["hardware_flops_per_step"] - d["model_flops_per_step"]
+    )
+    assert d["analytic_flops_per_step"] == pytest.approx(d["model_flops_per_step"], rel=0.10)
+    assert d["attention_convention"] == "causal-half"
+    ops = {o["name"]: o for o in d["ops"]}
+    for o in d["ops"]:
+        assert {"name", "flops", "bytes", "time_s", "bound"} <= set(o)
+        assert o["bound"] in ("compute", "memory")
+    assert ops["aten.mm"]["flops"] > 0 and ops["aten.mm"]["time_s"] > 0
+    assert ops["aten._scaled_dot_product_flash_attention_for_cpu"]["flops"] > 0
+    assert ops["aten._scaled_dot_product_flash_attention_for_cpu_backward"]["flops"] > 0
+
+
+def test_profile_counted_flops_match_the_transformer_formula(tiny_train):
+    import torch
+
+    from ceiling.workloads.gpt import build_gpt, preset_config
+
+    cfg = preset_config("tiny")
+    tokens, s = 2 * 256, 256
+    model = build_gpt("tiny", device="meta")
+    matmul_weights = sum(
+        m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear)
+    )
+    # forward + backward: 6 per matmul weight per token, plus attention at half (causal),
+    # its backward twice the forward (the fused kernel's recompute counts as hardware only)
+    expected = tokens * (6 * matmul_weights + 0.5 * 3 * cfg.attention_flops_per_token(s))
+    assert tiny_train["model_flops_per_step"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_profile_human_output_and_plot(cli, tmp_path):
+    fig = tmp_path / "roof.png"
+    code, out, err = cli("profile", "mlp", "--steps", "1", "--batch", "8", "--plot", fig)
+    assert code == 0, err
+    assert "MFU" in out and "Top ops by time" in out and "addmm" in out
+    assert fig.exists() and fig.stat().st_size > 0
+
+
+def _one_line_error(cli, *args, match):
+    code, _out, err = cli(*args)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    assert match in lines[0]
+
+
+def test_missing_module_and_callable(cli, tmp_path):
+    _one_line_error(cli, "profile", "no_such_module_xyz:build", match="cannot import")
+    f = tmp_path / "user_model.py"
+    f.write_text("x = 1\n")
+    _one_line_error(cli, "profile", f"{f}:build", match="no callable 'build'")
+    _one_line_error(cli, "profile", "resnet", match="unknown target")
+
+
+def test_callable_that_raises(cli, tmp_path):
+    f = tmp_path / "broken.py"
+    f.write_text("def build():\n    raise ValueError('weights file missing')\n")
+    _one_line_error(cli, "profile", f"{f}:build", match="ValueError: weights file missing")
+
+
+def test_model_that_does_not_fit(cli, tmp_path):
+    f = tmp_path / "huge.py"
+    f.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            def build():
+                with torch.device("meta"):
+                    model = torch.nn.Linear(1_000_000, 1_000_000)   # 10^12 parameters
+                return {"model": model, "batch": torch.randn(2, 1_000_000, device="meta")}
+            """
+        )
+    )
+    _one_line_error(cli, "profile", f"{f}:build", "--train", match="GiB free")
+
+
+def test_user_callable_runs(cli, tmp_path):
+    f = tmp_path / "mine.py"
+    f.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            def build():
+                model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU())
+                return {"model": model, "batch": torch.randn(16, 32)}
+            """
+        )
+    )
+    code, out, err = cli("profile", f"{f}:build", "--train", "--json", "--steps", "1")
+    assert code == 0, err
+    d = json.loads(out)
+    # forward 2·16·32·64, weight gradient the same; the input needs no gradient
+    assert d["model_flops_per_step"] == 2 * (2 * 16 * 32 * 64)
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (("--dtype", "tf32"), "GPU tensor-core"),
+        (("--dtype", "fp8"), "no fp8 peak"),
+        (("--dtype", "int8"), "cannot be used for a model"),
+        (("--spec", "no-such-gpu"), "no-such-gpu"),
+    ],
+)
+def test_dtype_or_device_the_machine_cannot_run(cli, args, match):
+    _one_line_error(cli, "profile", "mlp", *args, match=match)
+
+
+def test_cuda_requested_without_a_gpu(cli):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    _one_line_error(cli, "profile", "mlp", "--device", "cuda", match="no CUDA device")
