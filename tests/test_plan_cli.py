@@ -64,6 +64,7 @@ def test_fixed_narayanan_row_predicts_reported_tflops(cli):
 
 def test_scaling_view(cli):
     code, out, _ = cli(*BASE, "--gpus", "1024", "--scaling", "3", "--json")
+    assert code == 0
     rows = json.loads(out)["scaling"]
     assert [r["devices"] for r in rows] == [1024, 2048, 4096, 8192]
     assert rows[0]["speedup"] == 1.0 and rows[-1]["speedup"] > rows[1]["speedup"]

@@ -1,3 +1,5 @@
+import itertools
+
 import pytest
 
 from ceiling.errors import DoesNotFit, InvalidInput
@@ -17,7 +19,7 @@ def gpt3_search():
 
 
 def test_gpt3_on_1024_a100_ranks_plans_that_fit_with_tp_inside_a_node(gpt3_search):
-    job, cluster, res = gpt3_search
+    _, cluster, res = gpt3_search
     assert res.evaluated > 1000 and 0 < res.fitting < res.evaluated
     best = res.plans[0]
     assert best.plan.t <= cluster.devices_per_node
@@ -135,6 +137,6 @@ def test_scaling_speeds_up_then_flattens_with_a_fixed_batch():
     rows = scaling(job, lambda n: make_cluster(A100, n), [512, 1024, 2048, 4096, 8192])
     speed = [r.speedup for r in rows]
     assert speed[0] == 1.0
-    assert all(b > a for a, b in zip(speed, speed[1:], strict=False))
+    assert all(b > a for a, b in itertools.pairwise(speed))
     eff = [r.efficiency for r in rows]
     assert eff[-1] < eff[1] <= 1.0 + 1e-9
