@@ -34,6 +34,9 @@ COMMAND_MODULES = [
     "ceiling.cli.decode",
     "ceiling.cli.plan",
     "ceiling.cli.profile",
+    "ceiling.cli.scale",
+    "ceiling.cli.fit",
+    "ceiling.cli.bench_comm",
 ]
 
 for _name in COMMAND_MODULES:

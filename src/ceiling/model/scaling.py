@@ -323,12 +323,12 @@ def fit_scaling(
         )
     amdahl, am_params, am_cov = fit_amdahl(n, x)
     gustafson, gu_params, gu_cov = fit_gustafson(n, x)
-    if distinct == 3 or (usl is not None and usl.sigma_se is None):
+    if usl is not None and usl.sigma_se is None:
         warnings.append(
             f"only {distinct} different worker counts: the USL fit passes through the points "
             "exactly, so it has no standard errors; measure more N"
         )
-    if distinct == 2:
+    if distinct == 2 and len(n) == 2:
         warnings.append("only 2 worker counts: Amdahl p is determined exactly, no error estimate")
 
     agg = _aggregate(n, x)

@@ -1,0 +1,179 @@
+"""`ceiling bench comm`: collective bandwidth (algbw, busbw) between torch.distributed workers."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from ceiling.cli.bench import bench_app
+from ceiling.cli.output import JSON_HELP, console, emit_json, table
+from ceiling.errors import InvalidInput
+
+
+def comm_rows(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per (op, bytes): the slowest rank's median time, algbw and busbw in GB/s."""
+    from ceiling.model import collectives
+
+    n = raw["ranks"]
+    rows = []
+    for p in raw["points"]:
+        t = max(p["time_s_per_rank"])
+        algbw = collectives.algbw_bytes_per_s(p["bytes"], t)
+        rows.append(
+            {
+                "op": p["op"],
+                "bytes": p["bytes"],
+                "time_s": t,
+                "algbw_gbps": algbw / 1e9,
+                "busbw_gbps": algbw * collectives.bus_factor(p["op"], n) / 1e9,
+                "iters": p["iters"],
+            }
+        )
+    return rows
+
+
+def latency_bandwidth(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    from ceiling.model import collectives
+
+    out = {}
+    for op in dict.fromkeys(r["op"] for r in rows):
+        mine = [r for r in rows if r["op"] == op]
+        if len(mine) < 2:
+            continue
+        fit = collectives.fit_latency_bandwidth(
+            [r["bytes"] for r in mine], [r["time_s"] for r in mine]
+        )
+        out[op] = {
+            "latency_s": fit.latency_s,
+            "bandwidth_gbps": (
+                fit.bandwidth_bytes_per_s / 1e9 if fit.bandwidth_bytes_per_s else None
+            ),
+            "r2": fit.r2,
+        }
+    return out
+
+
+@bench_app.command("comm")
+def bench_comm(
+    workers: Annotated[
+        int, typer.Option("--workers", "-w", help="Ranks to spawn here (ignored under torchrun).")
+    ] = 2,
+    ops: Annotated[
+        str,
+        typer.Option(
+            help="Collectives, comma-separated: all_reduce, all_gather, reduce_scatter, "
+            "broadcast, all_to_all."
+        ),
+    ] = "all_reduce,all_gather,reduce_scatter,broadcast,all_to_all",
+    min_bytes: Annotated[str, typer.Option(help="Smallest message (e.g. 4KiB).")] = "4KiB",
+    max_bytes: Annotated[str, typer.Option(help="Largest message (e.g. 16MiB).")] = "16MiB",
+    iters: Annotated[
+        int | None, typer.Option(help="Timed calls per point (default: by size, 3–50).")
+    ] = None,
+    quick: Annotated[bool, typer.Option(help="Three sizes: 4 KiB, 256 KiB, 4 MiB.")] = False,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    timeout: Annotated[float, typer.Option(help="Stop every worker after this many s.")] = 300.0,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """All-reduce, all-gather, reduce-scatter, broadcast and all-to-all over message sizes.
+
+    algbw = bytes / time; busbw = algbw × 2(n−1)/n for all-reduce, × (n−1)/n for
+    all-gather, reduce-scatter and all-to-all, × 1 for broadcast (nccl-tests' factors).
+    Runs across machines under `torchrun`.
+    """
+    from ceiling.measure import comm
+    from ceiling.units import format_bytes, format_time, parse_bytes
+
+    if device not in ("auto", "cpu", "cuda"):
+        raise InvalidInput(f"device must be auto, cpu or cuda, got {device!r}")
+    op_list = [o.strip().replace("-", "_") for o in ops.split(",") if o.strip()]
+    if not op_list:
+        raise InvalidInput("give at least one collective with --ops")
+    if quick:
+        sizes = [4 * 2**10, 256 * 2**10, 4 * 2**20]
+    else:
+        sizes = comm.default_sizes(int(parse_bytes(min_bytes)), int(parse_bytes(max_bytes)))
+    raw = _run(comm, workers, op_list, sizes, iters, device, timeout)
+    if raw is None:  # not rank 0 under torchrun
+        return
+    rows = comm_rows(raw)
+    fits = latency_bandwidth(rows)
+    if json_out:
+        emit_json(
+            {
+                "method_version": raw["method_version"],
+                "ranks": raw["ranks"],
+                "device": raw["device"],
+                "backend": raw["backend_engine"],
+                "launcher": raw["launcher"],
+                "dtype": raw["dtype"],
+                "torch": raw["torch"],
+                "bytes_note": "bytes of the largest per-rank buffer (nccl-tests' size); "
+                "GB/s = 1e9 bytes/s",
+                "rows": rows,
+                "latency_bandwidth": fits,
+            }
+        )
+        return
+    c = console()
+    c.print(
+        table(
+            f"Collectives over {raw['ranks']} ranks ({raw['backend_engine']}, {raw['device']}, "
+            f"{raw['dtype']}; slowest rank's median call)",
+            ["op", "bytes", "time", "algbw GB/s", "busbw GB/s"],
+            [
+                [
+                    r["op"],
+                    format_bytes(r["bytes"], binary=True),
+                    format_time(r["time_s"]),
+                    f"{r['algbw_gbps']:.3g}",
+                    f"{r['busbw_gbps']:.3g}",
+                ]
+                for r in rows
+            ],
+            caption="busbw = algbw × 2(n−1)/n (all-reduce), × (n−1)/n (all-gather, "
+            "reduce-scatter, all-to-all), × 1 (broadcast). GB = 1e9 bytes.",
+        )
+    )
+    if fits:
+        c.print(
+            table(
+                "Latency and bandwidth fitted: time = latency + bytes / bandwidth",
+                ["op", "latency", "bandwidth GB/s", "R²"],
+                [
+                    [
+                        op,
+                        format_time(f["latency_s"]),
+                        "—" if f["bandwidth_gbps"] is None else f"{f['bandwidth_gbps']:.3g}",
+                        f"{f['r2']:.3f}",
+                    ]
+                    for op, f in fits.items()
+                ],
+            )
+        )
+
+
+def _run(comm, workers, op_list, sizes, iters, device, timeout):
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    total = len(op_list) * len(sizes)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=Console(file=sys.stderr),
+        transient=True,
+    ) as progress:
+        task = progress.add_task(f"starting {workers} workers", total=total)
+        return comm.run_comm_benchmark(
+            workers,
+            op_list,
+            sizes,
+            iters=iters,
+            device=device,
+            timeout_s=timeout,
+            on_progress=lambda m: progress.update(task, description=m, advance=1),
+        )

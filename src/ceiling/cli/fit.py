@@ -1,0 +1,163 @@
+"""`ceiling fit FILE`: fit your own scaling measurements (CSV or JSON, N and time or throughput)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ceiling.cli.app import app
+from ceiling.cli.output import JSON_HELP, PLOT_HELP, console, emit_json
+from ceiling.errors import MalformedFile
+
+# Accepted column names, compared case-insensitively.
+N_NAMES = ("n", "workers", "load", "nodes", "gpus", "processes", "ranks", "threads", "devices")
+TIME_NAMES = ("time", "time_s", "seconds", "secs", "t", "runtime", "runtime_s", "elapsed_s")
+THROUGHPUT_NAMES = ("throughput", "x", "rate", "tput", "throughput_per_s", "ops_per_s")
+
+
+def _pick(columns: list[str], names: tuple[str, ...]) -> str | None:
+    lower = {c.strip().lower(): c for c in columns}
+    for n in names:
+        if n in lower:
+            return lower[n]
+    return None
+
+
+def _rows_from_file(path: Path) -> tuple[list[dict[str, Any]], str | None]:
+    """Rows as dicts, and the scaling mode if the file says so (a `ceiling scale` result)."""
+    if not path.exists():
+        raise MalformedFile(f"no such file: {path}")
+    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    if path.suffix.lower() == ".json" or text.lstrip().startswith(("{", "[")):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise MalformedFile(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from exc
+        mode = data.get("mode") if isinstance(data, dict) else None
+        if isinstance(data, dict) and "points" in data:
+            data = data["points"]
+        if isinstance(data, dict):  # columns: {"N": [...], "time": [...]}
+            cols = list(data)
+            if not all(isinstance(data[c], list) for c in cols):
+                raise MalformedFile(f"{path}: expected a list of rows or a dict of columns")
+            length = len(data[cols[0]]) if cols else 0
+            if any(len(data[c]) != length for c in cols):
+                raise MalformedFile(f"{path}: columns have different lengths")
+            data = [{c: data[c][i] for c in cols} for i in range(length)]
+        if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+            raise MalformedFile(f"{path}: expected a list of objects like {{'N': 2, 'time': 1.3}}")
+        return data, mode
+    rows = list(csv.DictReader(line for line in text.splitlines() if not line.startswith("#")))
+    return rows, None
+
+
+def read_measurements(path: Path) -> tuple[list[float], list[float], str, str | None]:
+    """(Ns, values, "time" | "throughput", mode or None) from a CSV or JSON file."""
+    rows, mode = _rows_from_file(path)
+    if not rows:
+        raise MalformedFile(f"{path}: no rows")
+    columns = list(rows[0].keys())
+    n_col = _pick(columns, N_NAMES)
+    t_col = _pick(columns, TIME_NAMES)
+    x_col = _pick(columns, THROUGHPUT_NAMES)
+    if n_col is None or (t_col is None and x_col is None):
+        raise MalformedFile(
+            f"{path}: need a column N (or workers/load) and a column time (seconds) or "
+            f"throughput; found columns {', '.join(map(str, columns))}"
+        )
+    measure, col = ("time", t_col) if t_col is not None else ("throughput", x_col)
+    ns, values = [], []
+    for i, r in enumerate(rows, start=2):
+        try:
+            ns.append(float(r[n_col]))
+            values.append(float(r[col]))
+        except (TypeError, ValueError, KeyError) as exc:
+            raise MalformedFile(
+                f"{path}: row {i}: {n_col}={r.get(n_col)!r}, {col}={r.get(col)!r} are not numbers"
+            ) from exc
+    return ns, values, measure, mode
+
+
+@app.command()
+def fit(
+    file: Annotated[
+        Path, typer.Argument(help="CSV or JSON with columns N and time or throughput.")
+    ],
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            help="strong (fixed problem; default) or weak (the problem grows with N). Only "
+            "matters for times: weak-scaling throughput is N / time."
+        ),
+    ] = None,
+    predict: Annotated[
+        str | None, typer.Option(help="Worker counts to predict, comma-separated.")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE", help=PLOT_HELP)] = None,
+) -> None:
+    """Fit speedup, efficiency, Karp–Flatt, Amdahl, Gustafson and the USL to measurements.
+
+    Rows may repeat an N (the median is shown; every row is fitted). A `ceiling scale
+    --json` result is accepted as it is.
+    """
+    from ceiling.cli.scale import parse_counts
+    from ceiling.model.scaling import fit_scaling
+    from ceiling.report import scaling_summary
+
+    if plot is not None:
+        from ceiling.report import plots
+
+        plots.check_figure_path(plot)
+    ns, values, measure, file_mode = read_measurements(file)
+    mode = mode or file_mode or "strong"
+    predict_ns = (
+        [float(n) for n in parse_counts(predict, "predicted worker counts")] if predict else None
+    )
+    kw = {"times_s": values} if measure == "time" else {"throughputs": values}
+    result = fit_scaling(ns, mode=mode, predict_ns=predict_ns, **kw)
+    points = [
+        {
+            "n": p.n,
+            "time_s": p.time_s,
+            "throughput": p.throughput,
+            "speedup": p.speedup,
+            "efficiency": p.efficiency,
+            "karp_flatt": p.karp_flatt,
+            "samples": p.samples,
+        }
+        for p in result.points
+    ]
+    summary = {
+        "source": str(file),
+        "mode": mode,
+        "measure": measure,
+        "points": points,
+        "fit": scaling_summary.fit_dict(result),
+        "warnings": result.warnings,
+    }
+    if plot is not None:
+        from ceiling.report import scaling_plot
+
+        scaling_plot.save_scaling_figure(summary, plot, title=f"{file.name} ({mode} scaling)")
+        summary["plot"] = str(plot)
+    if json_out:
+        emit_json(summary)
+        return
+    c = console()
+    c.print(
+        scaling_summary.points_table(
+            points, f"{file.name}: {len(ns)} rows, {measure}, {mode} scaling"
+        )
+    )
+    for t in scaling_summary.fit_tables(summary["fit"]):
+        c.print(t)
+    c.print(f"verdict: {result.verdict}")
+    for w in result.warnings:
+        c.print(f"warning: {w}")
+    if plot:
+        c.print(f"figure: {plot}")

@@ -1,0 +1,192 @@
+"""`ceiling scale WORKLOAD --workers 1,2,4`: measure scaling on 1..N workers and fit it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ceiling.cli.app import app
+from ceiling.cli.output import JSON_HELP, PLOT_HELP, console, emit_json
+from ceiling.errors import InvalidInput
+
+WORKLOAD_HELP = (
+    "synthetic (known serial fraction; sleeps), matmul (fixed matmul split across workers), "
+    "python (pure-Python loop: holds the GIL), ddp (data-parallel training step of the "
+    "built-in GPT), or your MODULE:CALLABLE, called once per step as callable(ctx)."
+)
+
+
+def parse_counts(text: str, what: str = "worker counts") -> list[int]:
+    try:
+        values = [int(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError as exc:
+        raise InvalidInput(
+            f"{what} must be whole numbers separated by commas, got {text!r}"
+        ) from exc
+    if not values:
+        raise InvalidInput(f"give at least one of the {what}, e.g. 1,2,4")
+    if any(v < 1 for v in values):
+        raise InvalidInput(f"{what} must be at least 1, got {text!r}")
+    return sorted(set(values))
+
+
+@app.command()
+def scale(
+    workload: Annotated[str, typer.Argument(help=WORKLOAD_HELP)],
+    workers: Annotated[
+        str, typer.Option("--workers", "-w", help="Worker counts, comma-separated.")
+    ] = "1,2,4",
+    mode: Annotated[
+        str,
+        typer.Option(help="strong: a fixed problem split N ways; weak: the problem grows with N."),
+    ] = "strong",
+    backend: Annotated[
+        str, typer.Option(help="processes (torch.distributed ranks) or threads (one process).")
+    ] = "processes",
+    steps: Annotated[int, typer.Option(help="Measured steps per worker count.")] = 3,
+    warmup: Annotated[int, typer.Option(help="Unmeasured steps first.")] = 1,
+    imbalance: Annotated[
+        float,
+        typer.Option(help="Give the last worker (1 + FRACTION)× the share (a straggler)."),
+    ] = 0.0,
+    threads_per_worker: Annotated[
+        int | None,
+        typer.Option(help="torch threads per worker (default: cores ÷ largest N, at least 1)."),
+    ] = None,
+    serial: Annotated[
+        float, typer.Option(help="synthetic: serial fraction of the N = 1 step.")
+    ] = 0.1,
+    work_ms: Annotated[
+        float, typer.Option(help="synthetic: length of the N = 1 step in ms.")
+    ] = 1000.0,
+    comm_bytes: Annotated[
+        str, typer.Option(help="synthetic: bytes all-reduced per step (e.g. 4MiB).")
+    ] = "0",
+    size: Annotated[int, typer.Option(help="matmul: square size of the N = 1 matmul.")] = 1024,
+    iterations: Annotated[
+        int, typer.Option(help="python: loop iterations of the N = 1 step.")
+    ] = 2_000_000,
+    model: Annotated[str, typer.Option(help="ddp: built-in GPT preset.")] = "tiny",
+    batch: Annotated[
+        int, typer.Option(help="ddp: global batch (strong) or per-worker batch (weak).")
+    ] = 8,
+    seq: Annotated[int, typer.Option(help="ddp: sequence length.")] = 64,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    timeout: Annotated[
+        float, typer.Option(help="Stop the run (and every worker) after this many seconds.")
+    ] = 300.0,
+    predict: Annotated[
+        str | None, typer.Option(help="Worker counts to predict, comma-separated.")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE", help=PLOT_HELP)] = None,
+) -> None:
+    """Measure a workload on 1..N workers; fit Amdahl, Gustafson, Karp–Flatt and the USL.
+
+    Processes are torch.distributed workers (gloo on CPU, NCCL on GPU) spawned here; run the
+    same command under `torchrun` to span machines (rank 0 prints).
+    """
+    from ceiling.measure import scale as scale_run
+    from ceiling.report import scaling_summary
+    from ceiling.units import parse_bytes
+
+    if device not in ("auto", "cpu", "cuda"):
+        raise InvalidInput(f"device must be auto, cpu or cuda, got {device!r}")
+    if plot is not None:
+        from ceiling.report import plots
+
+        plots.check_figure_path(plot)
+    options = {
+        "synthetic": {
+            "serial": serial,
+            "work_s": work_ms / 1e3,
+            "comm_bytes": parse_bytes(comm_bytes),
+        },
+        "matmul": {"size": size},
+        "python": {"iterations": iterations},
+        "ddp": {"model": model, "batch": batch, "seq": seq},
+    }.get(workload, {})
+    cfg = scale_run.ScaleConfig(
+        workload=workload,
+        workers=tuple(parse_counts(workers)),
+        mode=mode,
+        backend=backend,
+        steps=steps,
+        warmup_steps=warmup,
+        imbalance=imbalance,
+        threads_per_worker=threads_per_worker,
+        device=device,
+        timeout_s=timeout,
+        options=options,
+    )
+    predict_ns = (
+        [float(n) for n in parse_counts(predict, "predicted worker counts")] if predict else None
+    )
+    raw = _run_with_progress(cfg, scale_run)
+    if raw is None:  # a rank other than 0 under torchrun: rank 0 reports
+        return
+    summary = scaling_summary.summarize_run(raw, predict_ns)
+    if len(summary["points"]) < len(cfg.workers):
+        measured = {p["n"] for p in summary["points"]}
+        skipped = [n for n in cfg.workers if n not in measured]
+        summary["warnings"].append(
+            f"N = {', '.join(map(str, skipped))} skipped: larger than the launcher's world size "
+            f"({raw.get('world_size')})"
+        )
+    if plot is not None:
+        from ceiling.report import scaling_plot
+
+        scaling_plot.save_scaling_figure(summary, plot, title=f"{workload} ({mode} scaling)")
+        summary["plot"] = str(plot)
+    if json_out:
+        emit_json(summary)
+        return
+    _render(summary, plot)
+
+
+def _run_with_progress(cfg, scale_run):
+    import sys
+
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    err = Console(file=sys.stderr)
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(
+            f"{cfg.workload}: starting {max(cfg.workers)} {cfg.backend}", total=len(cfg.workers)
+        )
+
+        def on_progress(msg: str) -> None:
+            progress.update(task, description=f"{cfg.workload}: {msg}", advance=1)
+
+        return scale_run.run_scaling(cfg, on_progress=on_progress)
+
+
+def _render(summary: dict, plot: Path | None) -> None:
+    from ceiling.report import scaling_summary
+
+    c = console()
+    title = (
+        f"{summary['workload']}: {summary['mode']} scaling, {summary['backend']} "
+        f"({summary.get('backend_engine', '')}, {summary.get('device', 'cpu')}, "
+        f"{summary['threads_per_worker']} thread(s) per worker; step = median of "
+        f"{summary['steps']})"
+    )
+    c.print(scaling_summary.points_table(summary["points"], title))
+    for t in scaling_summary.fit_tables(summary["fit"]):
+        c.print(t)
+    c.print(f"verdict: {summary['fit']['verdict']}")
+    for note in summary["notes"]:
+        c.print(f"note: {note}")
+    for w in summary["warnings"]:
+        c.print(f"warning: {w}")
+    if plot:
+        c.print(f"figure: {plot}")

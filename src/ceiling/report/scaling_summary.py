@@ -1,0 +1,248 @@
+"""Scaling results for people and scripts: fit a run, explain it, render the tables.
+
+`summarize_run` turns the raw samples of a scaling run (ceiling.measure.scale) into points,
+fits and plain-language notes (concurrency vs parallelism, load imbalance,
+oversubscription, the known truth of the synthetic workload); `render_fit` prints a
+ScalingFit's tables. The same dict is the `--json` output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from typing import Any
+
+from ceiling.model.scaling import ScalingFit, fit_scaling
+from ceiling.units import format_percent, format_time
+
+PHASES = ("serial_s", "compute_s", "wait_s", "comm_s", "optimizer_s")
+# Below this speedup at the largest N, threads are said to show no real speedup.
+NO_SPEEDUP = 1.3
+
+
+def fit_dict(fit: ScalingFit) -> dict[str, Any]:
+    return {
+        "amdahl": dataclasses.asdict(fit.amdahl) if fit.amdahl else None,
+        "gustafson": dataclasses.asdict(fit.gustafson) if fit.gustafson else None,
+        "usl": dataclasses.asdict(fit.usl) if fit.usl else None,
+        "best": fit.best,
+        "verdict": fit.verdict,
+        "karp_flatt_trend": fit.karp_flatt_trend,
+        "baseline_throughput": fit.baseline_throughput,
+        "predictions": [dataclasses.asdict(p) for p in fit.predictions],
+    }
+
+
+def summarize_run(raw: dict[str, Any], predict_ns: list[float] | None = None) -> dict[str, Any]:
+    runs = raw["runs"]
+    ns = [r["n"] for r in runs for _ in r["step_times_s"]]
+    times = [t for r in runs for t in r["step_times_s"]]
+    fit = fit_scaling(ns, times_s=times, mode=raw["mode"], predict_ns=predict_ns)
+    by_n = {p.n: p for p in fit.points}
+    points = []
+    for r in runs:
+        p = by_n[float(r["n"])]
+        phases = r["phases_per_rank_s"]
+        row: dict[str, Any] = {
+            "n": r["n"],
+            "time_s": p.time_s,
+            "speedup": p.speedup,
+            "efficiency": p.efficiency,
+            "karp_flatt": p.karp_flatt,
+            "throughput_per_s": p.throughput,
+            "step_times_s": r["step_times_s"],
+        }
+        for k in PHASES:
+            if k in phases:
+                row[k] = statistics.fmean(phases[k])
+        if "wait_s" in phases and p.time_s:
+            row["wait_s_per_rank"] = phases["wait_s"]
+            row["imbalance_loss"] = statistics.fmean(phases["wait_s"]) / p.time_s
+        row["oversubscribed"] = r["n"] in raw.get("oversubscribed_ns", [])
+        points.append(row)
+    notes = _notes(raw, fit, points)
+    out = {k: v for k, v in raw.items() if k not in ("runs", "oversubscribed_ns")}
+    out.update(
+        points=points,
+        fit=fit_dict(fit),
+        notes=notes,
+        warnings=list(fit.warnings),
+    )
+    return out
+
+
+def _notes(raw: dict[str, Any], fit: ScalingFit, points: list[dict]) -> list[str]:
+    notes = []
+    workload, backend = raw["workload"], raw["backend"]
+    top = points[-1]
+    if backend == "threads":
+        s = top["speedup"]
+        if workload == "python":
+            verdict = (
+                "no real speedup, as expected"
+                if s < NO_SPEEDUP
+                else "a speedup: this Python runs without a GIL"
+            )
+            notes.append(
+                f"threads: {top['n']} Python threads in one process share one interpreter "
+                "lock (GIL), so pure-Python work runs one thread at a time — concurrency, not "
+                f"parallelism. Measured speedup at N = {top['n']}: {s:.2f}× ({verdict}). "
+                "Run it with --backend processes to see parallelism."
+            )
+        elif workload == "synthetic":
+            notes.append(
+                "threads: sleeping releases the GIL, so threads overlap their waits — "
+                "concurrency is enough for work that waits (I/O, sleeps); it says nothing "
+                "about compute."
+            )
+        else:
+            notes.append(
+                "threads: torch releases the GIL inside its kernels, so threads run them in "
+                f"parallel (measured {s:.2f}× at N = {top['n']}) — parallelism without "
+                "processes, as long as the time is spent inside kernels."
+            )
+    else:
+        notes.append(
+            "processes: one interpreter each (no shared GIL), combined with torch.distributed "
+            f"({raw.get('backend_engine', 'gloo')}) — true parallelism, bounded by the cores "
+            f"or devices ({raw.get('environment', {}).get('cpu_cores', '?')} cores here)."
+        )
+    over = [p["n"] for p in points if p.get("oversubscribed")]
+    if over:
+        cores = raw.get("environment", {}).get("cpu_cores", "?")
+        tpw = raw.get("threads_per_worker", 1)
+        sleeps = " (the synthetic workload sleeps, so this does not distort it)" * (
+            workload == "synthetic"
+        )
+        notes.append(
+            f"oversubscribed at N = {', '.join(str(n) for n in over)}: workers × "
+            f"{tpw} thread(s) exceed the {cores} cores, so workers take turns on the cores"
+            f"{sleeps}."
+        )
+    if raw.get("imbalance"):
+        losses = [
+            f"N = {p['n']}: others wait {format_time(_others_wait(p))} per step, "
+            f"{format_percent(p.get('imbalance_loss', 0.0))} of the step"
+            for p in points
+            if p["n"] > 1
+        ]
+        notes.append(
+            f"load imbalance: the last worker gets {1 + raw['imbalance']:g}× the share; "
+            + "; ".join(losses)
+            + ". This waiting is efficiency lost to imbalance, separate from the Amdahl share "
+            "(the serial part, serial_s)."
+        )
+    truth = raw.get("truth") or {}
+    if workload == "synthetic" and "serial_fraction" in truth:
+        if raw["mode"] == "strong" and fit.amdahl is not None:
+            se = f" ± {fit.amdahl.p_se:.3f}" if fit.amdahl.p_se is not None else ""
+            notes.append(
+                f"truth: parallel fraction p = {truth['parallel_fraction']:g}; fitted Amdahl "
+                f"p = {fit.amdahl.p:.3f}{se} (the difference is the platform's own overhead: "
+                "barriers, collectives, process scheduling)."
+            )
+        elif raw["mode"] == "weak" and fit.gustafson is not None:
+            notes.append(
+                f"truth: serial share α = {truth['serial_fraction']:g}; fitted Gustafson "
+                f"α = {fit.gustafson.alpha:.3f}."
+            )
+    if workload == "ddp" and "grad_bytes_per_step" in truth:
+        notes.append(
+            f"ddp: each step all-reduces {truth['grad_bytes_per_step'] / 1e6:.3g} MB of "
+            "gradients after the backward pass (no overlap, so compute_s and comm_s are "
+            "separate; DDP would hide part of comm_s behind the backward pass)."
+        )
+    return notes
+
+
+def _others_wait(point: dict) -> float:
+    waits = point.get("wait_s_per_rank") or [0.0]
+    return statistics.fmean(waits[:-1]) if len(waits) > 1 else waits[0]
+
+
+# ---------------------------------------------------------------------------- rendering
+
+
+def table(title: str, columns: list[str], rows: list[list[str]], caption: str | None = None):
+    from rich.table import Table
+
+    t = Table(title=title, caption=caption, title_justify="left", caption_justify="left")
+    for i, col in enumerate(columns):
+        t.add_column(col, justify="left" if i == 0 else "right")
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+def _fmt(v: float | None, spec: str = ".3g") -> str:
+    return "—" if v is None else format(v, spec)
+
+
+def _pm(v: float | None, se: float | None, spec: str = ".4g") -> str:
+    if v is None:
+        return "—"
+    return f"{v:{spec}} ± {se:{spec}}" if se is not None else f"{v:{spec}}"
+
+
+def fit_tables(fit: dict[str, Any]) -> list:
+    """The laws' parameters and the predictions, as rich tables."""
+    rows = []
+    a, g, u = fit["amdahl"], fit["gustafson"], fit["usl"]
+    if a:
+        rows.append(["Amdahl", "p", _pm(a["p"], a["p_se"]), f"ceiling {_fmt(a['ceiling'])}×"])
+        rows.append(["", "R²", f"{a['r2']:.4f}", ""])
+    if g:
+        rows.append(["Gustafson", "α", _pm(g["alpha"], g["alpha_se"]), "efficiency → 1 − α"])
+        rows.append(["", "R²", f"{g['r2']:.4f}", ""])
+    if u:
+        peak = f"peak at N* = {_fmt(u['n_star'])}" if u["n_star"] else "no peak (κ = 0)"
+        limit = f"limit λ/σ = {_fmt(u['limit_throughput'])}" if u["limit_throughput"] else ""
+        rows.append(["USL", "σ", _pm(u["sigma"], u["sigma_se"]), peak])
+        rows.append(["", "κ", _pm(u["kappa"], u["kappa_se"]), limit])
+        rows.append(["", "λ", _pm(u["lam"], u["lam_se"]), ""])
+        rows.append(["", "R²", f"{u['r2']:.4f}", ""])
+    out = [table("Fitted laws (± one standard error)", ["law", "", "value", "implies"], rows)]
+    if fit["predictions"]:
+        out.append(
+            table(
+                f"Predicted beyond the data ({fit['predictions'][0]['law']}, 95 % band)",
+                ["N", "speedup", "band"],
+                [
+                    [
+                        f"{p['n']:g}",
+                        f"{p['speedup']:.3g}×",
+                        f"{p['speedup_low']:.3g} – {p['speedup_high']:.3g}×",
+                    ]
+                    for p in fit["predictions"]
+                ],
+            )
+        )
+    return out
+
+
+def points_table(points: list[dict[str, Any]], title: str):
+    phase_cols = [k for k in PHASES if any(k in p for p in points)]
+    has_time = any(p.get("time_s") for p in points)
+    cols = ["N", "time", "speedup", "efficiency", "Karp–Flatt e"] + [
+        k[:-2].replace("_", " ") for k in phase_cols
+    ]
+    rows = []
+    for p in points:
+        kf = p.get("karp_flatt")
+        row = [
+            f"{p['n']:g}" + (" *" if p.get("oversubscribed") else ""),
+            format_time(p["time_s"]) if p.get("time_s") else "—",
+            f"{p['speedup']:.3g}×",
+            format_percent(p["efficiency"]),
+            "—" if kf is None else f"{kf:.3f}",
+        ]
+        row += [format_time(p[k]) if k in p else "—" for k in phase_cols]
+        if not has_time:
+            del row[1]
+        rows.append(row)
+    if not has_time:
+        del cols[1]
+    caption = "* oversubscribed: more worker threads than cores" * any(
+        p.get("oversubscribed") for p in points
+    )
+    return table(title, cols, rows, caption=caption or None)
