@@ -9,6 +9,7 @@ with I = FLOPs / bytes moved to and from memory. Below I* an op is memory-bound.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 from ceiling.errors import InvalidInput
@@ -62,3 +63,40 @@ def predicted_time_s(
     _check_positive(peak_flops_per_s, "peak FLOP/s")
     _check_positive(bandwidth_bytes_per_s, "memory bandwidth (bytes/s)")
     return max(flops / peak_flops_per_s, bytes_moved / bandwidth_bytes_per_s)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one op sits under a roofline: its intensity, ceiling, predicted time and bound."""
+
+    name: str
+    flops: float
+    bytes: float
+    intensity: float  # FLOP/byte
+    attainable_flops_per_s: float
+    predicted_s: float
+    bound: Bound
+
+
+def place(
+    name: str,
+    flops: float,
+    bytes_moved: float,
+    peak_flops_per_s: float,
+    bandwidth_bytes_per_s: float,
+) -> Placement:
+    """Put an op of `flops` FLOPs moving `bytes_moved` bytes under the roofs."""
+    if bytes_moved <= 0:
+        raise InvalidInput(f"{name}: bytes moved must be > 0, got {bytes_moved}")
+    intensity = flops / bytes_moved
+    return Placement(
+        name=name,
+        flops=flops,
+        bytes=bytes_moved,
+        intensity=intensity,
+        attainable_flops_per_s=attainable_flops_per_s(
+            intensity, peak_flops_per_s, bandwidth_bytes_per_s
+        ),
+        predicted_s=predicted_time_s(flops, bytes_moved, peak_flops_per_s, bandwidth_bytes_per_s),
+        bound=bound(intensity, peak_flops_per_s, bandwidth_bytes_per_s),
+    )

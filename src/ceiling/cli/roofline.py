@@ -1,0 +1,198 @@
+"""`ceiling roofline`: ridge point, ops placed under the roofs, optionally measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ceiling.cli.app import app
+from ceiling.cli.output import JSON_HELP, PLOT_HELP, console, emit_json, table
+from ceiling.units import format_bandwidth, format_flops, format_flops_per_s, format_time
+
+
+def _roofs(spec_name: str | None, profile: Path | None, dtype: str) -> dict[str, Any]:
+    """The roof predictions use (measured from the profile, else the datasheet) and the
+    datasheet roof beside it where the profile records one."""
+    from ceiling.hardware.profile import default_profile_path, load_profile
+    from ceiling.hardware.resolve import resolve_device
+
+    spec = resolve_device(spec_name, profile, prefer="cuda")
+    out: dict[str, Any] = {
+        "device": spec.name,
+        "kind": spec.kind,
+        "source": "datasheet" if spec_name else "profile",
+        "peak_flops_per_s": spec.peak(dtype),
+        "bandwidth_bytes_per_s": spec.memory_bandwidth_bytes_per_s,
+        "datasheet_peak_flops_per_s": None,
+        "datasheet_bandwidth_bytes_per_s": None,
+        "profile": None,
+    }
+    if spec_name is None:
+        path = profile or default_profile_path()
+        dev = load_profile(path).device("cuda")
+        out["profile"] = str(path)
+        out["datasheet_peak_flops_per_s"] = dev.datasheet_peak_flops_per_s.get(dtype)
+        out["datasheet_bandwidth_bytes_per_s"] = dev.datasheet_bandwidth_bytes_per_s
+        out["measure_device"] = "cuda" if dev.kind == "cuda" else "cpu"
+    return out
+
+
+def _rows(ops, roofs: dict[str, Any], measure: bool) -> list[dict[str, Any]]:
+    from ceiling.model.roofline import place
+
+    rows = []
+    for op in ops:
+        p = place(
+            op.name, op.flops, op.bytes, roofs["peak_flops_per_s"], roofs["bandwidth_bytes_per_s"]
+        )
+        row = {
+            "op": op.name,
+            "kind": op.kind,
+            "dtype": op.dtype,
+            "shape": list(op.shape),
+            "flops": op.flops,
+            "bytes": op.bytes,
+            "intensity_flops_per_byte": p.intensity,
+            "attainable_flops_per_s": p.attainable_flops_per_s,
+            "predicted_s": p.predicted_s,
+            "bound": p.bound,
+        }
+        rows.append(row)
+    if measure:
+        from ceiling.measure.machine import pick_device
+        from ceiling.measure.ops import time_op
+
+        device = pick_device(roofs.get("measure_device"))
+        for op, row in zip(ops, rows, strict=True):
+            stats = time_op(op, device)
+            row["measured_s"] = stats.min
+            row["measured_median_s"] = stats.median
+            row["measured_flops_per_s"] = op.flops / stats.min
+            row["predicted_over_measured"] = row["predicted_s"] / stats.min
+            row["measured_on"] = device
+    return rows
+
+
+def _plot(path: Path, roofs: dict[str, Any], rows: list[dict[str, Any]], dtype: str) -> None:
+    from ceiling.report import plots
+    from ceiling.report.roofline_plot import OpPoint, Roof, roofline_figure
+
+    label = "measured" if roofs["source"] == "profile" else "datasheet"
+    lines = [Roof(f"{label} roof", roofs["peak_flops_per_s"], roofs["bandwidth_bytes_per_s"])]
+    if roofs.get("datasheet_peak_flops_per_s"):
+        lines.append(
+            Roof(
+                "datasheet roof",
+                roofs["datasheet_peak_flops_per_s"],
+                roofs.get("datasheet_bandwidth_bytes_per_s"),
+                style="--",
+            )
+        )
+    points = [
+        OpPoint(r["op"], r["intensity_flops_per_byte"], r["attainable_flops_per_s"]) for r in rows
+    ]
+    points += [
+        OpPoint(r["op"], r["intensity_flops_per_byte"], r["measured_flops_per_s"], measured=True)
+        for r in rows
+        if "measured_s" in r
+    ]
+    fig = roofline_figure(lines, points, title=f"Roofline of {roofs['device']} ({dtype})")
+    plots.save(fig, path)
+
+
+@app.command()
+def roofline(
+    op: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--op",
+            help="add:N, matvec:N, matmul:MxNxK or attention:B,H,S,D (naive and fused); repeat.",
+        ),
+    ] = None,
+    dtype: Annotated[str, typer.Option("--dtype", help="Element type of the ops.")] = "fp32",
+    profile: Annotated[
+        Path | None,
+        typer.Option("--profile", metavar="PATH", help="Machine profile (default: the saved one)."),
+    ] = None,
+    spec: Annotated[
+        str | None, typer.Option("--spec", help="A catalog device instead of the profile.")
+    ] = None,
+    measure: Annotated[
+        bool, typer.Option("--measure", help="Also time the ops here: measured vs predicted.")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE", help=PLOT_HELP)] = None,
+) -> None:
+    """Ridge point and where ops sit: FLOPs, bytes, intensity, attainable FLOP/s, bound."""
+    from ceiling.hardware.catalog import normalize_dtype
+    from ceiling.model.opcost import parse_ops
+    from ceiling.model.roofline import ridge_point
+
+    dtype = normalize_dtype(dtype)
+    if plot is not None:
+        from ceiling.report.plots import check_figure_path
+
+        check_figure_path(plot)
+    ops = [cost for text in op or [] for cost in parse_ops(text, dtype)]
+    roofs = _roofs(spec, profile, dtype)
+    ridge = ridge_point(roofs["peak_flops_per_s"], roofs["bandwidth_bytes_per_s"])
+    rows = _rows(ops, roofs, measure)
+    if plot is not None:
+        _plot(plot, roofs, rows, dtype)
+    if json_out:
+        emit_json(
+            {
+                **roofs,
+                "dtype": dtype,
+                "ridge_flops_per_byte": ridge,
+                "units": "FLOP (multiply-add = 2), bytes, seconds; GB = 1e9 bytes",
+                "ops": rows,
+                "plot": str(plot) if plot else None,
+            }
+        )
+        return
+    c = console()
+    where = roofs["profile"] or "catalog"
+    c.print(
+        f"{roofs['device']} ({roofs['source']}: {where}), {dtype}: "
+        f"peak {format_flops_per_s(roofs['peak_flops_per_s'])}, "
+        f"bandwidth {format_bandwidth(roofs['bandwidth_bytes_per_s'])} (GB = 1e9 bytes), "
+        f"ridge point {ridge:.3g} FLOP/byte"
+    )
+    if roofs.get("datasheet_peak_flops_per_s"):
+        bw = roofs.get("datasheet_bandwidth_bytes_per_s")
+        c.print(
+            f"datasheet: peak {format_flops_per_s(roofs['datasheet_peak_flops_per_s'])}"
+            + (f", bandwidth {format_bandwidth(bw)}" if bw else ", bandwidth not in the datasheet")
+        )
+    if rows:
+        columns = ["op", "FLOPs", "bytes", "FLOP/byte", "attainable", "predicted", "bound"]
+        if measure:
+            columns += ["measured", "pred/meas"]
+        body = []
+        for r in rows:
+            line = [
+                r["op"],
+                format_flops(r["flops"]),
+                f"{r['bytes'] / 1e9:.3g} GB",
+                f"{r['intensity_flops_per_byte']:.3g}",
+                format_flops_per_s(r["attainable_flops_per_s"]),
+                format_time(r["predicted_s"]),
+                r["bound"],
+            ]
+            if measure:
+                line += [format_time(r["measured_s"]), f"{r['predicted_over_measured']:.2f}"]
+            body.append(line)
+        c.print(
+            table(
+                None,
+                columns,
+                body,
+                caption="FLOPs count a multiply-add as 2; bytes = each operand read and each "
+                "result written once",
+            )
+        )
+    if plot:
+        c.print(f"figure: {plot}")
