@@ -2,12 +2,88 @@
 
 from __future__ import annotations
 
-from ceiling.report.compose import ReportContext, SectionOutput, Skip, require
+from ceiling import units
+from ceiling.report.compose import ReportContext, SectionOutput, Skip
 
 KEY = "overhead"
 TITLE = "Overheads: dispatch, Python loops, and when a GPU pays"
 
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
-    require("ceiling.measure.overhead", "the overhead benchmark")
-    raise Skip("the overhead benchmark is present but this section does not use it yet")
+    profile = ctx.profile()
+    found = _overheads(ctx, profile)
+    if not found:
+        raise Skip("the machine profile holds no overhead measurement (run `ceiling bench`)")
+    out.text(
+        "Every op handed to PyTorch costs a fixed dispatch time on the CPU (and a kernel "
+        "launch on a GPU) before any arithmetic happens. Small ops are all overhead; a Python "
+        "loop over elements is worse still. This is why small models, per-element Python "
+        "code and tiny batches do not get faster on a GPU."
+    )
+    rows = []
+    for name, o in found:
+        is_gpu = o["device"].startswith("cuda")
+        what = "kernel launch (incl. sync share)" if is_gpu else "dispatch"
+        rows.append([name, f"one tiny op ({what})", units.format_time(o["tiny_op_s"])])
+        out.key(
+            f"tiny_op_s_{o['device']}",
+            o["tiny_op_s"],
+            f"one tiny op, {'GPU launch' if is_gpu else 'CPU dispatch'}",
+            units.format_time(o["tiny_op_s"]),
+        )
+    cpu = next((o for _, o in found if o["device"] == "cpu"), found[0][1])
+    n = cpu["loop_elements"]
+    out.key(
+        "loop_vs_vectorized",
+        cpu["loop_vs_vectorized"],
+        "Python loop vs vectorized",
+        f"{cpu['loop_vs_vectorized']:,.0f}× slower",
+    )
+    rows.append(["CPU", f"Python loop over {n:,} elements", units.format_time(cpu["loop_s"])])
+    rows.append(["CPU", "numpy, vectorized", units.format_time(cpu["vectorized_s"])])
+    for name, o in found:
+        rows.append([name, "torch, vectorized", units.format_time(o["device_vectorized_s"])])
+    out.table("Overheads measured here", ["device", "what", "time"], rows)
+    bars = [
+        ("Python loop", cpu["loop_s"]),
+        ("numpy (vectorized)", cpu["vectorized_s"]),
+        *[(f"torch on {o['device']}", o["device_vectorized_s"]) for _, o in found],
+    ]
+    from ceiling.report import overhead_plot
+
+    out.figure(
+        overhead_plot.loop_vs_vectorized_figure(bars, n),
+        f"The same arithmetic three ways. The loop pays the interpreter for each of the "
+        f"{n:,} elements; the vectorized forms pay the dispatch once.",
+    )
+    crossovers = [c for _, o in found for c in o.get("crossovers", [])]
+    if crossovers:
+        for c in crossovers:
+            out.key_figures[f"gpu_crossover_{c['op']}"] = c["crossover"]
+            out.key_figures[f"gpu_crossover_{c['op']}_with_copies"] = c["crossover_with_transfer"]
+            out.text(
+                f"{c['op']}: the GPU beats the CPU from n = {c['crossover']} with the data "
+                f"already on the GPU, from n = {c['crossover_with_transfer']} when the copies "
+                "to and from the GPU are counted. Below that the GPU does not help."
+            )
+        out.figure(
+            overhead_plot.crossover_figure(crossovers),
+            "Time per op on CPU and GPU against problem size: below the crossover the launch "
+            "cost and the copies outweigh the GPU's throughput.",
+        )
+    else:
+        out.note("GPU-vs-CPU crossover: skipped — it needs a CUDA GPU and none is visible here")
+    for _, o in found:
+        for note in o.get("notes", []):
+            if "crossover needs a GPU" not in note:
+                out.note(note)
+
+
+def _overheads(ctx: ReportContext, profile) -> list[tuple[str, dict]]:
+    """(device label, overhead record) from this run's benchmarks or the loaded profile."""
+    found = []
+    for dev in profile.devices:
+        record = dev.extra.get("overhead") if dev.extra else None
+        if record:
+            found.append(("GPU" if dev.kind == "cuda" else "CPU", record))
+    return found
