@@ -30,6 +30,7 @@ COMMAND_MODULES = [
     "ceiling.cli.laws",
     "ceiling.cli.info",
     "ceiling.cli.bench",
+    "ceiling.cli.roofline",
     "ceiling.cli.report",
     "ceiling.cli.decode",
     "ceiling.cli.plan",
