@@ -107,3 +107,76 @@ def test_jitter_grows_the_expected_wait_with_more_workers():
     assert 0.12 < many.step_s - 1.0 < 0.22
     with pytest.raises(InvalidInput):
         straggler_workers(4, 1.0, slow_factor=0.5)
+
+
+# ---- the commands ---------------------------------------------------------------------
+
+
+def test_simulate_pipeline_command_reports_the_exact_bubble(cli, tmp_path):
+    import json
+
+    fig = tmp_path / "pipe.png"
+    code, out, err = cli(
+        "simulate",
+        "pipeline",
+        "-p",
+        "4",
+        "-m",
+        "8",
+        "--schedule",
+        "interleaved",
+        "-v",
+        "2",
+        "--json",
+        "--plot",
+        fig,
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["bubble_fraction"] == pytest.approx(3 / 16)
+    assert data["bubble_formula"] == pytest.approx(3 / 16)
+    assert fig.stat().st_size > 5000
+    code, out, _ = cli(
+        "simulate", "pipeline", "-p", "4", "-m", "8", "--forward", "10ms,10ms,15ms,10ms"
+    )
+    assert code == 0 and "uniform stages would give 37.50%" in out
+
+
+def test_simulate_straggler_command(cli, tmp_path):
+    import json
+
+    fig = tmp_path / "s.svg"
+    code, out, err = cli(
+        "simulate",
+        "straggler",
+        "-n",
+        "16",
+        "--slow",
+        "1.3",
+        "--allreduce",
+        "0.2s",
+        "--json",
+        "--plot",
+        fig,
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["step_s"] == pytest.approx(1.5)
+    assert data["mean_wait_s"] == pytest.approx(0.3 * 15 / 16)
+    assert fig.exists()
+    code, out, _ = cli("simulate", "straggler", "-n", "1024", "--jitter", "0.02")
+    assert code == 0 and "expected slowest grows" in out
+
+
+def test_simulate_bad_input_is_one_line_exit_2(cli):
+    for args, msg in [
+        (["pipeline", "-p", "4", "-m", "6", "--schedule", "interleaved", "-v", "2"], "m(6) % p(4)"),
+        (["pipeline", "-p", "4", "--forward", "1,2"], "one per stage"),
+        (["pipeline", "--schedule", "zigzag"], "--schedule"),
+        (["pipeline", "--plot", "x.pdf"], ".png or .svg"),
+        (["straggler", "--slow", "0.5"], "slow factor"),
+        (["straggler", "-n", "0"], "workers"),
+    ]:
+        code, _, err = cli("simulate", *args)
+        assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, (args, err)
+        assert msg in err, (msg, err)

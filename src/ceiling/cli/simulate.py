@@ -1,0 +1,237 @@
+"""`ceiling simulate pipeline` and `ceiling simulate straggler`: event simulations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ceiling.cli.app import app
+from ceiling.cli.output import JSON_HELP, PLOT_HELP, console, emit_json, table
+from ceiling.errors import InvalidInput
+from ceiling.units import format_time, parse_time
+
+simulate_app = typer.Typer(
+    help="Simulate a pipeline-parallel step or a data-parallel step with stragglers.",
+    no_args_is_help=True,
+)
+app.add_typer(simulate_app, name="simulate")
+
+JsonOption = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
+PlotOption = Annotated[Path | None, typer.Option("--plot", metavar="FILE", help=PLOT_HELP)]
+
+PIPELINE_HELP = """Simulate one step of a pipeline schedule, event by event.
+
+p stages (devices), m micro-batches, v chunks per device for the interleaved schedule.
+--forward/--backward give each stage's time for one micro-batch (one value for all stages or a
+comma list, one per stage: uneven stages allowed; units like 10ms; a bare number is seconds).
+The bubble is idle time over the busiest stage's compute; with uniform stages and no
+point-to-point time it equals (p-1)/(v·m)."""
+
+STRAGGLER_HELP = """Simulate a synchronous data-parallel step where some workers are slower.
+
+Each worker computes its gradients; the all-reduce starts when the slowest finishes, so
+everyone else waits. --slow makes --slow-count workers that many times slower; --jitter adds
+random per-worker variation (relative standard deviation), which alone makes the expected
+wait grow with the number of workers."""
+
+
+def _times(text: str | None, what: str) -> list[float] | None:
+    if text is None:
+        return None
+    parts = [x for x in text.replace(" ", "").split(",") if x]
+    if not parts:
+        raise InvalidInput(f"{what} needs at least one time")
+    return [parse_time(x) for x in parts]
+
+
+def _expand(values: list[float], p: int, what: str) -> list[float]:
+    if len(values) == 1:
+        return values * p
+    if len(values) != p:
+        raise InvalidInput(f"{what}: give one time or one per stage ({p}), got {len(values)}")
+    return values
+
+
+@simulate_app.command("pipeline", help=PIPELINE_HELP)
+def pipeline(
+    stages: Annotated[int, typer.Option("--stages", "-p", help="Pipeline stages p.")] = 4,
+    micro_batches: Annotated[
+        int, typer.Option("--micro-batches", "-m", help="Micro-batches per step m.")
+    ] = 8,
+    schedule: Annotated[
+        str, typer.Option("--schedule", help="gpipe, 1f1b or interleaved.")
+    ] = "1f1b",
+    chunks: Annotated[
+        int, typer.Option("--chunks", "-v", help="Model chunks per device (interleaved).")
+    ] = 1,
+    forward: Annotated[
+        str, typer.Option("--forward", help="Forward time per stage: one value or a list.")
+    ] = "1",
+    backward: Annotated[
+        str | None,
+        typer.Option("--backward", help="Backward time per stage (default 2× forward)."),
+    ] = None,
+    p2p: Annotated[str, typer.Option("--p2p", help="Point-to-point time between stages.")] = "0",
+    json_out: JsonOption = False,
+    plot: PlotOption = None,
+) -> None:
+    from ceiling.model.pipeline_sim import SCHEDULES, bubble_formula, simulate_pipeline
+
+    if schedule not in SCHEDULES:
+        raise InvalidInput(f"--schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
+    if stages < 1 or micro_batches < 1 or chunks < 1:
+        raise InvalidInput("--stages, --micro-batches and --chunks must be ≥ 1")
+    if stages * micro_batches * chunks > 200_000:
+        raise InvalidInput(
+            f"p·m·v = {stages * micro_batches * chunks} passes per direction is more than this "
+            "simulator shows usefully (limit 200000)"
+        )
+    fwd = _expand(_times(forward, "--forward"), stages, "--forward")
+    bwd = (
+        _expand(_times(backward, "--backward"), stages, "--backward")
+        if backward is not None
+        else [2.0 * x for x in fwd]
+    )
+    if plot is not None:
+        from ceiling.report.plots import check_figure_path
+
+        check_figure_path(plot)
+    r = simulate_pipeline(schedule, stages, micro_batches, fwd, bwd, chunks, parse_time(p2p))
+    formula = bubble_formula(stages, micro_batches, chunks)
+    uniform = len(set(fwd)) == 1 and len(set(bwd)) == 1 and parse_time(p2p) == 0
+    if plot is not None:
+        from ceiling.report import plots
+        from ceiling.report.pipeline_plot import pipeline_figure
+
+        plots.save(pipeline_figure(r), plot)
+    if json_out:
+        emit_json(
+            {
+                "schedule": r.schedule,
+                "stages": r.stages,
+                "micro_batches": r.micro_batches,
+                "chunks": r.chunks,
+                "forward_s": fwd,
+                "backward_s": bwd,
+                "p2p_s": parse_time(p2p),
+                "makespan_s": r.makespan_s,
+                "ideal_s": r.ideal_s,
+                "bubble_fraction": r.bubble_fraction,
+                "bubble_formula": formula,
+                "idle_fraction": r.idle_fraction,
+                "utilisation": list(r.utilisation),
+                "peak_in_flight": list(r.peak_in_flight),
+                "plot": str(plot) if plot else None,
+            }
+        )
+        return
+    c = console()
+    rows = [
+        [
+            k,
+            format_time(fwd[k]),
+            format_time(bwd[k]),
+            f"{r.utilisation[k]:.1%}",
+            r.peak_in_flight[k],
+        ]
+        for k in range(stages)
+    ]
+    c.print(
+        table(
+            f"{schedule}: p = {stages}, m = {micro_batches}"
+            + (f", v = {chunks}" if chunks > 1 else ""),
+            ["stage", "forward", "backward", "busy", "held (chunk passes)"],
+            rows,
+        )
+    )
+    c.print(
+        f"step {format_time(r.makespan_s)} against {format_time(r.ideal_s)} of compute on the "
+        f"busiest stage: bubble {r.bubble_fraction:.2%}"
+        + (
+            f" (formula (p-1)/(v·m) = {formula:.2%})"
+            if uniform
+            else f" (uniform stages would give {formula:.2%})"
+        )
+    )
+    c.print(f"idle share of all device time: {r.idle_fraction:.1%}")
+    if plot:
+        c.print(f"figure: {plot}")
+
+
+@simulate_app.command("straggler", help=STRAGGLER_HELP)
+def straggler(
+    workers: Annotated[int, typer.Option("--workers", "-n", help="Data-parallel workers.")] = 64,
+    step: Annotated[str, typer.Option("--step", help="Compute time of a normal worker.")] = "1s",
+    slow: Annotated[float, typer.Option("--slow", help="How many times slower.")] = 1.0,
+    slow_count: Annotated[int, typer.Option("--slow-count", help="How many workers are slow.")] = 1,
+    jitter: Annotated[
+        float, typer.Option("--jitter", help="Random variation, relative std. deviation.")
+    ] = 0.0,
+    allreduce: Annotated[
+        str, typer.Option("--allreduce", help="All-reduce time after the slowest finishes.")
+    ] = "0",
+    seed: Annotated[int, typer.Option("--seed", help="Random seed for --jitter.")] = 0,
+    json_out: JsonOption = False,
+    plot: PlotOption = None,
+) -> None:
+    from ceiling.model.pipeline_sim import simulate_straggler, straggler_workers
+
+    if workers > 1_000_000:
+        raise InvalidInput(f"--workers must be at most 1000000, got {workers}")
+    if plot is not None:
+        from ceiling.report.plots import check_figure_path
+
+        check_figure_path(plot)
+    times = straggler_workers(workers, parse_time(step), slow, slow_count, jitter, seed)
+    r = simulate_straggler(times, parse_time(allreduce))
+    scan = []
+    if jitter > 0:
+        n = 1
+        while n <= max(workers, 8):
+            s = simulate_straggler(
+                straggler_workers(n, parse_time(step), 1.0, 0, jitter, seed),
+                parse_time(allreduce),
+            )
+            scan.append({"workers": n, "step_s": s.step_s, "efficiency": s.efficiency})
+            n *= 4
+    if plot is not None:
+        from ceiling.report import plots
+        from ceiling.report.pipeline_plot import straggler_figure
+
+        plots.save(straggler_figure(r), plot)
+    if json_out:
+        emit_json(
+            {
+                "workers": r.workers,
+                "step_s": r.step_s,
+                "slowest_compute_s": max(r.compute_s),
+                "mean_wait_s": r.mean_wait_s,
+                "efficiency": r.efficiency,
+                "slowdown": r.slowdown,
+                "allreduce_s": r.allreduce_s,
+                "jitter_scan": scan,
+                "plot": str(plot) if plot else None,
+            }
+        )
+        return
+    c = console()
+    c.print(
+        f"{r.workers} workers: step {format_time(r.step_s)} (slowest compute "
+        f"{format_time(max(r.compute_s))} + all-reduce {format_time(r.allreduce_s)})"
+    )
+    c.print(
+        f"mean wait for the slowest {format_time(r.mean_wait_s)}; efficiency "
+        f"{r.efficiency:.1%}; {r.slowdown:.3f}× the step with every worker at the median"
+    )
+    if scan:
+        c.print(
+            table(
+                f"jitter {jitter:.1%} alone: the expected slowest grows with the worker count",
+                ["workers", "step", "efficiency"],
+                [[x["workers"], format_time(x["step_s"]), f"{x['efficiency']:.1%}"] for x in scan],
+            )
+        )
+    if plot:
+        c.print(f"figure: {plot}")
