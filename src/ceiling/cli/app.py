@@ -34,6 +34,7 @@ COMMAND_MODULES = [
     "ceiling.cli.report",
     "ceiling.cli.decode",
     "ceiling.cli.plan",
+    "ceiling.cli.simulate",
     "ceiling.cli.profile",
     "ceiling.cli.scale",
     "ceiling.cli.fit",
