@@ -60,6 +60,7 @@ def test_custom_model(cli):
         (["llama-3-70b", "--spec", "a100-80gb"], "--tp"),
         (["custom:layers=2,hidden=100,heads=3", "--spec", "a100-80gb"], "heads"),
         (["gpt:small", "--measure", "--spec", "a100-80gb"], "--measure"),
+        (["gpt:small", "--measure", "--kv-dtype", "fp8"], "--kv-dtype"),
         (["llama-2-7b", "--spec", "a100-80gb", "--plot", "x.pdf"], ".png"),
     ],
 )

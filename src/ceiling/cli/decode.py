@@ -237,6 +237,16 @@ def decode(
             )
         if tp != 1:
             raise InvalidInput("--measure runs on one device: drop --tp")
+        for flag, value in (
+            ("--kv-dtype", kv_dtype),
+            ("--activations", activations),
+            ("--prompt", prompt),
+        ):
+            if value is not None:
+                raise InvalidInput(
+                    f"--measure keeps weights, activations and KV cache in one dtype and times "
+                    f"decode steps only: drop {flag}"
+                )
         _measure(cfg, batches, ctx, weights, device, profile, json_out, plot)
         return
     from ceiling.hardware.resolve import resolve_device
