@@ -1,0 +1,93 @@
+"""How fast the training-plan search is: plans evaluated per second and the full search time.
+
+Cases: GPT-3 175B on 1,024 A100s (the `ceiling plan` acceptance case) and a 1T-parameter GPT
+on 3,072 A100s (Narayanan et al. 2021, Table 1: l = 128, h = 25600, a = 160, V = 51200,
+s = 2048, global batch 3072). Also times the whole `ceiling plan ... --json` command in a
+fresh process, imports included. Run: .venv/bin/python benchmarks/plan_search_speed.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ceiling.hardware.catalog import get_spec
+from ceiling.model.cluster import make_cluster
+from ceiling.model.parallel import Job
+from ceiling.model.plan_search import enumerate_plans, evaluate_candidates, search
+from ceiling.model.transformer import get_model, parse_model
+
+GPT_1T = (
+    "custom:layers=128,hidden=25600,heads=160,vocab=51200,max_seq=2048,norm=layernorm,"
+    "bias=true,learned_positions=true"
+)
+REPEATS = 5
+
+
+def best_of(fn, repeats=REPEATS) -> tuple[float, float]:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), statistics.median(times)
+
+
+def case(label: str, model, gpus: int, batch: int) -> None:
+    job = Job(model, batch, 2048)
+    cluster = make_cluster(get_spec("a100-80gb"), gpus)
+    cand = enumerate_plans(job, cluster)
+    n = len(cand["d"])
+    t_enum, _ = best_of(lambda: enumerate_plans(job, cluster))
+    t_eval, _ = best_of(lambda: evaluate_candidates(job, cluster, cand))
+    t_full, t_med = best_of(lambda: search(job, cluster, top=5))
+    best = search(job, cluster, top=1).plans[0]
+    print(f"{label}: {n} valid plans")
+    print(
+        f"  enumerate {t_enum * 1e3:.1f} ms, evaluate {t_eval * 1e3:.1f} ms "
+        f"-> {n / t_eval:,.0f} plans/s evaluated"
+    )
+    print(
+        f"  full search (enumerate + evaluate + rank + explain top 5): "
+        f"best {t_full * 1e3:.1f} ms, median {t_med * 1e3:.1f} ms"
+    )
+    print(
+        f"  best plan {best.plan.describe()}: step {best.step_time_s:.2f} s, "
+        f"MFU {best.mfu:.1%}, {best.hw_tflops_per_device:.0f} TFLOP/s per device"
+    )
+
+
+def command_time() -> None:
+    exe = Path(sys.executable).with_name("ceiling")
+    cmd = [
+        str(exe),
+        "plan",
+        "gpt3-175b",
+        "--spec",
+        "a100-80gb",
+        "--gpus",
+        "1024",
+        "--global-batch",
+        "1536",
+        "--seq",
+        "2048",
+        "--json",
+    ]
+    walls = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True)
+        walls.append(time.perf_counter() - t0)
+    print(
+        f"`{' '.join(cmd[1:])}`: {min(walls):.2f} s best, {statistics.median(walls):.2f} s "
+        "median wall (fresh process, imports included)"
+    )
+
+
+if __name__ == "__main__":
+    case("GPT-3 175B on 1,024 A100", get_model("gpt3-175b"), 1024, 1536)
+    case("GPT 1T on 3,072 A100", parse_model(GPT_1T), 3072, 3072)
+    command_time()
