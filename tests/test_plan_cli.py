@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 NARAYANAN_39B = (
     "custom:layers=48,hidden=8192,heads=64,vocab=51200,max_seq=2048,norm=layernorm,bias=true,"
     "learned_positions=true"
@@ -89,3 +91,24 @@ def test_bad_input_is_one_line_and_exit_2(cli):
     assert code == 2 and "unknown model" in err
     code, _, err = cli("plan", "gpt3-175b", "--spec", "a100-80gb", "--profile", "x.json", "-n", "8")
     assert code == 2 and "not both" in err
+
+
+def test_a_measured_profile_sets_the_efficiency(cli, tmp_path):
+    from ceiling.hardware.profile import MachineProfile, MeasuredDevice, save_profile
+
+    device = MeasuredDevice(
+        name="NVIDIA H100 80GB HBM3",
+        kind="cuda",
+        peak_flops_per_s={"bf16": 700e12},
+        bandwidth_bytes_per_s=2.9e12,
+    )
+    path = tmp_path / "profile.json"
+    save_profile(MachineProfile(1, "2026-01-01T00:00:00Z", "node0", {}, [device]), path)
+    code, out, err = cli("plan", "llama-2-7b", "--profile", path, "--gpus", "16", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["cluster"]["device"] == "h100-sxm"
+    assert data["cluster"]["matmul_efficiency"] == pytest.approx(700 / 989.5)
+    assert "measured" in data["cluster"]["efficiency_source"]
+    code, _, err = cli("plan", "llama-2-7b", "--profile", tmp_path / "none.json", "-n", "8")
+    assert code == 2 and "ceiling bench" in err
