@@ -167,6 +167,8 @@ def resolve_dtypes(spec, setup: DecodeSetup) -> Dtypes:
         )
     else:
         compute = w
+    if w == "int4":
+        notes.append("int4 weights counted at 0.5 bytes each (group scales not counted)")
     if compute not in have:
         raise UnsupportedOnDevice(
             f"{spec.name} has no {compute} peak (it has {', '.join(sorted(have))}); "
