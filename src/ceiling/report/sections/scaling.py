@@ -2,12 +2,180 @@
 
 from __future__ import annotations
 
-from ceiling.report.compose import ReportContext, SectionOutput, Skip, require
+from ceiling import units
+from ceiling.report.compose import ReportContext, SectionOutput, require
 
 KEY = "scaling"
 TITLE = "Scaling on this machine's cores"
 
+# The synthetic step sleeps, so it scales meaningfully past the core count and its serial
+# share is known: the fit can be checked against the truth.
+SYNTHETIC_SERIAL = 0.1
+SYNTHETIC_WORK_MS_QUICK, SYNTHETIC_WORK_MS_FULL = 200.0, 1000.0
+SYNTHETIC_WORKERS = (1, 2, 4, 8)
+PYTHON_ITERATIONS_QUICK, PYTHON_ITERATIONS_FULL = 500_000, 2_000_000
+TIMEOUT_S = 120.0
+PARALLEL_SPEEDUP = 1.2  # below this, two workers did not measurably run at the same time
+
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
-    require("ceiling.model.scaling", "the scaling fits")
-    raise Skip("the scaling fits is present but this section does not use it yet")
+    scale = require("ceiling.measure.scale", "scaling runs")
+    summary_mod = require("ceiling.report.scaling_summary", "the scaling summary")
+    plot = require("ceiling.report.scaling_plot", "the scaling figure")
+    cores = scale.cpu_cores()
+    out.text(
+        "Speedup measured, not assumed: the same step runs on 1, 2, 4 … workers (separate "
+        "processes joined by torch.distributed) and the laws are fitted to the times — "
+        "Amdahl's parallel share p, the Universal Scalability Law's contention σ and "
+        "crosstalk κ, and the Karp–Flatt serial fraction e(N) per point (flat: a true serial "
+        "part; rising with N: overhead that grows with N, such as communication)."
+    )
+    out.key("cores", cores)
+
+    # 1. a step with a known serial share, fitted: the method checked against the truth
+    work_ms = SYNTHETIC_WORK_MS_QUICK if ctx.quick else SYNTHETIC_WORK_MS_FULL
+    synthetic = _run(
+        ctx,
+        scale,
+        summary_mod,
+        "synthetic",
+        SYNTHETIC_WORKERS,
+        {"serial": SYNTHETIC_SERIAL, "work_s": work_ms / 1e3, "comm_bytes": 0},
+        steps=3,
+    )
+    fit = synthetic["fit"]
+    amdahl, usl = fit.get("amdahl"), fit.get("usl")
+    truth = 1 - SYNTHETIC_SERIAL
+    if amdahl:
+        se = f" ± {amdahl['p_se']:.3f}" if amdahl.get("p_se") is not None else ""
+        out.key(
+            "synthetic_amdahl_p",
+            amdahl["p"],
+            f"fitted p (truth {truth:g})",
+            f"{amdahl['p']:.3f}{se}",
+        )
+        out.key_figures["synthetic_amdahl_p_se"] = amdahl.get("p_se")
+        out.key_figures["synthetic_amdahl_ceiling"] = amdahl.get("ceiling")
+    if usl:
+        out.key_figures["synthetic_usl_sigma"] = usl.get("sigma")
+        out.key_figures["synthetic_usl_kappa"] = usl.get("kappa")
+        out.key_figures["synthetic_usl_n_star"] = usl.get("n_star")
+    out.key_figures["synthetic_truth_p"] = truth
+    out.table(
+        f"A step with a known serial share ({SYNTHETIC_SERIAL:g} of a {work_ms:.0f} ms step "
+        "at N = 1), strong scaling over processes",
+        ["N", "step time", "speedup", "efficiency", "Karp–Flatt e(N)"],
+        [_point_row(p) for p in synthetic["points"]],
+        note=_fit_line(fit),
+    )
+    out.figure(
+        plot.scaling_figure(synthetic, title="Known serial share 0.1: measured and fitted"),
+        "Left: measured speedup (dots) with the fitted Amdahl and USL curves and ideal "
+        "scaling. Right: Karp–Flatt serial fraction per N. The step sleeps, so more workers "
+        "than cores still overlap.",
+    )
+    for line in (*synthetic.get("notes", []), *synthetic.get("warnings", [])):
+        out.note(line)
+
+    # 2. concurrency vs parallelism, and real compute on the cores
+    if cores < 2:
+        out.note(
+            "concurrency vs parallelism and compute scaling: skipped — this machine has one "
+            "core, so no two computations can run at the same instant"
+        )
+        return
+    ns = _powers_up_to(min(cores, 4) if ctx.quick else cores)
+    iterations = PYTHON_ITERATIONS_QUICK if ctx.quick else PYTHON_ITERATIONS_FULL
+    rows = []
+    contrast = {}
+    for workload, backend, options, what in (
+        ("python", "threads", {"iterations": iterations}, "pure-Python loop, threads"),
+        ("python", "processes", {"iterations": iterations}, "pure-Python loop, processes"),
+        ("matmul", "processes", {"size": 2048}, "torch matmul, processes"),
+    ):
+        res = _run(ctx, scale, summary_mod, workload, ns, options, steps=2, backend=backend)
+        top = res["points"][-1]
+        contrast[f"{workload}_{backend}"] = top["speedup"]
+        rows.append(
+            [
+                what,
+                f"N = {top['n']}",
+                f"{top['speedup']:.2f}×",
+                units.format_percent(top["efficiency"]),
+                _kind(workload, backend, top["speedup"]),
+            ]
+        )
+    out.key_figures["speedup_at_max_n"] = contrast
+    out.key_figures["max_n"] = ns[-1]
+    out.highlight(
+        f"Python loop on {ns[-1]} threads / processes",
+        f"{contrast['python_threads']:.2f}× / {contrast['python_processes']:.2f}×",
+    )
+    out.table(
+        "Concurrency vs parallelism: the same work on threads and on processes",
+        ["workload", "workers", "speedup", "efficiency", "what it shows"],
+        rows,
+        note="Python threads share one interpreter lock (the GIL): a pure-Python loop runs "
+        "one thread at a time — concurrency, not parallelism. Processes each have their own "
+        "interpreter and run at the same instant. Timings on a busy machine are noisy.",
+    )
+
+
+def _run(ctx, scale, summary_mod, workload, ns, options, steps, backend="processes"):
+    ctx.step(f"{workload} on {', '.join(map(str, ns))} {backend}")
+    cfg = scale.ScaleConfig(
+        workload=workload,
+        workers=tuple(ns),
+        backend=backend,
+        steps=steps,
+        warmup_steps=1,
+        device="cpu",
+        timeout_s=TIMEOUT_S,
+        options=options,
+    )
+    raw = scale.run_scaling(cfg, on_progress=lambda m: ctx.step(f"{workload}: {m}"))
+    return summary_mod.summarize_run(raw)
+
+
+def _point_row(p: dict) -> list[str]:
+    kf = p.get("karp_flatt")
+    return [
+        str(p["n"]),
+        units.format_time(p["time_s"]),
+        f"{p['speedup']:.2f}×",
+        units.format_percent(p["efficiency"]),
+        "—" if kf is None else f"{kf:.3f}",
+    ]
+
+
+def _fit_line(fit: dict) -> str:
+    parts = []
+    a, u = fit.get("amdahl"), fit.get("usl")
+    if a:
+        parts.append(f"Amdahl p = {a['p']:.3f}, ceiling {a['ceiling']:.3g}×")
+    if u:
+        n_star = f", N* ≈ {u['n_star']:.3g}" if u.get("n_star") else ""
+        parts.append(f"USL σ = {u['sigma']:.3g}, κ = {u['kappa']:.2g}{n_star}")
+    if fit.get("verdict"):
+        parts.append(fit["verdict"])
+    return "; ".join(parts)
+
+
+def _kind(workload: str, backend: str, speedup: float) -> str:
+    if backend == "threads" and workload == "python":
+        if speedup < PARALLEL_SPEEDUP:
+            return "concurrency only: the GIL lets one thread run Python at a time"
+        return "a speedup: this Python runs without a GIL"
+    if speedup < PARALLEL_SPEEDUP:
+        return "no parallel speedup measured: the cores are busy or the work per worker too small"
+    if workload == "python":
+        return "parallelism: one interpreter per process"
+    return "parallelism: torch kernels on separate cores"
+
+
+def _powers_up_to(n: int) -> list[int]:
+    out, k = [], 1
+    while k <= n:
+        out.append(k)
+        k *= 2
+    return out
