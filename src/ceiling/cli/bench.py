@@ -42,12 +42,16 @@ def _progress(enabled: bool = True) -> Iterator:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    err = Console(stderr=True)
+    if not err.is_terminal:  # a log file or a pipe gets no redraws
+        yield None
+        return
     progress = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        console=err,
         transient=True,
     )
     with progress:
@@ -180,8 +184,10 @@ def bench_matmul(
 ) -> None:
     """Matrix-multiply TFLOP/s per dtype and size, checked against float64, vs the peak."""
     from ceiling.measure import suite
-    from ceiling.measure.matmul import parse_shape
+    from ceiling.measure.matmul import check_dtype, parse_shape
 
+    for d in dtype or []:
+        check_dtype(d)
     shapes = [parse_shape(s) for s in shape or []]
     size_list = _parse_sizes(sizes)
     report = _report(device, quick)

@@ -1,0 +1,65 @@
+import json
+
+import pytest
+
+from ceiling.measure import suite
+
+
+def test_transfer_is_skipped_on_cpu(cli):
+    code, out, _ = cli("bench", "transfer", "--device", "cpu", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["transfer"] == [] and "CUDA" in data["transfer_skipped"]
+    code, out, _ = cli("bench", "transfer", "--device", "cpu")
+    assert "transfer: skipped" in out
+
+
+def test_overhead_json(cli):
+    code, out, _ = cli("bench", "overhead", "--quick", "--device", "cpu", "--json")
+    assert code == 0
+    o = json.loads(out)["overhead"]
+    assert o["tiny_op_s"] > 0 and o["loop_elements"] == 1_000_000
+    assert o["loop_vs_vectorized"] == pytest.approx(o["loop_s"] / o["vectorized_s"])
+    assert any("scaled" in n for n in o["notes"])
+    assert o["crossovers"] == []
+
+
+def test_unknown_device(cli):
+    code, _, err = cli("bench", "memory", "--device", "tpu")
+    assert code == 2 and err.startswith("error: ")
+
+
+def test_ctrl_c_keeps_what_finished(monkeypatch):
+    def fake_matmul(report, **kwargs):
+        report.matmul_skipped["fp8"] = "done before the interrupt"
+
+    def interrupted(report, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(suite, "bench_matmul", fake_matmul)
+    monkeypatch.setattr(suite, "bench_memory", interrupted)
+    report = suite.run_all("cpu", quick=True)
+    assert report.interrupted
+    assert report.matmul_skipped == {"fp8": "done before the interrupt"}
+    assert report.overhead is None
+
+
+@pytest.mark.slow
+def test_quick_bench_writes_profiles(cli, tmp_path, monkeypatch):
+    default = tmp_path / "default.json"
+    monkeypatch.setenv("CEILING_PROFILE", str(default))
+    extra = tmp_path / "extra.json"
+    code, out, _ = cli("bench", "--quick", "--save", str(extra), "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["profile_saved_to"] == [str(default), str(extra)]
+    for path in (default, extra):
+        profile = json.loads(path.read_text())
+        assert profile["method_version"] >= 1
+        assert profile["environment"]["torch"] and profile["environment"]["blas"]
+        (dev,) = profile["devices"]
+        assert dev["kind"] == "cpu"
+        assert dev["peak_flops_per_s"]["fp32"] > 0
+        assert dev["bandwidth_bytes_per_s"] > 0
+        best_fp32 = max(r["tflops"] for r in data["matmul"] if r["dtype"] == "fp32")
+        assert dev["peak_flops_per_s"]["fp32"] == pytest.approx(best_fp32 * 1e12)

@@ -1,0 +1,108 @@
+import json
+
+import pytest
+
+from ceiling.errors import InvalidInput, UnsupportedOnDevice, WrongResult
+from ceiling.measure import machine, matmul
+from ceiling.measure.matmul import parse_shape, plan_matmul, run_matmul
+
+ROW_KEYS = {"dtype", "m", "n", "k", "median_s", "best_s", "tflops", "peak_fraction"}
+
+
+def test_small_fp32_matmul_is_checked_and_counted():
+    r = run_matmul("fp32", 64, 48, 32, "cpu", warmup_ms=1, budget_ms=5, peak_flops_per_s=1e11)
+    assert r.flops == 2 * 64 * 48 * 32
+    assert r.rel_error < 1e-6
+    assert r.best_s <= r.median_s
+    row = r.row()
+    assert row.keys() >= ROW_KEYS
+    assert row["tflops"] == pytest.approx(r.flops / r.best_s / 1e12)
+    assert row["peak_fraction"] == pytest.approx(r.flops / r.best_s / 1e11)
+
+
+def test_wrong_result_is_an_error(monkeypatch):
+    import torch
+
+    def wrong(dtype):
+        def call(ops):
+            a, b, _, c = ops
+            torch.matmul(a, b, out=c)
+            c[0, 0] += 1e3  # one corrupted element
+            return c
+
+        return call
+
+    monkeypatch.setattr(matmul, "_make_call", wrong)
+    with pytest.raises(WrongResult, match="relative error"):
+        run_matmul("fp32", 32, 32, 32, "cpu", warmup_ms=1, budget_ms=2)
+
+
+def test_cpu_has_no_tf32_or_fp8():
+    with pytest.raises(UnsupportedOnDevice, match="tf32"):
+        run_matmul("tf32", 16, 16, 16, "cpu")
+    with pytest.raises(UnsupportedOnDevice, match=r"8\.9"):
+        run_matmul("fp8", 16, 16, 16, "cpu")
+
+
+def test_default_plan_skips_non_native_with_reason(monkeypatch):
+    native = {"fp64": True, "fp32": True, "bf16": False, "fp16": False}
+    monkeypatch.setattr(machine, "native_dtypes", lambda device: native)
+    plan = plan_matmul("cpu", quick=True)
+    assert [d for d, _, _ in plan.runs] == ["fp64", "fp32"]
+    assert "not native" in plan.skipped["bf16"] and "--dtype bf16" in plan.skipped["bf16"]
+    assert set(plan.skipped) == {"tf32", "bf16", "fp16", "fp8"}
+
+
+def test_explicit_non_native_runs_small(monkeypatch):
+    monkeypatch.setattr(machine, "native_dtypes", lambda device: {"fp32": True})
+    plan = plan_matmul("cpu", ["bf16"])
+    ((dtype, shapes, native),) = plan.runs
+    assert dtype == "bf16" and not native
+    ((m, n, k),) = shapes
+    assert m == n == k and 128 <= m <= matmul.NON_NATIVE_MAX_SIZE
+    # A size the user names is respected.
+    plan = plan_matmul("cpu", ["bf16"], sizes=[96])
+    assert plan.runs[0][1] == [(96, 96, 96)]
+
+
+def test_shapes_and_sizes_combine():
+    plan = plan_matmul("cpu", ["fp32"], sizes=[64], shapes=[(8, 16, 32)])
+    assert plan.runs[0][1] == [(8, 16, 32), (64, 64, 64)]
+
+
+@pytest.mark.parametrize("text", ["4096x4096", "axbxc", "0x4x4", "1x2x3x4"])
+def test_bad_shapes(text):
+    with pytest.raises(InvalidInput):
+        parse_shape(text)
+
+
+def test_cli_json_rows(cli):
+    code, out, _ = cli("bench", "matmul", "--dtype", "fp32", "--sizes", "64", "--json")
+    assert code == 0
+    data = json.loads(out)
+    (row,) = data["matmul"]
+    assert row.keys() >= ROW_KEYS
+    assert (row["dtype"], row["m"], row["n"], row["k"]) == ("fp32", 64, 64, 64)
+    assert row["rel_error"] < 1e-5
+    assert data["method_version"] >= 1 and data["environment"]["torch"]
+    peak = machine.datasheet_peaks("cpu").get("fp32")
+    if peak:
+        assert row["peak_fraction"] == pytest.approx(row["tflops"] * 1e12 / peak)
+
+
+def test_cli_not_native_line(cli, monkeypatch):
+    monkeypatch.setattr(machine, "native_dtypes", lambda device: {"fp32": True, "fp64": True})
+    code, out, _ = cli("bench", "matmul", "--dtype", "bf16", "--sizes", "64")
+    assert code == 0
+    assert "bf16: not native here" in out
+
+
+@pytest.mark.parametrize(
+    "args", [["--dtype", "fp128"], ["--shape", "3x4"], ["--sizes", "12,x"], ["--dtype", "tf32"]]
+)
+def test_cli_bad_input(cli, args):
+    code, out, err = cli("bench", "matmul", "--sizes", "32", *args)
+    if args == ["--dtype", "tf32"]:  # on a CPU: skipped with a reason, not an error
+        assert code == 0 and "tf32: skipped" in out
+        return
+    assert code == 2 and err.startswith("error: ")
