@@ -36,6 +36,7 @@ COMMAND_MODULES = [
     "ceiling.cli.plan",
     "ceiling.cli.simulate",
     "ceiling.cli.profile",
+    "ceiling.cli.step",
     "ceiling.cli.scale",
     "ceiling.cli.fit",
     "ceiling.cli.bench_comm",

@@ -174,7 +174,7 @@ def _gpt(name: str, batch: int | None, seq: int | None, delay_s: float) -> Workl
 
 
 def _mlp(batch: int | None, delay_s: float) -> Workload:
-    width = 1024
+    width = 256
     net = nn.Sequential(
         nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width), nn.Linear(width, 10)
     )
