@@ -137,8 +137,10 @@ def test_explained_errors_show_the_arithmetic():
         par.check_plan(job, make_cluster(A100, 40), Plan(8, 5, 1))
     with pytest.raises(InvalidInput, match=r"= 512 devices but the cluster has 1024"):
         par.check_plan(job, c, Plan(8, 8, 8))
-    with pytest.raises(InvalidInput, match=r"layers\(96\) % \(p\(64\) × v\(1\) = 64\) = 32"):
-        par.check_plan(job, c, Plan(2, 8, 64))
+    with pytest.raises(InvalidInput, match=r"p\(64\) × v\(2\) = 128 > layers\(96\)"):
+        par.check_plan(job, c, Plan(2, 8, 64, v=2))
+    uneven = par.check_plan(job, c, Plan(2, 8, 64))
+    assert any("layers(96) % (p(64) × v(1) = 64) = 32" in n for n in uneven)
     with pytest.raises(InvalidInput, match=r"global_batch\(1536\) % \(d\(128\) × micro_batch\(5\)"):
         par.check_plan(job, c, Plan(128, 8, 1, 5))
     with pytest.raises(InvalidInput, match="ZeRO-3"):

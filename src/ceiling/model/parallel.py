@@ -24,6 +24,7 @@ Sources:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -235,14 +236,20 @@ def activation_bytes_per_token_layer(sh: Shape, seq_len, t, sp, recompute, atten
     return np.where(rc == 2, kept_input, np.where(rc == 1, full - selective_drop, full))
 
 
+def layers_per_device(layers, p, v):
+    """Layers on the most loaded device: v chunks of ceil(l/(p·v)) layers (l/p when even)."""
+    p, v = np.asarray(p, dtype=float), np.asarray(v, dtype=float)
+    return np.ceil(layers / (p * v) - 1e-9) * v
+
+
 def in_flight_layers(layers, p, v, m):
     """Layers' worth of activations the first pipeline stage holds at its peak.
 
-    1F1B: min(p, m) micro-batches of l/p layers (= l when m ≥ p). Interleaved: that times
-    1 + (p-1)/(p·v) (Korthikanti et al. 2022, section 4.2.3).
+    1F1B: min(p, m) micro-batches of its l/p layers (= l when m ≥ p). Interleaved: that
+    times 1 + (p-1)/(p·v) (Korthikanti et al. 2022, section 4.2.3).
     """
     p, v, m = (np.asarray(x, dtype=float) for x in (p, v, m))
-    base = np.minimum(p, m) * layers / p
+    base = np.minimum(p, m) * layers_per_device(layers, p, v)
     return np.where(v > 1, base * (1.0 + (p - 1.0) / (p * v)), base)
 
 
@@ -330,10 +337,11 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
     n_layers = sh.layers
     V, h = sh.vocab, sh.hidden
 
-    # Parameters on the most loaded device (a stage's layers plus an embedding table).
+    # The most loaded device: its stage's layers plus an embedding table or output head.
+    layers_dev = layers_per_device(n_layers, pf, vf)
     emb = np.where(pf > 1, sh.params_embedding_stage, sh.params_embedding_single)
-    params_dev = (n_layers / pf * sh.params_layer + emb) / tf
-    layer_params_dev = n_layers / pf * sh.params_layer / tf
+    params_dev = (layers_dev * sh.params_layer + emb) / tf
+    layer_params_dev = layers_dev * sh.params_layer / tf
 
     # ---- memory ----
     spb = state_bytes_per_param(state, zero, df)
@@ -349,20 +357,14 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
     )
     # Logits in fp32 for the loss (last stage; with p = 1 the same device).
     logits = 4.0 * tokens_mb * V / tf
-    last_stage_acts = (
-        act_tok
-        * tokens_mb
-        * np.where(vf > 1, n_layers / (pf * vf) * ((vf - 1) * pf + 1), n_layers / pf)
-    )
+    # The last stage holds one micro-batch per chunk of the last round, (v-1)·p + 1 chunks.
+    last_stage_acts = act_tok * tokens_mb * layers_dev / vf * np.where(vf > 1, (vf - 1) * pf + 1, 1)
     act_peak = np.where(
         pf > 1, np.maximum(activations, last_stage_acts + logits), activations + logits
     )
     act_peak = act_peak + working
-    if zero.ndim or int(zero) == 3:
-        # ZeRO-3 gathers one layer's full weights at a time.
-        gathered = np.where(zero == 3, 2.0 * sh.params_layer / tf * 2, 0.0)
-    else:
-        gathered = 0.0
+    # ZeRO-3 holds the gathered 16-bit weights of the layer it runs and of the next (prefetch).
+    gathered = np.where(zero == 3, 2 * 2.0 * sh.params_layer / tf, 0.0)
     memory = state_bytes + act_peak + gathered
     usable = cluster.memory_bytes * (1.0 - job.headroom)
 
@@ -372,7 +374,7 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
     recompute_tok = np.where(rc == 2, fwd_tok, np.where(rc == 1, attn_tok, 0.0))
     layer_hw_tok = 3.0 * fwd_tok + recompute_tok  # forward, backward (2×), recompute
     logits_hw_tok = 6.0 * h * V  # forward 2hV + backward 4hV, never recomputed
-    layers_stage = n_layers / pf
+    layers_stage = layers_dev
     hw_flops_mb = tokens_mb * (layers_stage * layer_hw_tok + logits_hw_tok) / tf
     ew_fwd, ew_bwd, ew_scores = layer_elementwise_bytes_per_token(
         sh, s, tf, sp, job.attention, job.dropout
@@ -388,8 +390,7 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
 
     # ---- tensor parallel: 2 all-reduces forward, 2 backward, 2 more to recompute ----
     tp_spans = tf > per_node
-    tp_bw = np.where(tp_spans, *(np.array(x) for x in _bw_pair(cluster, 0)))
-    tp_lat = np.where(tp_spans, *(np.array(x) for x in _bw_pair(cluster, 1)))
+    tp_bw, tp_lat = _link(cluster, tp_spans)
     n_coll = 4.0 + np.where(rc == 2, 2.0, 0.0)
     tp_mb = layers_stage * n_coll * ring_allreduce_s(tokens_mb * h * 2.0, tf, tp_bw, tp_lat)
     stage_mb = compute_mb + tp_mb
@@ -397,17 +398,17 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
     # ---- pipeline: bubble and point-to-point sends ----
     pipeline_s = (m + (pf - 1.0) / vf) * stage_mb
     bubble_s = (pf - 1.0) / vf * stage_mb
+    # Ranks are laid out t fastest, then d, then p (Megatron's order): neighbouring stages
+    # are t·d ranks apart, in another node once t·d fills one.
     pp_spans = tf * df >= per_node
-    pp_bw = np.where(pp_spans, *(np.array(x) for x in _bw_pair(cluster, 0)))
-    pp_lat = np.where(pp_spans, *(np.array(x) for x in _bw_pair(cluster, 1)))
+    pp_bw, pp_lat = _link(cluster, pp_spans)
     # Megatron splits each send over the t ranks of a stage (scatter-gather).
     p2p_one = tokens_mb * h * 2.0 / tf / pp_bw + pp_lat
     p2p_s = np.where(pf > 1, 2.0 * (m * vf + pf - 1.0) * p2p_one, 0.0)
 
     # ---- data parallel ----
     dp_spans = tf * df > per_node
-    dp_bw = np.where(dp_spans, *(np.array(x) for x in _bw_pair(cluster, 0)))
-    dp_lat = np.where(dp_spans, *(np.array(x) for x in _bw_pair(cluster, 1)))
+    dp_bw, dp_lat = _link(cluster, dp_spans)
     grad_bytes = params_dev * np.where(state == 18, 4.0, 2.0)
     weight_bytes = params_dev * 2.0
     allreduce = ring_allreduce_s(grad_bytes, df, dp_bw, dp_lat)
@@ -489,10 +490,10 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
     }
 
 
-def _bw_pair(cluster, which: int) -> tuple[float, float]:
-    """(across nodes, inside a node) bandwidth (which=0) or latency (which=1)."""
+def _link(cluster, spans_nodes):
+    """Achieved collective bandwidth and per-step latency, across nodes where `spans_nodes`."""
     inter, intra = cluster.link(True), cluster.link(False)
-    return (inter[which], intra[which])
+    return np.where(spans_nodes, inter[0], intra[0]), np.where(spans_nodes, inter[1], intra[1])
 
 
 # ---- one plan, validated and explained --------------------------------------------------
@@ -542,10 +543,11 @@ def check_plan(job: Job, cluster, plan: Plan) -> list[str]:
             f"tensor parallelism must divide the FFN width: "
             f"ffn_hidden({sh.ffn_hidden}) % t({plan.t}) = {sh.ffn_hidden % plan.t}"
         )
-    if sh.layers % (plan.p * plan.v):
+    chunks = plan.p * plan.v
+    if chunks > sh.layers:
         raise InvalidInput(
-            f"layers must split evenly into p·v chunks: layers({sh.layers}) % "
-            f"(p({plan.p}) × v({plan.v}) = {plan.p * plan.v}) = {sh.layers % (plan.p * plan.v)}"
+            f"every pipeline chunk needs a layer: p({plan.p}) × v({plan.v}) = {chunks} "
+            f"> layers({sh.layers})"
         )
     per_replica = plan.d * plan.micro_batch
     if job.global_batch % per_replica:
@@ -569,6 +571,12 @@ def check_plan(job: Job, cluster, plan: Plan) -> list[str]:
             f"micro-batches; with p({plan.p}) > 1 use zero=0 or 1"
         )
     notes = []
+    if sh.layers % chunks:
+        most = math.ceil(sh.layers / chunks)
+        notes.append(
+            f"uneven stages: layers({sh.layers}) % (p({plan.p}) × v({plan.v}) = {chunks}) = "
+            f"{sh.layers % chunks}; the fullest chunk has {most} layers and sets the pace"
+        )
     if plan.t > cluster.devices_per_node:
         notes.append(
             f"tensor parallelism t={plan.t} spans nodes of {cluster.devices_per_node}: every "

@@ -1,7 +1,8 @@
 """Search every valid split of a training job over a cluster and rank the plans that fit.
 
 The candidates are enumerated already valid — t divides the heads, the KV heads (or is a
-multiple of them) and the FFN width; p·v divides the layers; d·b divides the global batch;
+multiple of them) and the FFN width; p·v ≤ layers (uneven stages allowed: the fullest sets
+the pace); d·b divides the global batch;
 the interleaved schedule gets m divisible by p; ZeRO-2/3 only without pipelining — so no
 time is spent on plans that cannot run. All of them are then evaluated in one vectorised
 pass of `parallel.evaluate_arrays` (the same code that evaluates a single plan), and ranked
@@ -99,13 +100,12 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
     states = allowed("state_bytes", [fixed.get("state_bytes", 18)])
     blocks = []
     for t in allowed("t", ts):
-        for p in allowed("p", [p for p in _divisors(n // t) if sh.layers % p == 0]):
+        for p in allowed("p", [p for p in _divisors(n // t) if p <= sh.layers]):
             d = n // (t * p)
             if ("d" in fixed and fixed["d"] != d) or B % d:
                 continue
-            vs = [1] + (
-                [v for v in _divisors(sh.layers // p) if 1 < v <= MAX_CHUNKS] if p > 1 else []
-            )
+            # Interleaving only with chunks of equal size; plain 1F1B takes uneven stages.
+            vs = [1] + [v for v in range(2, MAX_CHUNKS + 1) if p > 1 and sh.layers % (p * v) == 0]
             bs = [b for b in _divisors(B // d) if b <= MAX_MICRO_BATCH]
             zeros = allowed("zero", [0, 1] if p > 1 else [0, 1, 2, 3])
             sps = allowed("sp", [True, False] if t > 1 else [False])
@@ -236,11 +236,8 @@ def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:
             f"tensor parallelism must divide the attention heads: heads({sh.heads}) % t({t}) = "
             f"{sh.heads % t}"
         )
-    if p is not None and sh.layers % p:
-        raise InvalidInput(
-            f"pipeline stages must divide the layers: "
-            f"layers({sh.layers}) % p({p}) = {sh.layers % p}"
-        )
+    if p is not None and p > sh.layers:
+        raise InvalidInput(f"every pipeline stage needs a layer: p({p}) > layers({sh.layers})")
     if t is not None and p is not None and d is not None:
         parallel.check_plan(
             job,
