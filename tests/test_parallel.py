@@ -98,7 +98,7 @@ def test_hardware_flops_with_full_recompute_is_megatrons_formula():
     # Biases and layer norms add ~0.01 %; the formula ignores them.
     assert hw == pytest.approx(par.megatron_hw_flops_per_step(layers, h, V, s, B), rel=1e-3)
     mfu = r.tokens_per_s * model.flops_per_token(s, training=True) / (512 * 312e12)
-    assert r.mfu == pytest.approx(mfu)
+    assert r.mfu == pytest.approx(mfu, rel=1e-3)  # layer-norm weights aside
     assert r.hfu > r.mfu  # full recompute does 4/3 of the model's work
 
 

@@ -80,6 +80,11 @@ def build_cluster(
         if mm_eff is None:
             mm_eff = prof_mm
             source = f"measured by `ceiling bench` ({path})"
+    if dtype not in device.peak_flops_per_s:
+        have = ", ".join(device.dtypes)
+        raise InvalidInput(
+            f"{device.name} has no {dtype} peak (it has {have}); pass --dtype with one of those"
+        )
     if mm_eff is not None and not 0 < mm_eff <= 1:
         raise InvalidInput(f"--matmul-efficiency must be in (0, 1], got {mm_eff}")
     return make_cluster(

@@ -449,7 +449,9 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
 
     step_s = pipeline_s + p2p_s + dp_exposed + optimizer_s + sync_s
     tokens = float(B) * s
-    model_flops = tokens * job.model.flops_per_token(s, training=True)
+    # Model FLOPs: 6 per weight a token multiplies plus 12·l·q·s for attention (PaLM,
+    # Appendix B) — the hardware count without recomputation, so HFU ≥ MFU always holds.
+    model_flops = tokens * (n_layers * 3.0 * fwd_tok + logits_hw_tok)
     hw_flops_total = tokens * (n_layers * layer_hw_tok + logits_hw_tok)
     peak = cluster.peak_flops_per_s
     return {
