@@ -320,10 +320,17 @@ RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2}
 def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) -> dict:
     """Evaluate plans given as arrays (or scalars); returns a dict of arrays.
 
-    Time per step = the pipeline's (m + (p-1)/v) × per-micro-batch stage time (compute at the
-    cluster's matmul and memory rates, plus tensor-parallel collectives, which Megatron does
-    not overlap) + point-to-point sends + the data-parallel reduction not hidden behind the
-    last backward + the optimizer update.
+    Step time, on the most loaded device (the last stage: its layers plus the output layer
+    and the loss):
+      (m + (p-1)/v) × per-micro-batch stage time — matmuls at the cluster's achieved matmul
+        rate, memory-bound kernels at its achieved bandwidth, tensor-parallel all-reduces
+        (not overlapped, as in Megatron-LM); the (p-1)/v part is the pipeline bubble
+      + point-to-point sends between stages (every send on the critical path: an upper bound)
+      + the data-parallel reduction not hidden behind the last micro-batch's backward
+        (ZeRO-1/2 also gather the updated weights; ZeRO-3 gathers per micro-batch, hidden
+        behind compute where it can be), a share OVERLAP_COST of hidden traffic still counted
+      + the optimizer update (memory-bound over the device's shard)
+      + the wait for the slowest device: step_jitter · sqrt(2 ln N) of the pipeline time.
     """
     sh = shape_of(job.model)
     s, B = job.seq_len, job.global_batch
