@@ -70,9 +70,12 @@ class SectionOutput:
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # paragraphs, tables and figures in the order the section wrote them, for the page
+    blocks: list[tuple[str, Any]] = field(default_factory=list)
 
     def text(self, paragraph: str) -> None:
         self.paragraphs.append(paragraph)
+        self.blocks.append(("text", paragraph))
 
     def note(self, line: str) -> None:
         """A caveat shown in small print under the section (noise, estimates, missing parts)."""
@@ -88,13 +91,15 @@ class SectionOutput:
         self.highlights.append(Highlight(label, display))
 
     def table(self, title: str, columns: list[str], rows: Iterable[Iterable[Any]], note=None):
-        self.tables.append(
-            Table(title, list(columns), [[_cell(v) for v in r] for r in rows], note=note)
-        )
+        t = Table(title, list(columns), [[_cell(v) for v in r] for r in rows], note=note)
+        self.tables.append(t)
+        self.blocks.append(("table", t))
 
     def figure(self, fig, caption: str, alt: str | None = None) -> None:
         """Embed a matplotlib figure as SVG; the figure is closed afterwards."""
-        self.figures.append(Figure(caption, "image/svg+xml", figure_svg(fig), alt or caption))
+        f = Figure(caption, "image/svg+xml", figure_svg(fig), alt or caption)
+        self.figures.append(f)
+        self.blocks.append(("figure", f))
 
 
 @dataclass
@@ -116,6 +121,7 @@ class SectionResult:
             "elapsed_s": round(self.elapsed_s, 3),
             "key_figures": o.key_figures,
             "highlights": [{"label": h.label, "value": h.display} for h in o.highlights],
+            "text": o.paragraphs,
             "tables": [
                 {"title": t.title, "columns": t.columns, "rows": t.rows, "note": t.note}
                 for t in o.tables

@@ -68,12 +68,13 @@ def _section(r: SectionResult) -> str:
         for h in o.highlights:
             out.append(f"<div><dt>{escape(h.label)}</dt><dd>{escape(h.display)}</dd></div>")
         out.append("</dl>")
-    for p in o.paragraphs:
-        out.append(f"<p>{escape(p)}</p>")
-    for f in o.figures:
-        out.append(_figure(f))
-    for t in o.tables:
-        out.append(_table(t))
+    for kind, block in o.blocks:
+        if kind == "text":
+            out.append(f"<p>{escape(block)}</p>")
+        elif kind == "figure":
+            out.append(_figure(block))
+        else:
+            out.append(_table(block))
     if o.notes:
         out.append('<ul class="notes">')
         out += [f"<li>{escape(n)}</li>" for n in o.notes]
