@@ -20,14 +20,14 @@ def comm_rows(raw: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for p in raw["points"]:
         t = max(p["time_s_per_rank"])
-        algbw = collectives.algbw_bytes_per_s(p["bytes"], t)
+        algbw_gbps = collectives.algbw_bytes_per_s(p["bytes"], t) / 1e9
         rows.append(
             {
                 "op": p["op"],
                 "bytes": p["bytes"],
                 "time_s": t,
-                "algbw_gbps": algbw / 1e9,
-                "busbw_gbps": algbw * collectives.bus_factor(p["op"], n) / 1e9,
+                "algbw_gbps": algbw_gbps,
+                "busbw_gbps": algbw_gbps * collectives.bus_factor(p["op"], n),
                 "iters": p["iters"],
             }
         )

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ceiling.errors import InvalidInput, WorkerFailed
+from ceiling.errors import CeilingError, InvalidInput, WorkerFailed
 from ceiling.measure import scale_workloads as wl
 
 METHOD_VERSION = 1
@@ -202,7 +202,7 @@ def _run_threads(cfg: ScaleConfig, on_progress) -> dict[str, Any]:
     for n in cfg.workers:
         barrier = threading.Barrier(n, timeout=cfg.timeout_s)
         results: list[Any] = [None] * n
-        errors: list[BaseException] = []
+        errors: list[tuple[int, BaseException]] = []
 
         def run_rank(rank: int, n=n, barrier=barrier, results=results, errors=errors) -> None:
             try:
@@ -224,7 +224,7 @@ def _run_threads(cfg: ScaleConfig, on_progress) -> dict[str, Any]:
             except threading.BrokenBarrierError:
                 pass
             except BaseException as exc:  # reported by the launching thread
-                errors.append(exc)
+                errors.append((rank, exc))
                 barrier.abort()
 
         threads = [threading.Thread(target=run_rank, args=(r,), daemon=True) for r in range(n)]
@@ -233,7 +233,12 @@ def _run_threads(cfg: ScaleConfig, on_progress) -> dict[str, Any]:
         for t in threads:
             t.join(cfg.timeout_s)
         if errors:
-            raise errors[0]
+            bad_rank, bad = errors[0]
+            if isinstance(bad, CeilingError):
+                raise bad
+            raise WorkerFailed(
+                f"worker thread rank {bad_rank} of {n} failed: {type(bad).__name__}: {bad}"
+            ) from bad
         if any(t.is_alive() for t in threads) or any(r is None for r in results):
             barrier.abort()
             raise WorkerFailed(f"threads did not finish within {cfg.timeout_s:g} s at N = {n}")

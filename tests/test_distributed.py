@@ -1,0 +1,162 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ceiling.errors import InvalidInput, WorkerFailed
+from ceiling.measure import distributed
+
+pytestmark = pytest.mark.slow
+HERE = Path(__file__).parent
+JOBS = "test_distributed_jobs"
+
+
+@pytest.fixture
+def jobs_on_path(monkeypatch):
+    path = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", f"{HERE}{os.pathsep}{path}" if path else str(HERE))
+
+
+def _assert_gone(pids, within_s=10.0):
+    end = time.monotonic() + within_s
+    alive = list(pids)
+    while alive and time.monotonic() < end:
+        alive = [
+            p
+            for p in alive
+            if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+        ]
+        time.sleep(0.1)
+    assert not alive, f"worker processes left behind: {alive}"
+
+
+def test_free_port_is_bindable():
+    import socket
+
+    port = distributed.free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+
+
+def test_resolve_target_errors():
+    with pytest.raises(InvalidInput, match="MODULE:FUNCTION"):
+        distributed.resolve_target("nocolon")
+    with pytest.raises(InvalidInput, match="cannot import"):
+        distributed.resolve_target("no_such_module_xyz:f")
+    with pytest.raises(InvalidInput, match="no callable"):
+        distributed.resolve_target("ceiling.errors:nothing_here")
+
+
+def test_two_gloo_workers_run_a_collective(jobs_on_path):
+    seen, pids = [], []
+    result = distributed.launch_local(
+        distributed.Job(f"{JOBS}:allreduce_ranks", {"scale": 2.0}, device="cpu"),
+        2,
+        on_progress=seen.append,
+        on_start=pids.extend,
+    )
+    assert result == {"sum": 6.0, "world": 2, "backend": "gloo"}  # (1 + 2) × 2
+    assert seen == ["summed 3"]
+    _assert_gone(pids)
+
+
+def test_a_failing_rank_is_named_and_the_others_stopped(jobs_on_path):
+    pids = []
+    with pytest.raises(WorkerFailed) as err:
+        distributed.launch_local(
+            distributed.Job(f"{JOBS}:fail_on_rank_1", device="cpu", timeout_s=60),
+            2,
+            on_start=pids.extend,
+        )
+    msg = str(err.value)
+    assert "worker rank 1 of 2 exited with code 1" in msg
+    assert "deliberate failure in the test job" in msg
+    _assert_gone(pids)
+
+
+def test_a_hanging_rank_hits_the_timeout(jobs_on_path):
+    pids = []
+    t0 = time.monotonic()
+    with pytest.raises(WorkerFailed, match=r"did not finish within 6 s \(rank 0, 1 of 2"):
+        distributed.launch_local(
+            distributed.Job(f"{JOBS}:hang_on_rank_1", device="cpu", timeout_s=6),
+            2,
+            on_start=pids.extend,
+        )
+    assert time.monotonic() - t0 < 30
+    _assert_gone(pids)
+
+
+def test_killing_a_worker_mid_run_stops_the_command_and_leaves_no_orphans():
+    cmd = [sys.executable, "-m", "ceiling", "scale", "synthetic", "--workers", "1,2"]
+    cmd += ["--work-ms", "400", "--steps", "200", "--json"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        parent = psutil.Process(proc.pid)
+        workers: list[psutil.Process] = []
+        end = time.monotonic() + 60
+        while len(workers) < 2 and time.monotonic() < end:
+            workers = [c for c in parent.children() if "ceiling.measure.distributed" in c.cmdline()]
+            time.sleep(0.1)
+        assert len(workers) == 2, "the workers did not start"
+        rank1 = next(w for w in workers if w.environ().get("RANK") == "1")
+        time.sleep(6)  # past start-up, into the measured steps
+        killed_at = time.monotonic()
+        rank1.send_signal(signal.SIGKILL)
+        _out, err = proc.communicate(timeout=30)
+        assert time.monotonic() - killed_at < 30
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 2
+    assert "error: worker rank 1 of 2 was killed by signal SIGKILL" in err
+    assert "Traceback" not in err
+    _assert_gone([w.pid for w in workers])
+
+
+def test_two_torchrun_agents_as_two_machines(tmp_path):
+    """Two torchrun agents on 127.0.0.1, one process each, meeting by c10d rendezvous."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    if not torchrun.exists():
+        pytest.skip("torchrun is not installed beside this Python")
+    port = distributed.free_port()
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    agents = []
+    for node in range(2):
+        cmd = [str(torchrun), "--nnodes", "2", "--nproc-per-node", "1"]
+        cmd += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}"]
+        cmd += ["--rdzv-id", "ceiling-test", "--max-restarts", "0", "--node-rank", str(node)]
+        cmd += ["-m", "ceiling", "bench", "comm", "--quick", "--ops", "all_reduce", "--json"]
+        out = open(tmp_path / f"agent{node}.out", "w")  # noqa: SIM115
+        agents.append((subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env), out))
+    try:
+        for p, _ in agents:
+            p.wait(timeout=120)
+    finally:
+        for p, out in agents:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            out.close()
+    logs = [(tmp_path / f"agent{i}.out").read_text() for i in range(2)]
+    assert [p.returncode for p, _ in agents] == [0, 0], logs
+    # Exactly one agent's worker is rank 0 and prints the JSON; the other prints nothing.
+    docs = []
+    for text in logs:
+        start = text.find("{\n")
+        if start >= 0:
+            docs.append(json.loads(text[start : text.rindex("}") + 1]))
+    assert len(docs) == 1, logs
+    doc = docs[0]
+    assert doc["ranks"] == 2
+    assert doc["launcher"] == "torchrun"
+    assert [r["op"] for r in doc["rows"]] == ["all_reduce"] * 3
+    for r in doc["rows"]:
+        assert r["busbw_gbps"] == r["algbw_gbps"] * 2 * (2 - 1) / 2
