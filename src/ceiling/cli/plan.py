@@ -279,6 +279,7 @@ def plan(
                         "best": plan_json(row.best) if row.best else None,
                         "speedup": row.speedup,
                         "efficiency": row.efficiency,
+                        "serial_fraction": row.serial_fraction,
                     }
                     for row in rows
                 ],
@@ -365,40 +366,57 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
     for note in best.notes:
         c.print(f"note: {note}")
     if rows:
-        srows = []
-        for row in rows:
-            if row.best is None:
-                srows.append([row.devices, "no plan fits", "", "", "", ""])
-                continue
-            b = row.best
-            srows.append(
-                [
-                    row.devices,
-                    b.plan.describe(),
-                    format_time(b.step_time_s),
-                    f"{row.speedup:.2f}×",
-                    format_percent(row.efficiency),
-                    format_percent(b.mfu),
-                ]
-            )
+        _render_scaling(c, rows)
+
+
+def _layout(pl) -> str:
+    return f"{pl.d}×{pl.t}×{pl.p}" + (f" v{pl.v}" if pl.v > 1 else "")
+
+
+def _render_scaling(c, rows) -> None:
+    srows = []
+    for row in rows:
+        if row.best is None:
+            srows.append([row.devices, "no plan fits", "", "", "", "", ""])
+            continue
+        b = row.best
+        serial = "" if row.serial_fraction is None else f"{row.serial_fraction:.3f}"
+        srows.append(
+            [
+                row.devices,
+                _layout(b.plan),
+                format_time(b.step_time_s),
+                f"{row.speedup:.2f}×",
+                format_percent(row.efficiency),
+                serial,
+                format_percent(b.mfu),
+            ]
+        )
+    c.print(
+        table(
+            "Scaling: the same job on more devices",
+            ["devices", "d×t×p", "step", "speedup", "efficiency", "serial", "MFU"],
+            srows,
+            caption="serial: Karp–Flatt serial fraction against the first row; growing "
+            "with N means overhead that grows with N",
+        )
+    )
+    stop = next(
+        (
+            (a, b)
+            for a, b in itertools.pairwise(rows)
+            if a.best and b.best and b.speedup / a.speedup < 1.5
+        ),
+        None,
+    )
+    if stop:
+        a, b = stop[0].best, stop[1].best
+        share = {k: b.time[k] / b.step_time_s - a.time[k] / a.step_time_s for k in b.time}
+        key = max(share, key=share.get)
+        name = key.removesuffix("_s").replace("_", " ")
         c.print(
-            table(
-                "Scaling: the same job on more devices",
-                ["devices", "best plan", "step", "speedup", "efficiency", "MFU"],
-                srows,
-            )
+            f"payoff flattens: {stop[0].devices} → {stop[1].devices} devices buys only "
+            f"{stop[1].speedup / stop[0].speedup:.2f}×; {name} grows from "
+            f"{a.time[key] / a.step_time_s:.0%} to {b.time[key] / b.step_time_s:.0%} of the "
+            "step (the global batch is fixed, so each device gets less work per step)"
         )
-        stop = next(
-            (
-                (a, b)
-                for a, b in itertools.pairwise(rows)
-                if a.best and b.best and b.speedup / a.speedup < 1.5
-            ),
-            None,
-        )
-        if stop:
-            c.print(
-                f"payoff flattens: {stop[0].devices} → {stop[1].devices} devices buys only "
-                f"{stop[1].speedup / stop[0].speedup:.2f}× (the fixed global batch leaves "
-                "fewer micro-batches per pipeline and more communication per token)"
-            )

@@ -19,6 +19,7 @@ import numpy as np
 from ceiling.errors import DoesNotFit, InvalidInput
 from ceiling.model import parallel
 from ceiling.model.parallel import RECOMPUTE, Job, Plan, PlanResult
+from ceiling.model.scaling import karp_flatt
 
 # Fields `--fixed` may pin, and how to read them.
 FIXABLE = ("d", "t", "p", "micro_batch", "v", "zero", "recompute", "sp", "state_bytes")
@@ -326,10 +327,13 @@ class ScalingRow:
     best: PlanResult | None
     speedup: float | None
     efficiency: float | None
+    serial_fraction: float | None = None  # Karp–Flatt: (1/S - 1/n) / (1 - 1/n), n = N/N0
 
 
 def scaling(job: Job, make_cluster_for, device_counts: list[int], fixed: dict | None = None):
-    """The best plan at each device count; speedup and efficiency against the first that fits."""
+    """The best plan at each device count; speedup, efficiency and the Karp–Flatt serial
+    fraction against the first count that fits. A fraction that grows with N is overhead
+    that grows with N (communication, bubble), not a fixed serial part."""
     rows, base = [], None
     for n in device_counts:
         try:
@@ -340,5 +344,6 @@ def scaling(job: Job, make_cluster_for, device_counts: list[int], fixed: dict | 
         if base is None:
             base = (n, res.step_time_s)
         speed = base[1] / res.step_time_s
-        rows.append(ScalingRow(n, res, speed, speed / (n / base[0])))
+        ratio = n / base[0]
+        rows.append(ScalingRow(n, res, speed, speed / ratio, karp_flatt(speed, ratio)))
     return rows
