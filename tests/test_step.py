@@ -1,0 +1,56 @@
+import pytest
+
+from ceiling.errors import InvalidInput
+from ceiling.profile.step import COMPUTE, DATA_LOADER, HOST, breakdown, verdict
+
+
+def test_breakdown_splits_the_step_and_gives_the_amdahl_ceiling():
+    r = breakdown(0, step_s=0.100, data_s=0.060, compute_s=0.030, sync_s=0.001,
+                  loader_batches_per_s=10.0)  # fmt: skip
+    assert r.data_s == 0.060 and r.compute_s == 0.030
+    assert r.host_s == pytest.approx(0.010)
+    assert r.serial_fraction == pytest.approx(0.7)
+    assert r.amdahl_ceiling == pytest.approx(1 / 0.7)
+    assert r.model_batches_per_s == pytest.approx(25.0)  # 1 / (step - data)
+    assert r.loader_limits  # 10 batches/s from the loader < 25 consumed
+    assert r.bottleneck == DATA_LOADER
+    assert r.data_share == pytest.approx(0.6)
+
+
+def test_compute_is_capped_by_what_the_data_wait_leaves():
+    r = breakdown(4, step_s=0.050, data_s=0.010, compute_s=0.070)
+    assert r.compute_s == pytest.approx(0.040) and r.host_s == 0.0
+    assert r.bottleneck == COMPUTE
+    assert r.amdahl_ceiling == pytest.approx(0.050 / 0.010)
+
+
+def test_host_bound_step():
+    r = breakdown(2, step_s=0.010, data_s=0.001, compute_s=0.002)
+    assert r.bottleneck == HOST
+    assert r.host_s == pytest.approx(0.007)
+    assert r.amdahl_ceiling == pytest.approx(1 / 0.8)
+
+
+def test_no_compute_means_no_speedup_from_a_faster_device():
+    assert breakdown(0, 0.1, 0.1, 0.0).amdahl_ceiling == 1.0
+
+
+def test_verdict_names_the_loader_and_the_fall_in_step_time():
+    rows = [
+        breakdown(0, 0.100, 0.070, 0.020, loader_batches_per_s=12.0),
+        breakdown(2, 0.040, 0.010, 0.020, loader_batches_per_s=25.0),
+        breakdown(4, 0.025, 0.001, 0.020, loader_batches_per_s=50.0),
+    ]
+    text = verdict(rows)
+    assert text[0].startswith("with 0 workers the data loader is the bottleneck: 70 %")
+    assert "12.0 batches/s against 33.3" in text[0]
+    assert "falls from 100.0 ms (0 workers) to 25.0 ms (4 workers), 4.00× faster" in text[1]
+    assert "bottleneck is compute" in text[1]
+    assert "20 % of the step" in text[2] and "5.00× at most" in text[2]
+
+
+def test_bad_times_are_rejected():
+    with pytest.raises(InvalidInput, match="step time"):
+        breakdown(0, 0.0, 0.0, 0.0)
+    with pytest.raises(InvalidInput, match="data time"):
+        breakdown(0, 1.0, -0.1, 0.0)
