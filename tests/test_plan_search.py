@@ -140,3 +140,15 @@ def test_scaling_speeds_up_then_flattens_with_a_fixed_batch():
     assert all(b > a for a, b in itertools.pairwise(speed))
     eff = [r.efficiency for r in rows]
     assert eff[-1] < eff[1] <= 1.0 + 1e-9
+    # Karp–Flatt against the first row: e = (1/S - 1/n) / (1 - 1/n), n = N / 512.
+    r = rows[2]
+    assert r.serial_fraction == pytest.approx((1 / r.speedup - 1 / 4) / (1 - 1 / 4))
+    assert rows[0].serial_fraction is None
+
+
+def test_divisors():
+    from ceiling.model.plan_search import _divisors
+
+    assert _divisors(1) == [1]
+    assert _divisors(36) == [1, 2, 3, 4, 6, 9, 12, 18, 36]
+    assert _divisors(3072)[-3:] == [1024, 1536, 3072]

@@ -12,6 +12,7 @@ by step time among those that fit in memory.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,7 +78,8 @@ def parse_fixed(text: str | None) -> dict:
 
 
 def _divisors(n: int) -> list[int]:
-    return [k for k in range(1, n + 1) if n % k == 0]
+    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
+    return sorted(set(small + [n // k for k in small]))
 
 
 def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, np.ndarray]:
