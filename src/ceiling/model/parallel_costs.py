@@ -1,0 +1,212 @@
+"""What one piece of a training step costs: parameters, bytes of state and activations,
+FLOPs, memory traffic of the non-matmul kernels, and ring collectives.
+
+Pure formulas over a transformer's shape; every one accepts numpy arrays for the plan
+fields (t, sp, recompute, ...), so `parallel.evaluate_arrays` prices thousands of plans at
+once. Notation and sources: see `ceiling.model.parallel`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# ---- shapes ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The numbers of a TransformerConfig that cost memory, FLOPs and traffic."""
+
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn_hidden: int
+    ffn_mats: int  # 2 for GELU (up, down), 3 for SwiGLU (gate, up, down)
+    vocab: int
+    experts: int
+    active_experts: int
+    params_layer: float  # all experts
+    params_layer_matmul_active: float  # weights a token multiplies in one block
+    params_embedding_stage: float  # table (+ untied head when p = 1) (+ learned positions)
+    params_embedding_single: float  # all embedding parameters when p = 1
+    params_total: float
+    tied_embeddings: bool
+
+    @property
+    def q_dim(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.head_dim
+
+
+def shape_of(model) -> Shape:
+    norm = model.params_norm
+    positions = model.max_seq * model.hidden if model.learned_positions else 0
+    return Shape(
+        layers=model.layers,
+        hidden=model.hidden,
+        heads=model.heads,
+        kv_heads=model.kv_heads,
+        head_dim=model.head_dim,
+        ffn_hidden=model.ffn_hidden,
+        ffn_mats=2 if model.ffn_kind == "gelu" else 3,
+        vocab=model.vocab,
+        experts=model.experts,
+        active_experts=model.active_experts,
+        params_layer=float(model.params_layer),
+        params_layer_matmul_active=float(model.params_layer_active - 2 * norm),
+        # With p > 1 the first stage holds the table (and positions), the last the head
+        # (a copy of the table when tied); either way about V·h.
+        params_embedding_stage=float(model.vocab * model.hidden + positions),
+        params_embedding_single=float(model.params_embedding),
+        params_total=float(model.params_total),
+        tied_embeddings=model.tied_embeddings,
+    )
+
+
+# ---- memory ---------------------------------------------------------------------------
+
+
+def state_bytes_per_param(convention, zero, d):
+    """Bytes of weights + gradients + optimizer state per parameter on one device.
+
+    16: 2 (16-bit weights) + 2 (16-bit gradients) + 12 (fp32 master, momentum, variance).
+    18: gradients kept in fp32 (4). ZeRO stage 1 shards the 12 over d, 2 also the gradients,
+    3 also the weights (ZeRO-1: 4 + 12/d, ZeRO-2: 2 + 14/d, ZeRO-3: 16/d for 16 B/param).
+    """
+    convention, zero, d = np.asarray(convention), np.asarray(zero), np.asarray(d, dtype=float)
+    grad = np.where(convention == 18, 4.0, 2.0)
+    weights = np.where(zero >= 3, 2.0 / d, 2.0)
+    grads = np.where(zero >= 2, grad / d, grad)
+    optim = np.where(zero >= 1, 12.0 / d, 12.0)
+    return weights + grads + optim
+
+
+def activation_bytes_per_token_layer(sh: Shape, seq_len, t, sp, recompute, attention, dropout):
+    """Bytes one layer keeps for the backward pass, per token of a micro-batch, one device.
+
+    Korthikanti et al. 2022 Table 2 for GPT (q = k = h, f = 4h, GELU): s·b·h·(34 + 5·a·s/h)
+    unsplit; tensor parallelism divides the 24·sbh of Q, K, V, the projection input and the
+    FFN, and the 5·a·s²·b of the scores, by t; sequence parallelism divides the remaining
+    10·sbh (layer-norm inputs, block inputs, dropout masks) too; selective recompute drops the
+    scores; full recompute keeps only the block input, 2·sbh. Here: K and V have width k
+    (grouped-query attention, never below one head per device), the FFN keeps 2·f per matrix
+    input per active expert, and FlashAttention keeps no scores (only fp32 row statistics).
+    `recompute`: 0 none, 1 selective, 2 full (arrays allowed).
+    """
+    t = np.asarray(t, dtype=float)
+    sp = np.asarray(sp, dtype=bool) & (t > 1)
+    h = sh.hidden
+    drop = 1.0 if dropout else 0.0
+    kv_dev = np.maximum(sh.kv_dim / t, sh.head_dim)
+    # Unsplit pieces: two layer-norm inputs, attention and MLP inputs, two dropout masks.
+    unsplit = 2 * h + 2 * h + 2 * h + 2 * h + 2 * drop * h
+    split = (
+        2 * sh.q_dim / t  # Q
+        + 2 * 2 * kv_dev  # K, V
+        + 2 * sh.q_dim / t  # output-projection input
+        + 2 * sh.ffn_mats * sh.ffn_hidden * sh.active_experts / t  # FFN matrix inputs
+    )
+    if attention == "flash":
+        scores = 4.0 * sh.heads / t  # fp32 log-sum-exp per row
+        selective_drop = 0.0
+    else:
+        # softmax output 2, dropout mask 1 and dropout output 2 bytes per score
+        scores = (2.0 + 3.0 * drop) * sh.heads * np.asarray(seq_len, dtype=float) / t
+        selective_drop = scores
+    unsplit_dev = np.where(sp, unsplit / t, unsplit)
+    full = unsplit_dev + split + scores
+    rc = np.asarray(recompute)
+    kept_input = np.where(sp, 2.0 * h / t, 2.0 * h)
+    return np.where(rc == 2, kept_input, np.where(rc == 1, full - selective_drop, full))
+
+
+def layers_per_device(layers, p, v):
+    """Layers on the most loaded device: v chunks of ceil(l/(p·v)) layers (l/p when even)."""
+    p, v = np.asarray(p, dtype=float), np.asarray(v, dtype=float)
+    return np.ceil(layers / (p * v) - 1e-9) * v
+
+
+def in_flight_layers(layers, p, v, m):
+    """Layers' worth of activations the first pipeline stage holds at its peak.
+
+    1F1B: min(p, m) micro-batches of its l/p layers (= l when m ≥ p). Interleaved: that
+    times 1 + (p-1)/(p·v) (Korthikanti et al. 2022, section 4.2.3).
+    """
+    p, v, m = (np.asarray(x, dtype=float) for x in (p, v, m))
+    base = np.minimum(p, m) * layers_per_device(layers, p, v)
+    return np.where(v > 1, base * (1.0 + (p - 1.0) / (p * v)), base)
+
+
+# ---- FLOPs and traffic ------------------------------------------------------------------
+
+
+def layer_forward_flops_per_token(sh: Shape, seq_len):
+    """Matmul FLOPs of one block's forward per token: 2 per weight used + 4·q·s for the
+    scores and the weighted values (counted over the full s, as PaLM and Megatron do)."""
+    return 2.0 * sh.params_layer_matmul_active + 4.0 * sh.q_dim * np.asarray(seq_len, float)
+
+
+def layer_attention_flops_per_token(sh: Shape, seq_len):
+    return 4.0 * sh.q_dim * np.asarray(seq_len, float)
+
+
+def layer_elementwise_bytes_per_token(sh: Shape, seq_len, t, sp, attention, dropout):
+    """HBM bytes one block's non-matmul kernels move, per token: (forward, backward, scores).
+
+    Two layer norms (read 2h, write 2h each), two bias-dropout-residual adds (read 4h,
+    write 2h, mask h), the FFN activation (read and write 2·f per matrix input beyond the
+    first), routing copies for mixture-of-experts, and — without FlashAttention — the s×s
+    scores: written by Q·Kᵀ (2), softmax read/write (4), dropout read/write/mask (5), read
+    by the values product (2), 13·a·s bytes per token with dropout.
+    """
+    t = np.asarray(t, dtype=float)
+    sp = np.asarray(sp, dtype=bool) & (t > 1)
+    h = sh.hidden
+    drop = 1.0 if dropout else 0.0
+    norms_and_residuals = 2 * (4 * h) + 2 * (6 * h + drop * h)
+    ffn = 2.0 * sh.ffn_mats * sh.ffn_hidden * sh.active_experts
+    routing = 8.0 * h * sh.active_experts if sh.experts > 1 else 0.0
+    if attention == "flash":
+        scores = 0.0
+    else:
+        scores = (8.0 + 5.0 * drop) * sh.heads * np.asarray(seq_len, dtype=float)
+    split = (ffn + routing + scores) / t
+    forward = np.where(sp, norms_and_residuals / t, norms_and_residuals) + split
+    # The backward moves about what the forward moves (each kernel reads its saved input and
+    # the incoming gradient and writes one gradient; Korthikanti et al. 2022 Table 5 times
+    # the backward of a 22B layer at 11.9 ms against 7.7 ms forward, the matmul part alone
+    # being 2×). Sequence parallelism saves little there: the backward must gather the
+    # layer-norm outputs again for the weight gradients (their section 4.2.2, 19.6 -> 19.0 ms).
+    backward = norms_and_residuals + split
+    return forward, backward, scores / t
+
+
+# ---- collectives ----------------------------------------------------------------------
+
+
+def ring_allreduce_s(nbytes, n, bw, lat):
+    """Ring all-reduce: each rank sends and receives 2(n-1)/n of the buffer in 2(n-1) steps."""
+    n = np.asarray(n, dtype=float)
+    return np.where(n > 1, 2 * (n - 1) / n * nbytes / bw + 2 * (n - 1) * lat, 0.0)
+
+
+def ring_gather_s(nbytes, n, bw, lat):
+    """Ring all-gather or reduce-scatter of a `nbytes` buffer: (n-1)/n of it in n-1 steps."""
+    n = np.asarray(n, dtype=float)
+    return np.where(n > 1, (n - 1) / n * nbytes / bw + (n - 1) * lat, 0.0)
+
+
+def megatron_hw_flops_per_step(layers, h, V, s, B, recompute_full: bool = True) -> float:
+    """Narayanan et al. 2021, eq. 3: 96·B·s·l·h²(1 + s/(6h) + V/(16·l·h)) with full
+    recompute; 72·B·s·l·h²(1 + s/(6h) + V/(12·l·h)) without."""
+    n = layers
+    if recompute_full:
+        return 96.0 * B * s * n * h * h * (1 + s / (6 * h) + V / (16 * n * h))
+    return 72.0 * B * s * n * h * h * (1 + s / (6 * h) + V / (12 * n * h))
