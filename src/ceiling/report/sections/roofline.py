@@ -184,8 +184,9 @@ def _figure(out, dev, dtype, peak, bw, placed, measured) -> None:
     out.figure(
         fig,
         "Attainable FLOP/s = min(peak, intensity × bandwidth). Crosses: where the model puts "
-        "each op; dots: what it reached here. The add and the matrix × vector sit on the "
-        "sloped memory roof; only the matrix × matrix reaches the flat compute roof.",
+        "each op; dots: what it reached here. Ops left of the ridge sit under the sloped "
+        "memory roof (elementwise add, matrix × vector); ops right of it under the flat "
+        "compute roof (a large matrix × matrix).",
     )
 
 
