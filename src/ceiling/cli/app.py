@@ -40,6 +40,7 @@ COMMAND_MODULES = [
     "ceiling.cli.scale",
     "ceiling.cli.fit",
     "ceiling.cli.bench_comm",
+    "ceiling.cli.repeat",
 ]
 
 for _name in COMMAND_MODULES:

@@ -1,0 +1,82 @@
+"""`ceiling repeat TARGET --runs N --threads 1,2`: are repeated results bitwise identical?"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from ceiling.cli.app import app
+from ceiling.cli.output import JSON_HELP, console, emit_json, table
+
+
+@app.command()
+def repeat(
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="gpt[:tiny|small] (forward + backward of the built-in model), reduction "
+            "(float32 sum added in thread-finish order), matmul, or MODULE:CALLABLE."
+        ),
+    ],
+    runs: Annotated[int, typer.Option(help="Runs per thread count.")] = 10,
+    threads: Annotated[str, typer.Option(help="Thread counts, comma-separated.")] = "1,2",
+    deterministic_check: Annotated[
+        bool,
+        typer.Option(help="Also rerun with torch.use_deterministic_algorithms(True)."),
+    ] = True,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Rerun a computation and report whether its results are bitwise identical.
+
+    Compares every output with the first one: bitwise identity, distinct results, the
+    largest absolute and relative deviation, per thread count, with and without
+    torch.use_deterministic_algorithms.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    from ceiling.cli.scale import parse_counts
+    from ceiling.measure import repeat as rep
+
+    counts = parse_counts(threads, "thread counts")
+    total = runs * len(counts) * (2 if deterministic_check else 1)
+    with Progress(
+        TextColumn(f"repeat {target}"),
+        BarColumn(),
+        console=Console(file=sys.stderr),
+        transient=True,
+    ) as progress:
+        task = progress.add_task("runs", total=total)
+        raw = rep.run_repeat(
+            target,
+            runs,
+            counts,
+            check_deterministic=deterministic_check,
+            on_run=lambda: progress.advance(task),
+        )
+    findings = rep.verdict(raw)
+    if json_out:
+        emit_json({**raw, "verdict": findings})
+        return
+    c = console()
+    c.print(
+        table(
+            f"{target}: {runs} runs per setting, output {raw['dtype']} {raw['shape']}",
+            ["deterministic", "threads", "distinct", "same as first", "max |Δ|", "max rel Δ"],
+            [
+                [
+                    "on" if g["deterministic_algorithms"] else "off",
+                    g["threads"],
+                    g["distinct_results"],
+                    "yes" if g["matches_first_result"] else "no",
+                    f"{g['max_abs_deviation']:.3g}",
+                    f"{g['max_rel_deviation']:.3g}",
+                ]
+                for g in raw["groups"]
+            ],
+        )
+    )
+    for line in findings:
+        c.print(line)
