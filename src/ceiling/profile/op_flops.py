@@ -314,13 +314,40 @@ def _query_key(func, args, kwargs):
     return q, k
 
 
+_KINDS: dict = {}  # OpOverload -> how its FLOPs are counted; decided once per op
+
+
+def _kind(func) -> tuple[str, str]:
+    kind = _KINDS.get(func)
+    if kind is None:
+        name = func._overloadpacket.__name__
+        base = base_name(func)
+        if is_free(func):
+            kind = ("free", name)
+        elif name in _CPU_ATTENTION:
+            kind = ("cpu_attention", name)
+        elif func._overloadpacket in flop_counter.flop_registry:
+            kind = ("registry_attention" if name in _REGISTRY_ATTENTION else "registry", name)
+        elif base in _PER_ELEMENT_EXACT:
+            kind = ("exact", base)
+        elif base in _PER_ELEMENT_ESTIMATED:
+            kind = ("estimated", base)
+        elif base in _REDUCTIONS:
+            kind = ("reduction", base)
+        elif base in _MEMORY:
+            kind = ("memory", base)
+        else:
+            kind = ("other", base)
+        _KINDS[func] = kind
+    return kind
+
+
 def count_flops(func, args, kwargs, out) -> FlopCount:
     """FLOPs of one call; `func` is an aten OpOverload, args and out as dispatched."""
-    packet = func._overloadpacket
-    name = packet.__name__
-    if is_free(func):
+    kind, name = _kind(func)
+    if kind == "free":
         return FlopCount(0.0, True, "view")
-    if name in _CPU_ATTENTION:
+    if kind == "cpu_attention":
         if _CPU_ATTENTION[name] == "forward":
             q, k, v = args[:3]
             flops = flop_counter.sdpa_flop_count(q.shape, k.shape, v.shape)
@@ -328,29 +355,28 @@ def count_flops(func, args, kwargs, out) -> FlopCount:
             grad_out, q, k, v = args[:4]
             flops = flop_counter.sdpa_backward_flop_count(grad_out.shape, q.shape, k.shape, v.shape)
         return _attention(func, args, kwargs, float(flops), name)
-    registry = flop_counter.flop_registry
-    if packet in registry:
-        flops = float(registry[packet](*args, **kwargs, out_val=out))
-        if name in _REGISTRY_ATTENTION:
+    if kind in ("registry", "registry_attention"):
+        formula = flop_counter.flop_registry[func._overloadpacket]
+        flops = float(formula(*args, **kwargs, out_val=out))
+        if kind == "registry_attention":
             return _attention(func, args, kwargs, flops, name)
         return FlopCount(flops, True, "matmul")
-    base = base_name(func)
-    if base in _PER_ELEMENT_EXACT:
-        return FlopCount(_PER_ELEMENT_EXACT[base] * _out_numel(out, args), True, "elementwise")
-    if base in _PER_ELEMENT_ESTIMATED:
-        category, per = _PER_ELEMENT_ESTIMATED[base]
+    if kind == "exact":
+        return FlopCount(_PER_ELEMENT_EXACT[name] * _out_numel(out, args), True, "elementwise")
+    if kind == "estimated":
+        category, per = _PER_ELEMENT_ESTIMATED[name]
         # norms and softmax scale with their input; the first tensor argument is it
         n = _numel(args[0]) if category == "norm" and args else _out_numel(out, args)
         return FlopCount(per * n, False, category)
-    if base in _REDUCTIONS:
+    if kind == "reduction":
         n_in = _numel(args[0]) if args else 0
         n_out = _numel(out)
-        if base == "sum":
+        if name == "sum":
             return FlopCount(float(max(n_in - n_out, 0)), True, "reduction")
-        if base == "mean":
+        if name == "mean":
             return FlopCount(float(max(n_in - n_out, 0) + n_out), True, "reduction")
         return FlopCount(float(n_in), False, "reduction")
-    if base in _MEMORY:
+    if kind == "memory":
         return FlopCount(0.0, True, "memory")
     return FlopCount(0.0, False, "other")
 

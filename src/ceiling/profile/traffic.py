@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch.utils._pytree import tree_flatten
 
 from ceiling.profile.op_flops import base_name, is_free
 
@@ -68,9 +67,18 @@ def tensor_bytes(t: torch.Tensor) -> int:
     return elements * t.element_size()
 
 
-def _tensors(tree) -> list[torch.Tensor]:
-    leaves, _ = tree_flatten(tree)
-    return [x for x in leaves if isinstance(x, torch.Tensor)]
+def _tensors(obj, into: list | None = None) -> list[torch.Tensor]:
+    """Tensors in an argument: itself, or inside (nested) lists, tuples and dicts."""
+    out = [] if into is None else into
+    if isinstance(obj, torch.Tensor):
+        out.append(obj)
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            _tensors(x, out)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            _tensors(x, out)
+    return out
 
 
 def _unique(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -82,44 +90,70 @@ def _unique(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     return out
 
 
-def _written_args(func, args, kwargs) -> list[torch.Tensor]:
-    """Arguments the schema marks as written (Tensor(a!)): in-place targets and out=."""
-    written = []
-    for i, a in enumerate(func._schema.arguments):
-        if a.alias_info is None or not a.alias_info.is_write:
-            continue
-        value = kwargs.get(a.name) if a.name in kwargs else (args[i] if i < len(args) else None)
-        written.extend(_tensors(value))
-    return written
+@dataclass(frozen=True)
+class _Rule:
+    kind: str  # free | allocate | like | lookup | plain
+    written: tuple[tuple[int, str], ...]  # (position, name) of arguments the op writes
+    overwrite_only: bool  # written arguments are not read first
+    exact: bool
+
+
+_RULES: dict = {}  # OpOverload -> _Rule, decided once per op
+
+
+def _rule(func) -> _Rule:
+    rule = _RULES.get(func)
+    if rule is None:
+        name = func._overloadpacket.__name__
+        base = base_name(func)
+        schema_args = func._schema.arguments
+        written = tuple(
+            (i, a.name)
+            for i, a in enumerate(schema_args)
+            if a.alias_info is not None and a.alias_info.is_write
+        )
+        if is_free(func):
+            kind = "free"
+        elif base in _ALLOCATE_ONLY:
+            kind = "allocate"
+        elif base.endswith("_like") or base.startswith("new_"):
+            kind = "like"
+        elif base in _LOOKUPS:
+            kind = "lookup"
+        else:
+            kind = "plain"
+        rule = _Rule(
+            kind=kind,
+            written=written,
+            overwrite_only=base in _OVERWRITE or any(n == "out" for _, n in written),
+            exact=name not in _MULTI_PASS and base not in _SCATTERS,
+        )
+        _RULES[func] = rule
+    return rule
 
 
 def count_traffic(func, args, kwargs, out) -> Traffic:
     """Bytes read and written by one call, as dispatched (works on meta and fake tensors)."""
-    if is_free(func):
+    rule = _rule(func)
+    if rule.kind in ("free", "allocate"):
         return Traffic(0.0, 0.0, True)
-    name = func._overloadpacket.__name__
-    base = base_name(func)
-    if base in _ALLOCATE_ONLY:
-        return Traffic(0.0, 0.0, True)
-    if base.endswith("_like") or base.startswith("new_"):
+    if rule.kind == "like":
         # factories that take only the shape and dtype of their argument
         written = sum(tensor_bytes(t) for t in _unique(_tensors(out)))
         return Traffic(0.0, float(written), True)
-    written_args = _written_args(func, args, kwargs)
-    written_ids = {id(t) for t in written_args}
-    overwrite_only = base in _OVERWRITE or any(
-        a.name == "out" for a in func._schema.arguments if a.alias_info is not None
-    )
-    inputs = _unique(_tensors((args, kwargs)))
-    outputs = _unique(_tensors(out) + written_args)
-    exact = name not in _MULTI_PASS and base not in _SCATTERS
-    if base in _LOOKUPS:
+    written_args: list[torch.Tensor] = []
+    for i, name in rule.written:
+        value = kwargs.get(name) if name in kwargs else (args[i] if i < len(args) else None)
+        _tensors(value, written_args)
+    inputs = _unique(_tensors(kwargs, _tensors(args)))
+    outputs = _unique(_tensors(out, list(written_args)))
+    write = float(sum(tensor_bytes(t) for t in outputs))
+    if rule.kind == "lookup":
         # the table (first argument) is read only where rows are returned
-        table = inputs[0] if inputs else None
-        read = sum(tensor_bytes(t) for t in inputs[1:]) + sum(tensor_bytes(t) for t in outputs)
-        if table is None:
-            read = 0
-        return Traffic(float(read), float(sum(tensor_bytes(t) for t in outputs)), False)
-    read = sum(tensor_bytes(t) for t in inputs if not (overwrite_only and id(t) in written_ids))
-    write = sum(tensor_bytes(t) for t in outputs)
-    return Traffic(float(read), float(write), exact)
+        read = sum(tensor_bytes(t) for t in inputs[1:]) + write if inputs else 0.0
+        return Traffic(float(read), write, False)
+    if rule.overwrite_only and written_args:
+        skip = {id(t) for t in written_args}
+        inputs = [t for t in inputs if id(t) not in skip]
+    read = float(sum(tensor_bytes(t) for t in inputs))
+    return Traffic(read, write, rule.exact)
