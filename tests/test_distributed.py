@@ -132,7 +132,7 @@ def test_two_torchrun_agents_as_two_machines(tmp_path):
     for node in range(2):
         cmd = [str(torchrun), "--nnodes", "2", "--nproc-per-node", "1"]
         cmd += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}"]
-        cmd += ["--rdzv-id", "ceiling-test", "--max-restarts", "0", "--node-rank", str(node)]
+        cmd += ["--rdzv-id", "ceiling-test", "--max-restarts", "0"]
         cmd += ["-m", "ceiling", "bench", "comm", "--quick", "--ops", "all_reduce", "--json"]
         out = open(tmp_path / f"agent{node}.out", "w")  # noqa: SIM115
         agents.append((subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env), out))
