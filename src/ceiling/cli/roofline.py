@@ -9,7 +9,7 @@ import typer
 
 from ceiling.cli.app import app
 from ceiling.cli.output import JSON_HELP, PLOT_HELP, console, emit_json, table
-from ceiling.units import format_bandwidth, format_flops, format_flops_per_s, format_time
+from ceiling.units import format_bandwidth, format_flops_per_s, format_time
 
 
 def _roofs(spec_name: str | None, profile: Path | None, dtype: str) -> dict[str, Any]:
@@ -168,17 +168,17 @@ def roofline(
             + (f", bandwidth {format_bandwidth(bw)}" if bw else ", bandwidth not in the datasheet")
         )
     if rows:
-        columns = ["op", "FLOPs", "bytes", "FLOP/byte", "attainable", "predicted", "bound"]
+        columns = ["op", "GFLOP", "GB", "FLOP/B", "GFLOP/s", "predicted", "bound"]
         if measure:
             columns += ["measured", "pred/meas"]
         body = []
         for r in rows:
             line = [
-                r["op"],
-                format_flops(r["flops"]),
-                f"{r['bytes'] / 1e9:.3g} GB",
+                r["op"].replace("attention:", "attn:"),
+                f"{r['flops'] / 1e9:.3g}",
+                f"{r['bytes'] / 1e9:.3g}",
                 f"{r['intensity_flops_per_byte']:.3g}",
-                format_flops_per_s(r["attainable_flops_per_s"]),
+                f"{r['attainable_flops_per_s'] / 1e9:.3g}",
                 format_time(r["predicted_s"]),
                 r["bound"],
             ]
@@ -190,8 +190,8 @@ def roofline(
                 None,
                 columns,
                 body,
-                caption="FLOPs count a multiply-add as 2; bytes = each operand read and each "
-                "result written once",
+                caption="FLOP counts a multiply-add as 2; GB = 1e9 bytes, each operand read "
+                "and each result written once; GFLOP/s = attainable under the roofs",
             )
         )
     if plot:

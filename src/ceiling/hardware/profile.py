@@ -160,6 +160,10 @@ def write_json_atomic(data: Any, path: str | Path) -> Path:
         with os.fdopen(fd, "w") as f:
             json.dump(_finite_or_null(data), f, indent=2)
             f.write("\n")
+        # mkstemp creates the file private (0600); a profile is as readable as any new file.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
