@@ -55,6 +55,7 @@ class StreamResult:
     def row(self) -> dict[str, Any]:
         return {
             "kernel": self.kernel,
+            "dtype": "fp64",
             "bytes": self.bytes,
             "elements": self.elements,
             "best_gbps": self.best_gbps,
