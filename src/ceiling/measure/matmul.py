@@ -194,7 +194,9 @@ def _make_call(dtype: str):
 
         def call_fp8(ops):
             a, b, scale, _ = ops
-            return torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
+            out = torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
+            # torch before 2.4 returned (result, amax).
+            return out[0] if isinstance(out, tuple) else out
 
         return call_fp8
 
