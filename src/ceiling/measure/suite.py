@@ -36,7 +36,7 @@ class Budgets:
     transfer_ms: float
 
 
-QUICK = Budgets(25, 150, 10, 150, 80, 50)
+QUICK = Budgets(25, 200, 10, 250, 80, 50)
 FULL = Budgets(100, 600, 20, 500, 250, 200)
 
 
