@@ -140,3 +140,26 @@ def test_cuda_requested_without_a_gpu(cli):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
     _one_line_error(cli, "profile", "mlp", "--device", "cuda", match="no CUDA device")
+
+
+@pytest.mark.gpu
+def test_profile_on_cuda_uses_the_dtype_peak_and_counts_fused_attention(cli):
+    code, out, err = cli(
+        "profile", "gpt:tiny", "--train", "--device", "cuda", "--dtype", "bf16", "--json",
+        "--steps", "3",
+    )  # fmt: skip
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["ceiling"]["peak_dtype"] == "bf16" and d["ceiling"]["kind"] == "gpu"
+    assert 0 < d["mfu"] < 1 and d["hfu"] > d["mfu"]
+    attention = [o for o in d["ops"] if o["category"] == "attention"]
+    assert attention and all(o["flops"] > 0 and o["time_s"] > 0 for o in attention)
+    assert d["analytic_flops_per_step"] == pytest.approx(d["model_flops_per_step"], rel=0.10)
+
+
+@pytest.mark.gpu
+def test_tf32_switches_the_peak(cli):
+    code, out, err = cli("profile", "mlp", "--device", "cuda", "--dtype", "tf32", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["tf32"] and d["ceiling"]["peak_dtype"] == "tf32"

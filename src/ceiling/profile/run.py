@@ -264,7 +264,9 @@ def _guard(target: str, fn, *args, **kwargs):
 
 
 def _tf32_enabled(device: torch.device) -> bool:
-    return device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32
+    """TF32 matmuls are on when the fp32 matmul precision is below "highest" (a user's
+    own `torch.set_float32_matmul_precision("high")` counts too)."""
+    return device.type == "cuda" and torch.get_float32_matmul_precision() != "highest"
 
 
 def profile_target(
@@ -282,17 +284,46 @@ def profile_target(
     module_depth: int = 3,
     available_bytes: float | None = None,
 ) -> ProfileReport:
-    """Profile a target (see ceiling.profile.targets) on a device; see the module docstring."""
+    """Profile a target (see ceiling.profile.targets) on a device; see the module docstring.
+
+    dtype "tf32" runs fp32 with TF32 matmuls for this call only; otherwise TF32 follows
+    torch's current setting (`torch.set_float32_matmul_precision`)."""
     if steps < 1 or warmup_steps < 0:
         raise InvalidInput(f"need steps ≥ 1 and warm-up ≥ 0, got {steps} and {warmup_steps}")
     dev = check_device(device)
     key, torch_dtype = parse_dtype(dtype)
-    if key == "tf32":
-        if dev.type != "cuda":
-            raise UnsupportedOnDevice("TF32 is a GPU tensor-core mode; on a CPU use fp32")
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-        key = "fp32"
+    if key != "tf32":
+        return _profile(**locals())
+    if dev.type != "cuda":
+        raise UnsupportedOnDevice("TF32 is a GPU tensor-core mode; on a CPU use fp32")
+    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    # "high": fp32 matmuls may use TF32 tensor cores (the documented switch)
+    torch.set_float32_matmul_precision("high")
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        return _profile(**{**locals(), "key": "fp32"})
+    finally:
+        torch.set_float32_matmul_precision(before[0])
+        torch.backends.cudnn.allow_tf32 = before[1]
+
+
+def _profile(
+    *,
+    target: str,
+    train: bool,
+    dev: torch.device,
+    key: str,
+    torch_dtype: torch.dtype,
+    spec: str | None,
+    profile: str | None,
+    batch: int | None,
+    seq: int | None,
+    warmup_steps: int,
+    steps: int,
+    module_depth: int,
+    available_bytes: float | None,
+    **_unused,
+) -> ProfileReport:
     check_dtype_runs(dev, key, torch_dtype)
     tf32 = _tf32_enabled(dev) and key == "fp32"
     ceiling = resolve_ceiling(dev, key, tf32, spec, profile)
