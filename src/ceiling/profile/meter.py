@@ -1,0 +1,49 @@
+"""MFU for your own training loop, without ceiling's CLI.
+
+    from ceiling.profile.meter import count_step_flops
+    from ceiling.model.mfu import MfuMeter
+
+    flops = count_step_flops(model, (x, y), loss_fn=lambda out, batch: out.loss)
+    meter = MfuMeter(model_flops_per_token=flops.model / tokens_per_step,
+                     hardware_flops_per_token=flops.hardware / tokens_per_step,
+                     peak_flops_per_s=989e12, skip_first=2)
+    for batch in loader:
+        t0 = time.perf_counter(); step(batch); torch.cuda.synchronize()
+        meter.step(time.perf_counter() - t0, tokens_per_step)
+    print(meter.mfu, meter.hfu)
+
+The count runs one forward and backward under the op recorder (no optimizer step; the
+gradients it leaves are cleared). Models on the "meta" device are counted without running.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ceiling.profile.recorder import OpRecorder
+from ceiling.profile.targets import as_args, default_loss
+
+
+@dataclass(frozen=True)
+class StepFlops:
+    model: float  # matmul + attention, recomputation excluded (MFU)
+    hardware: float  # recomputation included (HFU)
+    other: float  # elementwise, normalisation, reductions (not in MFU)
+
+
+def count_step_flops(model, batch, loss_fn=None, train: bool = True) -> StepFlops:
+    """FLOPs of one step of `model` on `batch` (a multiply-add counted as 2)."""
+    import torch
+
+    loss_fn = loss_fn or default_loss
+    with OpRecorder() as rec:
+        if train:
+            loss_fn(model(*as_args(batch)), batch).backward()
+        else:
+            with torch.no_grad():
+                model(*as_args(batch))
+    if train:
+        for p in model.parameters():
+            p.grad = None
+    total = rec.totals().flops
+    return StepFlops(rec.model_flops(), rec.hardware_flops(), total - rec.hardware_flops())

@@ -1,0 +1,26 @@
+import pytest
+import torch
+from torch import nn
+
+from ceiling.model.mfu import MfuMeter
+from ceiling.profile.meter import count_step_flops
+
+
+def test_count_step_flops_of_a_linear_layer_feeds_the_meter():
+    layer = nn.Linear(64, 32, bias=False)
+    x = torch.randn(8, 64, requires_grad=True)
+    flops = count_step_flops(layer, x)
+    assert flops.model == 3 * 2 * 8 * 64 * 32  # forward, input grad, weight grad
+    assert flops.hardware == flops.model
+    assert layer.weight.grad is None
+    meter = MfuMeter(model_flops_per_token=flops.model / 8, peak_flops_per_s=1e9)
+    meter.step(0.001, 8)
+    assert meter.mfu == pytest.approx(flops.model / 0.001 / 1e9)
+
+
+def test_count_step_flops_on_meta_without_running():
+    with torch.device("meta"):
+        layer = nn.Linear(8192, 8192, bias=False)
+        x = torch.randn(4, 8192)
+    flops = count_step_flops(layer, x, train=False)
+    assert flops.model == 2 * 4 * 8192 * 8192
