@@ -9,7 +9,7 @@ KEY = "mfu"
 TITLE = "MFU of a training step"
 
 TARGET = "gpt:tiny"
-STEPS_QUICK, STEPS_FULL = 3, 10
+STEPS_QUICK, STEPS_FULL = 2, 10
 
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
