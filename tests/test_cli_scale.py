@@ -1,4 +1,5 @@
 import json
+import shlex
 
 import pytest
 
@@ -93,17 +94,9 @@ def test_threads_backend_imbalance_and_weak_scaling(cli, tmp_path):
 
 def test_python_loop_on_threads_is_called_concurrency(cli):
     code, out, err = cli(
-        "scale",
-        "python",
-        "--backend",
-        "threads",
-        "--workers",
-        "1,2",
-        "--iterations",
-        "200000",
-        "--steps",
-        "2",
-        "--json",
+        *shlex.split(
+            "scale python --backend threads --workers 1,2 --iterations 200000 --steps 2 --json"
+        )
     )
     assert code == 0, err
     doc = json.loads(out)
@@ -112,20 +105,28 @@ def test_python_loop_on_threads_is_called_concurrency(cli):
 
 def test_user_callable_on_threads(cli):
     code, out, err = cli(
-        "scale",
-        "test_distributed_jobs:user_step",
-        "--backend",
-        "threads",
-        "--workers",
-        "1,2",
-        "--steps",
-        "2",
-        "--json",
+        *shlex.split(
+            "scale test_distributed_jobs:user_step --backend threads --workers 1,2 --steps 2 --json"
+        )
     )
     assert code == 0, err
     doc = json.loads(out)
     assert [p["n"] for p in doc["points"]] == [1, 2]
     assert doc["points"][1]["compute_s"] == pytest.approx(0.01, abs=0.009)
+
+
+def test_one_worker_count_is_measured_not_fitted(cli):
+    code, out, err = cli(
+        *shlex.split("scale synthetic --backend threads --workers 2 --work-ms 20 --json")
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["fit"] is None
+    assert doc["points"][0]["speedup"] is None
+    assert doc["points"][0]["serial_s"] == pytest.approx(0.002, abs=0.0019)
+    assert doc["warnings"] == [
+        "one worker count: nothing to fit; give several, e.g. --workers 1,2,4"
+    ]
 
 
 def test_a_failing_user_callable_is_one_line(cli):
@@ -139,17 +140,7 @@ def test_a_failing_user_callable_is_one_line(cli):
 @pytest.mark.slow
 def test_ddp_reports_compute_and_communication(cli):
     code, out, err = cli(
-        "scale",
-        "ddp",
-        "--workers",
-        "1,2",
-        "--batch",
-        "4",
-        "--seq",
-        "32",
-        "--steps",
-        "2",
-        "--json",
+        *shlex.split("scale ddp --workers 1,2 --batch 4 --seq 32 --steps 2 --json")
     )
     assert code == 0, err
     doc = json.loads(out)

@@ -98,6 +98,8 @@ def scale(
         from ceiling.report import plots
 
         plots.check_figure_path(plot)
+        if len(parse_counts(workers)) < 2:
+            raise InvalidInput("a figure needs at least two worker counts, e.g. --workers 1,2")
     options = {
         "synthetic": {
             "serial": serial,
@@ -135,7 +137,7 @@ def scale(
             f"N = {', '.join(map(str, skipped))} skipped: larger than the launcher's world size "
             f"({raw.get('world_size')})"
         )
-    if plot is not None:
+    if plot is not None and summary["fit"] is not None:
         from ceiling.report import scaling_plot
 
         scaling_plot.save_scaling_figure(summary, plot, title=f"{workload} ({mode} scaling)")
@@ -181,9 +183,10 @@ def _render(summary: dict, plot: Path | None) -> None:
         f"{summary['steps']})"
     )
     c.print(scaling_summary.points_table(summary["points"], title))
-    for t in scaling_summary.fit_tables(summary["fit"]):
-        c.print(t)
-    c.print(f"verdict: {summary['fit']['verdict']}")
+    if summary["fit"] is not None:
+        for t in scaling_summary.fit_tables(summary["fit"]):
+            c.print(t)
+        c.print(f"verdict: {summary['fit']['verdict']}")
     for note in summary["notes"]:
         c.print(f"note: {note}")
     for w in summary["warnings"]:

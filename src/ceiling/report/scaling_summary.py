@@ -37,45 +37,50 @@ def summarize_run(raw: dict[str, Any], predict_ns: list[float] | None = None) ->
     runs = raw["runs"]
     ns = [r["n"] for r in runs for _ in r["step_times_s"]]
     times = [t for r in runs for t in r["step_times_s"]]
-    fit = fit_scaling(ns, times_s=times, mode=raw["mode"], predict_ns=predict_ns)
-    by_n = {p.n: p for p in fit.points}
+    if len(set(ns)) >= 2:
+        fit = fit_scaling(ns, times_s=times, mode=raw["mode"], predict_ns=predict_ns)
+        by_n = {p.n: p for p in fit.points}
+    else:  # one worker count: per-step times and phases, nothing to fit
+        fit, by_n = None, {}
     points = []
     for r in runs:
-        p = by_n[float(r["n"])]
+        p = by_n.get(float(r["n"]))
         phases = r["phases_per_rank_s"]
         row: dict[str, Any] = {
             "n": r["n"],
-            "time_s": p.time_s,
-            "speedup": p.speedup,
-            "efficiency": p.efficiency,
-            "karp_flatt": p.karp_flatt,
-            "throughput_per_s": p.throughput,
+            "time_s": p.time_s if p else statistics.median(r["step_times_s"]),
+            "speedup": p.speedup if p else None,
+            "efficiency": p.efficiency if p else None,
+            "karp_flatt": p.karp_flatt if p else None,
+            "throughput_per_s": p.throughput if p else None,
             "step_times_s": r["step_times_s"],
         }
         for k in PHASES:
             if k in phases:
                 row[k] = statistics.fmean(phases[k])
-        if "wait_s" in phases and p.time_s:
+        if "wait_s" in phases and row["time_s"]:
             row["wait_s_per_rank"] = phases["wait_s"]
-            row["imbalance_loss"] = statistics.fmean(phases["wait_s"]) / p.time_s
+            row["imbalance_loss"] = statistics.fmean(phases["wait_s"]) / row["time_s"]
         row["oversubscribed"] = r["n"] in raw.get("oversubscribed_ns", [])
         points.append(row)
     notes = _notes(raw, fit, points)
     out = {k: v for k, v in raw.items() if k not in ("runs", "oversubscribed_ns")}
     out.update(
         points=points,
-        fit=fit_dict(fit),
+        fit=fit_dict(fit) if fit else None,
         notes=notes,
-        warnings=list(fit.warnings),
+        warnings=list(fit.warnings)
+        if fit
+        else ["one worker count: nothing to fit; give several, e.g. --workers 1,2,4"],
     )
     return out
 
 
-def _notes(raw: dict[str, Any], fit: ScalingFit, points: list[dict]) -> list[str]:
+def _notes(raw: dict[str, Any], fit: ScalingFit | None, points: list[dict]) -> list[str]:
     notes = []
     workload, backend = raw["workload"], raw["backend"]
     top = points[-1]
-    if backend == "threads":
+    if backend == "threads" and top["speedup"] is not None:
         s = top["speedup"]
         if workload == "python":
             verdict = (
@@ -134,7 +139,9 @@ def _notes(raw: dict[str, Any], fit: ScalingFit, points: list[dict]) -> list[str
         )
     truth = raw.get("truth") or {}
     if workload == "synthetic" and "serial_fraction" in truth:
-        if raw["mode"] == "strong" and fit.amdahl is not None:
+        if fit is None:
+            pass
+        elif raw["mode"] == "strong" and fit.amdahl is not None:
             se = f" ± {fit.amdahl.p_se:.3f}" if fit.amdahl.p_se is not None else ""
             notes.append(
                 f"truth: parallel fraction p = {truth['parallel_fraction']:g}; fitted Amdahl "
@@ -232,8 +239,8 @@ def points_table(points: list[dict[str, Any]], title: str):
         row = [
             f"{p['n']:g}" + (" *" if p.get("oversubscribed") else ""),
             format_time(p["time_s"]) if p.get("time_s") else "—",
-            f"{p['speedup']:.3g}×",
-            format_percent(p["efficiency"]),
+            "—" if p.get("speedup") is None else f"{p['speedup']:.3g}×",
+            "—" if p.get("efficiency") is None else format_percent(p["efficiency"]),
             "—" if kf is None else f"{kf:.3f}",
         ]
         row += [format_time(p[k]) if k in p else "—" for k in phase_cols]
