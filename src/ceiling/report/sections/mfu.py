@@ -134,7 +134,53 @@ def _profile_path(ctx: ReportContext, out: SectionOutput) -> str | None:
 
 
 def _breakdown(ctx: ReportContext, out: SectionOutput) -> None:
+    """Where the step's wall time goes (data, host, device) and the Amdahl ceiling it implies."""
+    if ctx.quick:
+        out.note(
+            "step breakdown (data wait, host, device compute) and its Amdahl ceiling: in "
+            f"--full mode, or `ceiling step {TARGET}`"
+        )
+        return
     try:
-        require("ceiling.profile.step", "the step breakdown")
+        step_run = require("ceiling.profile.step_run", "the step breakdown")
     except Skip as exc:
-        out.note(f"step breakdown (data loading, host, device) and its Amdahl ceiling: {exc}")
+        out.note(f"step breakdown: {exc}")
+        return
+    device, dtype = _device_and_dtype()
+    ctx.step(f"step breakdown of {TARGET} with 0 and 2 loader workers")
+    rep = step_run.measure_step(TARGET, workers=(0, 2), device=device, dtype=dtype)
+    rows = []
+    for r in rep.rows:
+        rows.append(
+            [
+                r.workers,
+                units.format_time(r.step_s),
+                units.format_percent(r.data_s / r.step_s),
+                units.format_percent(r.host_s / r.step_s),
+                units.format_percent(r.compute_s / r.step_s),
+                units.format_percent(r.serial_fraction),
+                f"{r.amdahl_ceiling:.2f}×",
+                r.bottleneck,
+            ]
+        )
+    first = rep.rows[0]
+    out.key_figures["step_serial_fraction"] = first.serial_fraction
+    out.key_figures["step_amdahl_ceiling"] = first.amdahl_ceiling
+    out.highlight("faster device could give at most", f"{first.amdahl_ceiling:.2f}×")
+    out.table(
+        "Where the step's wall time goes, by data-loader workers",
+        [
+            "loader workers",
+            "step",
+            "data wait",
+            "host",
+            "device compute",
+            "serial part",
+            "Amdahl ceiling",
+            "bottleneck",
+        ],
+        rows,
+        note=rep.method,
+    )
+    for line in rep.verdict:
+        out.text(line[0].upper() + line[1:] + ("" if line.endswith(".") else "."))
