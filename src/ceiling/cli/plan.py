@@ -187,6 +187,12 @@ def plan(
     no_dropout: Annotated[
         bool, typer.Option("--no-dropout", help="Model trains without dropout.")
     ] = False,
+    no_dp_overlap: Annotated[
+        bool,
+        typer.Option(
+            "--no-dp-overlap", help="Gradient reduction waits for the whole backward to end."
+        ),
+    ] = False,
     headroom: Annotated[
         float, typer.Option("--headroom", help="Share of device memory kept free.")
     ] = 0.10,
@@ -236,6 +242,7 @@ def plan(
         attention=attention,
         dropout=not no_dropout,
         headroom=headroom,
+        overlap_dp=not no_dp_overlap,
         token_budget=budget,
     )
 
@@ -255,7 +262,9 @@ def plan(
         "attention": attention,
         "dropout": not no_dropout,
         "headroom": headroom,
-        "dp_overlap": "gradient reduction overlaps the last micro-batch's backward",
+        "dp_overlap": "none (gradient reduction after the backward)"
+        if no_dp_overlap
+        else "gradient reduction overlaps the last micro-batch's backward",
         "tp_overlap": "none (tensor-parallel collectives are exposed)",
         "flops": "a multiply-add counts as 2; peaks are dense",
     }
