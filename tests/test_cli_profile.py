@@ -163,3 +163,27 @@ def test_tf32_switches_the_peak(cli):
     assert code == 0, err
     d = json.loads(out)
     assert d["tf32"] and d["ceiling"]["peak_dtype"] == "tf32"
+
+
+def test_a_saved_profile_gives_the_roof_and_a_second_mfu(cli, tmp_path):
+    from ceiling.hardware.profile import MachineProfile, MeasuredDevice, save_profile
+
+    measured = MeasuredDevice(
+        name="test cpu",
+        kind="cpu",
+        peak_flops_per_s={"fp32": 50e9},
+        bandwidth_bytes_per_s=10e9,
+    )
+    path = save_profile(MachineProfile(1, "2026-01-01T00:00:00Z", "h", {}, [measured]),
+                        tmp_path / "p.json")  # fmt: skip
+    code, out, err = cli("profile", "mlp", "--profile", path, "--json", "--steps", "1")
+    assert code == 0, err
+    d = json.loads(out)
+    c = d["ceiling"]
+    assert c["measured_peak_flops_per_s"] == 50e9 == c["roofline_peak_flops_per_s"]
+    assert c["bandwidth_bytes_per_s"] == 10e9
+    assert d["mfu_vs_measured_peak"] == pytest.approx(d["mfu"] * c["peak_flops_per_s"] / 50e9)
+    ridge = 50e9 / 10e9
+    for o in d["ops"]:
+        if o["intensity_flop_per_byte"] is not None:
+            assert o["bound"] == ("memory" if o["intensity_flop_per_byte"] < ridge else "compute")

@@ -67,6 +67,7 @@ def report_json(r) -> dict:
             "peak_dtype": c.peak_key,
             "peak_flops_per_s": c.peak_flops_per_s,
             "measured_peak_flops_per_s": c.measured_peak_flops_per_s,
+            "roofline_peak_flops_per_s": c.roof_flops_per_s,
             "bandwidth_bytes_per_s": c.bandwidth_bytes_per_s,
         },
         "op_time_s": r.op_time_s,
@@ -83,7 +84,7 @@ def _roofline_figure(r, path: Path) -> None:
     from ceiling.report import plots
 
     plt = plots.pyplot()
-    peak, bw = r.ceiling.peak_flops_per_s, r.ceiling.bandwidth_bytes_per_s
+    peak, bw = r.ceiling.roof_flops_per_s, r.ceiling.bandwidth_bytes_per_s
     pts = [p for p in r.ops if p.intensity and p.achieved_flops_per_s]
     lo = min([p.intensity for p in pts] + [peak / bw / 100])
     hi = max([p.intensity for p in pts] + [peak / bw * 100])
@@ -117,6 +118,11 @@ def render(r, top: int) -> None:
         f"ceiling: {ce.name}, {ce.peak_key} dense peak {u.format_flops_per_s(ce.peak_flops_per_s)}"
         f", bandwidth {u.format_bandwidth(ce.bandwidth_bytes_per_s)} — {ce.source}"
     )
+    if ce.measured_peak_flops_per_s:
+        c.print(
+            f"ops are placed under the measured {ce.peak_key} matmul peak "
+            f"{u.format_flops_per_s(ce.measured_peak_flops_per_s)}"
+        )
     rows = [
         ["step time (median)", u.format_time(r.step_s)],
         ["model FLOPs per step (counted)", u.format_flops(r.model_flops_per_step)],

@@ -53,6 +53,11 @@ class Ceiling:
     bandwidth_bytes_per_s: float
     measured_peak_flops_per_s: float | None = None  # from a machine profile, if any
 
+    @property
+    def roof_flops_per_s(self) -> float:
+        """The compute roof ops are placed under: measured when a profile has it."""
+        return self.measured_peak_flops_per_s or self.peak_flops_per_s
+
 
 @dataclass
 class ProfileReport:
@@ -344,6 +349,7 @@ def _profile(
     hardware_flops = rec.hardware_flops()
     total = rec.totals()
     peak, bw = ceiling.peak_flops_per_s, ceiling.bandwidth_bytes_per_s
+    roof = ceiling.roof_flops_per_s
     analytic = analytic_full = None
     cfg = workload.transformer
     if cfg is not None and workload.tokens_per_step:
@@ -378,10 +384,10 @@ def _profile(
             else None
         ),
         op_time_s=total.time_s or 0.0,
-        ops=[placement.place(t, peak, bw) for t in rec.by_op() if t.category != "view"],
-        modules=[placement.place(t, peak, bw) for t in rec.by_module(depth=module_depth)],
-        categories=[placement.place(t, peak, bw) for t in rec.by_category()],
-        hints=placement.hints(rec.calls, peak, bw, itemsize, step_s),
+        ops=[placement.place(t, roof, bw) for t in rec.by_op() if t.category != "view"],
+        modules=[placement.place(t, roof, bw) for t in rec.by_module(depth=module_depth)],
+        categories=[placement.place(t, roof, bw) for t in rec.by_category()],
+        hints=placement.hints(rec.calls, roof, bw, itemsize, step_s),
         recomputed_flops=hardware_flops - model_flops,
         environment=_environment(dev),
     )

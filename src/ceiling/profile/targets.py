@@ -135,7 +135,7 @@ def _classifier_loss(output, batch):
     return nn.functional.cross_entropy(output.float(), batch[-1])
 
 
-class _ClassifierBatch(nn.Module):
+class Classifier(nn.Module):
     """Wraps a classifier so that model(*batch) takes (inputs, labels) and ignores labels."""
 
     def __init__(self, net: nn.Module):
@@ -182,7 +182,7 @@ def _mlp(batch: int | None, delay_s: float) -> Workload:
     data = _VectorData((width,), 10, delay_s=delay_s)
     xs = [data[i] for i in range(b)]
     inputs = (torch.stack([x for x, _ in xs]), torch.tensor([y for _, y in xs]))
-    return _local("mlp", _ClassifierBatch(net), inputs, _classifier_loss, b, data)
+    return _local("mlp", Classifier(net), inputs, _classifier_loss, b, data)
 
 
 def _cnn(batch: int | None, delay_s: float) -> Workload:
@@ -202,7 +202,7 @@ def _cnn(batch: int | None, delay_s: float) -> Workload:
     data = _VectorData((3, 32, 32), 10, delay_s=delay_s)
     xs = [data[i] for i in range(b)]
     inputs = (torch.stack([x for x, _ in xs]), torch.tensor([y for _, y in xs]))
-    return _local("cnn", _ClassifierBatch(net), inputs, _classifier_loss, b, data)
+    return _local("cnn", Classifier(net), inputs, _classifier_loss, b, data)
 
 
 def _mover(model: nn.Module):
