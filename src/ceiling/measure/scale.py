@@ -112,6 +112,10 @@ def _run_steps(workload, cfg: ScaleConfig, barrier: Callable[[], None]) -> list[
 # ---------------------------------------------------------------------------- processes
 
 
+def _nothing(*_args) -> None:
+    return None
+
+
 def scale_worker(ctx, config: dict[str, Any]) -> dict[str, Any] | None:
     """The job every rank runs (see distributed.Job): all worker counts in turn."""
     import torch
@@ -137,8 +141,9 @@ def scale_worker(ctx, config: dict[str, Any]) -> dict[str, Any] | None:
                 device=ctx.device,
                 backend="processes",
                 imbalance=cfg.imbalance,
-                barrier=lambda g=group: dist.barrier(group=g),
-                all_reduce=lambda t, g=group: dist.all_reduce(t, group=g),
+                # one worker has nobody to wait for: no barrier, nothing to combine
+                barrier=(lambda g=group: dist.barrier(group=g)) if n > 1 else _nothing,
+                all_reduce=(lambda t, g=group: dist.all_reduce(t, group=g)) if n > 1 else _nothing,
                 sync=ctx.sync,
                 group=group,
                 options=cfg.options,

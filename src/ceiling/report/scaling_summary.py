@@ -143,10 +143,15 @@ def _notes(raw: dict[str, Any], fit: ScalingFit | None, points: list[dict]) -> l
             pass
         elif raw["mode"] == "strong" and fit.amdahl is not None:
             se = f" ± {fit.amdahl.p_se:.3f}" if fit.amdahl.p_se is not None else ""
+            causes = ["barriers", "process scheduling"]
+            if truth.get("comm_bytes_per_step"):
+                causes.append(f"the {truth['comm_bytes_per_step'] / 1e6:.3g} MB all-reduce")
+            if raw.get("imbalance"):
+                causes.append("the load imbalance")
             notes.append(
                 f"truth: parallel fraction p = {truth['parallel_fraction']:g}; fitted Amdahl "
-                f"p = {fit.amdahl.p:.3f}{se} (the difference is the platform's own overhead: "
-                "barriers, collectives, process scheduling)."
+                f"p = {fit.amdahl.p:.3f}{se} (any difference is what the run adds to the "
+                f"sleeps: {', '.join(causes)})."
             )
         elif raw["mode"] == "weak" and fit.gustafson is not None:
             notes.append(
