@@ -1,6 +1,8 @@
 import itertools
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ceiling.errors import InvalidInput
 from ceiling.model.pipeline_sim import (
@@ -180,3 +182,23 @@ def test_simulate_bad_input_is_one_line_exit_2(cli):
         code, _, err = cli("simulate", *args)
         assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, (args, err)
         assert msg in err, (msg, err)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    p=st.integers(1, 8),
+    rounds=st.integers(1, 5),
+    v=st.integers(1, 4),
+    data=st.data(),
+)
+def test_any_schedule_finishes_and_uniform_bubbles_are_exact(p, rounds, v, data):
+    m = p * rounds
+    schedule = "interleaved" if v > 1 else data.draw(st.sampled_from(["gpipe", "1f1b"]))
+    times = st.floats(0.1, 5.0)
+    fwd = data.draw(st.lists(times, min_size=p, max_size=p))
+    bwd = data.draw(st.lists(times, min_size=p, max_size=p))
+    r = simulate_pipeline(schedule, p, m, fwd, bwd, chunks=v, p2p_s=0.01)
+    assert r.makespan_s >= r.ideal_s - 1e-9
+    assert len(r.passes) == 2 * p * m * v
+    u = simulate_pipeline(schedule, p, m, 1.0, 2.0, chunks=v)
+    assert u.bubble_fraction == pytest.approx(bubble_formula(p, m, v), abs=1e-12)
