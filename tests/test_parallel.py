@@ -228,3 +228,35 @@ def test_throughput_predicts_mpt7b_on_8_a100_within_15_percent():
     job = Job(get_model("mpt-7b"), 256, 2048, attention="flash", dropout=False)
     best = search(job, make_cluster(A100, 8), {"d": 8, "zero": 3}, top=1).plans[0]
     assert best.tokens_per_s == pytest.approx(37130, rel=0.15)
+
+
+def test_expert_parallelism_spreads_experts_and_pays_all_to_all():
+    mix = get_model("mixtral-8x7b")
+    job = Job(mix, 256, 4096, attention="flash", dropout=False)
+    c = make_cluster(get_spec("h100-sxm"), 64)
+    no_ep = evaluate_plan(job, c, Plan(8, 8, 1, 1, zero=1))
+    ep = evaluate_plan(job, c, Plan(8, 8, 1, 1, zero=1, ep=8))
+    sh = par.shape_of(mix)
+    saved = mix.layers * sh.params_experts_layer / 8 * (1 - 1 / 8)
+    assert no_ep.memory["params_per_device"] - ep.memory["params_per_device"] == pytest.approx(
+        saved
+    )
+    assert no_ep.time["ep_comm_s"] == 0 < ep.time["ep_comm_s"]
+    with pytest.raises(InvalidInput, match="mixture-of-experts"):
+        par.check_plan(Job(get_model("llama-2-7b"), 256, 4096), c, Plan(8, 8, 1, ep=2))
+    with pytest.raises(InvalidInput, match=r"d\(4\) % ep\(8\) = 4"):
+        par.check_plan(job, c, Plan(4, 8, 2, ep=8))
+
+
+def test_expert_capacity_pads_the_expert_matmuls():
+    mix = get_model("mixtral-8x7b")
+    job = Job(mix, 256, 4096, attention="flash", dropout=False)
+    c = make_cluster(get_spec("h100-sxm"), 64)
+    r = evaluate_plan(job, c, Plan(8, 8, 1, 1, zero=1, recompute="none"))
+    tokens = 256 * 4096
+    useful = tokens * (
+        mix.layers * 3 * float(par.layer_forward_flops_per_token(par.shape_of(mix), 4096))
+        + 6 * mix.hidden * mix.vocab
+    )
+    padded = tokens * mix.layers * 3 * 0.25 * 2 * mix.active_experts * mix.params_expert
+    assert r.time["matmul_s"] * c.matmul_flops_per_s * 64 == pytest.approx(useful + padded)

@@ -108,6 +108,7 @@ def plan_json(res, why: str = "") -> dict:
         "p": pl.p,
         "micro_batch": pl.micro_batch,
         "v": pl.v,
+        "ep": pl.ep,
         "zero": pl.zero,
         "recompute": pl.recompute,
         "sequence_parallel": pl.sequence_parallel,
@@ -326,7 +327,7 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
         body.append(
             [
                 i,
-                f"{pl.d}×{pl.t}×{pl.p}",
+                f"{pl.d}×{pl.t}×{pl.p}" + (f" ep{pl.ep}" if pl.ep > 1 else ""),
                 pl.v,
                 f"{pl.micro_batch}/{r.micro_batches}",
                 saving,
@@ -379,7 +380,11 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
 
 
 def _layout(pl) -> str:
-    return f"{pl.d}×{pl.t}×{pl.p}" + (f" v{pl.v}" if pl.v > 1 else "")
+    return (
+        f"{pl.d}×{pl.t}×{pl.p}"
+        + (f" v{pl.v}" if pl.v > 1 else "")
+        + (f" ep{pl.ep}" if pl.ep > 1 else "")
+    )
 
 
 def _render_scaling(c, rows) -> None:

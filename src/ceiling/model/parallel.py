@@ -85,6 +85,9 @@ ADAM_UPDATE_BYTES = 26
 # time still lengthens the step.
 OVERLAP_COST = 0.2
 
+# Mixture-of-experts capacity factor: tokens an expert is sized for over its even share.
+MOE_CAPACITY_FACTOR = 1.25
+
 # Bytes per token per vocabulary entry that the loss moves (forward 16, backward 8).
 LOSS_BYTES_PER_VOCAB = 24
 
@@ -102,9 +105,10 @@ class Plan:
     recompute: str = "selective"
     sequence_parallel: bool = True
     state_bytes_per_param: int = 18
+    ep: int = 1  # expert parallelism: experts spread over ep of the d data-parallel ranks
 
     def __post_init__(self) -> None:
-        for name in ("d", "t", "p", "micro_batch", "v"):
+        for name in ("d", "t", "p", "micro_batch", "v", "ep"):
             val = getattr(self, name)
             if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val < 1:
                 raise InvalidInput(f"{name} must be a positive integer, got {val!r}")
@@ -128,6 +132,8 @@ class Plan:
         parts = [f"d={self.d}", f"t={self.t}", f"p={self.p}", f"b={self.micro_batch}"]
         if self.v > 1:
             parts.append(f"v={self.v}")
+        if self.ep > 1:
+            parts.append(f"ep={self.ep}")
         parts += [f"zero={self.zero}", f"recompute={self.recompute}"]
         if self.t > 1:
             parts.append(f"sp={'on' if self.sequence_parallel else 'off'}")
@@ -167,7 +173,7 @@ class Job:
 RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2}
 
 
-def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) -> dict:
+def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18, ep=1) -> dict:
     """Evaluate plans given as arrays (or scalars); returns a dict of arrays.
 
     Step time, on the most loaded device (the last stage: its layers plus the output layer
@@ -186,8 +192,8 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
     s, B = job.seq_len, job.global_batch
     d, t, p, b, v, zero, rc = (np.asarray(x) for x in (d, t, p, b, v, zero, rc))
     sp = np.asarray(sp, dtype=bool) & (t > 1)
-    state = np.asarray(state)
-    df, tf, pf, bf, vf = (x.astype(float) for x in (d, t, p, b, v))
+    state, ep = np.asarray(state), np.asarray(ep)
+    df, tf, pf, bf, vf, epf = (x.astype(float) for x in (d, t, p, b, v, ep))
     m = B / (df * bf)
     tokens_mb = bf * s
     per_node = cluster.devices_per_node
@@ -195,14 +201,20 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
     V, h = sh.vocab, sh.hidden
 
     # The most loaded device: its stage's layers plus an embedding table or output head.
+    # Experts are split over t and over ep; their gradients are reduced over d/ep replicas.
     layers_dev = layers_per_device(n_layers, pf, vf)
     emb = np.where(pf > 1, sh.params_embedding_stage, sh.params_embedding_single)
-    params_dev = (layers_dev * sh.params_layer + emb) / tf
-    layer_params_dev = layers_dev * sh.params_layer / tf
+    dense_layer = sh.params_layer - sh.params_experts_layer
+    dense_dev = (layers_dev * dense_layer + emb) / tf
+    expert_dev = layers_dev * sh.params_experts_layer / (tf * epf)
+    params_dev = dense_dev + expert_dev
+    d_expert = df / epf
 
     # ---- memory ----
     spb = state_bytes_per_param(state, zero, df)
-    state_bytes = params_dev * spb
+    spb_expert = state_bytes_per_param(state, zero, d_expert)
+    state_bytes = dense_dev * spb + expert_dev * spb_expert
+    layer_state = layers_dev / tf * (dense_layer * spb + sh.params_experts_layer / epf * spb_expert)
     act_tok = activation_bytes_per_token_layer(sh, s, tf, sp, rc, job.attention, job.dropout)
     layers_held = in_flight_layers(n_layers, pf, vf, m)
     activations = act_tok * tokens_mb * layers_held
@@ -221,7 +233,9 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
     )
     act_peak = act_peak + working
     # ZeRO-3 holds the gathered 16-bit weights of the layer it runs and of the next (prefetch).
-    gathered = np.where(zero == 3, 2 * 2.0 * sh.params_layer / tf, 0.0)
+    gathered = np.where(
+        zero == 3, 2 * 2.0 * (dense_layer + sh.params_experts_layer / epf) / tf, 0.0
+    )
     memory = state_bytes + act_peak + gathered
     usable = cluster.memory_bytes * (1.0 - job.headroom)
 
@@ -241,7 +255,13 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
     # and written (16·V bytes per token forward), its gradient 8·V back; split over t.
     loss_bytes_tok = LOSS_BYTES_PER_VOCAB * V / tf
     ew_bytes_mb = tokens_mb * (layers_stage * (ew_fwd + ew_bwd + ew_recompute) + loss_bytes_tok)
-    matmul_s = hw_flops_mb / cluster.matmul_flops_per_s
+    # Experts run with a capacity: each processes up to capacity_factor × its even share of
+    # tokens, padded, so the busiest sets the pace (Fedus et al. 2021, Switch Transformer).
+    expert_tok = 2.0 * sh.active_experts * sh.params_experts_layer / sh.experts
+    padded_tok = (MOE_CAPACITY_FACTOR - 1.0) * expert_tok * (3.0 + np.where(rc == 2, 1.0, 0.0))
+    matmul_s = (hw_flops_mb + tokens_mb * layers_stage * padded_tok / tf) / (
+        cluster.matmul_flops_per_s
+    )
     elementwise_s = ew_bytes_mb / cluster.memory_bytes_per_s
     compute_mb = matmul_s + elementwise_s
 
@@ -250,7 +270,13 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
     tp_bw, tp_lat = _link(cluster, tp_spans)
     n_coll = 4.0 + np.where(rc == 2, 2.0, 0.0)
     tp_mb = layers_stage * n_coll * ring_allreduce_s(tokens_mb * h * 2.0, tf, tp_bw, tp_lat)
-    stage_mb = compute_mb + tp_mb
+    # ---- expert parallelism: all-to-all dispatch and combine around each MoE block ----
+    ep_spans = tf * epf > per_node
+    ep_bw, ep_lat = _link(cluster, ep_spans)
+    routed = MOE_CAPACITY_FACTOR * tokens_mb * sh.active_experts * h * 2.0 / tf
+    a2a = np.where(epf > 1, (epf - 1) / epf * routed / ep_bw + (epf - 1) * ep_lat, 0.0)
+    ep_mb = layers_stage * (4.0 + np.where(rc == 2, 2.0, 0.0)) * a2a
+    stage_mb = compute_mb + tp_mb + ep_mb
 
     # ---- pipeline: bubble and point-to-point sends ----
     pipeline_s = (m + (pf - 1.0) / vf) * stage_mb
@@ -266,22 +292,27 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
     # ---- data parallel ----
     dp_spans = tf * df > per_node
     dp_bw, dp_lat = _link(cluster, dp_spans)
-    grad_bytes = params_dev * np.where(state == 18, 4.0, 2.0)
-    weight_bytes = params_dev * 2.0
-    allreduce = ring_allreduce_s(grad_bytes, df, dp_bw, dp_lat)
-    rs_ag = ring_gather_s(grad_bytes, df, dp_bw, dp_lat) + ring_gather_s(
-        weight_bytes, df, dp_bw, dp_lat
+    grad_elem = np.where(state == 18, 4.0, 2.0)
+    g_dense, g_expert = dense_dev * grad_elem, expert_dev * grad_elem
+    w_dense, w_expert = dense_dev * 2.0, expert_dev * 2.0
+    allreduce = ring_allreduce_s(g_dense, df, dp_bw, dp_lat) + ring_allreduce_s(
+        g_expert, d_expert, dp_bw, dp_lat
     )
+    reduce_scatter = ring_gather_s(g_dense, df, dp_bw, dp_lat) + ring_gather_s(
+        g_expert, d_expert, dp_bw, dp_lat
+    )
+    all_gather = ring_gather_s(w_dense, df, dp_bw, dp_lat) + ring_gather_s(
+        w_expert, d_expert, dp_bw, dp_lat
+    )
+    rs_ag = reduce_scatter + all_gather
     # ZeRO-3 gathers the weights before each forward and backward of every micro-batch and
     # reduce-scatters gradients after each backward; that traffic hides behind compute.
-    z3_mb = 2.0 * ring_gather_s(weight_bytes, df, dp_bw, dp_lat) + ring_gather_s(
-        grad_bytes, df, dp_bw, dp_lat
-    )
+    z3_mb = 2.0 * all_gather + reduce_scatter
     z3_exposed = m * (
         np.maximum(0.0, z3_mb - compute_mb) + OVERLAP_COST * np.minimum(z3_mb, compute_mb)
     )
     dp_total = np.where(zero == 0, allreduce, np.where(zero == 3, m * z3_mb, rs_ag))
-    grad_reduce = np.where(zero == 0, allreduce, ring_gather_s(grad_bytes, df, dp_bw, dp_lat))
+    grad_reduce = np.where(zero == 0, allreduce, reduce_scatter)
     window = (2.0 / 3.0) * compute_mb if job.overlap_dp else 0.0
     hidden = np.minimum(grad_reduce, window)
     dp_exposed = np.where(
@@ -295,8 +326,7 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
 
     # ---- optimizer update (memory-bound over this device's shard) ----
     # Adam's update plus one more read of the gradients for the global norm (clipping).
-    shard = np.where(zero >= 1, params_dev / df, params_dev)
-    grad_elem = np.where(state == 18, 4.0, 2.0)
+    shard = np.where(zero >= 1, dense_dev / df + expert_dev / d_expert, params_dev)
     optimizer_s = shard * (ADAM_UPDATE_BYTES + 2.0 * grad_elem) / cluster.memory_bytes_per_s
 
     # A synchronous step waits for the slowest of N devices; with independent per-device
@@ -317,12 +347,13 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
         "p": p,
         "micro_batch": b,
         "v": v,
+        "ep": ep,
         "zero": zero,
         "recompute_code": rc,
         "sequence_parallel": sp,
         "micro_batches": m,
         "params_per_device": params_dev,
-        "layer_state_bytes": layer_params_dev * spb,
+        "layer_state_bytes": layer_state,
         "state_bytes": state_bytes,
         "activation_bytes": act_peak,
         "layer_activation_bytes": activations,
@@ -332,6 +363,7 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18) ->
         "matmul_s": matmul_s * m,
         "elementwise_s": elementwise_s * m,
         "tp_comm_s": tp_mb * m,
+        "ep_comm_s": ep_mb * m,
         "bubble_s": bubble_s,
         "p2p_s": p2p_s,
         "dp_comm_s": dp_total,
@@ -424,6 +456,14 @@ def check_plan(job: Job, cluster, plan: Plan) -> list[str]:
                 f"the interleaved schedule needs micro-batches divisible by p: "
                 f"m = global_batch/(d·b) = {m}; {m} % p({plan.p}) = {m % plan.p}"
             )
+    if plan.ep > 1:
+        if sh.experts == 1:
+            raise InvalidInput("expert parallelism (ep > 1) needs a mixture-of-experts model")
+        if sh.experts % plan.ep or plan.d % plan.ep:
+            raise InvalidInput(
+                f"ep must divide the experts and d: experts({sh.experts}) % ep({plan.ep}) = "
+                f"{sh.experts % plan.ep}, d({plan.d}) % ep({plan.ep}) = {plan.d % plan.ep}"
+            )
     if plan.zero >= 2 and plan.p > 1:
         raise InvalidInput(
             f"ZeRO-{plan.zero} shards gradients, which pipeline parallelism accumulates over "
@@ -465,6 +505,7 @@ def evaluate_plan(job: Job, cluster, plan: Plan) -> PlanResult:
         RECOMPUTE_CODE[plan.recompute],
         plan.sequence_parallel,
         plan.state_bytes_per_param,
+        plan.ep,
     )
     return result_from_arrays(job, plan, r, 0 if np.ndim(r["step_s"]) else None, notes)
 
@@ -493,6 +534,7 @@ def result_from_arrays(job: Job, plan: Plan, r: dict, i, notes=()) -> PlanResult
             "matmul_s": g("matmul_s"),
             "elementwise_s": g("elementwise_s"),
             "tp_comm_s": g("tp_comm_s"),
+            "ep_comm_s": g("ep_comm_s"),
             "bubble_s": g("bubble_s"),
             "p2p_s": g("p2p_s"),
             "dp_exposed_s": g("dp_exposed_s"),

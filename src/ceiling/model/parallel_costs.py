@@ -30,6 +30,7 @@ class Shape:
     experts: int
     active_experts: int
     params_layer: float  # all experts
+    params_experts_layer: float  # the experts' FFNs of one block (0 for a dense model)
     params_layer_matmul_active: float  # weights a token multiplies in one block
     params_embedding_stage: float  # table (+ untied head when p = 1) (+ learned positions)
     params_embedding_single: float  # all embedding parameters when p = 1
@@ -60,6 +61,9 @@ def shape_of(model) -> Shape:
         experts=model.experts,
         active_experts=model.active_experts,
         params_layer=float(model.params_layer),
+        params_experts_layer=float(model.experts * model.params_expert)
+        if model.experts > 1
+        else 0.0,
         params_layer_matmul_active=float(model.params_layer_active - 2 * norm),
         # With p > 1 the first stage holds the table (and positions), the last the head
         # (a copy of the table when tied); either way about V·h.

@@ -23,7 +23,7 @@ from ceiling.model.parallel import RECOMPUTE, Job, Plan, PlanResult
 from ceiling.model.scaling import karp_flatt
 
 # Fields `--fixed` may pin, and how to read them.
-FIXABLE = ("d", "t", "p", "micro_batch", "v", "zero", "recompute", "sp", "state_bytes")
+FIXABLE = ("d", "t", "p", "micro_batch", "v", "zero", "recompute", "sp", "state_bytes", "ep")
 _ALIASES = {
     "b": "micro_batch",
     "mb": "micro_batch",
@@ -111,14 +111,18 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
             vs = [1] + [v for v in range(2, MAX_CHUNKS + 1) if p > 1 and sh.layers % (p * v) == 0]
             bs = [b for b in _divisors(B // d) if b <= MAX_MICRO_BATCH]
             zeros = allowed("zero", [0, 1] if p > 1 else [0, 1, 2, 3])
+            eps = allowed(
+                "ep",
+                [e for e in _divisors(d) if sh.experts % e == 0] if sh.experts > 1 else [1],
+            )
             sps = allowed("sp", [True, False] if t > 1 else [False])
             for v in allowed("v", vs):
                 good_b = [
                     b for b in allowed("micro_batch", bs) if v == 1 or (B // (d * b)) % p == 0
                 ]
-                if not good_b or not zeros or not sps or not rc_codes:
+                if not good_b or not zeros or not sps or not rc_codes or not eps:
                     continue
-                grid = np.array(list(itertools.product(good_b, zeros, rc_codes, sps, states)))
+                grid = np.array(list(itertools.product(good_b, zeros, rc_codes, sps, states, eps)))
                 k = len(grid)
                 blocks.append(
                     np.column_stack(
@@ -145,6 +149,7 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
         "rc": a[:, 6],
         "sp": a[:, 7].astype(bool),
         "state": a[:, 8],
+        "ep": a[:, 9],
     }
 
 
@@ -159,6 +164,7 @@ def _plan_at(c: dict, i: int) -> Plan:
         recompute=RECOMPUTE[int(c["rc"][i])],
         sequence_parallel=bool(c["sp"][i]),
         state_bytes_per_param=int(c["state"][i]),
+        ep=int(c["ep"][i]),
     )
 
 
@@ -183,6 +189,7 @@ def evaluate_candidates(job: Job, cluster, cand: dict) -> dict:
         cand["rc"],
         cand["sp"],
         cand["state"],
+        cand["ep"],
     )
 
 
@@ -255,9 +262,10 @@ def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:
                 recompute=fixed.get("recompute", "selective"),
                 sequence_parallel=fixed.get("sp", t > 1),
                 state_bytes_per_param=fixed.get("state_bytes", 18),
+                ep=fixed.get("ep", 1),
             )
             if "micro_batch" in fixed
-            else Plan(d=d, t=t, p=p, micro_batch=1, v=1),
+            else Plan(d=d, t=t, p=p, micro_batch=1, v=1, ep=fixed.get("ep", 1)),
         )
     pinned = [x for x in (d, t, p) if x is not None]
     prod = int(np.prod(pinned)) if pinned else 1
@@ -311,6 +319,8 @@ def explain_loss(x: PlanResult, best: PlanResult) -> str:
         reason = f"data-parallel traffic not hidden: {share:.0%} of step" + (
             " (ZeRO-3 gathers)" if pl.zero == 3 else ""
         )
+    elif key == "ep_comm_s":
+        reason = f"expert all-to-all {share:.0%} of step (ep={pl.ep})"
     elif key == "p2p_s":
         reason = f"pipeline sends {share:.0%} of step"
     else:
