@@ -187,3 +187,13 @@ def test_a_saved_profile_gives_the_roof_and_a_second_mfu(cli, tmp_path):
     for o in d["ops"]:
         if o["intensity_flop_per_byte"] is not None:
             assert o["bound"] == ("memory" if o["intensity_flop_per_byte"] < ridge else "compute")
+
+
+def test_model_that_fails_while_running(cli, tmp_path):
+    f = tmp_path / "mismatch.py"
+    f.write_text(
+        "import torch\n"
+        "def build():\n"
+        "    return {'model': torch.nn.Linear(8, 4), 'batch': torch.randn(2, 5)}\n"
+    )
+    _one_line_error(cli, "profile", f"{f}:build", "--train", match="failed while running")

@@ -53,7 +53,8 @@ class StepReport:
     method: str = (
         "data: time blocked in next(loader) + copy to device; compute: sum of per-op times "
         "over one step, each op's least time in 5 recorded steps (sync around each op); "
-        "host: the rest; means over timed steps"
+        "host: the rest (Python, autograd, dispatch, and any time other processes take the "
+        "CPU); means over timed steps"
     )
     method_version: int = METHOD_VERSION
     environment: dict[str, Any] = field(default_factory=dict)
