@@ -85,12 +85,15 @@ def full_report(tmp_path_factory, browser):
     """The default quick report, made by the real command, as a new user gets it."""
     folder = tmp_path_factory.mktemp("report")
     page = folder / "ceiling-report.html"
+    # the run saves a machine profile as the default one when none exists: keep it here
+    env = {**os.environ, "CEILING_PROFILE": str(folder / "default-profile.json")}
     proc = subprocess.run(
         [sys.executable, "-m", "ceiling", "report", "--quick", "--output", str(page), "--json"],
         capture_output=True,
         text=True,
         timeout=280,
         cwd=folder,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return page, json.loads(proc.stdout), proc.stderr

@@ -1,0 +1,109 @@
+"""Report sections fed a known machine profile: their numbers come from the library, exactly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ceiling.hardware.profile import MachineProfile, MeasuredDevice, save_profile
+
+OVERHEAD = {
+    "device": "cpu",
+    "tiny_op_s": 2e-6,
+    "tiny_op_best_s": 1.5e-6,
+    "loop_elements": 1_000_000,
+    "loop_s": 0.2,
+    "loop_sampled_elements": 100_000,
+    "vectorized_s": 1e-4,
+    "device_vectorized_s": 2e-4,
+    "loop_vs_vectorized": 2000.0,
+    "crossovers": [],
+    "notes": [],
+}
+
+
+@pytest.fixture
+def profile_file(tmp_path):
+    dev = MeasuredDevice(
+        name="Test CPU",
+        kind="cpu",
+        peak_flops_per_s={"fp32": 100e9, "fp64": 50e9},
+        bandwidth_bytes_per_s=10e9,
+        datasheet_peak_flops_per_s={"fp32": 200e9, "fp64": 100e9},
+        memory_bytes=16 * 2**30,
+        extra={"overhead": OVERHEAD},
+    )
+    prof = MachineProfile(1, "2026-01-01T00:00:00+00:00", "testhost", {}, [dev])
+    return save_profile(prof, tmp_path / "profile.json")
+
+
+def _report(cli, tmp_path, profile_file, only):
+    code, out, err = cli(
+        "report", "--only", only, "--profile", profile_file, "-o", tmp_path / "r.html", "--json"
+    )
+    assert code == 0, err
+    return {s["key"]: s for s in json.loads(out)["sections"]}
+
+
+def test_machine_card_shows_measured_against_datasheet(cli, tmp_path, profile_file):
+    sec = _report(cli, tmp_path, profile_file, "machine")["machine"]
+    assert sec["status"] == "ok", sec["reason"]
+    measured = sec["key_figures"]["measured"]["Test CPU"]
+    assert measured["peak_flops_per_s"] == {"fp32": 100e9, "fp64": 50e9}
+    assert measured["bandwidth_bytes_per_s"] == 10e9
+    rows = next(t for t in sec["tables"] if t["title"].startswith("Measured ceilings"))["rows"]
+    fp32 = next(r for r in rows if r[1] == "fp32")
+    assert fp32[-1] == "50.0 %"  # 100 of 200 GFLOP/s
+    # without a GPU, a catalog GPU's datasheet stands beside the CPU: H100 bf16 / fp32 here
+    assert sec["key_figures"]["reference_gpu"] == "h100-sxm"
+    assert sec["key_figures"]["reference_gpu_compute_ratio"] == pytest.approx(989.5e12 / 100e9)
+    assert sec["key_figures"]["reference_gpu_bandwidth_ratio"] == pytest.approx(3.35e12 / 10e9)
+    assert len(sec["figures"]) == 1
+
+
+def test_overhead_section_reads_the_profile(cli, tmp_path, profile_file):
+    sec = _report(cli, tmp_path, profile_file, "overhead")["overhead"]
+    assert sec["status"] == "ok", sec["reason"]
+    assert sec["key_figures"]["tiny_op_s_cpu"] == 2e-6
+    assert sec["key_figures"]["loop_vs_vectorized"] == 2000.0
+    assert any("crossover" in n and "CUDA GPU" in n for n in sec["notes"])
+
+
+def test_overhead_section_skips_with_a_reason_when_not_measured(cli, tmp_path):
+    dev = MeasuredDevice("Bare CPU", "cpu", {"fp32": 1e9}, 1e9)
+    path = save_profile(MachineProfile(1, "x", "h", {}, [dev]), tmp_path / "bare.json")
+    sec = _report(cli, tmp_path, path, "overhead")["overhead"]
+    assert sec["status"] == "skipped"
+    assert "no overhead measurement" in sec["reason"]
+
+
+def test_roofline_section_places_the_seed_ops(cli, tmp_path, profile_file):
+    sec = _report(cli, tmp_path, profile_file, "roofline")["roofline"]
+    assert sec["status"] == "ok", sec["reason"]
+    k = sec["key_figures"]
+    assert k["ridge_flops_per_byte"] == pytest.approx(10.0)  # 100 GFLOP/s / 10 GB/s
+    # fp32: add 1 FLOP / 12 bytes; matvec 2n² / 4(n² + 2n); matmul 2n³ / (3 · 4n²) = n/6
+    assert k["intensity_add"] == pytest.approx(1 / 12)
+    assert k["intensity_matvec"] == pytest.approx(2 * 4096**2 / (4 * (4096**2 + 2 * 4096)))
+    assert k["intensity_matmul"] == pytest.approx(1024 / 6)
+    bounds = {name: op["bound"] for name, op in k["ops"].items()}
+    assert list(bounds.values()) == ["memory", "memory", "compute"]
+    # naive attention is memory-bound on an H100, the fused form compute-bound
+    assert k["attention-naive_bound_on_h100-sxm"] == "memory"
+    assert k["attention-fused_bound_on_h100-sxm"] == "compute"
+    assert len(sec["figures"]) == 1
+
+
+def test_amdahl_and_planner_need_no_measurement(cli, tmp_path, profile_file):
+    secs = _report(cli, tmp_path, profile_file, "amdahl,planner")
+    assert secs["amdahl"]["key_figures"]["ceiling_p0.99"] == 100.0
+    plan = secs["planner"]
+    assert plan["status"] == "ok", plan["reason"]
+    best = plan["key_figures"]["best_plan"]
+    assert best["d"] * best["t"] * best["p"] == 256
+    assert best["t"] <= 8  # tensor parallelism stays inside an 8-GPU node
+    pipe = plan["key_figures"]["pipeline"]
+    # uniform stages: the simulated bubble is exactly the closed form
+    assert pipe["bubble_1f1b"] == pytest.approx(pipe["formula_1f1b"])
+    assert pipe["bubble_interleaved_v2"] == pytest.approx(pipe["formula_interleaved_v2"])
