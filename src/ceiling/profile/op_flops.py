@@ -180,6 +180,14 @@ _REDUCTIONS = {
     "nll_loss_backward": False,
     "nll_loss2d_forward": False,
     "embedding_dense_backward": False,
+    # pooling: about one compare or add per input element (windows rarely overlap much)
+    "max_pool2d_with_indices": False,
+    "max_pool2d_with_indices_backward": False,
+    "max_pool3d_with_indices": False,
+    "avg_pool2d": False,
+    "avg_pool2d_backward": False,
+    "_adaptive_avg_pool2d": False,
+    "_adaptive_avg_pool2d_backward": False,
 }
 
 # Ops that move or allocate memory without arithmetic.
