@@ -14,17 +14,19 @@ TITLE = "This machine and its ceilings"
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
     ctx.step("detecting the CPU and GPUs")
-    cpu = _cpu_card(out)
-    gpus = _gpu_card(out)
+    # the description of the hardware goes below the figure and the measured ceilings
+    detail = SectionOutput()
+    cpu = _cpu_card(detail)
+    gpus = _gpu_card(detail)
+    out.highlights.extend(detail.highlights)
+    out.key_figures.update(detail.key_figures)
+    if not gpus:
+        out.text("No CUDA GPU is visible here, so every measurement below runs on the CPU.")
     try:
         profile = ctx.profile()
     except Skip as exc:
         out.note(f"measured ceilings: not measured — {exc}")
         profile = None
-    if profile is not None:
-        _measured(out, profile, cpu)
-    if profile is not None and not gpus:
-        _versus_gpu(out, profile)
     if cpu is not None or profile is not None:
         from ceiling.report import machine_plot
 
@@ -35,6 +37,17 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
                 "Matrix-multiply FLOP/s per dtype and memory bandwidth: measured here (solid) "
                 "against the theoretical or datasheet figure (hatched). Log scale.",
             )
+    if profile is not None:
+        _measured(out, profile, cpu)
+    if profile is not None and not gpus:
+        _versus_gpu(out, profile)
+    for kind, block in detail.blocks:
+        if kind == "table":
+            out.tables.append(block)
+        elif kind == "text":
+            out.paragraphs.append(block)
+        out.blocks.append((kind, block))
+    out.notes.extend(detail.notes)
 
 
 def _cpu_card(out: SectionOutput):
@@ -110,7 +123,6 @@ def _gpu_card(out: SectionOutput) -> list:
     gpus = gpu_mod.detect_gpus()
     out.key("gpu_count", len(gpus))
     if not gpus:
-        out.text("No CUDA GPU is visible here, so every measurement below runs on the CPU.")
         return []
     rows = []
     for g in gpus:
