@@ -26,7 +26,9 @@ app.add_typer(bench_app, name="bench")
 JsonOption = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 DeviceOption = Annotated[
     str | None,
-    typer.Option("--device", help="cpu, cuda or cuda:N (default: the GPU if there is one)."),
+    typer.Option(
+        "--device", metavar="DEVICE", help="cpu, cuda or cuda:N (default: the GPU if there is one)."
+    ),
 ]
 QuickOption = Annotated[
     bool, typer.Option("--quick", help="Fewer sizes and shorter time budgets (< 1 min).")
@@ -169,14 +171,17 @@ def bench_matmul(
         list[str] | None,
         typer.Option(
             "--dtype",
+            metavar="DTYPE",
             help="fp64, fp32, tf32, bf16, fp16, fp8; repeat for several (default: all native).",
         ),
     ] = None,
     sizes: Annotated[
-        str | None, typer.Option("--sizes", help="Square sizes, comma-separated: 1024,2048.")
+        str | None,
+        typer.Option("--sizes", metavar="N,N,..", help="Square sizes, comma-separated: 1024,2048."),
     ] = None,
     shape: Annotated[
-        list[str] | None, typer.Option("--shape", help="MxNxK; repeat for several.")
+        list[str] | None,
+        typer.Option("--shape", metavar="MxNxK", help="A rectangular shape; repeat for several."),
     ] = None,
     quick: QuickOption = False,
     device: DeviceOption = None,

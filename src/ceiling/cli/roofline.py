@@ -108,16 +108,20 @@ def roofline(
         list[str] | None,
         typer.Option(
             "--op",
+            metavar="OP",
             help="add:N, matvec:N, matmul:MxNxK or attention:B,H,S,D (naive and fused); repeat.",
         ),
     ] = None,
-    dtype: Annotated[str, typer.Option("--dtype", help="Element type of the ops.")] = "fp32",
+    dtype: Annotated[
+        str, typer.Option("--dtype", metavar="DTYPE", help="Element type of the ops.")
+    ] = "fp32",
     profile: Annotated[
         Path | None,
         typer.Option("--profile", metavar="PATH", help="Machine profile (default: the saved one)."),
     ] = None,
     spec: Annotated[
-        str | None, typer.Option("--spec", help="A catalog device instead of the profile.")
+        str | None,
+        typer.Option("--spec", metavar="NAME", help="A catalog device instead of the profile."),
     ] = None,
     measure: Annotated[
         bool, typer.Option("--measure", help="Also time the ops here: measured vs predicted.")

@@ -6,6 +6,8 @@ from typing import Any
 
 from ceiling.units import format_bytes, format_time
 
+NOISY = "(noisy): the samples' IQR exceeds 10 % of their median, so trust the figure less"
+
 
 def _pct(fraction: float | None) -> str:
     return "" if fraction is None else f"{fraction * 100:.1f} %"
@@ -32,7 +34,7 @@ def matmul_table(report, table) -> Any:
         ["dtype", "MxNxK", "best ms", "median ms", "TFLOP/s", "% peak", "rel err"],
         rows,
         caption=f"FLOPs = 2·M·N·K (a multiply-add counts 2); TFLOP/s from the best time; "
-        f"% of the {peak_word}; each result checked against float64",
+        f"% of the {peak_word}; each result checked against float64; {NOISY}",
     )
 
 
@@ -56,7 +58,7 @@ def memory_table(report, table) -> Any:
         ["kernel", "bytes per pass", "best GB/s", "median GB/s"],
         rows,
         caption="GB = 1e9 bytes; STREAM byte counts; best time with the first iteration "
-        "discarded; every result validated",
+        f"discarded; every result validated; {NOISY}",
     )
 
 
