@@ -53,31 +53,28 @@ def test_resolve_target_errors():
         distributed.resolve_target("ceiling.errors:nothing_here")
 
 
-def test_two_gloo_workers_run_a_collective(jobs_on_path):
-    seen, pids = [], []
-    result = distributed.launch_local(
-        distributed.Job(f"{JOBS}:allreduce_ranks", {"scale": 2.0}, device="cpu"),
-        2,
-        on_progress=seen.append,
-        on_start=pids.extend,
-    )
-    assert result == {"sum": 6.0, "world": 2, "backend": "gloo"}  # (1 + 2) × 2
-    assert seen == ["summed 3"]
-    _assert_gone(pids)
-
-
 def test_a_failing_rank_is_named_and_the_others_stopped(jobs_on_path):
-    pids = []
+    seen, pids = [], []
     with pytest.raises(WorkerFailed) as err:
         distributed.launch_local(
             distributed.Job(f"{JOBS}:fail_on_rank_1", device="cpu", timeout_s=60),
             2,
+            on_progress=seen.append,
             on_start=pids.extend,
         )
+    assert seen == ["summed 3"]  # rank 0's progress line, after a real all-reduce (1 + 2)
     msg = str(err.value)
     assert "worker rank 1 of 2 exited with code 1" in msg
     assert "deliberate failure in the test job" in msg
     _assert_gone(pids)
+
+
+def test_a_user_error_in_a_worker_is_the_message_not_the_broken_link(jobs_on_path):
+    with pytest.raises(WorkerFailed) as err:
+        distributed.launch_local(
+            distributed.Job(f"{JOBS}:bad_input_on_rank_0", device="cpu", timeout_s=60), 2
+        )
+    assert str(err.value) == "worker rank 0 of 2: this setting needs a larger batch"
 
 
 def test_a_hanging_rank_hits_the_timeout(jobs_on_path):

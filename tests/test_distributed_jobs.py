@@ -14,6 +14,7 @@ def allreduce_ranks(ctx, scale=1.0):
 
 
 def fail_on_rank_1(ctx):
+    allreduce_ranks(ctx)  # a working collective and a progress line first
     if ctx.rank == 1:
         raise RuntimeError("deliberate failure in the test job")
     time.sleep(60)
@@ -28,3 +29,13 @@ def hang_on_rank_1(ctx):
 def user_step(ctx):
     """A user's step for `ceiling scale MODULE:CALLABLE`: 20 ms of work split n ways."""
     time.sleep(ctx.share(0.02))
+
+
+def bad_input_on_rank_0(ctx):
+    from ceiling.errors import InvalidInput
+
+    if ctx.rank == 0:
+        raise InvalidInput("this setting needs a larger batch")
+    import torch.distributed as dist
+
+    dist.barrier()  # fails on the broken link once rank 0 has gone

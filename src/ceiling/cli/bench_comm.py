@@ -166,6 +166,7 @@ def _run(comm, workers, op_list, sizes, iters, device, timeout):
         TimeElapsedColumn(),
         console=Console(file=sys.stderr),
         transient=True,
+        disable=not sys.stderr.isatty(),
     ) as progress:
         task = progress.add_task(f"starting {workers} workers", total=total)
         return comm.run_comm_benchmark(

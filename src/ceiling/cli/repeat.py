@@ -47,6 +47,7 @@ def repeat(
         BarColumn(),
         console=Console(file=sys.stderr),
         transient=True,
+        disable=not sys.stderr.isatty(),
     ) as progress:
         task = progress.add_task("runs", total=total)
         raw = rep.run_repeat(

@@ -161,6 +161,7 @@ def _run_with_progress(cfg, scale_run):
         TimeElapsedColumn(),
         console=err,
         transient=True,
+        disable=not sys.stderr.isatty(),
     ) as progress:
         task = progress.add_task(
             f"{cfg.workload}: starting {max(cfg.workers)} {cfg.backend}", total=len(cfg.workers)

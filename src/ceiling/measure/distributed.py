@@ -34,9 +34,13 @@ from ceiling.errors import CeilingError, InvalidInput, WorkerFailed
 
 # Seconds between checks of the workers' state by the launching process.
 POLL_S = 0.05
+# How long a rank that failed on a broken link waits for the rank that broke it to exit.
+PEER_GRACE_S = 3.0
 # How long a worker gets to exit after SIGTERM before SIGKILL.
 TERMINATE_GRACE_S = 2.0
 LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+# A worker exits with this code after printing a CeilingError (a user mistake) on one line.
+USER_ERROR_EXIT = 3
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,9 @@ def resolve_target(target: str) -> Callable[..., Any]:
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         raise InvalidInput(f"expected MODULE:FUNCTION, got {target!r}")
+    # The current directory, as `python -m` would have it (a console script does not).
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -316,24 +323,40 @@ def _watch(
     start = time.monotonic()
     seen = 0
     world = len(procs)
-    while True:
-        codes = [p.poll() for p in procs]
+    first_failure = 0.0
+
+    def drain() -> None:
+        nonlocal seen
         if on_progress is not None:
             with open(progress_path, encoding="utf-8") as f:
                 lines = f.read().splitlines()
             for line in lines[seen:]:
                 on_progress(line)
             seen = len(lines)
+
+    while True:
+        codes = [p.poll() for p in procs]
+        drain()
         failed = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
         if failed:
             # A rank killed by a signal, or failing on its own, is the cause; the others then
-            # fail on broken links to it.
+            # fail on broken links to it, sometimes before the cause has finished exiting, so
+            # a broken link alone waits a moment for the rank that broke it.
             details = {r: _last_error_line(tmpdir / f"rank{r}.log") for r, _ in failed}
+            only_links = all(c >= 0 and _is_peer_error(details[r]) for r, c in failed)
+            if only_links and None in codes:
+                first_failure = first_failure or time.monotonic()
+                if time.monotonic() - first_failure < PEER_GRACE_S:
+                    time.sleep(POLL_S)
+                    continue
             failed.sort(key=lambda rc: (rc[1] >= 0, _is_peer_error(details[rc[0]]), rc[0]))
             rank, code = failed[0]
             elapsed = time.monotonic() - start
             detail = details[rank] if code > 0 else ""
             stop_processes(procs)
+            drain()  # what the ranks reported before they stopped
+            if code == USER_ERROR_EXIT and detail:  # the worker's own one-line CeilingError
+                raise WorkerFailed(f"worker rank {rank} of {world}: {detail.split(': ', 1)[-1]}")
             msg = f"worker rank {rank} of {world} {_describe_exit(code)} after {elapsed:.1f} s"
             if detail:
                 msg += f": {detail}"
@@ -358,7 +381,7 @@ def _worker_main(job_path: str, tmpdir: str) -> int:
         rank, result = _run_job(job, "local", str(Path(tmpdir) / "progress.txt"))
     except CeilingError as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-        return 3
+        return USER_ERROR_EXIT
     if rank == 0:
         out = Path(tmpdir) / "result.json"
         part = out.with_suffix(".part")

@@ -67,6 +67,25 @@ class ScaleConfig:
             raise InvalidInput(f"timeout must be positive, got {self.timeout_s:g} s")
         if self.backend == "threads" and self.workload == "ddp":
             raise InvalidInput("the ddp workload needs --backend processes (one model each)")
+        if self.workload == "ddp" and self.mode == "strong":
+            batch = int(self.options.get("batch", 8))
+            bad = [n for n in self.workers if batch % n]
+            m = _lcm(self.workers)
+            if bad:
+                raise InvalidInput(
+                    f"strong scaling splits the global batch: batch {batch} is not a multiple "
+                    f"of {', '.join(map(str, bad))} workers (use --batch {-(-batch // m) * m} "
+                    "or --mode weak)"
+                )
+
+
+def _lcm(values) -> int:
+    import math
+
+    out = 1
+    for v in values:
+        out = out * v // math.gcd(out, v)
+    return out
 
 
 def cpu_cores() -> int:
