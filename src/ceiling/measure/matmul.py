@@ -176,13 +176,13 @@ def _operands(dtype: str, m: int, n: int, k: int, device: str, gen) -> tuple[Any
     """Random normal A (m x k), B (k x n) in the dtype and an output buffer; never zeros."""
     import torch
 
-    a = torch.randn(m, k, generator=gen, device="cpu", dtype=torch.float32).to(device)
+    a = torch.randn(m, k, generator=gen, device=device, dtype=torch.float32)
     if dtype == "fp8":
         # _scaled_mm wants B column-major: build B^T row-major and view it transposed.
-        bt = torch.randn(n, k, generator=gen, device="cpu", dtype=torch.float32).to(device)
+        bt = torch.randn(n, k, generator=gen, device=device, dtype=torch.float32)
         scale = torch.ones((), device=device, dtype=torch.float32)
         return (a.to(torch.float8_e4m3fn), bt.to(torch.float8_e4m3fn).t(), scale, None)
-    b = torch.randn(k, n, generator=gen, device="cpu", dtype=torch.float32).to(device)
+    b = torch.randn(k, n, generator=gen, device=device, dtype=torch.float32)
     tdt = _torch_dtype(dtype)
     return (a.to(tdt), b.to(tdt), None, torch.empty(m, n, device=device, dtype=tdt))
 
@@ -263,7 +263,8 @@ def run_matmul(
         raise UnsupportedOnDevice(reason)
     if dtype == "fp8" and (m % 16 or n % 16 or k % 16):
         raise InvalidInput(f"fp8 matmul needs M, N, K divisible by 16, got {m}x{n}x{k}")
-    gen = torch.Generator().manual_seed(seed)
+    # Drawn on the device itself: an 8192^2 operand would take seconds to draw on the host.
+    gen = torch.Generator(device=device).manual_seed(seed)
     sets = [_operands(dtype, m, n, k, device, gen)]
     if not machine.is_cuda(device):
         # Small operands would stay in the CPU caches between calls; rotate over copies.
@@ -332,7 +333,7 @@ def plan_matmul(
     user_shapes = list(shapes or []) + [(s, s, s) for s in sizes or []]
     default = [(s, s, s) for s in (QUICK_SIZES if quick else DEFAULT_SIZES)[kind]]
     runs, skipped = [], {}
-    gen = torch.Generator().manual_seed(1)
+    gen = torch.Generator(device=device).manual_seed(1)
     for d in chosen:
         reason = supported(d, device)
         if reason:
