@@ -75,7 +75,7 @@ def time_op(
     if op.dtype == "tf32" and not machine.is_cuda(device):
         raise UnsupportedOnDevice("tf32 is a GPU tensor-core mode; measure fp32 on a CPU")
     dtype = getattr(torch, _TORCH_DTYPES[op.dtype])
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator(device=device).manual_seed(0)
     sets = [_operands(op, dtype, device, gen)]
     llc = machine.last_level_cache_bytes(device)
     want = min(MAX_INPUT_SETS, math.ceil(2 * llc / op.bytes)) if not machine.is_cuda(device) else 1
