@@ -84,6 +84,7 @@ def bench_comm(
     Runs across machines under `torchrun`.
     """
     from ceiling.measure import comm
+    from ceiling.measure.scale import environment
     from ceiling.units import format_bytes, format_time, parse_bytes
 
     if device not in ("auto", "cpu", "cuda"):
@@ -110,6 +111,7 @@ def bench_comm(
                 "launcher": raw["launcher"],
                 "dtype": raw["dtype"],
                 "torch": raw["torch"],
+                "environment": environment(),
                 "bytes_note": "bytes of the largest per-rank buffer (nccl-tests' size); "
                 "GB/s = 1e9 bytes/s",
                 "rows": rows,

@@ -284,6 +284,25 @@ def _device_sync(device: str):
 # ---------------------------------------------------------------------------- entry
 
 
+def _shape(cfg: ScaleConfig) -> dict[str, Any]:
+    """The N = 1 problem's size, per workload."""
+    o = cfg.options
+    if cfg.workload == "matmul":
+        size = int(o.get("size", 1024))
+        return {"m": size, "n": size, "k": size}
+    if cfg.workload == "ddp":
+        return {
+            "model": o.get("model", "tiny"),
+            "batch": o.get("batch", 8),
+            "seq": o.get("seq", 64),
+        }
+    if cfg.workload == "python":
+        return {"iterations": o.get("iterations", 2_000_000)}
+    if cfg.workload == "synthetic":
+        return {"work_s": o.get("work_s", 1.0), "comm_bytes": o.get("comm_bytes", 0)}
+    return {}
+
+
 def environment() -> dict[str, Any]:
     return {
         "host": platform.node(),
@@ -321,6 +340,7 @@ def run_scaling(
         "threads_per_worker": tpw,
         "options": cfg.options,
         "dtype": str(cfg.options.get("dtype", "float32")),
+        "shape": _shape(cfg),
         "environment": environment(),
         "oversubscribed_ns": oversubscribed,
         **raw,
