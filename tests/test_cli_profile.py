@@ -197,3 +197,20 @@ def test_model_that_fails_while_running(cli, tmp_path):
         "    return {'model': torch.nn.Linear(8, 4), 'batch': torch.randn(2, 5)}\n"
     )
     _one_line_error(cli, "profile", f"{f}:build", "--train", match="failed while running")
+
+
+def test_meta_device_counts_without_running(cli, tiny_train):
+    code, out, err = cli(
+        "profile", "gpt:tiny", "--train", "--device", "meta", "--batch", "2", "--json",
+        "--spec", "h100-sxm", "--dtype", "bf16",
+    )  # fmt: skip
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["mfu"] is None and d["step_s"] is None
+    assert all(o["time_s"] is None for o in d["ops"])
+    from ceiling.hardware.catalog import get_spec
+
+    assert d["ceiling"]["peak_dtype"] == "bf16"
+    assert d["ceiling"]["peak_flops_per_s"] == get_spec("h100-sxm").peak("bf16")
+    # the same counts as the real CPU run (fused CPU attention is chosen on fake CPU tensors)
+    assert d["model_flops_per_step"] == tiny_train["model_flops_per_step"]

@@ -124,7 +124,7 @@ def render(r, top: int) -> None:
             f"{u.format_flops_per_s(ce.measured_peak_flops_per_s)}"
         )
     rows = [
-        ["step time (median)", u.format_time(r.step_s)],
+        ["step time (median)", u.format_time(r.step_s) if r.step_s else "— (meta: not run)"],
         ["model FLOPs per step (counted)", u.format_flops(r.model_flops_per_step)],
     ]
     if r.analytic_flops_per_step:
@@ -139,9 +139,11 @@ def render(r, top: int) -> None:
         rows.append(["recomputed FLOPs per step", u.format_flops(r.recomputed_flops)])
     if r.tokens_per_s:
         rows.append(["tokens/s", f"{r.tokens_per_s:,.0f}"])
-    rows.append(["samples/s", f"{r.samples_per_s:,.1f}"])
-    rows.append(["MFU (model FLOPs / dense peak)", u.format_percent(r.mfu)])
-    rows.append(["HFU (incl. recomputation)", u.format_percent(r.hfu)])
+    if r.samples_per_s:
+        rows.append(["samples/s", f"{r.samples_per_s:,.1f}"])
+    if r.mfu is not None:
+        rows.append(["MFU (model FLOPs / dense peak)", u.format_percent(r.mfu)])
+        rows.append(["HFU (incl. recomputation)", u.format_percent(r.hfu)])
     if r.mfu_vs_measured_peak is not None:
         rows.append(["MFU vs measured matmul peak", u.format_percent(r.mfu_vs_measured_peak)])
     c.print(table("Step", ["", "value"], rows))
@@ -153,7 +155,7 @@ def render(r, top: int) -> None:
             u.format_flops(p.flops),
             u.format_bytes(p.bytes),
             u.format_time(p.time_s) if p.time_s else "—",
-            u.format_percent((p.time_s or 0.0) / total),
+            u.format_percent(p.time_s / total) if p.time_s else "—",
             f"{p.intensity:.3g}" if p.intensity is not None else "—",
             p.bound,
             u.format_percent(p.fraction_of_attainable) if p.fraction_of_attainable else "—",
@@ -163,19 +165,20 @@ def render(r, top: int) -> None:
     ]
     cols = ["op", "calls", "FLOPs", "bytes", "time", "of op time", "FLOP/B", "bound",
             "of roofline", ""]  # fmt: skip
-    c.print(table(f"Top ops by time (of {len(r.ops)})", cols, op_rows))
+    order = "time" if r.op_time_s else "FLOPs"
+    c.print(table(f"Top ops by {order} (of {len(r.ops)})", cols, op_rows))
     mod_rows = [
         [
             p.name,
             u.format_flops(p.flops),
             u.format_bytes(p.bytes),
             u.format_time(p.time_s) if p.time_s else "—",
-            u.format_percent((p.time_s or 0.0) / total),
+            u.format_percent(p.time_s / total) if p.time_s else "—",
             p.bound,
         ]
         for p in r.modules[:top]
     ]
-    c.print(table("Modules by time", ["module", "FLOPs", "bytes", "time", "share", "bound"],
+    c.print(table(f"Modules by {order}", ["module", "FLOPs", "bytes", "time", "share", "bound"],
                   mod_rows))  # fmt: skip
     c.print(
         "FLOPs: a multiply-add counts 2; model FLOPs = matmul + attention, causal attention "
@@ -194,7 +197,10 @@ def profile_command(
     train: Annotated[
         bool, typer.Option("--train", help="Profile a training step (forward, backward, AdamW).")
     ] = False,
-    device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
+    device: Annotated[
+        str,
+        typer.Option("--device", help="cpu, cuda, or meta (FLOPs and bytes only, nothing runs)."),
+    ] = "cpu",
     dtype: Annotated[str, typer.Option("--dtype", help="fp32, tf32 (GPU), bf16, fp16.")] = "fp32",
     spec: Annotated[
         str | None, typer.Option("--spec", metavar="NAME", help="Use a catalog device's peaks.")

@@ -181,6 +181,8 @@ class _RecordingMode(TorchDispatchMode):
             out = func(*args, **kwargs)
             _sync(device)
             elapsed = time.perf_counter() - t0
+            if _is_fake((out,)):  # fake inputs inside lists: nothing really ran
+                elapsed = None
         else:
             out = func(*args, **kwargs)
             elapsed = None
@@ -191,7 +193,12 @@ class _RecordingMode(TorchDispatchMode):
 def _is_fake(args) -> bool:
     from torch._subclasses.fake_tensor import FakeTensor
 
-    return any(isinstance(a, FakeTensor) for a in args)
+    for a in args:
+        if isinstance(a, FakeTensor):
+            return True
+        if isinstance(a, (list, tuple)) and any(isinstance(x, FakeTensor) for x in a):
+            return True
+    return False
 
 
 class OpRecorder:

@@ -69,15 +69,15 @@ class ProfileReport:
     samples_per_step: int
     tokens_per_step: int | None
     ceiling: Ceiling
-    step_s: float
+    step_s: float | None  # None on the meta device (counts only)
     step_samples_s: list[float]
     model_flops_per_step: float
     hardware_flops_per_step: float
     other_flops_per_step: float
     analytic_flops_per_step: float | None
     analytic_flops_per_step_full_attention: float | None
-    mfu: float
-    hfu: float
+    mfu: float | None
+    hfu: float | None
     mfu_vs_measured_peak: float | None
     op_time_s: float
     ops: list[placement.Placement]
@@ -92,11 +92,11 @@ class ProfileReport:
 
     @property
     def tokens_per_s(self) -> float | None:
-        return self.tokens_per_step / self.step_s if self.tokens_per_step else None
+        return self.tokens_per_step / self.step_s if self.tokens_per_step and self.step_s else None
 
     @property
-    def samples_per_s(self) -> float:
-        return self.samples_per_step / self.step_s
+    def samples_per_s(self) -> float | None:
+        return self.samples_per_step / self.step_s if self.step_s else None
 
     @property
     def analytic_vs_counted(self) -> float | None:
@@ -122,8 +122,8 @@ def parse_dtype(name: str) -> tuple[str, torch.dtype]:
 
 
 def check_device(device: str) -> torch.device:
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise InvalidInput(f"--device must be cpu or cuda, got {device!r}")
+    if device not in ("cpu", "cuda", "meta") and not device.startswith("cuda:"):
+        raise InvalidInput(f"--device must be cpu, cuda or meta, got {device!r}")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise UnsupportedOnDevice("no CUDA device is visible here; use --device cpu")
     return torch.device(device)
@@ -224,21 +224,47 @@ class StepRunner:
 
     def __init__(self, workload: Workload, device: torch.device, dtype: torch.dtype, train: bool):
         self.device, self.train = device, train
-        self.model = workload.build(device, dtype)
+        if device.type == "meta":
+            # fake CPU tensors, not bare meta ones: shapes only, but ops pick the kernels a
+            # CPU would (fused attention rather than its unfused math fallback)
+            from torch._subclasses.fake_tensor import FakeTensorMode
+
+            self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+            on_meta = workload.build(device, dtype)
+            with self.fake_mode:
+                self.model = on_meta.to_empty(device="cpu")
+                self.batch = move_batch(workload.batch, torch.device("cpu"), dtype)
+        else:
+            self.fake_mode = None
+            self.model = workload.build(device, dtype)
+            self.batch = move_batch(workload.batch, device, dtype)
         self.model.train(train)
-        self.batch = move_batch(workload.batch, device, dtype)
         self.loss_fn = workload.loss_fn
+        # meta tensors hold no values: an optimizer step (which reads its step count) cannot
+        # run there, so a meta step is forward + backward only
         self.optimizer = workload.make_optimizer(self.model) if train else None
+        if device.type == "meta":
+            self.optimizer = None
 
     def step(self, recorder: OpRecorder | None = None, batch: Any = None) -> None:
+        if self.fake_mode is not None:
+            with self.fake_mode:
+                self._step(recorder, batch)
+        else:
+            self._step(recorder, batch)
+
+    def _step(self, recorder: OpRecorder | None, batch: Any) -> None:
         batch = self.batch if batch is None else batch
         if not self.train:
             with torch.no_grad():
                 self.model(*as_args(batch))
             return
-        self.optimizer.zero_grad(set_to_none=True)
+        if self.optimizer is not None:
+            self.optimizer.zero_grad(set_to_none=True)
         loss = self.loss_fn(self.model(*as_args(batch)), batch)
         loss.backward()
+        if self.optimizer is None:
+            return
         if recorder is None:
             self.optimizer.step()
         else:
@@ -329,19 +355,26 @@ def _profile(
     available_bytes: float | None,
     **_unused,
 ) -> ProfileReport:
-    check_dtype_runs(dev, key, torch_dtype)
+    meta = dev.type == "meta"  # counts only: nothing runs, nothing is timed
+    if not meta:
+        check_dtype_runs(dev, key, torch_dtype)
     tf32 = _tf32_enabled(dev) and key == "fp32"
-    ceiling = resolve_ceiling(dev, key, tf32, spec, profile)
+    # on meta the roofline is --spec's, else this machine's CPU
+    ceiling = resolve_ceiling(torch.device("cpu") if meta else dev, key, tf32, spec, profile)
     workload = load_target(target, batch=batch, seq=seq)
     itemsize = torch.empty((), dtype=torch_dtype).element_size()
-    free = available_memory_bytes(dev) if available_bytes is None else available_bytes
-    check_fits(workload.params, itemsize, train, free)
+    if not meta:
+        free = available_memory_bytes(dev) if available_bytes is None else available_bytes
+        check_fits(workload.params, itemsize, train, free)
 
     runner = _guard(target, StepRunner, workload, dev, torch_dtype, train)
-    _guard(target, runner.timed_steps, warmup_steps)
-    samples = _guard(target, runner.timed_steps, steps)
-    step_s = statistics.median(samples)
-    rec = OpRecorder(time_ops=True)
+    samples: list[float] = []
+    step_s = None
+    if not meta:
+        _guard(target, runner.timed_steps, warmup_steps)
+        samples = _guard(target, runner.timed_steps, steps)
+        step_s = statistics.median(samples)
+    rec = OpRecorder(time_ops=not meta)
     with rec:
         _guard(target, runner.step, rec)
 
@@ -376,11 +409,11 @@ def _profile(
         other_flops_per_step=total.flops - hardware_flops,
         analytic_flops_per_step=analytic,
         analytic_flops_per_step_full_attention=analytic_full,
-        mfu=mfu_model.step_utilisation(model_flops, step_s, peak),
-        hfu=mfu_model.step_utilisation(hardware_flops, step_s, peak),
+        mfu=mfu_model.step_utilisation(model_flops, step_s, peak) if step_s else None,
+        hfu=mfu_model.step_utilisation(hardware_flops, step_s, peak) if step_s else None,
         mfu_vs_measured_peak=(
             mfu_model.step_utilisation(model_flops, step_s, measured_peak)
-            if measured_peak
+            if measured_peak and step_s
             else None
         ),
         op_time_s=total.time_s or 0.0,
