@@ -25,9 +25,7 @@ def _operands(op: OpCost, dtype, device: str, gen) -> tuple[Any, ...]:
     import torch
 
     def randn(*shape):
-        return torch.randn(*shape, generator=gen, dtype=torch.float32).to(
-            device=device, dtype=dtype
-        )
+        return torch.randn(*shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
 
     if op.kind == "add":
         (n,) = op.shape
