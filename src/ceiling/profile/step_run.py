@@ -146,6 +146,8 @@ def measure_step(
     if steps < 1 or warmup_steps < 0:
         raise InvalidInput(f"need steps ≥ 1 and warm-up ≥ 0, got {steps} and {warmup_steps}")
     dev = check_device(device)
+    if dev.type == "meta":
+        raise InvalidInput("ceiling step times a real loop: use --device cpu or cuda")
     key, torch_dtype = parse_dtype(dtype)
     check_dtype_runs(dev, key, torch_dtype)
     delay = SLOW_DATA_S_PER_SAMPLE if slow_data else 0.0
