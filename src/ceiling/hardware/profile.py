@@ -53,12 +53,12 @@ class MeasuredDevice:
 
         if not self.peak_flops_per_s:
             raise UnsupportedOnDevice(
-                f"the profile of {self.name} has no matmul measurement; run `ceiling bench matmul`"
+                f"the profile of {self.name} has no matmul measurement; run `ceiling bench --quick`"
             )
         if self.bandwidth_bytes_per_s is None:
             raise UnsupportedOnDevice(
                 f"the profile of {self.name} has no bandwidth measurement; "
-                "run `ceiling bench memory`"
+                "run `ceiling bench --quick`"
             )
         slug = "".join(c if c.isalnum() else "-" for c in self.name.lower()).strip("-")
         return DeviceSpec(
