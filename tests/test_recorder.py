@@ -164,3 +164,16 @@ def test_optimizer_phase_label():
     with OpRecorder() as rec, rec.phase("optimizer"):
         opt.step()
     assert rec.calls and {c.phase for c in rec.calls} == {"optimizer"}
+
+
+def test_custom_ops_are_recorded_with_their_bytes():
+    lib = torch.library.Library("ceilingtest", "DEF")
+    lib.define("double(Tensor x) -> Tensor")
+    lib.impl("double", lambda x: x * 2, "CPU")
+    x = torch.randn(16)
+    with OpRecorder() as rec:
+        torch.ops.ceilingtest.double(x)
+    custom = [c for c in rec.calls if c.op == "ceilingtest.double"]
+    assert len(custom) == 1
+    assert custom[0].bytes_read == 64 and custom[0].bytes_written == 64
+    assert custom[0].flops == 0 and not custom[0].flops_exact

@@ -56,6 +56,11 @@ _METADATA_OPS = {
 }
 
 
+# Markers and device queries, not work. Custom ops (a user's "mylib.fused") are recorded:
+# their bytes count; their FLOPs are 0 and marked estimated unless registered with torch.
+_UNRECORDED_NAMESPACES = {"profiler", "prim"}
+
+
 @dataclass(frozen=True)
 class OpCall:
     op: str  # "aten.mm"
@@ -170,7 +175,7 @@ class _RecordingMode(TorchDispatchMode):
         kwargs = kwargs or {}
         namespace = func.namespace
         packet_name = func._overloadpacket.__name__
-        if packet_name in _METADATA_OPS or namespace not in ("aten", "prims"):
+        if packet_name in _METADATA_OPS or namespace in _UNRECORDED_NAMESPACES:
             return func(*args, **kwargs)
         rec = self.recorder
         device = _first_device(args, kwargs)

@@ -6,8 +6,9 @@ arguments and returns a dict (or a model alone):
 
     {"model": nn.Module,             # required
      "batch": tensor or tuple,       # required unless "dataloader" is given; model(*batch)
-     "loss_fn": f(output, batch),    # optional; default: the output's mean (or a tuple's
-                                     #   last element when it is a scalar, like (logits, loss))
+     "loss_fn": f(output, batch),    # optional; default: the output's `loss` when it has
+                                     #   one, a tuple's last element when it is a scalar (like
+                                     #   (logits, loss)), else the output's mean
      "optimizer": torch.optim.X,     # optional; default AdamW over the model's parameters
      "dataloader": iterable,         # optional; used by `ceiling step`
      "tokens_per_step": int}         # optional; MFU per token (else per sample)
@@ -60,6 +61,9 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 
 def default_loss(output: Any, batch: Any) -> torch.Tensor:
+    loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+    if isinstance(loss, torch.Tensor) and loss.dim() == 0:  # outputs that carry their loss
+        return loss
     if isinstance(output, (tuple, list)):
         last = output[-1]
         if isinstance(last, torch.Tensor) and last.dim() == 0:
