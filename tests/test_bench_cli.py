@@ -63,3 +63,24 @@ def test_quick_bench_writes_profiles(cli, tmp_path, monkeypatch):
         assert dev["bandwidth_bytes_per_s"] > 0
         best_fp32 = max(r["tflops"] for r in data["matmul"] if r["dtype"] == "fp32")
         assert dev["peak_flops_per_s"]["fp32"] == pytest.approx(best_fp32 * 1e12)
+
+
+def test_interrupted_run_keeps_earlier_figures(monkeypatch):
+    from ceiling.hardware.profile import MachineProfile, MeasuredDevice
+
+    report = suite.new_report("cpu", quick=True)
+    report.interrupted = True  # stopped before any matmul or memory result
+    old = MeasuredDevice(
+        name=report.device_name,
+        kind="cpu",
+        peak_flops_per_s={"fp32": 1e11},
+        bandwidth_bytes_per_s=2e10,
+    )
+    other = MeasuredDevice(
+        name="Some GPU", kind="cuda", peak_flops_per_s={"bf16": 1e15}, bandwidth_bytes_per_s=3e12
+    )
+    previous = MachineProfile(1, "t", "h", {}, [other, old])
+    profile = suite.build_profile(report, previous)
+    assert [d.name for d in profile.devices] == ["Some GPU", report.device_name]
+    assert profile.devices[1].peak_flops_per_s == {"fp32": 1e11}
+    assert profile.devices[1].bandwidth_bytes_per_s == 2e10

@@ -197,6 +197,16 @@ def build_profile(report: BenchReport, previous=None):
         peaks[r.dtype] = max(peaks.get(r.dtype, 0.0), r.best_flops_per_s)
     device = report.device
     kind = "cuda" if machine.is_cuda(device) else "cpu"
+    bandwidth = bandwidth_ceiling(report.memory) if report.memory else None
+    same = [
+        d
+        for d in (previous.devices if previous else [])
+        if (d.name, d.kind) == (report.device_name, kind)
+    ]
+    if report.interrupted and same:
+        # A run stopped early keeps the earlier figures for what it did not reach.
+        peaks = {**same[0].peak_flops_per_s, **peaks}
+        bandwidth = bandwidth or same[0].bandwidth_bytes_per_s
     l2 = None
     sms = None
     if kind == "cuda":
@@ -207,7 +217,7 @@ def build_profile(report: BenchReport, previous=None):
         name=report.device_name,
         kind=kind,
         peak_flops_per_s=peaks,
-        bandwidth_bytes_per_s=bandwidth_ceiling(report.memory) if report.memory else None,
+        bandwidth_bytes_per_s=bandwidth,
         datasheet_peak_flops_per_s=machine.datasheet_peaks(device),
         datasheet_bandwidth_bytes_per_s=machine.datasheet_bandwidth(device),
         memory_bytes=machine.device_memory_bytes(device),
