@@ -25,6 +25,7 @@ ALIGN_BYTES = 16  # tensor-core and vector loads want rows in multiples of 16 by
 SHORT_OP_S = 20e-6  # an op this short is dominated by dispatch / launch, not by work
 SHORT_OP_SLACK = 4.0  # ... when it takes this many times its roofline time
 SHORT_TIME_SHARE = 0.30
+MEMORY_TIME_SHARE = 0.50  # memory-bound ops above this share of op time
 HOST_SHARE = 0.30  # time outside ops (Python, autograd) above this share of the step
 
 
@@ -77,6 +78,83 @@ def _pct(x: float) -> str:
     return f"{x * 100:.0f} %"
 
 
+def _roofline_time(c, peak: float, bw: float) -> float:
+    return max(c.flops / peak, c.bytes / bw)
+
+
+def _fuse_hint(timed, total_time: float, total_flops: float) -> str | None:
+    other = [c for c in timed if c.category in NON_MODEL_CATEGORIES]
+    t_share = sum(c.time_s for c in other) / total_time
+    f_share = sum(c.flops for c in other) / total_flops if total_flops else 0.0
+    if t_share < FUSE_TIME_SHARE or f_share > FUSE_FLOP_SHARE:
+        return None
+    return (
+        f"elementwise, normalisation and copy ops are {_pct(t_share)} of op time at "
+        f"{_pct(f_share)} of FLOPs: fuse them (torch.compile) or drop extra passes"
+    )
+
+
+def _launch_hint(timed, total_time: float, peak: float, bw: float) -> str | None:
+    short = [
+        c
+        for c in timed
+        if c.time_s < SHORT_OP_S and c.time_s > SHORT_OP_SLACK * _roofline_time(c, peak, bw)
+    ]
+    share = sum(c.time_s for c in short) / total_time
+    if share < SHORT_TIME_SHARE:
+        return None
+    median_us = statistics.median(c.time_s for c in timed) * 1e6
+    return (
+        f"{len(short)} of {len(timed)} op calls are shorter than {SHORT_OP_S * 1e6:.0f} µs and "
+        f"far above their roofline time ({_pct(share)} of op time, median op "
+        f"{median_us:.1f} µs): time per op is launch/dispatch-bound; use larger batches, "
+        "CUDA graphs or torch.compile"
+    )
+
+
+def _align_hint(timed, total_time: float, itemsize: int) -> str | None:
+    def misaligned(dims) -> bool:
+        return bool(dims) and any((d * itemsize) % ALIGN_BYTES for d in dims)
+
+    bad = [c for c in timed if misaligned(c.matmul_dims)]
+    share = sum(c.time_s for c in bad) / total_time
+    if not bad or share < ALIGN_TIME_SHARE:
+        return None
+    shapes = sorted({c.matmul_dims for c in bad})
+    shown = ", ".join("×".join(str(d) for d in dims) for dims in shapes[:3])
+    multiple = ALIGN_BYTES // itemsize
+    return (
+        f"matmul dims not multiples of {multiple} (M×N×K {shown}) take {_pct(share)} of op "
+        f"time: pad them to a multiple of {multiple} elements"
+    )
+
+
+def _memory_hint(timed, total_time: float, peak: float, bw: float) -> str | None:
+    memory = [
+        c for c in timed if c.bytes > 0 and roofline.bound(c.flops / c.bytes, peak, bw) == "memory"
+    ]
+    share = sum(c.time_s for c in memory) / total_time
+    if share < MEMORY_TIME_SHARE:
+        return None
+    return (
+        f"memory-bound ops take {_pct(share)} of op time: bandwidth, not FLOP/s, is this "
+        "step's ceiling"
+    )
+
+
+def _host_hint(total_time: float, step_s: float | None) -> str | None:
+    if not step_s or step_s <= 0:
+        return None
+    # per-op time is measured with a sync around each op; the plain step has none
+    outside = 1.0 - min(total_time, step_s) / step_s
+    if outside < HOST_SHARE:
+        return None
+    return (
+        f"{_pct(outside)} of the step runs outside aten ops (Python, autograd, data): "
+        "`ceiling step` splits it up"
+    )
+
+
 def hints(
     calls,
     peak_flops_per_s: float,
@@ -85,72 +163,16 @@ def hints(
     step_s: float | None = None,
 ) -> list[str]:
     """Short advice drawn from the numbers of one recorded step (OpCall list)."""
-    work = [c for c in calls if c.category != "view"]
-    timed = [c for c in work if c.time_s is not None]
-    out: list[str] = []
-    total_flops = sum(c.flops for c in work) or 0.0
+    timed = [c for c in calls if c.category != "view" and c.time_s is not None]
     total_time = sum(c.time_s for c in timed)
-    if timed and total_time > 0:
-        other = [c for c in timed if c.category in NON_MODEL_CATEGORIES]
-        t_share = sum(c.time_s for c in other) / total_time
-        f_share = sum(c.flops for c in other) / total_flops if total_flops else 0.0
-        if t_share >= FUSE_TIME_SHARE and f_share <= FUSE_FLOP_SHARE:
-            out.append(
-                f"elementwise, normalisation and copy ops are {_pct(t_share)} of op time at "
-                f"{_pct(f_share)} of FLOPs: fuse them (torch.compile) or drop extra passes"
-            )
-        short = [
-            c
-            for c in timed
-            if c.time_s < SHORT_OP_S
-            and c.time_s
-            > SHORT_OP_SLACK * max(c.flops / peak_flops_per_s, c.bytes / bandwidth_bytes_per_s)
-        ]
-        s_share = sum(c.time_s for c in short) / total_time
-        if s_share >= SHORT_TIME_SHARE:
-            median_us = statistics.median(c.time_s for c in timed) * 1e6
-            out.append(
-                f"{len(short)} of {len(timed)} op calls are shorter than "
-                f"{SHORT_OP_S * 1e6:.0f} µs and far above their roofline time "
-                f"({_pct(s_share)} of op time, median op {median_us:.1f} µs): time per op is "
-                "launch/dispatch-bound; use larger batches, CUDA graphs or torch.compile"
-            )
-        misaligned = sorted(
-            {
-                c.matmul_dims
-                for c in timed
-                if c.matmul_dims and any((d * itemsize) % ALIGN_BYTES for d in c.matmul_dims)
-            }
-        )
-        mis_time = sum(
-            c.time_s for c in timed if c.matmul_dims and c.matmul_dims in set(misaligned)
-        )
-        if misaligned and mis_time / total_time >= ALIGN_TIME_SHARE:
-            shown = ", ".join("×".join(str(d) for d in dims) for dims in misaligned[:3])
-            multiple = ALIGN_BYTES // itemsize
-            out.append(
-                f"matmul dims not multiples of {multiple} (M×N×K {shown}) take "
-                f"{_pct(mis_time / total_time)} of op time: pad them to a multiple of "
-                f"{multiple} elements"
-            )
-        memory = [
-            c
-            for c in timed
-            if c.flops == 0
-            or c.flops / max(c.bytes, 1) < (peak_flops_per_s / bandwidth_bytes_per_s)
-        ]
-        m_share = sum(c.time_s for c in memory) / total_time
-        if m_share >= 0.5:
-            out.append(
-                f"memory-bound ops take {_pct(m_share)} of op time: bandwidth, not FLOP/s, "
-                "is this step's ceiling"
-            )
-        if step_s and step_s > 0:
-            # per-op time is measured with a sync around each op; the plain step has none
-            outside = 1.0 - min(total_time, step_s) / step_s
-            if outside >= HOST_SHARE:
-                out.append(
-                    f"{_pct(outside)} of the step runs outside aten ops (Python, autograd, "
-                    "data): `ceiling step` splits it up"
-                )
-    return out
+    if not timed or total_time <= 0:
+        return []
+    total_flops = sum(c.flops for c in calls)
+    found = [
+        _fuse_hint(timed, total_time, total_flops),
+        _launch_hint(timed, total_time, peak_flops_per_s, bandwidth_bytes_per_s),
+        _align_hint(timed, total_time, itemsize),
+        _memory_hint(timed, total_time, peak_flops_per_s, bandwidth_bytes_per_s),
+        _host_hint(total_time, step_s),
+    ]
+    return [h for h in found if h]
