@@ -44,9 +44,7 @@ def ceilings_figure(devices: list[dict]):
                     ys.append(values[dt] / 1e12)
             if not xs:
                 continue
-            label = (
-                f"{dev['name']}: {'measured' if kind == 'measured' else 'theoretical / datasheet'}"
-            )
+            label = _label(dev["name"], kind)
             ax.bar(
                 xs,
                 ys,
@@ -58,6 +56,7 @@ def ceilings_figure(devices: list[dict]):
             )
     ax.set_xticks(range(len(dtypes)), dtypes)
     ax.set_yscale("log")
+    ax.set_axisbelow(True)  # grid lines behind the bars, not across them
     ax.set_ylabel("matmul TFLOP/s (dense)")
     ax.set_title("Compute ceiling per dtype")
     ax.grid(True, axis="y", which="both", alpha=0.3)
@@ -86,6 +85,7 @@ def ceilings_figure(devices: list[dict]):
             fontsize=7,
         )
         bx.set_yscale("log")
+        bx.set_axisbelow(True)
         bx.set_ylabel("GB/s (10⁹ bytes/s)")
         bx.set_title("Memory bandwidth")
         bx.grid(True, axis="y", which="both", alpha=0.3)
@@ -93,5 +93,15 @@ def ceilings_figure(devices: list[dict]):
     return fig
 
 
+def _label(name: str, kind: str) -> str:
+    if kind == "measured":
+        return f"{name}: measured"
+    return name if "datasheet" in name else f"{name}: theoretical / datasheet"
+
+
 def _short(name: str) -> str:
-    return name if len(name) <= 18 else name[:16] + "…"
+    """Tick labels under narrow bars: the first words, wrapped."""
+    import textwrap
+
+    short = name.split(" (")[0]
+    return "\n".join(textwrap.wrap(short, 12)[:3])
