@@ -29,7 +29,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     from ceiling.profile.recorder import OpRecorder
-    from ceiling.profile.run import StepRunner
+    from ceiling.profile.runner import StepRunner
     from ceiling.profile.targets import load_target
 
     workload = load_target("gpt:tiny", batch=args.batch, seq=args.seq)

@@ -11,52 +11,27 @@ causal attention at half, recomputation excluded); HFU adds the recomputation.
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from ceiling.errors import CeilingError, DoesNotFit, InvalidInput, UnsupportedOnDevice
+from ceiling.errors import InvalidInput, UnsupportedOnDevice
 from ceiling.model import mfu as mfu_model
 from ceiling.profile import placement
-from ceiling.profile.recorder import METHOD_VERSION, OpRecorder
-from ceiling.profile.targets import (
-    Workload,
-    as_args,
-    is_out_of_memory,
-    load_target,
-    move_batch,
-    one_line,
+from ceiling.profile.ceiling import Ceiling, resolve_ceiling, tf32_enabled
+from ceiling.profile.checks import (
+    available_memory_bytes,
+    check_device,
+    check_dtype_runs,
+    check_fits,
+    parse_dtype,
 )
+from ceiling.profile.recorder import METHOD_VERSION, OpRecorder
+from ceiling.profile.runner import StepRunner, guard
+from ceiling.profile.targets import load_target
 
-TORCH_DTYPES = {
-    "fp64": torch.float64,
-    "fp32": torch.float32,
-    "tf32": torch.float32,  # fp32 storage, TF32 matmuls
-    "bf16": torch.bfloat16,
-    "fp16": torch.float16,
-    "fp8": getattr(torch, "float8_e4m3fn", None),
-}
 ATTENTION_CONVENTION = "causal-half"
-# weights + gradients + two Adam moments, each in the model's dtype
-TRAIN_STATE_COPIES = 4
-
-
-@dataclass
-class Ceiling:
-    name: str
-    source: str
-    kind: str  # "cpu" | "gpu"
-    peak_key: str
-    peak_flops_per_s: float  # dense datasheet / theoretical peak for the dtype in use
-    bandwidth_bytes_per_s: float
-    measured_peak_flops_per_s: float | None = None  # from a machine profile, if any
-
-    @property
-    def roof_flops_per_s(self) -> float:
-        """The compute roof ops are placed under: measured when a profile has it."""
-        return self.measured_peak_flops_per_s or self.peak_flops_per_s
 
 
 @dataclass
@@ -103,201 +78,6 @@ class ProfileReport:
         if not self.analytic_flops_per_step or not self.model_flops_per_step:
             return None
         return self.analytic_flops_per_step / self.model_flops_per_step - 1.0
-
-
-# ---- device, dtype, memory checks ------------------------------------------------------
-
-
-def parse_dtype(name: str) -> tuple[str, torch.dtype]:
-    from ceiling.hardware.catalog import normalize_dtype
-
-    key = normalize_dtype(name)
-    dt = TORCH_DTYPES.get(key)
-    if dt is None:
-        raise InvalidInput(
-            f"dtype {name!r} cannot be used for a model; use one of "
-            f"{', '.join(k for k, v in TORCH_DTYPES.items() if v is not None)}"
-        )
-    return key, dt
-
-
-def check_device(device: str) -> torch.device:
-    if device not in ("cpu", "cuda", "meta") and not device.startswith("cuda:"):
-        raise InvalidInput(f"--device must be cpu, cuda or meta, got {device!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UnsupportedOnDevice("no CUDA device is visible here; use --device cpu")
-    return torch.device(device)
-
-
-def check_dtype_runs(device: torch.device, key: str, dtype: torch.dtype) -> None:
-    """A tiny matmul in the dtype; a device that cannot run it fails here, not mid-model."""
-    try:
-        a = torch.ones(16, 16, device=device).to(dtype)
-        (a @ a).float().sum().item()
-    except (RuntimeError, TypeError, NotImplementedError) as exc:
-        raise UnsupportedOnDevice(
-            f"{device.type} cannot run {key} matmuls here ({one_line(exc)[:120]})"
-        ) from None
-
-
-def available_memory_bytes(device: torch.device) -> float:
-    if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        return float(free)
-    import psutil
-
-    return float(psutil.virtual_memory().available)
-
-
-def check_fits(params: int, itemsize: int, train: bool, available_bytes: float) -> None:
-    copies = TRAIN_STATE_COPIES if train else 1
-    need = params * itemsize * copies
-    if need > available_bytes:
-        what = "weights, gradients and two Adam moments" if train else "weights"
-        raise DoesNotFit(
-            f"{params:,} parameters × {itemsize} B × {copies} ({what}) = "
-            f"{need / 2**30:.1f} GiB > {available_bytes / 2**30:.1f} GiB free on the device, "
-            "before any activations"
-        )
-
-
-# ---- the device's ceiling --------------------------------------------------------------
-
-
-def resolve_ceiling(
-    device: torch.device, dtype_key: str, tf32: bool, spec: str | None, profile: str | None
-) -> Ceiling:
-    from ceiling.hardware.catalog import normalize_dtype
-
-    kind = "gpu" if device.type == "cuda" else "cpu"
-    peak_key = mfu_model.peak_key(normalize_dtype(dtype_key), tf32, kind)
-    if spec is not None:
-        from ceiling.hardware.resolve import resolve_device
-
-        s = resolve_device(spec, None)
-        return Ceiling(
-            s.name, f"datasheet spec {s.key}", s.kind, peak_key, s.peak(peak_key),
-            s.memory_bandwidth_bytes_per_s,
-        )  # fmt: skip
-    from ceiling.measure.decode import local_ceiling
-
-    local = local_ceiling(str(device), profile)
-    s = local.spec
-    measured = local.source.startswith("measured")
-    dense = _dense_peak(device, peak_key) if measured else None
-    return Ceiling(
-        name=s.name,
-        source=local.source,
-        kind=s.kind,
-        peak_key=peak_key,
-        peak_flops_per_s=dense if dense is not None else s.peak(peak_key),
-        bandwidth_bytes_per_s=s.memory_bandwidth_bytes_per_s,
-        measured_peak_flops_per_s=s.peak(peak_key) if measured else None,
-    )
-
-
-def _dense_peak(device: torch.device, peak_key: str) -> float | None:
-    """The datasheet (GPU) or theoretical (CPU) dense peak, beside a measured profile."""
-    try:
-        if device.type == "cuda":
-            from ceiling.hardware.catalog import match_driver_name
-
-            spec = match_driver_name(torch.cuda.get_device_name(device))
-            return spec.peak(peak_key) if spec else None
-        from ceiling.hardware.cpu import detect_cpu
-
-        return detect_cpu().peak_flops_per_s.get(peak_key)
-    except CeilingError:
-        return None
-
-
-# ---- running steps -----------------------------------------------------------------------
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-class StepRunner:
-    """One training (or inference) step of a workload, on its device."""
-
-    def __init__(self, workload: Workload, device: torch.device, dtype: torch.dtype, train: bool):
-        self.device, self.train = device, train
-        if device.type == "meta":
-            # fake CPU tensors, not bare meta ones: shapes only, but ops pick the kernels a
-            # CPU would (fused attention rather than its unfused math fallback)
-            from torch._subclasses.fake_tensor import FakeTensorMode
-
-            self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-            on_meta = workload.build(device, dtype)
-            with self.fake_mode:
-                self.model = on_meta.to_empty(device="cpu")
-                self.batch = move_batch(workload.batch, torch.device("cpu"), dtype)
-        else:
-            self.fake_mode = None
-            self.model = workload.build(device, dtype)
-            self.batch = move_batch(workload.batch, device, dtype)
-        self.model.train(train)
-        self.loss_fn = workload.loss_fn
-        # meta tensors hold no values: an optimizer step (which reads its step count) cannot
-        # run there, so a meta step is forward + backward only
-        self.optimizer = workload.make_optimizer(self.model) if train else None
-        if device.type == "meta":
-            self.optimizer = None
-
-    def step(self, recorder: OpRecorder | None = None, batch: Any = None) -> None:
-        if self.fake_mode is not None:
-            with self.fake_mode:
-                self._step(recorder, batch)
-        else:
-            self._step(recorder, batch)
-
-    def _step(self, recorder: OpRecorder | None, batch: Any) -> None:
-        batch = self.batch if batch is None else batch
-        if not self.train:
-            with torch.no_grad():
-                self.model(*as_args(batch))
-            return
-        if self.optimizer is not None:
-            self.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.model(*as_args(batch)), batch)
-        loss.backward()
-        if self.optimizer is None:
-            return
-        if recorder is None:
-            self.optimizer.step()
-        else:
-            with recorder.phase("optimizer"):
-                self.optimizer.step()
-
-    def timed_steps(self, n: int) -> list[float]:
-        out = []
-        for _ in range(n):
-            _sync(self.device)
-            t0 = time.perf_counter()
-            self.step()
-            _sync(self.device)
-            out.append(time.perf_counter() - t0)
-        return out
-
-
-def _guard(target: str, fn, *args, **kwargs):
-    """Run user code; out-of-memory becomes DoesNotFit, other failures one-line errors."""
-    try:
-        return fn(*args, **kwargs)
-    except CeilingError:
-        raise
-    except Exception as exc:
-        if is_out_of_memory(exc):
-            raise DoesNotFit(f"{target} does not fit in memory: {one_line(exc)[:200]}") from None
-        raise InvalidInput(f"{target} failed while running: {one_line(exc)[:300]}") from None
-
-
-def _tf32_enabled(device: torch.device) -> bool:
-    """TF32 matmuls are on when the fp32 matmul precision is below "highest" (a user's
-    own `torch.set_float32_matmul_precision("high")` counts too)."""
-    return device.type == "cuda" and torch.get_float32_matmul_precision() != "highest"
 
 
 def profile_target(
@@ -358,7 +138,7 @@ def _profile(
     meta = dev.type == "meta"  # counts only: nothing runs, nothing is timed
     if not meta:
         check_dtype_runs(dev, key, torch_dtype)
-    tf32 = _tf32_enabled(dev) and key == "fp32"
+    tf32 = tf32_enabled(dev) and key == "fp32"
     # on meta the roofline is --spec's, else this machine's CPU
     ceiling = resolve_ceiling(torch.device("cpu") if meta else dev, key, tf32, spec, profile)
     workload = load_target(target, batch=batch, seq=seq)
@@ -367,16 +147,16 @@ def _profile(
         free = available_memory_bytes(dev) if available_bytes is None else available_bytes
         check_fits(workload.params, itemsize, train, free)
 
-    runner = _guard(target, StepRunner, workload, dev, torch_dtype, train)
+    runner = guard(target, StepRunner, workload, dev, torch_dtype, train)
     samples: list[float] = []
     step_s = None
     if not meta:
-        _guard(target, runner.timed_steps, warmup_steps)
-        samples = _guard(target, runner.timed_steps, steps)
+        guard(target, runner.timed_steps, warmup_steps)
+        samples = guard(target, runner.timed_steps, steps)
         step_s = statistics.median(samples)
     rec = OpRecorder(time_ops=not meta)
     with rec:
-        _guard(target, runner.step, rec)
+        guard(target, runner.step, rec)
 
     model_flops = rec.model_flops()
     hardware_flops = rec.hardware_flops()
@@ -422,11 +202,11 @@ def _profile(
         categories=[placement.place(t, roof, bw) for t in rec.by_category()],
         hints=placement.hints(rec.calls, roof, bw, itemsize, step_s),
         recomputed_flops=hardware_flops - model_flops,
-        environment=_environment(dev),
+        environment=environment(dev),
     )
 
 
-def _environment(device: torch.device) -> dict[str, Any]:
+def environment(device: torch.device) -> dict[str, Any]:
     from ceiling.measure.decode import environment
 
     return environment(str(device))

@@ -18,17 +18,15 @@ from typing import Any
 import torch
 
 from ceiling.errors import InvalidInput
-from ceiling.profile.recorder import METHOD_VERSION, OpRecorder
-from ceiling.profile.run import (
-    StepRunner,
-    _guard,
-    _sync,
+from ceiling.profile.checks import (
     available_memory_bytes,
     check_device,
     check_dtype_runs,
     check_fits,
     parse_dtype,
 )
+from ceiling.profile.recorder import METHOD_VERSION, OpRecorder
+from ceiling.profile.runner import StepRunner, guard, sync
 from ceiling.profile.step import StepBreakdown, breakdown, verdict
 from ceiling.profile.targets import load_target, move_batch
 
@@ -69,7 +67,7 @@ def recorded_compute(target: str, runner: StepRunner, repeats: int) -> float:
     for _ in range(repeats):
         rec = OpRecorder(time_ops=True)
         with rec:
-            _guard(target, runner.step, rec)
+            guard(target, runner.step, rec)
         times = [c.time_s or 0.0 for c in rec.calls]
         if best is None or len(best) != len(times):
             best = times if best is None else min(best, times, key=sum)
@@ -110,22 +108,22 @@ def _sweep_one(runner: StepRunner, loader, warmup: int, steps: int, dtype):
     it = iter(loader)
     for _ in range(warmup):
         runner.step(batch=move_batch(next(it), dev, dtype))
-    _sync(dev)
-    data, total, sync = [], [], []
+    sync(dev)
+    data, total, waits = [], [], []
     for _ in range(steps):
         t0 = time.perf_counter()
         batch = move_batch(next(it), dev, dtype)
         t1 = time.perf_counter()
         runner.step(batch=batch)
         t2 = time.perf_counter()
-        _sync(dev)
+        sync(dev)
         t3 = time.perf_counter()
         data.append(t1 - t0)
         total.append(t3 - t0)
-        sync.append(t3 - t2)
+        waits.append(t3 - t2)
     del it
     # means, not medians: a loader that keeps up only in bursts must show in the average
-    return statistics.fmean(total), statistics.fmean(data), statistics.fmean(sync)
+    return statistics.fmean(total), statistics.fmean(data), statistics.fmean(waits)
 
 
 def measure_step(
@@ -163,8 +161,8 @@ def measure_step(
         dataset = source.dataset
     itemsize = torch.empty((), dtype=torch_dtype).element_size()
     check_fits(workload.params, itemsize, True, available_memory_bytes(dev))
-    runner = _guard(target, StepRunner, workload, dev, torch_dtype, True)
-    _guard(target, runner.step)
+    runner = guard(target, StepRunner, workload, dev, torch_dtype, True)
+    guard(target, runner.step)
     compute_s = recorded_compute(target, runner, RECORDED_STEPS)
     batch_size = workload.samples_per_step if source is None else source.batch_size
     needed = (warmup_steps + timed_steps(steps, max(workers)) + 1) * batch_size
@@ -179,13 +177,13 @@ def measure_step(
                 progress(w)
             loader = _loader(dataset, batch_size, w, source)
             n = timed_steps(steps, w)
-            step_s, data_s, sync_s = _guard(
+            step_s, data_s, sync_s = guard(
                 target, _sweep_one, runner, loader, warmup_steps, n, torch_dtype
             )
-            rate = _guard(target, _loader_rate, loader, n)
+            rate = guard(target, _loader_rate, loader, n)
             rows.append(breakdown(w, step_s, data_s, compute_s, sync_s, rate))
             del loader
-    from ceiling.profile.run import _environment
+    from ceiling.profile.run import environment
 
     return StepReport(
         target=workload.name,
@@ -196,5 +194,5 @@ def measure_step(
         compute_s=compute_s,
         rows=rows,
         verdict=verdict(rows),
-        environment=_environment(dev),
+        environment=environment(dev),
     )

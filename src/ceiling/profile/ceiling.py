@@ -1,0 +1,84 @@
+"""The ceiling a profile is measured against: dense peak for MFU, roofline for placement.
+
+--spec NAME: that catalog device. Otherwise the machine profile (measured peaks and
+bandwidth, with the datasheet or theoretical dense peak beside it), else the datasheet
+(GPU) or the CPU's theoretical peak with a quick bandwidth measurement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ceiling.errors import CeilingError
+from ceiling.model import mfu as mfu_model
+
+
+@dataclass
+class Ceiling:
+    name: str
+    source: str
+    kind: str  # "cpu" | "gpu"
+    peak_key: str
+    peak_flops_per_s: float  # dense datasheet / theoretical peak for the dtype in use
+    bandwidth_bytes_per_s: float
+    measured_peak_flops_per_s: float | None = None  # from a machine profile, if any
+
+    @property
+    def roof_flops_per_s(self) -> float:
+        """The compute roof ops are placed under: measured when a profile has it."""
+        return self.measured_peak_flops_per_s or self.peak_flops_per_s
+
+
+def resolve_ceiling(
+    device: torch.device, dtype_key: str, tf32: bool, spec: str | None, profile: str | None
+) -> Ceiling:
+    from ceiling.hardware.catalog import normalize_dtype
+
+    kind = "gpu" if device.type == "cuda" else "cpu"
+    peak_key = mfu_model.peak_key(normalize_dtype(dtype_key), tf32, kind)
+    if spec is not None:
+        from ceiling.hardware.resolve import resolve_device
+
+        s = resolve_device(spec, None)
+        return Ceiling(
+            s.name, f"datasheet spec {s.key}", s.kind, peak_key, s.peak(peak_key),
+            s.memory_bandwidth_bytes_per_s,
+        )  # fmt: skip
+    from ceiling.measure.decode import local_ceiling
+
+    local = local_ceiling(str(device), profile)
+    s = local.spec
+    measured = local.source.startswith("measured")
+    dense = _dense_peak(device, peak_key) if measured else None
+    return Ceiling(
+        name=s.name,
+        source=local.source,
+        kind=s.kind,
+        peak_key=peak_key,
+        peak_flops_per_s=dense if dense is not None else s.peak(peak_key),
+        bandwidth_bytes_per_s=s.memory_bandwidth_bytes_per_s,
+        measured_peak_flops_per_s=s.peak(peak_key) if measured else None,
+    )
+
+
+def _dense_peak(device: torch.device, peak_key: str) -> float | None:
+    """The datasheet (GPU) or theoretical (CPU) dense peak, beside a measured profile."""
+    try:
+        if device.type == "cuda":
+            from ceiling.hardware.catalog import match_driver_name
+
+            spec = match_driver_name(torch.cuda.get_device_name(device))
+            return spec.peak(peak_key) if spec else None
+        from ceiling.hardware.cpu import detect_cpu
+
+        return detect_cpu().peak_flops_per_s.get(peak_key)
+    except CeilingError:
+        return None
+
+
+def tf32_enabled(device: torch.device) -> bool:
+    """TF32 matmuls are on when the fp32 matmul precision is below "highest" (a user's
+    own `torch.set_float32_matmul_precision("high")` counts too)."""
+    return device.type == "cuda" and torch.get_float32_matmul_precision() != "highest"

@@ -1,0 +1,93 @@
+"""One step of a workload on a device, and the guard that turns its failures into
+one-line errors (out of memory -> DoesNotFit)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from ceiling.errors import CeilingError, DoesNotFit, InvalidInput
+from ceiling.profile.recorder import OpRecorder
+from ceiling.profile.targets import Workload, as_args, is_out_of_memory, move_batch, one_line
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class StepRunner:
+    """One training (or inference) step of a workload, on its device."""
+
+    def __init__(self, workload: Workload, device: torch.device, dtype: torch.dtype, train: bool):
+        self.device, self.train = device, train
+        if device.type == "meta":
+            # fake CPU tensors, not bare meta ones: shapes only, but ops pick the kernels a
+            # CPU would (fused attention rather than its unfused math fallback)
+            from torch._subclasses.fake_tensor import FakeTensorMode
+
+            self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+            on_meta = workload.build(device, dtype)
+            with self.fake_mode:
+                self.model = on_meta.to_empty(device="cpu")
+                self.batch = move_batch(workload.batch, torch.device("cpu"), dtype)
+        else:
+            self.fake_mode = None
+            self.model = workload.build(device, dtype)
+            self.batch = move_batch(workload.batch, device, dtype)
+        self.model.train(train)
+        self.loss_fn = workload.loss_fn
+        # meta tensors hold no values: an optimizer step (which reads its step count) cannot
+        # run there, so a meta step is forward + backward only
+        self.optimizer = workload.make_optimizer(self.model) if train else None
+        if device.type == "meta":
+            self.optimizer = None
+
+    def step(self, recorder: OpRecorder | None = None, batch: Any = None) -> None:
+        if self.fake_mode is not None:
+            with self.fake_mode:
+                self._step(recorder, batch)
+        else:
+            self._step(recorder, batch)
+
+    def _step(self, recorder: OpRecorder | None, batch: Any) -> None:
+        batch = self.batch if batch is None else batch
+        if not self.train:
+            with torch.no_grad():
+                self.model(*as_args(batch))
+            return
+        if self.optimizer is not None:
+            self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.model(*as_args(batch)), batch)
+        loss.backward()
+        if self.optimizer is None:
+            return
+        if recorder is None:
+            self.optimizer.step()
+        else:
+            with recorder.phase("optimizer"):
+                self.optimizer.step()
+
+    def timed_steps(self, n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            sync(self.device)
+            t0 = time.perf_counter()
+            self.step()
+            sync(self.device)
+            out.append(time.perf_counter() - t0)
+        return out
+
+
+def guard(target: str, fn, *args, **kwargs):
+    """Run user code; out-of-memory becomes DoesNotFit, other failures one-line errors."""
+    try:
+        return fn(*args, **kwargs)
+    except CeilingError:
+        raise
+    except Exception as exc:
+        if is_out_of_memory(exc):
+            raise DoesNotFit(f"{target} does not fit in memory: {one_line(exc)[:200]}") from None
+        raise InvalidInput(f"{target} failed while running: {one_line(exc)[:300]}") from None
