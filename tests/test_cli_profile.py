@@ -214,3 +214,11 @@ def test_meta_device_counts_without_running(cli, tiny_train):
     assert d["ceiling"]["peak_flops_per_s"] == get_spec("h100-sxm").peak("bf16")
     # the same counts as the real CPU run (fused CPU attention is chosen on fake CPU tensors)
     assert d["model_flops_per_step"] == tiny_train["model_flops_per_step"]
+
+
+def test_spec_of_another_device_is_stated(cli):
+    code, out, err = cli("profile", "mlp", "--spec", "h100-sxm", "--json", "--steps", "1")
+    assert code == 0, err
+    d = json.loads(out)
+    assert "the step ran on this cpu" in d["ceiling"]["source"]
+    assert d["mfu"] < 0.01  # a CPU step against an H100's peak

@@ -42,13 +42,16 @@ def resolve_ceiling(
         from ceiling.hardware.resolve import resolve_device
 
         s = resolve_device(spec, None)
+        source = f"datasheet spec {s.key}"
+        if s.kind != kind and device.type != "meta":
+            source += f" (a {s.kind}; the step ran on this {kind}, so MFU is against {s.key})"
         return Ceiling(
-            s.name, f"datasheet spec {s.key}", s.kind, peak_key, s.peak(peak_key),
-            s.memory_bandwidth_bytes_per_s,
+            s.name, source, s.kind, peak_key, s.peak(peak_key), s.memory_bandwidth_bytes_per_s,
         )  # fmt: skip
     from ceiling.measure.decode import local_ceiling
 
-    local = local_ceiling(str(device), profile)
+    # on meta nothing runs: the roofline is this machine's CPU
+    local = local_ceiling("cpu" if device.type == "meta" else str(device), profile)
     s = local.spec
     measured = local.source.startswith("measured")
     dense = _dense_peak(device, peak_key) if measured else None

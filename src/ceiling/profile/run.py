@@ -139,8 +139,7 @@ def _profile(
     if not meta:
         check_dtype_runs(dev, key, torch_dtype)
     tf32 = tf32_enabled(dev) and key == "fp32"
-    # on meta the roofline is --spec's, else this machine's CPU
-    ceiling = resolve_ceiling(torch.device("cpu") if meta else dev, key, tf32, spec, profile)
+    ceiling = resolve_ceiling(dev, key, tf32, spec, profile)
     workload = load_target(target, batch=batch, seq=seq)
     itemsize = torch.empty((), dtype=torch_dtype).element_size()
     if not meta:
