@@ -105,6 +105,8 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         "long context the KV cache is read too and grows with the batch, which keeps decode "
         "memory-bound longer.",
     )
+    if local is not None:
+        out.note(f"this machine: {local.spec.name}, ceilings from {local.source}")
     for line in unfit:
         out.note(line)
     _figure(ctx, out, decode, figures_data, setup)
@@ -143,7 +145,9 @@ def _setup_for(decode, spec, setup):
 
 
 def _name(label: str, spec) -> str:
-    return f"{spec.name}" if label != "this machine" else f"this machine ({spec.name})"
+    if label == "this machine":
+        return "this machine"
+    return spec.name.removeprefix("NVIDIA ")
 
 
 def _figure(ctx, out, decode, figures_data, setup) -> None:
