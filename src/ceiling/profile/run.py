@@ -10,6 +10,7 @@ causal attention at half, recomputation excluded); HFU adds the recomputation.
 
 from __future__ import annotations
 
+import functools
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,8 +104,13 @@ def profile_target(
         raise InvalidInput(f"need steps ≥ 1 and warm-up ≥ 0, got {steps} and {warmup_steps}")
     dev = check_device(device)
     key, torch_dtype = parse_dtype(dtype)
+    run = functools.partial(
+        _profile, target=target, train=train, dev=dev, torch_dtype=torch_dtype, spec=spec,
+        profile=profile, batch=batch, seq=seq, warmup_steps=warmup_steps, steps=steps,
+        module_depth=module_depth, available_bytes=available_bytes,
+    )  # fmt: skip
     if key != "tf32":
-        return _profile(**locals())
+        return run(key=key)
     if dev.type != "cuda":
         raise UnsupportedOnDevice("TF32 is a GPU tensor-core mode; on a CPU use fp32")
     before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
@@ -112,7 +118,7 @@ def profile_target(
     torch.set_float32_matmul_precision("high")
     torch.backends.cudnn.allow_tf32 = True
     try:
-        return _profile(**{**locals(), "key": "fp32"})
+        return run(key="fp32")
     finally:
         torch.set_float32_matmul_precision(before[0])
         torch.backends.cudnn.allow_tf32 = before[1]
@@ -133,7 +139,6 @@ def _profile(
     steps: int,
     module_depth: int,
     available_bytes: float | None,
-    **_unused,
 ) -> ProfileReport:
     meta = dev.type == "meta"  # counts only: nothing runs, nothing is timed
     if not meta:
