@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -58,7 +60,13 @@ def report(
     json_path = output.with_suffix(".json")
 
     profile_copy = output.with_name(output.stem + "-profile.json")
-    rep = _run_with_progress(specs, quick, profile, profile_copy)
+    if json_out:
+        # stdout carries only the JSON: anything a library or a worker process prints while
+        # the sections run goes to stderr instead
+        with _stdout_to_stderr():
+            rep = _run_with_progress(specs, quick, profile, profile_copy)
+    else:
+        rep = _run_with_progress(specs, quick, profile, profile_copy)
     compose.write_text_atomic(html.render(rep, json_name=json_path.name), output)
     record = rep.to_json()
     record["html"] = str(output.resolve())
@@ -72,6 +80,23 @@ def report(
         _where(output, json_path, sys.stdout)
     if rep.interrupted:
         raise typer.Exit(130)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no real file descriptor behind stdout: nothing to redirect
+        yield
+        return
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _select(specs, only: str | None):
