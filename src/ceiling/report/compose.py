@@ -29,7 +29,6 @@ from typing import Any
 from ceiling.errors import CeilingError
 
 REPORT_VERSION = 1
-STATUSES = ("ok", "skipped", "failed")
 
 
 class Skip(Exception):
@@ -183,8 +182,6 @@ class ReportContext:
         self._profile_error: BaseException | None = None
         self.profile_source: str | None = None
         self.profile_file: Path | None = None  # where the profile in use is saved
-        self.bench: dict[str, Any] = {}  # device -> the benchmark run behind the profile
-        self.cache: dict[str, Any] = {}
 
     @property
     def mode(self) -> str:
@@ -231,7 +228,6 @@ class ReportContext:
             bench = suite.run_all(device, quick=self.quick, progress=self.step)
             if bench.interrupted:
                 raise KeyboardInterrupt
-            self.bench[device] = bench
             profile = suite.build_profile(bench, previous=profile)
         # A profile the user measured before (perhaps a full one) is not overwritten by the
         # report's quick one; the report keeps its own copy next to the page.
