@@ -6,9 +6,10 @@ wait at a barrier (they sleep there, they do not spin), so one start-up serves e
 Threads run the same workload as N Python threads of this process (shared memory, one
 GIL), which is how concurrency and parallelism are told apart.
 
-Each measured step: all workers meet at a barrier, then every worker times its step; the
-step's time is the slowest worker's. Raw per-step times and per-phase medians come back;
-fitting and formatting happen elsewhere.
+Each measured step: all workers meet at a barrier, then every worker times its step, which
+ends in a collective (or a barrier), so all finish together; the step's time is the median
+worker's, which keeps out the few ms by which they leave the starting barrier apart. Raw
+per-step times and per-phase medians come back; fitting and formatting happen elsewhere.
 """
 
 from __future__ import annotations

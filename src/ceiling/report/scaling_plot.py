@@ -36,14 +36,14 @@ def scaling_figure(summary: dict[str, Any], title: str = "Measured scaling"):
     if summary.get("mode", "strong") == "weak" and g:
         curves.append(
             (
-                f"Gustafson α = {g['alpha']:.3g}",
+                f"Gustafson α = {g['alpha']:.3f}",
                 [float(scaling.gustafson_throughput(x, g["lam"], g["alpha"])) / base for x in grid],
             )
         )
     if a:
         curves.append(
             (
-                f"Amdahl p = {a['p']:.3g}",
+                f"Amdahl p = {a['p']:.3f}",
                 [float(scaling.amdahl_throughput(x, a["lam"], 1 - a["p"])) / base for x in grid],
             )
         )

@@ -100,11 +100,18 @@ def _notes(raw: dict[str, Any], fit: ScalingFit | None, points: list[dict]) -> l
                 "concurrency is enough for work that waits (I/O, sleeps); it says nothing "
                 "about compute."
             )
-        else:
+        elif s >= NO_SPEEDUP:
             notes.append(
                 "threads: torch releases the GIL inside its kernels, so threads run them in "
                 f"parallel (measured {s:.2f}× at N = {top['n']}) — parallelism without "
                 "processes, as long as the time is spent inside kernels."
+            )
+        else:
+            notes.append(
+                "threads: torch releases the GIL inside its kernels, so threads can run them in "
+                f"parallel, yet only {s:.2f}× was measured at N = {top['n']}: the cores are "
+                "busy (shared with other work, or oversubscribed), or the steps are too short "
+                "for the kernels to dominate."
             )
     else:
         notes.append(
