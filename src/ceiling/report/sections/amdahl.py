@@ -64,6 +64,8 @@ def _figure(cores: int):
     ceilings = {f"p = {p:g}": laws.amdahl_ceiling(p) for p in FRACTIONS}
     fig = plots.speedup_figure(curves, ceilings, title="Amdahl's law: fixed problem size")
     ax = fig.axes[0]
+    # the ideal diagonal would stretch the axis to 4096×; the ceilings are what matter
+    ax.set_ylim(0.8, 4 * max(laws.amdahl_ceiling(p) for p in FRACTIONS))
     if cores > 1:
         ax.axvline(cores, color="0.4", lw=1, ls="-.")
         ax.annotate(
