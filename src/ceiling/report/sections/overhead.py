@@ -62,9 +62,10 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
             out.key_figures[f"gpu_crossover_{c['op']}"] = c["crossover"]
             out.key_figures[f"gpu_crossover_{c['op']}_with_copies"] = c["crossover_with_transfer"]
             out.text(
-                f"{c['op']}: the GPU beats the CPU from n = {c['crossover']} with the data "
-                f"already on the GPU, from n = {c['crossover_with_transfer']} when the copies "
-                "to and from the GPU are counted. Below that the GPU does not help."
+                f"{c['op']}: the GPU beats the CPU {_from(c['crossover'], c['sizes'])} with the "
+                f"data already on the GPU, {_from(c['crossover_with_transfer'], c['sizes'])} "
+                "when the copies to and from the GPU are counted. Below that the GPU does not "
+                "help."
             )
         out.figure(
             overhead_plot.crossover_figure(crossovers),
@@ -77,6 +78,12 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         for note in o.get("notes", []):
             if "crossover needs a GPU" not in note:
                 out.note(note)
+
+
+def _from(size: int | None, sizes: list[int]) -> str:
+    if size is None:
+        return f"at no size up to n = {max(sizes):,}"
+    return f"from n = {size:,}"
 
 
 def _overheads(ctx: ReportContext, profile) -> list[tuple[str, dict]]:
