@@ -107,3 +107,39 @@ def test_amdahl_and_planner_need_no_measurement(cli, tmp_path, profile_file):
     # uniform stages: the simulated bubble is exactly the closed form
     assert pipe["bubble_1f1b"] == pytest.approx(pipe["formula_1f1b"])
     assert pipe["bubble_interleaved_v2"] == pytest.approx(pipe["formula_interleaved_v2"])
+
+
+def test_a_gpu_profile_shows_the_gpu_paths_without_a_gpu_here(cli, tmp_path):
+    crossover = {
+        "op": "matmul",
+        "sizes": [64, 128, 256],
+        "cpu_s": [1e-5, 8e-5, 6e-4],
+        "gpu_s": [2e-5, 3e-5, 5e-5],
+        "gpu_with_transfer_s": [9e-5, 2e-4, 7e-4],
+        "crossover": 128,
+        "crossover_with_transfer": None,
+    }
+    cpu = MeasuredDevice("Test CPU", "cpu", {"fp32": 1e11}, 1e10, extra={"overhead": OVERHEAD})
+    gpu = MeasuredDevice(
+        "NVIDIA H100 80GB HBM3",
+        "cuda",
+        {"bf16": 700e12, "fp32": 50e12},
+        3.0e12,
+        datasheet_peak_flops_per_s={"bf16": 989.5e12, "fp32": 67e12},
+        datasheet_bandwidth_bytes_per_s=3.35e12,
+        extra={"overhead": {**OVERHEAD, "device": "cuda", "crossovers": [crossover]}},
+    )
+    path = save_profile(MachineProfile(1, "x", "h", {}, [cpu, gpu]), tmp_path / "gpu.json")
+    secs = _report(cli, tmp_path, path, "machine,roofline,overhead")
+    machine = secs["machine"]
+    assert set(machine["key_figures"]["measured"]) == {"Test CPU", "NVIDIA H100 80GB HBM3"}
+    assert "reference_gpu" not in machine["key_figures"]  # a GPU of its own: no stand-in
+    roof = secs["roofline"]
+    assert roof["status"] == "ok", roof["reason"]
+    assert roof["key_figures"]["dtype"] == "bf16"
+    assert roof["key_figures"]["ridge_flops_per_byte"] == pytest.approx(700e12 / 3.0e12)
+    over = secs["overhead"]
+    assert over["key_figures"]["gpu_crossover_matmul"] == 128
+    assert over["key_figures"]["gpu_crossover_matmul_with_copies"] is None
+    assert len(over["figures"]) == 2
+    assert any("at no size up to n = 256" in t for t in over["text"])

@@ -39,7 +39,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
             )
     if profile is not None:
         _measured(out, profile, cpu)
-    if profile is not None and not gpus:
+    if profile is not None and not gpus and all(d.kind != "cuda" for d in profile.devices):
         _versus_gpu(out, profile)
     for kind, block in detail.blocks:
         if kind == "table":

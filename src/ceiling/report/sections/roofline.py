@@ -153,12 +153,21 @@ def _measure(ctx: ReportContext, out: SectionOutput, ops, dev) -> dict[str, floa
         out.note(f"measured op times: {exc}")
         return {}
     device = "cuda" if dev.kind == "cuda" else "cpu"
+    if device == "cuda" and not _cuda_here():
+        out.note(f"measured op times: {dev.name} from the profile is not attached to this machine")
+        return {}
     found = {}
     for op in ops:
         ctx.step(f"timing {op.name} on {device}")
         stats = ops_mod.time_op(op, device, budget_ms=300.0 if ctx.quick else 1000.0)
         found[op.name] = stats.min
     return found
+
+
+def _cuda_here() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _figure(out, dev, dtype, peak, bw, placed, measured) -> None:
