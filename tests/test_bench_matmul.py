@@ -106,3 +106,12 @@ def test_cli_bad_input(cli, args):
         assert code == 0 and "tf32: skipped" in out
         return
     assert code == 2 and err.startswith("error: ")
+
+
+def test_rate_above_the_peak_is_flagged_not_hidden():
+    # a peak of 1 FLOP/s is certainly below the measured rate: the clock behind it is wrong
+    r = run_matmul("fp32", 32, 32, 32, budget_ms=20, warmup_ms=5, peak_flops_per_s=1.0)
+    assert r.peak_fraction > 1
+    assert any("above the peak" in n for n in r.notes)
+    honest = run_matmul("fp32", 32, 32, 32, budget_ms=20, warmup_ms=5, peak_flops_per_s=1e18)
+    assert not any("above the peak" in n for n in honest.notes)

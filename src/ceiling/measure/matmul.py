@@ -292,6 +292,14 @@ def run_matmul(
             f"{TOLERANCE[dtype]:g}; the result is wrong, so its timing is not reported"
         )
     notes = [] if native else [f"{dtype} is not native here: emulated, far below the hardware"]
+    stats = summarize(samples)
+    if peak_flops_per_s and 2.0 * m * n * k / stats.min > peak_flops_per_s:
+        # A measured rate above the peak means the peak's clock is too low (turbo above a
+        # nominal clock, or a hypervisor that shows only the nominal one), never a free lunch.
+        notes.append(
+            "measured above the peak: the clock the peak assumes is below the one this "
+            "device really runs at (turbo, or a VM showing the nominal clock)"
+        )
     return MatmulResult(
         dtype=dtype,
         m=m,
@@ -299,7 +307,7 @@ def run_matmul(
         k=k,
         device=device,
         samples=samples,
-        stats=summarize(samples),
+        stats=stats,
         rel_error=err,
         native=native,
         peak_flops_per_s=peak_flops_per_s,

@@ -29,12 +29,16 @@ def matmul_table(report, table) -> Any:
             ]
         )
     peak_word = "datasheet dense peak" if report.device.startswith("cuda") else "theoretical peak"
+    above = any((r.peak_fraction or 0) > 1 for r in report.matmul)
+    above_note = (
+        "; above 100 %: the peak's clock is lower than the one this device runs at" if above else ""
+    )
     return table(
         f"matmul on {report.device_name} ({report.device})",
         ["dtype", "MxNxK", "best ms", "median ms", "TFLOP/s", "% peak", "rel err"],
         rows,
         caption=f"FLOPs = 2·M·N·K (a multiply-add counts 2); TFLOP/s from the best time; "
-        f"% of the {peak_word}; each result checked against float64; {NOISY}",
+        f"% of the {peak_word}; each result checked against float64; {NOISY}{above_note}",
     )
 
 
