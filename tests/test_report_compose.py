@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from ceiling import records
 from ceiling.errors import UnsupportedOnDevice
 from ceiling.report import compose, html
 from ceiling.report.compose import ReportContext, SectionSpec, Skip
@@ -75,7 +76,7 @@ def test_a_failed_section_shows_no_half_finished_numbers(report):
 
 
 def test_json_record_lists_sections_with_key_figures(report):
-    record = json.loads(json.dumps(compose.jsonable(report.to_json())))
+    record = json.loads(json.dumps(records.jsonable(report.to_json())))
     sections = record["sections"]
     assert [s["status"] for s in sections] == ["ok", "skipped", "skipped", "failed", "skipped"]
     ok = sections[0]
@@ -113,7 +114,7 @@ def test_numeric_cells_are_right_aligned(report):
 
 def test_atomic_write_leaves_no_temp_files(tmp_path):
     target = tmp_path / "r.json"
-    compose.write_json_atomic({"x": float("inf"), "y": [1.5]}, target)
+    records.write_json_atomic({"x": float("inf"), "y": [1.5]}, target)
     assert json.loads(target.read_text()) == {"x": None, "y": [1.5]}
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
 

@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 import sys
 from typing import Any
+
+from ceiling.records import jsonable
 
 # Options shared by many commands, so their help reads the same everywhere.
 JSON_HELP = "Print one JSON object on stdout instead of tables."
 PLOT_HELP = "Write a figure to FILE (.png or .svg)."
-
-
-def jsonable(obj: Any) -> Any:
-    """Plain JSON types; non-finite floats become null (JSON has no Infinity)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {k: jsonable(v) for k, v in dataclasses.asdict(obj).items()}
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
-        return jsonable(obj.item())
-    return obj
 
 
 def emit_json(obj: Any) -> None:

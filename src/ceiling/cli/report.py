@@ -13,6 +13,7 @@ import typer
 from ceiling.cli.app import app
 from ceiling.cli.output import JSON_HELP, emit_json, table
 from ceiling.errors import InvalidInput
+from ceiling.records import write_json_atomic, write_text_atomic
 
 DEFAULT_OUTPUT = "ceiling-report.html"
 
@@ -50,7 +51,7 @@ def report(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Measure this machine and write one self-contained HTML page (and a JSON record)."""
-    from ceiling.report import compose, html
+    from ceiling.report import html
     from ceiling.report.sections import SECTIONS
 
     specs = _select(SECTIONS, only)
@@ -67,10 +68,10 @@ def report(
             rep = _run_with_progress(specs, quick, profile, profile_copy)
     else:
         rep = _run_with_progress(specs, quick, profile, profile_copy)
-    compose.write_text_atomic(html.render(rep, json_name=json_path.name), output)
+    write_text_atomic(html.render(rep, json_name=json_path.name), output)
     record = rep.to_json()
     record["html"] = str(output.resolve())
-    compose.write_json_atomic(record, json_path)
+    write_json_atomic(record, json_path)
 
     if json_out:
         emit_json(record)

@@ -8,15 +8,14 @@ datasheet figures they should be compared with.
 from __future__ import annotations
 
 import json
-import math
 import os
 import socket
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ceiling.errors import InvalidInput, MalformedFile
+from ceiling.records import write_json_atomic
 
 PROFILE_ENV = "CEILING_PROFILE"
 
@@ -138,37 +137,6 @@ def load_profile(path: str | Path | None = None) -> MachineProfile:
     if not isinstance(data, dict):
         raise MalformedFile(f"{p} is not a ceiling machine profile (not a JSON object)")
     return MachineProfile.from_json(data, where=str(p))
-
-
-def _finite_or_null(obj: Any) -> Any:
-    """JSON has no Infinity/NaN: such floats are written as null."""
-    if isinstance(obj, dict):
-        return {str(k): _finite_or_null(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite_or_null(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
-def write_json_atomic(data: Any, path: str | Path) -> Path:
-    """Write JSON to a temp file in the same folder, then rename over `path`."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(_finite_or_null(data), f, indent=2)
-            f.write("\n")
-        # mkstemp creates the file private (0600); a profile is as readable as any new file.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
 
 
 def save_profile(profile: MachineProfile, path: str | Path | None = None) -> Path:

@@ -15,12 +15,12 @@ roof alone, and the result says so.
 
 from __future__ import annotations
 
-import platform
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ceiling.errors import CeilingError, DoesNotFit, InvalidInput, UnsupportedOnDevice
+from ceiling.measure import machine
 from ceiling.measure.stats import summarize
 from ceiling.measure.timer import benchmark, is_cuda
 from ceiling.model.decode import DecodeCeiling, DecodeSetup, decode_ceiling
@@ -88,29 +88,6 @@ def default_dtype(device: str) -> str:
     return "bf16" if is_cuda(device) else "fp32"
 
 
-def environment(device: str) -> dict:
-    import torch
-
-    env = {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "platform": platform.platform(),
-        "threads": torch.get_num_threads(),
-        "device": device,
-    }
-    if is_cuda(device):
-        env["device_name"] = torch.cuda.get_device_name(torch.device(device))
-        env["cuda"] = torch.version.cuda
-    else:
-        try:
-            from ceiling.hardware.cpu import detect_cpu
-
-            env["device_name"] = detect_cpu().model
-        except CeilingError:
-            env["device_name"] = platform.processor() or platform.machine()
-    return env
-
-
 def run_decode(
     cfg: TransformerConfig,
     batches: list[int],
@@ -157,7 +134,7 @@ def run_decode(
     kv_tok = 2 * cfg.layers * cfg.kv_dim * torch.finfo(tdtype).bits // 8
     return DecodeRun(
         method_version=METHOD_VERSION,
-        environment=environment(device),
+        environment=machine.environment(device),
         model=cfg.name,
         config=cfg,
         device=device,

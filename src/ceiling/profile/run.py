@@ -211,6 +211,6 @@ def _profile(
 
 
 def environment(device: torch.device) -> dict[str, Any]:
-    from ceiling.measure.decode import environment
+    from ceiling.measure.machine import environment
 
     return environment(str(device))

@@ -9,16 +9,12 @@ the error, and the report goes on: one broken analysis must not cost the user th
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import importlib
 import io
-import json
-import math
 import os
 import platform
 import socket
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -349,41 +345,6 @@ def environment() -> dict[str, Any]:
         except ImportError:
             env[name] = None
     return env
-
-
-def jsonable(obj: Any) -> Any:
-    """Plain JSON types; non-finite floats become null (JSON has no Infinity)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {k: jsonable(v) for k, v in dataclasses.asdict(obj).items()}
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
-        return jsonable(obj.item())
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
-
-
-def write_json_atomic(obj: Any, path: str | Path) -> Path:
-    return write_text_atomic(json.dumps(jsonable(obj), indent=2) + "\n", path)
-
-
-def write_text_atomic(text: str, path: str | Path) -> Path:
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return p
 
 
 def _cell(v: Any) -> str:

@@ -1,0 +1,57 @@
+"""Records on disk and on stdout: plain JSON values and atomic writes.
+
+JSON has no Infinity or NaN, so non-finite floats become null. Files are written to a
+temporary file in the same folder and renamed over the target, so a reader never sees half
+a file and an interrupted run never leaves one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain JSON types: dataclasses, numpy scalars and paths converted; inf and nan -> None."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {k: jsonable(v) for k, v in dataclasses.asdict(obj).items()}
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "item") and callable(obj.item):  # numpy and torch scalars
+        return jsonable(obj.item())
+    return obj
+
+
+def write_text_atomic(text: str, path: str | Path) -> Path:
+    """Write `text` to a temp file beside `path`, then rename it over `path`."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        # mkstemp creates the file private (0600); a record is as readable as any new file.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
+def write_json_atomic(data: Any, path: str | Path) -> Path:
+    """`data` as indented JSON (see jsonable), written atomically."""
+    return write_text_atomic(json.dumps(jsonable(data), indent=2) + "\n", path)
