@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JSON_HELP, console, emit_json, table
+from ceiling.cli.output import JsonOption, console, emit_json, table
 from ceiling.errors import InvalidInput
 
 bench_app = typer.Typer(
@@ -23,7 +23,6 @@ bench_app = typer.Typer(
 )
 app.add_typer(bench_app, name="bench")
 
-JsonOption = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 DeviceOption = Annotated[
     str | None,
     typer.Option(
@@ -71,6 +70,19 @@ def _budgets(quick: bool):
     from ceiling.measure import suite
 
     return suite.QUICK if quick else suite.FULL
+
+
+def _run_one(device: str | None, quick: bool, json_out: bool, step: str) -> None:
+    """Run one suite step (`suite.bench_memory`, ...) with progress; Ctrl-C keeps what finished."""
+    from ceiling.measure import suite
+
+    report = _report(device, quick)
+    with _progress() as progress:
+        try:
+            getattr(suite, step)(report, budgets=_budgets(quick), progress=progress)
+        except KeyboardInterrupt:
+            report.interrupted = True
+    _finish(report, json_out)
 
 
 def _print_report(report) -> None:
@@ -218,15 +230,7 @@ def bench_memory(
     json_out: JsonOption = False,
 ) -> None:
     """STREAM copy/scale/add/triad/dot bandwidth (GB = 1e9 bytes), beside naive numpy."""
-    from ceiling.measure import suite
-
-    report = _report(device, quick)
-    with _progress() as progress:
-        try:
-            suite.bench_memory(report, budgets=_budgets(quick), progress=progress)
-        except KeyboardInterrupt:
-            report.interrupted = True
-    _finish(report, json_out)
+    _run_one(device, quick, json_out, "bench_memory")
 
 
 @bench_app.command("overhead")
@@ -236,15 +240,7 @@ def bench_overhead(
     json_out: JsonOption = False,
 ) -> None:
     """Cost of one tiny op, a Python loop vs vectorized, and the GPU-vs-CPU crossover size."""
-    from ceiling.measure import suite
-
-    report = _report(device, quick)
-    with _progress() as progress:
-        try:
-            suite.bench_overhead(report, budgets=_budgets(quick), progress=progress)
-        except KeyboardInterrupt:
-            report.interrupted = True
-    _finish(report, json_out)
+    _run_one(device, quick, json_out, "bench_overhead")
 
 
 @bench_app.command("transfer")
@@ -254,12 +250,4 @@ def bench_transfer(
     json_out: JsonOption = False,
 ) -> None:
     """Host->device, device->host and device->device copy bandwidth (GPU only)."""
-    from ceiling.measure import suite
-
-    report = _report(device, quick)
-    with _progress() as progress:
-        try:
-            suite.bench_transfer(report, budgets=_budgets(quick), progress=progress)
-        except KeyboardInterrupt:
-            report.interrupted = True
-    _finish(report, json_out)
+    _run_one(device, quick, json_out, "bench_transfer")

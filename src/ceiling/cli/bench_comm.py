@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from ceiling.cli.bench import bench_app
-from ceiling.cli.output import JSON_HELP, console, emit_json, table
+from ceiling.cli.output import JsonOption, console, emit_json, table
 from ceiling.errors import InvalidInput
 
 
@@ -75,7 +75,7 @@ def bench_comm(
     quick: Annotated[bool, typer.Option(help="Three sizes: 4 KiB, 256 KiB, 4 MiB.")] = False,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     timeout: Annotated[float, typer.Option(help="Stop every worker after this many s.")] = 300.0,
-    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """All-reduce, all-gather, reduce-scatter, broadcast and all-to-all over message sizes.
 

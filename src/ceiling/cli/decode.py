@@ -8,7 +8,13 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JSON_HELP, PLOT_HELP, console, emit_json, table
+from ceiling.cli.output import (
+    JsonOption,
+    PlotOption,
+    console,
+    emit_json,
+    table,
+)
 from ceiling.errors import InvalidInput
 from ceiling.model.transformer import CUSTOM_HELP, TransformerConfig, all_models, parse_model
 from ceiling.units import (
@@ -217,8 +223,8 @@ def decode(
             "--device", help="With --measure: cpu or cuda[:N] (default: cuda if present)."
         ),
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
-    plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE", help=PLOT_HELP)] = None,
+    json_out: JsonOption = False,
+    plot: PlotOption = None,
 ) -> None:
     from ceiling.model.decode import DecodeSetup, decode_ceiling
 
@@ -446,7 +452,7 @@ def _stderr_console():
 
 
 @app.command()
-def models(json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False) -> None:
+def models(json_out: JsonOption = False) -> None:
     """The transformer catalog: shapes, parameter counts and sources."""
     catalog = all_models()
     if json_out:

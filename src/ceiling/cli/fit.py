@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JSON_HELP, PLOT_HELP, console, emit_json
+from ceiling.cli.output import JsonOption, PlotOption, console, emit_json
 from ceiling.errors import MalformedFile
 
 # Accepted column names, compared case-insensitively.
@@ -97,8 +97,8 @@ def fit(
     predict: Annotated[
         str | None, typer.Option(help="Worker counts to predict, comma-separated.")
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
-    plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE", help=PLOT_HELP)] = None,
+    json_out: JsonOption = False,
+    plot: PlotOption = None,
 ) -> None:
     """Fit speedup, efficiency, Karp–Flatt, Amdahl, Gustafson and the USL to measurements.
 

@@ -7,10 +7,8 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JSON_HELP, console, emit_json, table
+from ceiling.cli.output import JsonOption, console, emit_json, table
 from ceiling.units import GB, GiB, format_bandwidth, format_bytes, format_flops_per_s
-
-JsonOption = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 
 # Why a dtype is not native, in words a user can act on.
 _NOT_NATIVE = {

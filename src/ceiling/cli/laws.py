@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JSON_HELP, PLOT_HELP, console, emit_json, table
+from ceiling.cli.output import (
+    JsonOption,
+    PlotOption,
+    console,
+    emit_json,
+    table,
+)
 from ceiling.model import laws
 
 DEFAULT_NS = [1, 2, 4, 8, 16, 64, 256, 1024]
@@ -19,8 +24,6 @@ NOption = Annotated[
     list[float] | None,
     typer.Option("-n", "--workers", help="Worker count N; repeat for several (default 1..1024)."),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
-PlotOption = Annotated[Path | None, typer.Option("--plot", metavar="FILE", help=PLOT_HELP)]
 
 
 def _ns(ns: list[float] | None) -> list[float]:

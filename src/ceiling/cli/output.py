@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
 
 from ceiling.records import jsonable
 
 # Options shared by many commands, so their help reads the same everywhere.
 JSON_HELP = "Print one JSON object on stdout instead of tables."
 PLOT_HELP = "Write a figure to FILE (.png or .svg)."
+JsonOption = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
+PlotOption = Annotated[Path | None, typer.Option("--plot", metavar="FILE", help=PLOT_HELP)]
 
 
 def emit_json(obj: Any) -> None:

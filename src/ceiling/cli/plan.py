@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JSON_HELP, console, emit_json, table
+from ceiling.cli.output import JsonOption, console, emit_json, table
 from ceiling.errors import InvalidInput
 from ceiling.units import format_bytes, format_percent, format_time, parse_bandwidth, parse_count
 
@@ -31,7 +31,6 @@ Example: --fixed d=32,t=8,p=2,recompute=full,sp=off
 FLOPs count a multiply-add as 2; peaks are dense. Memory in GiB (2^30 bytes)."""
 
 ModelArg = Annotated[str, typer.Argument(help="Catalog name or custom:layers=..,hidden=..,...")]
-JsonOption = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 
 
 def _int(text: str, what: str) -> int:

@@ -8,7 +8,13 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JSON_HELP, PLOT_HELP, console, emit_json, table
+from ceiling.cli.output import (
+    JsonOption,
+    PlotOption,
+    console,
+    emit_json,
+    table,
+)
 
 TOP_ROWS = 12
 
@@ -212,8 +218,8 @@ def profile_command(
     seq: Annotated[int | None, typer.Option("--seq", help="Sequence length (GPT).")] = None,
     steps: Annotated[int, typer.Option("--steps", help="Timed steps after warm-up.")] = 5,
     top: Annotated[int, typer.Option("--top", help="Rows in the op and module tables.")] = TOP_ROWS,
-    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
-    plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE", help=PLOT_HELP)] = None,
+    json_out: JsonOption = False,
+    plot: PlotOption = None,
 ) -> None:
     """Per-op FLOPs, bytes and time of a model on the roofline; MFU and HFU of its step."""
     from ceiling.errors import InvalidInput

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JSON_HELP, console, emit_json, table
+from ceiling.cli.output import JsonOption, console, emit_json, table
 
 
 @app.command()
@@ -26,7 +26,7 @@ def repeat(
         bool,
         typer.Option(help="Also rerun with torch.use_deterministic_algorithms(True)."),
     ] = True,
-    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Rerun a computation and report whether its results are bitwise identical.
 

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JSON_HELP, emit_json, table
+from ceiling.cli.output import JsonOption, emit_json, table
 from ceiling.errors import InvalidInput
 from ceiling.records import write_json_atomic, write_text_atomic
 
@@ -48,7 +48,7 @@ def report(
             "overhead, mfu, scaling, decode, planner).",
         ),
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Measure this machine and write one self-contained HTML page (and a JSON record)."""
     from ceiling.report import html

@@ -8,7 +8,13 @@ from typing import Annotated, Any
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JSON_HELP, PLOT_HELP, console, emit_json, table
+from ceiling.cli.output import (
+    JsonOption,
+    PlotOption,
+    console,
+    emit_json,
+    table,
+)
 from ceiling.units import format_bandwidth, format_flops_per_s, format_time
 
 
@@ -126,8 +132,8 @@ def roofline(
     measure: Annotated[
         bool, typer.Option("--measure", help="Also time the ops here: measured vs predicted.")
     ] = False,
-    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
-    plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE", help=PLOT_HELP)] = None,
+    json_out: JsonOption = False,
+    plot: PlotOption = None,
 ) -> None:
     """Ridge point and where ops sit: FLOPs, bytes, intensity, attainable FLOP/s, bound."""
     from ceiling.hardware.catalog import normalize_dtype

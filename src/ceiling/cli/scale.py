@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JSON_HELP, PLOT_HELP, console, emit_json
+from ceiling.cli.output import JsonOption, PlotOption, console, emit_json
 from ceiling.errors import InvalidInput
 
 WORKLOAD_HELP = (
@@ -80,8 +80,8 @@ def scale(
     predict: Annotated[
         str | None, typer.Option(help="Worker counts to predict, comma-separated.")
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
-    plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE", help=PLOT_HELP)] = None,
+    json_out: JsonOption = False,
+    plot: PlotOption = None,
 ) -> None:
     """Measure a workload on 1..N workers; fit Amdahl, Gustafson, Karp–Flatt and the USL.
 

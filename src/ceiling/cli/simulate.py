@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JSON_HELP, PLOT_HELP, console, emit_json, table
+from ceiling.cli.output import (
+    JsonOption,
+    PlotOption,
+    console,
+    emit_json,
+    table,
+)
 from ceiling.errors import InvalidInput
 from ceiling.units import format_time, parse_time
 
@@ -18,8 +23,6 @@ simulate_app = typer.Typer(
 )
 app.add_typer(simulate_app, name="simulate")
 
-JsonOption = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
-PlotOption = Annotated[Path | None, typer.Option("--plot", metavar="FILE", help=PLOT_HELP)]
 
 PIPELINE_HELP = """Simulate one step of a pipeline schedule, event by event.
 

@@ -8,7 +8,13 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JSON_HELP, PLOT_HELP, console, emit_json, table
+from ceiling.cli.output import (
+    JsonOption,
+    PlotOption,
+    console,
+    emit_json,
+    table,
+)
 
 SLOW_DATA_HELP = (
     "Demo: the dataset sleeps 4 ms per sample (a stand-in for slow decoding or "
@@ -78,8 +84,8 @@ def step_command(
     dtype: Annotated[str, typer.Option("--dtype", help="fp32, bf16, fp16.")] = "fp32",
     batch: Annotated[int | None, typer.Option("--batch", help="Samples per step.")] = None,
     steps: Annotated[int, typer.Option("--steps", help="Timed steps per worker count.")] = 8,
-    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
-    plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE", help=PLOT_HELP)] = None,
+    json_out: JsonOption = False,
+    plot: PlotOption = None,
 ) -> None:
     """Split a training step into data wait, host work and device compute, for 0..k loader
     workers; name the bottleneck and the Amdahl ceiling of the serial part."""
