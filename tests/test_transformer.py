@@ -29,6 +29,27 @@ def test_total_params_within_1pct_of_published(name, published):
     assert get_model(name).params_total == pytest.approx(published, rel=0.01)
 
 
+@pytest.mark.parametrize(
+    ("name", "published"),
+    [
+        # Hugging Face model cards / `sum(p.numel())` of the published checkpoints.
+        ("gpt2", 124_439_808),
+        ("gpt2-medium", 354_823_168),
+        ("gpt2-large", 774_030_080),
+        ("gpt2-xl", 1_557_611_200),
+        ("llama-2-13b", 13_015_864_320),
+        ("llama-2-70b", 68_976_648_192),
+        ("mistral-7b", 7_241_732_096),
+        ("mpt-7b", 6_649_286_656),
+        ("llama-3-405b", 405_853_388_800),
+        # OPT's position table has 2 extra rows (offset 2), not modelled: 10,240 fewer.
+        ("opt-13b", 12_853_473_280),
+    ],
+)
+def test_total_params_match_checkpoints(name, published):
+    assert get_model(name).params_total == pytest.approx(published, rel=1e-6)
+
+
 def test_mixtral_active_params():
     m = get_model("mixtral-8x7b")
     assert m.params_active == pytest.approx(12.9e9, rel=0.01)
@@ -63,8 +84,21 @@ def test_flops_per_token_palm_convention():
     n = m.params_matmul
     assert m.flops_per_token(s) == 2 * n + 4 * m.layers * m.hidden * s
     assert m.flops_per_token(s, training=True) == 6 * n + 12 * m.layers * m.hidden * s
-    # matmul params: everything but the input table (lookups are not multiplies)
-    assert n == m.params_total - m.vocab * m.hidden
+    # matmul weights: the blocks' matrices and the output head; the input table is a lookup
+    # and the 2·l + 1 RMSNorm gains are scaled, not multiplied
+    h, f = m.hidden, m.ffn_hidden
+    assert n == m.layers * (4 * h * h + 3 * h * f) + m.vocab * h
+    assert n == m.params_total - m.vocab * h - (2 * m.layers + 1) * h
+
+
+def test_matmul_weights_leave_out_biases_and_layernorm():
+    # GPT-2: 12 blocks of 4h² attention and 8h² MLP; tied head V·h. Biases (4h attention,
+    # 5h MLP per block), LayerNorm weights and biases (4h per block, 2h final) and the
+    # 1024 learned positions are not matmul weights.
+    m = get_model("gpt2")
+    h = m.hidden
+    assert m.params_matmul == 12 * 12 * h * h + m.vocab * h
+    assert m.params_total - m.params_matmul == 12 * (9 * h + 4 * h) + 2 * h + 1024 * h
 
 
 def test_training_memory_pieces():

@@ -47,7 +47,6 @@ class Shape:
 
 
 def shape_of(model) -> Shape:
-    norm = model.params_norm
     positions = model.max_seq * model.hidden if model.learned_positions else 0
     return Shape(
         layers=model.layers,
@@ -64,7 +63,7 @@ def shape_of(model) -> Shape:
         params_experts_layer=float(model.experts * model.params_expert)
         if model.experts > 1
         else 0.0,
-        params_layer_matmul_active=float(model.params_layer_active - 2 * norm),
+        params_layer_matmul_active=float(model.params_layer_matmul_active),
         # With p > 1 the first stage holds the table (and positions), the last the head
         # (a copy of the table when tied); either way about V·h.
         params_embedding_stage=float(model.vocab * model.hidden + positions),

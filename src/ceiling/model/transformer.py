@@ -163,13 +163,27 @@ class TransformerConfig:
         return self.layers * self.params_layer_active + self.params_norm + self.params_embedding
 
     @property
-    def params_matmul(self) -> int:
-        """Active parameters that take part in a matrix multiply for each token.
+    def params_layer_matmul_active(self) -> int:
+        """Weights one token multiplies in a block: Q, K, V, output, its experts' FFNs, router.
 
-        Blocks plus the output head (V·h, whether tied or not); the input table and learned
-        positions are lookups, not multiplies.
+        Biases and norm gains are added or scaled (about one FLOP per element of the
+        activation), not multiplied against the token (two FLOPs per weight), so they are
+        left out.
         """
-        return self.layers * self.params_layer_active + self.params_norm + self.vocab * self.hidden
+        attention = 2 * self.hidden * self.q_dim + 2 * self.hidden * self.kv_dim
+        mats = 2 if self.ffn_kind == "gelu" else 3
+        ffn = mats * self.hidden * self.ffn_hidden
+        return attention + self.active_experts * ffn + self.params_router
+
+    @property
+    def params_matmul(self) -> int:
+        """Active weights that take part in a matrix multiply for each token.
+
+        The blocks' matrices plus the output head (V·h, whether tied or not); the input
+        table and learned positions are lookups, and biases and norm gains are not
+        multiplied, so none of them is counted.
+        """
+        return self.layers * self.params_layer_matmul_active + self.vocab * self.hidden
 
     # ---- FLOPs ------------------------------------------------------------------------
 
@@ -185,7 +199,7 @@ class TransformerConfig:
     def flops_per_token(self, seq_len: int | None = None, training: bool = False) -> float:
         """Model FLOPs per token, a multiply-add counted as 2.
 
-        Forward: 2·N + 4·l·a·d·s, N the parameters in matrix multiplies (`params_matmul`).
+        Forward: 2·N + 4·l·a·d·s, N the weights in matrix multiplies (`params_matmul`).
         Training: forward + backward (2× forward) = 6·N + 12·l·a·d·s (PaLM, Appendix B).
         Recomputation is not counted (that is hardware FLOPs, not model FLOPs).
         `seq_len` defaults to `max_seq`.
