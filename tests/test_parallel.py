@@ -260,3 +260,22 @@ def test_expert_capacity_pads_the_expert_matmuls():
     )
     padded = tokens * mix.layers * 3 * 0.25 * 2 * mix.active_experts * mix.params_expert
     assert r.time["matmul_s"] * c.matmul_flops_per_s * 64 == pytest.approx(useful + padded)
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+def test_memory_split_adds_up_and_shards_with_zero(zero):
+    model = get_model("llama-2-7b")
+    job = Job(model, 256, 4096)
+    r = evaluate_plan(job, make_cluster(A100, 64), Plan(64, 1, 1, 1, zero=zero))
+    m = r.memory
+    n = m["params_per_device"]
+    assert n == model.params_total
+    assert m["weight_bytes"] + m["gradient_bytes"] + m["optimizer_bytes"] == pytest.approx(
+        m["state_bytes"]
+    )
+    assert m["weight_bytes"] == pytest.approx(2 * n / (64 if zero == 3 else 1))
+    assert m["gradient_bytes"] == pytest.approx(4 * n / (64 if zero >= 2 else 1))
+    assert m["optimizer_bytes"] == pytest.approx(12 * n / (64 if zero >= 1 else 1))
+    total = m["state_bytes"] + m["activation_bytes"] + m["gathered_weight_bytes"]
+    assert r.memory_bytes_per_device == pytest.approx(total)
+    assert (m["gathered_weight_bytes"] > 0) == (zero == 3)

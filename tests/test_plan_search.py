@@ -152,3 +152,12 @@ def test_divisors():
     assert _divisors(1) == [1]
     assert _divisors(36) == [1, 2, 3, 4, 6, 9, 12, 18, 36]
     assert _divisors(3072)[-3:] == [1024, 1536, 3072]
+
+
+def test_no_valid_plan_names_the_failing_constraint():
+    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    # 1000 = 2³·5³: d = 1000/(t·p) always keeps a factor 5, which 1536 = 2⁹·3 lacks.
+    with pytest.raises(InvalidInput, match=r"none divides the global batch of 1536"):
+        search(job, make_cluster(A100, 1000))
+    with pytest.raises(InvalidInput, match=r"layers\(96\) % \(p\(16\) × v\(5\) = 80\) = 16"):
+        search(job, make_cluster(A100, 1024), {"d": 8, "t": 8, "p": 16, "v": 5})

@@ -376,7 +376,10 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
                 "rows": [
                     {
                         **_row_json(cr),
+                        # the plain rate keys are measured; the ceiling's carry "ceiling_"
                         "tokens_per_s": mr.measured_tokens_per_s,
+                        "tokens_per_s_per_sequence": mr.measured_tokens_per_s / mr.batch,
+                        "ceiling_tokens_per_s_per_sequence": mr.ceiling_tokens_per_s / mr.batch,
                         "step_time_s": mr.step_time_s,
                         "bound": mr.bound,
                         "measured_tokens_per_s": mr.measured_tokens_per_s,

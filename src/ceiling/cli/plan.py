@@ -355,13 +355,7 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
         if v / best.step_time_s >= 0.005
     )
     c.print(f"best step {format_time(best.step_time_s)}: {parts}")
-    mem = best.memory
-    c.print(
-        f"best memory per device {format_bytes(best.memory_bytes_per_device, binary=True)} of "
-        f"{format_bytes(best.usable_bytes_per_device, binary=True)} usable: "
-        f"weights+grads+optimizer {format_bytes(mem['state_bytes'], binary=True)}, "
-        f"activations {format_bytes(mem['activation_bytes'], binary=True)}"
-    )
+    c.print(_memory_line(best))
     c.print(
         f"best: {best.tokens_per_s:,.0f} tokens/s; MFU {format_percent(best.mfu)}, "
         f"HFU {format_percent(best.hfu)}, {best.hw_tflops_per_device:.0f} TFLOP/s per device"
@@ -376,6 +370,31 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
         c.print(f"note: {note}")
     if rows:
         _render_scaling(c, rows)
+
+
+def _memory_line(best) -> str:
+    """Where the best plan's memory goes, in the order a user trims it."""
+    mem, pl = best.memory, best.plan
+
+    def gib(x: float) -> str:
+        return format_bytes(x, binary=True)
+
+    grad = "fp32" if pl.state_bytes_per_param == 18 else "16-bit"
+    sharded = {0: "", 1: ", optimizer sharded over d", 2: ", optimizer and gradients sharded"}
+    parts = [
+        f"weights {gib(mem['weight_bytes'])}",
+        f"{grad} gradients {gib(mem['gradient_bytes'])}",
+        f"Adam state {gib(mem['optimizer_bytes'])}",
+        f"activations {gib(mem['activation_bytes'])}",
+    ]
+    if mem.get("gathered_weight_bytes"):
+        parts.append(f"gathered weights {gib(mem['gathered_weight_bytes'])}")
+    zero = sharded.get(pl.zero, ", everything sharded over d (ZeRO-3)")
+    return (
+        f"best memory per device {gib(best.memory_bytes_per_device)} of "
+        f"{gib(best.usable_bytes_per_device)} usable: {', '.join(parts)} "
+        f"({best.memory['params_per_device'] / 1e9:.2f}B parameters per device{zero})"
+    )
 
 
 def _layout(pl) -> str:

@@ -44,6 +44,7 @@ from ceiling.model.parallel_costs import (
     ring_gather_s,
     shape_of,
     state_bytes_per_param,
+    state_pieces_per_param,
 )
 
 __all__ = [
@@ -214,6 +215,12 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18, ep
     spb = state_bytes_per_param(state, zero, df)
     spb_expert = state_bytes_per_param(state, zero, d_expert)
     state_bytes = dense_dev * spb + expert_dev * spb_expert
+    pieces = zip(
+        state_pieces_per_param(state, zero, df),
+        state_pieces_per_param(state, zero, d_expert),
+        strict=True,
+    )
+    weight_bytes, grad_bytes, optim_bytes = (dense_dev * a + expert_dev * e for a, e in pieces)
     layer_state = layers_dev / tf * (dense_layer * spb + sh.params_experts_layer / epf * spb_expert)
     act_tok = activation_bytes_per_token_layer(sh, s, tf, sp, rc, job.attention, job.dropout)
     layers_held = in_flight_layers(n_layers, pf, vf, m)
@@ -355,6 +362,10 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18, ep
         "params_per_device": params_dev,
         "layer_state_bytes": layer_state,
         "state_bytes": state_bytes,
+        "weight_bytes": weight_bytes,
+        "gradient_bytes": grad_bytes,
+        "optimizer_bytes": optim_bytes,
+        "gathered_weight_bytes": gathered,
         "activation_bytes": act_peak,
         "layer_activation_bytes": activations,
         "memory_bytes": memory,
@@ -397,7 +408,9 @@ class PlanResult:
     fits: bool
     memory_bytes_per_device: float
     usable_bytes_per_device: float
-    memory: dict[str, float]  # state (weights+grads+optimizer), activations, layer_state
+    # state (= weight + gradient + optimizer), activation (peak, with logits),
+    # gathered_weight (ZeRO-3 buffers), layer_state, layer_activation, params_per_device
+    memory: dict[str, float]
     step_time_s: float
     time: dict[str, float]  # matmul, elementwise, tp_comm, bubble, p2p, dp_exposed, optimizer
     dp_comm_s: float  # total data-parallel traffic time, hidden or not
@@ -524,6 +537,10 @@ def result_from_arrays(job: Job, plan: Plan, r: dict, i, notes=()) -> PlanResult
         usable_bytes_per_device=g("usable_bytes"),
         memory={
             "state_bytes": g("state_bytes"),
+            "weight_bytes": g("weight_bytes"),
+            "gradient_bytes": g("gradient_bytes"),
+            "optimizer_bytes": g("optimizer_bytes"),
+            "gathered_weight_bytes": g("gathered_weight_bytes"),
             "activation_bytes": g("activation_bytes"),
             "layer_activation_bytes": g("layer_activation_bytes"),
             "layer_state_bytes": g("layer_state_bytes"),

@@ -65,9 +65,9 @@ def shape_of(model) -> Shape:
         else 0.0,
         params_layer_matmul_active=float(model.params_layer_matmul_active),
         # With p > 1 the first stage holds the table (and positions), the last the head
-        # (a copy of the table when tied); either way about V·h.
-        params_embedding_stage=float(model.vocab * model.hidden + positions),
-        params_embedding_single=float(model.params_embedding),
+        # (a copy of the table when tied) and the final norm; either way about V·h.
+        params_embedding_stage=float(model.vocab * model.hidden + positions + model.params_norm),
+        params_embedding_single=float(model.params_embedding + model.params_norm),
         params_total=float(model.params_total),
         tied_embeddings=model.tied_embeddings,
     )
@@ -83,12 +83,18 @@ def state_bytes_per_param(convention, zero, d):
     18: gradients kept in fp32 (4). ZeRO stage 1 shards the 12 over d, 2 also the gradients,
     3 also the weights (ZeRO-1: 4 + 12/d, ZeRO-2: 2 + 14/d, ZeRO-3: 16/d for 16 B/param).
     """
+    weights, grads, optim = state_pieces_per_param(convention, zero, d)
+    return weights + grads + optim
+
+
+def state_pieces_per_param(convention, zero, d):
+    """(weights, gradients, optimizer state) bytes per parameter on one device."""
     convention, zero, d = np.asarray(convention), np.asarray(zero), np.asarray(d, dtype=float)
     grad = np.where(convention == 18, 4.0, 2.0)
     weights = np.where(zero >= 3, 2.0 / d, 2.0)
     grads = np.where(zero >= 2, grad / d, grad)
     optim = np.where(zero >= 1, 12.0 / d, 12.0)
-    return weights + grads + optim
+    return weights, grads, optim
 
 
 def activation_bytes_per_token_layer(sh: Shape, seq_len, t, sp, recompute, attention, dropout):

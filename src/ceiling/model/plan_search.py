@@ -277,11 +277,50 @@ def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:
 
 def _no_valid_plan_message(job: Job, cluster, fixed: dict) -> str:
     sh = parallel.shape_of(job.model)
+    n, B = cluster.devices, job.global_batch
     pins = ", ".join(f"{k}={v}" for k, v in fixed.items()) or "none"
+    head = f"no valid plan for {n} devices (pinned: {pins})"
+    ts = [
+        t
+        for t in _divisors(n)
+        if sh.heads % t == 0
+        and (sh.kv_heads % t == 0 or t % sh.kv_heads == 0)
+        and sh.ffn_hidden % t == 0
+        and fixed.get("t", t) == t
+    ]
+    if not ts:
+        return (
+            f"{head}: no tensor-parallel degree t divides both the {n} devices and "
+            f"heads({sh.heads}), kv_heads({sh.kv_heads}) and ffn_hidden({sh.ffn_hidden})"
+        )
+    ds = sorted(
+        {
+            n // (t * p)
+            for t in ts
+            for p in _divisors(n // t)
+            if p <= sh.layers
+            and fixed.get("p", p) == p
+            and fixed.get("d", n // (t * p)) == n // (t * p)
+        }
+    )
+    if ds and not any(B % d == 0 for d in ds):
+        shown = ", ".join(map(str, ds[:8])) + (", ..." if len(ds) > 8 else "")
+        return (
+            f"{head}: the data-parallel degree d = devices/(t·p) would be one of {shown}, and "
+            f"none divides the global batch of {B} sequences; choose a device count or global "
+            f"batch with a common factor"
+        )
+    v = fixed.get("v", 1)
+    if v > 1 and "p" in fixed and sh.layers % (fixed["p"] * v):
+        p = fixed["p"]
+        return (
+            f"{head}: the interleaved schedule needs equal chunks: layers({sh.layers}) % "
+            f"(p({p}) × v({v}) = {p * v}) = {sh.layers % (p * v)}"
+        )
     return (
-        f"no valid plan for {cluster.devices} devices (pinned: {pins}): d·t·p must equal the "
-        f"device count, t divide heads({sh.heads}) and ffn_hidden({sh.ffn_hidden}), p·v divide "
-        f"layers({sh.layers}), d·micro_batch divide global_batch({job.global_batch})"
+        f"{head}: d·t·p must equal the device count, t divide heads({sh.heads}) and "
+        f"ffn_hidden({sh.ffn_hidden}), p·v ≤ layers({sh.layers}) (equal chunks when v > 1), "
+        f"d·micro_batch divide global_batch({B}), m divisible by p when v > 1"
     )
 
 
