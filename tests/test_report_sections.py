@@ -78,7 +78,7 @@ def test_overhead_section_skips_with_a_reason_when_not_measured(cli, tmp_path):
     assert "no overhead measurement" in sec["reason"]
 
 
-def test_roofline_section_places_the_seed_ops(cli, tmp_path, profile_file):
+def test_roofline_section_places_the_three_ops(cli, tmp_path, profile_file):
     sec = _report(cli, tmp_path, profile_file, "roofline")["roofline"]
     assert sec["status"] == "ok", sec["reason"]
     k = sec["key_figures"]
@@ -143,3 +143,36 @@ def test_a_gpu_profile_shows_the_gpu_paths_without_a_gpu_here(cli, tmp_path):
     assert over["key_figures"]["gpu_crossover_matmul_with_copies"] is None
     assert len(over["figures"]) == 2
     assert any("at no size up to n = 256" in t for t in over["text"])
+
+
+def test_measured_above_the_theoretical_peak_is_flagged(cli, tmp_path):
+    # a VM that reports a nominal clock below the real one: the matmul beats the "peak"
+    dev = MeasuredDevice(
+        "Fast CPU",
+        "cpu",
+        {"fp32": 250e9, "fp64": 50e9},
+        10e9,
+        datasheet_peak_flops_per_s={"fp32": 200e9, "fp64": 100e9},
+    )
+    path = save_profile(MachineProfile(1, "x", "h", {}, [dev]), tmp_path / "fast.json")
+    secs = _report(cli, tmp_path, path, "machine,roofline")
+    machine = secs["machine"]
+    assert machine["key_figures"]["measured_above_reference"] == ["Fast CPU fp32"]
+    rows = next(t for t in machine["tables"] if t["title"].startswith("Measured ceilings"))
+    fp32 = next(r for r in rows["rows"] if r[1] == "fp32")
+    fp64 = next(r for r in rows["rows"] if r[1] == "fp64")
+    assert fp32[-1] == "125.0 % (above: see note)"
+    assert fp64[-1] == "50.0 %"
+    assert any("above the theoretical peak (Fast CPU fp32)" in n for n in machine["notes"])
+    assert any("lies above the theoretical one" in n for n in secs["roofline"]["notes"])
+
+
+def test_planner_shows_a_straggler_beside_the_pipeline(cli, tmp_path, profile_file):
+    plan = _report(cli, tmp_path, profile_file, "planner")["planner"]
+    s = plan["key_figures"]["straggler"]
+    # 8 workers, one 1.25x slower, all-reduce 0.1 s: the step is the slowest + the all-reduce
+    assert s["step_s"] == pytest.approx(1.25 + 0.1)
+    assert s["mean_wait_s"] == pytest.approx(7 * 0.25 / 8)
+    assert s["efficiency"] == pytest.approx((7 * 1.0 + 1.25) / 8 / 1.35)
+    assert s["efficiency_without_straggler"] == pytest.approx(1 / 1.1)
+    assert len(plan["figures"]) == 3  # scaling, pipeline, straggler

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ceiling.units import format_bytes, format_time
+from ceiling.units import format_bandwidth, format_bytes, format_flops_per_s, format_time
 
 NOISY = "(noisy): the samples' IQR exceeds 10 % of their median, so trust the figure less"
 
 
 def _pct(fraction: float | None) -> str:
     return "" if fraction is None else f"{fraction * 100:.1f} %"
+
+
+def shape_text(m: int, n: int, k: int) -> str:
+    """'4096³' for a cube (short enough never to be cut in a narrow table), else 'MxNxK'."""
+    return f"{m}³" if m == n == k else f"{m}x{n}x{k}"
 
 
 def matmul_table(report, table) -> Any:
@@ -20,10 +25,10 @@ def matmul_table(report, table) -> Any:
         rows.append(
             [
                 r.dtype + ("" if r.native else " (emulated)"),
-                f"{r.m}x{r.n}x{r.k}",
-                f"{r.best_s * 1e3:.3g}",
-                f"{r.median_s * 1e3:.3g}{flag}",
-                f"{r.best_flops_per_s / 1e12:.4g}",
+                shape_text(r.m, r.n, r.k),
+                format_time(r.best_s),
+                format_time(r.median_s) + flag,
+                format_flops_per_s(r.best_flops_per_s),
                 _pct(r.peak_fraction),
                 f"{r.rel_error:.1e}",
             ]
@@ -35,11 +40,21 @@ def matmul_table(report, table) -> Any:
     )
     return table(
         f"matmul on {report.device_name} ({report.device})",
-        ["dtype", "MxNxK", "best ms", "median ms", "TFLOP/s", "% peak", "rel err"],
+        ["dtype", "M=N=K or MxNxK", "best", "median", "best rate", "% peak", "rel err"],
         rows,
-        caption=f"FLOPs = 2·M·N·K (a multiply-add counts 2); TFLOP/s from the best time; "
+        caption=f"FLOPs = 2·M·N·K (a multiply-add counts 2); rate from the best time; "
         f"% of the {peak_word}; each result checked against float64; {NOISY}{above_note}",
     )
+
+
+def matmul_notes(report) -> list[str]:
+    """Each distinct note of the matmul rows once (e.g. the clock a rate above peak implies)."""
+    seen: dict[str, None] = {}
+    for r in report.matmul:
+        for note in r.notes:
+            if "not native" not in note:  # said on its own line already
+                seen.setdefault(f"matmul {r.dtype}: {note}", None)
+    return list(seen)
 
 
 def memory_table(report, table) -> Any:
@@ -90,14 +105,17 @@ def transfer_table(report, table) -> Any:
             r.direction,
             r.host_memory,
             format_bytes(r.bytes, binary=True),
-            f"{r.best_gbps:.3g}",
-            f"{r.median_gbps:.3g}",
+            format_bandwidth(r.bytes / r.stats.min),
+            format_bandwidth(r.bytes / r.stats.median),
+            format_bandwidth(r.traffic_bytes / r.stats.min) if r.direction == "d2d" else "",
         ]
         for r in report.transfer
     ]
     return table(
         "transfers",
-        ["direction", "host memory", "size", "best GB/s", "median GB/s"],
+        ["direction", "host memory", "size", "best", "median", "best, read+write"],
         rows,
-        caption="GB = 1e9 bytes; bytes copied / time",
+        caption="GB = 1e9 bytes; rate = bytes copied / time (as nvbandwidth); a copy on the "
+        "device also reads every byte, so its memory traffic is twice that (last column, "
+        "comparable with STREAM copy and the HBM datasheet figure)",
     )

@@ -44,7 +44,7 @@ def ceilings_figure(devices: list[dict]):
                     ys.append(values[dt] / 1e12)
             if not xs:
                 continue
-            label = _label(dev["name"], kind)
+            label = _label(dev["name"], kind, dev.get("kind"))
             ax.bar(
                 xs,
                 ys,
@@ -93,10 +93,16 @@ def ceilings_figure(devices: list[dict]):
     return fig
 
 
-def _label(name: str, kind: str) -> str:
+def _label(name: str, kind: str, device_kind: str | None = None) -> str:
     if kind == "measured":
         return f"{name}: measured"
-    return name if "datasheet" in name else f"{name}: theoretical / datasheet"
+    if "datasheet" in name:
+        return name
+    if device_kind == "cpu":
+        return f"{name}: theoretical (nominal clock)"
+    if device_kind == "cuda":
+        return f"{name}: datasheet"
+    return f"{name}: theoretical / datasheet"
 
 
 def _short(name: str) -> str:

@@ -51,14 +51,23 @@ def pipeline_figure(result, time_unit: float = 1.0, unit_label: str = "s"):
     )
     from matplotlib.patches import Patch
 
+    handles = [
+        Patch(color=FORWARD_COLOURS[0], label="forward"),
+        Patch(color=BACKWARD_COLOURS[0], label="backward"),
+    ]
+    if result.chunks > 1:  # chunk k is drawn in the k-th shade of each colour
+        handles = [
+            Patch(color=colours[k % len(colours)], label=f"{kind} chunk {k}")
+            for kind, colours in (("F", FORWARD_COLOURS), ("B", BACKWARD_COLOURS))
+            for k in range(min(result.chunks, len(colours)))
+        ]
+    # Two entries fit beside the title; the shades of interleaved chunks go under the axis.
+    many = result.chunks > 1
     ax.legend(
-        handles=[
-            Patch(color=FORWARD_COLOURS[0], label="forward"),
-            Patch(color=BACKWARD_COLOURS[0], label="backward"),
-        ],
-        loc="lower right",
-        bbox_to_anchor=(1.0, 1.0),
-        ncol=2,
+        handles=handles,
+        loc="upper center" if many else "lower right",
+        bbox_to_anchor=(0.5, -0.14) if many else (1.0, 1.0),
+        ncol=len(handles) if many else 2,
         fontsize=8,
         frameon=False,
     )

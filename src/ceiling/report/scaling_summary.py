@@ -33,41 +33,72 @@ def fit_dict(fit: ScalingFit) -> dict[str, Any]:
     }
 
 
+def timed_quantity(raw: dict[str, Any]) -> str:
+    """"work" when the fitted time is the work's critical path (the synthetic workload, whose
+    content is known, so the fit can be checked against the truth; the machine's
+    synchronisation is measured apart), else "step" (what the job waits for per step)."""
+    from ceiling.measure.scale_workloads import FITS_WORK_TIME
+
+    runs = raw["runs"]
+    if raw["workload"] in FITS_WORK_TIME and all(r.get("work_times_s") for r in runs):
+        return "work"
+    return "step"
+
+
+def _fit(runs: list[dict], key: str, mode: str, predict_ns) -> ScalingFit | None:
+    ns = [r["n"] for r in runs for _ in r[key]]
+    times = [t for r in runs for t in r[key]]
+    if len(set(ns)) < 2:  # one worker count: per-step times and phases, nothing to fit
+        return None
+    return fit_scaling(ns, times_s=times, mode=mode, predict_ns=predict_ns)
+
+
 def summarize_run(raw: dict[str, Any], predict_ns: list[float] | None = None) -> dict[str, Any]:
     runs = raw["runs"]
-    ns = [r["n"] for r in runs for _ in r["step_times_s"]]
-    times = [t for r in runs for t in r["step_times_s"]]
-    if len(set(ns)) >= 2:
-        fit = fit_scaling(ns, times_s=times, mode=raw["mode"], predict_ns=predict_ns)
-        by_n = {p.n: p for p in fit.points}
-    else:  # one worker count: per-step times and phases, nothing to fit
-        fit, by_n = None, {}
+    timed = timed_quantity(raw)
+    key = "work_times_s" if timed == "work" else "step_times_s"
+    fit = _fit(runs, key, raw["mode"], predict_ns)
+    with_sync = _fit(runs, "step_times_s", raw["mode"], predict_ns) if timed == "work" else None
+    by_n = {p.n: p for p in fit.points} if fit else {}
     points = []
     for r in runs:
         p = by_n.get(float(r["n"]))
         phases = r["phases_per_rank_s"]
+        step_time = statistics.median(r["step_times_s"])
         row: dict[str, Any] = {
             "n": r["n"],
-            "time_s": p.time_s if p else statistics.median(r["step_times_s"]),
+            "time_s": p.time_s if p else statistics.median(r[key]),
             "speedup": p.speedup if p else None,
             "efficiency": p.efficiency if p else None,
             "karp_flatt": p.karp_flatt if p else None,
             "throughput_per_s": p.throughput if p else None,
+            "step_time_s": step_time,
             "step_times_s": r["step_times_s"],
         }
+        if r.get("work_times_s"):
+            row["work_time_s"] = statistics.median(r["work_times_s"])
+            row["work_times_s"] = r["work_times_s"]
+        if timed == "work":
+            # what synchronising costs beyond the slowest worker's own work, per step
+            row["sync_s"] = statistics.median(
+                max(s - w, 0.0) for s, w in zip(r["step_times_s"], r["work_times_s"], strict=True)
+            )
         for k in PHASES:
             if k in phases:
                 row[k] = statistics.fmean(phases[k])
-        if "wait_s" in phases and row["time_s"]:
+        if "wait_s" in phases and step_time:
             row["wait_s_per_rank"] = phases["wait_s"]
-            row["imbalance_loss"] = statistics.fmean(phases["wait_s"]) / row["time_s"]
+            row["imbalance_loss"] = statistics.fmean(phases["wait_s"]) / step_time
         row["oversubscribed"] = r["n"] in raw.get("oversubscribed_ns", [])
         points.append(row)
-    notes = _notes(raw, fit, points)
+    notes = _notes(raw, fit, points, with_sync)
     out = {k: v for k, v in raw.items() if k not in ("runs", "oversubscribed_ns")}
     out.update(
+        timed=timed,
+        timed_note=TIMED_NOTES[timed],
         points=points,
         fit=fit_dict(fit) if fit else None,
+        fit_with_sync=fit_dict(with_sync) if with_sync else None,
         notes=notes,
         warnings=list(fit.warnings)
         if fit
@@ -76,7 +107,18 @@ def summarize_run(raw: dict[str, Any], predict_ns: list[float] | None = None) ->
     return out
 
 
-def _notes(raw: dict[str, Any], fit: ScalingFit | None, points: list[dict]) -> list[str]:
+TIMED_NOTES = {
+    "work": "time_s is the work's critical path: the slowest worker's serial + parallel part "
+    "per step, median over steps; the barrier and the collective that end each step are "
+    "measured apart (sync_s, step_time_s) and fitted apart (fit_with_sync)",
+    "step": "time_s is the step: from the common start until the collective that combines the "
+    "workers' results has ended (the median worker's clock), median over steps",
+}
+
+
+def _notes(
+    raw: dict[str, Any], fit: ScalingFit | None, points: list[dict], with_sync: ScalingFit | None
+) -> list[str]:
     notes = []
     workload, backend = raw["workload"], raw["backend"]
     top = points[-1]
@@ -157,16 +199,14 @@ def _notes(raw: dict[str, Any], fit: ScalingFit | None, points: list[dict]) -> l
             pass
         elif raw["mode"] == "strong" and fit.amdahl is not None:
             se = f" ± {fit.amdahl.p_se:.3f}" if fit.amdahl.p_se is not None else ""
-            causes = ["barriers", "process scheduling"]
-            if truth.get("comm_bytes_per_step"):
-                causes.append(f"the {truth['comm_bytes_per_step'] / 1e6:.3g} MB all-reduce")
-            if raw.get("imbalance"):
-                causes.append("the load imbalance")
-            notes.append(
+            text = (
                 f"truth: parallel fraction p = {truth['parallel_fraction']:g}; fitted Amdahl "
-                f"p = {fit.amdahl.p:.3f}{se} (any difference is what the run adds to the "
-                f"sleeps: {', '.join(causes)})."
+                f"p = {fit.amdahl.p:.3f}{se} on the work (the slowest worker's sleeps"
+                + (", the straggler included" if raw.get("imbalance") else "")
+                + ")."
             )
+            text += _sync_sentence(truth, points, with_sync)
+            notes.append(text)
         elif raw["mode"] == "weak" and fit.gustafson is not None:
             notes.append(
                 f"truth: serial share α = {truth['serial_fraction']:g}; fitted Gustafson "
@@ -179,6 +219,25 @@ def _notes(raw: dict[str, Any], fit: ScalingFit | None, points: list[dict]) -> l
             "separate; DDP would hide part of comm_s behind the backward pass)."
         )
     return notes
+
+
+def _sync_sentence(truth: dict, points: list[dict], with_sync: ScalingFit | None) -> str:
+    """What this machine's synchronisation adds to the known work, in one sentence."""
+    top = points[-1]
+    if "sync_s" not in top or not top.get("step_time_s"):
+        return ""
+    what = "barrier"
+    if truth.get("comm_bytes_per_step"):
+        what += f" and {truth['comm_bytes_per_step'] / 1e6:.3g} MB all-reduce"
+    text = (
+        f" Synchronisation ({what}) is measured apart: {format_time(top['sync_s'])} per step "
+        f"at N = {top['n']} ({format_percent(top['sync_s'] / top['step_time_s'])} of the step)"
+    )
+    if with_sync is not None and with_sync.amdahl is not None:
+        text += f"; with it counted, Amdahl p = {with_sync.amdahl.p:.3f}"
+        if with_sync.usl is not None:
+            text += f" and USL κ = {with_sync.usl.kappa:.3g}"
+    return text + " (fit_with_sync)."
 
 
 def _gil_enabled() -> bool:
@@ -255,7 +314,7 @@ def fit_tables(fit: dict[str, Any]) -> list:
 
 
 def points_table(points: list[dict[str, Any]], title: str):
-    phase_cols = [k for k in PHASES if any(k in p for p in points)]
+    phase_cols = [k for k in (*PHASES, "sync_s") if any(k in p for p in points)]
     has_time = any(p.get("time_s") for p in points)
     cols = ["N", "time", "speedup", "efficiency", "Karp–Flatt e"] + [
         k[:-2].replace("_", " ") for k in phase_cols

@@ -6,11 +6,12 @@ import os
 
 from ceiling.model import laws
 from ceiling.report.compose import ReportContext, SectionOutput
+from ceiling.report.sections._axes import plain_log_ticks
 
 KEY = "amdahl"
 TITLE = "Amdahl's ceiling: the serial part decides"
 
-# The seed's table (p 0.5 / 0.9 / 0.99 over N 2 / 8 / 1000), with 0.95 added for its 20x ceiling.
+# The classic table (p 0.5 / 0.9 / 0.99 over N 2 / 8 / 1000), with 0.95 added for its 20x ceiling.
 FRACTIONS = (0.5, 0.9, 0.95, 0.99)
 WORKERS = (2, 8, 1000)
 
@@ -66,6 +67,15 @@ def _figure(cores: int):
     ax = fig.axes[0]
     # the ideal diagonal would stretch the axis to 4096×; the ceilings are what matter
     ax.set_ylim(0.8, 4 * max(laws.amdahl_ceiling(p) for p in FRACTIONS))
+    plain_log_ticks(ax)
+    # ceiling labels at the right end, where the curves have flattened onto them, and the
+    # legend in the empty top-left corner
+    for text in ax.texts:
+        if text.get_text().startswith("ceiling"):
+            text.xy = (grid[-1], text.xy[1])
+            text.set_position((-2, 3))
+            text.set_horizontalalignment("right")
+    ax.legend(fontsize=8, loc="upper left")
     if cores > 1:
         ax.axvline(cores, color="0.4", lw=1, ls="-.")
         ax.annotate(

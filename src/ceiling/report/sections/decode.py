@@ -5,6 +5,7 @@ from __future__ import annotations
 from ceiling import units
 from ceiling.errors import CeilingError
 from ceiling.report.compose import ReportContext, SectionOutput, Skip, require
+from ceiling.report.sections._axes import plain_log_ticks
 
 KEY = "decode"
 TITLE = "LLM decoding: the memory-bandwidth ceiling"
@@ -166,6 +167,7 @@ def _figure(ctx, out, decode, figures_data, setup) -> None:
         res.crossover_batch,
         rows=([r.batch for r in res.rows], [r.tokens_per_s for r in res.rows]),
     )
+    plain_log_ticks(fig.axes[0], "x")
     out.figure(
         fig,
         f"{cfg.name} on {spec.name}: tokens/s (all sequences) against batch size. Below the "
@@ -249,13 +251,19 @@ def _measured(ctx: ReportContext, out: SectionOutput, local) -> None:
         f"random weights, {comp.run.dtype}) on this machine",
         ["batch", "measured tokens/s", "ceiling tokens/s", "of ceiling", "MBU", "MFU", "bound"],
         rows,
-        note=f"Ceiling from {comp.ceiling_source}. MBU: bytes moved per second over the "
-        "bandwidth; MFU: FLOP/s over the peak.",
+        note=f"Ceiling from {comp.ceiling_source}. MBU: bytes a step reads and writes per "
+        f"second over the {units.format_bandwidth(c.bandwidth_bytes_per_s)} bandwidth; MFU: "
+        f"FLOP/s over the {units.format_flops_per_s(c.peak_flops_per_s)} peak of that ceiling "
+        "(a multiply-add counts 2). Noisy: the step times spread by more than 10 %.",
     )
     for n in comp.notes:
         out.note(n)
     grid = _grid(max(batches) * 4)
-    setup = decode.DecodeSetup(weights_dtype=comp.run.dtype, context=0)
+    # the same byte count as the comparison (only what a step reads), so the drawn roofs,
+    # the crossover and the tabulated ceilings agree
+    setup = decode.DecodeSetup(
+        weights_dtype=comp.run.dtype, context=comp.run.context, weights_counted="read"
+    )
     curves = decode.roof_curves(cfg, local.spec, setup, grid)
     if comp.in_cache:
         curves["memory"] = []
@@ -267,6 +275,7 @@ def _measured(ctx: ReportContext, out: SectionOutput, local) -> None:
         rows=([r.batch for r in comp.rows], [r.ceiling_tokens_per_s for r in comp.rows]),
         measured=([r.batch for r in comp.rows], [r.measured_tokens_per_s for r in comp.rows]),
     )
+    plain_log_ticks(fig.axes[0], "x")
     out.figure(
         fig,
         f"Real greedy decoding of {MEASURED_MODEL} on this machine (green squares) under its "

@@ -33,7 +33,14 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         "data, and every op is counted (FLOPs, bytes) and timed."
     )
     c = rep.ceiling
-    out.key("mfu", rep.mfu, "MFU", units.format_percent(rep.mfu))
+    peak_word = "theoretical" if c.kind == "cpu" else "datasheet"
+    over = bool(c.measured_peak_flops_per_s and c.measured_peak_flops_per_s > c.peak_flops_per_s)
+    out.key(
+        "mfu",
+        rep.mfu,
+        f"MFU, of the {peak_word} peak" + (" (reads high, see note)" if over else ""),
+        units.format_percent(rep.mfu),
+    )
     out.key("hfu", rep.hfu, "HFU (counts recompute)", units.format_percent(rep.hfu))
     if rep.mfu_vs_measured_peak is not None:
         out.key(
@@ -50,11 +57,25 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     out.key_figures["peak_flops_per_s"] = c.peak_flops_per_s
     out.key_figures["device"] = rep.device
     out.key_figures["dtype"] = rep.dtype
+    how = " (cores × clock × FLOPs per cycle)" if c.kind == "cpu" else ""
     rows = [
         ["device and dtype", f"{c.name}, {rep.dtype}" + (" (TF32 on)" if rep.tf32 else "")],
-        ["dense peak used", f"{units.format_flops_per_s(c.peak_flops_per_s)} — {c.source}"],
-        ["model FLOPs per step (counted)", units.format_flops(rep.model_flops_per_step)],
+        [
+            "peak for MFU",
+            f"{units.format_flops_per_s(c.peak_flops_per_s)}: {peak_word} dense "
+            f"{c.peak_key} peak{how}",
+        ],
     ]
+    if c.measured_peak_flops_per_s:
+        rows.append(
+            [
+                "measured matmul ceiling",
+                f"{units.format_flops_per_s(c.measured_peak_flops_per_s)} ({c.peak_key}, best "
+                "of the matmul benchmark)",
+            ]
+        )
+    rows.append(["ceilings from", c.source])
+    rows.append(["model FLOPs per step (counted)", units.format_flops(rep.model_flops_per_step)])
     if rep.analytic_flops_per_step:
         diff = rep.analytic_vs_counted
         rows.append(
@@ -87,9 +108,19 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         note="Op times are taken in a separate step with a synchronisation after every op, "
         "which slows the step; shares are what matters here.",
     )
+    if over:
+        out.note(
+            f"the measured matmul ceiling ({units.format_flops_per_s(c.measured_peak_flops_per_s)})"
+            f" is above the {peak_word} peak ({units.format_flops_per_s(c.peak_flops_per_s)}): "
+            "that peak assumes a lower clock than the cores really run at, so MFU against it "
+            "reads too high; the share of the measured ceiling is the honest figure."
+        )
     for hint in rep.hints:
         out.text(f"Hint: {hint}")
-    out.text(_verdict(rep.mfu))
+    if over:
+        out.text(_verdict(rep.mfu_vs_measured_peak, "of the measured ceiling"))
+    else:
+        out.text(_verdict(rep.mfu))
     from ceiling.report import mfu_plot
 
     out.figure(
@@ -103,13 +134,13 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     _breakdown(ctx, out)
 
 
-def _verdict(mfu: float) -> str:
+def _verdict(mfu: float, what: str = "MFU") -> str:
     if mfu >= 0.4:
-        return f"At {mfu * 100:.0f} % MFU the step is dominated by arithmetic at a good rate."
+        return f"At {mfu * 100:.0f} % {what} the step is dominated by arithmetic at a good rate."
     if mfu >= 0.2:
-        return f"At {mfu * 100:.0f} % MFU there is room: the table shows where the rest goes."
+        return f"At {mfu * 100:.0f} % {what} there is room: the table shows where the rest goes."
     return (
-        f"At {mfu * 100:.0f} % MFU something other than arithmetic dominates: look at the "
+        f"At {mfu * 100:.0f} % {what} something other than arithmetic dominates: look at the "
         "memory-bound categories and the per-op overhead."
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ceiling import units
 from ceiling.report.compose import ReportContext, SectionOutput, require
+from ceiling.report.sections._axes import plain_log_ticks
 
 KEY = "planner"
 TITLE = "Planning a large training run"
@@ -95,6 +96,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     scaling = search_mod.scaling(job, cluster_for, counts, None)
     _scaling(out, scaling, counts)
     _pipeline(ctx, out, best)
+    _straggler(ctx, out)
 
 
 def _plan_dict(r) -> dict:
@@ -132,6 +134,7 @@ def _scaling(out: SectionOutput, rows, counts) -> None:
     )
     ax = fig.axes[0]
     ax.set_xlabel(f"GPUs ÷ {base}")
+    plain_log_ticks(ax)
     out.figure(
         fig,
         "Predicted speedup of the best plan as the cluster doubles, against ideal scaling. "
@@ -189,4 +192,43 @@ def _pipeline(ctx: ReportContext, out: SectionOutput, best) -> None:
         plot.pipeline_figure(one, unit_label="forward passes"),
         f"1F1B schedule, {p} stages, {m} micro-batches, backward twice as long as forward: "
         "blue forward, orange backward, numbers are micro-batches; white space is the bubble.",
+    )
+
+
+# a data-parallel step of 8 workers, one of them 25 % slower, the all-reduce a tenth of a step
+STRAGGLER_WORKERS, STRAGGLER_SLOW, STRAGGLER_ALLREDUCE = 8, 1.25, 0.1
+
+
+def _straggler(ctx: ReportContext, out: SectionOutput) -> None:
+    sim = require("ceiling.model.pipeline_sim", "the straggler simulator")
+    plot = require("ceiling.report.pipeline_plot", "the straggler figure")
+    ctx.step("simulating a data-parallel step with a straggler")
+    n, slow = STRAGGLER_WORKERS, STRAGGLER_SLOW
+    times = sim.straggler_workers(n, 1.0, slow_factor=slow, slow_count=1)
+    res = sim.simulate_straggler(times, STRAGGLER_ALLREDUCE)
+    even = sim.simulate_straggler(sim.straggler_workers(n, 1.0), STRAGGLER_ALLREDUCE)
+    out.key_figures["straggler"] = {
+        "workers": n,
+        "slow_factor": slow,
+        "allreduce_s": STRAGGLER_ALLREDUCE,
+        "step_s": res.step_s,
+        "mean_wait_s": res.mean_wait_s,
+        "efficiency": res.efficiency,
+        "efficiency_without_straggler": even.efficiency,
+    }
+    out.text(
+        f"Load imbalance: parallel work ends when the slowest worker ends. In a data-parallel "
+        f"step of {n} workers where one takes {slow:g}× as long (a busier host, a slower GPU, "
+        f"longer sequences), the other {n - 1} wait at the gradient all-reduce: the step takes "
+        f"{res.step_s / even.step_s:.2f}× as long and efficiency falls from "
+        f"{even.efficiency:.0%} to {res.efficiency:.0%}. This loss comes on top of Amdahl's "
+        "serial part: it wastes parallelism already paid for."
+    )
+    fig = plot.straggler_figure(res)
+    fig.axes[0].set_xlim(0, res.step_s * 1.35)  # room on the right for the legend
+    out.figure(
+        fig,
+        f"{n} data-parallel workers with 1 s of compute each, worker 0 {slow:g}× slower, a "
+        f"{STRAGGLER_ALLREDUCE:g} s all-reduce: blue compute, red waiting for "
+        "the slowest, green the all-reduce all of them join.",
     )

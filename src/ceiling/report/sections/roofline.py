@@ -1,4 +1,4 @@
-"""The empirical roofline with the seed's three operations placed on it, predicted vs measured."""
+"""The empirical roofline with three basic operations placed on it, predicted vs measured."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ceiling.report.compose import ReportContext, SectionOutput, Skip, require
 KEY = "roofline"
 TITLE = "Compute- or memory-bound: the roofline"
 
-# The seed's three operations (elementwise add, matrix × vector, matrix × matrix), sized so
+# Three operations (elementwise add, matrix × vector, matrix × matrix), sized so
 # that each runs from main memory, not from cache; a larger matmul in full mode.
 OPS_QUICK = ("add:16777216", "matvec:4096", "matmul:1024x1024x1024")
 OPS_FULL = ("add:67108864", "matvec:8192", "matmul:4096x4096x4096")
@@ -70,7 +70,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
                 p["bound"],
                 units.format_time(p["predicted_s"]),
                 units.format_time(m) if m else "—",
-                f"{p['predicted_s'] / m:.2f}" if m else "—",
+                units.format_percent(p["predicted_s"] / m) if m else "—",
             ]
         )
         figures[op.name] = {
@@ -88,7 +88,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
             )
     out.key_figures["ops"] = figures
     out.table(
-        f"The seed's three operations on {dev.name}, {dtype}",
+        f"Elementwise add, matrix × vector, matrix × matrix on {dev.name}, {dtype}",
         [
             "op",
             "FLOPs",
@@ -97,14 +97,40 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
             "bound",
             "predicted",
             "measured (best)",
-            "predicted ÷ measured",
+            "of the roof (predicted ÷ measured)",
         ],
         rows,
-        note="Bytes: each operand read once and each result written once (perfect on-chip "
-        "reuse). GB = 10⁹ bytes.",
+        note="FLOPs count a multiply-add as 2. Bytes: each operand read once and each result "
+        "written once (perfect on-chip reuse); GB = 10⁹ bytes. Predicted: the time at the "
+        "roof, max(FLOPs ÷ peak, bytes ÷ bandwidth); measured: the best of repeated runs.",
     )
+    _busy_note(out, placed, measured, peak)
+    sheet = (dev.datasheet_peak_flops_per_s or {}).get(dtype)
+    if sheet and peak > sheet:
+        out.note(
+            f"the measured {dtype} roof ({units.format_flops_per_s(peak)}) lies above the "
+            f"theoretical one ({units.format_flops_per_s(sheet)}): that one assumes the clock the "
+            "system reports, lower than the one the cores run at (see the machine card)."
+        )
     _figure(out, dev, dtype, peak, bw, placed, measured)
     _attention(out, roofline, opcost)
+
+
+def _busy_note(out: SectionOutput, placed, measured, peak: float) -> None:
+    """A matmul timed well below the benchmark's own matmul ceiling means the cores were shared."""
+    for p in placed:
+        op, m = p["op"], measured.get(p["op"].name)
+        if op.kind != "matmul" or not m:
+            continue
+        rate = op.flops / m
+        if rate < 0.5 * peak:
+            out.note(
+                f"{op.name} reached {units.format_flops_per_s(rate)} here against the "
+                f"{units.format_flops_per_s(peak)} the matmul benchmark measured earlier in "
+                "this run: other work shared the cores while the ops were timed, or this size "
+                "is less efficient than the benchmark's best — `ceiling roofline --measure` "
+                "on an idle machine repeats it."
+            )
 
 
 def _attention(out: SectionOutput, roofline, opcost) -> None:

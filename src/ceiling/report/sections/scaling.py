@@ -6,6 +6,7 @@ import sys
 
 from ceiling import units
 from ceiling.report.compose import ReportContext, SectionOutput, require
+from ceiling.report.sections._axes import plain_log_ticks
 
 KEY = "scaling"
 TITLE = "Scaling on this machine's cores"
@@ -70,8 +71,11 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         [_point_row(p) for p in synthetic["points"]],
         note=_fit_line(fit),
     )
+    fig = plot.scaling_figure(synthetic, title="Known serial share 0.1: measured and fitted")
+    for ax in fig.axes:
+        plain_log_ticks(ax)
     out.figure(
-        plot.scaling_figure(synthetic, title="Known serial share 0.1: measured and fitted"),
+        fig,
         "Left: measured speedup (dots) with the fitted Amdahl and USL curves and ideal "
         "scaling. Right: Karp–Flatt serial fraction per N. The step sleeps, so more workers "
         "than cores still overlap.",
