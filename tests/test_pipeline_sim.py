@@ -141,7 +141,16 @@ def test_simulate_pipeline_command_reports_the_exact_bubble(cli, tmp_path):
     code, out, _ = cli(
         "simulate", "pipeline", "-p", "4", "-m", "8", "--forward", "10ms,10ms,15ms,10ms"
     )
-    assert code == 0 and "uniform stages would give 37.50%" in out
+    assert code == 0 and "(p-1)/(v·m) = 37.50% holds only for uniform stages" in out
+    assert "stage 2 (45 ms per micro-batch) sets the pace" in " ".join(out.split())
+    code, out, _ = cli(
+        "simulate", "pipeline", "-p", "4", "-m", "8", "--forward", "10ms,10ms,15ms,10ms", "--json"
+    )
+    data = json.loads(out)
+    # 1F1B with every stage at the mean (11.25 ms + 22.5 ms): (m + p - 1) × 33.75 ms
+    assert data["balanced_makespan_s"] == pytest.approx(11 * 0.03375)
+    # the 45 ms stage sets the pace: slower than the same work split evenly
+    assert data["makespan_s"] > data["balanced_makespan_s"]
 
 
 def test_simulate_straggler_command(cli, tmp_path):

@@ -104,6 +104,16 @@ def pipeline(
     r = simulate_pipeline(schedule, stages, micro_batches, fwd, bwd, chunks, parse_time(p2p))
     formula = bubble_formula(stages, micro_batches, chunks)
     uniform = len(set(fwd)) == 1 and len(set(bwd)) == 1 and parse_time(p2p) == 0
+    # The same total work spread evenly over the stages: what the imbalance costs.
+    balanced = simulate_pipeline(
+        schedule,
+        stages,
+        micro_batches,
+        [sum(fwd) / stages] * stages,
+        [sum(bwd) / stages] * stages,
+        chunks,
+        parse_time(p2p),
+    ).makespan_s
     if plot is not None:
         from ceiling.report import plots
         from ceiling.report.pipeline_plot import pipeline_figure
@@ -123,6 +133,7 @@ def pipeline(
                 "ideal_s": r.ideal_s,
                 "bubble_fraction": r.bubble_fraction,
                 "bubble_formula": formula,
+                "balanced_makespan_s": balanced,
                 "idle_fraction": r.idle_fraction,
                 "utilisation": list(r.utilisation),
                 "peak_in_flight": list(r.peak_in_flight),
@@ -155,10 +166,18 @@ def pipeline(
         + (
             f" (formula (p-1)/(v·m) = {formula:.2%})"
             if uniform
-            else f" (uniform stages would give {formula:.2%})"
+            else f"; (p-1)/(v·m) = {formula:.2%} holds only for uniform stages without sends"
         )
     )
     c.print(f"idle share of all device time: {r.idle_fraction:.1%}")
+    if len(set(fwd)) > 1 or len(set(bwd)) > 1:
+        slowest = max(range(stages), key=lambda k: fwd[k] + bwd[k])
+        c.print(
+            f"uneven stages: stage {slowest} ({format_time(fwd[slowest] + bwd[slowest])} per "
+            f"micro-batch) sets the pace; the same work spread evenly would take "
+            f"{format_time(balanced)}, so the imbalance costs "
+            f"{r.makespan_s / balanced - 1:.1%} of the step"
+        )
     if plot:
         c.print(f"figure: {plot}")
 

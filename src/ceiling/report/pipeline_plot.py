@@ -94,7 +94,8 @@ def straggler_figure(result, max_rows: int = 64):
         ax.set_yticklabels([f"worker {i}" for i in ys], fontsize=7)
         ax.invert_yaxis()
         ax.set_xlabel("time (s)")
-        ax.legend(loc="lower right", fontsize=8)
+        # under the axis: inside, the legend would cover the last workers' bars
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=8)
     else:
         fig, ax = plt.subplots(figsize=(8.0, 4.2))
         ax.hist(result.compute_s, bins=50, color="#4C72B0")
