@@ -84,3 +84,27 @@ def test_interrupted_run_keeps_earlier_figures(monkeypatch):
     assert [d.name for d in profile.devices] == ["Some GPU", report.device_name]
     assert profile.devices[1].peak_flops_per_s == {"fp32": 1e11}
     assert profile.devices[1].bandwidth_bytes_per_s == 2e10
+
+
+def test_unwritable_save_path_fails_before_measuring(cli, monkeypatch, tmp_path):
+    def never(*args, **kwargs):
+        raise AssertionError("measured although the result could not be saved")
+
+    monkeypatch.setattr(suite, "run_all", never)
+    monkeypatch.setenv("CEILING_PROFILE", str(tmp_path / "p.json"))
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for target in (blocker / "p.json", tmp_path):
+        code, _out, err = cli("bench", "--quick", "--save", str(target))
+        assert code == 2 and err.startswith("error: cannot write") and err.count("\n") == 1
+
+
+def test_device_copy_counts_read_and_write():
+    from ceiling.measure.stats import summarize
+    from ceiling.measure.transfer import TransferResult
+
+    d2d = TransferResult("d2d", "device", 1000, [1e-6], summarize([1e-6]))
+    h2d = TransferResult("h2d", "pinned", 1000, [1e-6], summarize([1e-6]))
+    assert d2d.best_gbps == pytest.approx(1.0) and d2d.best_traffic_gbps == pytest.approx(2.0)
+    assert h2d.best_traffic_gbps == pytest.approx(h2d.best_gbps)
+    assert d2d.row()["best_traffic_gbps"] == pytest.approx(2.0)

@@ -113,5 +113,38 @@ def test_rate_above_the_peak_is_flagged_not_hidden():
     r = run_matmul("fp32", 32, 32, 32, budget_ms=20, warmup_ms=5, peak_flops_per_s=1.0)
     assert r.peak_fraction > 1
     assert any("above the peak" in n for n in r.notes)
+    clock_hz = getattr(machine.cpu_info(), "freq_hz", None)
+    if clock_hz:
+        # the lowest clock consistent with the rate, at the FLOPs/cycle the peak assumes
+        assert r.implied_clock_hz == pytest.approx(clock_hz * r.best_flops_per_s / 1.0)
+        assert r.row()["implied_clock_hz"] == r.implied_clock_hz
     honest = run_matmul("fp32", 32, 32, 32, budget_ms=20, warmup_ms=5, peak_flops_per_s=1e18)
     assert not any("above the peak" in n for n in honest.notes)
+
+
+def test_fp8_operands_have_the_layouts_scaled_mm_needs():
+    import torch
+
+    ops = matmul._operands("fp8", 32, 48, 64, "cpu", torch.Generator().manual_seed(0))
+    a, b, scale, _ = ops
+    assert a.dtype == b.dtype == torch.float8_e4m3fn
+    assert a.is_contiguous() and b.shape == (64, 48)
+    assert b.stride() == (1, 64)  # B column-major: its transpose is row-major
+    assert scale.dtype == torch.float32 and scale.numel() == 1
+    try:
+        c = matmul._make_call("fp8")(ops)
+    except (RuntimeError, NotImplementedError):
+        pytest.skip("this torch has no CPU _scaled_mm")
+    assert c.dtype == torch.bfloat16 and c.shape == (32, 48)
+    assert matmul.relative_error("fp8", ops, c) < matmul.TOLERANCE["fp8"]
+
+
+def test_too_large_a_matmul_is_refused_before_allocating(cli):
+    code, _out, err = cli("bench", "matmul", "--dtype", "fp32", "--sizes", "200000")
+    assert code == 2 and "needs" in err and "GiB" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("sizes", ["abc", "0", ",", "12.5", "1e400", "-4"])
+def test_bad_sizes_are_one_line(cli, sizes):
+    code, _, err = cli("bench", "matmul", "--sizes", sizes)
+    assert code == 2 and err.startswith("error: --sizes") and err.count("\n") == 1

@@ -97,8 +97,27 @@ def test_no_profile_says_what_to_do(cli, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "args", [["--op", "conv:3"], ["--op", "add:0"], ["--dtype", "fp128"], ["--dtype", "fp16"]]
+    "args",
+    [
+        ["--op", "conv:3"],
+        ["--op", "add:0"],
+        ["--dtype", "fp128"],
+        ["--dtype", "fp16"],
+        ["--op", "add:1e400"],
+        # far too large to allocate, or to time in a reasonable while
+        ["--op", "add:1e13", "--measure"],
+        ["--op", "matmul:65536x65536x65536", "--measure"],
+    ],
 )
 def test_bad_input(cli, profile, args):
     code, _, err = cli("roofline", *args)
     assert code == 2 and err.startswith("error: ")
+
+
+def test_measure_with_a_gpu_spec_needs_that_gpu(cli, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    # A datasheet prediction for an H100 is never set beside a CPU's timing.
+    code, out, err = cli("roofline", "--spec", "h100-sxm", "--op", "add:1000", "--measure")
+    assert code == 2 and "no CUDA device" in err and out == ""

@@ -64,9 +64,14 @@ def test_parse_ops():
     assert mm.shape == (128, 256, 512) and mm.dtype == "fp32"
     (a,) = opcost.parse_ops("add:1e6", "fp16")
     assert a.shape == (1_000_000,) and a.bytes == 6e6
+    (big,) = opcost.parse_ops("add:100M")
+    assert big.shape == (100_000_000,)
 
 
-@pytest.mark.parametrize("spec", ["add", "add:x", "matmul:3x4", "add:-5", "attention:1,2,3"])
+@pytest.mark.parametrize(
+    "spec",
+    ["add", "add:x", "matmul:3x4", "add:-5", "attention:1,2,3", "add:1e400", "add:1.5e0", "add:"],
+)
 def test_parse_ops_errors(spec):
     with pytest.raises(InvalidInput):
         opcost.parse_ops(spec)

@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ceiling.errors import InvalidInput
+
 
 def jsonable(obj: Any) -> Any:
     """Plain JSON types: dataclasses, numpy scalars and paths converted; inf and nan -> None."""
@@ -33,11 +35,41 @@ def jsonable(obj: Any) -> Any:
     return obj
 
 
-def write_text_atomic(text: str, path: str | Path) -> Path:
-    """Write `text` to a temp file beside `path`, then rename it over `path`."""
+def _cannot_write(p: Path, exc: OSError) -> InvalidInput:
+    return InvalidInput(f"cannot write {p}: {exc.strerror or exc}")
+
+
+def check_writable(path: str | Path) -> Path:
+    """Fail now, with one line, if a file could not be written at `path` later.
+
+    Long runs call this before measuring, so a bad --save path costs nothing. The folder
+    is created if missing (as the write would); a temporary probe file is removed again.
+    """
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    if p.is_dir():
+        raise InvalidInput(f"cannot write {p}: it is a folder; give a file name")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=p.parent)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise _cannot_write(p, exc) from None
+    return p
+
+
+def write_text_atomic(text: str, path: str | Path) -> Path:
+    """Write `text` to a temp file beside `path`, then rename it over `path`.
+
+    An operating-system refusal (no such folder, no permission, disk full) is raised as
+    InvalidInput naming the path, so the CLI prints one line instead of a traceback.
+    """
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    except OSError as exc:
+        raise _cannot_write(p, exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -46,6 +78,9 @@ def write_text_atomic(text: str, path: str | Path) -> Path:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, p)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise _cannot_write(p, exc) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

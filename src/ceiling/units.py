@@ -146,6 +146,8 @@ def parse_count(text: str | int) -> int:
     if unit not in _SI_PREFIX:
         raise InvalidInput(f"cannot read a count from {text!r}")
     result = value * _SI_PREFIX[unit]
+    if not math.isfinite(result):
+        raise InvalidInput(f"{text!r} is too large for a count")
     if result != int(result):
         raise InvalidInput(f"{text!r} is not a whole number")
     return int(result)

@@ -96,6 +96,8 @@ def _print_report(report) -> None:
     for r in report.matmul:
         if not r.native:
             c.print(f"matmul {r.dtype}: not native here, emulated; measured at a small size")
+    for line in bench_tables.matmul_notes(report):
+        c.print(line)
     if report.memory:
         c.print(bench_tables.memory_table(report, table))
     if report.naive_triad is not None and report.memory:
@@ -132,12 +134,16 @@ def _finish(report, json_out: bool, extra: dict | None = None) -> None:
 def _parse_sizes(text: str | None) -> list[int] | None:
     if not text:
         return None
+    from ceiling.units import parse_count
+
     out = []
     for part in text.split(","):
         try:
-            value = int(part.strip())
-        except ValueError:
-            raise InvalidInput(f"--sizes: cannot read {part.strip()!r} as an integer") from None
+            value = parse_count(part.strip())
+        except InvalidInput:
+            raise InvalidInput(
+                f"--sizes: cannot read {part.strip()!r} as a whole number (e.g. 1024,2048)"
+            ) from None
         if value <= 0:
             raise InvalidInput(f"--sizes: sizes must be positive, got {value}")
         out.append(value)
@@ -160,8 +166,16 @@ def bench_all(
         return
     from ceiling.hardware.profile import default_profile_path, load_profile, save_profile
     from ceiling.measure import machine, suite
+    from ceiling.records import check_writable
 
     dev = machine.pick_device(device)
+    # A path that cannot be written fails now, not after a minute of measuring.
+    if save is not None:
+        check_writable(save)
+    try:
+        check_writable(default_profile_path())
+    except InvalidInput as exc:
+        raise InvalidInput(f"{exc} (the default profile path; set CEILING_PROFILE)") from None
     with _progress() as progress:
         report = suite.run_all(dev, quick, progress)
     saved = []

@@ -15,7 +15,11 @@ from ceiling.cli.output import (
     emit_json,
     table,
 )
+from ceiling.errors import InvalidInput, UnsupportedOnDevice
 from ceiling.units import format_bandwidth, format_flops_per_s, format_time
+
+# --measure refuses ops whose predicted call is longer than this (it times at least 6 calls).
+MEASURE_MAX_CALL_S = 20.0
 
 
 def _roofs(spec_name: str | None, profile: Path | None, dtype: str) -> dict[str, Any]:
@@ -35,7 +39,11 @@ def _roofs(spec_name: str | None, profile: Path | None, dtype: str) -> dict[str,
         "datasheet_bandwidth_bytes_per_s": None,
         "profile": None,
     }
-    if spec_name is None:
+    if spec_name is not None:
+        # --measure times the ops on the local device of the spec's kind; comparing an
+        # H100's prediction with a CPU's timing would be a silently wrong figure.
+        out["measure_device"] = {"gpu": "cuda", "cpu": "cpu"}.get(spec.kind)
+    else:
         path = profile or default_profile_path()
         dev = load_profile(path).device("cuda")
         out["profile"] = str(path)
@@ -67,10 +75,19 @@ def _rows(ops, roofs: dict[str, Any], measure: bool) -> list[dict[str, Any]]:
         }
         rows.append(row)
     if measure:
-        from ceiling.measure.machine import pick_device
+        from ceiling.measure.machine import device_name
         from ceiling.measure.ops import time_op
 
-        device = pick_device(roofs.get("measure_device"))
+        device = _measure_device(roofs)
+        if roofs["source"] == "datasheet":
+            roofs["measured_device_name"] = device_name(device)
+        for row in rows:
+            if row["predicted_s"] > MEASURE_MAX_CALL_S:
+                raise InvalidInput(
+                    f"--measure: {row['op']} is predicted to take "
+                    f"{format_time(row['predicted_s'])} per call and is timed at least 6 times; "
+                    "choose a smaller op or drop --measure"
+                )
         for op, row in zip(ops, rows, strict=True):
             stats = time_op(op, device)
             row["measured_s"] = stats.min
@@ -79,6 +96,26 @@ def _rows(ops, roofs: dict[str, Any], measure: bool) -> list[dict[str, Any]]:
             row["predicted_over_measured"] = row["predicted_s"] / stats.min
             row["measured_on"] = device
     return rows
+
+
+def _measure_device(roofs: dict[str, Any]) -> str:
+    """Where --measure runs: the profile's device, or the local device of the spec's kind."""
+    from ceiling.measure.machine import pick_device
+
+    where = roofs.get("measure_device")
+    if where is None:
+        raise UnsupportedOnDevice(
+            f"--measure times the ops on this machine; a {roofs['kind']} spec cannot be run here"
+        )
+    if where == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UnsupportedOnDevice(
+                f"--measure times the ops on this machine, but {roofs['device']} is a GPU and "
+                "no CUDA device is visible here; drop --measure, or use the measured profile"
+            )
+    return pick_device(where)
 
 
 def _plot(path: Path, roofs: dict[str, Any], rows: list[dict[str, Any]], dtype: str) -> None:
@@ -203,6 +240,11 @@ def roofline(
                 caption="FLOP counts a multiply-add as 2; GB = 1e9 bytes, each operand read "
                 "and each result written once; GFLOP/s = attainable under the roofs",
             )
+        )
+    if roofs.get("measured_device_name"):
+        c.print(
+            f"note: predictions are for {roofs['device']} (datasheet); the measured times are "
+            f"from this machine's {roofs['measured_device_name']}"
         )
     if plot:
         c.print(f"figure: {plot}")

@@ -8,7 +8,7 @@ import platform
 import re
 from typing import Any
 
-from ceiling.errors import InvalidInput, UnsupportedOnDevice
+from ceiling.errors import DoesNotFit, InvalidInput, UnsupportedOnDevice
 
 # Compute capability from which each dtype runs on tensor cores / native units.
 _CUDA_NATIVE_FROM = {
@@ -132,6 +132,38 @@ def device_memory_bytes(device: str) -> float | None:
     import psutil
 
     return float(psutil.virtual_memory().total)
+
+
+def free_memory_bytes(device: str) -> float | None:
+    """Memory a benchmark may still allocate: free device memory, or available host RAM."""
+    try:
+        if is_cuda(device):
+            import torch
+
+            free, _total = torch.cuda.mem_get_info(torch.device(device))
+            return float(free)
+        import psutil
+
+        return float(psutil.virtual_memory().available)
+    except Exception:  # unknown is not a reason to refuse; the allocation will tell
+        return None
+
+
+# Leave this share of the free memory to everything else (the allocator, the reference check).
+FIT_SHARE = 0.8
+
+
+def check_fits(needed_bytes: float, device: str, what: str) -> None:
+    """Raise DoesNotFit, with the arithmetic, when `what` needs more than the free memory."""
+    from ceiling.units import format_bytes
+
+    free = free_memory_bytes(device)
+    if free is not None and needed_bytes > FIT_SHARE * free:
+        raise DoesNotFit(
+            f"{what} needs {format_bytes(needed_bytes, binary=True)} on {device} but only "
+            f"{format_bytes(free, binary=True)} is free (at most {FIT_SHARE:.0%} is used); "
+            "choose a smaller size"
+        )
 
 
 def _blas_backend(torch) -> str:

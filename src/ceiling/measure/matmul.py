@@ -59,6 +59,8 @@ class MatmulResult:
     native: bool
     peak_flops_per_s: float | None = None
     notes: list[str] = field(default_factory=list)
+    # Lowest clock consistent with a rate above the peak (None when within the peak).
+    implied_clock_hz: float | None = None
 
     @property
     def flops(self) -> float:
@@ -101,6 +103,7 @@ class MatmulResult:
             "samples": len(self.samples),
             "noisy": self.stats.noisy,
             "notes": list(self.notes),
+            "implied_clock_hz": self.implied_clock_hz,
         }
 
 
@@ -214,7 +217,9 @@ def relative_error(dtype: str, ops: tuple[Any, ...], c) -> float:
     a, b = ops[0], ops[1]
     m = a.shape[0]
     rows = torch.linspace(0, m - 1, min(CHECK_ROWS, m), device=a.device).round().long()
-    ref = a[rows].to(torch.float32).to(torch.float64) @ b.to(torch.float32).to(torch.float64)
+    # float8 tensors support few ops (indexing among them only in recent torch): widen first.
+    a_rows = (a.to(torch.float32) if a.element_size() == 1 else a)[rows]
+    ref = a_rows.to(torch.float64) @ b.to(torch.float32).to(torch.float64)
     got = c[rows].to(torch.float64)
     denom = torch.linalg.norm(ref)
     err = torch.linalg.norm(got - ref) / denom if denom > 0 else torch.linalg.norm(got)
@@ -263,15 +268,25 @@ def run_matmul(
         raise UnsupportedOnDevice(reason)
     if dtype == "fp8" and (m % 16 or n % 16 or k % 16):
         raise InvalidInput(f"fp8 matmul needs M, N, K divisible by 16, got {m}x{n}x{k}")
+    elem = 1 if dtype == "fp8" else _torch_dtype(dtype).itemsize
+    # One operand set, the float32 draw it is converted from, and the float64 copy of B
+    # that the correctness check builds.
+    machine.check_fits(
+        (m * k + k * n + m * n) * elem + 4.0 * max(m * k, k * n) + 8.0 * k * n,
+        device,
+        f"{dtype} matmul {m}x{n}x{k}",
+    )
     # Drawn on the device itself: an 8192^2 operand would take seconds to draw on the host.
     gen = torch.Generator(device=device).manual_seed(seed)
     sets = [_operands(dtype, m, n, k, device, gen)]
     if not machine.is_cuda(device):
         # Small operands would stay in the CPU caches between calls; rotate over copies.
-        elem = sets[0][0].element_size()
         set_bytes = (m * k + k * n + m * n) * elem
         llc = machine.last_level_cache_bytes(device)
         want = min(MAX_OPERAND_SETS, math.ceil(ROTATE_LLC_FACTOR * llc / set_bytes))
+        free = machine.free_memory_bytes(device)
+        if free is not None:  # extra copies only as far as they fit
+            want = min(want, max(1, int(machine.FIT_SHARE * free // set_bytes)))
         while len(sets) < want:
             sets.append(_operands(dtype, m, n, k, device, gen))
     call = _make_call(dtype)
@@ -293,13 +308,26 @@ def run_matmul(
         )
     notes = [] if native else [f"{dtype} is not native here: emulated, far below the hardware"]
     stats = summarize(samples)
-    if peak_flops_per_s and 2.0 * m * n * k / stats.min > peak_flops_per_s:
+    rate = 2.0 * m * n * k / stats.min
+    implied_clock_hz = None
+    if peak_flops_per_s and rate > peak_flops_per_s:
         # A measured rate above the peak means the peak's clock is too low (turbo above a
         # nominal clock, or a hypervisor that shows only the nominal one), never a free lunch.
-        notes.append(
-            "measured above the peak: the clock the peak assumes is below the one this "
-            "device really runs at (turbo, or a VM showing the nominal clock)"
-        )
+        # At the FLOPs/cycle the peak assumes, the rate bounds the real clock from below.
+        clock_hz = None if machine.is_cuda(device) else getattr(machine.cpu_info(), "freq_hz", None)
+        if clock_hz:
+            implied_clock_hz = clock_hz * rate / peak_flops_per_s
+            notes.append(
+                f"measured above the peak ({rate / peak_flops_per_s:.0%}): at the FLOPs per cycle "
+                f"it assumes, the cores run at >= {implied_clock_hz / 1e9:.2f} GHz, not the "
+                f"{clock_hz / 1e9:.2f} GHz readable here (turbo, or a VM showing the nominal "
+                "clock)"
+            )
+        else:
+            notes.append(
+                "measured above the peak: the clock the peak assumes is below the one this "
+                "device really runs at (turbo, or a VM showing the nominal clock)"
+            )
     return MatmulResult(
         dtype=dtype,
         m=m,
@@ -312,6 +340,7 @@ def run_matmul(
         native=native,
         peak_flops_per_s=peak_flops_per_s,
         notes=notes,
+        implied_clock_hz=implied_clock_hz,
     )
 
 

@@ -73,10 +73,15 @@ def time_op(
     if op.dtype == "tf32" and not machine.is_cuda(device):
         raise UnsupportedOnDevice("tf32 is a GPU tensor-core mode; measure fp32 on a CPU")
     dtype = getattr(torch, _TORCH_DTYPES[op.dtype])
+    # The operands and outputs are op.bytes; drawing in float32 first needs up to twice that.
+    machine.check_fits(2.0 * op.bytes, device, op.name)
     gen = torch.Generator(device=device).manual_seed(0)
     sets = [_operands(op, dtype, device, gen)]
     llc = machine.last_level_cache_bytes(device)
     want = min(MAX_INPUT_SETS, math.ceil(2 * llc / op.bytes)) if not machine.is_cuda(device) else 1
+    free = machine.free_memory_bytes(device)
+    if free is not None:
+        want = min(want, max(1, int(machine.FIT_SHARE * free // op.bytes)))
     while len(sets) < want:
         sets.append(_operands(op, dtype, device, gen))
     before = torch.get_float32_matmul_precision()

@@ -1,9 +1,10 @@
 """Host<->device and device<->device copy bandwidth, pinned and pageable host memory.
 
 GPU only. Each sample copies one buffer; the rate is bytes copied / time, GB = 1e9 bytes
-(device->device counts the bytes copied once, as nvbandwidth does, though each is read and
-written). CUDA events bracket each copy; pageable copies go through the driver's staging
-buffer, which is why they are slower than pinned ones.
+(device->device counts the bytes copied once, as nvbandwidth does; `best_traffic_gbps` also
+counts the read, 2x, the figure to set beside STREAM copy and the HBM datasheet bandwidth).
+CUDA events bracket each copy; pageable copies go through the driver's staging buffer,
+which is why they are slower than pinned ones.
 """
 
 from __future__ import annotations
@@ -37,6 +38,16 @@ class TransferResult:
     def median_gbps(self) -> float:
         return self.bytes / self.stats.median / 1e9
 
+    @property
+    def traffic_bytes(self) -> int:
+        """Bytes through the memory that limits the copy: a device-to-device copy reads and
+        writes every byte in the same HBM (2x); a host copy crosses the link once."""
+        return 2 * self.bytes if self.direction == "d2d" else self.bytes
+
+    @property
+    def best_traffic_gbps(self) -> float:
+        return self.traffic_bytes / self.stats.min / 1e9
+
     def row(self) -> dict[str, Any]:
         return {
             "direction": self.direction,
@@ -44,6 +55,8 @@ class TransferResult:
             "bytes": self.bytes,
             "best_gbps": self.best_gbps,
             "median_gbps": self.median_gbps,
+            "traffic_bytes": self.traffic_bytes,
+            "best_traffic_gbps": self.best_traffic_gbps,
             "best_s": self.stats.min,
             "median_s": self.stats.median,
             "samples": len(self.samples),

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from ceiling.errors import InvalidInput, UnknownName
+from ceiling.units import parse_count
 
 DTYPE_BYTES: dict[str, int] = {
     "fp64": 8,
@@ -118,10 +119,10 @@ def _ints(text: str, sep: str, count: int, spec: str) -> list[int]:
     if len(parts) != count:
         raise InvalidInput(f"cannot read op {spec!r}: expected {count} sizes ({OP_SYNTAX})")
     try:
-        values = [int(float(p)) if "e" in p.lower() else int(p) for p in parts]
-    except ValueError:
+        values = [parse_count(p) for p in parts]  # 4096, 1e8 and 100M all read as counts
+    except InvalidInput:
         raise InvalidInput(
-            f"cannot read op {spec!r}: sizes must be integers ({OP_SYNTAX})"
+            f"cannot read op {spec!r}: sizes must be whole numbers ({OP_SYNTAX})"
         ) from None
     if any(v <= 0 for v in values):
         raise InvalidInput(f"op {spec!r}: sizes must be positive")
