@@ -29,6 +29,8 @@ def comm_rows(raw: dict[str, Any]) -> list[dict[str, Any]]:
                 "algbw_gbps": algbw_gbps,
                 "busbw_gbps": algbw_gbps * collectives.bus_factor(p["op"], n),
                 "iters": p["iters"],
+                "in_place": p.get("in_place"),
+                "checked": p.get("checked", False),
             }
         )
     return rows
@@ -136,7 +138,9 @@ def bench_comm(
                 for r in rows
             ],
             caption="busbw = algbw × 2(n−1)/n (all-reduce), × (n−1)/n (all-gather, "
-            "reduce-scatter, all-to-all), × 1 (broadcast). GB = 1e9 bytes.",
+            "reduce-scatter, all-to-all), × 1 (broadcast). GB = 1e9 bytes. all-reduce and "
+            "broadcast in place, the others out of place; every result checked element by "
+            "element before timing.",
         )
     )
     if fits:

@@ -31,7 +31,14 @@ def _rows_from_file(path: Path) -> tuple[list[dict[str, Any]], str | None]:
     """Rows as dicts, and the scaling mode if the file says so (a `ceiling scale` result)."""
     if not path.exists():
         raise MalformedFile(f"no such file: {path}")
-    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    if path.is_dir():
+        raise MalformedFile(f"{path} is a folder; give a CSV or JSON file")
+    try:
+        text = path.read_text(encoding="utf-8-sig", errors="replace")
+    except OSError as exc:
+        raise MalformedFile(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if "\x00" in text:
+        raise MalformedFile(f"{path}: a binary file, not CSV or JSON text")
     if path.suffix.lower() == ".json" or text.lstrip().startswith(("{", "[")):
         try:
             data = json.loads(text)
@@ -51,8 +58,20 @@ def _rows_from_file(path: Path) -> tuple[list[dict[str, Any]], str | None]:
         if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
             raise MalformedFile(f"{path}: expected a list of objects like {{'N': 2, 'time': 1.3}}")
         return data, mode
-    rows = list(csv.DictReader(line for line in text.splitlines() if not line.startswith("#")))
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    rows = list(csv.DictReader(lines, dialect=_dialect(lines)))
     return rows, None
+
+
+def _dialect(lines: list[str]):
+    """Comma by default; semicolons, tabs or spaces when the header is split by those."""
+    header = lines[0] if lines else ""
+    if "," in header:
+        return csv.excel
+    try:
+        return csv.Sniffer().sniff(header, delimiters=";\t ")
+    except csv.Error:
+        return csv.excel
 
 
 def read_measurements(path: Path) -> tuple[list[float], list[float], str, str | None]:

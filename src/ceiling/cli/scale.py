@@ -184,6 +184,7 @@ def _render(summary: dict, plot: Path | None) -> None:
         f"{summary['steps']})"
     )
     c.print(scaling_summary.points_table(summary["points"], title))
+    c.print(f"timed: {summary['timed_note']}")
     if summary["fit"] is not None:
         for t in scaling_summary.fit_tables(summary["fit"]):
             c.print(t)

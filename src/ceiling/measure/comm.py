@@ -4,9 +4,11 @@ Every rank runs the same sweep of operations and message sizes (see
 ceiling.model.collectives for which buffer `bytes` names); each (op, size) gets warm-up
 calls and then a fixed number of timed calls, the same number on every rank so the
 collectives pair up. A rank's time is its median call; the point's time is the slowest
-rank's, since a collective is done when its last rank is. The first all-reduce and
-broadcast of each size are checked for the right values, so a broken transport cannot
-produce a fast-looking number.
+rank's, since a collective is done when its last rank is (nccl-tests averages the ranks by
+default; the slowest is the conservative choice). Before timing, every op and size is
+run once on rank- and position-dependent values and every element of the result is
+checked, so a broken transport cannot produce a fast-looking number. all-reduce and
+broadcast run in place, the others out of place (torch's calls), said per row.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any
 from ceiling.errors import InvalidInput, WrongResult
 from ceiling.model.collectives import OPS
 
-METHOD_VERSION = 1
+# 2: every op checked element by element; all-reduce timed on zeros
+METHOD_VERSION = 2
 DTYPE = "float32"
 # Each timed point moves about this many bytes in total (fewer calls for big messages).
 BYTES_PER_POINT = 2**27
@@ -42,53 +45,101 @@ def iterations_for(nbytes: int, iters: int | None = None) -> int:
     return max(MIN_ITERS, min(MAX_ITERS, BYTES_PER_POINT // max(nbytes, 1)))
 
 
+# Which ops run in place (the result overwrites the input buffer), as torch's calls do;
+# nccl-tests times both placements, torch.distributed offers these.
+IN_PLACE = {
+    "all_reduce": True,
+    "broadcast": True,
+    "all_gather": False,
+    "reduce_scatter": False,
+    "all_to_all": False,
+}
+
+
+def _expect(name: str, got, want) -> None:
+    """Every element checked, as nccl-tests' data check does (not a sample of them)."""
+    import torch
+
+    if not torch.equal(got, want):
+        bad = (got != want).nonzero()
+        i = int(bad[0].item()) if len(bad) else 0
+        raise WrongResult(
+            f"{name} returned {float(got.reshape(-1)[i].item())} at element {i} of "
+            f"{got.numel()}, expected {float(want.reshape(-1)[i].item())}: the transport "
+            "corrupts data, so its timings mean nothing"
+        )
+
+
 def _buffers(op: str, nbytes: int, n: int, rank: int, device: str):
-    """(callable running the op once, check or None); bytes rounded to whole elements per rank."""
+    """(run the op once, check its result, bytes): bytes rounded to whole elements per rank.
+
+    Values are small whole numbers, exact in float32 whatever the order of summation, so
+    the check is exact. Timed calls then run on zeros, which stay zeros under repeated
+    reduction (repeated sums of real data would overflow to inf over many calls)."""
     import torch
     import torch.distributed as dist
 
     elems = max(nbytes // 4 // n, 1) * n  # divisible by n for the sharded ops
+    shard = elems // n
     f = torch.float32
+
+    def ramp(length: int, offset: int = 0):
+        # per-element values that differ by position and rank, small enough to stay exact
+        return ((torch.arange(length, device=device) + offset) % 251).to(f)
+
     if op == "all_reduce":
-        buf = torch.full((elems,), float(rank + 1), dtype=f, device=device)
-        expected = n * (n + 1) / 2
-
-        def run():
-            dist.all_reduce(buf)
+        buf = torch.empty(elems, dtype=f, device=device)
 
         def check():
-            buf.fill_(float(rank + 1))
+            buf.copy_(ramp(elems) + rank)
             dist.all_reduce(buf)
-            got = float(buf[0].item()), float(buf[-1].item())
-            if got != (expected, expected):
-                raise WrongResult(f"all-reduce returned {got}, expected {expected} everywhere")
+            _expect("all-reduce", buf, ramp(elems) * n + n * (n - 1) / 2)
+            buf.zero_()
 
-        return run, check, elems * 4
+        return (lambda: dist.all_reduce(buf)), check, elems * 4
     if op == "broadcast":
-        buf = torch.full((elems,), float(rank), dtype=f, device=device)
-
-        def run():
-            dist.broadcast(buf, src=0)
+        buf = torch.empty(elems, dtype=f, device=device)
 
         def check():
-            buf.fill_(float(rank) + 7.0)
+            buf.copy_(ramp(elems, 7 * rank))
             dist.broadcast(buf, src=0)
-            if float(buf[-1].item()) != 7.0:
-                raise WrongResult(f"broadcast delivered {float(buf[-1].item())}, expected 7.0")
+            _expect("broadcast", buf, ramp(elems))
 
-        return run, check, elems * 4
+        return (lambda: dist.broadcast(buf, src=0)), check, elems * 4
     if op == "all_gather":
         out = torch.empty(elems, dtype=f, device=device)
-        inp = torch.ones(elems // n, dtype=f, device=device)
-        return (lambda: dist.all_gather_into_tensor(out, inp)), None, elems * 4
+        inp = torch.empty(shard, dtype=f, device=device)
+
+        def check():
+            inp.copy_(ramp(shard, rank * shard))
+            dist.all_gather_into_tensor(out, inp)
+            _expect("all-gather", out, ramp(elems))
+
+        return (lambda: dist.all_gather_into_tensor(out, inp)), check, elems * 4
     if op == "reduce_scatter":
-        out = torch.empty(elems // n, dtype=f, device=device)
-        inp = torch.ones(elems, dtype=f, device=device)
-        return (lambda: dist.reduce_scatter_tensor(out, inp)), None, elems * 4
+        out = torch.empty(shard, dtype=f, device=device)
+        inp = torch.empty(elems, dtype=f, device=device)
+
+        def check():
+            inp.copy_(ramp(elems) + rank)
+            dist.reduce_scatter_tensor(out, inp)
+            _expect("reduce-scatter", out, ramp(shard, rank * shard) * n + n * (n - 1) / 2)
+
+        return (lambda: dist.reduce_scatter_tensor(out, inp)), check, elems * 4
     if op == "all_to_all":
         out = torch.empty(elems, dtype=f, device=device)
-        inp = torch.ones(elems, dtype=f, device=device)
-        return (lambda: dist.all_to_all_single(out, inp)), None, elems * 4
+        inp = torch.empty(elems, dtype=f, device=device)
+
+        def check():
+            # block j of rank r's input goes to rank j; it holds 1000·r + j + position
+            inp.copy_(ramp(elems) + 1000 * rank + (torch.arange(elems, device=device) // shard))
+            dist.all_to_all_single(out, inp)
+            idx = torch.arange(elems, device=device)
+            # block i of the output is block `rank` of rank i's input
+            want = ((rank * shard + idx % shard) % 251).to(f) + 1000 * (idx // shard).to(f) + rank
+            _expect("all-to-all", out, want)
+
+        return (lambda: dist.all_to_all_single(out, inp)), check, elems * 4
     raise InvalidInput(f"unknown collective {op!r}; known: {', '.join(OPS)}")
 
 
@@ -104,8 +155,7 @@ def comm_worker(ctx, ops: list[str], sizes: list[int], iters: int | None = None)
     for op in ops:
         for size in sizes:
             run, check, actual = _buffers(op, size, ctx.world_size, ctx.rank, ctx.device)
-            if check is not None:
-                check()
+            check()
             k = iterations_for(actual, iters)
             ctx.barrier()
             for _ in range(WARMUP_ITERS):
@@ -122,7 +172,16 @@ def comm_worker(ctx, ops: list[str], sizes: list[int], iters: int | None = None)
             samples.sort()
             mine = samples[len(samples) // 2]
             per_rank = ctx.gather_objects(mine)
-            points.append({"op": op, "bytes": actual, "iters": k, "time_s_per_rank": per_rank})
+            points.append(
+                {
+                    "op": op,
+                    "bytes": actual,
+                    "iters": k,
+                    "in_place": IN_PLACE[op],
+                    "checked": True,
+                    "time_s_per_rank": per_rank,
+                }
+            )
             ctx.progress(f"{op} {actual} bytes ({len(points)}/{total})")
     if ctx.rank != 0:
         return None

@@ -19,12 +19,15 @@ import contextlib
 import importlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -206,17 +209,28 @@ def _describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
-def _last_error_line(path: Path) -> str:
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Failed|Exit)\b")
+
+
+def _last_error_line(path: Path, exception_only: bool = False) -> str:
+    """The exception line of the last traceback in a rank's log, else (unless
+    `exception_only`) the last line that is not a warning."""
     try:
         lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines()]
     except OSError:
         return ""
-    # The exception line of a traceback, or the last line that is not a warning.
+    # torch prefixes a rank's log lines with "[rankN]: "; the message names the rank
+    lines = [
+        ln.split("]:", 1)[1].strip() if ln.startswith("[rank") and "]:" in ln else ln
+        for ln in lines
+    ]
+    for ln in reversed(lines):
+        if _EXCEPTION_LINE.match(ln) and "Warning" not in ln.split(":", 1)[0]:
+            return ln[:300]
+    if exception_only:
+        return ""
     for ln in reversed(lines):
         if ln and not ln.startswith(("warnings.warn", "return func")) and "Warning" not in ln:
-            # torch prefixes a rank's log lines with "[rankN]: "; the message names the rank
-            if ln.startswith("[rank") and "]:" in ln:
-                ln = ln.split("]:", 1)[1].strip()
             return ln[:300]
     return ""
 
@@ -242,6 +256,29 @@ def stop_processes(procs: list[subprocess.Popen]) -> None:
             p.wait()
 
 
+@contextlib.contextmanager
+def _stop_signals_unwind():
+    """While workers run, SIGTERM and SIGHUP to this process unwind it (exit 128 + signal)
+    so the workers are stopped and the temporary files removed, as Ctrl-C does; without it
+    the workers would die only by PR_SET_PDEATHSIG and the files stay behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def unwind(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    previous = {}
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            previous[sig] = signal.signal(sig, unwind)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def launch_local(
     job: Job,
     world_size: int,
@@ -256,7 +293,7 @@ def launch_local(
     """
     if world_size < 1:
         raise InvalidInput(f"need at least 1 worker, got {world_size}")
-    with tempfile.TemporaryDirectory(prefix="ceiling-dist-") as tmp:
+    with _stop_signals_unwind(), tempfile.TemporaryDirectory(prefix="ceiling-dist-") as tmp:
         tmpdir = Path(tmp)
         job_path = tmpdir / "job.json"
         job_path.write_text(json.dumps(asdict(job)))
@@ -342,7 +379,12 @@ def _watch(
             # A rank killed by a signal, or failing on its own, is the cause; the others then
             # fail on broken links to it, sometimes before the cause has finished exiting, so
             # a broken link alone waits a moment for the rank that broke it.
-            details = {r: _last_error_line(tmpdir / f"rank{r}.log") for r, _ in failed}
+            # A rank killed by a signal may have raised first (a Python exception, then an
+            # abort while torch's threads are torn down): its exception is the detail.
+            details = {
+                r: _last_error_line(tmpdir / f"rank{r}.log", exception_only=c < 0)
+                for r, c in failed
+            }
             only_links = all(c >= 0 and _is_peer_error(details[r]) for r, c in failed)
             if only_links and None in codes:
                 first_failure = first_failure or time.monotonic()
@@ -352,7 +394,7 @@ def _watch(
             failed.sort(key=lambda rc: (rc[1] >= 0, _is_peer_error(details[rc[0]]), rc[0]))
             rank, code = failed[0]
             elapsed = time.monotonic() - start
-            detail = details[rank] if code > 0 else ""
+            detail = details[rank]
             stop_processes(procs)
             drain()  # what the ranks reported before they stopped
             if code == USER_ERROR_EXIT and detail:  # the worker's own one-line CeilingError
@@ -375,13 +417,24 @@ def _watch(
         time.sleep(POLL_S)
 
 
+def _exit_now(code: int) -> None:
+    """Exit with `code` at once: after a failure, the normal interpreter shutdown can abort
+    (SIGABRT) while torch's communication threads are destroyed, which would hide the code."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _worker_main(job_path: str, tmpdir: str) -> int:
     job = Job(**json.loads(Path(job_path).read_text()))
     try:
         rank, result = _run_job(job, "local", str(Path(tmpdir) / "progress.txt"))
     except CeilingError as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-        return USER_ERROR_EXIT
+        _exit_now(USER_ERROR_EXIT)
+    except BaseException:
+        traceback.print_exc()
+        _exit_now(1)
     if rank == 0:
         out = Path(tmpdir) / "result.json"
         part = out.with_suffix(".part")

@@ -26,8 +26,11 @@ from typing import Any
 from ceiling.errors import CeilingError, InvalidInput, WorkerFailed
 from ceiling.measure import scale_workloads as wl
 
-METHOD_VERSION = 1
+# 2: the work time (critical path without synchronisation) is recorded beside the step time
+METHOD_VERSION = 2
 BACKENDS = ("processes", "threads")
+# The phases that are a worker's own work; the rest (wait_s, comm_s) is synchronisation.
+WORK_PHASES = ("serial_s", "compute_s", "optimizer_s")
 
 
 @dataclass(frozen=True)
@@ -103,17 +106,29 @@ def threads_per_worker(cfg: ScaleConfig) -> int:
 
 
 def _summarize_n(n: int, per_rank: list[list[tuple[float, dict]]]) -> dict[str, Any]:
-    """Step time = the median rank's, per step; phases = per-rank medians.
+    """Per step: the step time (the median rank's) and the work time (the slowest rank's
+    own work, synchronisation left out); phases = per-rank medians.
 
     Every workload ends its step with a collective, so the ranks finish together; they leave
-    the starting barrier up to a few ms apart, and the median keeps that skew out."""
+    the starting barrier up to a few ms apart, and the median keeps that skew out. The work
+    time is the critical path of the work itself (WORK_PHASES summed, slowest rank), so a
+    straggler counts in it but the barrier's and the collective's own cost do not."""
     steps = len(per_rank[0])
     step_times = [statistics.median(per_rank[r][i][0] for r in range(n)) for i in range(steps)]
+    work_times = [
+        max(sum(per_rank[r][i][1].get(k, 0.0) for k in WORK_PHASES) for r in range(n))
+        for i in range(steps)
+    ]
     names = sorted({k for rank in per_rank for _, ph in rank for k in ph})
     phases = {
         k: [statistics.median(ph.get(k, 0.0) for _, ph in rank) for rank in per_rank] for k in names
     }
-    return {"n": n, "step_times_s": step_times, "phases_per_rank_s": phases}
+    return {
+        "n": n,
+        "step_times_s": step_times,
+        "work_times_s": work_times,
+        "phases_per_rank_s": phases,
+    }
 
 
 def _run_steps(workload, cfg: ScaleConfig, barrier: Callable[[], None]) -> list[tuple]:

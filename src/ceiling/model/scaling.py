@@ -11,7 +11,10 @@ Every law is fitted to *throughput* X(N) by least squares with the single-worker
 Throughput from times: X = 1/T for a fixed problem (strong scaling), X = N/T when each
 worker keeps the same share (weak scaling), so X(N)/X(1) is the (scaled) speedup either way.
 Standard errors are the square roots of the covariance diagonal, scaled by the residual
-variance (as R's nls reports them). Predictions carry a 95 % band by the delta method.
+variance (as R's nls reports them). Predictions carry a 95 % prediction interval: the
+fitted curve's own uncertainty (delta method) plus the scatter of one new measurement
+(the residual variance), times Student's t with the fit's residual degrees of freedom — so
+few points give a wide band, and an exact fit (no residual degrees of freedom) gives none.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ SUPERLINEAR_EFFICIENCY = 1.02
 FAR_BEYOND_FACTOR = 10.0
 # A parameter is "supported" when it exceeds this many standard errors.
 SIGNIFICANCE_SE = 2.0
-Z95 = 1.96
+BAND_LEVEL = 0.95
 
 
 @dataclass(frozen=True)
@@ -88,8 +91,10 @@ class Prediction:
     law: str
     throughput: float
     speedup: float
-    speedup_low: float
-    speedup_high: float
+    # the 95 % prediction interval; None when the fit has no residual degrees of freedom
+    speedup_low: float | None
+    speedup_high: float | None
+    band: str = ""  # how the interval was made, or why there is none
 
 
 @dataclass(frozen=True)
@@ -247,7 +252,8 @@ def fit_gustafson(
 
 
 def _band(fn: Callable, params: np.ndarray, cov: np.ndarray | None, n: float) -> float:
-    """Standard error of fn(n) by the delta method (numerical gradient in the parameters)."""
+    """Standard error of the fitted fn(n) by the delta method (numerical gradient in the
+    parameters); nan without a covariance."""
     if cov is None:
         return float("nan")
     grad = np.zeros(len(params))
@@ -261,9 +267,38 @@ def _band(fn: Callable, params: np.ndarray, cov: np.ndarray | None, n: float) ->
 
 
 def _significant(value: float, se: float | None) -> bool:
+    """More than SIGNIFICANCE_SE standard errors above 0. Without a standard error (a fit
+    through the points exactly) nothing counts as supported: any value would fit."""
     if se is None or not math.isfinite(se):
-        return value > 0
+        return False
     return value > SIGNIFICANCE_SE * se
+
+
+def _residual_variance(fn: Callable, params: np.ndarray, n: np.ndarray, x: np.ndarray):
+    """(s², residual degrees of freedom) of a fit; s² is nan without degrees of freedom."""
+    dof = len(n) - len(params)
+    if dof <= 0:
+        return float("nan"), 0
+    resid = x - fn(n, *params)
+    return float(np.sum(resid**2)) / dof, dof
+
+
+def _interval(fn, params, cov, n: np.ndarray, x: np.ndarray, at: float):
+    """(half-width of the 95 % prediction interval at `at`, description); nan when none."""
+    from scipy.stats import t as student_t
+
+    s2, dof = _residual_variance(fn, params, n, x)
+    se_fit = _band(fn, params, cov, at)
+    if dof == 0 or not (math.isfinite(s2) and math.isfinite(se_fit)):
+        return float("nan"), (
+            "none: the law passes through every point exactly (no residual degrees of "
+            "freedom), so nothing measures its uncertainty"
+        )
+    q = float(student_t.ppf(0.5 + BAND_LEVEL / 2, dof))
+    return q * math.sqrt(se_fit**2 + s2), (
+        f"{BAND_LEVEL * 100:g} % prediction interval of one new measurement (fit uncertainty "
+        f"and scatter, Student t, {dof} dof)"
+    )
 
 
 def _aggregate(n: np.ndarray, v: np.ndarray) -> list[tuple[float, float, int]]:
@@ -330,6 +365,11 @@ def fit_scaling(
         )
     if distinct == 2 and len(n) == 2:
         warnings.append("only 2 worker counts: Amdahl p is determined exactly, no error estimate")
+    elif distinct < 4:
+        warnings.append(
+            f"only {distinct} different worker counts: too few to tell a serial part from an "
+            "overhead that grows with N; 4 or more (e.g. 1, 2, 4, 8) make the laws separable"
+        )
 
     agg = _aggregate(n, x)
     has_one = agg[0][0] == 1
@@ -387,18 +427,17 @@ def fit_scaling(
         for t in targets:
             laws.check_workers(t, "predicted N")
             xp = float(fn(t, *params))
-            se = _band(fn, params, cov, t)
-            half = Z95 * se if math.isfinite(se) else float("nan")
+            half, how = _interval(fn, params, cov, n, x, t)
+            known = math.isfinite(half)
             predictions.append(
                 Prediction(
                     n=float(t),
                     law=best,
                     throughput=xp,
                     speedup=xp / baseline,
-                    speedup_low=max(xp - half, 0.0) / baseline
-                    if math.isfinite(half)
-                    else xp / baseline,
-                    speedup_high=(xp + half) / baseline if math.isfinite(half) else xp / baseline,
+                    speedup_low=max(xp - half, 0.0) / baseline if known else None,
+                    speedup_high=(xp + half) / baseline if known else None,
+                    band=how,
                 )
             )
         if any(p.n > FAR_BEYOND_FACTOR * max_n for p in predictions):
@@ -455,7 +494,9 @@ def _verdict(
     if usl is not None and usl.kappa > 0 and _significant(usl.kappa, usl.kappa_se):
         n_star = usl.n_star
         where = (
-            "within the measured range" if n_star is not None and n_star <= max_n else "beyond it"
+            "within the measured range"
+            if n_star is not None and n_star <= max_n
+            else f"beyond the largest measured N = {max_n:g}"
         )
         text = (
             f"Universal Scalability Law: besides a serial part σ = {usl.sigma:.3g}, overhead "

@@ -61,15 +61,23 @@ def scaling_figure(summary: dict[str, Any], title: str = "Measured scaling"):
         ax.plot(grid, ys, lw=1.8, label=label)
     if preds:
         pn = [p["n"] for p in preds]
-        ax.fill_between(
+        if all(p.get("speedup_low") is not None for p in preds):
+            ax.fill_between(
+                pn,
+                [max(p["speedup_low"], 1e-3) for p in preds],  # log axis: no zero
+                [p["speedup_high"] for p in preds],
+                color="C3",
+                alpha=0.15,
+                label=f"95 % prediction interval ({preds[0]['law']})",
+            )
+        ax.plot(
             pn,
-            [p["speedup_low"] for p in preds],
-            [p["speedup_high"] for p in preds],
-            color="C3",
-            alpha=0.15,
-            label=f"95 % band ({preds[0]['law']})",
+            [p["speedup"] for p in preds],
+            "C3x",
+            label="predicted (no band: exact fit)"
+            if preds[0].get("speedup_low") is None
+            else "predicted",
         )
-        ax.plot(pn, [p["speedup"] for p in preds], "C3x", label="predicted")
     if u and u.get("n_star") and lo <= u["n_star"] <= hi:
         ax.axvline(u["n_star"], color="0.5", ls="--", lw=1)
         ax.annotate(f"N* ≈ {u['n_star']:.3g}", (u["n_star"], lo), fontsize=8, color="0.4")

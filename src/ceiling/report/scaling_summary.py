@@ -34,7 +34,7 @@ def fit_dict(fit: ScalingFit) -> dict[str, Any]:
 
 
 def timed_quantity(raw: dict[str, Any]) -> str:
-    """"work" when the fitted time is the work's critical path (the synthetic workload, whose
+    """ "work" when the fitted time is the work's critical path (the synthetic workload, whose
     content is known, so the fit can be checked against the truth; the machine's
     synchronisation is measured apart), else "step" (what the job waits for per step)."""
     from ceiling.measure.scale_workloads import FITS_WORK_TIME
@@ -295,19 +295,25 @@ def fit_tables(fit: dict[str, Any]) -> list:
         rows.append(["", "λ", _pm(u["lam"], u["lam_se"]), ""])
         rows.append(["", "R²", f"{u['r2']:.4f}", ""])
     out = [table("Fitted laws (± one standard error)", ["law", "", "value", "implies"], rows)]
-    if fit["predictions"]:
+    preds = fit["predictions"]
+    if preds:
+        banded = preds[0].get("speedup_low") is not None
         out.append(
             table(
-                f"Predicted beyond the data ({fit['predictions'][0]['law']}, 95 % band)",
+                f"Predicted beyond the data ({preds[0]['law']}"
+                + (", 95 % prediction interval)" if banded else ", no band)"),
                 ["N", "speedup", "band"],
                 [
                     [
                         f"{p['n']:g}",
                         f"{p['speedup']:.3g}×",
-                        f"{p['speedup_low']:.3g} – {p['speedup_high']:.3g}×",
+                        f"{p['speedup_low']:.3g} – {p['speedup_high']:.3g}×"
+                        if p.get("speedup_low") is not None
+                        else "unknown",
                     ]
-                    for p in fit["predictions"]
+                    for p in preds
                 ],
+                caption=preds[0].get("band") or None,
             )
         )
     return out
