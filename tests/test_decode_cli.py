@@ -86,3 +86,12 @@ def test_models_listing(cli):
     assert all(entry["source"] for entry in data.values())
     code, out, _ = cli("models")
     assert code == 0 and "opt-13b" in out
+
+
+def test_time_to_first_token_column_only_for_a_real_prompt(cli):
+    code, out, _ = cli("decode", "llama-3-8b", "--spec", "h100-sxm", "--batch", "1")
+    assert code == 0 and "TTFT" not in out and "--prompt N" in out
+    code, out, _ = cli(
+        "decode", "llama-3-8b", "--spec", "h100-sxm", "--batch", "1", "--prompt", "2048"
+    )
+    assert code == 0 and "TTFT" in out and "2048-token prompt" in " ".join(out.split())

@@ -83,6 +83,12 @@ def test_gpt_small_measured_never_exceeds_the_ceiling(cli, monkeypatch, tmp_path
     for r in data["rows"]:
         assert 0 < r["measured_tokens_per_s"] <= r["ceiling_tokens_per_s"]
         assert 0 < r["mbu"] <= 1 and 0 < r["mfu"] <= 1
+        # plain rate keys are the measurement; the ceiling's carry the prefix
+        assert r["tokens_per_s"] == r["measured_tokens_per_s"]
+        assert r["tokens_per_s_per_sequence"] == pytest.approx(r["tokens_per_s"] / r["batch"])
+        assert r["ceiling_tokens_per_s_per_sequence"] == pytest.approx(
+            r["ceiling_tokens_per_s"] / r["batch"]
+        )
     assert data["environment"]["torch"]
     assert data["method_version"] == 1
 

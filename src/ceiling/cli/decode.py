@@ -278,10 +278,13 @@ def decode(
     con = console()
     for line in _header(c, cfg):
         con.print(line)
+    # A 1-token "prompt" (context 0, no --prompt) is one decode step, not a prefill: no column.
+    ttft = prompt_tokens is not None or c.prompt_tokens > 1
+    cols = ["batch", "tok/s", "tok/s/seq", "step", "bound", "bytes", "FLOP"]
     con.print(
         table(
             f"Decode ceiling at context {c.context}",
-            ["batch", "tok/s", "tok/s/seq", "step", "bound", "bytes", "FLOP", "TTFT"],
+            cols + (["TTFT"] if ttft else []),
             [
                 [
                     r.batch,
@@ -291,11 +294,17 @@ def decode(
                     r.bound,
                     format_bytes(r.bytes_per_step).replace(" ", ""),
                     format_flops(r.flops_per_step).removesuffix("FLOP"),
-                    format_time(r.ttft_s),
                 ]
+                + ([format_time(r.ttft_s)] if ttft else [])
                 for r in c.rows
             ],
-            caption=f"per step; TTFT for a {c.prompt_tokens}-token prompt; {FLOP_NOTE}",
+            caption="per step; "
+            + (
+                f"TTFT: time to first token for a {c.prompt_tokens}-token prompt (prefill); "
+                if ttft
+                else "--prompt N adds the time to first token of an N-token prompt; "
+            )
+            + FLOP_NOTE,
         )
     )
     for note in c.notes:
