@@ -17,7 +17,7 @@ WORKERS = (2, 8, 1000)
 
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
-    cores = os.cpu_count() or 1
+    cores = _usable_cores()
     ns = sorted({*WORKERS, cores})
     out.text(
         "If a share p of the work can run in parallel over N units, the speedup is "
@@ -55,6 +55,14 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         "Speedup against workers for four parallel shares; dashed "
         "lines are the ceilings 1/(1−p), the dotted diagonal is ideal scaling.",
     )
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (a CPU affinity mask or a container limits them)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _figure(cores: int):

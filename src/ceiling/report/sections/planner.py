@@ -224,10 +224,8 @@ def _straggler(ctx: ReportContext, out: SectionOutput) -> None:
         f"{even.efficiency:.0%} to {res.efficiency:.0%}. This loss comes on top of Amdahl's "
         "serial part: it wastes parallelism already paid for."
     )
-    fig = plot.straggler_figure(res)
-    fig.axes[0].set_xlim(0, res.step_s * 1.35)  # room on the right for the legend
     out.figure(
-        fig,
+        plot.straggler_figure(res),
         f"{n} data-parallel workers with 1 s of compute each, worker 0 {slow:g}× slower, a "
         f"{STRAGGLER_ALLREDUCE:g} s all-reduce: blue compute, red waiting for "
         "the slowest, green the all-reduce all of them join.",
