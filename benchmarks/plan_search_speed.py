@@ -1,9 +1,11 @@
 """How fast the training-plan search is: plans evaluated per second and the full search time.
 
-Cases: GPT-3 175B on 1,024 A100s (the `ceiling plan` acceptance case) and a 1T-parameter GPT
-on 3,072 A100s (Narayanan et al. 2021, Table 1: l = 128, h = 25600, a = 160, V = 51200,
-s = 2048, global batch 3072). Also times the whole `ceiling plan ... --json` command in a
-fresh process, imports included. Run: .venv/bin/python benchmarks/plan_search_speed.py
+Cases: GPT-3 175B on 1,024 A100s (the `ceiling plan` acceptance case) and the 1T-parameter
+GPT of Narayanan et al. 2021, Table 1 (catalog `gpt-1t`: l = 128, h = 25600, a = 160,
+V = 51200, s = 2048) on 3,072 A100s with a global batch of 3072. The vectorised pass is set
+beside evaluating the same plans one at a time (`evaluate_plan`), measured in the same run.
+Also times the whole `ceiling plan ... --json` command in a fresh process, imports included.
+Run: .venv/bin/python benchmarks/plan_search_speed.py
 """
 
 from __future__ import annotations
@@ -16,15 +18,12 @@ from pathlib import Path
 
 from ceiling.hardware.catalog import get_spec
 from ceiling.model.cluster import make_cluster
-from ceiling.model.parallel import Job
-from ceiling.model.plan_search import enumerate_plans, evaluate_candidates, search
-from ceiling.model.transformer import get_model, parse_model
+from ceiling.model.parallel import Job, evaluate_plan
+from ceiling.model.plan_search import _plan_at, enumerate_plans, evaluate_candidates, search
+from ceiling.model.transformer import get_model
 
-GPT_1T = (
-    "custom:layers=128,hidden=25600,heads=160,vocab=51200,max_seq=2048,norm=layernorm,"
-    "bias=true,learned_positions=true"
-)
 REPEATS = 5
+ONE_AT_A_TIME = 300  # plans evaluated singly for the comparison
 
 
 def best_of(fn, repeats=REPEATS) -> tuple[float, float]:
@@ -45,10 +44,14 @@ def case(label: str, model, gpus: int, batch: int) -> None:
     t_eval, _ = best_of(lambda: evaluate_candidates(job, cluster, cand))
     t_full, t_med = best_of(lambda: search(job, cluster, top=5))
     best = search(job, cluster, top=1).plans[0]
+    k = min(n, ONE_AT_A_TIME)
+    singles = [_plan_at(cand, i) for i in range(0, n, max(1, n // k))][:k]
+    t_single, _ = best_of(lambda: [evaluate_plan(job, cluster, pl) for pl in singles], 1)
     print(f"{label}: {n} valid plans")
     print(
         f"  enumerate {t_enum * 1e3:.1f} ms, evaluate {t_eval * 1e3:.1f} ms "
-        f"-> {n / t_eval:,.0f} plans/s evaluated"
+        f"-> {n / t_eval:,.0f} plans/s evaluated; one at a time {k / t_single:,.0f} plans/s "
+        f"({(n / t_eval) / (k / t_single):,.0f}× slower)"
     )
     print(
         f"  full search (enumerate + evaluate + rank + explain top 5): "
@@ -89,5 +92,5 @@ def command_time() -> None:
 
 if __name__ == "__main__":
     case("GPT-3 175B on 1,024 A100", get_model("gpt3-175b"), 1024, 1536)
-    case("GPT 1T on 3,072 A100", parse_model(GPT_1T), 3072, 3072)
+    case("GPT 1T on 3,072 A100", get_model("gpt-1t"), 3072, 3072)
     command_time()

@@ -130,6 +130,28 @@ def test_throughput_predicts_narayanan_table1_within_15_percent(row, extra):
     assert best.hw_tflops_per_device == pytest.approx(reported, rel=0.15)
 
 
+# The other rows of the same table: heads, hidden, layers, t, p, GPUs, batch, reported.
+NARAYANAN_OTHER_ROWS = [
+    (32, 3072, 30, 2, 1, 64, 512, 138),
+    (32, 4096, 36, 4, 1, 128, 512, 142),
+    (48, 6144, 40, 8, 1, 256, 1024, 135),
+    (80, 10240, 60, 8, 4, 1024, 1792, 140),
+    (96, 12288, 80, 8, 8, 1536, 2304, 148),
+    (128, 16384, 96, 8, 16, 1920, 2160, 155),
+    (128, 20480, 105, 8, 35, 2520, 2520, 163),
+    (160, 25600, 128, 8, 64, 3072, 3072, 163),
+]
+
+
+@pytest.mark.parametrize("row", NARAYANAN_OTHER_ROWS)
+def test_throughput_predicts_the_other_narayanan_rows_within_15_percent(row):
+    a, h, layers, t, p, gpus, B, reported = row
+    job = Job(gpt(layers, h, a), B, 2048)
+    fixed = dict(d=gpus // (t * p), t=t, p=p, recompute="full")
+    best = search(job, make_cluster(A100, gpus), fixed, top=1).plans[0]
+    assert best.hw_tflops_per_device == pytest.approx(reported, rel=0.15)
+
+
 def test_explained_errors_show_the_arithmetic():
     job = Job(get_model("gpt3-175b"), 1536, 2048)
     c = make_cluster(A100, 1024)

@@ -23,6 +23,9 @@ from ceiling.units import KiB
         ("gpt2", 124.4e6),
         ("mistral-7b", 7.24e9),
         ("llama-3-405b", 405.9e9),
+        # Narayanan et al. 2021, Table 1
+        ("mt-nlg-530b", 529.6e9),
+        ("gpt-1t", 1008.0e9),
     ],
 )
 def test_total_params_within_1pct_of_published(name, published):
