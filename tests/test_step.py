@@ -54,3 +54,27 @@ def test_bad_times_are_rejected():
         breakdown(0, 0.0, 0.0, 0.0)
     with pytest.raises(InvalidInput, match="data time"):
         breakdown(0, 1.0, -0.1, 0.0)
+
+
+def test_speedup_on_a_faster_device_follows_amdahl():
+    r = breakdown(0, step_s=0.100, data_s=0.030, compute_s=0.050)  # p = 0.5
+    assert r.speedup_on_faster_device(2.0) == pytest.approx(1 / (0.5 + 0.25))
+    assert r.speedup_on_faster_device(1.0) == pytest.approx(1.0)
+    assert r.amdahl_ceiling == pytest.approx(2.0)
+
+
+def test_verdict_says_when_workers_crowd_the_step_off_the_cores():
+    rows = [
+        breakdown(0, 0.300, 0.250, 0.010),  # host 40 ms
+        breakdown(4, 0.140, 0.010, 0.010),  # host 120 ms: 4 workers + 2 threads on 2 cores
+    ]
+    text = verdict(rows, cores=2, threads=2)
+    crowded = [t for t in text if t.startswith("host time rises")]
+    assert crowded == [
+        "host time rises from 40.0 ms (0 workers) to 120.0 ms (4 workers): 4 loader workers "
+        "and 2 torch threads share 2 cores; use fewer workers or fewer torch threads (--threads)"
+    ]
+    # enough cores, or a rise that is small against the step: no such line
+    assert not any(t.startswith("host time") for t in verdict(rows, cores=8, threads=2))
+    small = [breakdown(0, 0.300, 0.250, 0.040), breakdown(4, 0.140, 0.080, 0.045)]
+    assert not any(t.startswith("host time") for t in verdict(small, cores=2, threads=2))

@@ -2,11 +2,14 @@ import json
 
 
 def test_slow_data_demo_names_the_loader_and_more_workers_help(cli, tmp_path):
-    # 64 samples × 4 ms = 256 ms of loading per batch with 0 workers, 64 ms with 4;
-    # the model's step on a batch of 64 is a few ms
+    # 8 samples × 25 ms = 200 ms of loading per batch with 0 workers, 50 ms with 4: a gap
+    # of 150 ms per step against a step of ~2 ms. One torch thread, so that the sleeping
+    # workers waking up do not stall the step's parallel regions on a small machine; the
+    # workers' start-up falls in the warm-up (a whole first round of batches).
     fig = tmp_path / "steps.svg"
     code, out, err = cli(
-        "step", "mlp", "--slow-data", "--workers", "0,4", "--steps", "4", "--json", "--plot", fig
+        "step", "mlp", "--data-delay-ms", "25", "--batch", "8", "--threads", "1",
+        "--workers", "0,4", "--steps", "4", "--json", "--plot", fig,
     )  # fmt: skip
     assert code == 0, err
     d = json.loads(out)
@@ -14,6 +17,10 @@ def test_slow_data_demo_names_the_loader_and_more_workers_help(cli, tmp_path):
     assert (zero["workers"], four["workers"]) == (0, 4)
     assert zero["bottleneck"] == "data loader" and d["bottleneck"] == "data loader"
     assert zero["data_share"] > 0.5
+    assert d["slow_data"] and d["data_delay_s_per_sample"] == 0.025 and d["threads"] == 1
+    # the loader alone: one batch per 200 ms with no workers (the loop's own wait)
+    assert 1 / zero["loader_batches_per_s"] >= 0.200
+    assert four["data_s"] < zero["data_s"]
     assert four["step_s"] < zero["step_s"]
     assert fig.exists() and d["plot"] == str(fig)
     assert d["verdict"][0].startswith("with 0 workers the data loader is the bottleneck")

@@ -17,9 +17,16 @@ from ceiling.cli.output import (
 )
 
 SLOW_DATA_HELP = (
-    "Demo: the dataset sleeps 4 ms per sample (a stand-in for slow decoding or "
+    "Demo: the built-in dataset sleeps 4 ms per sample (a stand-in for slow decoding or "
     "augmentation), so the loader starves the model with 0 workers and catches up as "
     "workers are added."
+)
+DELAY_HELP = "Per-sample sleep of the built-in dataset in ms (implies --slow-data)."
+TARGET_HELP = (
+    "mlp, cnn, gpt:tiny, gpt:small, or module:callable / file.py:callable: a function "
+    "with no arguments returning {'model', 'dataloader' (a torch DataLoader; its dataset "
+    "and batch size are reused with each worker count), optional 'loss_fn', 'optimizer', "
+    "'tokens_per_step'}."
 )
 
 
@@ -49,6 +56,7 @@ def _row_json(r) -> dict:
         "loader_limits": r.loader_limits,
         "serial_fraction": r.serial_fraction,
         "amdahl_ceiling": r.amdahl_ceiling,
+        "speedup_2x_device": r.speedup_on_faster_device(2.0),
         "bottleneck": r.bottleneck,
     }
 
@@ -73,17 +81,22 @@ def _figure(report, path: Path) -> None:
 
 @app.command(name="step")
 def step_command(
-    target: Annotated[
-        str, typer.Argument(help="mlp, cnn, gpt:tiny, or module:callable with a 'dataloader'.")
-    ] = "mlp",
+    target: Annotated[str, typer.Argument(help=TARGET_HELP)] = "mlp",
     workers: Annotated[
         str, typer.Option("--workers", help="DataLoader worker counts to try, e.g. 0,2,4.")
     ] = "0,2,4",
     slow_data: Annotated[bool, typer.Option("--slow-data", help=SLOW_DATA_HELP)] = False,
+    data_delay_ms: Annotated[
+        float | None, typer.Option("--data-delay-ms", metavar="MS", help=DELAY_HELP)
+    ] = None,
     device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
     dtype: Annotated[str, typer.Option("--dtype", help="fp32, bf16, fp16.")] = "fp32",
     batch: Annotated[int | None, typer.Option("--batch", help="Samples per step.")] = None,
     steps: Annotated[int, typer.Option("--steps", help="Timed steps per worker count.")] = 8,
+    threads: Annotated[
+        int | None,
+        typer.Option("--threads", help="torch intra-op threads for the step (default: torch's)."),
+    ] = None,
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
@@ -103,10 +116,12 @@ def step_command(
             target,
             workers=counts,
             slow_data=slow_data,
+            data_delay_s=data_delay_ms / 1e3 if data_delay_ms is not None else None,
             device=device,
             dtype=dtype,
             batch=batch,
             steps=steps,
+            threads=threads,
             progress=lambda w: status.update(f"timing {target} steps with {w} loader workers …"),
         )
     if plot is not None:
@@ -118,9 +133,10 @@ def step_command(
                 "device": report.device,
                 "dtype": report.dtype,
                 "samples_per_step": report.samples_per_step,
-                "slow_data": slow_data,
+                "slow_data": report.data_delay_s_per_sample > 0,
                 "data_delay_s_per_sample": report.data_delay_s_per_sample,
                 "compute_s": report.compute_s,
+                "threads": report.threads,
                 "rows": [_row_json(r) for r in report.rows],
                 "bottleneck": report.rows[0].bottleneck,
                 "verdict": report.verdict,
@@ -131,37 +147,51 @@ def step_command(
             }
         )
         return
+    render(report)
+    if plot:
+        console().print(f"figure: {plot}")
+
+
+def _cell(seconds: float, step_s: float) -> str:
+    from ceiling import units as u
+
+    return f"{u.format_time(seconds)} ({seconds / step_s * 100:.0f} %)"
+
+
+def render(report) -> None:
+    """One column per worker count, one row per part of the step (fits 80 columns)."""
     from ceiling import units as u
 
     c = console()
+    rs = report.rows
+    ceiling = [("unbounded" if r.amdahl_ceiling == float("inf") else f"{r.amdahl_ceiling:.2f}×")
+               for r in rs]  # fmt: skip
     rows = [
-        [
-            str(r.workers),
-            u.format_time(r.step_s),
-            u.format_time(r.data_s),
-            u.format_time(r.host_s),
-            u.format_time(r.compute_s),
-            f"{r.loader_batches_per_s:.1f}" if r.loader_batches_per_s is not None else "—",
-            f"{r.model_batches_per_s:.1f}",
-            u.format_percent(r.serial_fraction),
-            f"{r.amdahl_ceiling:.2f}×",
-            r.bottleneck,
-        ]
-        for r in report.rows
-    ]
+        ["step time (mean)", *(u.format_time(r.step_s) for r in rs)],
+        ["  waiting for data", *(_cell(r.data_s, r.step_s) for r in rs)],
+        ["  host (Python, dispatch)", *(_cell(r.host_s, r.step_s) for r in rs)],
+        ["  device compute", *(_cell(r.compute_s, r.step_s) for r in rs)],
+        ["loader alone, batches/s",
+         *(f"{r.loader_batches_per_s:.1f}" if r.loader_batches_per_s is not None else "—"
+           for r in rs)],
+        ["model uses, batches/s", *(f"{r.model_batches_per_s:.1f}" for r in rs)],
+        ["serial part (data + host)", *(f"{r.serial_fraction * 100:.0f} %" for r in rs)],
+        ["speedup, 2× faster device", *(f"{r.speedup_on_faster_device(2.0):.2f}×" for r in rs)],
+        ["  ∞ fast device (Amdahl)", *ceiling],
+        ["bottleneck", *(r.bottleneck for r in rs)],
+    ]  # fmt: skip
     title = f"{report.target} training step on {report.device} ({report.dtype}), "
-    title += f"{report.samples_per_step} samples per step"
-    if slow_data:
+    n = report.threads
+    title += f"{report.samples_per_step} samples per step, {n} torch thread{'s' if n != 1 else ''}"
+    if report.data_delay_s_per_sample > 0:
         title += f", slow data ({report.data_delay_s_per_sample * 1e3:g} ms per sample)"
-    cols = ["workers", "step", "data", "host", "compute", "loader/s", "model/s", "serial",
-            "ceiling", "bottleneck"]  # fmt: skip
+    cols = ["DataLoader workers", *(str(r.workers) for r in rs)]
     c.print(table(title, cols, rows))
     c.print(
-        "loader/s: batches/s the loader gives alone; model/s: batches/s the step consumes with "
-        "data ready; ceiling: Amdahl speedup of the step on an infinitely fast device"
+        "loader alone: batches/s the DataLoader gives with no model; model uses: batches/s "
+        "the step consumes when data is ready; only device compute shrinks on a faster "
+        "device, so data + host is the serial part that caps it (Amdahl)"
     )
     for line in report.verdict:
         c.print(line)
-    c.print(f"method: {report.method}")
-    if plot:
-        c.print(f"figure: {plot}")
+    c.print(f"method: {report.method}", style="dim")

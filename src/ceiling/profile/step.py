@@ -42,6 +42,10 @@ class StepBreakdown:
     def data_share(self) -> float:
         return self.data_s / self.step_s
 
+    def speedup_on_faster_device(self, factor: float) -> float:
+        """Amdahl: the step's speedup when only device compute runs `factor` times faster."""
+        return laws.amdahl_speedup(min(max(1.0 - self.serial_fraction, 0.0), 1.0), factor)
+
     @property
     def loader_limits(self) -> bool:
         """The loader alone delivers fewer batches per second than the model consumes."""
@@ -84,8 +88,16 @@ def breakdown(
     )
 
 
-def verdict(rows: list[StepBreakdown]) -> list[str]:
-    """Plain sentences about a sweep over loader worker counts."""
+# host time this many times its 0-worker value (and up by a tenth of the step), with more
+# threads + workers than cores
+OVERSUBSCRIBED_HOST_GROWTH = 1.5
+
+
+def verdict(
+    rows: list[StepBreakdown], cores: int | None = None, threads: int | None = None
+) -> list[str]:
+    """Plain sentences about a sweep over loader worker counts. `cores` and `threads` (the
+    step's intra-op threads) let it say when loader workers crowd the step off the CPU."""
     if not rows:
         return []
     out = []
@@ -109,6 +121,9 @@ def verdict(rows: list[StepBreakdown]) -> list[str]:
             f"{best.step_s * 1e3:.1f} ms ({best.workers} workers), "
             f"{first.step_s / best.step_s:.2f}× faster; there the bottleneck is {best.bottleneck}"
         )
+    crowded = _oversubscribed(rows, cores, threads)
+    if crowded:
+        out.append(crowded)
     ceiling = best.amdahl_ceiling
     ceiling_text = "unbounded" if ceiling == float("inf") else f"{ceiling:.2f}×"
     out.append(
@@ -117,3 +132,21 @@ def verdict(rows: list[StepBreakdown]) -> list[str]:
         f"would speed this step up {ceiling_text} at most (Amdahl)"
     )
     return out
+
+
+def _oversubscribed(rows: list[StepBreakdown], cores: int | None, threads: int | None):
+    base = next((r for r in rows if r.workers == 0), None)
+    if base is None or not cores or not threads:
+        return None
+    worst = max(rows, key=lambda r: r.host_s)
+    if worst.workers + threads <= cores:
+        return None
+    grew = worst.host_s - base.host_s
+    if worst.host_s <= OVERSUBSCRIBED_HOST_GROWTH * base.host_s or grew < 0.1 * worst.step_s:
+        return None
+    return (
+        f"host time rises from {base.host_s * 1e3:.1f} ms (0 workers) to "
+        f"{worst.host_s * 1e3:.1f} ms ({worst.workers} workers): {worst.workers} loader "
+        f"workers and {threads} torch thread{'s' if threads != 1 else ''} share {cores} "
+        "cores; use fewer workers or fewer torch threads (--threads)"
+    )

@@ -1,9 +1,12 @@
 """Run a training loop with 0..k DataLoader workers and break each step down.
 
 For each worker count: a DataLoader over the target's dataset (prefetching 2 batches per
-worker), warm-up steps, then timed steps where the wait for the next batch (including its
-copy to the device), the step itself and the final synchronisation are clocked apart. The
-loader alone is timed too (same workers, no model). Device compute per step comes from
+worker), warm-up steps that include the workers' start-up and their first round of
+batches, then timed steps where the wait for the next batch (including its copy to the
+device), the step itself and the final synchronisation are clocked apart. With k workers
+batches arrive in rounds of k, so the timed steps are a whole number of rounds: the mean
+then holds no part-round bias. The loader alone is timed too (same workers, no model; with
+0 workers it is the data wait of the loop itself). Device compute per step comes from
 steps recorded op by op (a sync around each op), done once: it does not depend on the loader.
 """
 
@@ -48,14 +51,24 @@ class StepReport:
     compute_s: float
     rows: list[StepBreakdown]
     verdict: list[str]
+    threads: int | None = None  # torch intra-op threads of the step
     method: str = (
         "data: time blocked in next(loader) + copy to device; compute: sum of per-op times "
         "over one step, each op's least time in 5 recorded steps (sync around each op); "
         "host: the rest (Python, autograd, dispatch, and any time other processes take the "
-        "CPU); means over timed steps"
+        "CPU); means over timed steps, a whole number of rounds of the workers' batches"
     )
     method_version: int = METHOD_VERSION
     environment: dict[str, Any] = field(default_factory=dict)
+
+
+def _cores() -> int | None:
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
 
 
 def recorded_compute(target: str, runner: StepRunner, repeats: int) -> float:
@@ -77,8 +90,18 @@ def recorded_compute(target: str, runner: StepRunner, repeats: int) -> float:
 
 
 def timed_steps(steps: int, workers: int) -> int:
-    """Enough steps that the batches prefetched during warm-up are a small part of them."""
-    return max(steps, 4 * workers * PREFETCH_BATCHES_PER_WORKER)
+    """At least `steps` and two rounds of batches, rounded up to whole rounds of `workers`
+    (each worker delivers one batch per round when the loader is the bottleneck)."""
+    if workers <= 0:
+        return steps
+    n = max(steps, 2 * workers)
+    return -(-n // workers) * workers
+
+
+def warmup_steps_for(warmup: int, workers: int) -> int:
+    """Warm-up takes the whole first round when there are workers: it carries their
+    start-up, and timing then starts on a round boundary."""
+    return max(warmup, workers)
 
 
 def _loader(dataset, batch: int, workers: int, source=None) -> torch.utils.data.DataLoader:
@@ -94,9 +117,10 @@ def _loader(dataset, batch: int, workers: int, source=None) -> torch.utils.data.
     return torch.utils.data.DataLoader(dataset, **kwargs)
 
 
-def _loader_rate(loader, batches: int) -> float:
+def _loader_rate(loader, batches: int, workers: int) -> float:
     it = iter(loader)
-    next(it)  # the first batch pays for starting the workers
+    for _ in range(max(workers, 1)):  # the first round pays for starting the workers
+        next(it)
     t0 = time.perf_counter()
     for _ in range(batches):
         next(it)
@@ -109,21 +133,29 @@ def _sweep_one(runner: StepRunner, loader, warmup: int, steps: int, dtype):
     for _ in range(warmup):
         runner.step(batch=move_batch(next(it), dev, dtype))
     sync(dev)
-    data, total, waits = [], [], []
+    data, total, waits, fetch = [], [], [], []
     for _ in range(steps):
         t0 = time.perf_counter()
-        batch = move_batch(next(it), dev, dtype)
+        raw = next(it)
+        tf = time.perf_counter()
+        batch = move_batch(raw, dev, dtype)
         t1 = time.perf_counter()
         runner.step(batch=batch)
         t2 = time.perf_counter()
         sync(dev)
         t3 = time.perf_counter()
         data.append(t1 - t0)
+        fetch.append(tf - t0)
         total.append(t3 - t0)
         waits.append(t3 - t2)
     del it
     # means, not medians: a loader that keeps up only in bursts must show in the average
-    return statistics.fmean(total), statistics.fmean(data), statistics.fmean(waits)
+    return (
+        statistics.fmean(total),
+        statistics.fmean(data),
+        statistics.fmean(waits),
+        statistics.fmean(fetch),
+    )
 
 
 def measure_step(
@@ -131,14 +163,48 @@ def measure_step(
     *,
     workers: tuple[int, ...] = DEFAULT_WORKERS,
     slow_data: bool = False,
+    data_delay_s: float | None = None,
     device: str = "cpu",
     dtype: str = "fp32",
     batch: int | None = None,
     warmup_steps: int = 2,
     steps: int = 8,
+    threads: int | None = None,
     progress=None,
 ) -> StepReport:
-    """The step breakdown of `target` for each loader worker count (see module docstring)."""
+    """The step breakdown of `target` for each loader worker count (see module docstring).
+
+    `slow_data` makes a built-in dataset sleep SLOW_DATA_S_PER_SAMPLE per sample;
+    `data_delay_s` sets that per-sample sleep itself (and implies slow data).
+    `threads`: torch intra-op threads for the run (restored after); default torch's own."""
+    if threads is not None and threads < 1:
+        raise InvalidInput(f"--threads must be ≥ 1, got {threads}")
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _measure_step(
+            target, workers=workers, slow_data=slow_data, data_delay_s=data_delay_s,
+            device=device, dtype=dtype, batch=batch, warmup_steps=warmup_steps, steps=steps,
+            progress=progress,
+        )  # fmt: skip
+    finally:
+        torch.set_num_threads(before)
+
+
+def _measure_step(
+    target: str,
+    *,
+    workers: tuple[int, ...],
+    slow_data: bool,
+    data_delay_s: float | None,
+    device: str,
+    dtype: str,
+    batch: int | None,
+    warmup_steps: int,
+    steps: int,
+    progress,
+) -> StepReport:
     if not workers or any(w < 0 for w in workers):
         raise InvalidInput(f"worker counts must be ≥ 0, got {list(workers)}")
     if steps < 1 or warmup_steps < 0:
@@ -148,7 +214,11 @@ def measure_step(
         raise InvalidInput("ceiling step times a real loop: use --device cpu or cuda")
     key, torch_dtype = parse_dtype(dtype)
     check_dtype_runs(dev, key, torch_dtype)
-    delay = SLOW_DATA_S_PER_SAMPLE if slow_data else 0.0
+    if data_delay_s is not None and not (0 <= data_delay_s <= 10):
+        raise InvalidInput(f"the per-sample data delay must be in 0..10 s, got {data_delay_s}")
+    delay = data_delay_s if data_delay_s is not None else 0.0
+    if slow_data and data_delay_s is None:
+        delay = SLOW_DATA_S_PER_SAMPLE
     workload = load_target(target, batch=batch, delay_s=delay)
     dataset, source = workload.dataset, None
     if dataset is None:
@@ -159,13 +229,16 @@ def measure_step(
                 "so that its worker count can be varied"
             )
         dataset = source.dataset
+        if delay > 0:
+            raise InvalidInput("--slow-data delays the built-in datasets; yours is your own")
     itemsize = torch.empty((), dtype=torch_dtype).element_size()
     check_fits(workload.params, itemsize, True, available_memory_bytes(dev))
     runner = guard(target, StepRunner, workload, dev, torch_dtype, True)
     guard(target, runner.step)
     compute_s = recorded_compute(target, runner, RECORDED_STEPS)
     batch_size = workload.samples_per_step if source is None else source.batch_size
-    needed = (warmup_steps + timed_steps(steps, max(workers)) + 1) * batch_size
+    batches = max(warmup_steps_for(warmup_steps, w) + timed_steps(steps, w) for w in workers)
+    needed = (batches + 1) * batch_size
     if len(dataset) < needed:
         raise InvalidInput(f"{target}'s dataset has {len(dataset)} samples; {needed} are needed")
     rows = []
@@ -177,10 +250,15 @@ def measure_step(
                 progress(w)
             loader = _loader(dataset, batch_size, w, source)
             n = timed_steps(steps, w)
-            step_s, data_s, sync_s = guard(
-                target, _sweep_one, runner, loader, warmup_steps, n, torch_dtype
+            warm = warmup_steps_for(warmup_steps, w)
+            step_s, data_s, sync_s, fetch_s = guard(
+                target, _sweep_one, runner, loader, warm, n, torch_dtype
             )
-            rate = guard(target, _loader_rate, loader, n)
+            # with no workers the loop's own wait for a batch is the loader alone
+            if w == 0:
+                rate = 1.0 / fetch_s if fetch_s > 0 else float("inf")
+            else:
+                rate = guard(target, _loader_rate, loader, n, w)
             rows.append(breakdown(w, step_s, data_s, compute_s, sync_s, rate))
             del loader
     from ceiling.profile.run import environment
@@ -193,6 +271,7 @@ def measure_step(
         data_delay_s_per_sample=delay,
         compute_s=compute_s,
         rows=rows,
-        verdict=verdict(rows),
+        verdict=verdict(rows, cores=_cores(), threads=torch.get_num_threads()),
+        threads=torch.get_num_threads(),
         environment=environment(dev),
     )
