@@ -345,8 +345,14 @@ def explain_loss(x: PlanResult, best: PlanResult) -> str:
         if cost[pl.recompute] > cost[best.plan.recompute]:
             reason = f"recompute={pl.recompute} repeats work: matmuls {share:.0%} of step"
         elif pl.p > 1:
+            uneven = any(n.startswith("uneven stages") for n in x.notes)
             reason = (
-                f"uneven stages: the last of p={pl.p} also computes the output layer "
+                (
+                    "uneven stages: the fullest sets the pace and"
+                    if uneven
+                    else "pipeline imbalance:"
+                )
+                + f" the last of p={pl.p} stages also computes the output layer "
                 f"(matmuls {share:.0%} of step)"
             )
         else:
