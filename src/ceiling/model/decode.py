@@ -415,6 +415,13 @@ def decode_ceiling(
         )
     if setup.tp > 1 and not step.link:
         notes.append(f"{spec.name} lists no link bandwidth: tensor-parallel all-reduces ignored")
+    elif setup.tp > 1:
+        notes.append(
+            f"tensor parallelism: 2 all-reduces per layer ({2 * cfg.layers} per step) counted at "
+            "link bandwidth only; their start-up latency (some microseconds each, about "
+            f"{2 * cfg.layers * 10e-3:.1f} ms per step at 10 µs) is not, so the step time is a "
+            "lower bound"
+        )
     if cfg.experts > 1:
         notes.append(
             f"mixture of experts: weights read per step count the expected experts reached "
