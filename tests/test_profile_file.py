@@ -84,3 +84,26 @@ def test_bad_device_record():
         MeasuredDevice(
             name="x", kind="cpu", peak_flops_per_s={"fp32": 0.0}, bandwidth_bytes_per_s=1
         )
+
+
+def test_profile_from_a_newer_ceiling(tmp_path):
+    from ceiling.hardware.profile import METHOD_VERSION
+
+    data = _profile().to_json()
+    data["method_version"] = METHOD_VERSION + 1
+    data["devices"][0]["fields_added_later"] = {"x": 1}  # ignored, not a failure
+    path = tmp_path / "newer.json"
+    path.write_text(json.dumps(data))
+    assert load_profile(path).devices[0].peak_flops_per_s == {"fp32": 2.0e11, "fp64": 1.0e11}
+    # a record it cannot read says that a newer ceiling wrote it
+    data["devices"][0]["peak_flops_per_s"] = [1.0, 2.0]
+    path.write_text(json.dumps(data))
+    with pytest.raises(MalformedFile, match="newer ceiling"):
+        load_profile(path)
+
+
+def test_cli_reads_a_malformed_profile_in_one_line(cli, tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text('{"method_version": 1, "created": "x", "host": "h", "devices": [{"name": 1}]}')
+    code, out, err = cli("roofline", "--profile", str(path), "--op", "add:100")
+    assert code == 2 and out == "" and err.startswith("error: ") and err.count("\n") == 1

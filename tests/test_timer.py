@@ -52,15 +52,17 @@ def test_warmup_median_ignores_slow_first_call():
     def fn():
         clock.advance_ms(next(durations))
 
-    # warm-up: 50 ms (first call, lazy init) then stops; median of one call = 50 ms -> min 3
-    assert len(benchmark(fn, warmup_ms=10, budget_ms=20, clock=clock)) == 3
+    # warm-up: 50 ms (first call, lazy init) passes the 10 ms budget, but a second call is
+    # made and only it sets the per-call time: 1 ms -> 20 samples, not min_samples
+    assert benchmark(fn, warmup_ms=10, budget_ms=20, clock=clock) == [0.001] * 20
     clock2 = FakeClock()
     durations2 = iter([50.0] + [1.0] * 1000)
 
     def fn2():
         clock2.advance_ms(next(durations2))
 
-    # warm-up 60 ms: one 50 ms call and ten 1 ms calls; median 1 ms -> 20 samples of 1 ms
+    # warm-up 60 ms: one 50 ms call and ten 1 ms calls; the steady median is 1 ms -> 20 samples
+    # of 1 ms
     assert benchmark(fn2, warmup_ms=60, budget_ms=20, clock=clock2) == [0.001] * 20
 
 
@@ -81,7 +83,8 @@ def test_rotation_and_flush_outside_the_sample():
         fn, warmup_ms=0, budget_ms=4, inputs=["a", "b", "c"], flush=flush, clock=clock
     )
     assert samples == [0.001] * 4
-    assert seen == ["a", "b", "c", "a", "b"]  # one warm-up call, then 4 samples, in rotation
+    # two warm-up calls (the minimum), then 4 samples, in rotation
+    assert seen == ["a", "b", "c", "a", "b", "c"]
     assert len(flushes) == 4
 
 
@@ -93,7 +96,7 @@ def test_sync_called_around_each_sample():
         clock.advance_ms(1)
 
     benchmark(fn, warmup_ms=0, budget_ms=3, clock=clock, sync=lambda: syncs.append(1))
-    assert len(syncs) == 1 + 2 * 3  # once after the warm-up call, twice per sample
+    assert len(syncs) == 2 + 2 * 3  # once after each of the two warm-up calls, twice per sample
 
 
 def test_host_timer_collects_seconds():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,10 @@ from ceiling.errors import InvalidInput, MalformedFile
 from ceiling.records import write_json_atomic
 
 PROFILE_ENV = "CEILING_PROFILE"
+
+# The way `ceiling bench` measures; bumped whenever it changes, so old results stay
+# comparable. 2: at least two warm-up calls, the first not counted in the per-call estimate.
+METHOD_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -98,8 +102,13 @@ class MachineProfile:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], where: str = "profile") -> MachineProfile:
+        """Read a profile; fields a newer ceiling added to a device record are ignored."""
+        known = {f.name for f in fields(MeasuredDevice)}
         try:
-            devices = [MeasuredDevice(**d) for d in data["devices"]]
+            devices = [
+                MeasuredDevice(**{k: v for k, v in d.items() if k in known})
+                for d in data["devices"]
+            ]
             return cls(
                 method_version=int(data["method_version"]),
                 created=str(data["created"]),
@@ -107,8 +116,17 @@ class MachineProfile:
                 environment=dict(data.get("environment", {})),
                 devices=devices,
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MalformedFile(f"{where} is not a ceiling machine profile ({exc})") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            version = data.get("method_version")
+            newer = (
+                f"; it was written by a newer ceiling (method {version}, this one knows up to "
+                f"{METHOD_VERSION}): update ceiling or run `ceiling bench --quick` again"
+                if isinstance(version, int) and version > METHOD_VERSION
+                else ""
+            )
+            raise MalformedFile(
+                f"{where} is not a ceiling machine profile ({type(exc).__name__}: {exc}){newer}"
+            ) from None
 
 
 def default_profile_path() -> Path:

@@ -16,14 +16,15 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from ceiling.errors import InvalidInput
-
-# Bumped whenever the way of measuring changes, so saved results stay comparable.
-METHOD_VERSION = 1
+from ceiling.hardware.profile import METHOD_VERSION  # noqa: F401  (re-exported for records)
 
 # The flush buffer is this many times the L2, so whatever a sample left there is evicted.
 L2_FLUSH_FACTOR = 2.0
 # Used when the driver does not report an L2 size.
 L2_FLUSH_FALLBACK_BYTES = 256 * 2**20
+
+# Warm-up calls at least: the first pays one-off costs, the next shows the steady time.
+WARMUP_MIN_CALLS = 2
 
 Clock = Callable[[], int]  # nanoseconds, monotonic
 
@@ -137,8 +138,9 @@ def benchmark(
 ) -> list[float]:
     """Durations in seconds of repeated calls of `fn`, one per sample, in call order.
 
-    Warm-up runs `fn` until `warmup_ms` of host time has passed (at least once); the median
-    warm-up call sets how many samples fit in `budget_ms` (clamped to min/max_samples).
+    Warm-up runs `fn` until `warmup_ms` of host time has passed (at least twice); the median
+    warm-up call after the first sets how many samples fit in `budget_ms` (clamped to
+    min/max_samples).
     With `inputs`, call i is `fn(inputs[i % len(inputs)])`, so each input set is reused only
     after the others have pushed it out of cache. `flush` runs untimed before each sample
     ("auto": the L2 flush on CUDA, nothing on CPU). `clock` and `timer` are injectable so
@@ -178,10 +180,12 @@ def benchmark(
             sync()
         t1 = clock()
         warm.append(t1 - t0)
-        if (t1 - began) * 1e-6 >= warmup_ms:
+        if (t1 - began) * 1e-6 >= warmup_ms and len(warm) >= WARMUP_MIN_CALLS:
             break
-    warm.sort()
-    per_call_s = max(warm[len(warm) // 2] * 1e-9, 1e-9)
+    # The first call pays one-off costs (allocation, library and kernel selection, page
+    # faults); it would shrink the sample count to min_samples if it set the per-call time.
+    steady = sorted(warm[1:])
+    per_call_s = max(steady[len(steady) // 2] * 1e-9, 1e-9)
     n = min(max(math.ceil(budget_ms * 1e-3 / per_call_s), min_samples), max_samples)
 
     pending = []
