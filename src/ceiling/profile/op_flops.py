@@ -123,7 +123,14 @@ _PER_ELEMENT_EXACT = {
         "hardtanh",
     ]
 }
-_PER_ELEMENT_EXACT.update({"addcmul": 2.0, "addcdiv": 2.0, "lerp": 2.0, "mse_loss": 2.0})
+_PER_ELEMENT_EXACT.update({"addcmul": 2.0, "addcdiv": 2.0, "lerp": 2.0})
+# (input - target) · (2/n) · grad: a subtract and two multiplies per element
+_PER_ELEMENT_EXACT["mse_loss_backward"] = 3.0
+
+# Losses that pick one entry per target from a (batch, classes) input: they touch as many
+# elements as there are targets, not the whole input.
+NLL_LOSSES = {"nll_loss_forward", "nll_loss2d_forward", "nll_loss_backward", "nll_loss2d_backward"}
+_REDUCTION_MEAN = 1  # at::Reduction: 0 none, 1 mean, 2 sum
 
 # Composite activations and normalisations: the count of arithmetic steps in the usual
 # formulation, per element. Kernels differ, so these are estimates.
@@ -176,9 +183,6 @@ _REDUCTIONS = {
     "cumsum": False,
     "argmax": False,
     "argmin": False,
-    "nll_loss_forward": False,
-    "nll_loss_backward": False,
-    "nll_loss2d_forward": False,
     "embedding_dense_backward": False,
     # pooling: about one compare or add per input element (windows rarely overlap much)
     "max_pool2d_with_indices": False,
@@ -279,7 +283,7 @@ def _numel(x) -> int:
     return 0
 
 
-def _arg(func, args, kwargs, name: str, default=None):
+def argument(func, args, kwargs, name: str, default=None):
     if name in kwargs:
         return kwargs[name]
     for i, a in enumerate(func._schema.arguments):
@@ -289,10 +293,10 @@ def _arg(func, args, kwargs, name: str, default=None):
 
 
 def _is_causal(func, args, kwargs) -> bool:
-    if _arg(func, args, kwargs, "is_causal", False):
+    if argument(func, args, kwargs, "is_causal", False):
         return True
     # memory-efficient kernels name the mask type instead: 0 none, 1/2 causal variants
-    return bool(_arg(func, args, kwargs, "custom_mask_type", 0))
+    return bool(argument(func, args, kwargs, "custom_mask_type", 0))
 
 
 def _out_numel(out, args) -> int:
@@ -317,8 +321,8 @@ def _attention(func, args, kwargs, flops: float, name: str) -> FlopCount:
 
 
 def _query_key(func, args, kwargs):
-    q = _arg(func, args, kwargs, "query")
-    k = _arg(func, args, kwargs, "key")
+    q = argument(func, args, kwargs, "query")
+    k = argument(func, args, kwargs, "key")
     return q, k
 
 
@@ -332,6 +336,10 @@ def _kind(func) -> tuple[str, str]:
         base = base_name(func)
         if is_free(func):
             kind = ("free", name)
+        elif name in NLL_LOSSES:
+            kind = ("nll", name)
+        elif name == "mse_loss":
+            kind = ("mse", name)
         elif name in _CPU_ATTENTION:
             kind = ("cpu_attention", name)
         elif func._overloadpacket in flop_counter.flop_registry:
@@ -369,6 +377,14 @@ def count_flops(func, args, kwargs, out) -> FlopCount:
         if kind == "registry_attention":
             return _attention(func, args, kwargs, flops, name)
         return FlopCount(flops, True, "matmul")
+    if kind == "nll":
+        return _nll_flops(func, args, kwargs, name)
+    if kind == "mse":
+        # (x - y)², then the reduction: n - k adds, and k divides for a mean
+        n, k = _numel(args[0]), _numel(out)
+        reduction = argument(func, args, kwargs, "reduction", _REDUCTION_MEAN)
+        flops = 2 * n + (n - k if k < n else 0) + (k if reduction == _REDUCTION_MEAN else 0)
+        return FlopCount(float(flops), True, "reduction")
     if kind == "exact":
         return FlopCount(_PER_ELEMENT_EXACT[name] * _out_numel(out, args), True, "elementwise")
     if kind == "estimated":
@@ -387,6 +403,17 @@ def count_flops(func, args, kwargs, out) -> FlopCount:
     if kind == "memory":
         return FlopCount(0.0, True, "memory")
     return FlopCount(0.0, False, "other")
+
+
+def _nll_flops(func, args, kwargs, name: str) -> FlopCount:
+    """One add (forward) or one scaled negation (backward) per target, times the class
+    weight when there is one; a mean divides once."""
+    n = _numel(argument(func, args, kwargs, "target"))
+    weighted = argument(func, args, kwargs, "weight") is not None
+    flops = n * (2 if weighted else 1)
+    if name.endswith("forward") and argument(func, args, kwargs, "reduction") == _REDUCTION_MEAN:
+        flops += 1
+    return FlopCount(float(flops), True, "reduction")
 
 
 def matmul_dims(func, args) -> tuple[int, ...] | None:

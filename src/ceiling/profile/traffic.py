@@ -9,7 +9,9 @@ it. Rules:
 - An argument the op only overwrites (`out=`, the destination of `copy_`/`fill_`) is
   written, not read; an in-place update (`add_`) is read and written.
 - A tensor passed twice (`x * x`) is read once.
-- Lookups (`embedding`, `index_select`, ...) read the rows they return, not the whole table.
+- Lookups (`embedding`, `index_select`, ...) read the rows they return, not the whole table;
+  `nll_loss` reads one entry per target (its backward writes the whole gradient, reading
+  no input values).
 Counts are marked estimated where kernels are known to make more than one pass (softmax,
 norms, sorts) or to read a data-dependent part of an input (gathers and scatters).
 """
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ceiling.profile.op_flops import base_name, is_free
+from ceiling.profile.op_flops import NLL_LOSSES, argument, base_name, is_free
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,8 @@ def _rule(func) -> _Rule:
             kind = "like"
         elif base in _LOOKUPS:
             kind = "lookup"
+        elif name in NLL_LOSSES:
+            kind = "nll"
         else:
             kind = "plain"
         rule = _Rule(
@@ -148,6 +152,8 @@ def count_traffic(func, args, kwargs, out) -> Traffic:
     inputs = _unique(_tensors(kwargs, _tensors(args)))
     outputs = _unique(_tensors(out, list(written_args)))
     write = float(sum(tensor_bytes(t) for t in outputs))
+    if rule.kind == "nll":
+        return _nll_traffic(func, args, kwargs, write)
     if rule.kind == "lookup":
         # the table (first argument) is read only where rows are returned
         read = sum(tensor_bytes(t) for t in inputs[1:]) + write if inputs else 0.0
@@ -157,3 +163,22 @@ def count_traffic(func, args, kwargs, out) -> Traffic:
         inputs = [t for t in inputs if id(t) not in skip]
     read = float(sum(tensor_bytes(t) for t in inputs))
     return Traffic(read, write, rule.exact)
+
+
+def _nll_traffic(func, args, kwargs, written: float) -> Traffic:
+    """Targets, one input entry per target, the class weights they pick; the backward
+    reads the incoming gradient and the weight total, and writes the whole gradient."""
+    target = argument(func, args, kwargs, "target")
+    n = target.numel() if isinstance(target, torch.Tensor) else 0
+    read = tensor_bytes(target) if isinstance(target, torch.Tensor) else 0
+    weight = argument(func, args, kwargs, "weight")
+    if isinstance(weight, torch.Tensor):
+        read += min(n, weight.numel()) * weight.element_size()
+    if func._overloadpacket.__name__.endswith("forward"):
+        values = argument(func, args, kwargs, "self")
+        read += n * values.element_size() if isinstance(values, torch.Tensor) else 0
+    else:
+        for name in ("grad_output", "total_weight"):
+            t = argument(func, args, kwargs, name)
+            read += tensor_bytes(t) if isinstance(t, torch.Tensor) else 0
+    return Traffic(float(read), written, False)
