@@ -112,3 +112,12 @@ def test_a_measured_profile_sets_the_efficiency(cli, tmp_path):
     assert "measured" in data["cluster"]["efficiency_source"]
     code, _, err = cli("plan", "llama-2-7b", "--profile", tmp_path / "none.json", "-n", "8")
     assert code == 2 and "ceiling bench" in err
+
+
+def test_sequence_longer_than_the_model_is_refused(cli):
+    code, out, err = cli("plan", "gpt2", "--spec", "a100-80gb", "--gpus", "8", "--seq", "4096")
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        "error: --seq 4096 > gpt2's 1024 positions; plan a longer context with "
+        "custom:...,max_seq=4096"
+    )

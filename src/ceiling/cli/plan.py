@@ -232,6 +232,11 @@ def plan(
     s = seq if seq is not None else min(cfg.max_seq, 4096)
     if s < 1:
         raise InvalidInput(f"--seq must be ≥ 1, got {s}")
+    if s > cfg.max_seq:
+        raise InvalidInput(
+            f"--seq {s} > {cfg.name}'s {cfg.max_seq} positions; plan a longer context with "
+            f"custom:...,max_seq={s}"
+        )
     B = _int(global_batch, "--global-batch") if global_batch else max(1, round(4 * 2**20 / s))
     budget = float(parse_count(tokens)) if tokens else None
     pins = parse_fixed(fixed)
