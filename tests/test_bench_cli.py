@@ -108,3 +108,15 @@ def test_device_copy_counts_read_and_write():
     assert d2d.best_gbps == pytest.approx(1.0) and d2d.best_traffic_gbps == pytest.approx(2.0)
     assert h2d.best_traffic_gbps == pytest.approx(h2d.best_gbps)
     assert d2d.row()["best_traffic_gbps"] == pytest.approx(2.0)
+
+
+def test_planned_steps_match_the_progress_calls(monkeypatch):
+    from ceiling.measure import machine
+
+    monkeypatch.setattr(machine, "native_dtypes", lambda device: {"fp32": True})
+    report = suite.new_report("cpu", quick=True)
+    calls = []
+    suite.bench_matmul(report, sizes=[32, 48], budgets=suite.QUICK, progress=calls.append)
+    assert suite.planned_steps(report, ("matmul",), sizes=[32, 48]) == len(calls) == 2
+    assert suite.planned_steps(report, ("matmul",), dtypes=["FP32", "bf16"], sizes=[32]) == 2
+    assert suite.planned_steps(report, ("memory", "overhead", "transfer")) == 5 + 1 + 1

@@ -35,29 +35,45 @@ QuickOption = Annotated[
 
 
 @contextlib.contextmanager
-def _progress(enabled: bool = True) -> Iterator:
-    """A rich progress line on stderr; yields a callback that names the current step."""
-    if not enabled:
-        yield None
-        return
+def _progress(total: int | None = None) -> Iterator:
+    """A rich progress bar on stderr; yields a callback that names the step now starting.
+
+    With `total` the bar fills one step per callback (the previous step has finished by
+    then); a log file or a pipe gets no redraws and no bar.
+    """
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     err = Console(stderr=True)
-    if not err.is_terminal:  # a log file or a pipe gets no redraws
+    if not err.is_terminal:
         yield None
         return
     progress = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
+        MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=err,
         transient=True,
     )
+    started = False
+
+    def step(text: str) -> None:
+        nonlocal started
+        progress.update(task, description=text, advance=1 if started else 0)
+        started = True
+
     with progress:
-        task = progress.add_task("starting", total=None)
-        yield lambda text: progress.update(task, description=text)
+        task = progress.add_task("starting", total=total or None)
+        yield step
 
 
 def _report(device: str | None, quick: bool):
@@ -77,7 +93,8 @@ def _run_one(device: str | None, quick: bool, json_out: bool, step: str) -> None
     from ceiling.measure import suite
 
     report = _report(device, quick)
-    with _progress() as progress:
+    part = step.removeprefix("bench_")
+    with _progress(suite.planned_steps(report, (part,))) as progress:
         try:
             getattr(suite, step)(report, budgets=_budgets(quick), progress=progress)
         except KeyboardInterrupt:
@@ -176,7 +193,7 @@ def bench_all(
         check_writable(default_profile_path())
     except InvalidInput as exc:
         raise InvalidInput(f"{exc} (the default profile path; set CEILING_PROFILE)") from None
-    with _progress() as progress:
+    with _progress(suite.planned_steps(suite.new_report(dev, quick))) as progress:
         report = suite.run_all(dev, quick, progress)
     saved = []
     if report.matmul or report.memory:
@@ -222,7 +239,8 @@ def bench_matmul(
     shapes = [parse_shape(s) for s in shape or []]
     size_list = _parse_sizes(sizes)
     report = _report(device, quick)
-    with _progress() as progress:
+    total = suite.planned_steps(report, ("matmul",), dtypes=dtype, sizes=size_list, shapes=shapes)
+    with _progress(total) as progress:
         try:
             suite.bench_matmul(
                 report,

@@ -168,6 +168,40 @@ def bench_transfer(
     )
 
 
+def planned_steps(
+    report: BenchReport,
+    parts: tuple[str, ...] = PARTS,
+    *,
+    dtypes: list[str] | None = None,
+    sizes: list[int] | None = None,
+    shapes: list[tuple[int, int, int]] | None = None,
+) -> int:
+    """How many progress steps a run will report (for a progress bar's length).
+
+    Exact for the default plan; with explicit dtypes it assumes every one of them runs.
+    """
+    from ceiling.measure.matmul import DEFAULT_SIZES, MATMUL_DTYPES, QUICK_SIZES
+
+    steps = 0
+    if "matmul" in parts:
+        if dtypes:
+            kind = "cuda" if machine.is_cuda(report.device) else "cpu"
+            per_dtype = len(shapes or []) + len(sizes or []) or len(
+                (QUICK_SIZES if report.quick else DEFAULT_SIZES)[kind]
+            )
+            steps += per_dtype * len({d.strip().lower() for d in dtypes} & set(MATMUL_DTYPES))
+        else:
+            plan = plan_matmul(report.device, None, sizes, shapes, quick=report.quick)
+            steps += sum(len(s) for _, s, _ in plan.runs)
+    if "memory" in parts:
+        from ceiling.measure.memory import KERNELS
+
+        steps += len(KERNELS) + 1  # + the naive numpy triad
+    steps += "overhead" in parts
+    steps += "transfer" in parts and machine.is_cuda(report.device)
+    return steps
+
+
 def run_all(
     device: str, quick: bool, progress: Progress | None = None, parts: tuple[str, ...] = PARTS
 ) -> BenchReport:
