@@ -91,9 +91,17 @@ def overhead_lines(o) -> list[str]:
         f"on {o.device}: {format_time(o.device_vectorized_s)}",
     ]
     for c in o.crossovers:
+        what = "x*x over n elements" if c.op == "elementwise" else "an n x n matmul"
+
+        def where(size, c=c) -> str:
+            if size is None:
+                return f"never up to n = {max(c.sizes):,}"
+            return f"from n = {size:,}"
+
         lines.append(
-            f"GPU beats CPU for {c.op} from n = {c.crossover} (data already on the GPU), "
-            f"from n = {c.crossover_with_transfer} (copies counted)"
+            f"GPU beats CPU for {what}: {where(c.crossover)} with the data already on "
+            f"the GPU, {where(c.crossover_with_transfer)} with the copies counted (time until "
+            "the result is ready, launch included)"
         )
     lines.extend(f"note: {n}" for n in o.notes)
     return lines
