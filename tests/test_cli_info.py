@@ -144,3 +144,30 @@ def test_real_gpus_detected_and_described():
     for g in gpus:
         assert g.name and g.sms and g.sms > 0
         assert g.memory_bytes > 2**30
+
+
+def test_a_measured_rate_above_the_peak_bounds_the_clock(cli, tmp_path, monkeypatch):
+    from ceiling.hardware.cpu import detect_cpu
+    from ceiling.hardware.profile import MachineProfile, MeasuredDevice, save_profile
+
+    cpu = detect_cpu()
+    if not cpu.freq_hz or not cpu.peak_flops_per_s.get("fp32"):
+        pytest.skip("no readable clock here")
+    path = tmp_path / "p.json"
+    dev = MeasuredDevice(
+        name=cpu.model,
+        kind="cpu",
+        peak_flops_per_s={"fp32": 1.5 * cpu.peak_flops_per_s["fp32"]},
+        bandwidth_bytes_per_s=1e10,
+    )
+    save_profile(MachineProfile(2, "x", "h", {}, [dev]), path)
+    monkeypatch.setenv("CEILING_PROFILE", str(path))
+    code, out, _ = cli("info", "--json")
+    m = json.loads(out)["cpu"]["measured_vs_peak"]
+    assert code == 0 and m["peak_fraction"]["fp32"] == pytest.approx(1.5)
+    assert m["implied_min_clock_hz"] == pytest.approx(1.5 * cpu.freq_hz)
+    code, out, _ = cli("info")
+    assert "rate is above the peak" in " ".join(out.split())  # whatever the line wrapping
+    monkeypatch.setenv("CEILING_PROFILE", str(tmp_path / "none.json"))
+    code, out, _ = cli("info", "--json")
+    assert json.loads(out)["cpu"]["measured_vs_peak"] is None

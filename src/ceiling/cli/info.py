@@ -117,6 +117,44 @@ def _gpu_json(g) -> dict:
     }
 
 
+def measured_vs_peak(cpu) -> dict | None:
+    """The saved profile's best matmul rates for this CPU against its derived peak.
+
+    A rate above the peak cannot come from more FLOPs per cycle than the vector model
+    allows; it bounds the clock the cores really ran at from below (the clock readable in a
+    VM is often only the nominal one). None without a saved measurement of this CPU.
+    """
+    from ceiling.errors import CeilingError
+    from ceiling.hardware.profile import default_profile_path, load_profile
+
+    path = default_profile_path()
+    if not path.exists():
+        return None
+    try:
+        profile = load_profile(path)
+    except CeilingError:
+        return None
+    dev = next((d for d in profile.devices if d.kind == "cpu" and d.name == cpu.model), None)
+    if dev is None or not dev.peak_flops_per_s:
+        return None
+    fractions = {
+        d: rate / cpu.peak_flops_per_s[d]
+        for d, rate in dev.peak_flops_per_s.items()
+        if cpu.peak_flops_per_s.get(d)
+    }
+    if not fractions:
+        return None
+    top = max(fractions, key=fractions.get)
+    implied = cpu.freq_hz * fractions[top] if cpu.freq_hz and fractions[top] > 1 else None
+    return {
+        "profile": str(path),
+        "measured_flops_per_s": dict(dev.peak_flops_per_s),
+        "peak_fraction": fractions,
+        "implied_min_clock_hz": implied,
+        "implied_from": top if implied else None,
+    }
+
+
 @app.command()
 def info(json_out: JsonOption = False) -> None:
     """This machine: CPU, caches, clocks, SIMD features, theoretical peak per dtype, GPUs."""
@@ -126,6 +164,7 @@ def info(json_out: JsonOption = False) -> None:
     cpu = detect_cpu()
     torch_info = _torch_info()
     gpus = detect_gpus() if torch_info else []
+    measured = measured_vs_peak(cpu)
     if json_out:
         emit_json(
             {
@@ -149,6 +188,7 @@ def info(json_out: JsonOption = False) -> None:
                     "assumptions": list(cpu.assumptions),
                     "memory_bytes": cpu.memory_bytes,
                     "notes": list(cpu.notes),
+                    "measured_vs_peak": measured,
                 },
                 "torch": torch_info,
                 "gpus": [_gpu_json(g) for g in gpus],
@@ -185,9 +225,25 @@ def info(json_out: JsonOption = False) -> None:
             "Theoretical CPU peak = cores × clock × FLOPs/cycle/core",
             ["dtype", "FLOPs/cycle/core", "peak", "native"],
             peak_rows,
-            caption="A multiply-add counts 2 FLOPs. Measured matmul rates land below this.",
+            caption="A multiply-add counts 2 FLOPs. Measured matmul rates normally land "
+            "below this; one above it means the cores run faster than the clock used here.",
         )
     )
+    if measured:
+        rates = ", ".join(
+            f"{d} {format_flops_per_s(r)} ({measured['peak_fraction'][d]:.0%})"
+            for d, r in measured["measured_flops_per_s"].items()
+            if d in measured["peak_fraction"]
+        )
+        c.print(f"measured (saved profile): {rates} of the peak above")
+        if measured["implied_min_clock_hz"]:
+            c.print(
+                f"note: the measured {measured['implied_from']} rate is above the peak: at the "
+                f"FLOPs/cycle assumed, the cores ran at >= "
+                f"{measured['implied_min_clock_hz'] / 1e9:.2f} GHz (turbo above a nominal "
+                f"clock), not the {cpu.freq_hz / 1e9:.2f} GHz readable here; the peaks above "
+                "are low by as much"
+            )
     for d, ok in cpu.native.items():
         if not ok:
             c.print(f"{d}: {_NOT_NATIVE[d]}")
