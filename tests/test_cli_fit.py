@@ -92,3 +92,25 @@ def test_fit_missing_file(cli, tmp_path):
     code, _, err = cli("fit", tmp_path / "nope.csv")
     assert code == 2
     assert "no such file" in err
+
+
+def test_fit_a_folder_or_a_binary_file_is_one_line(cli, tmp_path):
+    code, _, err = cli("fit", tmp_path)
+    assert code == 2
+    assert err.startswith("error: ") and "is a folder" in err and err.count("\n") == 1
+    f = tmp_path / "blob.csv"
+    f.write_bytes(b"\x00\x01\xffN,time")
+    code, _, err = cli("fit", f)
+    assert code == 2
+    assert "binary file" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("sep", ["\t", ";", " "])
+def test_fit_reads_tab_semicolon_and_space_separated_files(cli, tmp_path, sep):
+    p = 0.75
+    lines = [f"N{sep}time"] + [f"{n}{sep}{(1 - p) + p / n}" for n in (1, 2, 4, 8)]
+    f = tmp_path / "m.csv"
+    f.write_text("\n".join(lines) + "\n")
+    code, out, err = cli("fit", f, "--json")
+    assert code == 0, err
+    assert json.loads(out)["fit"]["amdahl"]["p"] == pytest.approx(p, abs=1e-6)

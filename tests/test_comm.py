@@ -68,4 +68,19 @@ def test_bench_comm_two_workers_json(cli):
             assert r["busbw_gbps"] == r["algbw_gbps"] * 2 * (n - 1) / n
         if r["op"] == "broadcast":
             assert r["busbw_gbps"] == r["algbw_gbps"]
+        assert r["checked"] is True
+        assert r["in_place"] is (r["op"] in ("all_reduce", "broadcast"))
     assert set(doc["latency_bandwidth"]) == ops
+
+
+def test_a_corrupted_element_fails_the_data_check():
+    import torch
+
+    from ceiling.errors import WrongResult
+
+    want = torch.arange(1000, dtype=torch.float32)
+    comm._expect("all-gather", want.clone(), want)  # equal: passes
+    got = want.clone()
+    got[617] = -1.0
+    with pytest.raises(WrongResult, match=r"returned -1\.0 at element 617 of 1000, expected 617"):
+        comm._expect("all-gather", got, want)

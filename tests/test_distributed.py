@@ -3,7 +3,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import psutil
@@ -90,20 +92,29 @@ def test_a_hanging_rank_hits_the_timeout(jobs_on_path):
     _assert_gone(pids)
 
 
-def test_killing_a_worker_mid_run_stops_the_command_and_leaves_no_orphans():
+def _scale_with_two_workers(settle_s: float = 5.0):
+    """A long `ceiling scale` run on 2 spawned workers: (process, its two workers)."""
     cmd = [sys.executable, "-m", "ceiling", "scale", "synthetic", "--workers", "1,2"]
     cmd += ["--work-ms", "400", "--steps", "200", "--json"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    parent = psutil.Process(proc.pid)
+    workers: list[psutil.Process] = []
+    end = time.monotonic() + 60
+    while len(workers) < 2 and time.monotonic() < end:
+        workers = [c for c in parent.children() if "ceiling.measure.distributed" in c.cmdline()]
+        time.sleep(0.1)
+    if len(workers) < 2:
+        proc.kill()
+        proc.wait()
+        pytest.fail("the workers did not start")
+    time.sleep(settle_s)  # past start-up, into the measured steps
+    return proc, workers
+
+
+def test_killing_a_worker_mid_run_stops_the_command_and_leaves_no_orphans():
+    proc, workers = _scale_with_two_workers()
     try:
-        parent = psutil.Process(proc.pid)
-        workers: list[psutil.Process] = []
-        end = time.monotonic() + 60
-        while len(workers) < 2 and time.monotonic() < end:
-            workers = [c for c in parent.children() if "ceiling.measure.distributed" in c.cmdline()]
-            time.sleep(0.1)
-        assert len(workers) == 2, "the workers did not start"
         rank1 = next(w for w in workers if w.environ().get("RANK") == "1")
-        time.sleep(5)  # past start-up, into the measured steps
         killed_at = time.monotonic()
         rank1.send_signal(signal.SIGKILL)
         _out, err = proc.communicate(timeout=30)
@@ -118,6 +129,28 @@ def test_killing_a_worker_mid_run_stops_the_command_and_leaves_no_orphans():
     _assert_gone([w.pid for w in workers])
 
 
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_stopping_the_command_stops_its_workers(sig, code):
+    """SIGTERM (a job scheduler, `kill`) or Ctrl-C to the command: it stops its workers,
+    removes its files and exits 128 + signal, leaving nothing behind."""
+    import glob
+
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "ceiling-dist-*")))
+    proc, workers = _scale_with_two_workers(settle_s=2.0)
+    try:
+        proc.send_signal(sig)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == code
+    assert "Traceback" not in err
+    _assert_gone([w.pid for w in workers])
+    left = set(glob.glob(os.path.join(tempfile.gettempdir(), "ceiling-dist-*"))) - before
+    assert not left
+
+
 def test_two_torchrun_agents_as_two_machines(tmp_path):
     """Two torchrun agents on 127.0.0.1, one process each, meeting by c10d rendezvous."""
     torchrun = Path(sys.executable).with_name("torchrun")
@@ -125,12 +158,17 @@ def test_two_torchrun_agents_as_two_machines(tmp_path):
         pytest.skip("torchrun is not installed beside this Python")
     port = distributed.free_port()
     env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    run_id = f"ceiling-test-{uuid.uuid4().hex[:8]}"
     agents = []
     for node in range(2):
         cmd = [str(torchrun), "--nnodes", "2", "--nproc-per-node", "1"]
         cmd += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}"]
-        cmd += ["--rdzv-id", "ceiling-test", "--max-restarts", "0"]
+        # a run id of its own (no clash with another run of this test on the machine) and a
+        # join timeout, so an agent whose partner never comes gives up instead of waiting
+        cmd += ["--rdzv-id", run_id]
+        cmd += ["--rdzv-conf", "join_timeout=60", "--max-restarts", "0"]
         cmd += ["-m", "ceiling", "bench", "comm", "--quick", "--ops", "all_reduce", "--json"]
+        cmd += ["--timeout", "60"]
         out = open(tmp_path / f"agent{node}.out", "w")  # noqa: SIM115
         agents.append((subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env), out))
     try:
@@ -139,8 +177,13 @@ def test_two_torchrun_agents_as_two_machines(tmp_path):
     finally:
         for p, out in agents:
             if p.poll() is None:
-                p.kill()
-                p.wait()
+                # SIGTERM first: torchrun passes it on to its worker, SIGKILL would orphan it
+                p.terminate()
+                try:
+                    p.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
             out.close()
     logs = [(tmp_path / f"agent{i}.out").read_text() for i in range(2)]
     assert [p.returncode for p, _ in agents] == [0, 0], logs

@@ -59,8 +59,12 @@ def scale(
         float, typer.Option(help="synthetic: serial fraction of the N = 1 step.")
     ] = 0.1,
     work_ms: Annotated[
-        float, typer.Option(help="synthetic: length of the N = 1 step in ms.")
-    ] = 1000.0,
+        float,
+        typer.Option(
+            help="synthetic: length of the N = 1 step in ms (the fit is checked on this work; "
+            "barrier and all-reduce are timed apart)."
+        ),
+    ] = 500.0,
     comm_bytes: Annotated[
         str, typer.Option(help="synthetic: bytes all-reduced per step (e.g. 4MiB).")
     ] = "0",

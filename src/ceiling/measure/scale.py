@@ -315,7 +315,7 @@ def _shape(cfg: ScaleConfig) -> dict[str, Any]:
     if cfg.workload == "python":
         return {"iterations": o.get("iterations", 2_000_000)}
     if cfg.workload == "synthetic":
-        return {"work_s": o.get("work_s", 1.0), "comm_bytes": o.get("comm_bytes", 0)}
+        return {"work_s": o.get("work_s", 0.5), "comm_bytes": o.get("comm_bytes", 0)}
     return {}
 
 

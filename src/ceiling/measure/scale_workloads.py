@@ -91,7 +91,7 @@ class Synthetic:
         self.ctx = ctx
         o = ctx.options
         self.serial = _float_opt(o, "serial", 0.1, 0.0, 1.0)
-        self.work_s = _float_opt(o, "work_s", 1.0, 1e-4, 60.0)
+        self.work_s = _float_opt(o, "work_s", 0.5, 1e-4, 60.0)
         self.comm_bytes = int(_float_opt(o, "comm_bytes", 0, 0, 2**34))
         self.buf = None
         if self.comm_bytes and ctx.all_reduce is not None:

@@ -208,9 +208,13 @@ def _notes(
             text += _sync_sentence(truth, points, with_sync)
             notes.append(text)
         elif raw["mode"] == "weak" and fit.gustafson is not None:
+            a, top_n = truth["serial_fraction"], points[-1]["n"]
             notes.append(
-                f"truth: serial share α = {truth['serial_fraction']:g}; fitted Gustafson "
-                f"α = {fit.gustafson.alpha:.3f}."
+                "truth (weak): every worker repeats the whole N = 1 step, its serial part "
+                "included, so the scaled speedup N·T(1)/T(N) should stay N: Gustafson α = 0 "
+                f"expected, fitted α = {fit.gustafson.alpha:.3f}. Counted once instead of N "
+                f"times, the serial part {a:g} is Gustafson's α = {a:g}: scaled speedup "
+                f"N − α(N − 1) = {top_n - a * (top_n - 1):.3g}× at N = {top_n}."
             )
     if workload == "ddp" and "grad_bytes_per_step" in truth:
         notes.append(
