@@ -16,7 +16,13 @@ from ceiling.errors import InvalidInput
 
 bench_app = typer.Typer(
     name="bench",
-    help="Measure this machine's real ceilings and save them as the machine profile.",
+    help=(
+        "Measure this machine's real ceilings and save them as the machine profile.\n\n"
+        "Without a subcommand: matmul, memory, overhead and transfer in turn; the profile is "
+        "saved to $CEILING_PROFILE or ~/.cache/ceiling/profile-<host>.json (and --save PATH), "
+        "where roofline, decode, plan and report find it. Ctrl-C stops the run, prints and "
+        "keeps what finished. FLOPs count a multiply-add as 2; GB = 1e9 bytes."
+    ),
     no_args_is_help=False,
     invoke_without_command=True,
     rich_markup_mode=None,
@@ -215,12 +221,19 @@ def bench_matmul(
         typer.Option(
             "--dtype",
             metavar="DTYPE",
-            help="fp64, fp32, tf32, bf16, fp16, fp8; repeat for several (default: all native).",
+            help="fp64, fp32, tf32, bf16, fp16, fp8; repeat for several (default: every dtype "
+            "native here). One not native here runs only when named, at a size that takes "
+            "seconds.",
         ),
     ] = None,
     sizes: Annotated[
         str | None,
-        typer.Option("--sizes", metavar="N,N,..", help="Square sizes, comma-separated: 1024,2048."),
+        typer.Option(
+            "--sizes",
+            metavar="N,N,..",
+            help="Square sizes, comma-separated: 1024,2048 (default: 512,1024,2048 on a CPU, "
+            "1024 to 8192 on a GPU).",
+        ),
     ] = None,
     shape: Annotated[
         list[str] | None,

@@ -23,10 +23,20 @@ def emit_json(obj: Any) -> None:
     sys.stdout.write("\n")
 
 
+# Width for output that goes to a file or a pipe (rich would assume 80 columns): wide
+# enough for the tables, narrow enough to read in a log. $COLUMNS still wins.
+PIPE_WIDTH = 120
+
+
 def console():
+    import os
+
     from rich.console import Console
 
-    return Console(highlight=False)
+    c = Console(highlight=False)
+    if not c.is_terminal and "COLUMNS" not in os.environ:
+        c = Console(highlight=False, width=PIPE_WIDTH)
+    return c
 
 
 def table(title: str | None, columns: list[str], rows: list[list[Any]], caption: str | None = None):
@@ -42,7 +52,8 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]], caption:
     )
     for i, col in enumerate(columns):
         numeric = bool(rows) and all(isinstance(r[i], (int, float)) for r in rows if r[i] != "")
-        t.add_column(col, justify="right" if numeric else "left")
+        # fold, never "…": a narrow terminal or a pipe (80 columns) must not cut a figure
+        t.add_column(col, justify="right" if numeric else "left", overflow="fold")
     for r in rows:
         t.add_row(*(v if isinstance(v, str) else f"{v}" for v in r))
     return t

@@ -16,7 +16,13 @@ from ceiling.cli.output import (
     table,
 )
 from ceiling.errors import InvalidInput, UnsupportedOnDevice
-from ceiling.units import format_bandwidth, format_flops_per_s, format_time
+from ceiling.units import (
+    format_bandwidth,
+    format_bytes,
+    format_flops,
+    format_flops_per_s,
+    format_time,
+)
 
 # --measure refuses ops whose predicted call is longer than this (it times at least 6 calls).
 MEASURE_MAX_CALL_S = 20.0
@@ -156,7 +162,12 @@ def roofline(
         ),
     ] = None,
     dtype: Annotated[
-        str, typer.Option("--dtype", metavar="DTYPE", help="Element type of the ops.")
+        str,
+        typer.Option(
+            "--dtype",
+            metavar="DTYPE",
+            help="Element type of the ops and the peak used: fp64 fp32 tf32 bf16 fp16 fp8 int8.",
+        ),
     ] = "fp32",
     profile: Annotated[
         Path | None,
@@ -172,7 +183,12 @@ def roofline(
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
-    """Ridge point and where ops sit: FLOPs, bytes, intensity, attainable FLOP/s, bound."""
+    """Ridge point and where ops sit: FLOPs, bytes, intensity, attainable FLOP/s, bound.
+
+    The roofs are the measured ones of the saved profile (`ceiling bench`), or a catalog
+    device's datasheet figures with --spec. Example: ceiling roofline --op add:100M
+    --op matvec:8192 --op matmul:4096x4096x4096 --measure
+    """
     from ceiling.hardware.catalog import normalize_dtype
     from ceiling.model.opcost import parse_ops
     from ceiling.model.roofline import ridge_point
@@ -215,17 +231,17 @@ def roofline(
             + (f", bandwidth {format_bandwidth(bw)}" if bw else ", bandwidth not in the datasheet")
         )
     if rows:
-        columns = ["op", "GFLOP", "GB", "FLOP/B", "GFLOP/s", "predicted", "bound"]
+        columns = ["op", "FLOP", "bytes", "FLOP/B", "attainable", "predicted", "bound"]
         if measure:
             columns += ["measured", "pred/meas"]
         body = []
         for r in rows:
             line = [
                 r["op"].replace("attention:", "attn:"),
-                f"{r['flops'] / 1e9:.3g}",
-                f"{r['bytes'] / 1e9:.3g}",
+                format_flops(r["flops"]),
+                format_bytes(r["bytes"]),
                 f"{r['intensity_flops_per_byte']:.3g}",
-                f"{r['attainable_flops_per_s'] / 1e9:.3g}",
+                format_flops_per_s(r["attainable_flops_per_s"]),
                 format_time(r["predicted_s"]),
                 r["bound"],
             ]
@@ -238,7 +254,7 @@ def roofline(
                 columns,
                 body,
                 caption="FLOP counts a multiply-add as 2; GB = 1e9 bytes, each operand read "
-                "and each result written once; GFLOP/s = attainable under the roofs",
+                "and each result written once; attainable = min(peak, FLOP/B x bandwidth)",
             )
         )
     if roofs.get("measured_device_name"):
