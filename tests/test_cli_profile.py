@@ -222,3 +222,39 @@ def test_spec_of_another_device_is_stated(cli):
     d = json.loads(out)
     assert "the step ran on this cpu" in d["ceiling"]["source"]
     assert d["mfu"] < 0.01  # a CPU step against an H100's peak
+
+
+def test_catalog_model_on_meta_counts_without_running(cli):
+    code, out, err = cli(
+        "profile", "gpt2", "--train", "--device", "meta", "--batch", "1", "--seq", "64", "--json"
+    )  # fmt: skip
+    assert code == 0, err
+    d = json.loads(out)
+    from ceiling.model.transformer import get_model
+
+    cfg = get_model("gpt2")
+    # the built decoder's counted FLOPs are the catalog's 6N + 12·l·a·d·s, attention at half
+    expected = 64 * (
+        cfg.flops_per_token(64, training=True) - 1.5 * cfg.attention_flops_per_token(64)
+    )
+    assert d["model_flops_per_step"] == pytest.approx(expected, rel=1e-12)
+    assert d["analytic_flops_per_step"] == pytest.approx(expected, rel=1e-12)
+    assert d["mfu"] is None and d["roofline_step_s"] > 0 and d["recorded_step_s"] is None
+
+
+def test_catalog_model_too_large_to_run_points_at_meta(cli):
+    import psutil
+
+    # 6.74e9 parameters × 4 B × 4 (weights, gradients, Adam) ≈ 100 GiB
+    if psutil.virtual_memory().available < 90 * 2**30:
+        _one_line_error(cli, "profile", "llama-2-7b", "--train", match="--device meta")
+    _one_line_error(cli, "profile", "mixtral-8x7b", "--device", "meta", match="mixture-of-experts")
+    _one_line_error(cli, "profile", "llama-9", match="catalog model")
+
+
+def test_help_states_the_callable_contract(cli):
+    code, out, _ = cli("profile", "--help")
+    assert code == 0
+    text = " ".join(out.split())
+    for part in ("module:callable", "'model': nn.Module", "'batch'", "loss_fn", "--device meta"):
+        assert part in text

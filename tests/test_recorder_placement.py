@@ -50,5 +50,42 @@ def test_hint_launch_bound_and_host_share():
     calls = [_call("aten.add", "elementwise", 1e3, 1e3, 5e-6) for _ in range(200)]
     text = hints(calls, 1e12, 1e11, itemsize=4, step_s=0.004)
     assert any("200 of 200 op calls are shorter than 20 µs" in h for h in text)
-    assert any(h.startswith("75 % of the step runs outside aten ops") for h in text)
+    assert any(
+        h.startswith("75 % of the recorded step (4 ms) is spent between aten ops") for h in text
+    )
     assert hints(calls[:0], 1e12, 1e11, itemsize=4) == []
+
+
+def test_roofline_time_sums_each_call_at_its_own_bound():
+    from ceiling.profile.placement import roofline_time
+
+    calls = [
+        _call("aten.mm", "matmul", 2e12, 1e9, 3.0),  # compute: 2 s at 1 TFLOP/s (0.01 s of bytes)
+        _call("aten.add", "elementwise", 1e9, 1e10, 0.5),  # memory: 10 GB at 100 GB/s = 0.1 s
+    ]
+    assert roofline_time(calls, 1e12, 1e11) == pytest.approx(2.1)
+
+
+def test_memory_hint_says_whether_bandwidth_or_overhead_limits():
+    # 1 GB at 100 GB/s is 10 ms at the roof: run in 20 ms (50 % of roof) or 1 s (1 %)
+    near = [_call("aten.add", "elementwise", 1e8, 1e9, 0.020)]
+    (text,) = [h for h in hints(near, 1e12, 1e11, itemsize=4) if h.startswith("memory")]
+    assert text.startswith("memory-bound ops take 100 % of op time at 50 % of the bandwidth roof")
+    far = [_call("aten.add", "elementwise", 1e8, 1e9, 1.0)]
+    (text,) = [h for h in hints(far, 1e12, 1e11, itemsize=4) if h.startswith("memory")]
+    assert "run at only 1 % of the bandwidth roof" in text and "not bandwidth" in text
+
+
+def test_optimizer_hint_for_per_parameter_ops():
+    from dataclasses import replace
+
+    step = [_call("aten.mm", "matmul", 1e9, 1e6, 0.010)]
+    per_param = [replace(_call("aten.mul_", "elementwise", 1e3, 1e4, 0.001), phase="optimizer")]
+    text = hints(step + per_param * 30, 1e12, 1e11, itemsize=4)
+    assert any(
+        h.startswith("the optimizer step takes 75 % of op time in 30 per-parameter ops")
+        for h in text
+    )
+    fused = [replace(c, op="aten._foreach_mul_") for c in per_param]
+    text = hints(step + fused * 30, 1e12, 1e11, itemsize=4)
+    assert not any(h.startswith("the optimizer") for h in text)

@@ -17,6 +17,15 @@ from ceiling.cli.output import (
 )
 
 TOP_ROWS = 12
+TARGET_HELP = (
+    "Built-ins: gpt:tiny, gpt:small, mlp, cnn. A catalog model (llama-2-7b, ...; "
+    "`ceiling models`) or custom:layers=..,hidden=..,heads=.. is built as a decoder with "
+    "random weights (too large to run here? add --device meta). Your own: module:callable "
+    "or path/file.py:callable, a function with no arguments returning {'model': nn.Module, "
+    "'batch': tensor or tuple (model(*batch)), optional 'loss_fn': f(output, batch) "
+    "(default: the output's loss, or a scalar last element, else its mean), 'optimizer' "
+    "(default AdamW), 'dataloader', 'tokens_per_step' (MFU per token; else per sample)}."
+)
 
 
 def _ops_json(rows) -> list[dict]:
@@ -57,6 +66,9 @@ def report_json(r) -> dict:
         "mfu": r.mfu,
         "hfu": r.hfu,
         "mfu_vs_measured_peak": r.mfu_vs_measured_peak,
+        "roofline_step_s": r.roofline_step_s,
+        "mfu_at_roofline": r.mfu_at_roofline,
+        "recorded_step_s": r.recorded_step_s,
         "model_flops_per_step": r.model_flops_per_step,
         "hardware_flops_per_step": r.hardware_flops_per_step,
         "recomputed_flops_per_step": r.recomputed_flops,
@@ -110,6 +122,50 @@ def _roofline_figure(r, path: Path) -> None:
     plots.save(fig, path)
 
 
+_SHORT_NAMES = (
+    ("aten.", ""),
+    ("_scaled_dot_product_", "sdpa_"),
+    ("_attention_for_cpu", "_cpu"),
+    ("_attention", ""),
+    ("native_", ""),
+    ("_backward", "_bwd"),
+    ("_bwd_data", "_bwd"),
+)
+
+
+def short_op_name(name: str) -> str:
+    """aten._scaled_dot_product_flash_attention_for_cpu_backward -> sdpa_flash_cpu_bwd."""
+    for long, short in _SHORT_NAMES:
+        name = name.replace(long, short)
+    return name.lstrip("_") or name
+
+
+def _si(text: str, unit: str) -> str:
+    """'12.9 GFLOP' -> '12.9 G' (the column header names the unit)."""
+    return text.removesuffix(unit).rstrip() if text.endswith(unit) else text
+
+
+def _compact_table(title: str, columns: list[str], rows: list[list[str]]):
+    """A table without vertical rules, so that eight columns fit 80 characters."""
+    from rich import box
+    from rich.table import Table
+
+    t = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        pad_edge=False,
+        show_edge=False,
+    )
+    for i, col in enumerate(columns):
+        # only the name column may fold when the terminal is narrow; numbers stay whole
+        t.add_column(col, justify="left" if i == 0 else "right", no_wrap=i > 0, overflow="fold")
+    for row in rows:
+        t.add_row(*row)
+    return t
+
+
 def render(r, top: int) -> None:
     from ceiling import units as u
 
@@ -152,27 +208,31 @@ def render(r, top: int) -> None:
         rows.append(["HFU (incl. recomputation)", u.format_percent(r.hfu)])
     if r.mfu_vs_measured_peak is not None:
         rows.append(["MFU vs measured matmul peak", u.format_percent(r.mfu_vs_measured_peak)])
+    if r.roofline_step_s:
+        rows.append(
+            [
+                "step at the roofline (each op at its bound)",
+                f"{u.format_time(r.roofline_step_s)}, MFU {u.format_percent(r.mfu_at_roofline)}",
+            ]
+        )
     c.print(table("Step", ["", "value"], rows))
     total = r.op_time_s or 1.0
     op_rows = [
         [
-            p.name.removeprefix("aten."),
-            str(p.calls),
-            u.format_flops(p.flops),
+            f"{short_op_name(p.name)} ×{p.calls}",
+            ("" if p.exact else "~") + _si(u.format_flops(p.flops), "FLOP"),
             u.format_bytes(p.bytes),
             u.format_time(p.time_s) if p.time_s else "—",
-            u.format_percent(p.time_s / total) if p.time_s else "—",
-            f"{p.intensity:.3g}" if p.intensity is not None else "—",
+            f"{p.time_s / total * 100:.0f} %" if p.time_s else "—",
+            f"{p.intensity:.2g}" if p.intensity is not None else "—",
             p.bound,
             u.format_percent(p.fraction_of_attainable) if p.fraction_of_attainable else "—",
-            "" if p.exact else "est.",
         ]
         for p in r.ops[:top]
     ]
-    cols = ["op", "calls", "FLOPs", "bytes", "time", "of op time", "FLOP/B", "bound",
-            "of roofline", ""]  # fmt: skip
+    cols = ["op × calls", "FLOPs", "bytes", "time", "share", "FLOP/B", "bound", "roof"]
     order = "time" if r.op_time_s else "FLOPs"
-    c.print(table(f"Top ops by {order} (of {len(r.ops)})", cols, op_rows))
+    c.print(_compact_table(f"Top ops by {order} (of {len(r.ops)}; ~ estimated)", cols, op_rows))
     mod_rows = [
         [
             p.name,
@@ -184,11 +244,12 @@ def render(r, top: int) -> None:
         ]
         for p in r.modules[:top]
     ]
-    c.print(table(f"Modules by {order}", ["module", "FLOPs", "bytes", "time", "share", "bound"],
-                  mod_rows))  # fmt: skip
+    c.print(_compact_table(f"Modules by {order} (a module includes its children)",
+                           ["module", "FLOPs", "bytes", "time", "share", "bound"], mod_rows))  # fmt: skip
     c.print(
         "FLOPs: a multiply-add counts 2; model FLOPs = matmul + attention, causal attention "
-        "at half; bytes: each input and output once (GB = 1e9 B); op times carry a sync per op"
+        "at half; bytes: each input and output once (GB = 1e9 B); op times carry a sync per op; "
+        "roof: the op's roofline time / its measured time"
     )
     for h in r.hints:
         c.print(f"hint: {h}")
@@ -198,7 +259,7 @@ def render(r, top: int) -> None:
 def profile_command(
     target: Annotated[
         str,
-        typer.Argument(help="gpt:tiny, gpt:small, mlp, cnn, or module:callable (your model)."),
+        typer.Argument(help=TARGET_HELP),
     ],
     train: Annotated[
         bool, typer.Option("--train", help="Profile a training step (forward, backward, AdamW).")
@@ -221,7 +282,11 @@ def profile_command(
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
-    """Per-op FLOPs, bytes and time of a model on the roofline; MFU and HFU of its step."""
+    """Per-op FLOPs, bytes and time of a model on the roofline; MFU and HFU of its step.
+
+    A multiply-add counts 2 FLOPs. MFU counts matmul and attention FLOPs of forward and
+    backward (causal attention at half; recomputation only in HFU) against the dense peak
+    of the dtype in use; the ops' times carry a sync around each op."""
     from ceiling.errors import InvalidInput
 
     if plot is not None:

@@ -69,5 +69,5 @@ def check_fits(params: int, itemsize: int, train: bool, available_bytes: float) 
         raise DoesNotFit(
             f"{params:,} parameters × {itemsize} B × {copies} ({what}) = "
             f"{need / 2**30:.1f} GiB > {available_bytes / 2**30:.1f} GiB free on the device, "
-            "before any activations"
+            "before any activations; --device meta counts its FLOPs and bytes without running"
         )

@@ -27,6 +27,8 @@ SHORT_OP_SLACK = 4.0  # ... when it takes this many times its roofline time
 SHORT_TIME_SHARE = 0.30
 MEMORY_TIME_SHARE = 0.50  # memory-bound ops above this share of op time
 HOST_SHARE = 0.30  # time outside ops (Python, autograd) above this share of the step
+NEAR_ROOF = 0.25  # memory-bound ops at this share of their roof are bandwidth-limited
+OPTIMIZER_TIME_SHARE = 0.20  # per-parameter optimizer ops above this share of op time
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,12 @@ def _roofline_time(c, peak: float, bw: float) -> float:
     return max(c.flops / peak, c.bytes / bw)
 
 
+def roofline_time(calls, peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
+    """Sum over op calls of max(FLOPs / peak, bytes / bandwidth): the step with every op at
+    its ceiling and none overlapping."""
+    return sum(_roofline_time(c, peak_flops_per_s, bandwidth_bytes_per_s) for c in calls)
+
+
 def _fuse_hint(timed, total_time: float, total_flops: float) -> str | None:
     other = [c for c in timed if c.category in NON_MODEL_CATEGORIES]
     t_share = sum(c.time_s for c in other) / total_time
@@ -133,25 +141,50 @@ def _memory_hint(timed, total_time: float, peak: float, bw: float) -> str | None
     memory = [
         c for c in timed if c.bytes > 0 and roofline.bound(c.flops / c.bytes, peak, bw) == "memory"
     ]
-    share = sum(c.time_s for c in memory) / total_time
+    spent = sum(c.time_s for c in memory)
+    share = spent / total_time
     if share < MEMORY_TIME_SHARE:
         return None
+    # how close they run to the bandwidth roof decides whether bandwidth is the limit
+    at_roof = sum(_roofline_time(c, peak, bw) for c in memory) / spent
+    if at_roof >= NEAR_ROOF:
+        return (
+            f"memory-bound ops take {_pct(share)} of op time at {_pct(at_roof)} of the "
+            "bandwidth roof: bandwidth, not FLOP/s, is this step's ceiling; fuse them to "
+            "move fewer bytes"
+        )
     return (
-        f"memory-bound ops take {_pct(share)} of op time: bandwidth, not FLOP/s, is this "
-        "step's ceiling"
+        f"memory-bound ops take {_pct(share)} of op time but run at only {at_roof * 100:.2g} % "
+        "of the bandwidth roof: per-op overhead (dispatch, launches, threads), not bandwidth, "
+        "limits them; fuse or batch them"
+    )
+
+
+def _optimizer_hint(timed, total_time: float) -> str | None:
+    ops = [c for c in timed if c.phase == "optimizer"]
+    share = sum(c.time_s for c in ops) / total_time
+    if share < OPTIMIZER_TIME_SHARE or not ops:
+        return None
+    if any(c.op.startswith(("aten._foreach_", "aten._fused_")) for c in ops):
+        return None
+    return (
+        f"the optimizer step takes {_pct(share)} of op time in {len(ops)} per-parameter ops: "
+        "pass foreach=True (or fused=True) to the optimizer to run them as a few large ones"
     )
 
 
 def _host_hint(total_time: float, step_s: float | None) -> str | None:
     if not step_s or step_s <= 0:
         return None
-    # per-op time is measured with a sync around each op; the plain step has none
+    # step_s is the same recorded step's wall time (less the recorder's own work), so the
+    # difference is time the host spent between ops
     outside = 1.0 - min(total_time, step_s) / step_s
     if outside < HOST_SHARE:
         return None
     return (
-        f"{_pct(outside)} of the step runs outside aten ops (Python, autograd, data): "
-        "`ceiling step` splits it up"
+        f"{_pct(outside)} of the recorded step ({step_s * 1e3:.3g} ms) is spent between aten "
+        "ops (Python, autograd, optimizer bookkeeping): the host is a bottleneck; "
+        "`ceiling step` splits the step up"
     )
 
 
@@ -162,7 +195,8 @@ def hints(
     itemsize: int,
     step_s: float | None = None,
 ) -> list[str]:
-    """Short advice drawn from the numbers of one recorded step (OpCall list)."""
+    """Short advice drawn from the numbers of one recorded step (OpCall list). `step_s`:
+    that step's wall time less the recorder's own work (for the host share)."""
     timed = [c for c in calls if c.category != "view" and c.time_s is not None]
     total_time = sum(c.time_s for c in timed)
     if not timed or total_time <= 0:
@@ -173,6 +207,7 @@ def hints(
         _launch_hint(timed, total_time, peak_flops_per_s, bandwidth_bytes_per_s),
         _align_hint(timed, total_time, itemsize),
         _memory_hint(timed, total_time, peak_flops_per_s, bandwidth_bytes_per_s),
+        _optimizer_hint(timed, total_time),
         _host_hint(total_time, step_s),
     ]
     return [h for h in found if h]

@@ -178,6 +178,7 @@ class _RecordingMode(TorchDispatchMode):
         if packet_name in _METADATA_OPS or namespace in _UNRECORDED_NAMESPACES:
             return func(*args, **kwargs)
         rec = self.recorder
+        entered = time.perf_counter()
         device = _first_device(args, kwargs)
         timed = rec.time_ops and device is not None and device.type not in ("meta",)
         if timed and not _is_fake(args):
@@ -192,6 +193,8 @@ class _RecordingMode(TorchDispatchMode):
             out = func(*args, **kwargs)
             elapsed = None
         rec._record(func, args, kwargs, out, elapsed)
+        if elapsed is not None:
+            rec.overhead_s += time.perf_counter() - entered - elapsed
         return out
 
 
@@ -212,6 +215,8 @@ class OpRecorder:
     def __init__(self, time_ops: bool = False) -> None:
         self.time_ops = time_ops
         self.calls: list[OpCall] = []
+        # the recorder's own time inside timed ops (counting, syncs): not the workload's
+        self.overhead_s = 0.0
         self._phase: str | None = None
         self._tracker = _Tracker()
         self._mode = _RecordingMode(self)
@@ -237,6 +242,7 @@ class OpRecorder:
 
     def clear(self) -> None:
         self.calls.clear()
+        self.overhead_s = 0.0
 
     def _current_phase(self) -> str:
         if torch._C._current_graph_task_id() != -1:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import statistics
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +30,7 @@ from ceiling.profile.checks import (
     parse_dtype,
 )
 from ceiling.profile.recorder import METHOD_VERSION, OpRecorder
-from ceiling.profile.runner import StepRunner, guard
+from ceiling.profile.runner import StepRunner, guard, sync
 from ceiling.profile.targets import load_target
 
 ATTENTION_CONVENTION = "causal-half"
@@ -61,6 +62,9 @@ class ProfileReport:
     categories: list[placement.Placement]
     hints: list[str]
     recomputed_flops: float = 0.0
+    # every op at its roofline, one after another: a floor under the step time
+    roofline_step_s: float | None = None
+    recorded_step_s: float | None = None  # wall of the recorded step, less the recorder
     attention_convention: str = ATTENTION_CONVENTION
     flop_convention: str = "a multiply-add counts as 2 FLOPs; model FLOPs = matmul + attention"
     method_version: int = METHOD_VERSION
@@ -73,6 +77,15 @@ class ProfileReport:
     @property
     def samples_per_s(self) -> float | None:
         return self.samples_per_step / self.step_s if self.step_s else None
+
+    @property
+    def mfu_at_roofline(self) -> float | None:
+        """The MFU the step would reach if every op ran at its roofline time."""
+        if not self.roofline_step_s:
+            return None
+        return mfu_model.step_utilisation(
+            self.model_flops_per_step, self.roofline_step_s, self.ceiling.peak_flops_per_s
+        )
 
     @property
     def analytic_vs_counted(self) -> float | None:
@@ -160,7 +173,12 @@ def _profile(
         step_s = statistics.median(samples)
     rec = OpRecorder(time_ops=not meta)
     with rec:
+        t0 = time.perf_counter()
         guard(target, runner.step, rec)
+        sync(dev)
+        recorded_wall_s = time.perf_counter() - t0
+    # the recorded step less the recorder's own work: what op time is a share of
+    recorded_step_s = None if meta else max(recorded_wall_s - rec.overhead_s, 0.0)
 
     model_flops = rec.model_flops()
     hardware_flops = rec.hardware_flops()
@@ -204,7 +222,9 @@ def _profile(
         ops=[placement.place(t, roof, bw) for t in rec.by_op() if t.category != "view"],
         modules=[placement.place(t, roof, bw) for t in rec.by_module(depth=module_depth)],
         categories=[placement.place(t, roof, bw) for t in rec.by_category()],
-        hints=placement.hints(rec.calls, roof, bw, itemsize, step_s),
+        hints=placement.hints(rec.calls, roof, bw, itemsize, recorded_step_s),
+        roofline_step_s=placement.roofline_time(rec.calls, roof, bw),
+        recorded_step_s=recorded_step_s,
         recomputed_flops=hardware_flops - model_flops,
         environment=environment(dev),
     )

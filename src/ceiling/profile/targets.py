@@ -1,6 +1,9 @@
 """What `ceiling profile` and `ceiling step` run: a built-in model or the user's own.
 
-Built-ins: "gpt:tiny", "gpt:small" (decoder-only transformers), "mlp", "cnn".
+Built-ins: "gpt:tiny", "gpt:small" (decoder-only transformers), "mlp", "cnn"; any dense
+model of the catalog by name ("llama-2-7b", `ceiling models` lists them) or
+"custom:layers=..,hidden=..,heads=.." built as the same decoder with random weights (too
+large to run here? `--device meta` counts its FLOPs and bytes without running it).
 Your own: "package.module:function" or "path/to/file.py:function". The function takes no
 arguments and returns a dict (or a model alone):
 
@@ -150,10 +153,10 @@ class Classifier(nn.Module):
         return self.net(x)
 
 
-def _gpt(name: str, batch: int | None, seq: int | None, delay_s: float) -> Workload:
+def _gpt(name: str, batch: int | None, seq: int | None, delay_s: float, cfg=None) -> Workload:
     from ceiling.workloads.gpt import build_gpt, preset_config
 
-    cfg = preset_config(name)
+    cfg = cfg or preset_config(name)
     s = seq or cfg.max_seq
     if not 1 <= s <= cfg.max_seq:
         raise InvalidInput(f"--seq must be in 1..{cfg.max_seq} for {name}, got {s}")
@@ -164,7 +167,7 @@ def _gpt(name: str, batch: int | None, seq: int | None, delay_s: float) -> Workl
     targets = torch.stack([y for _, y in xs])
     return Workload(
         name=name,
-        build=lambda device, dtype: build_gpt(name, device=device, dtype=dtype),
+        build=lambda device, dtype: _on(device, build_gpt, cfg, device=device, dtype=dtype),
         params=cfg.params_total,
         batch=(idx, targets),
         loss_fn=default_loss,
@@ -175,6 +178,14 @@ def _gpt(name: str, batch: int | None, seq: int | None, delay_s: float) -> Workl
         seq_len=s,
         dataset=data,
     )
+
+
+def _on(where: torch.device, build, *args, **kwargs):
+    """Build on "meta" directly: a model too large for memory is never materialised."""
+    if torch.device(where).type != "meta":
+        return build(*args, **kwargs)
+    with torch.device("meta"):
+        return build(*args, **kwargs)
 
 
 def _mlp(batch: int | None, delay_s: float) -> Workload:
@@ -311,8 +322,20 @@ def load_target(
         return _mlp(batch, delay_s)
     if low == "cnn":
         return _cnn(batch, delay_s)
-    if ":" not in key:
-        raise UnknownName(
-            f"unknown target {target!r}; built-ins: {', '.join(BUILTINS)}, or 'module:callable'"
-        )
+    if ":" not in key or low.startswith("custom:"):
+        return _gpt(key, batch, seq, delay_s, cfg=_catalog_model(target, key))
     return _user(key)
+
+
+def _catalog_model(target: str, key: str):
+    from ceiling.model.transformer import get_model, parse_model
+
+    if key.lower().startswith("custom:"):
+        return parse_model(key)
+    try:
+        return get_model(key)
+    except UnknownName as exc:
+        raise UnknownName(
+            f"unknown target {target!r}; built-ins: {', '.join(BUILTINS)}, a catalog model "
+            f"(`ceiling models`), or 'module:callable' ({exc})"
+        ) from None
