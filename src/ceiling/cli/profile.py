@@ -244,8 +244,9 @@ def render(r, top: int) -> None:
         ]
         for p in r.modules[:top]
     ]
-    c.print(_compact_table(f"Modules by {order} (a module includes its children)",
-                           ["module", "FLOPs", "bytes", "time", "share", "bound"], mod_rows))  # fmt: skip
+    mod_cols = ["module", "FLOPs", "bytes", "time", "share", "bound"]
+    mod_title = f"Modules by {order} (a module includes its children)"
+    c.print(_compact_table(mod_title, mod_cols, mod_rows))
     c.print(
         "FLOPs: a multiply-add counts 2; model FLOPs = matmul + attention, causal attention "
         "at half; bytes: each input and output once (GB = 1e9 B); op times carry a sync per op; "
