@@ -270,7 +270,7 @@ def _measured(ctx: ReportContext, out: SectionOutput, local) -> None:
         curves["ceiling"] = curves["compute"]
     fig = plot.decode_figure(
         curves,
-        f"{MEASURED_MODEL} decode on this machine, {comp.run.dtype} ({c.device})",
+        f"{MEASURED_MODEL} decode here, {comp.run.dtype}: {c.device}",
         None if comp.in_cache else c.crossover_batch_with_kv,
         rows=([r.batch for r in comp.rows], [r.ceiling_tokens_per_s for r in comp.rows]),
         measured=([r.batch for r in comp.rows], [r.measured_tokens_per_s for r in comp.rows]),
