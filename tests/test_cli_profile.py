@@ -258,3 +258,15 @@ def test_help_states_the_callable_contract(cli):
     text = " ".join(out.split())
     for part in ("module:callable", "'model': nn.Module", "'batch'", "loss_fn", "--device meta"):
         assert part in text
+
+
+def test_tf32_on_meta_counts_against_the_specs_tf32_peak(cli):
+    code, out, err = cli(
+        "profile", "mlp", "--device", "meta", "--dtype", "tf32", "--spec", "h100-sxm", "--json"
+    )  # fmt: skip
+    assert code == 0, err
+    d = json.loads(out)
+    from ceiling.hardware.catalog import get_spec
+
+    assert d["tf32"] and d["ceiling"]["peak_dtype"] == "tf32"
+    assert d["ceiling"]["peak_flops_per_s"] == get_spec("h100-sxm").peak("tf32")

@@ -61,3 +61,33 @@ def test_bad_inputs_are_invalid_input():
         m.MfuMeter(model_flops_per_token=2.0, peak_flops_per_s=1.0, hardware_flops_per_token=1.0)
     with pytest.raises(InvalidInput, match="step time"):
         m.step_utilisation(1.0, 0.0, 1.0)
+
+
+def test_tf32_follows_either_torch_setting_and_is_restored():
+    import torch
+
+    from ceiling.profile.ceiling import conv_tf32_enabled, tf32_enabled, tf32_on
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    matmul = torch.backends.cuda.matmul
+    before = matmul.fp32_precision
+    try:
+        assert not tf32_enabled(cuda)  # torch's default: IEEE fp32 matmuls
+        matmul.fp32_precision = "tf32"  # the per-backend setting (the global read then fails)
+        assert tf32_enabled(cuda) and not tf32_enabled(cpu)
+        matmul.fp32_precision = "ieee"
+        with tf32_on():
+            assert tf32_enabled(cuda) and conv_tf32_enabled(cuda)
+        assert matmul.fp32_precision == "ieee" and not tf32_enabled(cuda)
+    finally:
+        matmul.fp32_precision = before
+
+
+def test_fp32_peak_follows_the_op_kind_that_carries_the_flops():
+    from ceiling.profile.ceiling import fp32_runs_tf32
+
+    # a CNN under cuDNN's default (TF32 convolutions) with IEEE matmuls: the TF32 peak
+    assert fp32_runs_tf32(matmul_tf32=False, conv_tf32=True, conv_share=0.9)
+    # a transformer: its matmuls decide
+    assert not fp32_runs_tf32(matmul_tf32=False, conv_tf32=True, conv_share=0.0)
+    assert fp32_runs_tf32(matmul_tf32=True, conv_tf32=False, conv_share=0.1)

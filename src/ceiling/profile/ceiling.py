@@ -7,6 +7,8 @@ bandwidth, with the datasheet or theoretical dense peak beside it), else the dat
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -42,6 +44,8 @@ def resolve_ceiling(
         from ceiling.hardware.resolve import resolve_device
 
         s = resolve_device(spec, None)
+        if device.type == "meta":  # nothing runs here: the spec's device is the one counted
+            peak_key = mfu_model.peak_key(normalize_dtype(dtype_key), tf32, s.kind)
         source = f"datasheet spec {s.key}"
         if s.kind != kind and device.type != "meta":
             source += f" (a {s.kind}; the step ran on this {kind}, so MFU is against {s.key})"
@@ -82,6 +86,60 @@ def _dense_peak(device: torch.device, peak_key: str) -> float | None:
 
 
 def tf32_enabled(device: torch.device) -> bool:
-    """TF32 matmuls are on when the fp32 matmul precision is below "highest" (a user's
-    own `torch.set_float32_matmul_precision("high")` counts too)."""
-    return device.type == "cuda" and torch.get_float32_matmul_precision() != "highest"
+    """fp32 matmuls run on TF32 tensor cores: torch's per-backend setting
+    (`torch.backends.cuda.matmul.fp32_precision = "tf32"`) or the older global one
+    (`torch.set_float32_matmul_precision("high")`, `allow_tf32`); a user's own counts."""
+    return device.type == "cuda" and _matmul_precision() == "tf32"
+
+
+def conv_tf32_enabled(device: torch.device) -> bool:
+    """fp32 convolutions run on TF32 tensor cores: cuDNN's setting, on by default."""
+    if device.type != "cuda":
+        return False
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    new = getattr(conv, "fp32_precision", "none")
+    if new in ("tf32", "ieee"):
+        return new == "tf32"
+    try:
+        return bool(torch.backends.cudnn.allow_tf32)
+    except RuntimeError:
+        return True
+
+
+def _matmul_precision() -> str:
+    new = getattr(torch.backends.cuda.matmul, "fp32_precision", "none")
+    if new in ("tf32", "ieee"):
+        return new
+    try:
+        return "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32"
+    except RuntimeError:  # torch refuses the global read once per-backend settings are mixed in
+        return "ieee"
+
+
+def fp32_runs_tf32(matmul_tf32: bool, conv_tf32: bool, conv_share: float) -> bool:
+    """Which peak an fp32 step is measured against: the TF32 one when the kind of op that
+    does most of its model FLOPs (convolutions or matmuls) runs on TF32."""
+    return conv_tf32 if conv_share > 0.5 else matmul_tf32
+
+
+@contextmanager
+def tf32_on() -> Iterator[None]:
+    """fp32 matmuls and convolutions on TF32 inside; the user's settings restored after."""
+    matmul = torch.backends.cuda.matmul
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    if hasattr(matmul, "fp32_precision") and hasattr(conv, "fp32_precision"):
+        before = matmul.fp32_precision, conv.fp32_precision
+        matmul.fp32_precision = conv.fp32_precision = "tf32"
+        try:
+            yield
+        finally:
+            matmul.fp32_precision, conv.fp32_precision = before
+        return
+    before_old = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    torch.set_float32_matmul_precision("high")  # fp32 matmuls may use TF32 tensor cores
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before_old[0])
+        torch.backends.cudnn.allow_tf32 = before_old[1]

@@ -21,7 +21,14 @@ import torch
 from ceiling.errors import InvalidInput, UnsupportedOnDevice
 from ceiling.model import mfu as mfu_model
 from ceiling.profile import placement
-from ceiling.profile.ceiling import Ceiling, resolve_ceiling, tf32_enabled
+from ceiling.profile.ceiling import (
+    Ceiling,
+    conv_tf32_enabled,
+    fp32_runs_tf32,
+    resolve_ceiling,
+    tf32_enabled,
+    tf32_on,
+)
 from ceiling.profile.checks import (
     available_memory_bytes,
     check_device,
@@ -34,6 +41,7 @@ from ceiling.profile.runner import StepRunner, guard, sync
 from ceiling.profile.targets import load_target
 
 ATTENTION_CONVENTION = "causal-half"
+CONV_PREFIXES = ("aten.convolution", "aten._convolution", "aten.cudnn_convolution")
 
 
 @dataclass
@@ -111,8 +119,10 @@ def profile_target(
 ) -> ProfileReport:
     """Profile a target (see ceiling.profile.targets) on a device; see the module docstring.
 
-    dtype "tf32" runs fp32 with TF32 matmuls for this call only; otherwise TF32 follows
-    torch's current setting (`torch.set_float32_matmul_precision`)."""
+    dtype "tf32" runs fp32 with TF32 matmuls and convolutions for this call only (on meta:
+    counts against a --spec's TF32 peak); otherwise fp32 follows torch's settings: the
+    matmul precision, or cuDNN's convolution setting (TF32 by default) when convolutions
+    carry most of the model FLOPs."""
     if steps < 1 or warmup_steps < 0:
         raise InvalidInput(f"need steps ≥ 1 and warm-up ≥ 0, got {steps} and {warmup_steps}")
     dev = check_device(device)
@@ -123,18 +133,13 @@ def profile_target(
         module_depth=module_depth, available_bytes=available_bytes,
     )  # fmt: skip
     if key != "tf32":
-        return run(key=key)
+        return run(key=key, tf32_requested=False)
+    if dev.type == "meta":
+        return run(key="fp32", tf32_requested=True)
     if dev.type != "cuda":
         raise UnsupportedOnDevice("TF32 is a GPU tensor-core mode; on a CPU use fp32")
-    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
-    # "high": fp32 matmuls may use TF32 tensor cores (the documented switch)
-    torch.set_float32_matmul_precision("high")
-    torch.backends.cudnn.allow_tf32 = True
-    try:
-        return run(key="fp32")
-    finally:
-        torch.set_float32_matmul_precision(before[0])
-        torch.backends.cudnn.allow_tf32 = before[1]
+    with tf32_on():
+        return run(key="fp32", tf32_requested=True)
 
 
 def _profile(
@@ -143,6 +148,7 @@ def _profile(
     train: bool,
     dev: torch.device,
     key: str,
+    tf32_requested: bool,
     torch_dtype: torch.dtype,
     spec: str | None,
     profile: str | None,
@@ -156,7 +162,7 @@ def _profile(
     meta = dev.type == "meta"  # counts only: nothing runs, nothing is timed
     if not meta:
         check_dtype_runs(dev, key, torch_dtype)
-    tf32 = tf32_enabled(dev) and key == "fp32"
+    tf32 = (tf32_requested or tf32_enabled(dev)) and key == "fp32"
     ceiling = resolve_ceiling(dev, key, tf32, spec, profile)
     workload = load_target(target, batch=batch, seq=seq)
     itemsize = torch.empty((), dtype=torch_dtype).element_size()
@@ -182,6 +188,14 @@ def _profile(
 
     model_flops = rec.model_flops()
     hardware_flops = rec.hardware_flops()
+    if key == "fp32" and dev.type == "cuda" and not tf32_requested:
+        # cuDNN runs fp32 convolutions on TF32 by default, whatever the matmul setting
+        conv = sum(c.flops for c in rec.calls if c.op.startswith(CONV_PREFIXES))
+        share = conv / model_flops if model_flops else 0.0
+        runs_tf32 = fp32_runs_tf32(tf32, conv_tf32_enabled(dev), share)
+        if runs_tf32 != tf32:
+            tf32 = runs_tf32
+            ceiling = resolve_ceiling(dev, key, tf32, spec, profile)
     total = rec.totals()
     peak, bw = ceiling.peak_flops_per_s, ceiling.bandwidth_bytes_per_s
     roof = ceiling.roof_flops_per_s
