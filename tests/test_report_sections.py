@@ -176,3 +176,20 @@ def test_planner_shows_a_straggler_beside_the_pipeline(cli, tmp_path, profile_fi
     assert s["efficiency"] == pytest.approx((7 * 1.0 + 1.25) / 8 / 1.35)
     assert s["efficiency_without_straggler"] == pytest.approx(1 / 1.1)
     assert len(plan["figures"]) == 3  # scaling, pipeline, straggler
+
+
+def test_noisy_benchmark_points_are_said_so(cli, tmp_path):
+    matmul = [
+        {"dtype": "fp32", "m": 512, "n": 512, "k": 512, "noisy": True},
+        {"dtype": "fp32", "m": 1024, "n": 1024, "k": 1024, "noisy": False},
+    ]
+    memory = [{"kernel": "triad", "dtype": "fp64", "noisy": True}]
+    dev = MeasuredDevice(
+        "Busy CPU", "cpu", {"fp32": 1e11}, 1e10, extra={"matmul": matmul, "memory": memory}
+    )
+    path = save_profile(MachineProfile(1, "x", "h", {}, [dev]), tmp_path / "busy.json")
+    sec = _report(cli, tmp_path, path, "machine")["machine"]
+    assert sec["key_figures"]["noisy_measurements"] == 2
+    # a loaded profile was measured some other time: no load average of this moment is quoted
+    assert "load_average_1min" not in sec["key_figures"]
+    assert any("2 of 3 benchmark points spread by more than 10 %" in n for n in sec["notes"])

@@ -39,6 +39,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
             )
     if profile is not None:
         _measured(out, profile, cpu)
+        _noise_note(out, profile, ctx.profile_path is None)
     if profile is not None and not gpus and all(d.kind != "cuda" for d in profile.devices):
         _versus_gpu(out, profile, cpu)
     for kind, block in detail.blocks:
@@ -99,6 +100,36 @@ def _cpu_card(out: SectionOutput):
     for line in (*cpu.assumptions[:1], *cpu.notes):
         out.note(line)
     return cpu
+
+
+def _noise_note(out: SectionOutput, profile, measured_now: bool) -> None:
+    """Ceilings measured on a busy machine read low and vary: say so, with the evidence."""
+    noisy, total = [], 0
+    for dev in profile.devices:
+        for kind in ("matmul", "memory"):
+            for rec in (dev.extra or {}).get(kind) or []:
+                total += 1
+                if rec.get("noisy"):
+                    noisy.append(f"{rec.get('dtype', '')} {rec.get('kernel', 'matmul')}".strip())
+    load = None
+    if measured_now and hasattr(os, "getloadavg"):
+        load = os.getloadavg()[0]
+    cores = os.cpu_count() or 1
+    busy = load is not None and load > 0.75 * cores
+    out.key_figures["noisy_measurements"] = len(noisy)
+    if load is not None:
+        out.key_figures["load_average_1min"] = load
+    if busy or noisy:
+        parts = []
+        if busy:
+            parts.append(f"the load average was {load:.1f} on {cores} logical CPUs")
+        if noisy:
+            parts.append(f"{len(noisy)} of {total} benchmark points spread by more than 10 %")
+        out.note(
+            f"measured on a busy machine: {' and '.join(parts)}. Other work shared the cores, so "
+            "these ceilings read low and vary between runs; `ceiling bench` on an idle machine "
+            "gives the real ones."
+        )
 
 
 def _caches(caches) -> str:
