@@ -172,6 +172,7 @@ def test_an_exact_fit_has_no_band_and_is_not_called_usl():
     assert fit.best != "usl"
     assert any("too few to tell" in w for w in fit.warnings)
     two = scaling.fit_scaling([1, 2], times_s=[1.0, 0.6])
+    assert two.best == "amdahl" and two.amdahl.p == pytest.approx(0.8, abs=1e-6)
     for p in two.predictions:
         assert p.speedup_low is None and p.speedup_high is None
         assert p.band.startswith("none")

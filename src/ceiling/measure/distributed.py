@@ -42,6 +42,8 @@ PEER_GRACE_S = 3.0
 # How long a worker gets to exit after SIGTERM before SIGKILL.
 TERMINATE_GRACE_S = 2.0
 LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+# Fresh ports tried when the chosen one was taken before rank 0 could bind it.
+PORT_ATTEMPTS = 3
 # A worker exits with this code after printing a CeilingError (a user mistake) on one line.
 USER_ERROR_EXIT = 3
 
@@ -298,56 +300,79 @@ def launch_local(
         job_path = tmpdir / "job.json"
         job_path.write_text(json.dumps(asdict(job)))
         progress_path = tmpdir / "progress.txt"
-        progress_path.touch()
-        port = free_port()
-        procs: list[subprocess.Popen] = []
-        logs = []
-        try:
-            for rank in range(world_size):
-                env = dict(os.environ)
-                for var in ("TORCHELASTIC_RUN_ID", "GROUP_RANK", "ROLE_RANK"):
-                    env.pop(var, None)
-                env.update(
-                    MASTER_ADDR="127.0.0.1",
-                    MASTER_PORT=str(port),
-                    RANK=str(rank),
-                    WORLD_SIZE=str(world_size),
-                    LOCAL_RANK=str(rank),
-                    LOCAL_WORLD_SIZE=str(world_size),
-                    PYTHONWARNINGS="ignore",
-                )
-                if job.threads_per_worker:
-                    env["OMP_NUM_THREADS"] = str(job.threads_per_worker)
-                log = open(tmpdir / f"rank{rank}.log", "wb")  # noqa: SIM115 (closed below)
-                logs.append(log)
-                procs.append(
-                    subprocess.Popen(
-                        [
-                            sys.executable,
-                            "-m",
-                            "ceiling.measure.distributed",
-                            str(job_path),
-                            str(tmpdir),
-                        ],
-                        env=env,
-                        stdin=subprocess.DEVNULL,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        preexec_fn=_die_with_parent,
-                        start_new_session=True,
-                    )
-                )
-            if on_start is not None:
-                on_start([p.pid for p in procs])
-            _watch(procs, job, tmpdir, progress_path, on_progress)
-        finally:
-            stop_processes(procs)
-            for log in logs:
-                log.close()
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            progress_path.write_text("")
+            try:
+                _spawn_and_watch(job, world_size, tmpdir, job_path, on_progress, on_start)
+                break
+            except WorkerFailed:
+                # The free port can be taken by another program between choosing it and
+                # rank 0 binding it: a fresh port, not an error, unless it keeps happening.
+                if attempt == PORT_ATTEMPTS or not _port_was_taken(tmpdir, world_size):
+                    raise
         result_path = tmpdir / "result.json"
         if not result_path.exists():
             raise WorkerFailed("rank 0 finished without writing a result")
         return json.loads(result_path.read_text())
+
+
+def _port_was_taken(tmpdir: Path, world_size: int) -> bool:
+    for rank in range(world_size):
+        try:
+            text = (tmpdir / f"rank{rank}.log").read_text(errors="replace").lower()
+        except OSError:
+            continue
+        if "address already in use" in text or "eaddrinuse" in text:
+            return True
+    return False
+
+
+def _spawn_and_watch(job, world_size, tmpdir, job_path, on_progress, on_start) -> None:
+    port = free_port()
+    procs: list[subprocess.Popen] = []
+    logs = []
+    try:
+        for rank in range(world_size):
+            env = dict(os.environ)
+            for var in ("TORCHELASTIC_RUN_ID", "GROUP_RANK", "ROLE_RANK"):
+                env.pop(var, None)
+            env.update(
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port),
+                RANK=str(rank),
+                WORLD_SIZE=str(world_size),
+                LOCAL_RANK=str(rank),
+                LOCAL_WORLD_SIZE=str(world_size),
+                PYTHONWARNINGS="ignore",
+            )
+            if job.threads_per_worker:
+                env["OMP_NUM_THREADS"] = str(job.threads_per_worker)
+            log = open(tmpdir / f"rank{rank}.log", "wb")  # noqa: SIM115 (closed below)
+            logs.append(log)
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "ceiling.measure.distributed",
+                        str(job_path),
+                        str(tmpdir),
+                    ],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    preexec_fn=_die_with_parent,
+                    start_new_session=True,
+                )
+            )
+        if on_start is not None:
+            on_start([p.pid for p in procs])
+        _watch(procs, job, tmpdir, tmpdir / "progress.txt", on_progress)
+    finally:
+        stop_processes(procs)
+        for log in logs:
+            log.close()
 
 
 def _watch(

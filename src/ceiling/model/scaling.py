@@ -35,6 +35,8 @@ SUPERLINEAR_EFFICIENCY = 1.02
 FAR_BEYOND_FACTOR = 10.0
 # A parameter is "supported" when it exceeds this many standard errors.
 SIGNIFICANCE_SE = 2.0
+# Without a standard error, a serial share below this is not called a serial part.
+EXACT_SERIAL_VISIBLE = 0.01
 BAND_LEVEL = 0.95
 
 
@@ -365,9 +367,9 @@ def fit_scaling(
         )
     if distinct == 2 and len(n) == 2:
         warnings.append("only 2 worker counts: Amdahl p is determined exactly, no error estimate")
-    elif distinct < 4:
+    elif distinct == 3:
         warnings.append(
-            f"only {distinct} different worker counts: too few to tell a serial part from an "
+            "only 3 different worker counts: too few to tell a serial part from an "
             "overhead that grows with N; 4 or more (e.g. 1, 2, 4, 8) make the laws separable"
         )
 
@@ -504,7 +506,10 @@ def _verdict(
             f"{n_star:.3g} ({where}) and falls after it."
         )
         return "usl", (text + " " + kf).strip()
-    if amdahl.p < 1.0 and _significant(1.0 - amdahl.p, amdahl.p_se):
+    # Two worker counts determine p exactly (no standard error): a visible serial part is
+    # still the only reading the data allow, so it is named (the warnings say how weak it is).
+    exact_serial = amdahl.p_se is None and 1.0 - amdahl.p > EXACT_SERIAL_VISIBLE
+    if amdahl.p < 1.0 and (_significant(1.0 - amdahl.p, amdahl.p_se) or exact_serial):
         text = (
             f"Amdahl: a serial part of {1 - amdahl.p:.1%} (p = {amdahl.p:.3f}) caps the speedup "
             f"at {amdahl.ceiling:.3g}× however many workers; no overhead growing with N is "
