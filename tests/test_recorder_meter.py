@@ -24,3 +24,16 @@ def test_count_step_flops_on_meta_without_running():
         x = torch.randn(4, 8192)
     flops = count_step_flops(layer, x, train=False)
     assert flops.model == 2 * 4 * 8192 * 8192
+
+
+def test_meta_model_counts_like_the_cpu_one_fused_causal_attention_included():
+    from ceiling.workloads.gpt import build_gpt
+
+    idx = torch.randint(0, 100, (1, 32))
+    on_cpu = count_step_flops(build_gpt("tiny"), (idx, idx))
+    with torch.device("meta"):
+        meta = build_gpt("tiny", device="meta")
+    on_meta = count_step_flops(meta, (idx.to("meta"), idx.to("meta")))
+    assert on_meta.model == on_cpu.model and on_meta.hardware == on_cpu.hardware
+    assert on_meta.hardware > on_meta.model  # the fused backward's recomputed scores
+    assert next(meta.parameters()).device.type == "meta"  # the caller's model is untouched

@@ -13,11 +13,15 @@
     print(meter.mfu, meter.hfu)
 
 The count runs one forward and backward under the op recorder (no optimizer step; the
-gradients it leaves are cleared). Models on the "meta" device are counted without running.
+gradients it leaves are cleared). A model on the "meta" device is counted without running:
+a copy of it runs on fake CPU tensors (shapes only), so that ops pick the kernels a CPU
+would (fused attention, whose causal half is counted, rather than its unfused fallback).
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 from dataclasses import dataclass
 
 from ceiling.profile.recorder import OpRecorder
@@ -36,14 +40,34 @@ def count_step_flops(model, batch, loss_fn=None, train: bool = True) -> StepFlop
     import torch
 
     loss_fn = loss_fn or default_loss
-    with OpRecorder() as rec:
+    fake = None
+    if any(p.device.type == "meta" for p in model.parameters()):
+        fake, model, batch = _on_fake_cpu(model, batch)
+    with OpRecorder() as rec, fake if fake is not None else contextlib.nullcontext():
         if train:
             loss_fn(model(*as_args(batch)), batch).backward()
         else:
             with torch.no_grad():
                 model(*as_args(batch))
-    if train:
+    if train and fake is None:
         for p in model.parameters():
             p.grad = None
     total = rec.totals().flops
     return StepFlops(rec.model_flops(), rec.hardware_flops(), total - rec.hardware_flops())
+
+
+def _on_fake_cpu(model, batch):
+    """A copy of a meta model, and the batch, as fake CPU tensors (the caller's stay meta)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    clone = copy.deepcopy(model)
+
+    def fake(x):
+        return torch.empty_like(x, device="cpu") if isinstance(x, torch.Tensor) else x
+
+    with mode:
+        clone = clone.to_empty(device="cpu")
+        args = tuple(fake(x) for x in as_args(batch))
+    return mode, clone, args if isinstance(batch, (tuple, list)) else args[0]
