@@ -219,3 +219,16 @@ def test_two_torchrun_agents_as_two_machines(tmp_path):
     assert [r["op"] for r in doc["rows"]] == ["all_reduce"] * 3
     for r in doc["rows"]:
         assert r["busbw_gbps"] == r["algbw_gbps"] * 2 * (2 - 1) / 2
+
+
+def test_ranks_use_cuda_only_with_a_gpu_each():
+    from ceiling.errors import UnsupportedOnDevice
+
+    assert distributed.use_cuda("auto", 2, True, 2) is True
+    assert distributed.use_cuda("auto", 8, True, 1) is False  # 8 ranks, 1 GPU: gloo on CPU
+    assert distributed.use_cuda("auto", 1, False, 0) is False
+    assert distributed.use_cuda("cpu", 1, True, 8) is False
+    with pytest.raises(UnsupportedOnDevice, match="8 workers on this machine but 1 GPU"):
+        distributed.use_cuda("cuda", 8, True, 1)
+    with pytest.raises(UnsupportedOnDevice, match="no CUDA device"):
+        distributed.use_cuda("cuda", 1, False, 0)

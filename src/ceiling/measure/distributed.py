@@ -130,17 +130,28 @@ def resolve_target(target: str) -> Callable[..., Any]:
     return fn
 
 
-def _cuda_usable(device: str) -> bool:
-    import torch
+def use_cuda(requested: str, local_world: int, cuda_available: bool, cuda_count: int) -> bool:
+    """Whether this node's ranks run on CUDA (NCCL) or on the CPU (gloo).
 
-    if device == "cpu":
+    NCCL needs a GPU of its own per rank: with more ranks on a machine than GPUs, "auto"
+    runs them on the CPU with gloo (every rank decides alike, so they agree), and an
+    explicit "cuda" is refused with the numbers."""
+    from ceiling.errors import UnsupportedOnDevice
+
+    if requested == "cpu":
         return False
-    available = torch.cuda.is_available()
-    if device == "cuda" and not available:
-        from ceiling.errors import UnsupportedOnDevice
-
+    if requested == "cuda" and not cuda_available:
         raise UnsupportedOnDevice("--device cuda asked for, but torch sees no CUDA device")
-    return available
+    if not cuda_available:
+        return False
+    if local_world > cuda_count:
+        if requested == "cuda":
+            raise UnsupportedOnDevice(
+                f"{local_world} workers on this machine but {cuda_count} GPU(s): NCCL needs one "
+                f"GPU per worker; use at most {cuda_count} workers per machine or --device cpu"
+            )
+        return False
+    return True
 
 
 def _run_job(job: Job, launcher: str, progress_path: str | None) -> tuple[int, Any]:
@@ -155,7 +166,10 @@ def _run_job(job: Job, launcher: str, progress_path: str | None) -> tuple[int, A
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     if job.threads_per_worker:
         torch.set_num_threads(job.threads_per_worker)
-    cuda = _cuda_usable(job.device)
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    available = torch.cuda.is_available()
+    count = torch.cuda.device_count() if available else 0
+    cuda = use_cuda(job.device, local_world, available, count)
     if cuda:
         index = local_rank % torch.cuda.device_count()
         torch.cuda.set_device(index)
