@@ -44,3 +44,22 @@ def test_step_bad_input(cli, tmp_path):
     )
     code, _, err = cli("step", f"{f}:build")
     assert code == 2 and "DataLoader" in err and len(err.strip().splitlines()) == 1
+
+
+def test_user_target_with_a_dataloader(cli, tmp_path):
+    f = tmp_path / "withloader.py"
+    f.write_text(
+        "import torch\n"
+        "def build():\n"
+        "    data = torch.utils.data.TensorDataset(torch.randn(256, 8), torch.randn(256, 2))\n"
+        "    return {'model': torch.nn.Linear(8, 2),\n"
+        "            'dataloader': torch.utils.data.DataLoader(data, batch_size=16),\n"
+        "            'forward': lambda model, batch: model(batch[0]),\n"
+        "            'loss_fn': lambda out, batch: torch.nn.functional.mse_loss(out, batch[1])}\n"
+    )
+    code, out, err = cli("step", f"{f}:build", "--workers", "0", "--steps", "2", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["samples_per_step"] == 16 and [r["workers"] for r in d["rows"]] == [0]
+    code, _, err = cli("step", f"{f}:build", "--slow-data")
+    assert code == 2 and "built-in datasets" in err and len(err.strip().splitlines()) == 1

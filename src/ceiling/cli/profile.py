@@ -22,7 +22,8 @@ TARGET_HELP = (
     "`ceiling models`) or custom:layers=..,hidden=..,heads=.. is built as a decoder with "
     "random weights (too large to run here? add --device meta). Your own: module:callable "
     "or path/file.py:callable, a function with no arguments returning {'model': nn.Module, "
-    "'batch': tensor or tuple (model(*batch)), optional 'loss_fn': f(output, batch) "
+    "'batch': tensor or tuple, optional 'forward': f(model, batch) (default model(*batch)), "
+    "'loss_fn': f(output, batch) "
     "(default: the output's loss, or a scalar last element, else its mean), 'optimizer' "
     "(default AdamW), 'dataloader', 'tokens_per_step' (MFU per token; else per sample)}."
 )

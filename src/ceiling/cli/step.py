@@ -25,7 +25,8 @@ DELAY_HELP = "Per-sample sleep of the built-in dataset in ms (implies --slow-dat
 TARGET_HELP = (
     "mlp, cnn, gpt:tiny, gpt:small, or module:callable / file.py:callable: a function "
     "with no arguments returning {'model', 'dataloader' (a torch DataLoader; its dataset "
-    "and batch size are reused with each worker count), optional 'loss_fn', 'optimizer', "
+    "and batch size are reused with each worker count), optional 'forward' (model, batch), "
+    "'loss_fn', 'optimizer', "
     "'tokens_per_step'}."
 )
 

@@ -25,7 +25,7 @@ import copy
 from dataclasses import dataclass
 
 from ceiling.profile.recorder import OpRecorder
-from ceiling.profile.targets import as_args, default_loss
+from ceiling.profile.targets import as_args, default_loss, run_forward
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,9 @@ class StepFlops:
     other: float  # elementwise, normalisation, reductions (not in MFU)
 
 
-def count_step_flops(model, batch, loss_fn=None, train: bool = True) -> StepFlops:
-    """FLOPs of one step of `model` on `batch` (a multiply-add counted as 2)."""
+def count_step_flops(model, batch, loss_fn=None, train: bool = True, forward=None) -> StepFlops:
+    """FLOPs of one step of `model` on `batch` (a multiply-add counted as 2); `forward`
+    (model, batch) -> output, default model(*batch)."""
     import torch
 
     loss_fn = loss_fn or default_loss
@@ -45,10 +46,10 @@ def count_step_flops(model, batch, loss_fn=None, train: bool = True) -> StepFlop
         fake, model, batch = _on_fake_cpu(model, batch)
     with OpRecorder() as rec, fake if fake is not None else contextlib.nullcontext():
         if train:
-            loss_fn(model(*as_args(batch)), batch).backward()
+            loss_fn(run_forward(model, batch, forward), batch).backward()
         else:
             with torch.no_grad():
-                model(*as_args(batch))
+                run_forward(model, batch, forward)
     if train and fake is None:
         for p in model.parameters():
             p.grad = None

@@ -10,7 +10,13 @@ import torch
 
 from ceiling.errors import CeilingError, DoesNotFit, InvalidInput
 from ceiling.profile.recorder import OpRecorder
-from ceiling.profile.targets import Workload, as_args, is_out_of_memory, move_batch, one_line
+from ceiling.profile.targets import (
+    Workload,
+    is_out_of_memory,
+    move_batch,
+    one_line,
+    run_forward,
+)
 
 
 def sync(device: torch.device) -> None:
@@ -39,6 +45,7 @@ class StepRunner:
             self.batch = move_batch(workload.batch, device, dtype)
         self.model.train(train)
         self.loss_fn = workload.loss_fn
+        self.forward = workload.forward
         # meta tensors hold no values: an optimizer step (which reads its step count) cannot
         # run there, so a meta step is forward + backward only
         self.optimizer = workload.make_optimizer(self.model) if train else None
@@ -56,11 +63,11 @@ class StepRunner:
         batch = self.batch if batch is None else batch
         if not self.train:
             with torch.no_grad():
-                self.model(*as_args(batch))
+                run_forward(self.model, batch, self.forward)
             return
         if self.optimizer is not None:
             self.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.model(*as_args(batch)), batch)
+        loss = self.loss_fn(run_forward(self.model, batch, self.forward), batch)
         loss.backward()
         if self.optimizer is None:
             return

@@ -9,6 +9,7 @@ arguments and returns a dict (or a model alone):
 
     {"model": nn.Module,             # required
      "batch": tensor or tuple,       # required unless "dataloader" is given; model(*batch)
+     "forward": f(model, batch),     # optional; default model(*batch) (a tuple unpacked)
      "loss_fn": f(output, batch),    # optional; default: the output's `loss` when it has
                                      #   one, a tuple's last element when it is a scalar (like
                                      #   (logits, loss)), else the output's mean
@@ -49,6 +50,7 @@ class Workload:
     seq_len: int | None = None
     dataset: Any = None  # a map-style dataset for `ceiling step` (built-ins)
     dataloader: Iterable | None = None
+    forward: Callable[[nn.Module, Any], Any] | None = None  # default: model(*batch)
 
 
 def one_line(exc: BaseException) -> str:
@@ -83,6 +85,12 @@ def _adamw(model: nn.Module) -> torch.optim.Optimizer:
 
 def as_args(batch: Any) -> tuple:
     return tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
+
+
+def run_forward(model: nn.Module, batch: Any, forward=None) -> Any:
+    """The model's output on a batch: the target's own `forward(model, batch)`, else
+    model(*batch) with a tuple or list unpacked."""
+    return forward(model, batch) if forward is not None else model(*as_args(batch))
 
 
 def move_batch(batch: Any, device: torch.device, dtype: torch.dtype) -> Any:
@@ -283,6 +291,11 @@ def _user(target: str) -> Workload:
         made = dict(zip(keys, made, strict=False))
     if not isinstance(made, dict) or not isinstance(made.get("model"), nn.Module):
         raise InvalidInput(f"{target} must return a dict with an nn.Module under 'model'")
+    for key in ("forward", "loss_fn"):
+        if made.get(key) is not None and not callable(made[key]):
+            raise InvalidInput(
+                f"{target}: {key!r} must be a function, got {type(made[key]).__name__}"
+            )
     batch = made.get("batch")
     loader = made.get("dataloader")
     if batch is None and loader is not None:
@@ -305,6 +318,7 @@ def _user(target: str) -> Workload:
         samples_per_step=samples,
         tokens_per_step=made.get("tokens_per_step"),
         dataloader=loader,
+        forward=made.get("forward"),
     )
 
 
