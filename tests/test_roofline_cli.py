@@ -79,6 +79,7 @@ def test_measure_small_ops(cli, profile):
         assert row["predicted_over_measured"] == pytest.approx(
             row["predicted_s"] / row["measured_s"]
         )
+        assert row["within_30pct"] == (1 / 1.3 <= row["predicted_over_measured"] <= 1.3)
 
 
 def test_plot_and_table(cli, profile, tmp_path):

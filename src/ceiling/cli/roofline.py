@@ -101,6 +101,7 @@ def _rows(ops, roofs: dict[str, Any], measure: bool) -> list[dict[str, Any]]:
             row["measured_flops_per_s"] = op.flops / stats.min
             row["predicted_over_measured"] = row["predicted_s"] / stats.min
             row["measured_on"] = device
+            row["within_30pct"] = 1 / 1.3 <= row["predicted_over_measured"] <= 1.3
     return rows
 
 
@@ -256,6 +257,19 @@ def roofline(
                 caption="FLOP counts a multiply-add as 2; GB = 1e9 bytes, each operand read "
                 "and each result written once; attainable = min(peak, FLOP/B x bandwidth)",
             )
+        )
+    faster = [r["op"] for r in rows if r.get("predicted_over_measured", 1) > 1.3]
+    slower = [r["op"] for r in rows if r.get("predicted_over_measured", 1) < 1 / 1.3]
+    if faster:
+        c.print(
+            f"note: {', '.join(faster)} ran more than 30 % faster than the roof allows: the roof "
+            "is too low (a profile measured under load or at smaller sizes; run `ceiling bench` "
+            "again on a quiet machine)"
+        )
+    if slower:
+        c.print(
+            f"note: {', '.join(slower)} ran more than 30 % below the roof: costs the roofline "
+            "leaves out (launches, a kernel short of peak, extra passes over memory)"
         )
     if roofs.get("measured_device_name"):
         c.print(
