@@ -205,3 +205,11 @@ def test_prediction_interval_covers_new_measurements_about_95_percent():
     assert total > 70
     assert inside / total >= 0.9  # 0.96 here
     assert naive_inside / total < 0.88  # 0.81 here: why the interval is built as it is
+
+
+def test_a_kappa_indistinguishable_from_zero_is_no_peak():
+    ns = [1, 2, 4, 8]
+    fit = scaling.fit_scaling(ns, times_s=[0.1 + 0.9 / n for n in ns])
+    assert fit.best == "amdahl"
+    assert any("not distinguishable from 0, so the data show no peak" in w for w in fit.warnings)
+    assert not any("trust it only as an order of magnitude" in w for w in fit.warnings)

@@ -408,10 +408,18 @@ def fit_scaling(
         )
     max_n = float(n.max())
     if usl is not None and usl.n_star is not None and usl.n_star > FAR_BEYOND_FACTOR * max_n:
-        warnings.append(
-            f"the USL peak N* = {usl.n_star:.3g} lies far beyond the largest measured N = "
-            f"{max_n:g}: the peak is an extrapolation, trust it only as an order of magnitude"
-        )
+        if _significant(usl.kappa, usl.kappa_se):
+            warnings.append(
+                f"the USL peak N* = {usl.n_star:.3g} lies far beyond the largest measured N = "
+                f"{max_n:g}: the peak is an extrapolation, trust it only as an order of magnitude"
+            )
+        else:
+            se = f" ± {usl.kappa_se:.2g}" if usl.kappa_se is not None else " (no error estimate)"
+            warnings.append(
+                f"USL κ = {usl.kappa:.2g}{se} is not distinguishable from 0, so the data show "
+                f"no peak: its N* = {usl.n_star:.3g} (far beyond the largest measured N = "
+                f"{max_n:g}) means nothing"
+            )
 
     trend = _karp_flatt_trend(points)
     best, verdict = _verdict(mode, amdahl, gustafson, usl, trend, max_n)
