@@ -40,3 +40,32 @@ def test_crossover_on_gpu():
     c = overhead.crossover("elementwise", "cuda", (2**10, 2**20, 2**24), budget_ms=10)
     assert len(c.gpu_s) == len(c.cpu_s) == len(c.gpu_with_transfer_s) == 3
     assert c.crossover is None or c.crossover in c.sizes
+
+
+def test_tf32_setting_is_restored_after_a_tf32_run():
+    import torch
+
+    before = torch.get_float32_matmul_precision()
+    matmul.run_matmul("tf32", 512, 512, 512, "cuda", warmup_ms=2, budget_ms=10)
+    assert torch.get_float32_matmul_precision() == before
+
+
+def test_device_copy_traffic_counts_read_and_write():
+    (d2d,) = [
+        r
+        for r in transfer.run_transfer("cuda", sizes=(64 * 2**20,), budget_ms=20)
+        if r.direction == "d2d"
+    ]
+    assert d2d.traffic_bytes == 2 * d2d.bytes
+    assert d2d.best_traffic_gbps == pytest.approx(2 * d2d.best_gbps)
+
+
+def test_bf16_rate_is_a_sane_fraction_of_the_datasheet():
+    # against the catalog peak: never above it (dense peaks), and not absurdly low at 4096^3
+    from ceiling.measure import machine
+
+    peak = machine.datasheet_peaks("cuda").get("bf16")
+    if not peak:
+        pytest.skip("this GPU is not in the catalog")
+    r = matmul.run_matmul("bf16", 4096, 4096, 4096, "cuda", warmup_ms=20, budget_ms=100)
+    assert 0.2 < r.best_flops_per_s / peak < 1.0

@@ -148,3 +148,15 @@ def test_too_large_a_matmul_is_refused_before_allocating(cli):
 def test_bad_sizes_are_one_line(cli, sizes):
     code, _, err = cli("bench", "matmul", "--sizes", sizes)
     assert code == 2 and err.startswith("error: --sizes") and err.count("\n") == 1
+
+
+def test_float32_precision_setting_is_restored():
+    import torch
+
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("medium")
+        run_matmul("fp32", 32, 32, 32, "cpu", warmup_ms=1, budget_ms=2)
+        assert torch.get_float32_matmul_precision() == "medium"
+    finally:
+        torch.set_float32_matmul_precision(before)
