@@ -30,6 +30,10 @@ def test_profile_gpt_tiny_train_reports_mfu_and_ops(tiny_train):
     )
     assert d["analytic_flops_per_step"] == pytest.approx(d["model_flops_per_step"], rel=0.10)
     assert d["attention_convention"] == "causal-half"
+    # the published convention counts attention in full: the same step, more FLOPs
+    full = d["analytic_flops_per_step_full_attention"]
+    assert d["mfu_full_attention"] == pytest.approx(d["mfu"] * full / d["model_flops_per_step"])
+    assert d["mfu_full_attention"] > d["mfu"]
     ops = {o["name"]: o for o in d["ops"]}
     for o in d["ops"]:
         assert {"name", "flops", "bytes", "time_s", "bound"} <= set(o)

@@ -67,6 +67,7 @@ def report_json(r) -> dict:
         "mfu": r.mfu,
         "hfu": r.hfu,
         "mfu_vs_measured_peak": r.mfu_vs_measured_peak,
+        "mfu_full_attention": r.mfu_full_attention,
         "roofline_step_s": r.roofline_step_s,
         "mfu_at_roofline": r.mfu_at_roofline,
         "recorded_step_s": r.recorded_step_s,
@@ -207,6 +208,10 @@ def render(r, top: int) -> None:
     if r.mfu is not None:
         rows.append(["MFU (model FLOPs / dense peak)", u.format_percent(r.mfu)])
         rows.append(["HFU (incl. recomputation)", u.format_percent(r.hfu)])
+    if r.mfu_full_attention is not None:
+        rows.append(
+            ["MFU, attention in full (PaLM, as published)", u.format_percent(r.mfu_full_attention)]
+        )
     if r.mfu_vs_measured_peak is not None:
         rows.append(["MFU vs measured matmul peak", u.format_percent(r.mfu_vs_measured_peak)])
     if r.roofline_step_s:

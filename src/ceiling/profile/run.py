@@ -96,6 +96,16 @@ class ProfileReport:
         )
 
     @property
+    def mfu_full_attention(self) -> float | None:
+        """MFU with attention counted over every position pair (PaLM's convention, the one
+        published figures use): higher than the causal-half MFU by the masked half."""
+        if not self.analytic_flops_per_step_full_attention or not self.step_s:
+            return None
+        return mfu_model.step_utilisation(
+            self.analytic_flops_per_step_full_attention, self.step_s, self.ceiling.peak_flops_per_s
+        )
+
+    @property
     def analytic_vs_counted(self) -> float | None:
         if not self.analytic_flops_per_step or not self.model_flops_per_step:
             return None
