@@ -156,14 +156,16 @@ def _sync(device: torch.device | None) -> None:
 
 
 def _first_device(args, kwargs) -> torch.device | None:
+    """The device the op runs on: an accelerator tensor's when there is one (a CPU scalar
+    may come first, as in `cpu_scalar * cuda_tensor`), else the first tensor's."""
+    found = None
     for x in (*args, *kwargs.values()):
-        if isinstance(x, torch.Tensor):
-            return x.device
-        if isinstance(x, (list, tuple)):
-            for y in x:
-                if isinstance(y, torch.Tensor):
-                    return y.device
-    return None
+        for t in x if isinstance(x, (list, tuple)) else (x,):
+            if isinstance(t, torch.Tensor):
+                if t.device.type != "cpu":
+                    return t.device
+                found = found or t.device
+    return found
 
 
 class _RecordingMode(TorchDispatchMode):
