@@ -79,10 +79,16 @@ def format_percent(fraction: float, digits: int = 1) -> str:
 
 
 def _split(text: str, what: str) -> tuple[float, str]:
+    """(number, unit) of a quantity; sizes, rates, durations and counts are never negative."""
     m = re.fullmatch(r"\s*" + _NUMBER + r"\s*([A-Za-zµ/]*)\s*", text)
     if not m:
         raise InvalidInput(f"cannot read {what} from {text!r}")
-    return float(m.group(1)), m.group(2)
+    value = float(m.group(1))
+    if not math.isfinite(value):
+        raise InvalidInput(f"{what} must be a finite number, got {text!r}")
+    if value < 0:
+        raise InvalidInput(f"{what} cannot be negative, got {text!r}")
+    return value, m.group(2)
 
 
 def parse_bytes(text: str | float | int) -> float:

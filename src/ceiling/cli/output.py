@@ -23,20 +23,10 @@ def emit_json(obj: Any) -> None:
     sys.stdout.write("\n")
 
 
-# Width for output that goes to a file or a pipe (rich would assume 80 columns): wide
-# enough for the tables, narrow enough to read in a log. $COLUMNS still wins.
-PIPE_WIDTH = 120
-
-
 def console():
-    import os
-
     from rich.console import Console
 
-    c = Console(highlight=False)
-    if not c.is_terminal and "COLUMNS" not in os.environ:
-        c = Console(highlight=False, width=PIPE_WIDTH)
-    return c
+    return Console(highlight=False)
 
 
 def table(title: str | None, columns: list[str], rows: list[list[Any]], caption: str | None = None):

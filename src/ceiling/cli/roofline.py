@@ -105,6 +105,23 @@ def _rows(ops, roofs: dict[str, Any], measure: bool) -> list[dict[str, Any]]:
     return rows
 
 
+def _short_name(row: dict[str, Any]) -> str:
+    """A table label that fits a narrow terminal: 'add:100M', 'matmul:4096³', 'attn:...'."""
+
+    def count(n: int) -> str:
+        for scale, prefix in ((10**9, "G"), (10**6, "M"), (10**3, "k")):
+            if n >= scale and n % scale == 0:
+                return f"{n // scale}{prefix}"
+        return str(n)
+
+    shape = row["shape"]
+    if row["kind"] == "add":
+        return f"add:{count(shape[0])}"
+    if row["kind"] == "matmul" and len(set(shape)) == 1:
+        return f"matmul:{shape[0]}³"
+    return row["op"].replace("attention:", "attn:")
+
+
 def _measure_device(roofs: dict[str, Any]) -> str:
     """Where --measure runs: the profile's device, or the local device of the spec's kind."""
     from ceiling.measure.machine import pick_device
@@ -238,7 +255,7 @@ def roofline(
         body = []
         for r in rows:
             line = [
-                r["op"].replace("attention:", "attn:"),
+                _short_name(r),
                 format_flops(r["flops"]),
                 format_bytes(r["bytes"]),
                 f"{r['intensity_flops_per_byte']:.3g}",
@@ -249,15 +266,15 @@ def roofline(
             if measure:
                 line += [format_time(r["measured_s"]), f"{r['predicted_over_measured']:.2f}"]
             body.append(line)
-        c.print(
-            table(
-                None,
-                columns,
-                body,
-                caption="FLOP counts a multiply-add as 2; GB = 1e9 bytes, each operand read "
-                "and each result written once; attainable = min(peak, FLOP/B x bandwidth)",
-            )
+        ops_table = table(
+            None,
+            columns,
+            body,
+            caption="FLOP counts a multiply-add as 2; GB = 1e9 bytes, each operand read "
+            "and each result written once; attainable = min(peak, FLOP/B x bandwidth)",
         )
+        ops_table.show_edge = False  # the columns fit 80 characters without the outer frame
+        c.print(ops_table)
     faster = [r["op"] for r in rows if r.get("predicted_over_measured", 1) > 1.3]
     slower = [r["op"] for r in rows if r.get("predicted_over_measured", 1) < 1 / 1.3]
     if faster:
