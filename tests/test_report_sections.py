@@ -193,3 +193,12 @@ def test_noisy_benchmark_points_are_said_so(cli, tmp_path):
     # a loaded profile was measured some other time: no load average of this moment is quoted
     assert "load_average_1min" not in sec["key_figures"]
     assert any("2 of 3 benchmark points spread by more than 10 %" in n for n in sec["notes"])
+
+
+def test_scaling_fit_line_says_no_crosstalk_plainly():
+    from ceiling.report.sections.scaling import _fit_line
+
+    flat = {"usl": {"sigma": 0.1, "kappa": 2.3e-22, "n_star": 6.25e10}}
+    assert _fit_line(flat) == "USL σ = 0.1, κ ≈ 0 (no peak within reach)"
+    peaked = {"usl": {"sigma": 0.1, "kappa": 0.002, "n_star": 20.0}}
+    assert _fit_line(peaked) == "USL σ = 0.1, κ = 0.002, N* ≈ 20"

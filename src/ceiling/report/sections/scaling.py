@@ -18,6 +18,7 @@ SYNTHETIC_WORK_MS_QUICK, SYNTHETIC_WORK_MS_FULL = 200.0, 1000.0
 SYNTHETIC_WORKERS = (1, 2, 4, 8)
 PYTHON_ITERATIONS_QUICK, PYTHON_ITERATIONS_FULL = 500_000, 2_000_000
 TIMEOUT_S = 120.0
+KAPPA_NONE, N_STAR_FAR = 1e-9, 1e6  # below / beyond these the USL found no crosstalk
 PARALLEL_SPEEDUP = 1.2  # below this, two workers did not measurably run at the same time
 
 
@@ -169,8 +170,13 @@ def _fit_line(fit: dict) -> str:
     if a:
         parts.append(f"Amdahl p = {a['p']:.3f}, ceiling {a['ceiling']:.3g}×")
     if u:
-        n_star = f", N* ≈ {u['n_star']:.3g}" if u.get("n_star") else ""
-        parts.append(f"USL σ = {u['sigma']:.3g}, κ = {u['kappa']:.2g}{n_star}")
+        n_star = u.get("n_star")
+        if u["kappa"] < KAPPA_NONE or (n_star is not None and n_star > N_STAR_FAR):
+            # a κ of 1e-22 and a peak at 6e10 workers are "no crosstalk measured", said plainly
+            parts.append(f"USL σ = {u['sigma']:.3g}, κ ≈ 0 (no peak within reach)")
+        else:
+            peak = f", N* ≈ {n_star:.3g}" if n_star else ""
+            parts.append(f"USL σ = {u['sigma']:.3g}, κ = {u['kappa']:.2g}{peak}")
     if fit.get("verdict"):
         parts.append(fit["verdict"])
     return "; ".join(parts)
