@@ -274,3 +274,13 @@ def test_tf32_on_meta_counts_against_the_specs_tf32_peak(cli):
 
     assert d["tf32"] and d["ceiling"]["peak_dtype"] == "tf32"
     assert d["ceiling"]["peak_flops_per_s"] == get_spec("h100-sxm").peak("tf32")
+
+
+def test_noisy_step_times_are_said():
+    from ceiling.profile.run import _noise_hint
+
+    assert _noise_hint([0.1, 0.1, 0.1]) == []
+    assert _noise_hint([0.1, 0.4]) == []  # too few to tell
+    (text,) = _noise_hint([0.1, 0.2, 0.3, 0.4])
+    assert text.startswith("step times vary from 100 to 400 ms")
+    assert "MFU is uncertain" in text

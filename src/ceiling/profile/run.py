@@ -246,12 +246,29 @@ def _profile(
         ops=[placement.place(t, roof, bw) for t in rec.by_op() if t.category != "view"],
         modules=[placement.place(t, roof, bw) for t in rec.by_module(depth=module_depth)],
         categories=[placement.place(t, roof, bw) for t in rec.by_category()],
-        hints=placement.hints(rec.calls, roof, bw, itemsize, recorded_step_s),
+        hints=_noise_hint(samples)
+        + placement.hints(rec.calls, roof, bw, itemsize, recorded_step_s),
         roofline_step_s=placement.roofline_time(rec.calls, roof, bw),
         recorded_step_s=recorded_step_s,
         recomputed_flops=hardware_flops - model_flops,
         environment=environment(dev),
     )
+
+
+def _noise_hint(samples: list[float]) -> list[str]:
+    """Say so when the timed steps disagree: MFU then depends on which step is taken."""
+    from ceiling.measure.stats import summarize
+
+    if len(samples) < 3:
+        return []
+    st = summarize(samples)
+    if not st.noisy:
+        return []
+    return [
+        f"step times vary from {st.min * 1e3:.4g} to {max(samples) * 1e3:.4g} ms (median "
+        f"{st.median * 1e3:.4g} ms, IQR {st.relative_iqr * 100:.0f} % of it): something else "
+        "is using this machine, so MFU is uncertain; use more --steps or a quieter machine"
+    ]
 
 
 def environment(device: torch.device) -> dict[str, Any]:
