@@ -25,7 +25,7 @@ def test_report_writes_page_and_json_record(cli, tmp_path):
     assert f"report: {out.resolve()}" in stderr
 
 
-def test_amdahl_section_shows_the_seed_table(cli, tmp_path):
+def test_amdahl_section_shows_the_classic_table(cli, tmp_path):
     out = tmp_path / "r.html"
     code, stdout, _ = cli("report", "--only", "amdahl", "-o", out, "--json")
     assert code == 0
@@ -33,7 +33,7 @@ def test_amdahl_section_shows_the_seed_table(cli, tmp_path):
     rows = {r[0]: r for r in table["rows"]}
     cols = table["columns"]
     col = {c.split(" (")[0]: i for i, c in enumerate(cols)}
-    # the seed: 0.5 -> 1.3 1.8 2.0; 0.9 -> 1.8 4.7 9.9; 0.99 -> 2.0 7.5 91.0
+    # the classic table: 0.5 -> 1.3 1.8 2.0; 0.9 -> 1.8 4.7 9.9; 0.99 -> 2.0 7.5 91.0
     for p, expected in {"0.5": "1.3 1.8 2.0", "0.9": "1.8 4.7 9.9", "0.99": "2.0 7.5 91.0"}.items():
         got = [rows[p][col[f"N = {n}"]].rstrip("×") for n in (2, 8, 1000)]
         assert got == expected.split()
@@ -63,3 +63,17 @@ def test_bad_input_is_one_line_and_exit_2(cli, tmp_path, args, message):
     assert stdout == ""
     assert stderr.count("\n") == 1 and stderr.startswith("error: ")
     assert message in stderr
+
+
+def test_terminal_summary_repeats_a_caveat_on_every_number(cli, tmp_path):
+    from ceiling.hardware.profile import MachineProfile, MeasuredDevice, save_profile
+
+    dev = MeasuredDevice(
+        "Fast CPU", "cpu", {"fp32": 250e9}, 10e9, datasheet_peak_flops_per_s={"fp32": 200e9}
+    )
+    path = save_profile(MachineProfile(1, "x", "h", {}, [dev]), tmp_path / "fast.json")
+    code, stdout, _ = cli(
+        "report", "--only", "machine", "--profile", path, "-o", tmp_path / "p.html"
+    )
+    assert code == 0
+    assert "note: measured above the theoretical peak (Fast CPU fp32)" in " ".join(stdout.split())

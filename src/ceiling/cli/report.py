@@ -16,6 +16,7 @@ from ceiling.errors import InvalidInput
 from ceiling.records import write_json_atomic, write_text_atomic
 
 DEFAULT_OUTPUT = "ceiling-report.html"
+QUALIFYING_NOTES = ("measured on a busy machine", "measured above the theoretical peak")
 
 
 @app.command()
@@ -179,7 +180,13 @@ def _summary(rep) -> None:
     for r in rep.sections:
         found = "; ".join(f"{h.label}: {h.display}" for h in r.output.highlights[:3])
         rows.append([r.title, r.status, found or (r.reason or "")])
-    console().print(table(f"ceiling report ({rep.mode})", ["section", "status", "found"], rows))
+    c = console()
+    c.print(table(f"ceiling report ({rep.mode})", ["section", "status", "found"], rows))
+    # caveats that qualify every number above are repeated here, not only on the page
+    for r in rep.sections:
+        for note in r.output.notes:
+            if note.startswith(QUALIFYING_NOTES):
+                c.print(f"note: {note}", highlight=False, markup=False)
 
 
 def _where(output: Path, json_path: Path, stream) -> None:
