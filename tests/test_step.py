@@ -78,3 +78,12 @@ def test_verdict_says_when_workers_crowd_the_step_off_the_cores():
     assert not any(t.startswith("host time") for t in verdict(rows, cores=8, threads=2))
     small = [breakdown(0, 0.300, 0.250, 0.040), breakdown(4, 0.140, 0.080, 0.045)]
     assert not any(t.startswith("host time") for t in verdict(small, cores=2, threads=2))
+
+
+def test_contention_is_named_when_ops_wait_for_the_cpu():
+    from ceiling.profile.step import contention
+
+    assert contention(0.004, 0.005) == []
+    (text,) = contention(0.004, 0.040)
+    assert text.startswith("the step's ops took 4 ms at best but 40 ms in a typical recorded")
+    assert "(10.0×)" in text

@@ -138,6 +138,7 @@ def step_command(
                 "data_delay_s_per_sample": report.data_delay_s_per_sample,
                 "compute_s": report.compute_s,
                 "threads": report.threads,
+                "typical_op_s": report.typical_op_s,
                 "rows": [_row_json(r) for r in report.rows],
                 "bottleneck": report.rows[0].bottleneck,
                 "verdict": report.verdict,

@@ -150,3 +150,21 @@ def _oversubscribed(rows: list[StepBreakdown], cores: int | None, threads: int |
         f"workers and {threads} torch thread{'s' if threads != 1 else ''} share {cores} "
         "cores; use fewer workers or fewer torch threads (--threads)"
     )
+
+
+# a typical recorded step's op time this many times the least: the CPU was being shared
+CONTENTION_RATIO = 2.0
+
+
+def contention(best_op_s: float, typical_op_s: float) -> list[str]:
+    """A sentence when the same ops took far longer in a typical recorded step than at
+    best: the waiting is time other processes or threads held the CPU, and it lands in
+    "host" (compute keeps the least time)."""
+    if best_op_s <= 0 or typical_op_s < CONTENTION_RATIO * best_op_s:
+        return []
+    return [
+        f"the step's ops took {best_op_s * 1e3:.3g} ms at best but {typical_op_s * 1e3:.3g} ms "
+        f"in a typical recorded step ({typical_op_s / best_op_s:.1f}×): the CPU is shared "
+        "(other processes, or loader workers and torch threads), and that waiting counts as "
+        "host time here"
+    ]

@@ -30,7 +30,7 @@ from ceiling.profile.checks import (
 )
 from ceiling.profile.recorder import METHOD_VERSION, OpRecorder
 from ceiling.profile.runner import StepRunner, guard, sync
-from ceiling.profile.step import StepBreakdown, breakdown, verdict
+from ceiling.profile.step import StepBreakdown, breakdown, contention, verdict
 from ceiling.profile.targets import load_target, move_batch
 
 # --slow-data: a stand-in for slow decoding or augmentation, per sample.
@@ -52,6 +52,7 @@ class StepReport:
     rows: list[StepBreakdown]
     verdict: list[str]
     threads: int | None = None  # torch intra-op threads of the step
+    typical_op_s: float | None = None  # median op time of the recorded steps (compute: least)
     method: str = (
         "data: time blocked in next(loader) + copy to device; compute: sum of per-op times "
         "over one step, each op's least time in 5 recorded steps (sync around each op); "
@@ -71,22 +72,26 @@ def _cores() -> int | None:
         return os.cpu_count()
 
 
-def recorded_compute(target: str, runner: StepRunner, repeats: int) -> float:
-    """Sum over a step's ops of each op's least time across `repeats` recorded steps.
+def recorded_compute(target: str, runner: StepRunner, repeats: int) -> tuple[float, float]:
+    """Sum over a step's ops of each op's least time across `repeats` recorded steps, and
+    the median of the recorded steps' own op-time sums.
 
     Per op, not per step: on a shared machine any op may be preempted, and a preempted op
-    is a few ms of someone else's work, not this step's compute."""
+    is a few ms of someone else's work, not this step's compute. The median says how much
+    such waiting a typical step had."""
     best: list[float] | None = None
+    sums = []
     for _ in range(repeats):
         rec = OpRecorder(time_ops=True)
         with rec:
             guard(target, runner.step, rec)
         times = [c.time_s or 0.0 for c in rec.calls]
+        sums.append(sum(times))
         if best is None or len(best) != len(times):
             best = times if best is None else min(best, times, key=sum)
         else:
             best = [min(a, b) for a, b in zip(best, times, strict=True)]
-    return sum(best or [])
+    return sum(best or []), statistics.median(sums)
 
 
 def timed_steps(steps: int, workers: int) -> int:
@@ -235,7 +240,7 @@ def _measure_step(
     check_fits(workload.params, itemsize, True, available_memory_bytes(dev))
     runner = guard(target, StepRunner, workload, dev, torch_dtype, True)
     guard(target, runner.step)
-    compute_s = recorded_compute(target, runner, RECORDED_STEPS)
+    compute_s, typical_op_s = recorded_compute(target, runner, RECORDED_STEPS)
     batch_size = workload.samples_per_step if source is None else source.batch_size
     batches = max(warmup_steps_for(warmup_steps, w) + timed_steps(steps, w) for w in workers)
     needed = (batches + 1) * batch_size
@@ -271,7 +276,9 @@ def _measure_step(
         data_delay_s_per_sample=delay,
         compute_s=compute_s,
         rows=rows,
-        verdict=verdict(rows, cores=_cores(), threads=torch.get_num_threads()),
+        verdict=verdict(rows, cores=_cores(), threads=torch.get_num_threads())
+        + contention(compute_s, typical_op_s),
         threads=torch.get_num_threads(),
+        typical_op_s=typical_op_s,
         environment=environment(dev),
     )
