@@ -153,9 +153,11 @@ def _attention(out: SectionOutput, roofline, opcost) -> None:
         return
     spec = catalog.get_spec(REFERENCE_GPU)
     peak, bw = spec.peak("bf16"), spec.memory_bandwidth_bytes_per_s
-    rows, times = [], {}
+    rows, times, points = [], {}, []
     for op in opcost.parse_ops(ATTENTION, "bf16"):
         t = roofline.predicted_time_s(op.flops, op.bytes, peak, bw)
+        form = op.kind.removeprefix("attention-")
+        points.append((form, op.intensity, roofline.attainable_flops_per_s(op.intensity, peak, bw)))
         b = roofline.bound(op.intensity, peak, bw)
         times[op.kind] = t
         rows.append(
@@ -180,6 +182,18 @@ def _attention(out: SectionOutput, roofline, opcost) -> None:
         note="Both forms do the same FLOPs. The naive one writes the S × S scores to memory "
         f"and reads them back; the fused (FlashAttention-style) one keeps them on chip and is "
         f"predicted {ratio:.1f}× faster.",
+    )
+    plot = require("ceiling.report.roofline_plot", "the roofline figure")
+    short = spec.name.removeprefix("NVIDIA ")
+    fig = plot.roofline_figure(
+        [plot.Roof(f"{short} datasheet roof, bf16", peak, bw)],
+        [plot.OpPoint(f"{form} attention", i, a) for form, i, a in points],
+        title=f"The memory wall: attention on the {short}",
+    )
+    out.figure(
+        fig,
+        "The same attention twice: written naively it sits on the sloped memory roof, "
+        "waiting on memory; fused, it moves past the ridge and under the compute roof.",
     )
 
 
