@@ -113,7 +113,7 @@ def _roofline_figure(r, path: Path) -> None:
     ax.plot(xs, [min(peak, x * bw) for x in xs], color="k", lw=1.5, label="roofline")
     for p in pts[:40]:
         ax.plot(p.intensity, p.achieved_flops_per_s, "o", ms=4)
-        ax.annotate(p.name.removeprefix("aten."), (p.intensity, p.achieved_flops_per_s),
+        ax.annotate(short_op_name(p.name), (p.intensity, p.achieved_flops_per_s),
                     fontsize=6, xytext=(3, 2), textcoords="offset points")  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
