@@ -87,3 +87,14 @@ def test_contention_is_named_when_ops_wait_for_the_cpu():
     (text,) = contention(0.004, 0.040)
     assert text.startswith("the step's ops took 4 ms at best but 40 ms in a typical recorded")
     assert "(10.0×)" in text
+
+
+def test_verdict_when_the_loader_already_keeps_up():
+    rows = [
+        breakdown(0, 0.005, 0.0006, 0.004, loader_batches_per_s=1600.0),
+        breakdown(2, 0.006, 0.0015, 0.004, loader_batches_per_s=600.0),
+    ]
+    text = verdict(rows)
+    assert text[0] == "with 0 workers the bottleneck is compute"
+    assert text[1].startswith("more loader workers do not help: with 0 the loader already gives")
+    assert "1600.0 batches/s against 227.3" in text[1]

@@ -173,6 +173,7 @@ def render(report) -> None:
         ["  waiting for data", *(_cell(r.data_s, r.step_s) for r in rs)],
         ["  host (Python, dispatch)", *(_cell(r.host_s, r.step_s) for r in rs)],
         ["  device compute", *(_cell(r.compute_s, r.step_s) for r in rs)],
+        ["    of it, end-of-step sync", *(_cell(r.sync_s, r.step_s) for r in rs)],
         ["loader alone, batches/s",
          *(f"{r.loader_batches_per_s:.1f}" if r.loader_batches_per_s is not None else "—"
            for r in rs)],
@@ -191,8 +192,9 @@ def render(report) -> None:
     c.print(table(title, cols, rows))
     c.print(
         "loader alone: batches/s the DataLoader gives with no model; model uses: batches/s "
-        "the step consumes when data is ready; only device compute shrinks on a faster "
-        "device, so data + host is the serial part that caps it (Amdahl)"
+        "the step consumes when data is ready; end-of-step sync: the host waiting for the "
+        "device to finish (large when the host runs ahead); only device compute shrinks on a "
+        "faster device, so data + host is the serial part that caps it (Amdahl)"
     )
     for line in report.verdict:
         c.print(line)

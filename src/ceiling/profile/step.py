@@ -121,6 +121,12 @@ def verdict(
             f"{best.step_s * 1e3:.1f} ms ({best.workers} workers), "
             f"{first.step_s / best.step_s:.2f}× faster; there the bottleneck is {best.bottleneck}"
         )
+    elif len(rows) > 1 and first.loader_batches_per_s is not None and not first.loader_limits:
+        out.append(
+            f"more loader workers do not help: with {first.workers} the loader already gives "
+            f"{first.loader_batches_per_s:.1f} batches/s against {first.model_batches_per_s:.1f} "
+            "the model consumes"
+        )
     crowded = _oversubscribed(rows, cores, threads)
     if crowded:
         out.append(crowded)
