@@ -61,6 +61,8 @@ def test_quick_bench_writes_profiles(cli, tmp_path, monkeypatch):
         assert dev["kind"] == "cpu"
         assert dev["peak_flops_per_s"]["fp32"] > 0
         assert dev["bandwidth_bytes_per_s"] > 0
+        # each device keeps the environment it was measured in
+        assert dev["extra"]["environment"]["device"] == "cpu"
         best_fp32 = max(r["tflops"] for r in data["matmul"] if r["dtype"] == "fp32")
         assert dev["peak_flops_per_s"]["fp32"] == pytest.approx(best_fp32 * 1e12)
 

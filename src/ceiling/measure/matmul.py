@@ -307,6 +307,11 @@ def run_matmul(
             f"{TOLERANCE[dtype]:g}; the result is wrong, so its timing is not reported"
         )
     notes = [] if native else [f"{dtype} is not native here: emulated, far below the hardware"]
+    if dtype == "fp8":
+        notes.append(
+            "fp8 e4m3 through torch._scaled_mm: per-tensor float32 scales of 1, bf16 output, "
+            "full-precision accumulation (use_fast_accum off: slower, more accurate)"
+        )
     stats = summarize(samples)
     rate = 2.0 * m * n * k / stats.min
     implied_clock_hz = None

@@ -261,8 +261,12 @@ def build_profile(report: BenchReport, previous=None):
         extra={
             k: v
             for k, v in report.to_json().items()
-            if k in ("matmul", "matmul_skipped", "memory", "memory_naive_numpy", "overhead")
+            if k
+            in ("matmul", "matmul_skipped", "memory", "memory_naive_numpy", "overhead", "quick")
             or k.startswith("transfer")
+            # each device keeps the environment it was measured in: the profile's top-level
+            # one is the latest run's, which may be another device's
+            or k == "environment"
         },
     )
     keep = []
