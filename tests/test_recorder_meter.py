@@ -37,3 +37,11 @@ def test_meta_model_counts_like_the_cpu_one_fused_causal_attention_included():
     assert on_meta.model == on_cpu.model and on_meta.hardware == on_cpu.hardware
     assert on_meta.hardware > on_meta.model  # the fused backward's recomputed scores
     assert next(meta.parameters()).device.type == "meta"  # the caller's model is untouched
+
+
+def test_count_step_flops_keeps_accumulated_gradients():
+    layer = nn.Linear(4, 2)
+    layer(torch.randn(3, 4)).sum().backward()
+    before = layer.weight.grad.clone()
+    count_step_flops(layer, torch.randn(5, 4))
+    assert torch.equal(layer.weight.grad, before)

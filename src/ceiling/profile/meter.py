@@ -13,7 +13,7 @@
     print(meter.mfu, meter.hfu)
 
 The count runs one forward and backward under the op recorder (no optimizer step; the
-gradients it leaves are cleared). A model on the "meta" device is counted without running:
+gradients the model had before are put back). A "meta" model is counted without running:
 a copy of it runs on fake CPU tensors (shapes only), so that ops pick the kernels a CPU
 would (fused attention, whose causal half is counted, rather than its unfused fallback).
 """
@@ -41,6 +41,11 @@ def count_step_flops(model, batch, loss_fn=None, train: bool = True, forward=Non
     import torch
 
     loss_fn = loss_fn or default_loss
+    params = list(model.parameters())
+    grads_before = [p.grad for p in params]  # a user's accumulated gradients survive the count
+    if train:
+        for p in params:  # backward would add into them in place
+            p.grad = None
     fake = None
     if any(p.device.type == "meta" for p in model.parameters()):
         fake, model, batch = _on_fake_cpu(model, batch)
@@ -51,8 +56,8 @@ def count_step_flops(model, batch, loss_fn=None, train: bool = True, forward=Non
             with torch.no_grad():
                 run_forward(model, batch, forward)
     if train and fake is None:
-        for p in model.parameters():
-            p.grad = None
+        for p, g in zip(params, grads_before, strict=True):
+            p.grad = g
     total = rec.totals().flops
     return StepFlops(rec.model_flops(), rec.hardware_flops(), total - rec.hardware_flops())
 
