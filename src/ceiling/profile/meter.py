@@ -55,7 +55,7 @@ def count_step_flops(model, batch, loss_fn=None, train: bool = True, forward=Non
         else:
             with torch.no_grad():
                 run_forward(model, batch, forward)
-    if train and fake is None:
+    if train:
         for p, g in zip(params, grads_before, strict=True):
             p.grad = g
     total = rec.totals().flops
