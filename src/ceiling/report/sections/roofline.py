@@ -125,7 +125,7 @@ def _busy_note(out: SectionOutput, placed, measured, peak: float) -> None:
     ]
     if above:
         out.note(
-            f"{', '.join(above)} ran faster than its roof predicts: the roofs come from the "
+            f"{', '.join(above)} ran faster than the roof predicts: the roofs come from the "
             "benchmarks earlier in this run, on a machine whose load changes, and an operand "
             "that partly fits in the last-level cache is read faster than from memory."
         )
