@@ -19,7 +19,7 @@ from ceiling.cli.output import (
 SLOW_DATA_HELP = (
     "Demo: the built-in dataset sleeps 4 ms per sample (a stand-in for slow decoding or "
     "augmentation), so the loader starves the model with 0 workers and catches up as "
-    "workers are added."
+    "workers are added. The step runs on 1 torch thread unless --threads is given."
 )
 DELAY_HELP = "Per-sample sleep of the built-in dataset in ms (implies --slow-data)."
 TARGET_HELP = (
@@ -96,7 +96,10 @@ def step_command(
     steps: Annotated[int, typer.Option("--steps", help="Timed steps per worker count.")] = 8,
     threads: Annotated[
         int | None,
-        typer.Option("--threads", help="torch intra-op threads for the step (default: torch's)."),
+        typer.Option(
+            "--threads",
+            help="torch intra-op threads for the step (default: torch's; 1 with --slow-data).",
+        ),
     ] = None,
     json_out: JsonOption = False,
     plot: PlotOption = None,

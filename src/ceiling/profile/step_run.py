@@ -181,9 +181,13 @@ def measure_step(
 
     `slow_data` makes a built-in dataset sleep SLOW_DATA_S_PER_SAMPLE per sample;
     `data_delay_s` sets that per-sample sleep itself (and implies slow data).
-    `threads`: torch intra-op threads for the run (restored after); default torch's own."""
+    `threads`: torch intra-op threads for the run (restored after); default torch's own,
+    or 1 for the slow-data demo, whose point is the loader (on a small machine, workers
+    waking up would otherwise stall the step's parallel regions and blur it)."""
     if threads is not None and threads < 1:
         raise InvalidInput(f"--threads must be ≥ 1, got {threads}")
+    if threads is None and (slow_data or data_delay_s):
+        threads = 1
     before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
