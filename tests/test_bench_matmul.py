@@ -160,3 +160,20 @@ def test_float32_precision_setting_is_restored():
         assert torch.get_float32_matmul_precision() == "medium"
     finally:
         torch.set_float32_matmul_precision(before)
+
+
+def test_per_backend_tf32_setting_of_the_caller_is_respected_and_restored():
+    import torch
+
+    matmul_backend = torch.backends.cuda.matmul
+    if not hasattr(matmul_backend, "fp32_precision"):
+        pytest.skip("this torch has only the global float32 precision setting")
+    before = matmul_backend.fp32_precision
+    try:
+        # torch refuses the global read once this is set; a run must still work
+        matmul_backend.fp32_precision = "tf32"
+        r = run_matmul("fp32", 32, 32, 32, "cpu", warmup_ms=1, budget_ms=2)
+        assert r.rel_error < 1e-6
+        assert matmul_backend.fp32_precision == "tf32"
+    finally:
+        matmul_backend.fp32_precision = before

@@ -134,6 +134,36 @@ def device_memory_bytes(device: str) -> float | None:
     return float(psutil.virtual_memory().total)
 
 
+@contextlib.contextmanager
+def float32_matmul_mode(tf32: bool):
+    """fp32 matmuls in IEEE fp32, or (tf32=True) on TF32 tensor cores; the caller's settings
+    restored after.
+
+    Newer torch has per-backend settings (cuda, mkldnn) and refuses the older global read
+    once they are mixed, so they are used where they exist. A CPU (mkldnn) always stays
+    IEEE: tf32 is a GPU mode, and 'high' could let oneDNN use reduced precision.
+    """
+    import torch
+
+    cuda = torch.backends.cuda.matmul
+    mkldnn = getattr(getattr(torch.backends, "mkldnn", None), "matmul", None)
+    if hasattr(cuda, "fp32_precision") and hasattr(mkldnn, "fp32_precision"):
+        before = cuda.fp32_precision, mkldnn.fp32_precision
+        cuda.fp32_precision = "tf32" if tf32 else "ieee"
+        mkldnn.fp32_precision = "ieee"
+        try:
+            yield
+        finally:
+            cuda.fp32_precision, mkldnn.fp32_precision = before
+        return
+    before_global = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before_global)
+
+
 def free_memory_bytes(device: str) -> float | None:
     """Memory a benchmark may still allocate: free device memory, or available host RAM."""
     try:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,17 +147,9 @@ def supported(dtype: str, device: str) -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def _float32_precision(dtype: str) -> Iterator[None]:
-    """fp32 means IEEE fp32 ('highest'); tf32 lets cuBLAS round inputs to tf32 ('high')."""
-    import torch
-
-    before = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high" if dtype == "tf32" else "highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(before)
+def _float32_precision(dtype: str):
+    """fp32 means IEEE fp32; tf32 lets cuBLAS round inputs to tf32. Restored after."""
+    return machine.float32_matmul_mode(tf32=dtype == "tf32")
 
 
 def _torch_dtype(dtype: str):

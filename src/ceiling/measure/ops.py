@@ -84,18 +84,13 @@ def time_op(
         want = min(want, max(1, int(machine.FIT_SHARE * free // op.bytes)))
     while len(sets) < want:
         sets.append(_operands(op, dtype, device, gen))
-    before = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high" if op.dtype == "tf32" else "highest")
-    try:
-        with torch.no_grad():
-            samples = benchmark(
-                _kernel(op.kind),
-                device=device,
-                warmup_ms=warmup_ms,
-                budget_ms=budget_ms,
-                inputs=sets,
-                min_samples=5,
-            )
-    finally:
-        torch.set_float32_matmul_precision(before)
+    with machine.float32_matmul_mode(tf32=op.dtype == "tf32"), torch.no_grad():
+        samples = benchmark(
+            _kernel(op.kind),
+            device=device,
+            warmup_ms=warmup_ms,
+            budget_ms=budget_ms,
+            inputs=sets,
+            min_samples=5,
+        )
     return summarize(samples)
