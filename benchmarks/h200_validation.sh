@@ -13,7 +13,8 @@
 #   log.txt  info.json  bench.json  profile.json  summary.json  roofline.json
 #   profile_gpt.json  decode.json
 # Needs python3 with torch (CUDA), numpy, scipy, matplotlib, rich, psutil, pytest and typer
-# >= 0.29. If the machine's typer is older, carry the wheel in .whl/ (ignored by git):
+# (any typer: before 0.29 it runs on click, from 0.29 on its own copy of click, which needs
+# pydantic at parse time). If typer is missing, carry a wheel in .whl/ (ignored by git):
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #     --implementation cp --platform manylinux2014_x86_64 -d .whl typer==0.29.2
 # and the script installs it into /tmp/site first. Exit status: 0 when every acceptance

@@ -13,6 +13,14 @@ import typer
 
 from ceiling.errors import CeilingError
 
+# typer >= 0.29 vendors click and raises its own TyperException; older typer raises click's.
+if hasattr(typer, "TyperException"):
+    USAGE_ERRORS: tuple[type[Exception], ...] = (typer.TyperException,)
+else:  # pragma: no cover - exercised only where an older typer is installed
+    import click
+
+    USAGE_ERRORS = (click.ClickException,)
+
 app = typer.Typer(
     name="ceiling",
     help=(
@@ -54,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     except CeilingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except typer.TyperException as exc:  # usage errors: bad option, missing argument
+    except USAGE_ERRORS as exc:  # usage errors: bad option, missing argument
         ctx = getattr(exc, "ctx", None)
         where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
         print(f"error: {exc.format_message()}{where}", file=sys.stderr)
