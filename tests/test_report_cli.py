@@ -77,3 +77,14 @@ def test_terminal_summary_repeats_a_caveat_on_every_number(cli, tmp_path):
     )
     assert code == 0
     assert "note: measured above the theoretical peak (Fast CPU fp32)" in " ".join(stdout.split())
+
+
+def test_malformed_profile_is_refused_before_running(cli, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"devices": "x"}')
+    code, _, err = cli(
+        "report", "--profile", bad, "--only", "machine", "--output", tmp_path / "r.html"
+    )
+    assert code == 2
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert not (tmp_path / "r.html").exists()

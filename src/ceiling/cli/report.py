@@ -57,8 +57,14 @@ def report(
 
     specs = _select(SECTIONS, only)
     output = _check_output(output)
-    if profile is not None and not profile.is_file():
-        raise InvalidInput(f"profile {str(profile)!r} does not exist (run `ceiling bench --quick`)")
+    if profile is not None:
+        if not profile.is_file():
+            raise InvalidInput(
+                f"profile {str(profile)!r} does not exist (run `ceiling bench --quick`)"
+            )
+        from ceiling.hardware.profile import load_profile
+
+        load_profile(profile)  # a malformed file is the user's to fix: one line, exit 2
     json_path = output.with_suffix(".json")
 
     profile_copy = output.with_name(output.stem + "-profile.json")
