@@ -121,3 +121,24 @@ def test_sequence_longer_than_the_model_is_refused(cli):
         "error: --seq 4096 > gpt2's 1024 positions; plan a longer context with "
         "custom:...,max_seq=4096"
     )
+
+
+def test_attention_and_dropout_default_to_the_models_published_recipe(cli):
+    args = ["plan", "mpt-7b", "--spec", "a100-80gb", "--gpus", "8", "--global-batch", "256"]
+    args += ["--seq", "2048", "--top", "1", "--json"]
+    code, out, err = cli(*args)
+    assert code == 0, err
+    recipe = json.loads(out)
+    # MPT-7B trained with FlashAttention and no dropout (catalog data, with its source)
+    assert recipe["assumptions"]["attention"] == "flash"
+    assert recipe["assumptions"]["dropout"] is False
+    code, out, _ = cli(*args, "--attention", "flash", "--no-dropout")
+    explicit = json.loads(out)
+    assert explicit["assumptions"]["attention_and_dropout_from"] == "the command line"
+    assert explicit["plans"][0]["mfu"] == recipe["plans"][0]["mfu"]
+    code, out, _ = cli(*args, "--attention", "unfused", "--dropout")
+    megatron = json.loads(out)
+    # s×s scores through memory and dropout masks cost time: the same job runs slower
+    assert megatron["plans"][0]["step_time_s"] > recipe["plans"][0]["step_time_s"]
+    code, out, _ = cli("plan", "gpt3-175b", "--spec", "a100-80gb", "--gpus", "1024", "--json")
+    assert json.loads(out)["assumptions"]["attention"] == "unfused"

@@ -178,15 +178,20 @@ def plan(
         str | None, typer.Option("--fixed", help="Pin plan fields: d=..,t=..,p=..,b=..,...")
     ] = None,
     attention: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--attention",
-            help="unfused: s×s scores in memory (Megatron-LM kernels); flash: FlashAttention.",
+            help="unfused: s×s scores in memory (Megatron-LM kernels); flash: FlashAttention. "
+            "Default: what the model's published run used (catalog), else unfused.",
         ),
-    ] = "unfused",
-    no_dropout: Annotated[
-        bool, typer.Option("--no-dropout", help="Model trains without dropout.")
-    ] = False,
+    ] = None,
+    dropout: Annotated[
+        bool | None,
+        typer.Option(
+            "--dropout/--no-dropout",
+            help="Whether the model trains with dropout. Default: its published run's choice.",
+        ),
+    ] = None,
     no_dp_overlap: Annotated[
         bool,
         typer.Option(
@@ -223,11 +228,15 @@ def plan(
 
     if spec is not None and profile is not None:
         raise InvalidInput("give --spec or --profile, not both")
-    if attention not in ATTENTION:
+    if attention is not None and attention not in ATTENTION:
         raise InvalidInput(f"--attention must be one of {', '.join(ATTENTION)}, got {attention!r}")
     if not 0 <= scaling <= 8:
         raise InvalidInput(f"--scaling must be between 0 and 8 doublings, got {scaling}")
     cfg = parse_model(model)
+    # Kernel and dropout default to the model's published training recipe (catalog data).
+    recipe = attention is None and dropout is None
+    attention = attention if attention is not None else cfg.trained_attention
+    dropout = dropout if dropout is not None else cfg.trained_dropout
     n = _int(gpus, "--gpus")
     s = seq if seq is not None else min(cfg.max_seq, 4096)
     if s < 1:
@@ -245,7 +254,7 @@ def plan(
         B,
         s,
         attention=attention,
-        dropout=not no_dropout,
+        dropout=dropout,
         headroom=headroom,
         overlap_dp=not no_dp_overlap,
         token_budget=budget,
@@ -265,7 +274,10 @@ def plan(
         "efficiency_source": cluster.efficiency_source,
         "memory_efficiency": cluster.memory_efficiency,
         "attention": attention,
-        "dropout": not no_dropout,
+        "dropout": dropout,
+        "attention_and_dropout_from": "the model's published training recipe"
+        if recipe
+        else "the command line",
         "headroom": headroom,
         "dp_overlap": "none (gradient reduction after the backward)"
         if no_dp_overlap
@@ -321,6 +333,11 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
         f"assumed: matmul efficiency {cluster.matmul_efficiency:.2f} "
         f"({cluster.efficiency_source}), {job.attention} attention, "
         f"{'with' if job.dropout else 'no'} dropout, {job.headroom:.0%} memory headroom"
+        + (
+            " (attention kernel and dropout: the model's published recipe)"
+            if assumptions["attention_and_dropout_from"] != "the command line"
+            else ""
+        )
     )
     short = {"none": "none", "selective": "sel", "full": "full"}
     cols = ["#", "d×t×p", "v", "b/m", "memory saving", "GiB", "step", "MFU", "TF/s"]

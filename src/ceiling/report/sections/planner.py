@@ -28,7 +28,9 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     cluster_mod = require("ceiling.model.cluster", "the cluster model")
     cfg = transformer.get_model(MODEL)
     spec = catalog.get_spec(DEVICE)
-    job = parallel.Job(cfg, GLOBAL_BATCH, SEQ)
+    job = parallel.Job(
+        cfg, GLOBAL_BATCH, SEQ, attention=cfg.trained_attention, dropout=cfg.trained_dropout
+    )
     out.text(
         f"Before a large run a team decides how to split the model: data parallelism (a full "
         f"copy per device, gradients all-reduced), tensor parallelism (each layer's matrices "
