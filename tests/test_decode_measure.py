@@ -70,15 +70,24 @@ def test_measured_above_the_ceiling_is_reported():
     assert any("above the ceiling" in n for n in cmp.notes)
 
 
+# Two fake machines: a 32 MiB L3 (Zen 4) and a 480 MiB last-level cache (a large Xeon).
+# ~94 MB of fp32 weights miss the first and fit the second; the real cache is never asked.
 @pytest.mark.slow
-def test_gpt_small_measured_never_exceeds_the_ceiling(cli, monkeypatch, tmp_path):
+@pytest.mark.parametrize("llc_mib, in_cache", [(32, False), (480, True)])
+def test_gpt_small_measured_never_exceeds_the_ceiling(
+    cli, monkeypatch, tmp_path, llc_mib, in_cache
+):
     pytest.importorskip("torch")
+    import ceiling.measure.decode as decode_measure
+
+    monkeypatch.setattr(decode_measure, "_cache_bytes", lambda device: float(llc_mib * 2**20))
     monkeypatch.setenv("CEILING_PROFILE", str(tmp_path / "no-profile.json"))
     code, out, err = cli("decode", "gpt:small", "--measure", "--batch", "1,4,16", "--json")
     assert code == 0, err
     data = json.loads(out)
     assert [r["batch"] for r in data["rows"]] == [1, 4, 16]
-    assert data["in_cache"] is False  # ~94 MB of fp32 weights
+    assert data["in_cache"] is in_cache
+    assert data["cache_bytes"] == llc_mib * 2**20
     assert "no machine profile" in data["ceiling_source"]
     for r in data["rows"]:
         assert 0 < r["measured_tokens_per_s"] <= r["ceiling_tokens_per_s"]
