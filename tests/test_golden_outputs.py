@@ -1,0 +1,182 @@
+"""The `--json` of representative commands equals the output captured before a redesign.
+
+Every command here is pure arithmetic over catalog data (no measurement of this machine), so
+its output is the same on any machine. Fields changed on purpose are listed in CHANGED with
+why; everything else must match to float noise.
+
+Recapture (only when a change is meant, and say why in CHANGED):
+    PYTHONPATH=<tree of the reference commit>/src python tests/test_golden_outputs.py --capture
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import io
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).parent / "golden"
+
+COMMANDS: dict[str, list[str]] = {
+    "plan-llama3-8b-h100-64": ["plan", "llama-3-8b", "--spec", "h100-sxm", "-n", "64"],
+    "plan-llama3-70b-h100-512-tokens": [
+        "plan", "llama-3-70b", "--spec", "h100-sxm", "-n", "512", "--tokens", "1T", "-k", "3",
+    ],
+    "plan-gpt3-a100-fixed": [
+        "plan", "gpt3-175b", "--spec", "a100-80gb", "-n", "1024",
+        "--fixed", "t=8,p=8,recompute=full", "-k", "3",
+    ],
+    "plan-custom-zero3-flash": [
+        "plan", "custom:layers=24,hidden=2048,heads=16,ffn_hidden=8192,vocab=50304",
+        "--spec", "a100-40gb", "-n", "16", "--fixed", "zero=3", "--attention", "flash",
+        "--seq", "2048", "-k", "3",
+    ],
+    "plan-mixtral-scaling": [
+        "plan", "mixtral-8x7b", "--spec", "h100-sxm", "-n", "64", "--scaling", "1", "-k", "2",
+    ],
+    "plan-llama2-7b-fp8-slow-links": [
+        "plan", "llama-2-7b", "--spec", "h100-sxm", "-n", "32", "--dtype", "fp8",
+        "--intra-bw", "100GB/s", "--inter-bw", "12.5GB/s", "--no-dp-overlap", "-k", "3",
+    ],
+    "decode-llama3-8b-h100": ["decode", "llama-3-8b", "--spec", "h100-sxm"],
+    "decode-llama3-70b-tp8-ctx": [
+        "decode", "llama-3-70b", "--spec", "h100-sxm", "--tp", "8",
+        "--context", "4096", "--batch", "1,16,128",
+    ],
+    "decode-mixtral-int4": [
+        "decode", "mixtral-8x7b", "--spec", "a100-80gb", "--weights", "int4",
+        "--activations", "fp16", "--prompt", "512",
+    ],
+    "decode-custom-fp8-kv": [
+        "decode", "custom:layers=16,hidden=2048,heads=16,kv_heads=4,ffn_kind=swiglu",
+        "--spec", "l40s", "--weights", "fp8", "--kv-dtype", "fp8", "--context", "2048",
+    ],
+    "roofline-h100-bf16": [
+        "roofline", "--spec", "h100-sxm", "--dtype", "bf16", "--op", "add:100M",
+        "--op", "matvec:8192", "--op", "matmul:4096x4096x4096",
+    ],
+    "roofline-a100-attention": [
+        "roofline", "--spec", "a100-80gb", "--dtype", "fp16",
+        "--op", "attention:8,32,2048,128", "--op", "matmul:1x4096x4096",
+    ],
+    "simulate-pipeline-1f1b": ["simulate", "pipeline"],
+    "simulate-pipeline-interleaved": [
+        "simulate", "pipeline", "-p", "4", "-m", "8", "--schedule", "interleaved", "-v", "2",
+        "--p2p", "50ms",
+    ],
+    "simulate-pipeline-gpipe-uneven": [
+        "simulate", "pipeline", "-p", "3", "-m", "4", "--schedule", "gpipe",
+        "--forward", "10ms,12ms,8ms", "--backward", "20ms,25ms,15ms",
+    ],
+    "simulate-straggler": [
+        "simulate", "straggler", "-n", "16", "--slow", "1.5", "--slow-count", "2",
+        "--jitter", "0.05", "--seed", "3", "--allreduce", "100ms",
+    ],
+    "fit-strong": ["fit", "{golden}/scaling_times.csv", "--predict", "64,128"],
+    "fit-weak": ["fit", "{golden}/scaling_weak.csv", "--mode", "weak"],
+    "amdahl-default": ["amdahl", "0.95"],
+    "amdahl-workers": ["amdahl", "0.99", "-n", "8", "-n", "64", "-n", "1000"],
+    "gustafson": ["gustafson", "0.05", "-n", "4", "-n", "256"],
+    "specs-h100": ["specs", "h100-sxm"],
+    "specs-mi300x": ["specs", "mi300x"],
+    "models": ["models"],
+    "profile-gpt-tiny-meta": ["profile", "gpt:tiny", "--device", "meta", "--spec", "h100-sxm"],
+    "profile-llama2-7b-meta-train": [
+        "profile", "llama-2-7b", "--device", "meta", "--train", "--dtype", "bf16",
+        "--spec", "h100-sxm", "--batch", "1", "--seq", "512",
+    ],
+}  # fmt: skip
+
+# Fields whose values changed on purpose since the capture: command -> {path glob: why}.
+# Paths are dotted (`plans.0.step_s`); `*` matches any part. A listed path may also be absent
+# on one side (a field added or removed on purpose).
+CHANGED: dict[str, dict[str, str]] = {}
+
+# Facts about the machine that ran the command, not results: never compared.
+MACHINE = ("environment", "environment.*")
+
+REL = 1e-9
+
+
+def _args(name: str) -> list[str]:
+    return [a.replace("{golden}", str(GOLDEN)) for a in COMMANDS[name]] + ["--json"]
+
+
+def _run_json(args: list[str]) -> object:
+    from ceiling.cli.app import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            main(args)
+        except SystemExit as exc:
+            assert not exc.code, f"exit {exc.code}"
+    return json.loads(out.getvalue())
+
+
+def _allowed(name: str, path: str) -> bool:
+    globs = (*MACHINE, *CHANGED.get(name, {}))
+    return any(fnmatch.fnmatchcase(path, glob) for glob in globs)
+
+
+def _diff(name: str, want: object, got: object, path: str = "") -> list[str]:
+    """Every difference between two JSON values outside the fields changed on purpose."""
+    if _allowed(name, path):
+        return []
+    if isinstance(want, dict) and isinstance(got, dict):
+        out = []
+        for key in sorted(set(want) | set(got), key=str):
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in got or key not in want:
+                if not _allowed(name, sub):
+                    out.append(f"{sub}: {'missing' if key not in got else 'new'}")
+                continue
+            out += _diff(name, want[key], got[key], sub)
+        return out
+    if isinstance(want, list) and isinstance(got, list):
+        if len(want) != len(got):
+            return [f"{path}: length {len(want)} -> {len(got)}"]
+        pairs = enumerate(zip(want, got, strict=True))
+        return [d for i, (w, g) in pairs for d in _diff(name, w, g, f"{path}.{i}")]
+    if isinstance(want, bool) or isinstance(got, bool):
+        return [] if want is got else [f"{path}: {want!r} -> {got!r}"]
+    if isinstance(want, (int, float)) and isinstance(got, (int, float)):
+        same = math.isclose(want, got, rel_tol=REL, abs_tol=1e-300) or want == got
+        return [] if same else [f"{path}: {want!r} -> {got!r}"]
+    return [] if want == got else [f"{path}: {want!r} -> {got!r}"]
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_output_matches_golden(name):
+    want = json.loads((GOLDEN / f"{name}.json").read_text())
+    got = _run_json(_args(name))
+    diffs = _diff(name, want, got)
+    assert not diffs, f"{name}: {len(diffs)} fields differ:\n" + "\n".join(diffs[:40])
+
+
+def test_changed_fields_name_known_commands():
+    assert set(CHANGED) <= set(COMMANDS)
+    assert all(why.strip() for fields in CHANGED.values() for why in fields.values())
+
+
+def test_diff_sees_a_change_and_tolerates_float_noise():
+    assert _diff("x", {"a": [1.0, 2.0]}, {"a": [1.0, 2.0 * (1 + 1e-12)]}) == []
+    assert _diff("x", {"a": [1.0, 2.0]}, {"a": [1.0, 2.1]}) == ["a.1: 2.0 -> 2.1"]
+    assert _diff("x", {"a": 1}, {"a": 1, "b": 2}) == ["b: new"]
+    assert _diff("x", {"a": True}, {"a": 1}) == ["a: True -> 1"]
+
+
+def _capture() -> None:
+    for name in COMMANDS:
+        data = _run_json(_args(name))
+        (GOLDEN / f"{name}.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        print(name, file=sys.stderr)
+
+
+if __name__ == "__main__" and "--capture" in sys.argv:
+    _capture()
