@@ -111,6 +111,24 @@ def test_jitter_grows_the_expected_wait_with_more_workers():
         straggler_workers(4, 1.0, slow_factor=0.5)
 
 
+def test_a_deep_narrow_pipeline_gives_the_closed_form_makespan():
+    # m = 1 and thousands of stages: each backward waits on the next stage's, so a sweep
+    # over every device per pass would be quadratic here; the result must stay exact.
+    p = 3000
+    r = simulate_pipeline("1f1b", p, 1, 1.0, 2.0)
+    assert r.makespan_s == pytest.approx(p * 3.0)
+    assert len(r.passes) == 2 * p
+    assert r.bubble_fraction == pytest.approx(bubble_formula(p, 1))
+
+
+def test_a_simulation_too_large_is_refused_with_the_arithmetic():
+    from ceiling.model.pipeline_sim import MAX_PASSES
+
+    with pytest.raises(InvalidInput, match=r"p\(100000\) × m\(10\) × v\(1\) = 2,000,000"):
+        simulate_pipeline("1f1b", 100_000, 10, 1.0, 2.0)
+    assert MAX_PASSES < 2 * 100_000 * 10
+
+
 # ---- the commands ---------------------------------------------------------------------
 
 
@@ -151,6 +169,9 @@ def test_simulate_pipeline_command_reports_the_exact_bubble(cli, tmp_path):
     assert data["balanced_makespan_s"] == pytest.approx(11 * 0.03375)
     # the 45 ms stage sets the pace: slower than the same work split evenly
     assert data["makespan_s"] > data["balanced_makespan_s"]
+    code, out, _ = cli("simulate", "pipeline", "-p", "400", "-m", "1")
+    assert code == 0 and "of 400 stages shown" in " ".join(out.split())
+    assert out.count("\n") < 60  # a summary table, not 400 rows
 
 
 def test_simulate_straggler_command(cli, tmp_path):
@@ -185,6 +206,7 @@ def test_simulate_bad_input_is_one_line_exit_2(cli):
         (["pipeline", "-p", "4", "--forward", "1,2"], "one per stage"),
         (["pipeline", "--schedule", "zigzag"], "--schedule"),
         (["pipeline", "--plot", "x.pdf"], ".png or .svg"),
+        (["pipeline", "-p", "100000", "-m", "100"], "20,000,000 passes"),
         (["straggler", "--slow", "0.5"], "slow factor"),
         (["straggler", "-n", "0"], "workers"),
     ]:

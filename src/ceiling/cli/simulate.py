@@ -57,6 +57,20 @@ def _expand(values: list[float], p: int, what: str) -> list[float]:
     return values
 
 
+# Stage rows a terminal table shows; more would scroll the findings away.
+MAX_STAGE_ROWS = 24
+
+
+def _shown_stages(utilisation: tuple[float, ...]) -> list[int]:
+    """Every stage when few; else the first and last few and the busiest, in stage order."""
+    p = len(utilisation)
+    if p <= MAX_STAGE_ROWS:
+        return list(range(p))
+    ends = MAX_STAGE_ROWS // 3
+    busiest = sorted(range(p), key=lambda k: -utilisation[k])[:ends]
+    return sorted({*range(ends), *range(p - ends, p), *busiest})
+
+
 @simulate_app.command("pipeline", help=PIPELINE_HELP)
 def pipeline(
     stages: Annotated[int, typer.Option("--stages", "-p", help="Pipeline stages p.")] = 4,
@@ -86,11 +100,6 @@ def pipeline(
         raise InvalidInput(f"--schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     if stages < 1 or micro_batches < 1 or chunks < 1:
         raise InvalidInput("--stages, --micro-batches and --chunks must be ≥ 1")
-    if stages * micro_batches * chunks > 200_000:
-        raise InvalidInput(
-            f"p·m·v = {stages * micro_batches * chunks} passes per direction is more than this "
-            "simulator shows usefully (limit 200000)"
-        )
     fwd = _expand(_times(forward, "--forward"), stages, "--forward")
     bwd = (
         _expand(_times(backward, "--backward"), stages, "--backward")
@@ -105,15 +114,20 @@ def pipeline(
     formula = bubble_formula(stages, micro_batches, chunks)
     uniform = len(set(fwd)) == 1 and len(set(bwd)) == 1 and parse_time(p2p) == 0
     # The same total work spread evenly over the stages: what the imbalance costs.
-    balanced = simulate_pipeline(
-        schedule,
-        stages,
-        micro_batches,
-        [sum(fwd) / stages] * stages,
-        [sum(bwd) / stages] * stages,
-        chunks,
-        parse_time(p2p),
-    ).makespan_s
+    even = len(set(fwd)) == 1 and len(set(bwd)) == 1
+    balanced = (
+        r.makespan_s
+        if even
+        else simulate_pipeline(
+            schedule,
+            stages,
+            micro_batches,
+            [sum(fwd) / stages] * stages,
+            [sum(bwd) / stages] * stages,
+            chunks,
+            parse_time(p2p),
+        ).makespan_s
+    )
     if plot is not None:
         from ceiling.report import plots
         from ceiling.report.pipeline_plot import pipeline_figure
@@ -150,7 +164,7 @@ def pipeline(
             f"{r.utilisation[k]:.1%}",
             r.peak_in_flight[k],
         ]
-        for k in range(stages)
+        for k in _shown_stages(r.utilisation)
     ]
     c.print(
         table(
@@ -158,6 +172,10 @@ def pipeline(
             + (f", v = {chunks}" if chunks > 1 else ""),
             ["stage", "forward", "backward", "busy", "held (chunk passes)"],
             rows,
+            caption=None
+            if len(rows) == stages
+            else f"{len(rows)} of {stages} stages shown: the first, the last and the busiest "
+            "(--json lists every stage)",
         )
     )
     c.print(

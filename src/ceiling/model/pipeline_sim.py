@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from ceiling.errors import InvalidInput
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
+# Passes (2·p·m·v) one simulation may run: each is a few µs of Python and a record kept.
+MAX_PASSES = 400_000
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,12 @@ def simulate_pipeline(
     for name, val in (("stages", p), ("micro-batches", m), ("chunks", v)):
         if not isinstance(val, int) or isinstance(val, bool) or val < 1:
             raise InvalidInput(f"{name} must be a positive integer, got {val!r}")
+    if 2 * p * m * v > MAX_PASSES:
+        raise InvalidInput(
+            f"2 directions × p({p}) × m({m}) × v({v}) = {2 * p * m * v:,} passes to simulate, "
+            f"above the limit of {MAX_PASSES:,}; fewer micro-batches or stages show the same "
+            "bubble, (p-1)/(v·m)"
+        )
     if schedule != "interleaved" and v != 1:
         raise InvalidInput(f"chunks v = {v} needs the interleaved schedule (got {schedule})")
     if schedule == "interleaved" and m % p:
@@ -127,39 +135,7 @@ def simulate_pipeline(
     b_chunk = [x / v for x in bwd]
 
     orders = [_order(schedule, k, p, m, v) for k in range(p)]
-    last_virtual = p * v - 1
-    done: dict[tuple[str, int, int], float] = {}  # (kind, micro-batch, virtual stage) -> end
-    nxt = [0] * p
-    free = [0.0] * p
-    passes: list[Pass] = []
-    remaining = sum(len(o) for o in orders)
-    while remaining:
-        progressed = False
-        for k in range(p):
-            while nxt[k] < len(orders[k]):
-                kind, mb, chunk = orders[k][nxt[k]]
-                vs = chunk * p + k
-                if kind == "F":
-                    dep = ("F", mb, vs - 1) if vs > 0 else None
-                else:
-                    dep = ("B", mb, vs + 1) if vs < last_virtual else ("F", mb, vs)
-                if dep is not None and dep not in done:
-                    break
-                ready = 0.0
-                if dep is not None:
-                    # Crossing to another device costs the point-to-point time.
-                    same_device = dep[2] % p == k
-                    ready = done[dep] + (0.0 if same_device else p2p_s)
-                start = max(free[k], ready)
-                end = start + (f_chunk[k] if kind == "F" else b_chunk[k])
-                done[(kind, mb, vs)] = end
-                free[k] = end
-                passes.append(Pass(k, kind, mb, chunk, start, end))
-                nxt[k] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:  # a schedule bug, not a user error; never hang
-            raise RuntimeError(f"pipeline schedule {schedule} deadlocked")
+    passes, free = _run_events(orders, p, v, f_chunk, b_chunk, p2p_s, schedule)
     makespan = max(free)
     peak = []
     for k in range(p):
@@ -184,6 +160,50 @@ def simulate_pipeline(
         peak_in_flight=tuple(peak),
         passes=tuple(sorted(passes, key=lambda x: (x.device, x.start_s))),
     )
+
+
+def _run_events(orders, p, v, f_chunk, b_chunk, p2p_s, schedule):
+    """Every pass's start and end; returns (passes, each device's last end).
+
+    A device runs its passes in order until one waits for a pass not yet done; it is
+    woken when that pass ends. Each pass is handled once, so the work grows linearly in
+    p·m·v (a sweep over every device until one pass moves would be quadratic in p)."""
+    last_virtual = p * v - 1
+    done: dict[tuple[str, int, int], float] = {}  # (kind, micro-batch, virtual stage) -> end
+    waiting: dict[tuple[str, int, int], list[int]] = {}  # a pass not done -> devices on it
+    nxt = [0] * p
+    free = [0.0] * p
+    passes: list[Pass] = []
+    runnable = list(range(p - 1, -1, -1))
+    while runnable:
+        k = runnable.pop()
+        order = orders[k]
+        while nxt[k] < len(order):
+            kind, mb, chunk = order[nxt[k]]
+            vs = chunk * p + k
+            if kind == "F":
+                dep = ("F", mb, vs - 1) if vs > 0 else None
+            else:
+                dep = ("B", mb, vs + 1) if vs < last_virtual else ("F", mb, vs)
+            ready = 0.0
+            if dep is not None:
+                dep_end = done.get(dep)
+                if dep_end is None:
+                    waiting.setdefault(dep, []).append(k)
+                    break
+                # Crossing to another device costs the point-to-point time.
+                ready = dep_end + (0.0 if dep[2] % p == k else p2p_s)
+            start = max(free[k], ready)
+            end = start + (f_chunk[k] if kind == "F" else b_chunk[k])
+            key = (kind, mb, vs)
+            done[key] = end
+            free[k] = end
+            passes.append(Pass(k, kind, mb, chunk, start, end))
+            nxt[k] += 1
+            runnable.extend(waiting.pop(key, ()))
+    if len(passes) != sum(len(o) for o in orders):  # a schedule bug, not a user error
+        raise RuntimeError(f"pipeline schedule {schedule} deadlocked")
+    return passes, free
 
 
 def _is_number(x) -> bool:
