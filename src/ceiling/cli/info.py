@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -94,10 +95,13 @@ def spec_json(spec) -> dict:
         "memory_gb": spec.memory_bytes / GB,
         "memory_bandwidth_bytes_per_s": spec.memory_bandwidth_bytes_per_s,
         "link_bandwidth_bytes_per_s_one_way": spec.link_bandwidth_bytes_per_s,
+        "pcie_bandwidth_bytes_per_s_one_way": spec.pcie_bandwidth_bytes_per_s,
         "l2_bytes": spec.l2_bytes,
         "sms": spec.sms,
         "source": spec.sources.get("datasheet", ""),
         "sources": dict(spec.sources),
+        "origin": spec.origin,
+        "cluster_defaults": dict(spec.cluster_defaults) or None,
     }
 
 
@@ -281,13 +285,32 @@ def info(json_out: JsonOption = False) -> None:
 def specs(
     name: Annotated[
         str | None,
-        typer.Argument(help="Short name (h100-sxm) or driver name; omit to list all."),
+        typer.Argument(
+            help="Short name (h100-sxm), driver name or your own FILE.toml; omit to list all."
+        ),
     ] = None,
+    template: Annotated[
+        bool,
+        typer.Option(
+            "--template",
+            help="Print a commented TOML entry to fill in for your own device (with NAME: "
+            "that entry in the same form); use it with --spec FILE.toml or CEILING_CATALOG.",
+        ),
+    ] = False,
     json_out: JsonOption = False,
 ) -> None:
-    """Datasheet specs: dense peaks per dtype, memory, bandwidth, links, each with its source."""
+    """Datasheet specs: dense peaks per dtype, memory, bandwidth, links, each with its source.
+
+    Your own devices: a TOML file in the same schema (`--template` prints one) passed as
+    NAME or --spec, or a directory of them named by $CEILING_CATALOG."""
     from ceiling.hardware.catalog import all_specs, get_spec
 
+    if template:
+        from ceiling.hardware.spec_template import spec_to_toml, template_text
+
+        # plain stdout: the text is TOML, and rich would read [table] headers as markup
+        sys.stdout.write(spec_to_toml(get_spec(name)) if name else template_text())
+        return
     if name is not None:
         spec = get_spec(name)
         if json_out:
@@ -353,9 +376,16 @@ def _show_one(spec) -> None:
         ["memory", f"{spec.memory_bytes / GiB:g} GiB = {spec.memory_bytes / GB:.1f} GB"],
         ["memory bandwidth", format_bandwidth(spec.memory_bandwidth_bytes_per_s)],
         ["device-to-device link", link],
+        [
+            "host link (PCIe)",
+            f"{format_bandwidth(spec.pcie_bandwidth_bytes_per_s)} each way"
+            if spec.pcie_bandwidth_bytes_per_s
+            else "not listed",
+        ],
         ["L2", format_bytes(spec.l2_bytes, binary=True) if spec.l2_bytes else "not listed"],
         ["SMs / CUs", str(spec.sms) if spec.sms else "not listed"],
         ["driver names", ", ".join(spec.driver_names) or "—"],
+        ["defined in", spec.origin],
     ]
     t = table(None, ["", ""], facts)
     t.show_header = False

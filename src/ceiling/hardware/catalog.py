@@ -2,8 +2,10 @@
 
 The numbers live in `catalog.toml` next to this file, each with the document it comes
 from. This module reads them once (in datasheet units: TFLOP/s, GiB, GB/s, MiB), converts
-to SI base units, and answers look-ups by short name ("h100-sxm") or by the name the
-driver reports ("NVIDIA H100 80GB HBM3").
+to SI base units, and answers look-ups by short name ("h100-sxm"), by the name the
+driver reports ("NVIDIA H100 80GB HBM3") or by a user's own file ("my-gpu.toml", same
+schema). `CEILING_CATALOG` names directories (os.pathsep-separated) whose *.toml entries
+join the catalog, so a GPU it lists is recognised by its driver name everywhere.
 
 Peaks are dense: NVIDIA prints 2:4-sparse figures with an asterisk; the catalog stores
 half of those. A multiply-add counts as 2 FLOPs. int8 rates are operations per second.
@@ -14,54 +16,25 @@ from __future__ import annotations
 import difflib
 import functools
 import math
+import os
 import re
 import sys
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 
 from ceiling.errors import InvalidInput, MalformedFile, UnknownName, UnsupportedOnDevice
+from ceiling.vocabulary import DTYPES, normalize_dtype
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
-KINDS = ("gpu", "tpu", "cpu")
-
-# Names people and libraries use for the same dtype (torch spellings included).
-DTYPE_ALIASES = {
-    "float64": "fp64",
-    "double": "fp64",
-    "f64": "fp64",
-    "float32": "fp32",
-    "float": "fp32",
-    "f32": "fp32",
-    "tensorfloat32": "tf32",
-    "bfloat16": "bf16",
-    "float16": "fp16",
-    "half": "fp16",
-    "f16": "fp16",
-    "float8": "fp8",
-    "float8_e4m3fn": "fp8",
-    "float8_e5m2": "fp8",
-    "fp8_e4m3": "fp8",
-    "fp8_e5m2": "fp8",
-    "e4m3": "fp8",
-    "e5m2": "fp8",
-    "i8": "int8",
-}
+KINDS = ("gpu", "tpu", "accelerator", "cpu")
+CATALOG_ENV = "CEILING_CATALOG"
 
 _TFLOPS, _GIB, _GB, _MIB = 1e12, 2**30, 1e9, 2**20
-
-
-def normalize_dtype(dtype: object) -> str:
-    """'torch.bfloat16', 'bfloat16', 'BF16' -> 'bf16'. Unknown names raise InvalidInput."""
-    text = str(dtype).strip().lower().removeprefix("torch.")
-    text = DTYPE_ALIASES.get(text, text)
-    if text not in DTYPES:
-        raise InvalidInput(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
-    return text
 
 
 @dataclass(frozen=True)
@@ -80,6 +53,11 @@ class DeviceSpec:
     l2_bytes: float | None = None
     sms: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
+    pcie_bandwidth_bytes_per_s: float | None = None
+    # Node and network defaults for the planner, in clusters.toml's keys and units; empty
+    # means the shipped defaults for this key apply.
+    cluster_defaults: dict = field(default_factory=dict)
+    origin: str = "built-in catalog"
 
     def __post_init__(self) -> None:
         where = f"device spec {self.key!r}"
@@ -99,6 +77,7 @@ class DeviceSpec:
             raise InvalidInput(f"{where}: memory bandwidth must be > 0 B/s, got {bw}")
         for label, value in (
             ("link bandwidth", self.link_bandwidth_bytes_per_s),
+            ("PCIe bandwidth", self.pcie_bandwidth_bytes_per_s),
             ("L2 size", self.l2_bytes),
             ("SM count", self.sms),
         ):
@@ -132,39 +111,132 @@ _SOURCE_FIELDS = {
     "peaks": ("peak_flops_per_s",),
     "memory": ("memory_bytes", "memory_bandwidth_bytes_per_s"),
     "link": ("link_bandwidth_bytes_per_s",),
+    "pcie": ("pcie_bandwidth_bytes_per_s",),
     "l2": ("l2_bytes",),
     "sms": ("sms",),
 }
 
+# The schema of one entry: field -> what it holds (for messages). Numbers in datasheet units.
+_NUMBER, _WHOLE, _TEXT, _NAMES, _TABLE = (
+    "a number",
+    "a whole number",
+    "text",
+    "a list of names",
+    "a table",
+)
+_FIELDS = {
+    "name": _TEXT,
+    "vendor": _TEXT,
+    "kind": _TEXT,
+    "driver_names": _NAMES,
+    "aliases": _NAMES,
+    "memory_gib": _NUMBER,
+    "memory_bandwidth_gb_per_s": _NUMBER,
+    "link_gb_per_s_one_way": _NUMBER,
+    "pcie_gb_per_s_one_way": _NUMBER,
+    "l2_mib": _NUMBER,
+    "sms": _WHOLE,
+    "dense_tflops": _TABLE,
+    "sources": _TABLE,
+    "cluster": _TABLE,
+}
+_REQUIRED = (
+    "name",
+    "vendor",
+    "kind",
+    "memory_gib",
+    "memory_bandwidth_gb_per_s",
+    "dense_tflops",
+    "sources",
+)
+# The planner's node and network defaults (model/clusters.toml) a device may carry.
+CLUSTER_FIELDS = {
+    "devices_per_node": _WHOLE,
+    "inter_node_gb_per_s": _NUMBER,
+    "intra_node_latency_us": _NUMBER,
+    "inter_node_latency_us": _NUMBER,
+    "intra_collective_efficiency": _NUMBER,
+    "inter_collective_efficiency": _NUMBER,
+    "matmul_efficiency": _NUMBER,
+    "memory_efficiency": _NUMBER,
+    "step_jitter": _NUMBER,
+    "sources": _TABLE,
+}
 
-def _spec_from_table(key: str, t: dict) -> DeviceSpec:
-    where = f"catalog entry [{key}]"
+
+def _unknown(where: str, field_name: str, known) -> MalformedFile:
+    close = difflib.get_close_matches(field_name, list(known), n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else f"; known: {', '.join(known)}"
+    return MalformedFile(f"{where}: unknown field {field_name!r}{hint}")
+
+
+def _check_value(where: str, name: str, value, want: str) -> None:
+    ok = {
+        _NUMBER: isinstance(value, int | float) and not isinstance(value, bool),
+        _WHOLE: isinstance(value, int) and not isinstance(value, bool),
+        _TEXT: isinstance(value, str),
+        _NAMES: isinstance(value, list) and all(isinstance(v, str) for v in value),
+        _TABLE: isinstance(value, dict),
+    }[want]
+    if not ok:
+        raise MalformedFile(f"{where}: field {name!r} must be {want}, got {value!r}")
+
+
+def _check_table(where: str, t: dict) -> None:
+    """One-line errors naming the field: unknown (with the closest known name), missing,
+    or of the wrong type."""
+    if not isinstance(t, dict):
+        raise MalformedFile(f"{where}: must be a table of fields, got {t!r}")
+    for name, value in t.items():
+        if name not in _FIELDS:
+            raise _unknown(where, name, _FIELDS)
+        _check_value(where, name, value, _FIELDS[name])
+    for name in _REQUIRED:
+        if name not in t:
+            raise MalformedFile(f"{where}: missing field {name!r}")
+    for dtype, value in t["dense_tflops"].items():
+        if dtype not in DTYPES:
+            raise _unknown(where, f"dense_tflops.{dtype}", [f"dense_tflops.{d}" for d in DTYPES])
+        _check_value(where, f"dense_tflops.{dtype}", value, _NUMBER)
+    for key, text in t["sources"].items():
+        _check_value(where, f"sources.{key}", text, _TEXT)
+    for name, value in t.get("cluster", {}).items():
+        if name not in CLUSTER_FIELDS:
+            raise _unknown(where, f"cluster.{name}", [f"cluster.{k}" for k in CLUSTER_FIELDS])
+        _check_value(where, f"cluster.{name}", value, CLUSTER_FIELDS[name])
+
+
+def _optional(t: dict, name: str, unit: float) -> float | None:
+    value = t.get(name)
+    return None if value is None else float(value) * unit
+
+
+def _spec_from_table(key: str, t: dict, where: str | None = None) -> DeviceSpec:
+    where = where or f"catalog entry [{key}]"
+    _check_table(where, t)
+    raw_sources = dict(t["sources"])
     try:
-        peaks = {d: float(v) * _TFLOPS for d, v in t["dense_tflops"].items()}
-        memory = float(t["memory_gib"]) * _GIB
-        link = t.get("link_gb_per_s_one_way")
-        l2 = t.get("l2_mib")
-        raw_sources = dict(t["sources"])
         spec = DeviceSpec(
             key=key,
             name=t["name"],
             vendor=t["vendor"],
             kind=t["kind"],
             driver_names=tuple(t.get("driver_names", ())),
-            peak_flops_per_s=peaks,
-            memory_bytes=memory,
+            peak_flops_per_s={d: float(v) * _TFLOPS for d, v in t["dense_tflops"].items()},
+            memory_bytes=float(t["memory_gib"]) * _GIB,
             memory_bandwidth_bytes_per_s=float(t["memory_bandwidth_gb_per_s"]) * _GB,
-            link_bandwidth_bytes_per_s=None if link is None else float(link) * _GB,
-            l2_bytes=None if l2 is None else float(l2) * _MIB,
+            link_bandwidth_bytes_per_s=_optional(t, "link_gb_per_s_one_way", _GB),
+            pcie_bandwidth_bytes_per_s=_optional(t, "pcie_gb_per_s_one_way", _GB),
+            l2_bytes=_optional(t, "l2_mib", _MIB),
             sms=t.get("sms"),
-            sources={},
+            cluster_defaults=dict(t.get("cluster", {})),
         )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise MalformedFile(f"{where}: missing or bad field {exc}") from exc
+    except InvalidInput as exc:  # the spec's own range checks, said for this file
+        raise MalformedFile(f"{where}: {exc}".replace(f"device spec {key!r}: ", "")) from None
     # Every number must say where it comes from.
     sources = {"datasheet": raw_sources.pop("datasheet", "")}
     if not sources["datasheet"]:
-        raise MalformedFile(f"{where}: no 'datasheet' source")
+        raise MalformedFile(f"{where}: missing field 'sources.datasheet' (the document)")
     for group, fields in _SOURCE_FIELDS.items():
         text = raw_sources.pop(group, None)
         for f in fields:
@@ -178,29 +250,106 @@ def _spec_from_table(key: str, t: dict) -> DeviceSpec:
     return spec
 
 
+def _read_toml(path: Path, what: str) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MalformedFile(f"{what} {path}: cannot read it ({exc})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise MalformedFile(f"{what} {path}: not valid TOML ({exc})") from None
+
+
+def _specs_from_file(path: Path) -> list[tuple[DeviceSpec, dict]]:
+    """Every entry of a user's TOML file, validated; errors name the file and the field."""
+    data = _read_toml(path, "spec file")
+    if not data:
+        raise MalformedFile(f"spec file {path}: no [device] table in it")
+    out = []
+    for key, table in data.items():
+        spec = _spec_from_table(key, table, where=f"{path} [{key}]")
+        object.__setattr__(spec, "origin", str(path))
+        out.append((spec, table))
+    return out
+
+
+def is_spec_file(name: str) -> bool:
+    """'my-gpu.toml' or 'devices.toml#my-gpu' name a file rather than a catalog entry."""
+    return name.split("#", 1)[0].strip().lower().endswith(".toml")
+
+
+def load_spec_file(name: str | Path) -> DeviceSpec:
+    """The device a user's TOML file defines; 'file.toml#key' picks one of several."""
+    text = str(name)
+    file_part, _, key = text.partition("#")
+    path = Path(file_part).expanduser()
+    if not path.is_file():
+        raise InvalidInput(f"spec file {path} does not exist (--spec takes a name or a .toml)")
+    entries = {s.key: s for s, _ in _specs_from_file(path)}
+    if key:
+        if key not in entries:
+            raise UnknownName(f"spec file {path} has no [{key}]; it has: {', '.join(entries)}")
+        return entries[key]
+    if len(entries) > 1:
+        raise InvalidInput(
+            f"spec file {path} defines {len(entries)} devices ({', '.join(entries)}); "
+            f"pick one with {path}#{next(iter(entries))}"
+        )
+    return next(iter(entries.values()))
+
+
 @dataclass(frozen=True)
 class _Catalog:
     specs: dict[str, DeviceSpec]
     index: dict[str, str]  # canonical name, alias or driver name -> key
 
 
-@functools.cache
+def extra_catalog_files(env_value: str | None = None) -> list[Path]:
+    """The *.toml files of the directories CEILING_CATALOG names, in a stable order."""
+    value = os.environ.get(CATALOG_ENV, "") if env_value is None else env_value
+    files: list[Path] = []
+    for part in value.split(os.pathsep):
+        if not part.strip():
+            continue
+        folder = Path(part.strip()).expanduser()
+        if not folder.is_dir():
+            raise InvalidInput(f"{CATALOG_ENV}: {folder} is not a directory")
+        files.extend(sorted(folder.glob("*.toml")))
+    return files
+
+
 def _catalog() -> _Catalog:
+    return _load_catalog(os.environ.get(CATALOG_ENV, ""))
+
+
+@functools.cache
+def _load_catalog(env_value: str) -> _Catalog:
     text = resources.files("ceiling.hardware").joinpath("catalog.toml").read_text("utf-8")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise MalformedFile(f"hardware catalog: {exc}") from exc
+    entries = [(_spec_from_table(key, table), table) for key, table in data.items()]
+    for path in extra_catalog_files(env_value):
+        entries.extend(_specs_from_file(path))
     specs: dict[str, DeviceSpec] = {}
     index: dict[str, str] = {}
-    for key, table in data.items():
-        spec = _spec_from_table(key, table)
-        specs[key] = spec
-        names = [key, *table.get("aliases", ()), *spec.driver_names]
+    for spec, table in entries:
+        if spec.key in specs:
+            raise MalformedFile(
+                f"{spec.origin}: device key [{spec.key}] is already defined in "
+                f"{specs[spec.key].origin}; choose another key"
+            )
+        specs[spec.key] = spec
+        names = [spec.key, *table.get("aliases", ()), *spec.driver_names]
         for n in names:
             for form in (_canonical(n), _compact(n)):
-                if index.setdefault(form, key) != key:
-                    raise MalformedFile(f"hardware catalog: name {n!r} is used twice")
+                if index.setdefault(form, spec.key) != spec.key:
+                    raise MalformedFile(
+                        f"{spec.origin} [{spec.key}]: name {n!r} already names "
+                        f"[{index[form]}] ({specs[index[form]].origin})"
+                    )
     return _Catalog(specs, index)
 
 
@@ -219,7 +368,11 @@ def match_driver_name(name: str) -> DeviceSpec | None:
 
 
 def get_spec(name: str) -> DeviceSpec:
-    """Look up by short name, alias or driver name (any case); UnknownName lists close ones."""
+    """Look up by short name, alias, driver name (any case) or a user's .toml file.
+
+    Every command's --spec comes here. UnknownName lists close names."""
+    if is_spec_file(name):
+        return load_spec_file(name)
     spec = match_driver_name(name)
     if spec is not None:
         return spec
@@ -227,5 +380,6 @@ def get_spec(name: str) -> DeviceSpec:
     close = difflib.get_close_matches(_canonical(name), keys, n=3, cutoff=0.5)
     hint = f"did you mean {', '.join(close)}? " if close else ""
     raise UnknownName(
-        f"unknown device {name!r}; {hint}`ceiling specs` lists all {len(keys)} known devices"
+        f"unknown device {name!r}; {hint}`ceiling specs` lists all {len(keys)} known devices "
+        "(your own: a .toml file, see `ceiling specs --template`)"
     )

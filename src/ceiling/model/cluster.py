@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass, field
 
 from ceiling.errors import InvalidInput, MalformedFile
+from ceiling.vocabulary import normalize_dtype
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -69,6 +70,7 @@ class ClusterSpec:
                 raise InvalidInput(f"{name} must be in (0, 1], got {v!r}")
         if not 0 <= self.step_jitter < 1:
             raise InvalidInput(f"step_jitter must be in [0, 1), got {self.step_jitter!r}")
+        object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
         self.device.peak(self.dtype)  # raises UnsupportedOnDevice naming what it has
 
     @property
@@ -137,6 +139,10 @@ def make_cluster(
     if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
         raise InvalidInput(f"device count must be a positive integer, got {devices!r}")
     d = node_defaults(device.key)
+    own = dict(getattr(device, "cluster_defaults", None) or {})  # a user's own device file
+    d.update(own)
+    if own.get("sources"):
+        d["sources"] = {**d.get("sources", {}), **own["sources"]}
     base = _defaults()["default"]
     per_node = devices_per_node if devices_per_node is not None else int(d["devices_per_node"])
     if not isinstance(per_node, int) or per_node < 1:
@@ -164,6 +170,8 @@ def make_cluster(
         efficiency_source = (
             "given"
             if matmul_efficiency is not None
+            else f"{getattr(device, 'origin', 'device file')} ({device.key}.cluster)"
+            if own.get("matmul_efficiency") is not None
             else f"clusters.toml default for {device.key}"
             if device.key in _defaults()
             else "clusters.toml generic default"
