@@ -95,7 +95,15 @@ COMMANDS: dict[str, list[str]] = {
 # Fields whose values changed on purpose since the capture: command -> {path glob: why}.
 # Paths are dotted (`plans.0.step_s`); `*` matches any part. A listed path may also be absent
 # on one side (a field added or removed on purpose).
-CHANGED: dict[str, dict[str, str]] = {}
+_SPEC_ADDITIONS = {
+    "origin": "specs says where an entry comes from (shipped catalog, CEILING_CATALOG, a file)",
+    "cluster_defaults*": "specs shows the node and network defaults the planner takes",
+    "pcie_bandwidth_bytes_per_s_one_way": "specs shows the host link (PCIe) of each device",
+}
+CHANGED: dict[str, dict[str, str]] = {
+    "specs-h100": _SPEC_ADDITIONS,
+    "specs-mi300x": _SPEC_ADDITIONS,
+}
 
 # Facts about the machine that ran the command, not results: never compared.
 MACHINE = ("environment", "environment.*")

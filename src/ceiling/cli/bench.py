@@ -247,8 +247,7 @@ def bench_matmul(
     from ceiling.measure import suite
     from ceiling.measure.matmul import check_dtype, parse_shape
 
-    for d in dtype or []:
-        check_dtype(d)
+    dtype = [check_dtype(d) for d in dtype] if dtype else dtype
     shapes = [parse_shape(s) for s in shape or []]
     size_list = _parse_sizes(sizes)
     report = _report(device, quick)

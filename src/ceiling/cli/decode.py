@@ -26,6 +26,7 @@ from ceiling.units import (
     format_time,
     parse_count,
 )
+from ceiling.vocabulary import normalize_dtype
 
 DEFAULT_BATCHES = [1, 8, 64, 256]
 FLOP_NOTE = "FLOPs count a multiply-add as 2; peaks are dense"
@@ -340,6 +341,7 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
     from rich.progress import Progress
 
     from ceiling.measure.decode import (
+        MEASURED_DTYPES,
         check_device,
         compare_decode,
         default_device,
@@ -348,8 +350,8 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
     )
 
     dev_name = check_device(device or default_device())
-    if weights is not None and weights not in ("fp32", "bf16", "fp16"):
-        raise InvalidInput(f"--measure runs fp32, bf16 or fp16 weights, got {weights!r}")
+    if weights is not None:
+        weights = normalize_dtype(weights, MEASURED_DTYPES, what="--weights", usage=" to measure")
     local = local_ceiling(dev_name, profile)
     progress = Progress(console=_stderr_console(), transient=True)
     with progress:

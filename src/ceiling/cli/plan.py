@@ -52,7 +52,9 @@ def build_cluster(
 ):
     """The cluster from a catalog spec, or a measured profile (its efficiencies measured)."""
     from ceiling.model.cluster import efficiencies_from_profile, make_cluster
+    from ceiling.vocabulary import normalize_dtype
 
+    dtype = normalize_dtype(dtype, what="--dtype")
     mm_eff, mem_eff, source = matmul_efficiency, None, None
     if spec is not None:
         from ceiling.hardware.catalog import get_spec

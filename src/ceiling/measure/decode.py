@@ -25,11 +25,12 @@ from ceiling.measure.stats import summarize
 from ceiling.measure.timer import benchmark, is_cuda
 from ceiling.model.decode import DecodeCeiling, DecodeSetup, decode_ceiling
 from ceiling.model.transformer import TransformerConfig
+from ceiling.vocabulary import normalize_dtype, torch_dtype
 
 # Bumped whenever the way of measuring decode changes.
 METHOD_VERSION = 1
 
-TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+MEASURED_DTYPES = ("fp32", "bf16", "fp16")
 READ_BUFFER_BYTES = 256 * 2**20  # ≥ 4× a typical last-level cache
 
 
@@ -104,12 +105,12 @@ def run_decode(
     from ceiling.workloads.gpt import build_gpt
 
     device = check_device(device or default_device())
-    dtype = dtype or default_dtype(device)
-    if dtype not in TORCH_DTYPES:
-        raise InvalidInput(f"measured decode runs in {', '.join(TORCH_DTYPES)}, got {dtype!r}")
+    dtype = normalize_dtype(
+        dtype or default_dtype(device), MEASURED_DTYPES, usage=" to measure decode"
+    )
     if context + 1 > cfg.max_seq:
         raise InvalidInput(f"context {context} leaves no room in {cfg.max_seq} positions")
-    tdtype = getattr(torch, TORCH_DTYPES[dtype])
+    tdtype = torch_dtype(dtype)
     _check_room(cfg, batches, context, device, torch.finfo(tdtype).bits // 8)
     model = build_gpt(cfg, device=device, dtype=tdtype).eval()
     gen = torch.Generator(device="cpu").manual_seed(0)

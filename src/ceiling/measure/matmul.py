@@ -10,6 +10,7 @@ from ceiling.errors import InvalidInput, UnsupportedOnDevice, WrongResult
 from ceiling.measure import machine
 from ceiling.measure.stats import Stats, summarize
 from ceiling.measure.timer import benchmark
+from ceiling.vocabulary import normalize_dtype, torch_dtype
 
 MATMUL_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
 
@@ -120,12 +121,7 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 
 
 def check_dtype(dtype: str) -> str:
-    d = dtype.strip().lower()
-    if d not in MATMUL_DTYPES:
-        raise InvalidInput(
-            f"unknown matmul dtype {dtype!r}; choose from {', '.join(MATMUL_DTYPES)}"
-        )
-    return d
+    return normalize_dtype(dtype, MATMUL_DTYPES, what="matmul dtype")
 
 
 def supported(dtype: str, device: str) -> str | None:
@@ -152,19 +148,6 @@ def _float32_precision(dtype: str):
     return machine.float32_matmul_mode(tf32=dtype == "tf32")
 
 
-def _torch_dtype(dtype: str):
-    import torch
-
-    return {
-        "fp64": torch.float64,
-        "fp32": torch.float32,
-        "tf32": torch.float32,
-        "bf16": torch.bfloat16,
-        "fp16": torch.float16,
-        "fp8": torch.float8_e4m3fn,
-    }[dtype]
-
-
 def _operands(dtype: str, m: int, n: int, k: int, device: str, gen) -> tuple[Any, ...]:
     """Random normal A (m x k), B (k x n) in the dtype and an output buffer; never zeros."""
     import torch
@@ -176,7 +159,7 @@ def _operands(dtype: str, m: int, n: int, k: int, device: str, gen) -> tuple[Any
         scale = torch.ones((), device=device, dtype=torch.float32)
         return (a.to(torch.float8_e4m3fn), bt.to(torch.float8_e4m3fn).t(), scale, None)
     b = torch.randn(k, n, generator=gen, device=device, dtype=torch.float32)
-    tdt = _torch_dtype(dtype)
+    tdt = torch_dtype(dtype)
     return (a.to(tdt), b.to(tdt), None, torch.empty(m, n, device=device, dtype=tdt))
 
 
@@ -258,7 +241,7 @@ def run_matmul(
         raise UnsupportedOnDevice(reason)
     if dtype == "fp8" and (m % 16 or n % 16 or k % 16):
         raise InvalidInput(f"fp8 matmul needs M, N, K divisible by 16, got {m}x{n}x{k}")
-    elem = 1 if dtype == "fp8" else _torch_dtype(dtype).itemsize
+    elem = 1 if dtype == "fp8" else torch_dtype(dtype).itemsize
     # One operand set, the float32 draw it is converted from, and the float64 copy of B
     # that the correctness check builds.
     machine.check_fits(

@@ -10,14 +10,9 @@ from ceiling.measure import machine
 from ceiling.measure.stats import Stats, summarize
 from ceiling.measure.timer import benchmark
 from ceiling.model.opcost import OpCost
+from ceiling.vocabulary import torch_dtype
 
-_TORCH_DTYPES = {
-    "fp64": "float64",
-    "fp32": "float32",
-    "tf32": "float32",
-    "bf16": "bfloat16",
-    "fp16": "float16",
-}
+MEASURABLE_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16")
 MAX_INPUT_SETS = 4
 
 
@@ -68,11 +63,13 @@ def time_op(
     """Seconds per call of the op on `device`; small ops rotate inputs so caches don't help."""
     import torch
 
-    if op.dtype not in _TORCH_DTYPES:
-        raise UnsupportedOnDevice(f"--measure supports {', '.join(_TORCH_DTYPES)}; not {op.dtype}")
+    if op.dtype not in MEASURABLE_DTYPES:
+        raise UnsupportedOnDevice(
+            f"--measure supports {', '.join(MEASURABLE_DTYPES)}; not {op.dtype}"
+        )
     if op.dtype == "tf32" and not machine.is_cuda(device):
         raise UnsupportedOnDevice("tf32 is a GPU tensor-core mode; measure fp32 on a CPU")
-    dtype = getattr(torch, _TORCH_DTYPES[op.dtype])
+    dtype = torch_dtype(op.dtype)
     # The operands and outputs are op.bytes; drawing in float32 first needs up to twice that.
     machine.check_fits(2.0 * op.bytes, device, op.name)
     gen = torch.Generator(device=device).manual_seed(0)

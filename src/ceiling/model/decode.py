@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 
 from ceiling.errors import DoesNotFit, InvalidInput, UnsupportedOnDevice
 from ceiling.model.transformer import TransformerConfig
+from ceiling.vocabulary import dtype_bytes, normalize_dtype
 
-# Bytes per stored element. int4 packs two values per byte (group scales not counted).
-STORAGE_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+# Weights and KV cache may be stored in these; activations are computed in a float dtype.
 WEIGHT_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4")
-KV_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4")
+KV_DTYPES = WEIGHT_DTYPES
 FLOAT_ACTIVATIONS = ("bf16", "fp16", "fp32")  # preference order for integer weights
 CROSSOVER_SEARCH_LIMIT = 1 << 26
 
@@ -57,20 +57,18 @@ class DecodeSetup:
     weights_counted: str = "all"
 
     def __post_init__(self) -> None:
-        if self.weights_dtype not in WEIGHT_DTYPES:
-            raise InvalidInput(
-                f"weights dtype must be one of {', '.join(WEIGHT_DTYPES)}, "
-                f"got {self.weights_dtype!r}"
-            )
-        if self.kv_dtype is not None and self.kv_dtype not in KV_DTYPES:
-            raise InvalidInput(
-                f"KV dtype must be one of {', '.join(KV_DTYPES)}, got {self.kv_dtype!r}"
-            )
-        if self.activation_dtype is not None and self.activation_dtype not in FLOAT_ACTIVATIONS:
-            raise InvalidInput(
-                f"activation dtype must be one of {', '.join(FLOAT_ACTIVATIONS)}, "
-                f"got {self.activation_dtype!r}"
-            )
+        # Any accepted spelling (BF16, bfloat16, torch.bfloat16) becomes the canonical name.
+        canon = object.__setattr__
+        canon(
+            self,
+            "weights_dtype",
+            normalize_dtype(self.weights_dtype, WEIGHT_DTYPES, what="weights dtype"),
+        )
+        if self.kv_dtype is not None:
+            canon(self, "kv_dtype", normalize_dtype(self.kv_dtype, KV_DTYPES, what="KV dtype"))
+        if self.activation_dtype is not None:
+            act = normalize_dtype(self.activation_dtype, FLOAT_ACTIVATIONS, what="activation dtype")
+            canon(self, "activation_dtype", act)
         if not isinstance(self.context, int) or self.context < 0:
             raise InvalidInput(f"context must be a whole number ≥ 0, got {self.context!r}")
         if not isinstance(self.tp, int) or self.tp < 1:
@@ -246,10 +244,10 @@ class _Step:
         self.cfg, self.setup, self.dtypes = cfg, setup, dtypes
         self.tp = setup.tp
         self.kv_dev_heads = kv_heads_per_device(cfg, setup.tp)
-        self.w_bytes = STORAGE_BYTES[dtypes.weights]
+        self.w_bytes = dtype_bytes(dtypes.weights)
         self.kv_tok_dev = 2.0 * cfg.layers * self.kv_dev_heads * cfg.head_dim
-        self.kv_tok_dev *= STORAGE_BYTES[dtypes.kv]
-        self.act_bytes = STORAGE_BYTES[dtypes.activations]
+        self.kv_tok_dev *= dtype_bytes(dtypes.kv)
+        self.act_bytes = dtype_bytes(dtypes.activations)
         self.peak = spec.peak(dtypes.compute)
         self.bw = spec.memory_bandwidth_bytes_per_s
         self.link = spec.link_bandwidth_bytes_per_s
@@ -427,7 +425,7 @@ def decode_ceiling(
             f"mixture of experts: weights read per step count the expected experts reached "
             f"by the batch's tokens ({cfg.active_experts} of {cfg.experts} per token)"
         )
-    kv_tok = cfg.kv_bytes_per_token(STORAGE_BYTES[dtypes.kv])
+    kv_tok = cfg.kv_bytes_per_token(dtype_bytes(dtypes.kv))
     return DecodeCeiling(
         model=cfg.name,
         device=spec.name,

@@ -12,23 +12,7 @@ from dataclasses import dataclass
 
 from ceiling.errors import InvalidInput, UnknownName
 from ceiling.units import parse_count
-
-DTYPE_BYTES: dict[str, int] = {
-    "fp64": 8,
-    "fp32": 4,
-    "tf32": 4,  # stored as fp32; only the multiplier inputs are rounded
-    "bf16": 2,
-    "fp16": 2,
-    "fp8": 1,
-    "int8": 1,
-}
-
-
-def dtype_bytes(dtype: str) -> int:
-    try:
-        return DTYPE_BYTES[dtype]
-    except KeyError:
-        raise UnknownName(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}") from None
+from ceiling.vocabulary import dtype_bytes
 
 
 @dataclass(frozen=True)

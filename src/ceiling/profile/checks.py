@@ -7,30 +7,17 @@ import torch
 
 from ceiling.errors import DoesNotFit, InvalidInput, UnsupportedOnDevice
 from ceiling.profile.targets import one_line
+from ceiling.vocabulary import FLOAT_DTYPES, normalize_dtype, torch_dtype
 
-TORCH_DTYPES = {
-    "fp64": torch.float64,
-    "fp32": torch.float32,
-    "tf32": torch.float32,  # fp32 storage, TF32 matmuls
-    "bf16": torch.bfloat16,
-    "fp16": torch.float16,
-    "fp8": getattr(torch, "float8_e4m3fn", None),
-}
 # weights + gradients + two Adam moments, each in the model's dtype
 TRAIN_STATE_COPIES = 4
 
 
 def parse_dtype(name: str) -> tuple[str, torch.dtype]:
-    from ceiling.hardware.catalog import normalize_dtype
-
-    key = normalize_dtype(name)
-    dt = TORCH_DTYPES.get(key)
-    if dt is None:
-        raise InvalidInput(
-            f"dtype {name!r} cannot be used for a model; use one of "
-            f"{', '.join(k for k, v in TORCH_DTYPES.items() if v is not None)}"
-        )
-    return key, dt
+    """A model's dtype (tf32: fp32 storage, TF32 matmuls) and its torch dtype."""
+    usable = tuple(d for d in FLOAT_DTYPES if torch_dtype(d) is not None)
+    key = normalize_dtype(name, usable, usage=" for a model")
+    return key, torch_dtype(key)
 
 
 def check_device(device: str) -> torch.device:

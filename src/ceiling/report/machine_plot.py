@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-DTYPE_ORDER = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+from ceiling.vocabulary import DTYPES
 
 
 def ceilings_figure(devices: list[dict]):
@@ -14,9 +14,7 @@ def ceilings_figure(devices: list[dict]):
     from ceiling.report import plots
 
     dtypes = [
-        d
-        for d in DTYPE_ORDER
-        if any(d in dev["measured"] or d in dev["reference"] for dev in devices)
+        d for d in DTYPES if any(d in dev["measured"] or d in dev["reference"] for dev in devices)
     ]
     if not dtypes:
         return None
