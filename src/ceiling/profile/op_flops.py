@@ -5,16 +5,21 @@ Matmul, convolution and fused attention come from PyTorch's own formula registry
 
 - CPU fused attention (`_scaled_dot_product_flash_attention_for_cpu` and its backward):
   the registry has no entry, so a plain FlopCounterMode reports 0 for attention on a CPU.
+- Fused layers and grouped matmuls (`ceiling.profile.fused_flops`): nn.MultiheadAttention
+  and nn.TransformerEncoderLayer fast paths, mixture-of-experts `_grouped_mm`.
 - Causal attention: the registry counts every query/key pair; a causal mask keeps about
-  half of them, and fused kernels skip the masked blocks, so causal calls are counted at
-  half ("causal-half", the convention `ceiling.model.mfu` names).
+  half of them, so causal calls are counted at the share kept ("causal-half", the
+  convention `ceiling.model.mfu` names), decided from the causal flag or the mask
+  (`ceiling.profile.causal`); the pairs left out are carried beside the count.
 - Elementwise, reduction, normalisation and optimizer ops, counted from element counts:
   1 FLOP per output element for plain arithmetic and comparisons (transcendentals too, by
   convention) — exact under that convention; fixed per-element costs for composite
   activations, softmax and norms — marked estimated.
 
 Each result carries a category: "matmul" and "attention" make the model FLOPs used for MFU
-(the work a dense matmul peak describes); the rest is reported but kept apart.
+(the work a dense matmul peak describes); the rest is reported but kept apart. An op with
+no formula (a custom op, an aten op not listed here) is "unknown": its FLOPs are not zero
+but not known, and MFU becomes a lower bound.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from math import prod
 import torch
 from torch.utils import flop_counter
 
+from ceiling.profile import causal, fused_flops
+from ceiling.profile.fused_flops import argument
+
 aten = torch.ops.aten
 
 
@@ -32,11 +40,14 @@ aten = torch.ops.aten
 class FlopCount:
     flops: float
     exact: bool
-    category: str  # matmul | attention | elementwise | reduction | norm | memory | view | other
+    # matmul | attention | elementwise | reduction | norm | memory | view | unknown
+    category: str
     recomputed: float = 0.0  # part of `flops` that redoes forward work (hardware, not model)
+    causal_skipped: float = 0.0  # pairs a causal mask removes: full convention = flops + this
 
 
 MODEL_CATEGORIES = ("matmul", "attention")
+UNKNOWN = "unknown"
 
 # Fused attention ops, forward and backward, whose FLOPs the registry does not know.
 _CPU_ATTENTION = {
@@ -256,6 +267,24 @@ _MEMORY = set(
 )
 
 
+# Checks and bookkeeping that do no arithmetic and move no data worth counting.
+_NO_WORK = {
+    "_assert_async",
+    "_assert_scalar",
+    "_assert_tensor_metadata",
+    "_functional_assert_async",
+    "_functional_assert_scalar",
+    "sym_constrain_range",
+    "sym_constrain_range_for_size",
+    "record_stream",
+    "_has_compatible_shallow_copy_type",
+    "is_same_size",
+    "is_nonzero",
+    "_nested_tensor_size",
+    "_nested_tensor_strides",
+    "_nested_tensor_storage_offsets",
+}
+
 # Not flagged as views by their schema, but they only relabel an existing buffer.
 _FREE = {"_unsafe_view", "lift_fresh", "alias", "_reshape_alias", "set_", "resize_"}
 
@@ -283,15 +312,6 @@ def _numel(x) -> int:
     return 0
 
 
-def argument(func, args, kwargs, name: str, default=None):
-    if name in kwargs:
-        return kwargs[name]
-    for i, a in enumerate(func._schema.arguments):
-        if a.name == name:
-            return args[i] if i < len(args) else default
-    return default
-
-
 def _is_causal(func, args, kwargs) -> bool:
     if argument(func, args, kwargs, "is_causal", False):
         return True
@@ -306,18 +326,35 @@ def _out_numel(out, args) -> int:
     return n
 
 
+def _lengths(name: str, q, k) -> tuple[int, int]:
+    """(Lq, Lk): (batch, heads, seq, dim) for the _scaled_dot_product_* entry points,
+    (batch, seq, heads, dim) for the kernels below them."""
+    axis = -2 if name.startswith("_scaled_dot_product") else 1
+    return int(q.shape[axis]), int(k.shape[axis])
+
+
 def _attention(func, args, kwargs, flops: float, name: str) -> FlopCount:
-    """Causal calls at half. A fused backward first recomputes the scores Q·Kᵀ (it did not
-    keep them): that matmul is hardware work, not model work, so it is split out."""
-    scale = 0.5 if _is_causal(func, args, kwargs) else 1.0
+    """Causal calls at the share of pairs they keep. A fused backward first recomputes the
+    scores Q·Kᵀ (it did not keep them): that matmul is hardware work, not model work, so it
+    is split out."""
+    q, k = _query_key(func, args, kwargs)
+    flag = _is_causal(func, args, kwargs)
+    exact, share = True, 1.0
+    four_d = isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and q.dim() == k.dim() == 4
+    if four_d:
+        mask = argument(func, args, kwargs, "attn_mask")
+        if mask is None:
+            mask = argument(func, args, kwargs, "attn_bias")
+        share, exact = causal.share_for(flag, mask, *_lengths(name, q, k))
+    elif flag:
+        share = 0.5
     recomputed = 0.0
-    # the (batch, heads, seq, dim) layout of the _scaled_dot_product_* entry points
-    if name.startswith("_scaled_dot_product") and name.endswith("backward"):
-        q, k = _query_key(func, args, kwargs)
-        if q is not None and k is not None and q.dim() == 4 and k.dim() == 4:
-            b, h, s_q, d = q.shape
-            recomputed = 2.0 * b * h * s_q * d * k.shape[-2]
-    return FlopCount(flops * scale, True, "attention", recomputed * scale)
+    if four_d and name.startswith("_scaled_dot_product") and name.endswith("backward"):
+        b, h, s_q, d = q.shape
+        recomputed = 2.0 * b * h * s_q * d * k.shape[-2]
+    # the pairs left out are model FLOPs: the recomputation is not
+    skipped = (flops - recomputed) * (1.0 - share)
+    return FlopCount(flops * share, exact, "attention", recomputed * share, skipped)
 
 
 def _query_key(func, args, kwargs):
@@ -336,6 +373,10 @@ def _kind(func) -> tuple[str, str]:
         base = base_name(func)
         if is_free(func):
             kind = ("free", name)
+        elif name in _NO_WORK:
+            kind = ("memory", name)
+        elif name in fused_flops.FORMULAS:
+            kind = ("fused", name)
         elif name in NLL_LOSSES:
             kind = ("nll", name)
         elif name == "mse_loss":
@@ -353,7 +394,7 @@ def _kind(func) -> tuple[str, str]:
         elif base in _MEMORY:
             kind = ("memory", base)
         else:
-            kind = ("other", base)
+            kind = (UNKNOWN, base)
         _KINDS[func] = kind
     return kind
 
@@ -363,6 +404,10 @@ def count_flops(func, args, kwargs, out) -> FlopCount:
     kind, name = _kind(func)
     if kind == "free":
         return FlopCount(0.0, True, "view")
+    if kind == "fused":
+        category, formula = fused_flops.FORMULAS[name]
+        c = formula(func, args, kwargs)
+        return FlopCount(c.flops, c.exact, category, causal_skipped=c.causal_skipped)
     if kind == "cpu_attention":
         if _CPU_ATTENTION[name] == "forward":
             q, k, v = args[:3]
@@ -402,7 +447,7 @@ def count_flops(func, args, kwargs, out) -> FlopCount:
         return FlopCount(float(n_in), False, "reduction")
     if kind == "memory":
         return FlopCount(0.0, True, "memory")
-    return FlopCount(0.0, False, "other")
+    return FlopCount(0.0, False, UNKNOWN)
 
 
 def _nll_flops(func, args, kwargs, name: str) -> FlopCount:

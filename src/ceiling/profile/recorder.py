@@ -24,13 +24,14 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch.nn.modules.module import register_module_forward_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 
+from ceiling.profile.causal import EagerAttention
 from ceiling.profile.op_flops import MODEL_CATEGORIES, count_flops, matmul_dims
 from ceiling.profile.traffic import count_traffic, tensor_bytes
 
@@ -76,6 +77,8 @@ class OpCall:
     time_s: float | None
     dtype: str | None
     matmul_dims: tuple[int, ...] | None = None
+    # attention pairs a causal mask removes (not in `flops`): full convention = flops + this
+    causal_skipped_flops: float = 0.0
 
     @property
     def bytes(self) -> float:
@@ -222,6 +225,7 @@ class OpRecorder:
         self._phase: str | None = None
         self._tracker = _Tracker()
         self._mode = _RecordingMode(self)
+        self._eager = EagerAttention()
 
     def __enter__(self) -> OpRecorder:
         self._tracker.__enter__()
@@ -245,6 +249,7 @@ class OpRecorder:
     def clear(self) -> None:
         self.calls.clear()
         self.overhead_s = 0.0
+        self._eager = EagerAttention()
 
     def _current_phase(self) -> str:
         if torch._C._current_graph_task_id() != -1:
@@ -274,7 +279,24 @@ class OpRecorder:
                 time_s=elapsed,
                 dtype=dtype,
                 matmul_dims=matmul_dims(func, args) if fl.category == "matmul" else None,
+                causal_skipped_flops=fl.causal_skipped,
             )
+        )
+        name = func._overloadpacket.__name__
+        for index, share in self._eager.observe(name, args, kwargs, out, len(self.calls) - 1):
+            self._mark_causal(index, share)
+
+    def _mark_causal(self, index: int, share: float) -> None:
+        """An eager attention matmul found under a causal mask: counted at the kept share."""
+        c = self.calls[index]
+        if c.category != "matmul":
+            return
+        self.calls[index] = replace(
+            c,
+            category="attention",
+            flops=c.flops * share,
+            causal_skipped_flops=c.flops * (1.0 - share),
+            matmul_dims=None,
         )
 
     # ---- totals -----------------------------------------------------------------------
