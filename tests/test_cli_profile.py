@@ -31,13 +31,15 @@ def test_profile_gpt_tiny_train_reports_mfu_and_ops(tiny_train):
     assert d["analytic_flops_per_step"] == pytest.approx(d["model_flops_per_step"], rel=0.10)
     assert d["attention_convention"] == "causal-half"
     # the published convention counts attention in full: the same step, more FLOPs
-    full = d["analytic_flops_per_step_full_attention"]
+    full = d["model_flops_per_step_full_attention"]
     assert d["mfu_full_attention"] == pytest.approx(d["mfu"] * full / d["model_flops_per_step"])
     assert d["mfu_full_attention"] > d["mfu"]
+    assert full == pytest.approx(d["analytic_flops_per_step_full_attention"], rel=0.10)
+    assert d["unknown_ops"] == [] and d["mfu_is_lower_bound"] is False
     ops = {o["name"]: o for o in d["ops"]}
     for o in d["ops"]:
         assert {"name", "flops", "bytes", "time_s", "bound"} <= set(o)
-        assert o["bound"] in ("compute", "memory")
+        assert o["bound"] in ("compute", "memory")  # every op of gpt:tiny has a formula
     assert ops["aten.mm"]["flops"] > 0 and ops["aten.mm"]["time_s"] > 0
     assert ops["aten._scaled_dot_product_flash_attention_for_cpu"]["flops"] > 0
     assert ops["aten._scaled_dot_product_flash_attention_for_cpu_backward"]["flops"] > 0

@@ -65,6 +65,8 @@ def report_json(r) -> dict:
         "tokens_per_s": r.tokens_per_s,
         "samples_per_s": r.samples_per_s,
         "mfu": r.mfu,
+        "mfu_is_lower_bound": r.mfu_is_lower_bound,
+        "unknown_ops": r.unknown_ops,
         "hfu": r.hfu,
         "mfu_vs_measured_peak": r.mfu_vs_measured_peak,
         "mfu_full_attention": r.mfu_full_attention,
@@ -72,6 +74,7 @@ def report_json(r) -> dict:
         "mfu_at_roofline": r.mfu_at_roofline,
         "recorded_step_s": r.recorded_step_s,
         "model_flops_per_step": r.model_flops_per_step,
+        "model_flops_per_step_full_attention": r.model_flops_per_step_full_attention,
         "hardware_flops_per_step": r.hardware_flops_per_step,
         "recomputed_flops_per_step": r.recomputed_flops,
         "other_flops_per_step": r.other_flops_per_step,
@@ -205,12 +208,18 @@ def render(r, top: int) -> None:
         rows.append(["tokens/s", f"{r.tokens_per_s:,.0f}"])
     if r.samples_per_s:
         rows.append(["samples/s", f"{r.samples_per_s:,.1f}"])
+    at_least = "at least " if r.mfu_is_lower_bound else ""
     if r.mfu is not None:
-        rows.append(["MFU (model FLOPs / dense peak)", u.format_percent(r.mfu)])
-        rows.append(["HFU (incl. recomputation)", u.format_percent(r.hfu)])
+        rows.append(["MFU (model FLOPs / dense peak)", at_least + u.format_percent(r.mfu)])
+        rows.append(["HFU (incl. recomputation)", at_least + u.format_percent(r.hfu)])
+    if r.unknown_ops:
+        rows.append(["ops with no FLOP formula (unknown)", ", ".join(r.unknown_ops)])
     if r.mfu_full_attention is not None:
         rows.append(
-            ["MFU, attention in full (PaLM, as published)", u.format_percent(r.mfu_full_attention)]
+            [
+                "MFU, attention in full (PaLM, as published)",
+                at_least + u.format_percent(r.mfu_full_attention),
+            ]
         )
     if r.mfu_vs_measured_peak is not None:
         rows.append(["MFU vs measured matmul peak", u.format_percent(r.mfu_vs_measured_peak)])
@@ -226,7 +235,9 @@ def render(r, top: int) -> None:
     op_rows = [
         [
             f"{short_op_name(p.name)} ×{p.calls}",
-            ("" if p.exact else "~") + _si(u.format_flops(p.flops), "FLOP"),
+            "?"
+            if p.bound == "unknown"
+            else ("" if p.exact else "~") + _si(u.format_flops(p.flops), "FLOP"),
             u.format_bytes(p.bytes),
             u.format_time(p.time_s) if p.time_s else "—",
             f"{p.time_s / total * 100:.0f} %" if p.time_s else "—",
@@ -238,7 +249,8 @@ def render(r, top: int) -> None:
     ]
     cols = ["op × calls", "FLOPs", "bytes", "time", "share", "FLOP/B", "bound", "roof"]
     order = "time" if r.op_time_s else "FLOPs"
-    c.print(_compact_table(f"Top ops by {order} (of {len(r.ops)}; ~ estimated)", cols, op_rows))
+    title = f"Top ops by {order} (of {len(r.ops)}; ~ estimated, ? no formula)"
+    c.print(_compact_table(title, cols, op_rows))
     mod_rows = [
         [
             p.name,
@@ -300,8 +312,9 @@ def profile_command(
         from ceiling.report import plots
 
         plots.check_figure_path(plot)
-    if profile is not None and spec is not None:
-        raise InvalidInput("give --spec or --profile, not both")
+    from ceiling.hardware.resolve import check_one_device
+
+    check_one_device(spec, profile)
     if top < 1:
         raise InvalidInput(f"--top must be ≥ 1, got {top}")
     from rich.console import Console

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from ceiling.model import roofline
 
 # Ops that only move data (copies, norms' extra passes, elementwise) against the work that
-# the dense peak describes (matmul, attention).
+# the dense peak describes (matmul, attention). Ops with no FLOP formula ("unknown") are
+# neither: they are listed, never blamed.
 NON_MODEL_CATEGORIES = ("elementwise", "norm", "reduction", "memory", "other")
+UNKNOWN = "unknown"
 
 # Hint thresholds, as fractions of the recorded op time or counts.
 FUSE_TIME_SHARE = 0.25  # non-matmul ops above this share of time ...
@@ -44,7 +46,7 @@ class Placement:
     achieved_flops_per_s: float | None
     roofline_time_s: float
     fraction_of_attainable: float | None
-    bound: str  # "compute" | "memory"
+    bound: str  # "compute" | "memory" | "unknown" (an op with no FLOP formula)
     exact: bool
 
 
@@ -55,6 +57,8 @@ def place(totals, peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> Plac
     i = 0.0 if intensity is None else intensity
     attainable = roofline.attainable_flops_per_s(i, peak_flops_per_s, bandwidth_bytes_per_s)
     bound = roofline.bound(i, peak_flops_per_s, bandwidth_bytes_per_s)
+    if totals.category == UNKNOWN:
+        bound = UNKNOWN
     ideal = max(flops / peak_flops_per_s, moved / bandwidth_bytes_per_s)
     t = totals.time_s
     achieved = flops / t if t and t > 0 else None
@@ -139,7 +143,11 @@ def _align_hint(timed, total_time: float, itemsize: int) -> str | None:
 
 def _memory_hint(timed, total_time: float, peak: float, bw: float) -> str | None:
     memory = [
-        c for c in timed if c.bytes > 0 and roofline.bound(c.flops / c.bytes, peak, bw) == "memory"
+        c
+        for c in timed
+        if c.bytes > 0
+        and c.category != UNKNOWN
+        and roofline.bound(c.flops / c.bytes, peak, bw) == "memory"
     ]
     spent = sum(c.time_s for c in memory)
     share = spent / total_time
@@ -188,6 +196,17 @@ def _host_hint(total_time: float, step_s: float | None) -> str | None:
     )
 
 
+def _unknown_hint(calls) -> str | None:
+    names = sorted({c.op for c in calls if c.category == UNKNOWN})
+    if not names:
+        return None
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (
+        f"{len(names)} op(s) have no FLOP formula ({shown}): their FLOPs are unknown, not "
+        "zero, so MFU is a lower bound and they are left out of the bound verdicts"
+    )
+
+
 def hints(
     calls,
     peak_flops_per_s: float,
@@ -197,10 +216,11 @@ def hints(
 ) -> list[str]:
     """Short advice drawn from the numbers of one recorded step (OpCall list). `step_s`:
     that step's wall time less the recorder's own work (for the host share)."""
+    unknown = [h for h in [_unknown_hint(calls)] if h]
     timed = [c for c in calls if c.category != "view" and c.time_s is not None]
     total_time = sum(c.time_s for c in timed)
     if not timed or total_time <= 0:
-        return []
+        return unknown
     total_flops = sum(c.flops for c in calls)
     found = [
         _fuse_hint(timed, total_time, total_flops),
@@ -210,4 +230,4 @@ def hints(
         _optimizer_hint(timed, total_time),
         _host_hint(total_time, step_s),
     ]
-    return [h for h in found if h]
+    return unknown + [h for h in found if h]

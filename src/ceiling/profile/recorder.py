@@ -316,6 +316,11 @@ class OpRecorder:
             if c.category in MODEL_CATEGORIES and c.phase != "recompute"
         )
 
+    def causal_skipped_flops(self) -> float:
+        """Model FLOPs of the attention pairs causal masks removed: the full-attention
+        convention counts model_flops() plus these."""
+        return sum(c.causal_skipped_flops for c in self.calls if c.phase != "recompute")
+
     def hardware_flops(self) -> float:
         """Matmul and attention FLOPs the device executed, recomputation included."""
         return sum(c.flops for c in self.calls if c.category in MODEL_CATEGORIES)

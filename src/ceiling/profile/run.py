@@ -36,6 +36,7 @@ from ceiling.profile.checks import (
     check_fits,
     parse_dtype,
 )
+from ceiling.profile.op_flops import UNKNOWN
 from ceiling.profile.recorder import METHOD_VERSION, OpRecorder
 from ceiling.profile.runner import StepRunner, guard, sync
 from ceiling.profile.targets import load_target
@@ -73,6 +74,10 @@ class ProfileReport:
     # every op at its roofline, one after another: a floor under the step time
     roofline_step_s: float | None = None
     recorded_step_s: float | None = None  # wall of the recorded step, less the recorder
+    # the same model FLOPs with every attention pair counted (PaLM's convention)
+    model_flops_per_step_full_attention: float | None = None
+    # ops with no FLOP formula: their FLOPs are unknown, not zero, so MFU is a lower bound
+    unknown_ops: list[str] = field(default_factory=list)
     attention_convention: str = ATTENTION_CONVENTION
     flop_convention: str = "a multiply-add counts as 2 FLOPs; model FLOPs = matmul + attention"
     method_version: int = METHOD_VERSION
@@ -96,14 +101,19 @@ class ProfileReport:
         )
 
     @property
+    def mfu_is_lower_bound(self) -> bool:
+        return bool(self.unknown_ops)
+
+    @property
     def mfu_full_attention(self) -> float | None:
         """MFU with attention counted over every position pair (PaLM's convention, the one
-        published figures use): higher than the causal-half MFU by the masked half."""
-        if not self.analytic_flops_per_step_full_attention or not self.step_s:
-            return None
-        return mfu_model.step_utilisation(
-            self.analytic_flops_per_step_full_attention, self.step_s, self.ceiling.peak_flops_per_s
+        published figures use): higher than the causal-half MFU by the masked pairs."""
+        full = (
+            self.model_flops_per_step_full_attention or self.analytic_flops_per_step_full_attention
         )
+        if not full or not self.step_s:
+            return None
+        return mfu_model.step_utilisation(full, self.step_s, self.ceiling.peak_flops_per_s)
 
     @property
     def analytic_vs_counted(self) -> float | None:
@@ -251,6 +261,8 @@ def _profile(
         roofline_step_s=placement.roofline_time(rec.calls, roof, bw),
         recorded_step_s=recorded_step_s,
         recomputed_flops=hardware_flops - model_flops,
+        model_flops_per_step_full_attention=model_flops + rec.causal_skipped_flops(),
+        unknown_ops=sorted({c.op for c in rec.calls if c.category == UNKNOWN}),
         environment=environment(dev),
     )
 
