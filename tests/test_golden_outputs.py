@@ -100,10 +100,24 @@ _SPEC_ADDITIONS = {
     "cluster_defaults*": "specs shows the node and network defaults the planner takes",
     "pcie_bandwidth_bytes_per_s_one_way": "specs shows the host link (PCIe) of each device",
 }
+_DEVICE_SOURCE = "every output says which device rule picked its device (datasheet or profile)"
 CHANGED: dict[str, dict[str, str]] = {
     "specs-h100": _SPEC_ADDITIONS,
     "specs-mi300x": _SPEC_ADDITIONS,
 }
+_PROFILE_ADDITIONS = {
+    "unknown_ops": "profile lists ops it cannot count, so a low MFU is not read as exact",
+    "mfu_is_lower_bound": "MFU is a lower bound when uncounted ops may do FLOPs",
+    "model_flops_per_step_full_attention": "model FLOPs beside the causal count, full attention",
+}
+for _name in COMMANDS:
+    if _name.startswith("profile-"):
+        CHANGED[_name] = _PROFILE_ADDITIONS
+    if _name.startswith("plan-"):
+        CHANGED.setdefault(_name, {})["cluster.device_source"] = _DEVICE_SOURCE
+        CHANGED[_name]["scaling.*.cluster.device_source"] = _DEVICE_SOURCE
+    if _name.startswith("decode-"):
+        CHANGED.setdefault(_name, {})["device_source"] = _DEVICE_SOURCE
 
 # Facts about the machine that ran the command, not results: never compared.
 MACHINE = ("environment", "environment.*")

@@ -60,7 +60,9 @@ def test_resolve_prefers_spec_then_profile(tmp_path, monkeypatch):
     assert resolve_device(profile=path).peak("fp32") == 2.0e11
     monkeypatch.setenv("CEILING_PROFILE", str(path))
     assert resolve_device().memory_bandwidth_bytes_per_s == 2.0e10  # no cuda: falls to cpu
-    assert resolve_device(spec="h100-sxm", profile=path).kind == "gpu"
+    assert resolve_device(spec="h100-sxm").kind == "gpu"
+    with pytest.raises(InvalidInput, match="not both"):
+        resolve_device(spec="h100-sxm", profile=path)
 
 
 def test_resolve_without_anything_says_what_to_do(tmp_path, monkeypatch):

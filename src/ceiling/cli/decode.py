@@ -141,13 +141,13 @@ def _plot_grid(batches: list[int], crossover: int | None, max_batch: int | None)
     return sorted(set(grid))
 
 
-def _header(c, cfg: TransformerConfig) -> list[str]:
+def _header(c, cfg: TransformerConfig, source: str) -> list[str]:
     d = c.dtypes
     tp = f", tensor parallel over {c.tp} devices (figures per device)" if c.tp > 1 else ""
     lines = [
         f"{cfg.name}: {c.params_total / 1e9:.3g} B parameters"
         + (f" ({c.params_active / 1e9:.3g} B active)" if c.params_active != c.params_total else "")
-        + f"; {c.device}{tp}",
+        + f"; {c.device} ({source}){tp}",
         f"weights {d.weights}, KV cache {d.kv}, multiplies at the dense {d.compute} peak "
         f"{format_flops_per_s(c.peak_flops_per_s)}; "
         f"bandwidth {format_bandwidth(c.bandwidth_bytes_per_s)}",
@@ -256,9 +256,10 @@ def decode(
                 )
         _measure(cfg, batches, ctx, weights, device, profile, json_out, plot)
         return
-    from ceiling.hardware.resolve import resolve_device
+    from ceiling.hardware.resolve import resolve
 
-    dev = resolve_device(spec, profile)
+    resolved = resolve(spec, profile)
+    dev = resolved.spec
     setup = DecodeSetup(
         weights_dtype=weights or "bf16",
         kv_dtype=kv_dtype,
@@ -272,12 +273,13 @@ def decode(
         _plot(cfg, dev, setup, c, plot)
     if json_out:
         out = _ceiling_json(cfg, c)
+        out["device_source"] = resolved.source
         out["rows"] = [_row_json(r) for r in c.rows]
         out["plot"] = str(plot) if plot else None
         emit_json(out)
         return
     con = console()
-    for line in _header(c, cfg):
+    for line in _header(c, cfg, resolved.source):
         con.print(line)
     # A 1-token "prompt" (context 0, no --prompt) is one decode step, not a prefill: no column.
     ttft = prompt_tokens is not None or c.prompt_tokens > 1

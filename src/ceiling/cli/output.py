@@ -29,21 +29,51 @@ def console():
     return Console(highlight=False)
 
 
-def table(title: str | None, columns: list[str], rows: list[list[Any]], caption: str | None = None):
-    """A rich Table; numeric columns are right-aligned."""
+def _is_number(value: Any) -> bool:
+    if isinstance(value, (int, float)):
+        return True
+    try:
+        float(str(value).replace(",", ""))
+    except ValueError:
+        return False
+    return True
+
+
+NAME_WIDTH = 28  # longest row name kept on one line; longer names fold
+
+
+def table(
+    title: str | None,
+    columns: list[str],
+    rows: list[list[Any]],
+    caption: str | None = None,
+    compact: bool = False,
+):
+    """A rich Table; numeric columns are right-aligned. `compact`: no vertical rules, for
+    tables of many narrow columns that must fit 80 characters."""
+    from rich import box
     from rich.table import Table
 
+    rules = {}
+    if compact:
+        # one space between columns (the box's blank rule), none at the edges
+        rules = {"box": box.SIMPLE_HEAD, "padding": (0, 0), "show_edge": False}
     t = Table(
         title=title,
         caption=caption,
         title_justify="left",
         caption_justify="left",
         min_width=len(title or "") + 4,
+        **rules,
     )
     for i, col in enumerate(columns):
-        numeric = bool(rows) and all(isinstance(r[i], (int, float)) for r in rows if r[i] != "")
-        # fold, never "…": a narrow terminal or a pipe (80 columns) must not cut a figure
-        t.add_column(col, justify="right" if numeric else "left", overflow="fold")
+        numeric = bool(rows) and all(_is_number(r[i]) for r in rows if r[i] != "")
+        # fold, never "…": a narrow terminal or a pipe (80 columns) must not cut a figure;
+        # the first column names the row and keeps its width (up to NAME_WIDTH) unfolded
+        width = None
+        if i == 0 and not numeric:
+            width = min(NAME_WIDTH, max([len(col)] + [len(f"{r[0]}") for r in rows]))
+        t.add_column(col, justify="right" if numeric else "left", overflow="fold", min_width=width)
     for r in rows:
         t.add_row(*(v if isinstance(v, str) else f"{v}" for v in r))
     return t

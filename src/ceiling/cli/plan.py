@@ -51,26 +51,18 @@ def build_cluster(
     dtype: str,
 ):
     """The cluster from a catalog spec, or a measured profile (its efficiencies measured)."""
+    from ceiling.hardware.resolve import resolve
     from ceiling.model.cluster import efficiencies_from_profile, make_cluster
     from ceiling.vocabulary import normalize_dtype
 
     dtype = normalize_dtype(dtype, what="--dtype")
     mm_eff, mem_eff, source = matmul_efficiency, None, None
-    if spec is not None:
-        from ceiling.hardware.catalog import get_spec
-
-        device = get_spec(spec)
-    else:
+    resolved = resolve(spec, profile)
+    device = resolved.spec
+    if resolved.from_profile:
         from ceiling.hardware.catalog import match_driver_name
-        from ceiling.hardware.profile import default_profile_path, load_profile
 
-        path = profile if profile is not None else default_profile_path()
-        if profile is None and not Path(path).exists():
-            raise InvalidInput(
-                f"no device given and no machine profile at {path}: pass --spec NAME "
-                "(e.g. --spec h100-sxm) or run `ceiling bench --quick` on a node of the cluster"
-            )
-        measured = load_profile(path).device("cuda")
+        measured = resolved.measured
         device = match_driver_name(measured.name)
         if device is None:
             raise InvalidInput(
@@ -80,7 +72,7 @@ def build_cluster(
         prof_mm, mem_eff = efficiencies_from_profile(measured, device, dtype)
         if mm_eff is None:
             mm_eff = prof_mm
-            source = f"measured by `ceiling bench` ({path})"
+            source = f"measured by `ceiling bench` ({resolved.profile_path})"
     if dtype not in device.peak_flops_per_s:
         have = ", ".join(device.dtypes)
         raise InvalidInput(
@@ -98,6 +90,7 @@ def build_cluster(
         memory_efficiency=mem_eff,
         dtype=dtype,
         efficiency_source=source,
+        device_source=resolved.source,
     )
 
 
@@ -146,6 +139,7 @@ def _cluster_json(c) -> dict:
         "matmul_efficiency": c.matmul_efficiency,
         "memory_efficiency": c.memory_efficiency,
         "efficiency_source": c.efficiency_source,
+        "device_source": c.device_source,
         "sources": c.sources,
     }
 
@@ -228,8 +222,6 @@ def plan(
     from ceiling.model.plan_search import scaling as scaling_rows
     from ceiling.model.transformer import parse_model
 
-    if spec is not None and profile is not None:
-        raise InvalidInput("give --spec or --profile, not both")
     if attention is not None and attention not in ATTENTION:
         raise InvalidInput(f"--attention must be one of {', '.join(ATTENTION)}, got {attention!r}")
     if not 0 <= scaling <= 8:
@@ -325,7 +317,8 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
         f"× {job.seq_len} tokens = {job.global_batch * job.seq_len / 1e6:.2f}M tokens per step"
     )
     c.print(
-        f"cluster: {cluster.devices} × {dev.name} = {cluster.nodes} node(s) of "
+        f"cluster: {cluster.devices} × {dev.name} ({cluster.device_source}) = "
+        f"{cluster.nodes} node(s) of "
         f"{cluster.devices_per_node}; {cluster.dtype} peak {cluster.peak_flops_per_s / 1e12:.0f} "
         f"TFLOP/s dense; links {cluster.intra_node_bandwidth_bytes_per_s / 1e9:.0f} GB/s inside "
         f"a node, {cluster.inter_node_bandwidth_bytes_per_s / 1e9:.1f} GB/s per device between "

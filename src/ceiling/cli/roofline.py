@@ -31,10 +31,10 @@ MEASURE_MAX_CALL_S = 20.0
 def _roofs(spec_name: str | None, profile: Path | None, dtype: str) -> dict[str, Any]:
     """The roof predictions use (measured from the profile, else the datasheet) and the
     datasheet roof beside it where the profile records one."""
-    from ceiling.hardware.profile import default_profile_path, load_profile
-    from ceiling.hardware.resolve import resolve_device
+    from ceiling.hardware.resolve import resolve
 
-    spec = resolve_device(spec_name, profile, prefer="cuda")
+    resolved = resolve(spec_name, profile, prefer="cuda")
+    spec = resolved.spec
     out: dict[str, Any] = {
         "device": spec.name,
         "kind": spec.kind,
@@ -50,9 +50,8 @@ def _roofs(spec_name: str | None, profile: Path | None, dtype: str) -> dict[str,
         # H100's prediction with a CPU's timing would be a silently wrong figure.
         out["measure_device"] = {"gpu": "cuda", "cpu": "cpu"}.get(spec.kind)
     else:
-        path = profile or default_profile_path()
-        dev = load_profile(path).device("cuda")
-        out["profile"] = str(path)
+        dev = resolved.measured
+        out["profile"] = str(resolved.profile_path)
         out["datasheet_peak_flops_per_s"] = dev.datasheet_peak_flops_per_s.get(dtype)
         out["datasheet_bandwidth_bytes_per_s"] = dev.datasheet_bandwidth_bytes_per_s
         out["measure_device"] = "cuda" if dev.kind == "cuda" else "cpu"

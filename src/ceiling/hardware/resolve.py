@@ -1,28 +1,68 @@
-"""Which device spec a command uses: a named catalog spec, else the measured profile."""
+"""Which device a command speaks of: the one rule every command follows.
+
+1. `--spec NAME` (a catalog name, a driver name or a .toml file): that device's datasheet.
+2. `--profile PATH`: the device measured in that profile (`ceiling bench` wrote it).
+3. Neither: the saved machine profile (`$CEILING_PROFILE`, else the default path) when it
+   exists; a command that runs work here (`--measure`, `profile`) falls back to this
+   machine's datasheet or theoretical figures instead (measure/decode.local_ceiling).
+`--spec` and `--profile` together are refused: one device per command, said the same way
+everywhere. Among a profile's devices, the one of the kind the command runs on (`--device`,
+default the GPU when the profile has one) is used. Every result carries `source`, saying
+which of these it used.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ceiling.errors import InvalidInput
-from ceiling.hardware.profile import default_profile_path, load_profile
+from ceiling.hardware.profile import MeasuredDevice, default_profile_path, load_profile
+
+BOTH_GIVEN = "give --spec or --profile, not both: --spec is a datasheet, --profile a measurement"
 
 
-def resolve_device(
+@dataclass(frozen=True)
+class ResolvedDevice:
+    """The device a command uses and where its figures come from."""
+
+    spec: object  # a catalog DeviceSpec (for a profile: its measured peaks and bandwidth)
+    source: str  # "datasheet spec h100-sxm" or "measured profile PATH"
+    profile_path: Path | None = None
+    measured: MeasuredDevice | None = None  # the profile's record, when one was used
+
+    @property
+    def from_profile(self) -> bool:
+        return self.measured is not None
+
+
+def check_one_device(spec: str | None, profile: str | Path | None) -> None:
+    if spec is not None and profile is not None:
+        raise InvalidInput(BOTH_GIVEN)
+
+
+def resolve(
     spec: str | None = None, profile: str | Path | None = None, prefer: str = "cuda"
-):
-    """--spec wins; else the profile (given or default), its `prefer` device if it has one.
-
-    Without either, the error tells the user how to get one.
-    """
+) -> ResolvedDevice:
+    """Apply the rule above; without a spec or a profile the error says how to get one."""
+    check_one_device(spec, profile)
     if spec is not None:
         from ceiling.hardware.catalog import get_spec
 
-        return get_spec(spec)
+        s = get_spec(spec)
+        return ResolvedDevice(s, f"datasheet spec {s.key}")
     path = Path(profile) if profile is not None else default_profile_path()
     if profile is None and not path.exists():
         raise InvalidInput(
             f"no device given and no machine profile at {path}: run `ceiling bench --quick` "
             "to measure this machine, or pass --spec NAME (e.g. --spec h100-sxm)"
         )
-    return load_profile(path).device(prefer).as_spec()
+    measured = load_profile(path).device(prefer)
+    return ResolvedDevice(measured.as_spec(), f"measured profile {path}", path, measured)
+
+
+def resolve_device(
+    spec: str | None = None, profile: str | Path | None = None, prefer: str = "cuda"
+):
+    """The DeviceSpec of `resolve` (the rule above)."""
+    return resolve(spec, profile, prefer).spec

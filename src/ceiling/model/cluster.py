@@ -42,6 +42,7 @@ class ClusterSpec:
     dtype: str = "bf16"
     efficiency_source: str = "catalog default"
     sources: dict[str, str] = field(default_factory=dict)
+    device_source: str = ""  # which device rule picked it: "datasheet spec KEY", "measured ..."
 
     def __post_init__(self) -> None:
         for name in ("nodes", "devices_per_node"):
@@ -131,6 +132,7 @@ def make_cluster(
     memory_efficiency: float | None = None,
     dtype: str = "bf16",
     efficiency_source: str | None = None,
+    device_source: str | None = None,
 ) -> ClusterSpec:
     """A cluster of `devices` devices with defaults from the catalog and clusters.toml.
 
@@ -196,6 +198,7 @@ def make_cluster(
         dtype=dtype,
         efficiency_source=efficiency_source,
         sources=sources,
+        device_source=device_source or f"datasheet spec {device.key}",
     )
 
 

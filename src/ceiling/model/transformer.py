@@ -353,7 +353,7 @@ def get_model(name: str) -> TransformerConfig:
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise UnknownName(
         f"unknown model {name!r}{hint} (`ceiling models` lists them; or give "
-        f"custom:layers=..,hidden=..,heads=..)"
+        f"custom:layers=..,hidden=..,heads=.. or hf:PATH to a Hugging Face config.json)"
     )
 
 
@@ -383,8 +383,14 @@ def _parse_value(key: str, text: str):
 
 
 def parse_model(text: str) -> TransformerConfig:
-    """A catalog name, or explicit dims ``custom:layers=32,hidden=4096,heads=32,...``."""
+    """A catalog name, explicit dims ``custom:layers=32,...``, or ``hf:PATH`` (config.json)."""
     t = text.strip()
+    if t.lower().startswith("hf:"):
+        from ceiling.hf_files import read_config
+        from ceiling.model.hf_config import config_from_hf
+
+        raw, name, where = read_config(t[len("hf:") :])
+        return config_from_hf(raw, name, where)
     if t.lower().startswith("custom:"):
         body = t[len("custom:") :]
         entry = {}

@@ -3,7 +3,8 @@
 Built-ins: "gpt:tiny", "gpt:small" (decoder-only transformers), "mlp", "cnn"; any dense
 model of the catalog by name ("llama-2-7b", `ceiling models` lists them) or
 "custom:layers=..,hidden=..,heads=.." built as the same decoder with random weights (too
-large to run here? `--device meta` counts its FLOPs and bytes without running it).
+large to run here? `--device meta` counts its FLOPs and bytes without running it);
+"hf:PATH" (a Hugging Face config.json) built by `transformers` with random weights.
 Your own: "package.module:function" or "path/to/file.py:function". The function takes no
 arguments and returns a dict (or a model alone):
 
@@ -332,6 +333,10 @@ def load_target(
         raise InvalidInput(f"--batch must be ≥ 1, got {batch}")
     if low.startswith("gpt:"):
         return _gpt(low, batch, seq, delay_s)
+    if low.startswith("hf:"):
+        from ceiling.profile.hf_target import hf_workload
+
+        return hf_workload(key, batch, seq, delay_s)
     if low == "mlp":
         return _mlp(batch, delay_s)
     if low == "cnn":

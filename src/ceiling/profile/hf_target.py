@@ -1,0 +1,61 @@
+"""`hf:PATH` as a profile target: the model `transformers` builds from a config.json.
+
+Random weights (no checkpoint is read, nothing is downloaded). The shape model reads the same
+config first, so a family it refuses is refused here too, and MFU uses its FLOP count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from ceiling.errors import UnsupportedOnDevice
+
+DEFAULT_SEQ = 1024  # tokens per sequence when --seq is not given (capped at the model's)
+
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError:
+        raise UnsupportedOnDevice(
+            "profiling an hf: model builds it with Hugging Face transformers, which is not "
+            "installed: pip install transformers (decode, plan and models need only the config)"
+        ) from None
+    return transformers
+
+
+def _hf_loss(output: Any, batch: Any) -> torch.Tensor:
+    return output.loss
+
+
+def _hf_forward(model, batch):
+    input_ids = batch[0]
+    return model(input_ids=input_ids, labels=input_ids)
+
+
+def hf_workload(key: str, batch: int | None, seq: int | None, delay_s: float):
+    """A Workload whose model is `AutoModelForCausalLM.from_config` of the config at `key`."""
+    from ceiling.hf_files import locate_config
+    from ceiling.model.transformer import parse_model
+    from ceiling.profile.targets import _gpt, _on
+
+    cfg = parse_model(key)
+    transformers = _transformers()
+    hf_config = transformers.AutoConfig.from_pretrained(str(locate_config(key[len("hf:") :])))
+
+    def make(device, dtype):
+        model = transformers.AutoModelForCausalLM.from_config(hf_config, torch_dtype=dtype)
+        return model.to(device=device)
+
+    # The same token batch as a catalog model's; labels are the inputs (the model shifts them)
+    s = seq or min(cfg.max_seq, DEFAULT_SEQ)
+    workload = _gpt(cfg.name, batch, s, delay_s, cfg=cfg)
+    return dataclasses.replace(
+        workload,
+        build=lambda device, dtype: _on(device, make, device, dtype),
+        loss_fn=_hf_loss,
+        forward=_hf_forward,
+    )
