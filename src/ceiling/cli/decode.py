@@ -467,10 +467,30 @@ def _stderr_console():
     return Console(stderr=True)
 
 
-@app.command()
-def models(json_out: JsonOption = False) -> None:
-    """The transformer catalog: shapes, parameter counts and sources."""
-    catalog = all_models()
+MODELS_HELP = """The transformer catalog: shapes, parameter counts and sources.
+
+MODEL... shows only those: catalog names, custom:... dimensions or hf:PATH (a Hugging Face
+config.json, or the folder holding one)."""
+
+
+def _billions(n: float) -> str:
+    x = n / 1e9
+    return f"{x:,.2f}" if x >= 1 else f"{x:.3f}"
+
+
+@app.command(help=MODELS_HELP)
+def models(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[MODEL]...", help="Models to show (default: the catalog)."),
+    ] = None,
+    json_out: JsonOption = False,
+) -> None:
+    if names:
+        chosen = [parse_model(n) for n in names]
+        catalog = {m.name: m for m in chosen}
+    else:
+        catalog = all_models()
     if json_out:
         emit_json(
             {
@@ -487,25 +507,29 @@ def models(json_out: JsonOption = False) -> None:
         return
     rows = []
     for name, m in sorted(catalog.items()):
-        active = f"/{m.params_active / 1e9:.3g}" if m.params_active != m.params_total else ""
         rows.append(
             [
                 name,
-                f"{m.params_total / 1e9:.3g}{active}",
+                _billions(m.params_total),
+                _billions(m.params_active) if m.params_active != m.params_total else "",
                 m.layers,
                 m.hidden,
                 f"{m.heads}/{m.kv_heads}",
-                f"{m.ffn_hidden}{'g' if m.ffn_kind == 'gelu' else 's'}",
+                m.ffn_hidden,
+                "gelu" if m.ffn_kind == "gelu" else "gated",
                 m.max_seq,
                 format_bytes(m.kv_bytes_per_token(2), True).replace(" ", ""),
             ]
         )
     console().print(
         table(
-            "Transformer catalog",
-            ["model", "params B", "l", "h", "heads/kv", "ffn", "ctx", "KV/tok"],
+            "Transformer catalog" if not names else "Transformer shapes",
+            ["model", "params", "active", "l", "h", "heads/kv", "ffn", "kind", "ctx", "KV/tok"],
             rows,
-            caption="params: total/active (B = 1e9); l layers, h hidden; ffn: g GELU, s SwiGLU; "
-            "KV cache per token at 16 bits; vocab and sources: `ceiling models --json`",
+            caption="params, active: all and per-token parameters in billions (1e9; active "
+            "only for mixture of experts); l layers, h hidden; ffn: FFN width; kind: gelu "
+            "(up, down) or gated (SwiGLU/GeGLU: gate, up, down); KV cache per token at 16 "
+            "bits; vocab and sources: --json",
+            compact=True,
         )
     )
