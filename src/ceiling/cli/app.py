@@ -49,6 +49,7 @@ COMMAND_MODULES = [
     "ceiling.cli.fit",
     "ceiling.cli.bench_comm",
     "ceiling.cli.repeat",
+    "ceiling.cli.trace",
 ]
 
 for _name in COMMAND_MODULES:

@@ -1,0 +1,149 @@
+"""Terminal tables for `ceiling trace`: the device, each rank's step split, the top ops by
+time lost against their roof, and the ranks side by side."""
+
+from __future__ import annotations
+
+from ceiling import units as u
+from ceiling.trace.breakdown import ORDER
+from ceiling.trace.results import RankResult, TraceResult
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else u.format_percent(x)
+
+
+def _flops(x: float | None) -> str:
+    return "unknown" if x is None else u.format_flops(x)
+
+
+def device_line(r: TraceResult) -> str:
+    d = r.device
+    if d.peak_flops_per_s is None:
+        return f"device: {d.name or 'unknown'} ({d.source}); no roofline"
+    return (
+        f"device: {d.name}, {d.peak_key} dense peak {u.format_flops_per_s(d.peak_flops_per_s)}, "
+        f"memory {u.format_bandwidth(d.bandwidth_bytes_per_s)} ({d.source})"
+    )
+
+
+def step_rows(rank: RankResult) -> list[list[str]]:
+    """Mean seconds per step in each category, with its share of the step."""
+    wall = rank.step_s or 1.0
+    rows = [[cat, u.format_time(rank.mean(cat)), _pct(rank.mean(cat) / wall)] for cat in ORDER]
+    n = max(len(rank.steps), 1)
+    comm = sum(s.comm_s for s in rank.steps) / n
+    hidden = sum(s.comm_overlapped_s for s in rank.steps) / n
+    if comm:
+        rows.append(["  communication, all", u.format_time(comm), _pct(comm / wall)])
+        rows.append(["  of it overlapped with work", u.format_time(hidden), _pct(hidden / wall)])
+    reasons: dict[str, float] = {}
+    for s in rank.steps:
+        for k, v in s.idle_reasons.items():
+            reasons[k] = reasons.get(k, 0.0) + v / n
+    for k, v in reasons.items():
+        if v > 0:
+            rows.append([f"  idle: {k}", u.format_time(v), _pct(v / wall)])
+    return rows
+
+
+def summary_rows(rank: RankResult) -> list[list[str]]:
+    rows = [
+        ["steps analysed", str(len(rank.steps))],
+        ["step time (mean)", u.format_time(rank.step_s)],
+        ["model FLOPs per step", _flops(rank.model_flops_per_step)],
+        ["MFU (model FLOPs / dense peak)", _pct(rank.mfu)],
+        ["HFU (incl. recomputation)", _pct(rank.hfu)],
+    ]
+    host: dict[str, float] = {}
+    for s in rank.steps:
+        for k, v in s.host_seconds.items():
+            host[k] = host.get(k, 0.0) + v / max(len(rank.steps), 1)
+    for k, v in host.items():
+        rows.append([f"host: {k}", u.format_time(v)])
+    return rows
+
+
+def op_rows(rank: RankResult, top: int) -> list[list[str]]:
+    rows = []
+    for o in rank.ops[:top]:
+        rows.append(
+            [
+                f"{o.name.removeprefix('aten::')} ×{o.calls}",
+                o.shapes[:28],
+                ("" if o.flops_exact else "~") + _flops(o.flops),
+                u.format_time(o.time_s),
+                "—" if o.roof_time_s is None else u.format_time(o.roof_time_s),
+                "—" if o.lost_s is None else u.format_time(o.lost_s),
+                o.bound or "—",
+            ]
+        )
+    return rows
+
+
+def cross_rows(r: TraceResult) -> list[list[str]]:
+    c = r.cross
+    if c is None:
+        return []
+    rows = [
+        [f"rank {k}", u.format_time(v), u.format_time(c.busy_s[k])] for k, v in c.step_s.items()
+    ]
+    return rows
+
+
+def render(r: TraceResult, top: int = 10) -> None:
+    from ceiling.cli.output import console, table
+
+    out = console()
+    out.print(device_line(r))
+    for note in r.notes:
+        out.print(f"note: {note}")
+    for rank in r.ranks:
+        where = "GPU" if rank.on_gpu else "host (no device events)"
+        out.print(table(f"Rank {rank.rank}: {rank.path}", ["", "value"], summary_rows(rank)))
+        out.print(
+            table(
+                f"Rank {rank.rank}: mean step on the {where}",
+                ["", "time", "share"],
+                step_rows(rank),
+            )
+        )
+        cols = ["op × calls", "shapes", "FLOPs", "time", "roof time", "lost", "bound"]
+        out.print(
+            table(
+                f"Rank {rank.rank}: top ops by time lost against their roof",
+                cols,
+                op_rows(rank, top),
+            )
+        )
+    c = r.cross
+    if c is not None:
+        out.print(table("Ranks", ["rank", "step time", "busy (less waiting)"], cross_rows(r)))
+        out.print(
+            f"slowest rank by step time: {c.slowest_rank} "
+            f"(+{u.format_percent(c.slowest_over_fastest)} over the fastest); "
+            f"load imbalance (max/mean busy - 1): {u.format_percent(c.imbalance)}"
+        )
+        if c.straggler is not None:
+            out.print(
+                f"straggler: rank {c.straggler}, reaches the collectives "
+                f"{u.format_time(c.straggler_delay_s)} per step after the others; "
+                f"straggler cost {u.format_time(c.straggler_cost_s)} per step per rank"
+            )
+        rows = [
+            [
+                x.op,
+                "—" if x.bytes is None else u.format_bytes(x.bytes),
+                str(x.calls),
+                u.format_time(x.transfer_s),
+                "—" if x.busbw_bytes_per_s is None else u.format_bandwidth(x.busbw_bytes_per_s),
+                _pct(x.of_link),
+            ]
+            for x in c.collectives
+        ]
+        if rows:
+            cols = ["collective", "size", "calls", "transfer", "busbw", "of link"]
+            out.print(table("Collectives (transfer: the least wait over ranks)", cols, rows))
+    out.print(
+        "FLOPs: multiply-add = 2, from the recorded shapes; ~ estimated; bytes: inputs and "
+        "outputs once (GB = 1e9 B); lost: time above the op's roofline time"
+    )

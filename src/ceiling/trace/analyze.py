@@ -1,0 +1,120 @@
+"""`ceiling.trace(path)`: read the trace(s), count each op, place it on the device's
+roofline, split each step's time, compare the ranks."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from ceiling.errors import UnsupportedOnDevice
+from ceiling.trace import optree
+from ceiling.trace.rank import MODEL_CATEGORIES, Roof, analyze_rank
+from ceiling.trace.ranks import cross_rank
+from ceiling.trace.reader import read_traces
+from ceiling.trace.results import TraceDevice, TraceResult
+
+
+def analyze(
+    path: str | Path,
+    spec: str | None = None,
+    profile: str | Path | None = None,
+    dtype: str | None = None,
+) -> TraceResult:
+    """Explain a torch.profiler trace (a file, .json.gz, or a folder of per-rank files).
+
+    The device is `spec` (a catalog name), else `profile` (a saved machine profile), else
+    the device the trace names (its deviceProperties), matched in the catalog. `dtype`
+    overrides the dtype MFU is measured against (default: the one most matmul FLOPs use).
+    """
+    from ceiling.trace.op_cost import cost
+
+    traces = read_traces(path)
+    records = [optree.counted_ops(t.cpu_ops, cost) for t in traces]
+    notes: list[str] = []
+    spec_obj, device = _device(traces, spec, profile, notes)
+    roof = None
+    if spec_obj is not None:
+        from ceiling.hardware.catalog import normalize_dtype
+        from ceiling.model.mfu import peak_key
+
+        key = peak_key(normalize_dtype(dtype or _main_dtype(records)), False, spec_obj.kind)
+        try:
+            main = spec_obj.peak(key)
+        except UnsupportedOnDevice as exc:
+            notes.append(f"{exc}: no MFU or roofline")
+        else:
+            device.peak_key, device.peak_flops_per_s = key, main
+            roof = Roof(_peak_of(spec_obj), main, spec_obj.memory_bandwidth_bytes_per_s)
+    ranks = [analyze_rank(t, r, roof, t.rank) for t, r in zip(traces, records, strict=True)]
+    if not all(r.shapes_recorded for r in ranks):
+        notes.append(
+            "shapes were not recorded (torch.profiler record_shapes=False): FLOPs, MFU and "
+            "the roofline are unknown, not zero"
+        )
+    return TraceResult(
+        path=str(path),
+        device=device,
+        ranks=ranks,
+        cross=cross_rank(ranks, device.link_bandwidth_bytes_per_s),
+        notes=notes,
+    )
+
+
+def _peak_of(spec_obj):
+    def peak(dtype_key: str | None) -> float | None:
+        if dtype_key is None:
+            return None
+        return spec_obj.peak_flops_per_s.get(dtype_key)
+
+    return peak
+
+
+def _main_dtype(records) -> str:
+    flops: dict[str, float] = defaultdict(float)
+    for recs in records:
+        for r in recs:
+            c = r.cost
+            if c is not None and c.category in MODEL_CATEGORIES and c.dtype:
+                flops[c.dtype] += c.flops or 1.0
+    return max(flops, key=flops.get) if flops else "fp32"
+
+
+def _device(traces, spec, profile, notes):
+    """(DeviceSpec or None, TraceDevice) by the one precedence rule: --spec, --profile,
+    the trace's own device name."""
+    if spec is not None or profile is not None:
+        from ceiling.hardware.resolve import resolve_device
+
+        prefer = "cuda" if any(t.on_gpu for t in traces) else "cpu"
+        s = resolve_device(spec, profile, prefer=prefer)
+        source = f"--spec {spec}" if spec is not None else f"machine profile {profile}"
+        return s, _trace_device(s, source)
+    names = sorted({n for t in traces for n in t.device_names})
+    if not names:
+        notes.append(
+            "the trace names no device (a CPU run): pass --spec NAME or --profile FILE for "
+            "MFU and the roofline"
+        )
+        return None, TraceDevice(None, "none")
+    from ceiling.hardware.catalog import match_driver_name
+
+    s = match_driver_name(names[0])
+    if s is None:
+        notes.append(
+            f"device {names[0]!r} from the trace is not in the catalog: pass --spec NAME "
+            "(`ceiling specs` lists them) for MFU and the roofline"
+        )
+        return None, TraceDevice(names[0], "trace deviceProperties (not in the catalog)")
+    if len(names) > 1:
+        notes.append(f"the trace names several devices ({', '.join(names)}); using {s.name}")
+    return s, _trace_device(s, f"trace deviceProperties {names[0]!r}")
+
+
+def _trace_device(s, source: str) -> TraceDevice:
+    return TraceDevice(
+        name=s.name,
+        source=source,
+        kind=s.kind,
+        bandwidth_bytes_per_s=s.memory_bandwidth_bytes_per_s,
+        link_bandwidth_bytes_per_s=s.link_bandwidth_bytes_per_s,
+    )

@@ -1,0 +1,382 @@
+"""One rank's trace analysed: per step, the time split, FLOPs, MFU; per op, the roofline.
+
+Pure given its inputs: the events, the counted ops (`optree`) and the roofline (peak FLOP/s
+per dtype and memory bandwidth, or None when no device is known).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from math import prod
+
+from ceiling.model import roofline
+from ceiling.trace import breakdown as bd
+from ceiling.trace.events import (
+    DATA_LOADER,
+    KERNEL,
+    SYNC_CALLS,
+    Event,
+    RankTrace,
+    collective_op,
+    is_comm_kernel,
+    is_host_collective,
+)
+from ceiling.trace.intervals import clip, measure, subtract, union
+from ceiling.trace.optree import OpRecord
+from ceiling.trace.results import Collective, OpRow, RankResult, StepResult
+
+MODEL_CATEGORIES = ("matmul", "attention")
+
+
+@dataclass(frozen=True)
+class Roof:
+    """peak(dtype) -> FLOP/s for that dtype (None if the device has none); the main peak
+    (the dtype MFU is measured against); memory bandwidth."""
+
+    peak: Callable[[str | None], float | None]
+    main_peak_flops_per_s: float
+    bandwidth_bytes_per_s: float
+
+
+def _bound(rec: OpRecord, roof: Roof | None) -> str:
+    c = rec.cost
+    if rec.comm or c is None:
+        return bd.UNKNOWN_BOUND
+    if c.category in ("memory", "view"):
+        return bd.MEMORY_BOUND
+    if c.flops is None or c.bytes is None:
+        return bd.UNKNOWN_BOUND
+    if c.bytes <= 0:
+        return bd.COMPUTE
+    if roof is None:
+        return bd.UNKNOWN_BOUND
+    peak = roof.peak(c.dtype) or roof.main_peak_flops_per_s
+    b = roofline.bound(c.flops / c.bytes, peak, roof.bandwidth_bytes_per_s)
+    return bd.COMPUTE if b == "compute" else bd.MEMORY_BOUND
+
+
+class _Index:
+    """Links between events: External id -> counted op; correlation -> launch time."""
+
+    def __init__(self, trace: RankTrace, records: list[OpRecord]) -> None:
+        self.record_of_ext: dict = {}
+        for i, r in enumerate(records):
+            for ext in r.ext_ids:
+                self.record_of_ext[ext] = i
+        self.launch: dict = {}
+        for e in trace.runtime:
+            corr = e.args.get("correlation")
+            if corr is not None:
+                self.launch[corr] = e.start_s
+
+    def record(self, e: Event) -> int | None:
+        return self.record_of_ext.get(e.args.get("External id"))
+
+    def launched_at(self, e: Event) -> float:
+        return self.launch.get(e.args.get("correlation"), e.start_s)
+
+
+def _step_of(t: float, steps: list[tuple[float, float]]) -> int:
+    for i, (a, b) in enumerate(steps):
+        if a <= t < b:
+            return i
+    return -1
+
+
+def analyze_rank(
+    trace: RankTrace, records: list[OpRecord], roof: Roof | None, rank: int
+) -> RankResult:
+    idx = _Index(trace, records)
+    spans = [(s.start_s, s.end_s) for s in trace.steps]
+    names = [s.name for s in trace.steps]
+    if not spans:  # no ProfilerStep: the whole trace is one step
+        spans = [(min(e.start_s for e in trace.events), max(e.end_s for e in trace.events))]
+        names = ["whole trace"]
+    bounds = [_bound(r, roof) for r in records]
+    rec_step = [_step_of(r.event.start_s, spans) for r in records]
+    dev_step = [_step_of(idx.launched_at(e), spans) for e in trace.device_events]
+    windows = [list(s) for s in spans]
+    for e, k in zip(trace.device_events, dev_step, strict=True):
+        if k >= 0:
+            windows[k][1] = max(windows[k][1], e.end_s)
+    op_time = _op_times(trace, records, idx)
+    steps = []
+    for k, name in enumerate(names):
+        window = (windows[k][0], windows[k][1])
+        if trace.on_gpu:
+            step = _device_step(trace, idx, bounds, dev_step, k, window)
+        else:
+            step = _host_step(trace, records, bounds, rec_step, k, window)
+        step.name = name
+        step.host_seconds = _host_timeline(
+            trace, window, spans[k], trace.steps[k] if trace.steps else None
+        )
+        _flops(step, [r for r, s in zip(records, rec_step, strict=True) if s == k], roof)
+        steps.append(step)
+    shapes = any("Input Dims" in e.args for e in trace.cpu_ops)
+    return RankResult(
+        rank=rank,
+        path=trace.path,
+        device_name=trace.device_names[0] if trace.device_names else None,
+        on_gpu=trace.on_gpu,
+        steps=steps,
+        ops=_op_rows(records, rec_step, op_time, roof),
+        collectives=_collectives(trace, idx, records, spans),
+        shapes_recorded=shapes,
+    )
+
+
+def _op_times(trace: RankTrace, records: list[OpRecord], idx: _Index) -> list[float]:
+    """Device time of each counted op's kernels on a GPU trace; its own span on the host."""
+    if not trace.on_gpu:
+        return [r.event.dur_s for r in records]
+    times = [0.0] * len(records)
+    for e in trace.device_events:
+        i = idx.record(e)
+        if i is not None:
+            times[i] += e.dur_s
+    return times
+
+
+def _device_step(trace, idx, bounds, dev_step, k, window) -> StepResult:
+    busy: dict[str, list] = defaultdict(list)
+    comm, memcpy, next_launch = [], [], {}
+    starts: dict[float, float] = {}
+    for e, s in zip(trace.device_events, dev_step, strict=True):
+        if s != k:
+            continue
+        iv = (e.start_s, e.end_s)
+        starts.setdefault(e.start_s, idx.launched_at(e))
+        if e.cat != KERNEL:
+            memcpy.append(iv)
+        elif is_comm_kernel(e.name):
+            comm.append(iv)
+        else:
+            i = idx.record(e)
+            busy[bounds[i] if i is not None else bd.UNKNOWN_BOUND].append(iv)
+    split = bd.split(window, busy, comm, memcpy)
+    all_busy = [iv for v in busy.values() for iv in v] + comm + memcpy
+    gaps = bd.idle_gaps(window, all_busy)
+    for g in gaps:
+        next_launch[g] = starts.get(g[1])
+    data = [(e.start_s, e.end_s) for e in trace.annotations if DATA_LOADER.search(e.name)]
+    syncs = [e.end_s for e in trace.runtime if SYNC_CALLS.match(e.name)]
+    reasons = bd.idle_reasons(gaps, data, syncs, next_launch)
+    return _step_result(split, reasons)
+
+
+def _host_step(trace, records, bounds, rec_step, k, window) -> StepResult:
+    busy: dict[str, list] = defaultdict(list)
+    comm = []
+    for r, b, s in zip(records, bounds, rec_step, strict=True):
+        if s == k:
+            (comm if r.comm else busy[b]).append((r.event.start_s, r.event.end_s))
+    comm += [(e.start_s, e.end_s) for e in trace.annotations if is_host_collective(e)]
+    return _step_result(bd.split(window, busy, comm, []), {})
+
+
+def _step_result(split: bd.Breakdown, reasons: dict) -> StepResult:
+    return StepResult(
+        name="",
+        wall_s=split.wall_s,
+        seconds=split.seconds,
+        comm_s=split.comm_s,
+        comm_overlapped_s=split.comm_overlapped_s,
+        idle_reasons=reasons,
+        host_seconds={},
+        model_flops=None,
+        hardware_flops=None,
+        other_flops=None,
+        mfu=None,
+        hfu=None,
+    )
+
+
+HOST_DATA, HOST_SYNC, HOST_OPS, HOST_OTHER = (
+    "data loading",
+    "waiting for the device",
+    "in ops",
+    "python / other",
+)
+
+
+def _host_timeline(trace: RankTrace, window, span, step: Event | None) -> dict[str, float]:
+    """The step's host thread: data loading, device waits, op calls, and the rest."""
+    if step is None:
+        return {}
+    same = [e for e in trace.events if e.tid == step.tid and e.pid == step.pid]
+    data = clip(union((e.start_s, e.end_s) for e in same if DATA_LOADER.search(e.name)), span)
+    sync = clip(union((e.start_s, e.end_s) for e in same if SYNC_CALLS.match(e.name)), span)
+    ops = clip(union((e.start_s, e.end_s) for e in same if e.cat == "cpu_op"), span)
+    sync = subtract(sync, data)
+    ops = subtract(subtract(ops, data), sync)
+    out = {HOST_DATA: measure(data), HOST_SYNC: measure(sync), HOST_OPS: measure(ops)}
+    out[HOST_OTHER] = max(span[1] - span[0] - sum(out.values()), 0.0)
+    return out
+
+
+def _flops(step: StepResult, recs: list[OpRecord], roof: Roof | None) -> None:
+    model = hardware = other = 0.0
+    known = bool(recs)
+    for r in recs:
+        c = r.cost
+        if c is None:
+            continue
+        if c.category in MODEL_CATEGORIES:
+            if c.flops is None:
+                known = False
+                continue
+            model += c.flops - c.recomputed_flops
+            hardware += c.flops
+        elif c.flops is not None:
+            other += c.flops
+    if not known:
+        return
+    step.model_flops, step.hardware_flops, step.other_flops = model, hardware, other
+    if roof is not None and step.wall_s > 0:
+        step.mfu = model / step.wall_s / roof.main_peak_flops_per_s
+        step.hfu = hardware / step.wall_s / roof.main_peak_flops_per_s
+
+
+def shapes_text(args: dict) -> str:
+    dims = args.get("Input Dims")
+    if not isinstance(dims, list):
+        return ""
+    return " ".join(
+        "x".join(str(d) for d in x)
+        for x in dims
+        if isinstance(x, list) and x and all(isinstance(d, int) for d in x)
+    )
+
+
+def _op_rows(records, rec_step, op_time, roof: Roof | None) -> list[OpRow]:
+    groups: dict[tuple, OpRow] = {}
+    for r, s, t in zip(records, rec_step, op_time, strict=True):
+        if s < 0 or r.comm:
+            continue
+        c = r.cost
+        key = (r.name, shapes_text(r.event.args))
+        row = groups.get(key)
+        if row is None:
+            row = groups[key] = OpRow(
+                name=r.name,
+                shapes=key[1],
+                dtype=c.dtype if c else None,
+                category=c.category if c else "unknown",
+                calls=0,
+                time_s=0.0,
+                flops=0.0,
+                bytes=0.0,
+                flops_exact=True,
+            )
+        row.calls += 1
+        row.time_s += t
+        if c is None or c.flops is None:
+            row.flops, row.flops_exact = None, False
+        elif row.flops is not None:
+            row.flops += c.flops
+            row.flops_exact = row.flops_exact and c.flops_exact
+        if c is None or c.bytes is None:
+            row.bytes = None
+        elif row.bytes is not None:
+            row.bytes += c.bytes
+    rows = list(groups.values())
+    for row in rows:
+        _place(row, roof)
+    rows.sort(key=lambda r: (r.lost_s is None, -(r.lost_s or 0.0), -r.time_s))
+    return rows
+
+
+def _place(row: OpRow, roof: Roof | None) -> None:
+    if row.flops is None or row.bytes is None or (row.flops == 0 and row.bytes == 0):
+        return
+    if row.time_s > 0:
+        row.achieved_flops_per_s = row.flops / row.time_s
+    if row.bytes > 0:
+        row.intensity = row.flops / row.bytes
+    if roof is None:
+        return
+    peak = roof.peak(row.dtype) or roof.main_peak_flops_per_s
+    bw = roof.bandwidth_bytes_per_s
+    row.roof_time_s = roofline.predicted_time_s(row.flops, row.bytes, peak, bw)
+    row.lost_s = max(row.time_s - row.roof_time_s, 0.0)
+    if row.intensity is not None:
+        row.attainable_flops_per_s = roofline.attainable_flops_per_s(row.intensity, peak, bw)
+        row.bound = roofline.bound(row.intensity, peak, bw)
+    else:
+        row.bound = "compute"
+
+
+_NCCL_DTYPE_BYTES = {
+    "float": 4,
+    "float32": 4,
+    "bfloat16": 2,
+    "half": 2,
+    "float16": 2,
+    "double": 8,
+    "float64": 8,
+    "long": 8,
+    "int64": 8,
+    "int": 4,
+    "int32": 4,
+    "char": 1,
+    "byte": 1,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+}
+
+
+def _message_bytes(op: str, args: dict) -> float | None:
+    """The nccl-tests size: the gathered output for all-gather, else the input buffer."""
+    n_in, n_out = args.get("In msg nelems"), args.get("Out msg nelems")
+    n = n_out if op == "all_gather" and n_out else n_in
+    size = _NCCL_DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
+    if n and size:
+        return float(n) * size
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if isinstance(dims, list) and isinstance(types, list):
+        from ceiling.trace.op_cost import element_size
+
+        total = 0
+        for d, t in zip(dims, types, strict=False):
+            es = element_size(t)
+            if es and isinstance(d, list) and all(isinstance(x, int) for x in d):
+                total += prod(d) * es
+        return float(total) if total else None
+    return None
+
+
+def _collectives(trace, idx, records, spans) -> list[Collective]:
+    out = []
+    if trace.on_gpu:
+        for e in trace.device_events:
+            if e.cat == KERNEL and is_comm_kernel(e.name):
+                op = collective_op(str(e.args.get("Collective name", ""))) or collective_op(e.name)
+                args = e.args
+                if "In msg nelems" not in args:
+                    i = idx.record(e)
+                    args = records[i].event.args if i is not None else args
+                step = _step_of(idx.launched_at(e), spans)
+                out.append(
+                    Collective(
+                        op or "other", e.start_s, e.dur_s, _message_bytes(op or "", args), step
+                    )
+                )
+    else:
+        for e in trace.annotations:
+            if is_host_collective(e):
+                op = collective_op(e.name) or "other"
+                out.append(
+                    Collective(
+                        op,
+                        e.start_s,
+                        e.dur_s,
+                        _message_bytes(op, e.args),
+                        _step_of(e.start_s, spans),
+                    )
+                )
+    out.sort(key=lambda c: c.start_s)
+    return out

@@ -1,0 +1,97 @@
+"""Across ranks: who is slow, by how much, and what the collectives achieve.
+
+Ranks meet at each collective: the one that arrives last waits least in it. So the time
+each rank spends in the k-th collective tells, without comparing clocks of different
+machines, how much later than the others each rank arrived: lag = d_max - d_rank. The
+straggler is the rank with the least wait; its delay is the others' median wait less its
+own; the straggler cost is the mean wait less the least, the time an average rank loses
+waiting. A collective's transfer time is the least wait over ranks (the last arrival's).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from statistics import median
+
+from ceiling.model.collectives import bus_factor
+from ceiling.trace.results import CollectiveRow, CrossRank, RankResult
+
+_BUS_OPS = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "broadcast",
+    "reduce",
+    "send_recv",
+)
+
+
+def _matched(ranks: list[RankResult]) -> list[list]:
+    """The k-th in-step collective of every rank, for k up to the fewest any rank has."""
+    lists = [[c for c in r.collectives if c.step >= 0] for r in ranks]
+    n = min(len(x) for x in lists)
+    return [[x[k] for x in lists] for k in range(n)]
+
+
+def cross_rank(ranks: list[RankResult], link_bytes_per_s: float | None) -> CrossRank | None:
+    if len(ranks) < 2:
+        return None
+    ids = [r.rank for r in ranks]
+    step_s = {r.rank: r.step_s for r in ranks}
+    slowest = max(ids, key=lambda i: step_s[i])
+    fastest = min(step_s.values())
+    matched = _matched(ranks)
+    n_steps = max(min(len(r.steps) for r in ranks), 1)
+    wait = {i: 0.0 for i in ids}  # per step, time spent waiting for later ranks
+    least = {i: 0 for i in ids}
+    for group in matched:
+        durs = [c.dur_s for c in group]
+        lo = min(durs)
+        least[ids[durs.index(lo)]] += 1
+        for i, d in zip(ids, durs, strict=True):
+            wait[i] += (d - lo) / n_steps
+    busy = {i: step_s[i] - wait[i] for i in ids}
+    mean_busy = sum(busy.values()) / len(busy)
+    straggler = delay = cost = None
+    if matched:
+        straggler = min(ids, key=lambda i: (wait[i], -least[i]))
+        others = [wait[i] for i in ids if i != straggler]
+        delay = median(others) - wait[straggler]
+        cost = sum(wait.values()) / len(wait) - wait[straggler]
+    return CrossRank(
+        step_s=step_s,
+        slowest_rank=slowest,
+        slowest_over_fastest=step_s[slowest] / fastest - 1.0 if fastest > 0 else 0.0,
+        busy_s=busy,
+        imbalance=max(busy.values()) / mean_busy - 1.0 if mean_busy > 0 else 0.0,
+        straggler=straggler,
+        straggler_delay_s=delay,
+        straggler_cost_s=cost,
+        collectives=_collective_rows(matched, len(ranks), link_bytes_per_s),
+    )
+
+
+def _collective_rows(matched, world: int, link: float | None) -> list[CollectiveRow]:
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for group in matched:
+        c0 = group[0]
+        groups[(c0.op, c0.bytes)].append(min(c.dur_s for c in group))
+    rows = []
+    for (op, nbytes), transfers in groups.items():
+        t = median(transfers)
+        busbw = None
+        if nbytes and t > 0 and op in _BUS_OPS:
+            busbw = nbytes / t * bus_factor(op, world)
+        rows.append(
+            CollectiveRow(
+                op,
+                nbytes,
+                len(transfers),
+                t,
+                busbw,
+                busbw / link if busbw is not None and link else None,
+            )
+        )
+    rows.sort(key=lambda r: -r.transfer_s * r.calls)
+    return rows

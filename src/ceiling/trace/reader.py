@@ -1,0 +1,181 @@
+"""Read torch.profiler (Kineto) Chrome-trace JSON: a file, a .json.gz, or a directory of
+per-rank files.
+
+The file is decoded one event at a time (the standard library's C scanner on each event),
+and each event is reduced to an `Event` at once, so memory holds the text and the kept
+events, never the whole parsed document. Anything malformed is reported in one line with
+the file, the event number and the byte offset.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from ceiling.errors import MalformedFile
+from ceiling.trace.events import KEPT_CATEGORIES, Event, RankTrace
+
+_WS = " \t\n\r"
+_US = 1e-6  # Kineto timestamps and durations are microseconds
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def trace_files(path: str | Path) -> list[Path]:
+    """The trace files at `path`: the file itself, or every *.json / *.json.gz in a folder."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
+        if not files:
+            raise MalformedFile(f"{p}: no .json or .json.gz trace files in this folder")
+        return files
+    if not p.exists():
+        raise MalformedFile(f"{p}: no such file or folder")
+    return [p]
+
+
+def read_traces(path: str | Path) -> list[RankTrace]:
+    """Every rank's trace at `path`, ordered by rank (the file's `distributedInfo`, else
+    file order)."""
+    traces = [read_trace(f) for f in trace_files(path)]
+    ranks = [t.rank for t in traces]
+    if None in ranks or len(set(ranks)) != len(ranks):
+        for i, t in enumerate(traces):
+            t.rank = i
+    return sorted(traces, key=lambda t: t.rank)
+
+
+def _text(path: Path) -> str:
+    try:
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                return f.read()
+        return path.read_text(encoding="utf-8")
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise MalformedFile(f"{path}: cannot read the trace ({exc})") from exc
+
+
+def read_trace(path: str | Path) -> RankTrace:
+    path = Path(path)
+    text = _text(path)
+    parser = _Parser(text, str(path))
+    header, events = parser.document()
+    if not events:
+        raise MalformedFile(f"{path}: the trace holds no events (empty or not a profiler trace)")
+    dist = header.get("distributedInfo") or {}
+    devices = header.get("deviceProperties") or []
+    shapes = header.get("record_shapes")
+    return RankTrace(
+        path=str(path),
+        events=events,
+        rank=_int_or_none(dist.get("rank")),
+        world_size=_int_or_none(dist.get("world_size")),
+        backend=dist.get("backend"),
+        device_names=[str(d.get("name")) for d in devices if isinstance(d, dict) and d.get("name")],
+        host_name=header.get("host_name"),
+        record_shapes=None if shapes is None else bool(shapes),
+    )
+
+
+def _int_or_none(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+class _Parser:
+    """The top-level object, key by key; the `traceEvents` array, event by event."""
+
+    def __init__(self, text: str, where: str) -> None:
+        self.text = text
+        self.where = where
+        self.pos = 0
+        self.decoder = json.JSONDecoder()
+        self.n_events = 0
+
+    def fail(self, what: str) -> MalformedFile:
+        size = len(self.text)
+        at = f"byte {self.pos:,} of {size:,}"
+        if self.n_events:
+            at += f", after event {self.n_events:,}"
+        return MalformedFile(f"{self.where}: {what} at {at}")
+
+    def skip(self) -> str:
+        text, pos = self.text, self.pos
+        while pos < len(text) and text[pos] in _WS:
+            pos += 1
+        self.pos = pos
+        if pos >= len(text):
+            raise self.fail("truncated: the JSON ends early")
+        return text[pos]
+
+    def expect(self, char: str) -> None:
+        if self.skip() != char:
+            raise self.fail(f"expected {char!r}, found {self.text[self.pos]!r}")
+        self.pos += 1
+
+    def value(self):
+        self.skip()
+        try:
+            obj, self.pos = self.decoder.raw_decode(self.text, self.pos)
+        except json.JSONDecodeError as exc:
+            self.pos = exc.pos
+            truncated = exc.pos >= len(self.text) - 1 or "Unterminated" in exc.msg
+            raise self.fail("truncated: the JSON ends early" if truncated else exc.msg) from None
+        return obj
+
+    def document(self) -> tuple[dict, list[Event]]:
+        if not self.text.strip():
+            raise MalformedFile(f"{self.where}: empty file")
+        if self.skip() == "[":  # the bare-array form of the Chrome format
+            return {}, self.events()
+        self.expect("{")
+        header: dict = {}
+        events: list[Event] | None = None
+        while self.skip() != "}":
+            key = self.value()
+            if not isinstance(key, str):
+                raise self.fail("expected a key")
+            self.expect(":")
+            if key == "traceEvents":
+                if self.skip() != "[":
+                    raise self.fail("traceEvents is not a list")
+                events = self.events()
+            else:
+                header[key] = self.value()
+            if self.skip() == ",":
+                self.pos += 1
+        if events is None:
+            raise MalformedFile(f"{self.where}: not a profiler trace (no traceEvents)")
+        return header, events
+
+    def events(self) -> list[Event]:
+        self.expect("[")
+        out: list[Event] = []
+        kept = KEPT_CATEGORIES
+        while self.skip() != "]":
+            e = self.value()
+            self.n_events += 1
+            if not isinstance(e, dict):
+                raise self.fail("an event is not an object")
+            if e.get("ph") == "X" and e.get("cat") in kept:
+                out.append(self.event(e))
+            if self.skip() == ",":
+                self.pos += 1
+        self.pos += 1
+        return out
+
+    def event(self, e: dict) -> Event:
+        try:
+            return Event(
+                name=str(e["name"]),
+                cat=e["cat"],
+                start_s=float(e["ts"]) * _US,
+                dur_s=max(float(e.get("dur", 0.0)), 0.0) * _US,
+                pid=e.get("pid", 0),
+                tid=e.get("tid", 0),
+                args=e.get("args") or {},
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self.fail(f"event without a valid name/ts/dur ({exc})") from None

@@ -1,0 +1,142 @@
+"""What `ceiling trace` finds, as data: per step, per rank, across ranks. JSON-ready."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class TraceDevice:
+    """The roofline the trace is placed on; None fields when no device is known."""
+
+    name: str | None
+    source: str
+    kind: str | None = None
+    peak_key: str | None = None
+    peak_flops_per_s: float | None = None
+    bandwidth_bytes_per_s: float | None = None
+    link_bandwidth_bytes_per_s: float | None = None
+
+
+@dataclass
+class StepResult:
+    name: str
+    wall_s: float
+    seconds: dict[str, float]  # breakdown category -> seconds (sum = wall_s)
+    comm_s: float
+    comm_overlapped_s: float
+    idle_reasons: dict[str, float]
+    host_seconds: dict[str, float]  # the host thread's own time line
+    model_flops: float | None  # None: FLOPs unknown (no shapes recorded), never zero
+    hardware_flops: float | None
+    other_flops: float | None
+    mfu: float | None  # None without a device peak or without FLOPs
+    hfu: float | None
+
+
+@dataclass
+class OpRow:
+    """One op (name and input shapes) summed over the analysed steps."""
+
+    name: str
+    shapes: str
+    dtype: str | None
+    category: str
+    calls: int
+    time_s: float
+    flops: float | None
+    bytes: float | None
+    flops_exact: bool
+    intensity: float | None = None
+    achieved_flops_per_s: float | None = None
+    attainable_flops_per_s: float | None = None
+    roof_time_s: float | None = None
+    lost_s: float | None = None  # time above the roofline time
+    bound: str | None = None
+
+
+@dataclass
+class Collective:
+    op: str
+    start_s: float
+    dur_s: float
+    bytes: float | None
+    step: int  # index into the rank's steps; -1 outside every step
+
+
+@dataclass
+class RankResult:
+    rank: int
+    path: str
+    device_name: str | None
+    on_gpu: bool
+    steps: list[StepResult]
+    ops: list[OpRow]
+    collectives: list[Collective]
+    shapes_recorded: bool
+
+    @property
+    def step_s(self) -> float:
+        return sum(s.wall_s for s in self.steps) / len(self.steps) if self.steps else 0.0
+
+    def mean(self, key: str) -> float:
+        return sum(s.seconds.get(key, 0.0) for s in self.steps) / max(len(self.steps), 1)
+
+    @property
+    def model_flops_per_step(self) -> float | None:
+        vals = [s.model_flops for s in self.steps]
+        return None if not vals or None in vals else sum(vals) / len(vals)
+
+    @property
+    def mfu(self) -> float | None:
+        vals = [s.mfu for s in self.steps]
+        return None if not vals or None in vals else sum(vals) / len(vals)
+
+    @property
+    def hfu(self) -> float | None:
+        vals = [s.hfu for s in self.steps]
+        return None if not vals or None in vals else sum(vals) / len(vals)
+
+
+@dataclass
+class CollectiveRow:
+    op: str
+    bytes: float | None
+    calls: int
+    transfer_s: float  # per call, on the rank that waited least (closest to the transfer)
+    busbw_bytes_per_s: float | None
+    of_link: float | None  # busbw / the link's one-way bandwidth
+
+
+@dataclass
+class CrossRank:
+    step_s: dict[int, float]
+    slowest_rank: int
+    slowest_over_fastest: float  # step time, slowest / fastest - 1
+    busy_s: dict[int, float]  # step time less the wait for others, per step
+    imbalance: float  # max(busy) / mean(busy) - 1
+    straggler: int | None
+    straggler_delay_s: float | None  # per step, how much later it reached the collectives
+    straggler_cost_s: float | None  # per step, mean time the ranks waited for the last one
+    collectives: list[CollectiveRow] = field(default_factory=list)
+
+
+@dataclass
+class TraceResult:
+    path: str
+    device: TraceDevice
+    ranks: list[RankResult]
+    cross: CrossRank | None
+    notes: list[str]
+    flop_convention: str = "multiply-add = 2 FLOPs; model FLOPs = matmul + attention"
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        for r, raw in zip(self.ranks, out["ranks"], strict=True):
+            raw.update(
+                step_s=r.step_s,
+                model_flops_per_step=r.model_flops_per_step,
+                mfu=r.mfu,
+                hfu=r.hfu,
+            )
+        return out
