@@ -1,6 +1,11 @@
 """ceiling: measure a machine's ceilings, explain how far below them work runs, plan more."""
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:  # one version source: the installed distribution's metadata (pyproject.toml)
+    __version__ = version("ceiling-perf")
+except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+    __version__ = "0+unknown"
 
 
 def __getattr__(name: str):

@@ -34,3 +34,7 @@ class WorkerFailed(CeilingError):
 
 class WrongResult(CeilingError):
     """A benchmark produced a numerically wrong result; its timing is not a figure."""
+
+
+class MissingDependency(CeilingError):
+    """A library the command needs is not installed (torch, transformers)."""

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Annotated
 
 import typer
 
-from ceiling.errors import CeilingError
+from ceiling.errors import CeilingError, MissingDependency
 
 # typer >= 0.29 vendors click and raises its own TyperException; older typer raises click's.
 if hasattr(typer, "TyperException"):
@@ -27,11 +28,48 @@ app = typer.Typer(
         "How fast this machine really is, how far below that ceiling your work runs and why, "
         "and what more hardware would buy."
     ),
-    no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+TORCH_MISSING = (
+    "this command needs PyTorch, which is not installed: pip install torch (CUDA builds: "
+    "https://pytorch.org/get-started)"
+)
+
+
+def require_torch() -> None:
+    """Refuse in one line, before any work, when torch cannot be imported."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise MissingDependency(TORCH_MISSING) from None
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from ceiling import __version__
+
+        print(f"ceiling {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    ctx: typer.Context,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    # `ceiling` alone prints the help and succeeds (it is how people start)
+    if ctx.invoked_subcommand is None:
+        print(ctx.get_help())
+        raise typer.Exit(0)
+
 
 # Each module registers its commands on `app` when imported.
 COMMAND_MODULES = [
@@ -62,6 +100,11 @@ def main(argv: list[str] | None = None) -> None:
         rv = app(args=argv, prog_name="ceiling", standalone_mode=False)
     except CeilingError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "torch":
+            raise
+        print(f"error: {TORCH_MISSING}", file=sys.stderr)
         sys.exit(2)
     except USAGE_ERRORS as exc:  # usage errors: bad option, missing argument
         ctx = getattr(exc, "ctx", None)

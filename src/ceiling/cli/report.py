@@ -52,6 +52,9 @@ def report(
     json_out: JsonOption = False,
 ) -> None:
     """Measure this machine and write one self-contained HTML page (and a JSON record)."""
+    from ceiling.cli.app import require_torch
+
+    require_torch()  # every measured section needs it: refuse before any section runs
     from ceiling.report import html
     from ceiling.report.sections import SECTIONS
 

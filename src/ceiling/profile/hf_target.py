@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from ceiling.errors import UnsupportedOnDevice
+from ceiling.errors import MissingDependency
 
 DEFAULT_SEQ = 1024  # tokens per sequence when --seq is not given (capped at the model's)
 
@@ -20,7 +20,7 @@ def _transformers():
     try:
         import transformers
     except ImportError:
-        raise UnsupportedOnDevice(
+        raise MissingDependency(
             "profiling an hf: model builds it with Hugging Face transformers, which is not "
             "installed: pip install transformers (decode, plan and models need only the config)"
         ) from None

@@ -1,0 +1,112 @@
+"""Packaging: the version, the bare command, commands that need torch, and the built wheel."""
+
+import importlib.metadata
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+import ceiling
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Runs the CLI in a fresh interpreter in which `import torch` fails, as where none is installed.
+WITHOUT_TORCH = (
+    "import sys; sys.modules['torch'] = None; from ceiling.cli.app import main; main(sys.argv[1:])"
+)
+
+
+def test_one_version_source(cli):
+    installed = importlib.metadata.version("ceiling-perf")
+    assert ceiling.__version__ == installed
+    code, out, _ = cli("--version")
+    assert code == 0 and out.strip() == f"ceiling {installed}"
+
+
+def test_bare_command_prints_help_and_succeeds(cli):
+    code, out, err = cli()
+    assert code == 0 and err == ""
+    assert "Usage: ceiling" in out and "plan" in out and "--version" in out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["profile", "gpt:tiny", "--device", "meta"],
+        ["bench", "memory", "--quick"],
+        ["bench", "--quick"],
+        ["report", "--only", "amdahl,planner", "-o", "{tmp}/r.html"],
+        ["step", "gpt:tiny"],
+        ["decode", "gpt:tiny", "--measure"],
+    ],
+)
+def test_commands_needing_torch_refuse_in_one_line(tmp_path, args):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    run = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TORCH, *argv], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.count("\n") == 1 and "pip install torch" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_analytic_commands_run_without_torch():
+    for argv in (["plan", "llama-3-8b", "--spec", "h100-sxm", "-n", "8"], ["amdahl", "0.9"]):
+        run = subprocess.run(
+            [sys.executable, "-c", WITHOUT_TORCH, *argv], capture_output=True, text=True, timeout=60
+        )
+        assert run.returncode == 0, run.stderr
+
+
+def _copy_source(dest: Path) -> Path:
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(ROOT / "src", dest / "src", ignore=skip)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, dest / name)
+    return dest
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_runs_in_a_fresh_venv(tmp_path):
+    pytest.importorskip("build")
+    source = _copy_source(tmp_path / "source")
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist)],
+        cwd=source, check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    (wheel,) = dist.glob("ceiling_perf-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
+         "--no-index", str(wheel)],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    # The dependencies come from this environment; its editable ceiling does not (a .pth line
+    # only adds the folder: the editable install's own .pth inside it is not processed).
+    site = Path(
+        subprocess.check_output(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            text=True,
+        ).strip()
+    )
+    (site / "deps_from_test_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    exe = venv / "bin" / "ceiling"
+
+    def run(*args):
+        done = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    version = importlib.metadata.version("ceiling-perf")
+    assert run("--version").strip() == f"ceiling {version}"
+    where = subprocess.check_output([str(python), "-c", "import ceiling; print(ceiling.__file__)"])
+    assert str(venv) in where.decode()
+    assert "best:" in run("plan", "llama-3-8b", "--spec", "h100-sxm", "-n", "64")
+    assert "tok/s" in run("decode", "llama-3-8b", "--spec", "h100-sxm", "--batch", "1,8")
