@@ -128,16 +128,25 @@ class _Tracker(ModuleTracker):
     def __init__(self) -> None:
         super().__init__()
         self.forward_depth = 0
+        self.hooks_s = 0.0  # time in these hooks: the recorder's work, not the workload's
 
     def _fw_pre_hook(self, mod, input) -> None:
+        t0 = time.perf_counter()
         self.forward_depth += 1
         super()._fw_pre_hook(mod, input)
+        self.hooks_s += time.perf_counter() - t0
+
+    def _fw_post_hook(self, mod, input, output) -> None:
+        t0 = time.perf_counter()
+        super()._fw_post_hook(mod, input, output)
+        self.hooks_s += time.perf_counter() - t0
 
     def _leave_forward(self, mod, input, output) -> None:
         self.forward_depth = max(0, self.forward_depth - 1)
 
     def __enter__(self):
         self.forward_depth = 0
+        self.hooks_s = 0.0
         # always_call: checkpointing stops a recomputation early by raising inside forward
         self._depth_handle = register_module_forward_hook(self._leave_forward, always_call=True)
         return super().__enter__()
@@ -203,6 +212,24 @@ class _RecordingMode(TorchDispatchMode):
         return out
 
 
+_WARM: list[bool] = []
+
+
+def _warm_up() -> None:
+    """Pay once per process, before anything is measured, what the first recorded op would
+    otherwise pay inside the step: importing torch's fake-tensor and compiler modules
+    (1–2 s on a fresh process) and first use of the dispatch mode and module hooks."""
+    if _WARM:
+        return
+    _WARM.append(True)
+    import torch._dynamo  # the fake-tensor checks below import it on first use
+    from torch._subclasses.fake_tensor import FakeTensor  # noqa: F401
+
+    layer = torch.nn.Linear(2, 2)
+    with OpRecorder(time_ops=True):
+        layer(torch.ones(1, 2)).sum().backward()
+
+
 def _is_fake(args) -> bool:
     from torch._subclasses.fake_tensor import FakeTensor
 
@@ -228,6 +255,7 @@ class OpRecorder:
         self._eager = EagerAttention()
 
     def __enter__(self) -> OpRecorder:
+        _warm_up()
         self._tracker.__enter__()
         self._mode.__enter__()
         return self
@@ -235,6 +263,8 @@ class OpRecorder:
     def __exit__(self, *exc) -> None:
         self._mode.__exit__(*exc)
         self._tracker.__exit__(*exc)
+        if self.time_ops:  # module bookkeeping between ops is the recorder's, not the step's
+            self.overhead_s += self._tracker.hooks_s
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
