@@ -123,8 +123,13 @@ def test_tensor_parallel_splits_weights_and_kv():
     assert kv_heads_per_device(m, 16) == 1  # 8 KV heads over 16 devices: replicated
     with_link = decode_ceiling(m, spec, [8], DecodeSetup(tp=8))
     r = with_link.rows[0]
-    # two ring all-reduces of batch × hidden bf16 values per layer
-    comm = 80 * 2 * 2 * 7 / 8 * 8 * 8192 * 2 / spec.link_bandwidth_bytes_per_s
+    # two all-reduces of batch × hidden bf16 values per layer, priced as the planner does
+    from ceiling.model.cluster import collective_link, make_cluster
+    from ceiling.model.collectives import allreduce_s
+
+    link = collective_link(spec, 8, "bf16")
+    assert link == make_cluster(spec, 8).link(False)
+    comm = 80 * 2 * float(allreduce_s(8 * 8192 * 2, 8, *link))
     assert r.comm_time_s == pytest.approx(comm)
     assert r.step_time_s == pytest.approx(max(r.memory_time_s, r.compute_time_s) + comm)
     with pytest.raises(InvalidInput, match=r"32 % 3 = 2"):

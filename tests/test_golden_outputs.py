@@ -99,6 +99,7 @@ _SPEC_ADDITIONS = {
     "origin": "specs says where an entry comes from (shipped catalog, CEILING_CATALOG, a file)",
     "cluster_defaults*": "specs shows the node and network defaults the planner takes",
     "pcie_bandwidth_bytes_per_s_one_way": "specs shows the host link (PCIe) of each device",
+    "sources.pcie_bandwidth_bytes_per_s": "the host link's figure carries its source",
 }
 _DEVICE_SOURCE = "every output says which device rule picked its device (datasheet or profile)"
 CHANGED: dict[str, dict[str, str]] = {
@@ -110,6 +111,24 @@ _PROFILE_ADDITIONS = {
     "mfu_is_lower_bound": "MFU is a lower bound when uncounted ops may do FLOPs",
     "model_flops_per_step_full_attention": "model FLOPs beside the causal count, full attention",
 }
+CHANGED["plan-llama2-7b-fp8-slow-links"] = {
+    "plans.*": "pipeline sends that cross nodes are costed at the inter-node link: with t·d = 4 "
+    "on 8-device nodes, 3 of the 7 hops of a p = 8 pipeline cross (they were costed intra-node)",
+}
+_TP_PRICED_AS_PLAN = (
+    "decode prices its tensor-parallel all-reduces as plan does (per-step latency and "
+    "collective efficiency, ring or tree by size); it used link bandwidth only"
+)
+CHANGED["decode-llama3-70b-tp8-ctx"] = {"rows.*": _TP_PRICED_AS_PLAN, "notes.0": _TP_PRICED_AS_PLAN}
+CHANGED["plan-llama3-8b-h100-64"] = {
+    "plans.4.*": "a small all-reduce (d = 2, expert-free layers) takes the tree when it is faster",
+}
+_GUSTAFSON_P = "gustafson's positional argument is the parallel fraction p, as amdahl's"
+CHANGED["gustafson"] = {"alpha": _GUSTAFSON_P, "p": _GUSTAFSON_P, "rows.*": _GUSTAFSON_P}
+_MAX_BATCH = (
+    "without --context, the largest batch that fits is given at a realistic context "
+    "(named in max_batch_context), not at an empty cache"
+)
 for _name in COMMANDS:
     if _name.startswith("profile-"):
         CHANGED[_name] = _PROFILE_ADDITIONS
@@ -118,6 +137,8 @@ for _name in COMMANDS:
         CHANGED[_name]["scaling.*.cluster.device_source"] = _DEVICE_SOURCE
     if _name.startswith("decode-"):
         CHANGED.setdefault(_name, {})["device_source"] = _DEVICE_SOURCE
+        CHANGED[_name]["max_batch_context"] = _MAX_BATCH
+        CHANGED[_name]["max_batch"] = _MAX_BATCH
 
 # Facts about the machine that ran the command, not results: never compared.
 MACHINE = ("environment", "environment.*")

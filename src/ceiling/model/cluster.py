@@ -121,6 +121,26 @@ def node_defaults(device_key: str) -> dict:
     return dict(data.get(device_key, data["default"]))
 
 
+def _node_figures(device) -> tuple[dict, dict]:
+    """clusters.toml's node and network figures for a device, with a user's device file's own
+    `cluster` table over them; and that own table."""
+    d = node_defaults(device.key)
+    own = dict(getattr(device, "cluster_defaults", None) or {})
+    d.update(own)
+    if own.get("sources"):
+        d["sources"] = {**d.get("sources", {}), **own["sources"]}
+    return d, own
+
+
+def collective_link(device, ranks: int, dtype: str) -> tuple[float, float]:
+    """(achieved bus bandwidth, per-step latency) of a collective over `ranks` devices packed
+    into as few nodes as possible: the planner's figures, for callers without a cluster
+    (decode's tensor parallelism)."""
+    per_node = int(_node_figures(device)[0]["devices_per_node"])
+    spans = ranks > per_node
+    return make_cluster(device, per_node if spans else ranks, dtype=dtype).link(spans)
+
+
 def make_cluster(
     device,
     devices: int,
@@ -140,11 +160,7 @@ def make_cluster(
     """
     if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
         raise InvalidInput(f"device count must be a positive integer, got {devices!r}")
-    d = node_defaults(device.key)
-    own = dict(getattr(device, "cluster_defaults", None) or {})  # a user's own device file
-    d.update(own)
-    if own.get("sources"):
-        d["sources"] = {**d.get("sources", {}), **own["sources"]}
+    d, own = _node_figures(device)
     base = _defaults()["default"]
     per_node = devices_per_node if devices_per_node is not None else int(d["devices_per_node"])
     if not isinstance(per_node, int) or per_node < 1:

@@ -74,3 +74,57 @@ def fit_latency_bandwidth(
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
     bw = 1.0 / beta if beta > 0 and math.isfinite(beta) else None
     return LatencyBandwidthFit(latency_s=max(float(alpha), 0.0), bandwidth_bytes_per_s=bw, r2=r2)
+
+
+# ---- time of one collective: the α–β model ------------------------------------------------
+# A step that moves b bytes over a link costs α + b/β (Hockney 1994). The ring algorithms
+# (Thakur, Rabenseifner & Gropp 2005, "Optimization of Collective Communication Operations
+# in MPICH", section 4; NCCL's ring) take n-1 steps per pass and move (n-1)/n of the buffer
+# over each link per pass; an all-reduce is two passes (reduce-scatter, then all-gather).
+# `bw` is the achieved bus bandwidth (link × collective efficiency), `lat` the α of one step.
+# Arguments may be numpy arrays (the planner evaluates many plans at once).
+
+
+def ring_allreduce_s(nbytes, n, bw, lat):
+    """Ring all-reduce of an `nbytes` buffer over n ranks: 2(n-1)/n·b/β + 2(n-1)·α."""
+    import numpy as np
+
+    n = np.asarray(n, dtype=float)
+    return np.where(n > 1, 2 * (n - 1) / n * nbytes / bw + 2 * (n - 1) * lat, 0.0)
+
+
+def tree_allreduce_s(nbytes, n, bw, lat):
+    """Tree all-reduce (reduce up a binary tree, broadcast down; pipelined, as NCCL's double
+    binary tree, Sanders, Speck & Träff 2009): 2·⌈log2 n⌉·α + 2·b/β. Fewer latency steps
+    than the ring, more bytes per link: it wins for small buffers."""
+    import numpy as np
+
+    n = np.asarray(n, dtype=float)
+    steps = np.ceil(np.log2(np.maximum(n, 1.0)))
+    return np.where(n > 1, 2 * steps * lat + 2 * nbytes / bw, 0.0)
+
+
+def allreduce_s(nbytes, n, bw, lat):
+    """All-reduce by the faster of ring and tree for this size, as NCCL's tuner chooses."""
+    import numpy as np
+
+    return np.minimum(ring_allreduce_s(nbytes, n, bw, lat), tree_allreduce_s(nbytes, n, bw, lat))
+
+
+def ring_gather_s(nbytes, n, bw, lat):
+    """Ring all-gather or reduce-scatter (`nbytes`: the whole buffer): (n-1)/n·b/β + (n-1)·α."""
+    import numpy as np
+
+    n = np.asarray(n, dtype=float)
+    return np.where(n > 1, (n - 1) / n * nbytes / bw + (n - 1) * lat, 0.0)
+
+
+def all_to_all_s(nbytes, n, bw, lat):
+    """Pairwise all-to-all of an `nbytes` send buffer: each rank keeps 1/n and exchanges the
+    rest with the n-1 others in n-1 steps — the cost of a ring all-gather (same sources)."""
+    return ring_gather_s(nbytes, n, bw, lat)
+
+
+def p2p_s(nbytes, bw, lat):
+    """One point-to-point send: α + b/β."""
+    return lat + nbytes / bw

@@ -32,6 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ceiling.errors import DoesNotFit, InvalidInput, UnsupportedOnDevice
+from ceiling.model.cluster import collective_link
+from ceiling.model.collectives import allreduce_s
 from ceiling.model.transformer import TransformerConfig
 from ceiling.vocabulary import dtype_bytes, normalize_dtype
 
@@ -251,6 +253,8 @@ class _Step:
         self.peak = spec.peak(dtypes.compute)
         self.bw = spec.memory_bandwidth_bytes_per_s
         self.link = spec.link_bandwidth_bytes_per_s
+        # The planner's link figures (bandwidth × collective efficiency, per-step latency).
+        self.tp_link = collective_link(spec, setup.tp, dtypes.compute) if setup.tp > 1 else None
         mem = getattr(spec, "memory_bytes", None)
         self.mem = float(mem) if mem else None
 
@@ -267,11 +271,12 @@ class _Step:
         return self.cfg.flops_per_token(attended) / self.tp
 
     def comm_time(self, tokens: int) -> float:
-        """Two ring all-reduces of tokens × hidden activations per layer (Megatron TP)."""
-        if self.tp == 1 or not self.link:
+        """Two all-reduces of tokens × hidden activations per layer (Megatron TP), priced
+        as the planner prices them."""
+        if self.tp_link is None:
             return 0.0
         size = tokens * self.cfg.hidden * self.act_bytes
-        return 2 * self.cfg.layers * 2 * (self.tp - 1) / self.tp * size / self.link
+        return 2 * self.cfg.layers * float(allreduce_s(size, self.tp, *self.tp_link))
 
     def times(self, batch: int, context: int, with_kv: bool = True) -> tuple[float, float]:
         """(memory time, compute time) of one decode step."""
@@ -411,14 +416,13 @@ def decode_ceiling(
         raise DoesNotFit(
             f"no batch fits at context {setup.context}; the largest that fits is {biggest}"
         )
-    if setup.tp > 1 and not step.link:
-        notes.append(f"{spec.name} lists no link bandwidth: tensor-parallel all-reduces ignored")
-    elif setup.tp > 1:
+    if setup.tp > 1:
+        bw, lat = step.tp_link
         notes.append(
-            f"tensor parallelism: 2 all-reduces per layer ({2 * cfg.layers} per step) counted at "
-            "link bandwidth only; their start-up latency (some microseconds each, about "
-            f"{2 * cfg.layers * 10e-3:.1f} ms per step at 10 µs) is not, so the step time is a "
-            "lower bound"
+            f"tensor parallelism: 2 all-reduces per layer ({2 * cfg.layers} per step) at "
+            f"{bw / 1e9:.0f} GB/s achieved, {lat * 1e6:.1f} µs per step, ring or tree as `plan` "
+            "prices them (the link × collective efficiency of clusters.toml)"
+            + ("" if step.link else f"; {spec.name} lists no link: the generic default")
         )
     if cfg.experts > 1:
         notes.append(

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ceiling.errors import InvalidInput
+from ceiling.model.collectives import all_to_all_s, allreduce_s, p2p_s, ring_gather_s
 from ceiling.model.parallel_costs import (
     Shape,
     activation_bytes_per_token_layer,
@@ -40,8 +41,6 @@ from ceiling.model.parallel_costs import (
     layer_forward_flops_per_token,
     layers_per_device,
     megatron_hw_flops_per_step,
-    ring_allreduce_s,
-    ring_gather_s,
     shape_of,
     state_bytes_per_param,
     state_pieces_per_param,
@@ -67,8 +66,6 @@ __all__ = [
     "layers_per_device",
     "megatron_hw_flops_per_step",
     "result_from_arrays",
-    "ring_allreduce_s",
-    "ring_gather_s",
     "shape_of",
     "state_bytes_per_param",
 ]
@@ -276,25 +273,19 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18, ep
     tp_spans = tf > per_node
     tp_bw, tp_lat = _link(cluster, tp_spans)
     n_coll = 4.0 + np.where(rc == 2, 2.0, 0.0)
-    tp_mb = layers_stage * n_coll * ring_allreduce_s(tokens_mb * h * 2.0, tf, tp_bw, tp_lat)
+    tp_mb = layers_stage * n_coll * allreduce_s(tokens_mb * h * 2.0, tf, tp_bw, tp_lat)
     # ---- expert parallelism: all-to-all dispatch and combine around each MoE block ----
     ep_spans = tf * epf > per_node
     ep_bw, ep_lat = _link(cluster, ep_spans)
     routed = MOE_CAPACITY_FACTOR * tokens_mb * sh.active_experts * h * 2.0 / tf
-    a2a = np.where(epf > 1, (epf - 1) / epf * routed / ep_bw + (epf - 1) * ep_lat, 0.0)
+    a2a = all_to_all_s(routed, epf, ep_bw, ep_lat)
     ep_mb = layers_stage * (4.0 + np.where(rc == 2, 2.0, 0.0)) * a2a
     stage_mb = compute_mb + tp_mb + ep_mb
 
     # ---- pipeline: bubble and point-to-point sends ----
     pipeline_s = (m + (pf - 1.0) / vf) * stage_mb
     bubble_s = (pf - 1.0) / vf * stage_mb
-    # Ranks are laid out t fastest, then d, then p (Megatron's order): neighbouring stages
-    # are t·d ranks apart, in another node once t·d fills one.
-    pp_spans = tf * df >= per_node
-    pp_bw, pp_lat = _link(cluster, pp_spans)
-    # Megatron splits each send over the t ranks of a stage (scatter-gather).
-    p2p_one = tokens_mb * h * 2.0 / tf / pp_bw + pp_lat
-    p2p_s = np.where(pf > 1, 2.0 * (m * vf + pf - 1.0) * p2p_one, 0.0)
+    p2p_total, pp_spans = _pipeline_sends_s(cluster, tokens_mb * h * 2.0 / tf, df, tf, pf, vf, m)
 
     # ---- data parallel ----
     dp_spans = tf * df > per_node
@@ -302,7 +293,7 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18, ep
     grad_elem = np.where(state == 18, 4.0, 2.0)
     g_dense, g_expert = dense_dev * grad_elem, expert_dev * grad_elem
     w_dense, w_expert = dense_dev * 2.0, expert_dev * 2.0
-    allreduce = ring_allreduce_s(g_dense, df, dp_bw, dp_lat) + ring_allreduce_s(
+    allreduce = allreduce_s(g_dense, df, dp_bw, dp_lat) + allreduce_s(
         g_expert, d_expert, dp_bw, dp_lat
     )
     reduce_scatter = ring_gather_s(g_dense, df, dp_bw, dp_lat) + ring_gather_s(
@@ -339,9 +330,9 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18, ep
     # A synchronous step waits for the slowest of N devices; with independent per-device
     # variation sigma, the expected maximum lies about sigma·sqrt(2 ln N) above the mean.
     devices = df * tf * pf
-    sync_s = (pipeline_s + p2p_s) * cluster.step_jitter * np.sqrt(2.0 * np.log(devices))
+    sync_s = (pipeline_s + p2p_total) * cluster.step_jitter * np.sqrt(2.0 * np.log(devices))
 
-    step_s = pipeline_s + p2p_s + dp_exposed + optimizer_s + sync_s
+    step_s = pipeline_s + p2p_total + dp_exposed + optimizer_s + sync_s
     tokens = float(B) * s
     # Model FLOPs: 6 per weight a token multiplies plus 12·l·q·s for attention (PaLM,
     # Appendix B) — the hardware count without recomputation, so HFU ≥ MFU always holds.
@@ -376,7 +367,7 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18, ep
         "tp_comm_s": tp_mb * m,
         "ep_comm_s": ep_mb * m,
         "bubble_s": bubble_s,
-        "p2p_s": p2p_s,
+        "p2p_s": p2p_total,
         "dp_comm_s": dp_total,
         "dp_exposed_s": dp_exposed,
         "optimizer_s": optimizer_s,
@@ -390,6 +381,30 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18, ep
         "dp_spans_nodes": dp_spans & (df > 1),
         "pp_spans_nodes": pp_spans & (pf > 1),
     }
+
+
+def _pipeline_sends_s(cluster, nbytes, df, tf, pf, vf, m):
+    """Point-to-point sends on the pipeline's critical path, each hop at its own link, and
+    whether any hop crosses nodes.
+
+    Ranks are laid out t fastest, then d, then p (Megatron's order): neighbouring stages are
+    g = t·d ranks apart, so of the p-1 hops from stage 0 to stage p-1, ⌊(p-1)·g / node⌋ cross
+    a node boundary (all of them once g fills a node). Filling and draining the pipeline
+    crosses every hop once each way; in the steady state each of the m·v micro-batch chunks
+    waits on the slowest hop, forward and backward (an interleaved schedule's wrap-around hop,
+    last device to first, crosses nodes when the pipeline spans more than one). Megatron
+    splits each send over the t ranks of a stage (scatter-gather): `nbytes` is one rank's part.
+    """
+    per_node = cluster.devices_per_node
+    g = tf * df
+    crossing = np.minimum(pf - 1.0, np.floor((pf - 1.0) * g / per_node))
+    intra = p2p_s(nbytes, *cluster.link(False))
+    inter = p2p_s(nbytes, *cluster.link(True))
+    wraps = (vf > 1) & (pf * g > per_node)
+    spans = (crossing > 0) | wraps
+    fill = (pf - 1.0 - crossing) * intra + crossing * inter
+    sends = np.where(pf > 1, 2.0 * (m * vf * np.where(spans, inter, intra) + fill), 0.0)
+    return sends, spans
 
 
 def _link(cluster, spans_nodes):

@@ -197,21 +197,6 @@ def layer_elementwise_bytes_per_token(sh: Shape, seq_len, t, sp, attention, drop
     return forward, backward, scores / t
 
 
-# ---- collectives ----------------------------------------------------------------------
-
-
-def ring_allreduce_s(nbytes, n, bw, lat):
-    """Ring all-reduce: each rank sends and receives 2(n-1)/n of the buffer in 2(n-1) steps."""
-    n = np.asarray(n, dtype=float)
-    return np.where(n > 1, 2 * (n - 1) / n * nbytes / bw + 2 * (n - 1) * lat, 0.0)
-
-
-def ring_gather_s(nbytes, n, bw, lat):
-    """Ring all-gather or reduce-scatter of a `nbytes` buffer: (n-1)/n of it in n-1 steps."""
-    n = np.asarray(n, dtype=float)
-    return np.where(n > 1, (n - 1) / n * nbytes / bw + (n - 1) * lat, 0.0)
-
-
 def megatron_hw_flops_per_step(layers, h, V, s, B, recompute_full: bool = True) -> float:
     """Narayanan et al. 2021, eq. 3: 96·B·s·l·h²(1 + s/(6h) + V/(16·l·h)) with full
     recompute; 72·B·s·l·h²(1 + s/(6h) + V/(12·l·h)) without."""
