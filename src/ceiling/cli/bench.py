@@ -139,6 +139,11 @@ def _print_report(report) -> None:
         c.print(bench_tables.transfer_table(report, table))
     if report.transfer_skipped:
         c.print(f"transfer: skipped, {report.transfer_skipped}")
+    if report.datasheet_note:
+        c.print(f"note: {report.datasheet_note}")
+    if report.matmul or report.memory:
+        for line in bench_tables.telemetry_lines(report.telemetry_summary()):
+            c.print(line)
 
 
 def _finish(report, json_out: bool, extra: dict | None = None) -> None:

@@ -85,6 +85,30 @@ def datasheet_peaks(device: str) -> dict[str, float]:
     return dict(getattr(info, "peak_flops_per_s", None) or {})
 
 
+def datasheet_note(device: str) -> str | None:
+    """What to say when a GPU has no catalog entry: nothing is guessed in its place."""
+    if not is_cuda(device) or catalog_spec(device) is not None:
+        return None
+    return (
+        f"{device_name(device)} has no catalog entry, so no datasheet peak is assumed: the "
+        "measured ceiling is the only one (describe it in a .toml — `ceiling specs "
+        "--template` — and pass --spec FILE or add its directory to CEILING_CATALOG)"
+    )
+
+
+def telemetry_reader(device: str):
+    """(reader, None), or (None, why not), for this device's clocks, power, temperature."""
+    from ceiling.hardware import telemetry
+
+    rocm = False
+    if is_cuda(device):
+        import torch
+
+        rocm = bool(getattr(torch.version, "hip", None))
+    reader = telemetry.reader_for(device, rocm=rocm)
+    return reader, None if reader else telemetry.unavailable_reason(device, rocm=rocm)
+
+
 def datasheet_bandwidth(device: str) -> float | None:
     spec = catalog_spec(device)
     return spec.memory_bandwidth_bytes_per_s if spec else None

@@ -60,6 +60,8 @@ class MatmulResult:
     notes: list[str] = field(default_factory=list)
     # Lowest clock consistent with a rate above the peak (None when within the peak).
     implied_clock_hz: float | None = None
+    # Clocks, power, temperature read right after the timed calls (hardware.telemetry).
+    telemetry: dict[str, Any] | None = None
 
     @property
     def flops(self) -> float:
@@ -103,6 +105,7 @@ class MatmulResult:
             "noisy": self.stats.noisy,
             "notes": list(self.notes),
             "implied_clock_hz": self.implied_clock_hz,
+            "telemetry": self.telemetry,
         }
 
 

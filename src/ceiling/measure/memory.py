@@ -42,6 +42,8 @@ class StreamResult:
     stats: Stats
     device: str
     note: str = ""
+    # Clocks, power, temperature read right after the timed calls (hardware.telemetry).
+    telemetry: dict[str, Any] | None = None
 
     @property
     def best_gbps(self) -> float:
@@ -65,6 +67,7 @@ class StreamResult:
             "samples": len(self.samples),
             "noisy": self.stats.noisy,
             "note": self.note,
+            "telemetry": self.telemetry,
         }
 
 
@@ -105,8 +108,10 @@ def run_stream(
     budget_ms: float = 300.0,
     kernels: tuple[str, ...] = KERNELS,
     on_kernel=None,
+    read_telemetry=None,
 ) -> list[StreamResult]:
-    """Time each STREAM kernel; `on_kernel(name)` is called before each (for progress)."""
+    """Time each STREAM kernel; `on_kernel(name)` is called before each (for progress),
+    `read_telemetry()` after each, its reading kept in the kernel's result."""
     import torch
 
     n = elements or array_elements(device)
@@ -144,6 +149,7 @@ def run_stream(
                 samples=samples,
                 stats=summarize(samples),
                 device=device,
+                telemetry=read_telemetry() if read_telemetry else None,
             )
         )
         done.add(kernel)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import socket
 from collections.abc import Callable
@@ -56,6 +57,22 @@ class BenchReport:
     transfer: list[TransferResult] = field(default_factory=list)
     transfer_skipped: str | None = None
     interrupted: bool = False
+    datasheet_note: str | None = None
+    telemetry_reader: Any = field(default=None, repr=False)
+    telemetry_unavailable: str | None = None
+
+    def read_telemetry(self) -> dict[str, Any] | None:
+        return self.telemetry_reader.read() if self.telemetry_reader is not None else None
+
+    def telemetry_summary(self) -> dict[str, Any]:
+        """Burst vs sustained clocks over the run's cases, and whether a clock fell."""
+        from ceiling.hardware.telemetry import summarize
+
+        if self.telemetry_reader is None:
+            return {"source": None, "unavailable": self.telemetry_unavailable}
+        rows = [r.telemetry for r in (*self.matmul, *self.memory) if r.telemetry]
+        rows.sort(key=lambda t: t.get("t_s", 0.0))
+        return {"source": self.telemetry_reader.source, **summarize(rows)}
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,15 +90,21 @@ class BenchReport:
             "overhead": self.overhead.row() if self.overhead else None,
             "transfer": [r.row() for r in self.transfer],
             "transfer_skipped": self.transfer_skipped,
+            "datasheet_note": self.datasheet_note,
+            "telemetry": self.telemetry_summary(),
         }
 
 
 def new_report(device: str, quick: bool) -> BenchReport:
+    reader, why_not = machine.telemetry_reader(device)
     return BenchReport(
         device=device,
         device_name=machine.device_name(device),
         environment=machine.environment(device),
         quick=quick,
+        datasheet_note=machine.datasheet_note(device),
+        telemetry_reader=reader,
+        telemetry_unavailable=why_not,
     )
 
 
@@ -104,19 +127,19 @@ def bench_matmul(
         for m, n, k in shapes_:
             if progress:
                 progress(f"matmul {dtype} {m}x{n}x{k}")
-            report.matmul.append(
-                run_matmul(
-                    dtype,
-                    m,
-                    n,
-                    k,
-                    report.device,
-                    warmup_ms=budgets.matmul_warmup_ms,
-                    budget_ms=budgets.matmul_ms,
-                    peak_flops_per_s=peaks.get(dtype),
-                    native=native,
-                )
+            result = run_matmul(
+                dtype,
+                m,
+                n,
+                k,
+                report.device,
+                warmup_ms=budgets.matmul_warmup_ms,
+                budget_ms=budgets.matmul_ms,
+                peak_flops_per_s=peaks.get(dtype),
+                native=native,
             )
+            telemetry = report.read_telemetry()  # the clocks the timed calls ended at
+            report.matmul.append(dataclasses.replace(result, telemetry=telemetry))
 
 
 def bench_memory(
@@ -133,6 +156,7 @@ def bench_memory(
         warmup_ms=budgets.memory_warmup_ms,
         budget_ms=budgets.memory_ms,
         on_kernel=(lambda k: progress(f"memory {k}")) if progress else None,
+        read_telemetry=report.read_telemetry,
     )
     if naive:
         if progress:
@@ -267,6 +291,7 @@ def build_profile(report: BenchReport, previous=None):
             # each device keeps the environment it was measured in: the profile's top-level
             # one is the latest run's, which may be another device's
             or k == "environment"
+            or k == "telemetry"  # the clocks and power the figures were measured at
         },
     )
     keep = []

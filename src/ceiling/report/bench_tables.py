@@ -133,3 +133,29 @@ def transfer_table(report, table) -> Any:
         "device also reads every byte, so its memory traffic is twice that (last column, "
         "comparable with STREAM copy and the HBM datasheet figure)",
     )
+
+
+def telemetry_lines(summary: dict[str, Any]) -> list[str]:
+    """Burst vs sustained clocks, power and temperature over a run, then any flags."""
+    if not summary.get("source"):
+        why = summary.get("unavailable")
+        return [f"telemetry: not readable ({why})"] if why else []
+    parts = []
+    for key, label, scale, unit in (
+        ("sm_clock_hz", "SM clock", 1e9, "GHz"),
+        ("memory_clock_hz", "memory clock", 1e9, "GHz"),
+        ("cpu_clock_hz", "CPU clock", 1e9, "GHz"),
+        ("power_w", "power", 1.0, "W"),
+        ("temperature_c", "temperature", 1.0, "°C"),
+    ):
+        q = summary.get(key)
+        if q:
+            parts.append(
+                f"{label} {q['burst'] / scale:.3g} {unit} burst, "
+                f"{q['sustained'] / scale:.3g} {unit} sustained"
+            )
+    if not parts:
+        return []
+    lines = [f"telemetry ({summary['source']}, after each case): " + "; ".join(parts)]
+    lines += [f"note: {n}" for n in summary.get("notes", ())]
+    return lines
