@@ -71,6 +71,10 @@ def test_bench_comm_two_workers_json(cli):
         assert r["checked"] is True
         assert r["in_place"] is (r["op"] in ("all_reduce", "broadcast"))
     assert set(doc["latency_bandwidth"]) == ops
+    # CPU ranks under gloo cross no catalog link: the share is null, and said so
+    assert doc["busbw_share_of_link"] is None and doc["link"] is None
+    assert "gloo" in doc["link_note"]
+    assert all(r["busbw_share_of_link"] is None for r in doc["rows"])
 
 
 def test_a_corrupted_element_fails_the_data_check():

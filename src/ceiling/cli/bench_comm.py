@@ -10,6 +10,7 @@ import typer
 from ceiling.cli.bench import bench_app
 from ceiling.cli.output import JsonOption, console, emit_json, table
 from ceiling.errors import InvalidInput
+from ceiling.model import comm_link
 
 
 def comm_rows(raw: dict[str, Any]) -> list[dict[str, Any]]:
@@ -70,20 +71,37 @@ def bench_comm(
         ),
     ] = "all_reduce,all_gather,reduce_scatter,broadcast,all_to_all",
     min_bytes: Annotated[str, typer.Option(help="Smallest message (e.g. 4KiB).")] = "4KiB",
-    max_bytes: Annotated[str, typer.Option(help="Largest message (e.g. 16MiB).")] = "16MiB",
+    max_bytes: Annotated[
+        str | None,
+        typer.Option(
+            help="Largest message (default: 1GiB on GPUs, where links saturate; 16MiB on CPUs)."
+        ),
+    ] = None,
     iters: Annotated[
         int | None, typer.Option(help="Timed calls per point (default: by size, 3–50).")
     ] = None,
     quick: Annotated[bool, typer.Option(help="Three sizes: 4 KiB, 256 KiB, 4 MiB.")] = False,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     timeout: Annotated[float, typer.Option(help="Stop every worker after this many s.")] = 300.0,
+    spec: Annotated[
+        str | None,
+        typer.Option(
+            "--spec",
+            metavar="NAME",
+            help="The device whose link bounds busbw (catalog name or FILE.toml; default: "
+            "the GPU's own entry, found by its driver name).",
+        ),
+    ] = None,
     json_out: JsonOption = False,
 ) -> None:
     """All-reduce, all-gather, reduce-scatter, broadcast and all-to-all over message sizes.
 
     algbw = bytes / time; busbw = algbw × 2(n−1)/n for all-reduce, × (n−1)/n for
     all-gather, reduce-scatter and all-to-all, × 1 for broadcast (nccl-tests' factors).
-    Runs across machines under `torchrun`.
+    busbw is set against the one-way bandwidth of the link it crosses (catalog: NVLink or
+    Infinity Fabric inside a node, else PCIe; the scale-out NIC per device when the ranks
+    span nodes); above 1 is beyond any ring (in-network reduction, NVLS/SHARP). Runs across
+    machines under `torchrun`.
     """
     from ceiling.measure import comm
     from ceiling.measure.scale import environment
@@ -94,15 +112,23 @@ def bench_comm(
     op_list = [o.strip().replace("-", "_") for o in ops.split(",") if o.strip()]
     if not op_list:
         raise InvalidInput("give at least one collective with --ops")
+    named = None
+    if spec is not None:  # a bad name fails now, not after the sweep
+        from ceiling.hardware.catalog import get_spec
+
+        named = get_spec(spec)
     if quick:
         sizes = [4 * 2**10, 256 * 2**10, 4 * 2**20]
     else:
-        sizes = comm.default_sizes(int(parse_bytes(min_bytes)), int(parse_bytes(max_bytes)))
+        top = comm.DEFAULT_MAX_BYTES[_kind(device)] if max_bytes is None else parse_bytes(max_bytes)
+        sizes = comm.default_sizes(int(parse_bytes(min_bytes)), int(top))
     raw = _run(comm, workers, op_list, sizes, iters, device, timeout)
     if raw is None:  # not rank 0 under torchrun
         return
     rows = comm_rows(raw)
     fits = latency_bandwidth(rows)
+    link, link_note, ring_notes = _link(raw, rows, named)
+    telemetry = _telemetry(raw)
     if json_out:
         emit_json(
             {
@@ -118,6 +144,11 @@ def bench_comm(
                 "GB/s = 1e9 bytes/s",
                 "rows": rows,
                 "latency_bandwidth": fits,
+                "link": link.json() if link else None,
+                "link_note": link_note,
+                "busbw_share_of_link": comm_link.best_shares(rows),
+                "ring_bound_notes": ring_notes,
+                "telemetry": telemetry,
             }
         )
         return
@@ -126,7 +157,7 @@ def bench_comm(
         table(
             f"Collectives over {raw['ranks']} ranks ({raw['backend_engine']}, {raw['device']}, "
             f"{raw['dtype']}; slowest rank's median call)",
-            ["op", "bytes", "time", "algbw GB/s", "busbw GB/s"],
+            ["op", "bytes", "time", "algbw GB/s", "busbw GB/s", "of link"],
             [
                 [
                     r["op"],
@@ -134,6 +165,7 @@ def bench_comm(
                     format_time(r["time_s"]),
                     f"{r['algbw_gbps']:.3g}",
                     f"{r['busbw_gbps']:.3g}",
+                    "—" if r["busbw_share_of_link"] is None else f"{r['busbw_share_of_link']:.0%}",
                 ]
                 for r in rows
             ],
@@ -146,7 +178,7 @@ def bench_comm(
     if fits:
         c.print(
             table(
-                "Latency and bandwidth fitted: time = latency + bytes / bandwidth",
+                "α–β fit (least squares): time = latency α + bytes / bandwidth (1/β)",
                 ["op", "latency", "bandwidth GB/s", "R²"],
                 [
                     [
@@ -159,6 +191,54 @@ def bench_comm(
                 ],
             )
         )
+    c.print(f"link: {link_note}")
+    for line in ring_notes:
+        c.print(f"note: {line}")
+    from ceiling.report.bench_tables import telemetry_lines
+
+    for line in telemetry_lines(telemetry or {}):
+        c.print(line)
+
+
+def _kind(device: str) -> str:
+    """'cuda' or 'cpu': where the workers will run, for the default sweep."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _link(raw: dict[str, Any], rows: list[dict[str, Any]], named):
+    """(link, note, ring-bound lines); adds each row's busbw share of the link."""
+    from ceiling.hardware.catalog import match_driver_name
+
+    on_gpu = str(raw["device"]).startswith("cuda")
+    spec = named or (match_driver_name(raw.get("device_name", "")) if on_gpu else None)
+    spans = raw.get("ranks_per_node", raw["ranks"]) < raw["ranks"]
+    link = comm_link.collective_link(spec, spans_nodes=spans) if (on_gpu or named) else None
+    note = None
+    if link is None:
+        note = (
+            "no catalog link for CPU ranks under gloo (they share one machine's memory): "
+            "busbw_share_of_link is null"
+            if not on_gpu and named is None
+            else f"{raw.get('device_name') or 'this device'} has no catalog entry with a "
+            "link, so busbw is not set against one (pass --spec NAME or FILE.toml)"
+        )
+    else:
+        note = f"busbw against the {link.kind} of {link.device_key}, one way: {link.source}"
+    return link, note, comm_link.share_rows(rows, link)
+
+
+def _telemetry(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """Rank 0's device clocks over the sweep, burst vs sustained (None when unreadable)."""
+    from ceiling.hardware.telemetry import summarize
+
+    readings = [p["telemetry"] for p in raw["points"] if p.get("telemetry")]
+    if not raw.get("telemetry_source") or not readings:
+        return None
+    return {"source": raw["telemetry_source"], **summarize(readings)}
 
 
 def _run(comm, workers, op_list, sizes, iters, device, timeout):

@@ -13,6 +13,7 @@ broadcast run in place, the others out of place (torch's calls), said per row.
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
@@ -20,12 +21,19 @@ from ceiling.errors import InvalidInput, WrongResult
 from ceiling.model.collectives import OPS
 
 # 2: every op checked element by element; all-reduce timed on zeros
-METHOD_VERSION = 2
+# 3: rank 0 reads its device's clocks after each point; the device name and whether the
+#    ranks span nodes are recorded
+METHOD_VERSION = 3
 DTYPE = "float32"
 # Each timed point moves about this many bytes in total (fewer calls for big messages).
 BYTES_PER_POINT = 2**27
 MIN_ITERS, MAX_ITERS = 3, 50
 WARMUP_ITERS = 2
+
+
+# Largest message by default: big enough on GPUs for NVLink and NICs to saturate (nccl-tests
+# sweeps to GiBs), small on CPUs where gloo copies through host memory.
+DEFAULT_MAX_BYTES = {"cpu": 16 * 2**20, "cuda": 2**30}
 
 
 def default_sizes(min_bytes: int = 4 * 2**10, max_bytes: int = 16 * 2**20) -> list[int]:
@@ -150,6 +158,11 @@ def comm_worker(ctx, ops: list[str], sizes: list[int], iters: int | None = None)
     from ceiling.measure.timer import benchmark
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # renamed collectives
+    reader = None
+    if ctx.rank == 0:
+        from ceiling.measure.machine import telemetry_reader
+
+        reader, _ = telemetry_reader(ctx.device)
     points = []
     total = len(ops) * len(sizes)
     for op in ops:
@@ -180,15 +193,21 @@ def comm_worker(ctx, ops: list[str], sizes: list[int], iters: int | None = None)
                     "in_place": IN_PLACE[op],
                     "checked": True,
                     "time_s_per_rank": per_rank,
+                    "telemetry": reader.read() if reader is not None else None,
                 }
             )
             ctx.progress(f"{op} {actual} bytes ({len(points)}/{total})")
     if ctx.rank != 0:
         return None
+    on_gpu = str(ctx.device).startswith("cuda")
     return {
         "method_version": METHOD_VERSION,
         "ranks": ctx.world_size,
+        # torchrun says how many ranks share this node; spawned locally, all of them do
+        "ranks_per_node": int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world_size)),
         "device": ctx.device,
+        "device_name": torch.cuda.get_device_name(torch.device(ctx.device)) if on_gpu else "cpu",
+        "telemetry_source": reader.source if reader is not None else None,
         "backend_engine": ctx.backend,
         "launcher": ctx.launcher,
         "dtype": DTYPE,
