@@ -4,8 +4,9 @@ Ranks meet at each collective: the one that arrives last waits least in it. So t
 each rank spends in the k-th collective tells, without comparing clocks of different
 machines, how much later than the others each rank arrived: lag = d_max - d_rank. The
 straggler is the rank with the least wait; its delay is the others' median wait less its
-own; the straggler cost is the mean wait less the least, the time an average rank loses
-waiting. A collective's transfer time is the least wait over ranks (the last arrival's).
+own (per step, the median over steps); the straggler cost is the mean wait less the least,
+the time an average rank loses waiting. A collective's transfer time is the least wait over
+ranks (the last arrival's).
 """
 
 from __future__ import annotations
@@ -43,21 +44,25 @@ def cross_rank(ranks: list[RankResult], link_bytes_per_s: float | None) -> Cross
     fastest = min(step_s.values())
     matched = _matched(ranks)
     n_steps = max(min(len(r.steps) for r in ranks), 1)
-    wait = {i: 0.0 for i in ids}  # per step, time spent waiting for later ranks
+    # per rank and step: time spent in collectives waiting for later ranks
+    per_step = {i: defaultdict(float) for i in ids}
     least = {i: 0 for i in ids}
     for group in matched:
         durs = [c.dur_s for c in group]
         lo = min(durs)
         least[ids[durs.index(lo)]] += 1
         for i, d in zip(ids, durs, strict=True):
-            wait[i] += (d - lo) / n_steps
+            per_step[i][group[0].step] += d - lo
+    wait = {i: sum(per_step[i].values()) / n_steps for i in ids}  # mean per step
     busy = {i: step_s[i] - wait[i] for i in ids}
     mean_busy = sum(busy.values()) / len(busy)
     straggler = delay = cost = None
     if matched:
         straggler = min(ids, key=lambda i: (wait[i], -least[i]))
-        others = [wait[i] for i in ids if i != straggler]
-        delay = median(others) - wait[straggler]
+        # the delay: a median over steps, so that one disturbed step does not set it
+        steps = sorted({g[0].step for g in matched})
+        typical = {i: median(per_step[i][k] for k in steps) for i in ids}
+        delay = median(typical[i] for i in ids if i != straggler) - typical[straggler]
         cost = sum(wait.values()) / len(wait) - wait[straggler]
     return CrossRank(
         step_s=step_s,

@@ -87,15 +87,21 @@ class RankResult:
         vals = [s.model_flops for s in self.steps]
         return None if not vals or None in vals else sum(vals) / len(vals)
 
+    def _time_weighted(self, key: str) -> float | None:
+        """Over all steps: total FLOPs / total time / peak, not a mean of ratios."""
+        vals = [getattr(s, key) for s in self.steps]
+        wall = sum(s.wall_s for s in self.steps)
+        if not vals or None in vals or wall <= 0:
+            return None
+        return sum(v * s.wall_s for v, s in zip(vals, self.steps, strict=True)) / wall
+
     @property
     def mfu(self) -> float | None:
-        vals = [s.mfu for s in self.steps]
-        return None if not vals or None in vals else sum(vals) / len(vals)
+        return self._time_weighted("mfu")
 
     @property
     def hfu(self) -> float | None:
-        vals = [s.hfu for s in self.steps]
-        return None if not vals or None in vals else sum(vals) / len(vals)
+        return self._time_weighted("hfu")
 
 
 @dataclass
@@ -116,7 +122,7 @@ class CrossRank:
     busy_s: dict[int, float]  # step time less the wait for others, per step
     imbalance: float  # max(busy) / mean(busy) - 1
     straggler: int | None
-    straggler_delay_s: float | None  # per step, how much later it reached the collectives
+    straggler_delay_s: float | None  # per step (median), how much later it reached collectives
     straggler_cost_s: float | None  # per step, mean time the ranks waited for the last one
     collectives: list[CollectiveRow] = field(default_factory=list)
 
