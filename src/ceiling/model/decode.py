@@ -32,8 +32,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ceiling.errors import DoesNotFit, InvalidInput, UnsupportedOnDevice
+from ceiling.model.attention import attention_flops
 from ceiling.model.cluster import collective_link
 from ceiling.model.collectives import allreduce_s
+from ceiling.model.roofline import predicted_time_s
 from ceiling.model.transformer import TransformerConfig
 from ceiling.vocabulary import dtype_bytes, normalize_dtype
 
@@ -326,10 +328,10 @@ class _Step:
         cfg = self.cfg
         head = cfg.vocab * cfg.hidden
         per_seq = 2.0 * (cfg.params_matmul - head) * prompt + 2.0 * head
-        per_seq += 2.0 * cfg.layers * cfg.q_dim * prompt * (prompt + 1)
+        per_seq += cfg.layers * attention_flops(prompt, prompt + 1, cfg.q_dim, causal=True)
         flops = batch * per_seq / self.tp
         moved = self.weight_bytes(batch * prompt) + batch * prompt * self.kv_tok_dev
-        return max(flops / self.peak, moved / self.bw) + self.comm_time(batch * prompt)
+        return predicted_time_s(flops, moved, self.peak, self.bw) + self.comm_time(batch * prompt)
 
 
 def _first_compute_bound(step: _Step, context: int, with_kv: bool) -> int | None:

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 
 from ceiling.errors import InvalidInput
+from ceiling.model.attention import attention_flops
 
 # Attention conventions for the scores (Q·Kᵀ) and weighted sum (·V) matmuls:
 # "full" counts every position pair (PaLM's 12·l·a·d·s; published MFU figures use it);
@@ -45,9 +46,10 @@ def attention_training_flops_per_token(
             f"attention convention must be one of {', '.join(ATTENTION_CONVENTIONS)}, "
             f"got {convention!r}"
         )
-    full = 12.0 * _non_negative(layers, "layers") * _non_negative(seq_len, "sequence length")
-    full *= _non_negative(attention_width, "attention width")
-    return full / 2.0 if convention == "causal-half" else full
+    layers = _non_negative(layers, "layers")
+    s = _non_negative(seq_len, "sequence length")
+    width = _non_negative(attention_width, "attention width")
+    return 3.0 * layers * attention_flops(1, s, width, causal=convention == "causal-half")
 
 
 def training_flops_per_token(

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from ceiling.errors import InvalidInput, UnknownName
+from ceiling.model.attention import attention_bytes, attention_flops
 from ceiling.units import parse_count
 from ceiling.vocabulary import dtype_bytes
 
@@ -73,24 +74,19 @@ def matmul(m: int, n: int, k: int, dtype: str = "fp32") -> OpCost:
 def attention(batch: int, heads: int, seq: int, head_dim: int, dtype: str, fused: bool) -> OpCost:
     """softmax(Q K^T / sqrt(d)) V for B x H heads of S x D.
 
-    FLOPs: the two matmuls, 2*S*S*D each per head = 4*B*H*S^2*D (softmax's few FLOPs per
-    score are not counted, as in the FlashAttention paper's figures). Both forms do them.
-    Bytes: fused (FlashAttention, Dao et al. 2022) reads Q, K, V and writes O once:
-    4*B*H*S*D elements. The naive form also writes the S x S scores, reads them for the
-    softmax, writes the probabilities and reads them back for P V: + 4*B*H*S^2 elements.
+    FLOPs 4*B*H*S^2*D, both forms; bytes 4*B*H*S*D elements fused, + 4*B*H*S^2 naive
+    (formulas and sources: ceiling.model.attention).
     """
     _positive(batch, heads, seq, head_dim)
-    b = dtype_bytes(dtype)
-    bh = batch * heads
-    flops = 4.0 * bh * seq * seq * head_dim
-    elements = 4.0 * bh * seq * head_dim + (0.0 if fused else 4.0 * bh * seq * seq)
+    flops = attention_flops(batch * seq, seq, heads * head_dim)
+    nbytes = attention_bytes(batch, heads, seq, head_dim, dtype_bytes(dtype), fused)
     form = "fused" if fused else "naive"
     return OpCost(
         f"attention:{batch},{heads},{seq},{head_dim} ({form})",
         f"attention-{form}",
         dtype,
         flops,
-        elements * b,
+        nbytes,
         (batch, heads, seq, head_dim),
     )
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ceiling.model.attention import attention_flops
+
 # ---- shapes ---------------------------------------------------------------------------
 
 
@@ -159,11 +161,11 @@ def in_flight_layers(layers, p, v, m):
 def layer_forward_flops_per_token(sh: Shape, seq_len):
     """Matmul FLOPs of one block's forward per token: 2 per weight used + 4·q·s for the
     scores and the weighted values (counted over the full s, as PaLM and Megatron do)."""
-    return 2.0 * sh.params_layer_matmul_active + 4.0 * sh.q_dim * np.asarray(seq_len, float)
+    return 2.0 * sh.params_layer_matmul_active + layer_attention_flops_per_token(sh, seq_len)
 
 
 def layer_attention_flops_per_token(sh: Shape, seq_len):
-    return 4.0 * sh.q_dim * np.asarray(seq_len, float)
+    return attention_flops(1, np.asarray(seq_len, float), sh.q_dim)
 
 
 def layer_elementwise_bytes_per_token(sh: Shape, seq_len, t, sp, attention, dropout):

@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass, field
 
 from ceiling.errors import InvalidInput, UnknownName
+from ceiling.model.attention import attention_flops
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -203,11 +204,9 @@ class TransformerConfig:
     def attention_flops_per_token(self, seq_len: int) -> float:
         """Forward FLOPs of the scores Q·Kᵀ and the weighted sum over V, all layers.
 
-        Per layer and token: 2·a·d·s for the scores plus 2·a·d·s for the values = 4·l·a·d·s.
-        Counted over the full s as PaLM does (a causal mask halves the useful work on
-        average; the convention keeps MFU figures comparable).
+        4·l·a·d·s, counted over the full s as PaLM does (ceiling.model.attention).
         """
-        return 4.0 * self.layers * self.q_dim * seq_len
+        return self.layers * attention_flops(1, seq_len, self.q_dim)
 
     def flops_per_token(self, seq_len: int | None = None, training: bool = False) -> float:
         """Model FLOPs per token, a multiply-add counted as 2.

@@ -59,7 +59,7 @@ def place(totals, peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> Plac
     bound = roofline.bound(i, peak_flops_per_s, bandwidth_bytes_per_s)
     if totals.category == UNKNOWN:
         bound = UNKNOWN
-    ideal = max(flops / peak_flops_per_s, moved / bandwidth_bytes_per_s)
+    ideal = roofline.predicted_time_s(flops, moved, peak_flops_per_s, bandwidth_bytes_per_s)
     t = totals.time_s
     achieved = flops / t if t and t > 0 else None
     fraction = ideal / t if t and t > 0 else None
@@ -85,7 +85,7 @@ def _pct(x: float) -> str:
 
 
 def _roofline_time(c, peak: float, bw: float) -> float:
-    return max(c.flops / peak, c.bytes / bw)
+    return roofline.predicted_time_s(c.flops, c.bytes, peak, bw)
 
 
 def roofline_time(calls, peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
