@@ -132,7 +132,7 @@ def run_decode(
         if on_batch is not None:
             on_batch(batch)
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    kv_tok = 2 * cfg.layers * cfg.kv_dim * torch.finfo(tdtype).bits // 8
+    kv_tok = cfg.kv_bytes_per_token(torch.finfo(tdtype).bits // 8)
     return DecodeRun(
         method_version=METHOD_VERSION,
         environment=machine.environment(device),

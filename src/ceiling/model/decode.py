@@ -249,8 +249,8 @@ class _Step:
         self.tp = setup.tp
         self.kv_dev_heads = kv_heads_per_device(cfg, setup.tp)
         self.w_bytes = dtype_bytes(dtypes.weights)
-        self.kv_tok_dev = 2.0 * cfg.layers * self.kv_dev_heads * cfg.head_dim
-        self.kv_tok_dev *= dtype_bytes(dtypes.kv)
+        kv_tok = cfg.kv_bytes_per_token(dtype_bytes(dtypes.kv))
+        self.kv_tok_dev = kv_tok * self.kv_dev_heads / cfg.kv_heads
         self.act_bytes = dtype_bytes(dtypes.activations)
         self.peak = spec.peak(dtypes.compute)
         self.bw = spec.memory_bandwidth_bytes_per_s
