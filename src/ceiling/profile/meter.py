@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ceiling.profile.recorder import OpRecorder
@@ -75,5 +76,7 @@ def _on_fake_cpu(model, batch):
 
     with mode:
         clone = clone.to_empty(device="cpu")
+        if isinstance(batch, Mapping):
+            return mode, clone, {k: fake(v) for k, v in batch.items()}
         args = tuple(fake(x) for x in as_args(batch))
     return mode, clone, args if isinstance(batch, (tuple, list)) else args[0]

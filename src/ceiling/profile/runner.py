@@ -3,12 +3,14 @@ one-line errors (out of memory -> DoesNotFit)."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 from typing import Any
 
 import torch
 
-from ceiling.errors import CeilingError, DoesNotFit, InvalidInput
+from ceiling.errors import CeilingError, DoesNotFit, InvalidInput, UnsupportedOnDevice
 from ceiling.profile.recorder import OpRecorder
 from ceiling.profile.targets import (
     Workload,
@@ -54,7 +56,7 @@ class StepRunner:
 
     def step(self, recorder: OpRecorder | None = None, batch: Any = None) -> None:
         if self.fake_mode is not None:
-            with self.fake_mode:
+            with self.fake_mode, quiet_fake_tensor_log():
                 self._step(recorder, batch)
         else:
             self._step(recorder, batch)
@@ -88,6 +90,41 @@ class StepRunner:
         return out
 
 
+@contextlib.contextmanager
+def quiet_fake_tensor_log():
+    """torch logs a failed fake-tensor op with its whole stack before raising; the error
+    that follows is told in one line instead."""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    before = log.disabled
+    log.disabled = True
+    try:
+        yield
+    finally:
+        log.disabled = before
+
+
+def meta_failure(exc: BaseException) -> str | None:
+    """Why a model cannot be counted on shapes alone, when that is why it failed."""
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+    )
+
+    text = str(exc)
+    if "Expected inputs of BF16 type" in text:
+        return (
+            "on --device meta torch checks grouped matmuls (mixture-of-experts layers) by the "
+            "GPU kernel's rule, bf16 only: add --dtype bf16 (FLOP counts do not depend on it)"
+        )
+    data_dependent = (DataDependentOutputException, DynamicOutputShapeException)
+    if isinstance(exc, data_dependent) or "data-dependent" in text.lower():
+        return (
+            "its forward depends on tensor values (e.g. routing tokens to experts), which "
+            "--device meta does not have: count it on the CPU with a smaller config"
+        )
+    return None
+
+
 def guard(target: str, fn, *args, **kwargs):
     """Run user code; out-of-memory becomes DoesNotFit, other failures one-line errors."""
     try:
@@ -97,4 +134,7 @@ def guard(target: str, fn, *args, **kwargs):
     except Exception as exc:
         if is_out_of_memory(exc):
             raise DoesNotFit(f"{target} does not fit in memory: {one_line(exc)[:200]}") from None
+        why = meta_failure(exc)
+        if why:
+            raise UnsupportedOnDevice(f"{target} cannot be counted on meta: {why}") from None
         raise InvalidInput(f"{target} failed while running: {one_line(exc)[:300]}") from None

@@ -9,22 +9,27 @@ Your own: "package.module:function" or "path/to/file.py:function". The function 
 arguments and returns a dict (or a model alone):
 
     {"model": nn.Module,             # required
-     "batch": tensor or tuple,       # required unless "dataloader" is given; model(*batch)
+     "batch": tensor, tuple or dict, # required unless "dataloader" is given; model(*batch),
+                                     #   or model(**batch) for a dict (Hugging Face style)
      "forward": f(model, batch),     # optional; default model(*batch) (a tuple unpacked)
      "loss_fn": f(output, batch),    # optional; default: the output's `loss` when it has
                                      #   one, a tuple's last element when it is a scalar (like
-                                     #   (logits, loss)), else the output's mean
+                                     #   (logits, loss)), else the output's (logits') mean
      "optimizer": torch.optim.X,     # optional; default AdamW over the model's parameters
      "dataloader": iterable,         # optional; used by `ceiling step`
-     "tokens_per_step": int}         # optional; MFU per token (else per sample)
+     "tokens_per_step": int}         # optional; MFU per token (else per sample; a dict
+                                     #   batch's input_ids give it)
+`--batch`/`--seq` reach the function when it takes parameters named `batch`/`seq`; for a
+function that does not, giving them is an error (they would be silently ignored).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,9 +72,11 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 
 def default_loss(output: Any, batch: Any) -> torch.Tensor:
-    loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+    loss = output.get("loss") if isinstance(output, Mapping) else getattr(output, "loss", None)
     if isinstance(loss, torch.Tensor) and loss.dim() == 0:  # outputs that carry their loss
         return loss
+    if isinstance(output, Mapping):  # a Hugging Face output without labels: its logits
+        output = output.get("logits", next(iter(output.values()), None))
     if isinstance(output, (tuple, list)):
         last = output[-1]
         if isinstance(last, torch.Tensor) and last.dim() == 0:
@@ -90,8 +97,18 @@ def as_args(batch: Any) -> tuple:
 
 def run_forward(model: nn.Module, batch: Any, forward=None) -> Any:
     """The model's output on a batch: the target's own `forward(model, batch)`, else
-    model(*batch) with a tuple or list unpacked."""
-    return forward(model, batch) if forward is not None else model(*as_args(batch))
+    model(**batch) for a dict, model(*batch) with a tuple or list unpacked."""
+    if forward is not None:
+        return forward(model, batch)
+    if isinstance(batch, Mapping):
+        return model(**batch)
+    return model(*as_args(batch))
+
+
+def first_tensor(batch: Any) -> torch.Tensor | None:
+    """The batch's first tensor (a dict's first tensor value): its leading dim is samples."""
+    values = batch.values() if isinstance(batch, Mapping) else as_args(batch)
+    return next((x for x in values if isinstance(x, torch.Tensor)), None)
 
 
 def move_batch(batch: Any, device: torch.device, dtype: torch.dtype) -> Any:
@@ -103,6 +120,8 @@ def move_batch(batch: Any, device: torch.device, dtype: torch.dtype) -> Any:
             return x.to(dtype) if x.is_floating_point() else x
         return x
 
+    if isinstance(batch, Mapping):  # dicts and Hugging Face BatchEncoding: a plain dict back
+        return {k: move(v) for k, v in batch.items()}
     if isinstance(batch, (tuple, list)):
         return type(batch)(move(x) for x in batch)
     return move(batch)
@@ -274,10 +293,30 @@ def _import_callable(target: str) -> Callable[[], Any]:
     return fn
 
 
-def _user(target: str) -> Workload:
-    fn = _import_callable(target)
+def _sizes(target: str, fn, batch: int | None, seq: int | None) -> dict[str, int]:
+    """--batch/--seq as keyword arguments, for a function that names them; refused for one
+    that does not (they would be silently ignored)."""
+    given = {k: v for k, v in (("batch", batch), ("seq", seq)) if v is not None}
     try:
-        made = fn()
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        params = {}
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    unused = [k for k in given if k not in params and not takes_any]
+    if unused:
+        flags = " and ".join(f"--{k}" for k in unused)
+        raise InvalidInput(
+            f"{flags} cannot reach {target}: the function takes no parameter named "
+            f"{' or '.join(unused)}; add one (def f(batch=8, seq=512)) or size the batch there"
+        )
+    return given
+
+
+def _user(target: str, batch: int | None = None, seq: int | None = None) -> Workload:
+    fn = _import_callable(target)
+    sizes = _sizes(target, fn, batch, seq)
+    try:
+        made = fn(**sizes)
     except CeilingError:
         raise
     except Exception as exc:
@@ -306,8 +345,12 @@ def _user(target: str) -> Workload:
             raise InvalidInput(f"{target}: its dataloader raised {one_line(exc)}") from None
     if batch is None:
         raise InvalidInput(f"{target} returned no 'batch' (and no 'dataloader' to take one from)")
-    first = as_args(batch)[0]
-    samples = int(first.shape[0]) if isinstance(first, torch.Tensor) and first.dim() else 1
+    first = first_tensor(batch)
+    samples = int(first.shape[0]) if first is not None and first.dim() else 1
+    tokens = made.get("tokens_per_step")
+    ids = batch.get("input_ids") if isinstance(batch, Mapping) else None
+    if tokens is None and isinstance(ids, torch.Tensor):
+        tokens = ids.numel()
     opt = made.get("optimizer")
     return Workload(
         name=target,
@@ -317,7 +360,7 @@ def _user(target: str) -> Workload:
         loss_fn=made.get("loss_fn") or default_loss,
         make_optimizer=(lambda _m: opt) if opt is not None else _adamw,
         samples_per_step=samples,
-        tokens_per_step=made.get("tokens_per_step"),
+        tokens_per_step=tokens,
         dataloader=loader,
         forward=made.get("forward"),
     )
@@ -343,7 +386,7 @@ def load_target(
         return _cnn(batch, delay_s)
     if ":" not in key or low.startswith("custom:"):
         return _gpt(key, batch, seq, delay_s, cfg=_catalog_model(target, key))
-    return _user(key)
+    return _user(key, batch, seq)
 
 
 def _catalog_model(target: str, key: str):
