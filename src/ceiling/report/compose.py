@@ -204,15 +204,15 @@ class ReportContext:
         return self._profile
 
     def _load_or_measure(self):
-        prof_mod = require("ceiling.hardware.profile", "the machine profile")
+        from ceiling.hardware import profile as prof_mod
+        from ceiling.measure import machine, suite
+
         if self.profile_path is not None:
             self.step(f"loading profile {self.profile_path}")
             profile = prof_mod.load_profile(self.profile_path)
             self.profile_source = str(self.profile_path)
             self.profile_file = self.profile_path
             return profile
-        suite = require("ceiling.measure.suite", "the benchmark suite")
-        machine = require("ceiling.measure.machine", "device selection")
         # the CPU always; a GPU too when there is one, so the two stand side by side
         devices = ["cpu"]
         gpu = machine.pick_device(None)
@@ -237,16 +237,6 @@ class ReportContext:
         where = f", saved to {' and '.join(map(str, saved))}" if saved else ""
         self.profile_source = f"measured now ({self.mode} benchmarks){where}"
         return profile
-
-
-def require(module: str, what: str):
-    """Import a capability; when it is not in this build the section is skipped, not failed."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
-            raise Skip(f"{what} is not part of this build ({module} is missing)") from None
-        raise
 
 
 def figure_svg(fig) -> bytes:

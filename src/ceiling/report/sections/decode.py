@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ceiling import units
 from ceiling.errors import CeilingError
-from ceiling.report.compose import ReportContext, SectionOutput, Skip, require
+from ceiling.report.compose import ReportContext, SectionOutput, Skip
 from ceiling.report.sections._axes import plain_log_ticks
 
 KEY = "decode"
@@ -21,9 +21,9 @@ MEASURED_BATCHES_FULL = [1, 2, 4, 8, 16, 32]
 
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
-    decode = require("ceiling.model.decode", "the decode ceiling model")
-    transformer = require("ceiling.model.transformer", "the transformer model catalog")
-    catalog = require("ceiling.hardware.catalog", "the hardware catalog")
+    from ceiling.hardware import catalog
+    from ceiling.model import decode, transformer
+
     out.text(
         "Generating one token reads every weight of the model once (shared by the whole "
         "batch) plus each sequence's KV cache, but does only 2 FLOPs per weight per "
@@ -117,7 +117,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
 def _local(ctx: ReportContext, out: SectionOutput):
     """This machine's ceilings as the decode measurement sees them (profile, else theory)."""
     try:
-        measure = require("ceiling.measure.decode", "measured decoding")
+        from ceiling.measure import decode as measure
     except Skip as exc:
         out.note(f"this machine's ceilings: {exc}")
         return None
@@ -156,7 +156,8 @@ def _figure(ctx, out, decode, figures_data, setup) -> None:
     ref = [(n, d) for n, d in figures_data.items() if not n.startswith("this machine")]
     if not ref:
         return
-    plot = require("ceiling.report.decode_plot", "the decode figure")
+    from ceiling.report import decode_plot as plot
+
     _, (cfg, spec, res) = ref[len(ref) // 2]
     ctx.step("drawing the decode ceilings")
     grid = _grid(res.max_batch)
@@ -188,10 +189,9 @@ def _grid(max_batch: int | None) -> list[int]:
 def _measured(ctx: ReportContext, out: SectionOutput, local) -> None:
     """A small GPT-style decoder with a KV cache decodes for real here, beside its ceiling."""
     try:
-        measure = require("ceiling.measure.decode", "measured decoding")
-        transformer = require("ceiling.model.transformer", "the transformer model catalog")
-        decode = require("ceiling.model.decode", "the decode ceiling model")
-        plot = require("ceiling.report.decode_plot", "the decode figure")
+        from ceiling.measure import decode as measure
+        from ceiling.model import decode, transformer
+        from ceiling.report import decode_plot as plot
     except Skip as exc:
         out.note(f"measured decoding of a small model: {exc}")
         return

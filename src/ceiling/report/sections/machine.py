@@ -6,7 +6,7 @@ import os
 import platform
 
 from ceiling import units
-from ceiling.report.compose import ReportContext, SectionOutput, Skip, require
+from ceiling.report.compose import ReportContext, SectionOutput, Skip
 
 KEY = "machine"
 TITLE = "This machine and its ceilings"
@@ -53,7 +53,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
 
 def _cpu_card(out: SectionOutput):
     try:
-        cpu_mod = require("ceiling.hardware.cpu", "CPU detection")
+        from ceiling.hardware import cpu as cpu_mod
     except Skip as exc:
         out.note(f"CPU details and theoretical peaks: {exc}")
         import psutil
@@ -147,7 +147,7 @@ def _caches(caches) -> str:
 
 def _gpu_card(out: SectionOutput) -> list:
     try:
-        gpu_mod = require("ceiling.hardware.gpu", "GPU detection")
+        from ceiling.hardware import gpu as gpu_mod
     except Skip as exc:
         out.note(f"GPUs: {exc}")
         return []
@@ -303,7 +303,7 @@ def _devices_for_plot(profile, cpu, gpus) -> list[dict]:
 
 def _reference_gpu():
     try:
-        catalog = require("ceiling.hardware.catalog", "the hardware catalog")
+        from ceiling.hardware import catalog
     except Skip:
         return None
     return catalog.get_spec(REFERENCE_GPU)

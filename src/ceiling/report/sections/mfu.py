@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ceiling import units
-from ceiling.report.compose import ReportContext, SectionOutput, Skip, require
+from ceiling.report.compose import ReportContext, SectionOutput, Skip
 
 KEY = "mfu"
 TITLE = "MFU of a training step"
@@ -13,7 +13,8 @@ STEPS_QUICK, STEPS_FULL = 2, 10
 
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
-    run_mod = require("ceiling.profile.run", "the workload profiler")
+    from ceiling.profile import run as run_mod
+
     device, dtype = _device_and_dtype()
     profile_path = _profile_path(ctx, out)
     ctx.step(f"training {TARGET} on {device} ({dtype}) and recording every op")
@@ -173,7 +174,7 @@ def _breakdown(ctx: ReportContext, out: SectionOutput) -> None:
         )
         return
     try:
-        step_run = require("ceiling.profile.step_run", "the step breakdown")
+        from ceiling.profile import step_run
     except Skip as exc:
         out.note(f"step breakdown: {exc}")
         return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ceiling import units
-from ceiling.report.compose import ReportContext, SectionOutput, require
+from ceiling.report.compose import ReportContext, SectionOutput
 from ceiling.report.sections._axes import plain_log_ticks
 
 KEY = "planner"
@@ -21,11 +21,11 @@ EXAMPLE_STAGES, EXAMPLE_MICRO_BATCHES = 4, 8
 
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
-    transformer = require("ceiling.model.transformer", "the transformer model catalog")
-    catalog = require("ceiling.hardware.catalog", "the hardware catalog")
-    parallel = require("ceiling.model.parallel", "the parallelism plan model")
-    search_mod = require("ceiling.model.plan_search", "the parallelism planner")
-    cluster_mod = require("ceiling.model.cluster", "the cluster model")
+    from ceiling.hardware import catalog
+    from ceiling.model import cluster as cluster_mod
+    from ceiling.model import parallel, transformer
+    from ceiling.model import plan_search as search_mod
+
     cfg = transformer.get_model(MODEL)
     spec = catalog.get_spec(DEVICE)
     job = parallel.Job(
@@ -166,8 +166,9 @@ def _scaling(out: SectionOutput, rows, counts) -> None:
 
 
 def _pipeline(ctx: ReportContext, out: SectionOutput, best) -> None:
-    sim = require("ceiling.model.pipeline_sim", "the pipeline simulator")
-    plot = require("ceiling.report.pipeline_plot", "the pipeline figure")
+    from ceiling.model import pipeline_sim as sim
+    from ceiling.report import pipeline_plot as plot
+
     p = best.plan.p if best.plan.p > 1 else EXAMPLE_STAGES
     m = EXAMPLE_MICRO_BATCHES
     ctx.step(f"simulating a {p}-stage pipeline")
@@ -202,8 +203,9 @@ STRAGGLER_WORKERS, STRAGGLER_SLOW, STRAGGLER_ALLREDUCE = 8, 1.25, 0.1
 
 
 def _straggler(ctx: ReportContext, out: SectionOutput) -> None:
-    sim = require("ceiling.model.pipeline_sim", "the straggler simulator")
-    plot = require("ceiling.report.pipeline_plot", "the straggler figure")
+    from ceiling.model import pipeline_sim as sim
+    from ceiling.report import pipeline_plot as plot
+
     ctx.step("simulating a data-parallel step with a straggler")
     n, slow = STRAGGLER_WORKERS, STRAGGLER_SLOW
     times = sim.straggler_workers(n, 1.0, slow_factor=slow, slow_count=1)

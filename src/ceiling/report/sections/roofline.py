@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ceiling import units
 from ceiling.errors import UnsupportedOnDevice
-from ceiling.report.compose import ReportContext, SectionOutput, Skip, require
+from ceiling.report.compose import ReportContext, SectionOutput, Skip
 
 KEY = "roofline"
 TITLE = "Compute- or memory-bound: the roofline"
@@ -19,8 +19,8 @@ REFERENCE_GPU = "h100-sxm"
 
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
-    roofline = require("ceiling.model.roofline", "the roofline model")
-    opcost = require("ceiling.model.opcost", "the op cost model")
+    from ceiling.model import opcost, roofline
+
     profile = ctx.profile()
     dev = profile.device("cuda")
     dtype = "bf16" if dev.kind == "cuda" and "bf16" in dev.peak_flops_per_s else "fp32"
@@ -147,7 +147,7 @@ def _busy_note(out: SectionOutput, placed, measured, peak: float) -> None:
 def _attention(out: SectionOutput, roofline, opcost) -> None:
     """The memory wall on a GPU's datasheet roofline: naive vs fused attention."""
     try:
-        catalog = require("ceiling.hardware.catalog", "the hardware catalog")
+        from ceiling.hardware import catalog
     except Skip as exc:
         out.note(f"attention on a reference GPU: {exc}")
         return
@@ -183,7 +183,8 @@ def _attention(out: SectionOutput, roofline, opcost) -> None:
         f"and reads them back; the fused (FlashAttention-style) one keeps them on chip and is "
         f"predicted {ratio:.1f}× faster.",
     )
-    plot = require("ceiling.report.roofline_plot", "the roofline figure")
+    from ceiling.report import roofline_plot as plot
+
     short = spec.name.removeprefix("NVIDIA ")
     fig = plot.roofline_figure(
         [plot.Roof(f"{short} datasheet roof, bf16", peak, bw)],
@@ -199,7 +200,7 @@ def _attention(out: SectionOutput, roofline, opcost) -> None:
 
 def _measure(ctx: ReportContext, out: SectionOutput, ops, dev) -> dict[str, float]:
     try:
-        ops_mod = require("ceiling.measure.ops", "op timing")
+        from ceiling.measure import ops as ops_mod
     except Skip as exc:
         out.note(f"measured op times: {exc}")
         return {}
@@ -222,7 +223,8 @@ def _cuda_here() -> bool:
 
 
 def _figure(out, dev, dtype, peak, bw, placed, measured) -> None:
-    plot = require("ceiling.report.roofline_plot", "the roofline figure")
+    from ceiling.report import roofline_plot as plot
+
     roofs = [plot.Roof(f"measured roof, {dev.name}", peak, bw)]
     sheet_peak = (dev.datasheet_peak_flops_per_s or {}).get(dtype)
     if sheet_peak:

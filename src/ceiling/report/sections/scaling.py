@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from ceiling import units
-from ceiling.report.compose import ReportContext, SectionOutput, require
+from ceiling.report.compose import ReportContext, SectionOutput
 from ceiling.report.sections._axes import plain_log_ticks
 
 KEY = "scaling"
@@ -23,9 +23,10 @@ PARALLEL_SPEEDUP = 1.2  # below this, two workers did not measurably run at the 
 
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
-    scale = require("ceiling.measure.scale", "scaling runs")
-    summary_mod = require("ceiling.report.scaling_summary", "the scaling summary")
-    plot = require("ceiling.report.scaling_plot", "the scaling figure")
+    from ceiling.measure import scale
+    from ceiling.report import scaling_plot as plot
+    from ceiling.report import scaling_summary as summary_mod
+
     cores = scale.cpu_cores()
     out.text(
         "Speedup measured, not assumed: the same step runs on 1, 2, 4 … workers (separate "
