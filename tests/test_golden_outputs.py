@@ -81,7 +81,7 @@ COMMANDS: dict[str, list[str]] = {
     "fit-weak": ["fit", "{golden}/scaling_weak.csv", "--mode", "weak"],
     "amdahl-default": ["amdahl", "0.95"],
     "amdahl-workers": ["amdahl", "0.99", "-n", "8", "-n", "64", "-n", "1000"],
-    "gustafson": ["gustafson", "0.05", "-n", "4", "-n", "256"],
+    "gustafson": ["gustafson", "--serial", "0.05", "-n", "4", "-n", "256"],
     "specs-h100": ["specs", "h100-sxm"],
     "specs-mi300x": ["specs", "mi300x"],
     "models": ["models"],
@@ -129,7 +129,23 @@ _MAX_BATCH = (
     "without --context, the largest batch that fits is given at a realistic context "
     "(named in max_batch_context), not at an empty cache"
 )
+CHANGED["gustafson"] = {"p": "gustafson states the parallel fraction beside the serial share"}
+_FIT_UNITS = "fit states the time unit of its file and the limits in that unit"
+CHANGED["fit-weak"] = {"time_unit": _FIT_UNITS, "limits": _FIT_UNITS}
+CHANGED["fit-strong"] = {
+    "time_unit": _FIT_UNITS,
+    "limits": _FIT_UNITS,
+    "fit.gustafson": "Gustafson's law is fitted to weak-scaling data only",
+}
+_FIT_CONTEXT = (
+    "the largest batch that fits is given at a stated context (4096 when --context is not "
+    "given: at context 0 it counted one-token sequences)"
+)
+for _name in ("decode-llama3-8b-h100", "decode-mixtral-int4"):
+    CHANGED[_name] = {"max_batch": _FIT_CONTEXT}
 for _name in COMMANDS:
+    if _name.startswith("decode-"):
+        CHANGED.setdefault(_name, {})["max_batch_context"] = _FIT_CONTEXT
     if _name.startswith("profile-"):
         CHANGED[_name] = _PROFILE_ADDITIONS
     if _name.startswith("plan-"):

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JsonOption, console, emit_json, table
+from ceiling.cli.output import LIST_HELP, JsonOption, comma_list, console, emit_json, joined, table
 from ceiling.errors import InvalidInput
 
 bench_app = typer.Typer(
@@ -226,23 +226,23 @@ def bench_matmul(
         typer.Option(
             "--dtype",
             metavar="DTYPE",
-            help="fp64, fp32, tf32, bf16, fp16, fp8; repeat for several (default: every dtype "
+            help=f"fp64, fp32, tf32, bf16, fp16, fp8; {LIST_HELP} (default: every dtype "
             "native here). One not native here runs only when named, at a size that takes "
             "seconds.",
         ),
     ] = None,
     sizes: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--sizes",
             metavar="N,N,..",
-            help="Square sizes, comma-separated: 1024,2048 (default: 512,1024,2048 on a CPU, "
+            help=f"Square sizes, {LIST_HELP}: 1024,2048 (default: 512,1024,2048 on a CPU, "
             "1024 to 8192 on a GPU).",
         ),
     ] = None,
     shape: Annotated[
         list[str] | None,
-        typer.Option("--shape", metavar="MxNxK", help="A rectangular shape; repeat for several."),
+        typer.Option("--shape", metavar="MxNxK", help=f"Rectangular shapes, {LIST_HELP}."),
     ] = None,
     quick: QuickOption = False,
     device: DeviceOption = None,
@@ -252,9 +252,9 @@ def bench_matmul(
     from ceiling.measure import suite
     from ceiling.measure.matmul import check_dtype, parse_shape
 
-    dtype = [check_dtype(d) for d in dtype] if dtype else dtype
-    shapes = [parse_shape(s) for s in shape or []]
-    size_list = _parse_sizes(sizes)
+    dtype = [check_dtype(d) for d in comma_list(dtype)] if dtype else dtype
+    shapes = [parse_shape(s) for s in comma_list(shape) or []]
+    size_list = _parse_sizes(joined(sizes))
     report = _report(device, quick)
     total = suite.planned_steps(report, ("matmul",), dtypes=dtype, sizes=size_list, shapes=shapes)
     with _progress(total) as progress:

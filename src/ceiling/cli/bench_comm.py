@@ -8,9 +8,11 @@ from typing import Annotated, Any
 import typer
 
 from ceiling.cli.bench import bench_app
-from ceiling.cli.output import JsonOption, console, emit_json, table
+from ceiling.cli.output import LIST_HELP, JsonOption, comma_list, console, emit_json, table
 from ceiling.errors import InvalidInput
 from ceiling.model import comm_link
+
+ALL_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
 
 
 def comm_rows(raw: dict[str, Any]) -> list[dict[str, Any]]:
@@ -64,12 +66,12 @@ def bench_comm(
         int, typer.Option("--workers", "-w", help="Ranks to spawn here (ignored under torchrun).")
     ] = 2,
     ops: Annotated[
-        str,
+        list[str] | None,
         typer.Option(
-            help="Collectives, comma-separated: all_reduce, all_gather, reduce_scatter, "
-            "broadcast, all_to_all."
+            help=f"Collectives, {LIST_HELP}: all_reduce, all_gather, reduce_scatter, "
+            "broadcast, all_to_all (default: all five)."
         ),
-    ] = "all_reduce,all_gather,reduce_scatter,broadcast,all_to_all",
+    ] = None,
     min_bytes: Annotated[str, typer.Option(help="Smallest message (e.g. 4KiB).")] = "4KiB",
     max_bytes: Annotated[
         str | None,
@@ -109,7 +111,8 @@ def bench_comm(
 
     if device not in ("auto", "cpu", "cuda"):
         raise InvalidInput(f"device must be auto, cpu or cuda, got {device!r}")
-    op_list = [o.strip().replace("-", "_") for o in ops.split(",") if o.strip()]
+    given = comma_list(ops) if ops is not None else list(ALL_COLLECTIVES)
+    op_list = [o.replace("-", "_") for o in given]
     if not op_list:
         raise InvalidInput("give at least one collective with --ops")
     named = None

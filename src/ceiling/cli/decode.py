@@ -9,10 +9,12 @@ import typer
 
 from ceiling.cli.app import app
 from ceiling.cli.output import (
+    LIST_HELP,
     JsonOption,
     PlotOption,
     console,
     emit_json,
+    joined,
     table,
 )
 from ceiling.errors import InvalidInput
@@ -29,6 +31,9 @@ from ceiling.units import (
 from ceiling.vocabulary import normalize_dtype
 
 DEFAULT_BATCHES = [1, 8, 64, 256]
+# Tokens per sequence at which "largest batch that fits" is given when --context is not: a
+# long chat or a document prompt, where serving capacity is usually quoted.
+FIT_CONTEXT = 4096
 FLOP_NOTE = "FLOPs count a multiply-add as 2; peaks are dense"
 
 DECODE_HELP = f"""Decode (and prefill) ceilings of an LLM on a device: tokens/s against batch size.
@@ -141,7 +146,23 @@ def _plot_grid(batches: list[int], crossover: int | None, max_batch: int | None)
     return sorted(set(grid))
 
 
-def _header(c, cfg: TransformerConfig, source: str) -> list[str]:
+def _fit_at_realistic(cfg: TransformerConfig, dev, setup) -> tuple[int, int | None]:
+    """(context, largest batch that fits there): at context 0 every sequence holds one token,
+    so the count of sequences that fit is meaningless; a served sequence holds thousands."""
+    import dataclasses
+
+    from ceiling.errors import DoesNotFit
+    from ceiling.model.decode import decode_ceiling
+
+    context = min(FIT_CONTEXT, cfg.max_seq - 1)
+    at = dataclasses.replace(setup, context=context, prompt_tokens=None)
+    try:
+        return context, decode_ceiling(cfg, dev, [1], at, drop_unfit=True).max_batch
+    except DoesNotFit:
+        return context, 0
+
+
+def _header(c, cfg: TransformerConfig, source: str, fit: tuple[int, int | None]) -> list[str]:
     d = c.dtypes
     tp = f", tensor parallel over {c.tp} devices (figures per device)" if c.tp > 1 else ""
     lines = [
@@ -165,8 +186,12 @@ def _header(c, cfg: TransformerConfig, source: str) -> list[str]:
             else f"; with the KV cache at context {c.context}: memory-bound at every batch"
         )
     )
-    if c.max_batch is not None:
-        lines.append(f"largest batch that fits (weights + KV cache, nothing else): {c.max_batch}")
+    context, biggest = fit
+    if biggest is not None:
+        lines.append(
+            f"largest batch that fits at context {context} (weights + KV cache, nothing else): "
+            f"{biggest:,}"
+        )
     return lines
 
 
@@ -181,17 +206,19 @@ def decode(
         typer.Option("--profile", metavar="PATH", help="Machine profile to use as the device."),
     ] = None,
     batch: Annotated[
-        str | None,
-        typer.Option("--batch", help="Batch sizes, comma-separated (default 1,8,64,256)."),
+        list[str] | None,
+        typer.Option("--batch", help=f"Batch sizes, {LIST_HELP} (default 1,8,64,256)."),
     ] = None,
     context: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--context",
             help="Tokens already in each KV cache (default 0: weights only, like published batch-1 "
-            "figures).",
+            f"figures; the largest batch that fits is then given at context {FIT_CONTEXT}, or "
+            "the model's maximum when shorter).",
+            show_default=False,
         ),
-    ] = "0",
+    ] = None,
     prompt: Annotated[
         str | None,
         typer.Option("--prompt", help="Prompt tokens for time to first token (default: context)."),
@@ -230,8 +257,8 @@ def decode(
     from ceiling.model.decode import DecodeSetup, decode_ceiling
 
     cfg = parse_model(model)
-    batches, explicit = _batches(batch)
-    ctx = parse_count(context)
+    batches, explicit = _batches(joined(batch))
+    ctx = parse_count(context) if context is not None else 0
     prompt_tokens = parse_count(prompt) if prompt is not None else None
     if plot is not None:
         from ceiling.report.plots import check_figure_path
@@ -269,17 +296,19 @@ def decode(
         prompt_tokens=prompt_tokens,
     )
     c = decode_ceiling(cfg, dev, batches, setup, drop_unfit=not explicit)
+    fit = (c.context, c.max_batch) if context is not None else _fit_at_realistic(cfg, dev, setup)
     if plot is not None:
         _plot(cfg, dev, setup, c, plot)
     if json_out:
         out = _ceiling_json(cfg, c)
+        out["max_batch_context"], out["max_batch"] = fit
         out["device_source"] = resolved.source
         out["rows"] = [_row_json(r) for r in c.rows]
         out["plot"] = str(plot) if plot else None
         emit_json(out)
         return
     con = console()
-    for line in _header(c, cfg, resolved.source):
+    for line in _header(c, cfg, resolved.source, fit):
         con.print(line)
     # A 1-token "prompt" (context 0, no --prompt) is one decode step, not a prefill: no column.
     ttft = prompt_tokens is not None or c.prompt_tokens > 1

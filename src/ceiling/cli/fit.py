@@ -10,13 +10,15 @@ from typing import Annotated, Any
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JsonOption, PlotOption, console, emit_json
-from ceiling.errors import MalformedFile
+from ceiling.cli.output import LIST_HELP, JsonOption, PlotOption, console, emit_json, joined
+from ceiling.errors import InvalidInput, MalformedFile
+from ceiling.units import parse_time
 
 # Accepted column names, compared case-insensitively.
 N_NAMES = ("n", "workers", "load", "nodes", "gpus", "processes", "ranks", "threads", "devices")
 TIME_NAMES = ("time", "time_s", "seconds", "secs", "t", "runtime", "runtime_s", "elapsed_s")
 THROUGHPUT_NAMES = ("throughput", "x", "rate", "tput", "throughput_per_s", "ops_per_s")
+TIME_UNITS = ("ns", "us", "µs", "ms", "s", "min", "h")
 
 
 def _pick(columns: list[str], names: tuple[str, ...]) -> str | None:
@@ -101,6 +103,34 @@ def read_measurements(path: Path) -> tuple[list[float], list[float], str, str | 
     return ns, values, measure, mode
 
 
+def _unit_seconds(unit: str) -> float:
+    if unit not in TIME_UNITS:
+        raise InvalidInput(f"--time-unit must be one of {', '.join(TIME_UNITS)}, got {unit!r}")
+    return parse_time(f"1{unit}")
+
+
+def _limits(result, unit: str, unit_s: float) -> dict[str, str]:
+    """What no number of workers beats, in the file's unit: the least time per run (fixed
+    problem) or the highest throughput, by Amdahl and by the USL."""
+    out: dict[str, str] = {}
+    if result.mode != "strong":
+        return out
+
+    def said(throughput: float) -> str:  # throughput in runs per second
+        if result.measure == "time":
+            return f"{1.0 / throughput / unit_s:.3g} {unit} per run"
+        return f"{throughput * unit_s:.3g} per {unit}"
+
+    a, u = result.amdahl, result.usl
+    if a is not None and a.p < 1.0:
+        out["amdahl"] = f"Amdahl: {said(a.lam / (1.0 - a.p))} however many workers"
+    if u is not None and u.n_star is not None and u.peak_throughput:
+        out["usl"] = f"USL: {said(u.peak_throughput)} at its peak N* ≈ {u.n_star:.3g}"
+    elif u is not None and u.limit_throughput:
+        out["usl"] = f"USL: {said(u.limit_throughput)} however many workers"
+    return out
+
+
 @app.command()
 def fit(
     file: Annotated[
@@ -110,11 +140,23 @@ def fit(
         str | None,
         typer.Option(
             help="strong (fixed problem; default) or weak (the problem grows with N). Only "
-            "matters for times: weak-scaling throughput is N / time."
+            "matters for times: weak-scaling throughput is N / time. Gustafson's law is "
+            "fitted to weak scaling only."
         ),
     ] = None,
+    weak: Annotated[
+        bool, typer.Option("--weak", help="The same as --mode weak: the problem grows with N.")
+    ] = False,
+    time_unit: Annotated[
+        str,
+        typer.Option(
+            "--time-unit",
+            help=f"Unit of the file's times (throughputs: per this unit): {', '.join(TIME_UNITS)}. "
+            "Times and limits are reported in it.",
+        ),
+    ] = "s",
     predict: Annotated[
-        str | None, typer.Option(help="Worker counts to predict, comma-separated.")
+        list[str] | None, typer.Option(help=f"Worker counts to predict, {LIST_HELP}.")
     ] = None,
     json_out: JsonOption = False,
     plot: PlotOption = None,
@@ -132,8 +174,13 @@ def fit(
         from ceiling.report import plots
 
         plots.check_figure_path(plot)
+    if weak and mode not in (None, "weak"):
+        raise InvalidInput(f"--weak and --mode {mode} disagree: give one")
+    unit_s = _unit_seconds(time_unit)
     ns, values, measure, file_mode = read_measurements(file)
-    mode = mode or file_mode or "strong"
+    values = [v * unit_s if measure == "time" else v / unit_s for v in values]
+    mode = "weak" if weak else mode or file_mode or "strong"
+    predict = joined(predict)
     predict_ns = (
         [float(n) for n in parse_counts(predict, "predicted worker counts")] if predict else None
     )
@@ -157,6 +204,8 @@ def fit(
         "measure": measure,
         "points": points,
         "fit": scaling_summary.fit_dict(result),
+        "time_unit": time_unit,
+        "limits": _limits(result, time_unit, unit_s),
         "warnings": result.warnings,
     }
     if plot is not None:
@@ -173,8 +222,10 @@ def fit(
             points, f"{file.name}: {len(ns)} rows, {measure}, {mode} scaling"
         )
     )
-    for t in scaling_summary.fit_tables(summary["fit"]):
+    for t in scaling_summary.fit_tables(summary["fit"], time_unit, unit_s):
         c.print(t)
+    for line in summary["limits"].values():
+        c.print(f"limit: {line}")
     c.print(f"verdict: {result.verdict}")
     for w in result.warnings:
         c.print(f"warning: {w}")

@@ -8,29 +8,73 @@ import typer
 
 from ceiling.cli.app import app
 from ceiling.cli.output import (
+    LIST_HELP,
     JsonOption,
     PlotOption,
+    comma_list,
     console,
     emit_json,
     table,
 )
+from ceiling.errors import InvalidInput
 from ceiling.model import laws
+from ceiling.units import parse_count
 
 DEFAULT_NS = [1, 2, 4, 8, 16, 64, 256, 1024]
 # Negative numbers must reach our own validation, not be read as unknown options.
 NUMERIC_ARGS = {"ignore_unknown_options": True}
 
 NOption = Annotated[
-    list[float] | None,
-    typer.Option("-n", "--workers", help="Worker count N; repeat for several (default 1..1024)."),
+    list[str] | None,
+    typer.Option(
+        "-n", "--workers", metavar="N", help=f"Worker counts, {LIST_HELP} (default 1..1024)."
+    ),
+]
+FRACTION_HELP = (
+    "The parallel fraction p of the work, in [0, 1] (the same as --parallel; in both amdahl "
+    "and gustafson)."
+)
+FractionArgument = Annotated[
+    float | None, typer.Argument(metavar="P", help=FRACTION_HELP, show_default=False)
+]
+ParallelOption = Annotated[
+    float | None,
+    typer.Option("--parallel", "-p", help="Parallel fraction p, in [0, 1].", show_default=False),
+]
+SerialOption = Annotated[
+    float | None,
+    typer.Option("--serial", "-s", help="Serial fraction 1 - p, in [0, 1].", show_default=False),
 ]
 
 
-def _ns(ns: list[float] | None) -> list[float]:
-    values = ns or DEFAULT_NS
+def fractions(
+    positional: float | None, parallel: float | None, serial: float | None
+) -> tuple[float, float]:
+    """(parallel, serial) fractions from exactly one of P, --parallel and --serial."""
+    given = [v for v in (positional, parallel) if v is not None]
+    if len(given) + (serial is not None) != 1:
+        raise InvalidInput(
+            "give the parallel fraction once: P, --parallel/-p P, or --serial/-s (1 - P)"
+        )
+    if serial is not None:
+        laws.check_fraction(serial, "serial fraction")
+        return 1.0 - serial, serial
+    laws.check_fraction(given[0], "parallel fraction p")
+    return given[0], 1.0 - given[0]
+
+
+def _worker_count(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return float(parse_count(text))  # 1k, 64K: a count with an SI prefix
+
+
+def _ns(ns: list[str] | None) -> list[float]:
+    values = [_worker_count(t) for t in comma_list(ns)] if ns else list(map(float, DEFAULT_NS))
     for n in values:
         laws.check_workers(n, "worker count -n")
-    return [int(n) if float(n).is_integer() else n for n in values]
+    return [int(n) if n.is_integer() else n for n in values]
 
 
 def _rows_json(rows: list[laws.SpeedupRow]) -> list[dict]:
@@ -48,13 +92,18 @@ def _plot_range(ns: list[float]) -> list[float]:
 
 @app.command(context_settings=NUMERIC_ARGS)
 def amdahl(
-    p: Annotated[float, typer.Argument(help="Parallel fraction of the work, in [0, 1].")],
+    fraction: FractionArgument = None,
+    parallel: ParallelOption = None,
+    serial: SerialOption = None,
     n: NOption = None,
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
-    """Amdahl's law: speedup of a fixed problem whose fraction P runs in parallel."""
-    laws.check_fraction(p, "parallel fraction P")
+    """Amdahl's law: speedup of a fixed problem whose fraction P runs in parallel.
+
+    P is the parallel fraction (as --parallel/-p); --serial/-s gives 1 - P instead.
+    """
+    p, _ = fractions(fraction, parallel, serial)
     ns = _ns(n)
     rows = laws.amdahl_table(p, ns)
     ceiling = laws.amdahl_ceiling(p)
@@ -90,7 +139,7 @@ def amdahl(
     c = console()
     c.print(
         table(
-            f"Amdahl's law, parallel fraction p = {p:g}",
+            f"Amdahl's law, parallel p = {p:g}, serial {1 - p:g} (fixed problem)",
             ["N", "speedup", "efficiency"],
             [[f"{r.n:g}", f"{r.speedup:.2f}×", f"{r.efficiency * 100:.1f} %"] for r in rows],
         )
@@ -106,13 +155,19 @@ def amdahl(
 
 @app.command(context_settings=NUMERIC_ARGS)
 def gustafson(
-    alpha: Annotated[float, typer.Argument(help="Serial share of the scaled run, in [0, 1].")],
+    fraction: FractionArgument = None,
+    parallel: ParallelOption = None,
+    serial: SerialOption = None,
     n: NOption = None,
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
-    """Gustafson's law: scaled speedup when the problem grows with N."""
-    laws.check_fraction(alpha, "serial fraction ALPHA")
+    """Gustafson's law: scaled speedup when the problem grows with N.
+
+    P is the parallel fraction of the scaled run (as --parallel/-p); --serial/-s gives its
+    serial share α = 1 - P instead.
+    """
+    parallel_share, alpha = fractions(fraction, parallel, serial)
     ns = _ns(n)
     rows = laws.gustafson_table(alpha, ns)
     if plot is not None:
@@ -145,6 +200,7 @@ def gustafson(
             {
                 "law": "gustafson",
                 "alpha": alpha,
+                "p": parallel_share,
                 "rows": [
                     {"n": r.n, "speedup": r.speedup, "efficiency": r.efficiency} for r in rows
                 ],
@@ -155,7 +211,8 @@ def gustafson(
     c = console()
     c.print(
         table(
-            f"Gustafson's law, serial share α = {alpha:g} (problem grows with N)",
+            f"Gustafson's law, parallel p = {parallel_share:g}, serial α = {alpha:g} "
+            "(problem grows with N)",
             ["N", "scaled speedup", "efficiency"],
             [[f"{r.n:g}", f"{r.speedup:.2f}×", f"{r.efficiency * 100:.1f} %"] for r in rows],
         )

@@ -18,6 +18,25 @@ JsonOption = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 PlotOption = Annotated[Path | None, typer.Option("--plot", metavar="FILE", help=PLOT_HELP)]
 
 
+LIST_HELP = "comma-separated or repeated"
+
+
+def comma_list(values: list[str] | str | None) -> list[str] | None:
+    """The items of a list option, given as comma lists, repeated flags or both
+    (`-n 8,64 -n 256`); None when the option was not given."""
+    if values is None:
+        return None
+    if isinstance(values, str):
+        values = [values]
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def joined(values: list[str] | None) -> str | None:
+    """A list option as one comma list, for parsers that read one (None when not given)."""
+    items = comma_list(values)
+    return None if items is None else ",".join(items)
+
+
 def emit_json(obj: Any) -> None:
     json.dump(jsonable(obj), sys.stdout, indent=2)
     sys.stdout.write("\n")
@@ -69,11 +88,14 @@ def table(
     for i, col in enumerate(columns):
         numeric = bool(rows) and all(_is_number(r[i]) for r in rows if r[i] != "")
         # fold, never "…": a narrow terminal or a pipe (80 columns) must not cut a figure;
-        # the first column names the row and keeps its width (up to NAME_WIDTH) unfolded
-        width = None
-        if i == 0 and not numeric:
-            width = min(NAME_WIDTH, max([len(col)] + [len(f"{r[0]}") for r in rows]))
-        t.add_column(col, justify="right" if numeric else "left", overflow="fold", min_width=width)
+        # the first column names the row and stays whole (other columns wrap to make room)
+        # unless a name is longer than NAME_WIDTH
+        whole = (
+            i == 0
+            and not numeric
+            and max([len(col)] + [len(f"{r[0]}") for r in rows]) <= NAME_WIDTH
+        )
+        t.add_column(col, justify="right" if numeric else "left", overflow="fold", no_wrap=whole)
     for r in rows:
         t.add_row(*(v if isinstance(v, str) else f"{v}" for v in r))
     return t

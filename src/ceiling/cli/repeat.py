@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JsonOption, console, emit_json, table
+from ceiling.cli.output import LIST_HELP, JsonOption, console, emit_json, joined, table
 
 
 @app.command()
@@ -21,7 +21,9 @@ def repeat(
         ),
     ],
     runs: Annotated[int, typer.Option(help="Runs per thread count.")] = 10,
-    threads: Annotated[str, typer.Option(help="Thread counts, comma-separated.")] = "1,2",
+    threads: Annotated[
+        list[str] | None, typer.Option(help=f"Thread counts, {LIST_HELP} (default 1,2).")
+    ] = None,
     deterministic_check: Annotated[
         bool,
         typer.Option(help="Also rerun with torch.use_deterministic_algorithms(True)."),
@@ -40,7 +42,7 @@ def repeat(
     from ceiling.cli.scale import parse_counts
     from ceiling.measure import repeat as rep
 
-    counts = parse_counts(threads, "thread counts")
+    counts = parse_counts(joined(threads) or "1,2", "thread counts")
     total = runs * len(counts) * (2 if deterministic_check else 1)
     with Progress(
         TextColumn(f"repeat {target}"),

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JsonOption, emit_json, table
+from ceiling.cli.output import LIST_HELP, JsonOption, emit_json, joined, table
 from ceiling.errors import InvalidInput
 from ceiling.records import write_json_atomic, write_text_atomic
 
@@ -41,11 +41,11 @@ def report(
         typer.Option("--output", "-o", metavar="FILE", help="Where to write the HTML page."),
     ] = Path(DEFAULT_OUTPUT),
     only: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--only",
             metavar="KEYS",
-            help="Run only these sections (comma-separated keys: machine, amdahl, roofline, "
+            help=f"Run only these sections ({LIST_HELP} keys: machine, amdahl, roofline, "
             "overhead, mfu, scaling, decode, planner).",
         ),
     ] = None,
@@ -58,7 +58,7 @@ def report(
     from ceiling.report import html
     from ceiling.report.sections import SECTIONS
 
-    specs = _select(SECTIONS, only)
+    specs = _select(SECTIONS, joined(only))
     output = _check_output(output)
     if profile is not None:
         if not profile.is_file():

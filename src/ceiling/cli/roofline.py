@@ -9,8 +9,10 @@ import typer
 
 from ceiling.cli.app import app
 from ceiling.cli.output import (
+    LIST_HELP,
     JsonOption,
     PlotOption,
+    comma_list,
     console,
     emit_json,
     table,
@@ -104,6 +106,34 @@ def _rows(ops, roofs: dict[str, Any], measure: bool) -> list[dict[str, Any]]:
     return rows
 
 
+def default_dtype(spec: str | None, profile: Path | None) -> str:
+    """bf16 for a catalog accelerator (the dtype its tensor cores and published training
+    runs use, where attention meets the memory wall); fp32 for a CPU or a measured profile."""
+    if spec is None:
+        return "fp32"
+    from ceiling.hardware.resolve import resolve
+
+    device = resolve(spec, profile).spec
+    return "bf16" if device.kind != "cpu" and "bf16" in device.dtypes else "fp32"
+
+
+def op_list(values: list[str] | None) -> list[str]:
+    """--op values, comma-separated or repeated: a part without "kind:" continues the op
+    before it (attention:B,H,S,D has commas of its own)."""
+    ops: list[str] = []
+    for part in comma_list(values) or []:
+        if ":" in part or not ops:
+            ops.append(part)
+        else:
+            ops[-1] += f",{part}"
+    return ops
+
+
+def _intensity(flop_per_byte: float) -> str:
+    """62.1, 0.167, 2,048: three significant figures without an exponent."""
+    return f"{flop_per_byte:,.0f}" if flop_per_byte >= 100 else f"{flop_per_byte:.3g}"
+
+
 def _short_name(row: dict[str, Any]) -> str:
     """A table label that fits a narrow terminal: 'add:100M', 'matmul:4096³', 'attn:...'."""
 
@@ -175,17 +205,20 @@ def roofline(
         typer.Option(
             "--op",
             metavar="OP",
-            help="add:N, matvec:N, matmul:MxNxK or attention:B,H,S,D (naive and fused); repeat.",
+            help="add:N, matvec:N, matmul:MxNxK or attention:B,H,S,D (naive and fused); "
+            f"{LIST_HELP}.",
         ),
     ] = None,
     dtype: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--dtype",
             metavar="DTYPE",
-            help="Element type of the ops and the peak used: fp64 fp32 tf32 bf16 fp16 fp8 int8.",
+            help="Element type of the ops and the peak used: fp64 fp32 tf32 bf16 fp16 fp8 int8 "
+            "(default: bf16 on a --spec accelerator, its tensor-core dtype; else fp32).",
+            show_default=False,
         ),
-    ] = "fp32",
+    ] = None,
     profile: Annotated[
         Path | None,
         typer.Option("--profile", metavar="PATH", help="Machine profile (default: the saved one)."),
@@ -210,12 +243,12 @@ def roofline(
     from ceiling.model.opcost import parse_ops
     from ceiling.model.roofline import ridge_point
 
-    dtype = normalize_dtype(dtype)
+    dtype = normalize_dtype(dtype) if dtype is not None else default_dtype(spec, profile)
     if plot is not None:
         from ceiling.report.plots import check_figure_path
 
         check_figure_path(plot)
-    ops = [cost for text in op or [] for cost in parse_ops(text, dtype)]
+    ops = [cost for text in op_list(op) for cost in parse_ops(text, dtype)]
     roofs = _roofs(spec, profile, dtype)
     ridge = ridge_point(roofs["peak_flops_per_s"], roofs["bandwidth_bytes_per_s"])
     rows = _rows(ops, roofs, measure)
@@ -255,9 +288,9 @@ def roofline(
         for r in rows:
             line = [
                 _short_name(r),
-                format_flops(r["flops"]),
+                format_flops(r["flops"]).removesuffix("FLOP").strip(),  # the header has the unit
                 format_bytes(r["bytes"]),
-                f"{r['intensity_flops_per_byte']:.3g}",
+                _intensity(r["intensity_flops_per_byte"]),
                 format_flops_per_s(r["attainable_flops_per_s"]),
                 format_time(r["predicted_s"]),
                 r["bound"],
@@ -271,8 +304,8 @@ def roofline(
             body,
             caption="FLOP counts a multiply-add as 2; GB = 1e9 bytes, each operand read "
             "and each result written once; attainable = min(peak, FLOP/B x bandwidth)",
+            compact=True,  # op names stay whole and the columns still fit 80 characters
         )
-        ops_table.show_edge = False  # the columns fit 80 characters without the outer frame
         c.print(ops_table)
     faster = [r["op"] for r in rows if r.get("predicted_over_measured", 1) > 1.3]
     slower = [r["op"] for r in rows if r.get("predicted_over_measured", 1) < 1 / 1.3]

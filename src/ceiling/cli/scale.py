@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JsonOption, PlotOption, console, emit_json
+from ceiling.cli.output import LIST_HELP, JsonOption, PlotOption, console, emit_json, joined
 from ceiling.errors import InvalidInput
 
 WORKLOAD_HELP = (
@@ -36,8 +36,9 @@ def parse_counts(text: str, what: str = "worker counts") -> list[int]:
 def scale(
     workload: Annotated[str, typer.Argument(help=WORKLOAD_HELP)],
     workers: Annotated[
-        str, typer.Option("--workers", "-w", help="Worker counts, comma-separated.")
-    ] = "1,2,4",
+        list[str] | None,
+        typer.Option("--workers", "-w", help=f"Worker counts, {LIST_HELP} (default 1,2,4)."),
+    ] = None,
     mode: Annotated[
         str,
         typer.Option(help="strong: a fixed problem split N ways; weak: the problem grows with N."),
@@ -82,7 +83,7 @@ def scale(
         float, typer.Option(help="Stop the run (and every worker) after this many seconds.")
     ] = 300.0,
     predict: Annotated[
-        str | None, typer.Option(help="Worker counts to predict, comma-separated.")
+        list[str] | None, typer.Option(help=f"Worker counts to predict, {LIST_HELP}.")
     ] = None,
     json_out: JsonOption = False,
     plot: PlotOption = None,
@@ -92,6 +93,7 @@ def scale(
     Processes are torch.distributed workers (gloo on CPU, NCCL on GPU) spawned here; run the
     same command under `torchrun` to span machines (rank 0 prints).
     """
+    workers, predict = joined(workers) or "1,2,4", joined(predict)
     from ceiling.measure import scale as scale_run
     from ceiling.report import scaling_summary
     from ceiling.units import parse_bytes

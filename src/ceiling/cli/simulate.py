@@ -8,10 +8,12 @@ import typer
 
 from ceiling.cli.app import app
 from ceiling.cli.output import (
+    LIST_HELP,
     JsonOption,
     PlotOption,
     console,
     emit_json,
+    joined,
     table,
 )
 from ceiling.errors import InvalidInput
@@ -37,7 +39,8 @@ STRAGGLER_HELP = """Simulate a synchronous data-parallel step where some workers
 Each worker computes its gradients; the all-reduce starts when the slowest finishes, so
 everyone else waits. --slow makes --slow-count workers that many times slower; --jitter adds
 random per-worker variation (relative standard deviation), which alone makes the expected
-wait grow with the number of workers."""
+wait grow with the number of workers. By default one worker of 64 is 1.5× slower; --slow 1
+and no --jitter simulate no straggler at all."""
 
 
 def _times(text: str | None, what: str) -> list[float] | None:
@@ -84,11 +87,16 @@ def pipeline(
         int, typer.Option("--chunks", "-v", help="Model chunks per device (interleaved).")
     ] = 1,
     forward: Annotated[
-        str, typer.Option("--forward", help="Forward time per stage: one value or a list.")
-    ] = "1",
+        list[str] | None,
+        typer.Option(
+            "--forward", help=f"Forward time per stage: one value, or one per stage {LIST_HELP}."
+        ),
+    ] = None,
     backward: Annotated[
-        str | None,
-        typer.Option("--backward", help="Backward time per stage (default 2× forward)."),
+        list[str] | None,
+        typer.Option(
+            "--backward", help=f"Backward time per stage, {LIST_HELP} (default 2× forward)."
+        ),
     ] = None,
     p2p: Annotated[str, typer.Option("--p2p", help="Point-to-point time between stages.")] = "0",
     json_out: JsonOption = False,
@@ -100,6 +108,7 @@ def pipeline(
         raise InvalidInput(f"--schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     if stages < 1 or micro_batches < 1 or chunks < 1:
         raise InvalidInput("--stages, --micro-batches and --chunks must be ≥ 1")
+    forward, backward = joined(forward) or "1", joined(backward)
     fwd = _expand(_times(forward, "--forward"), stages, "--forward")
     bwd = (
         _expand(_times(backward, "--backward"), stages, "--backward")
@@ -204,7 +213,9 @@ def pipeline(
 def straggler(
     workers: Annotated[int, typer.Option("--workers", "-n", help="Data-parallel workers.")] = 64,
     step: Annotated[str, typer.Option("--step", help="Compute time of a normal worker.")] = "1s",
-    slow: Annotated[float, typer.Option("--slow", help="How many times slower.")] = 1.0,
+    slow: Annotated[
+        float, typer.Option("--slow", help="How many times slower the slow workers are.")
+    ] = 1.5,
     slow_count: Annotated[int, typer.Option("--slow-count", help="How many workers are slow.")] = 1,
     jitter: Annotated[
         float, typer.Option("--jitter", help="Random variation, relative std. deviation.")
@@ -257,6 +268,8 @@ def straggler(
         )
         return
     c = console()
+    if slow == 1.0 and jitter == 0.0:
+        c.print("no straggler asked for (--slow 1, no --jitter): every worker finishes together")
     c.print(
         f"{r.workers} workers: step {format_time(r.step_s)} (slowest compute "
         f"{format_time(max(r.compute_s))} + all-reduce {format_time(r.allreduce_s)})"

@@ -9,13 +9,16 @@ import typer
 
 from ceiling.cli.app import app
 from ceiling.cli.output import (
+    LIST_HELP,
     JsonOption,
     PlotOption,
     console,
     emit_json,
+    joined,
     table,
 )
 
+DEFAULT_WORKERS = "0,2,4"
 SLOW_DATA_HELP = (
     "Demo: the built-in dataset sleeps 4 ms per sample (a stand-in for slow decoding or "
     "augmentation), so the loader starves the model with 0 workers and catches up as "
@@ -84,8 +87,12 @@ def _figure(report, path: Path) -> None:
 def step_command(
     target: Annotated[str, typer.Argument(help=TARGET_HELP)] = "mlp",
     workers: Annotated[
-        str, typer.Option("--workers", help="DataLoader worker counts to try, e.g. 0,2,4.")
-    ] = "0,2,4",
+        list[str] | None,
+        typer.Option(
+            "--workers",
+            help=f"DataLoader worker counts to try, {LIST_HELP} (default {DEFAULT_WORKERS}).",
+        ),
+    ] = None,
     slow_data: Annotated[bool, typer.Option("--slow-data", help=SLOW_DATA_HELP)] = False,
     data_delay_ms: Annotated[
         float | None, typer.Option("--data-delay-ms", metavar="MS", help=DELAY_HELP)
@@ -106,7 +113,7 @@ def step_command(
 ) -> None:
     """Split a training step into data wait, host work and device compute, for 0..k loader
     workers; name the bottleneck and the Amdahl ceiling of the serial part."""
-    counts = _workers(workers)
+    counts = _workers(joined(workers) or DEFAULT_WORKERS)
     if plot is not None:
         from ceiling.report import plots
 

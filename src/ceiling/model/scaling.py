@@ -359,7 +359,11 @@ def fit_scaling(
             "3, and 4 or more for standard errors; measure more N"
         )
     amdahl, am_params, am_cov = fit_amdahl(n, x)
-    gustafson, gu_params, gu_cov = fit_gustafson(n, x)
+    # Gustafson's law describes a problem that grows with N: fitted to weak scaling only
+    # (on a fixed problem its α is a number without a meaning).
+    gustafson = gu_params = gu_cov = None
+    if mode == "weak":
+        gustafson, gu_params, gu_cov = fit_gustafson(n, x)
     if usl is not None and usl.sigma_se is None:
         warnings.append(
             f"only {distinct} different worker counts: the USL fit passes through the points "
@@ -474,7 +478,7 @@ def fit_scaling(
 def _verdict(
     mode: str,
     amdahl: AmdahlFit,
-    gustafson: GustafsonFit,
+    gustafson: GustafsonFit | None,
     usl: UslFit | None,
     trend: str | None,
     max_n: float,
@@ -489,7 +493,7 @@ def _verdict(
         "slow single-worker run.",
         None: "",
     }[trend]
-    if mode == "weak":
+    if mode == "weak" and gustafson is not None:
         a = gustafson.alpha
         text = (
             f"Gustafson (problem grows with N): serial share α = {a:.3g}, so scaled "

@@ -281,8 +281,9 @@ def _pm(v: float | None, se: float | None, spec: str = ".4g") -> str:
     return f"{v:{spec}} ± {se:{spec}}" if se is not None else f"{v:{spec}}"
 
 
-def fit_tables(fit: dict[str, Any]) -> list:
-    """The laws' parameters and the predictions, as rich tables."""
+def fit_tables(fit: dict[str, Any], unit: str = "s", unit_s: float = 1.0) -> list:
+    """The laws' parameters and the predictions, as rich tables; rates (λ, λ/σ: runs of the
+    N = 1 problem per time) per `unit`, which lasts `unit_s` seconds."""
     rows = []
     a, g, u = fit["amdahl"], fit["gustafson"], fit["usl"]
     if a:
@@ -293,10 +294,12 @@ def fit_tables(fit: dict[str, Any]) -> list:
         rows.append(["", "R²", f"{g['r2']:.4f}", ""])
     if u:
         peak = f"peak at N* = {_fmt(u['n_star'])}" if u["n_star"] else "no peak (κ = 0)"
-        limit = f"limit λ/σ = {_fmt(u['limit_throughput'])}" if u["limit_throughput"] else ""
+        rate = u["limit_throughput"]
+        limit = f"limit λ/σ = {_fmt(rate * unit_s)}/{unit}" if rate else ""
         rows.append(["USL", "σ", _pm(u["sigma"], u["sigma_se"]), peak])
         rows.append(["", "κ", _pm(u["kappa"], u["kappa_se"]), limit])
-        rows.append(["", "λ", _pm(u["lam"], u["lam_se"]), ""])
+        lam_se = u["lam_se"] * unit_s if u["lam_se"] is not None else None
+        rows.append(["", "λ", _pm(u["lam"] * unit_s, lam_se), f"runs/{unit} at N = 1"])
         rows.append(["", "R²", f"{u['r2']:.4f}", ""])
     out = [table("Fitted laws (± one standard error)", ["law", "", "value", "implies"], rows)]
     preds = fit["predictions"]

@@ -1,0 +1,153 @@
+"""The CLI reads the same way everywhere: list options, fractions, names, defaults."""
+
+import json
+
+import pytest
+import typer
+
+from ceiling.cli.app import app
+from ceiling.cli.output import LIST_HELP
+from ceiling.cli.roofline import op_list
+
+
+def _json(cli, *args):
+    code, out, err = cli(*args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _options(command, path: str = "ceiling"):
+    """Every option of every command, with the command's path (typer's click or its own)."""
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _options(sub, f"{path} {name}")
+    for param in command.params:
+        if param.param_type_name == "option":
+            yield path, param
+
+
+def test_every_list_option_takes_commas_and_repeats():
+    lists = [(path, p) for path, p in _options(typer.main.get_command(app)) if p.multiple]
+    assert len(lists) >= 5  # amdahl/gustafson -n, decode --batch, roofline --op, ...
+    for path, param in lists:
+        assert LIST_HELP in (param.help or ""), f"{path} {param.opts[0]}"
+    for path, param in _options(typer.main.get_command(app)):
+        if "comma" in (param.help or "").lower():
+            assert param.multiple, f"{path} {param.opts[0]} reads a comma list but not repeats"
+
+
+def test_worker_lists(cli):
+    for law in ("amdahl", "gustafson"):
+        data = _json(cli, law, "0.9", "-n", "8,64", "-n", "256", "--workers", "1k")
+        assert [r["n"] for r in data["rows"]] == [8, 64, 256, 1000]
+
+
+def test_decode_batches_and_roofline_ops(cli):
+    data = _json(
+        cli, "decode", "llama-3-8b", "--spec", "h100-sxm", "--batch", "1,8", "--batch", "64"
+    )
+    assert [r["batch"] for r in data["rows"]] == [1, 8, 64]
+    assert op_list(["add:1M,attention:1,2,64,16", "matmul:8x8x8"]) == [
+        "add:1M",
+        "attention:1,2,64,16",
+        "matmul:8x8x8",
+    ]
+    data = _json(cli, "roofline", "--spec", "h100-sxm", "--op", "add:1M,attention:1,2,64,16")
+    assert [r["op"] for r in data["ops"]] == [
+        "add:1000000",
+        "attention:1,2,64,16 (naive)",
+        "attention:1,2,64,16 (fused)",
+    ]
+
+
+def _speedups(data):
+    return [r["speedup"] for r in data["rows"]]
+
+
+def test_amdahl_and_gustafson_take_the_same_fraction(cli):
+    amdahl = _json(cli, "amdahl", "0.95", "-n", "64")
+    assert _json(cli, "amdahl", "--parallel", "0.95", "-n", "64") == amdahl
+    assert _speedups(_json(cli, "amdahl", "-s", "0.05", "-n", "64")) == pytest.approx(
+        _speedups(amdahl)
+    )
+    gustafson = _json(cli, "gustafson", "-s", "0.05", "-n", "64")
+    assert gustafson["alpha"] == 0.05 and gustafson["p"] == pytest.approx(0.95)
+    for args in (["0.95"], ["-p", "0.95"]):
+        same = _json(cli, "gustafson", *args, "-n", "64")
+        assert _speedups(same) == pytest.approx(_speedups(gustafson))
+    for args in (
+        ["amdahl"],
+        ["amdahl", "0.9", "-s", "0.1"],
+        ["gustafson", "-p", "0.5", "-s", "0.5"],
+    ):
+        code, out, err = cli(*args)
+        assert code == 2 and out == "" and "give the parallel fraction once" in err
+    helps = []
+    for law in ("amdahl", "gustafson"):
+        code, out, _ = cli(law, "--help")
+        assert code == 0 and "--parallel" in out and "--serial" in out
+        helps.append(" ".join(out.split("Arguments:")[1].split("Options:")[0].split()))
+    assert helps[0] == helps[1]  # the positional means the same in both
+
+
+def test_roofline_spec_defaults_to_bf16(cli):
+    data = _json(cli, "roofline", "--spec", "h100-sxm", "--op", "attention:1,32,4096,128")
+    assert data["dtype"] == "bf16"
+    naive, fused = data["ops"]
+    assert naive["bound"] == "memory" and fused["bound"] == "compute"  # the memory wall
+    assert _json(cli, "roofline", "--spec", "h100-sxm", "--dtype", "fp32")["dtype"] == "fp32"
+
+
+def test_decode_largest_batch_at_a_stated_context(cli):
+    data = _json(cli, "decode", "llama-3-8b", "--spec", "h100-sxm")
+    assert data["context"] == 0 and data["max_batch_context"] == 4096
+    # (80 GiB - 16 GB of weights) / (4097 tokens x 128 KiB): about 130 sequences, not 532,827
+    assert 120 <= data["max_batch"] <= 140
+    code, out, _ = cli("decode", "llama-3-8b", "--spec", "h100-sxm")
+    assert code == 0 and "largest batch that fits at context 4096" in out
+    at = _json(cli, "decode", "llama-3-8b", "--spec", "h100-sxm", "--context", "2048")
+    assert at["max_batch_context"] == 2048 and 250 <= at["max_batch"] <= 270
+    small = _json(cli, "decode", "gpt2", "--spec", "h100-sxm")  # 1,024-token model
+    assert small["max_batch_context"] == 1023
+
+
+def test_models_names_whole_and_plain_counts(cli):
+    code, out, _ = cli("models")
+    assert code == 0
+    lines = out.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    from ceiling.model.transformer import model_names
+
+    for name in model_names():
+        assert any(line.startswith(name + " ") for line in lines), name
+    header = next(line for line in lines if line.startswith("model"))
+    assert header.split() == [
+        "model", "params", "active", "l", "h", "heads/kv", "ffn", "kind", "ctx", "KV/tok"
+    ]  # fmt: skip
+    assert "e+" not in out
+    mixtral = next(line for line in lines if line.startswith("mixtral-8x7b ")).split()
+    assert mixtral[1:3] == ["46.70", "12.88"] and "gated" in mixtral
+
+
+def test_fit_time_unit_and_weak(cli, tmp_path):
+    csv = tmp_path / "t.csv"
+    # 10 % serial, fixed problem, times in milliseconds
+    csv.write_text("N,time\n" + "".join(f"{n},{100 * (0.1 + 0.9 / n)}\n" for n in (1, 2, 4, 8, 16)))
+    data = _json(cli, "fit", csv, "--time-unit", "ms")
+    assert data["time_unit"] == "ms" and data["points"][0]["time_s"] == pytest.approx(0.1)
+    assert data["fit"]["gustafson"] is None  # never fitted to a fixed problem
+    assert data["limits"]["amdahl"].startswith("Amdahl: 10 ms per run")
+    code, out, _ = cli("fit", csv, "--time-unit", "ms")
+    assert "100 ms" in out and "limit: Amdahl: 10 ms per run" in out
+    weak = _json(cli, "fit", csv, "--weak")
+    assert weak["mode"] == "weak" and weak["fit"]["gustafson"] is not None
+    code, _, err = cli("fit", csv, "--weak", "--mode", "strong")
+    assert code == 2 and "disagree" in err
+    code, _, err = cli("fit", csv, "--time-unit", "fortnight")
+    assert code == 2 and "--time-unit must be one of" in err
+
+
+def test_straggler_defaults_show_one(cli):
+    data = _json(cli, "simulate", "straggler")
+    assert data["slowdown"] == pytest.approx(1.5) and data["efficiency"] < 0.7
+    code, out, _ = cli("simulate", "straggler", "--slow", "1")
+    assert code == 0 and "no straggler asked for" in out
