@@ -1,7 +1,6 @@
 """Plan model: memory against Korthikanti et al. 2022, throughput against Narayanan et al.
 2021, exact formula checks, and explained errors."""
 
-import numpy as np
 import pytest
 
 from ceiling.errors import InvalidInput
@@ -10,6 +9,7 @@ from ceiling.model import parallel as par
 from ceiling.model.cluster import make_cluster
 from ceiling.model.parallel import Job, Plan, evaluate_plan
 from ceiling.model.pipeline_sim import simulate_pipeline
+from ceiling.model.plan_axes import plans_to_arrays
 from ceiling.model.plan_search import search
 from ceiling.model.transformer import get_model, parse_model
 
@@ -218,19 +218,7 @@ def test_vectorised_and_single_evaluation_agree():
     job = Job(get_model("gpt3-175b"), 1536, 2048)
     c = make_cluster(A100, 1024)
     plans = [Plan(16, 8, 8, 1, 6, 1, "selective", True), Plan(128, 8, 1, 2, 1, 3, "full", False)]
-    arr = par.evaluate_arrays(
-        job,
-        c,
-        np.array([x.d for x in plans]),
-        np.array([x.t for x in plans]),
-        np.array([x.p for x in plans]),
-        np.array([x.micro_batch for x in plans]),
-        np.array([x.v for x in plans]),
-        np.array([x.zero for x in plans]),
-        np.array([par.RECOMPUTE_CODE[x.recompute] for x in plans]),
-        np.array([x.sequence_parallel for x in plans]),
-        18,
-    )
+    arr = par.evaluate_arrays(job, c, plans_to_arrays(plans))
     for i, plan in enumerate(plans):
         one = evaluate_plan(job, c, plan)
         assert arr["step_s"][i] == pytest.approx(one.step_time_s)

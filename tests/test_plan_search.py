@@ -46,7 +46,8 @@ def test_every_enumerated_plan_is_valid():
     job = Job(get_model("llama-2-70b"), 512, 4096)
     cluster = make_cluster(get_spec("h100-sxm"), 128)
     cand = enumerate_plans(job, cluster)
-    from ceiling.model.parallel import RECOMPUTE, check_plan
+    from ceiling.model.parallel import check_plan
+    from ceiling.model.plan_axes import plan_at
 
     n = len(cand["d"])
     assert n > 100
@@ -54,16 +55,7 @@ def test_every_enumerated_plan_is_valid():
         check_plan(
             job,
             cluster,
-            Plan(
-                int(cand["d"][i]),
-                int(cand["t"][i]),
-                int(cand["p"][i]),
-                int(cand["b"][i]),
-                int(cand["v"][i]),
-                int(cand["zero"][i]),
-                RECOMPUTE[int(cand["rc"][i])],
-                bool(cand["sp"][i]),
-            ),
+            plan_at(cand, i, Plan),
         )
 
 

@@ -94,37 +94,6 @@ def build_cluster(
     )
 
 
-def plan_json(res, why: str = "") -> dict:
-    pl = res.plan
-    return {
-        "d": pl.d,
-        "t": pl.t,
-        "p": pl.p,
-        "micro_batch": pl.micro_batch,
-        "v": pl.v,
-        "ep": pl.ep,
-        "zero": pl.zero,
-        "recompute": pl.recompute,
-        "sequence_parallel": pl.sequence_parallel,
-        "state_bytes_per_param": pl.state_bytes_per_param,
-        "micro_batches": res.micro_batches,
-        "memory_bytes_per_device": res.memory_bytes_per_device,
-        "usable_bytes_per_device": res.usable_bytes_per_device,
-        "memory_breakdown_bytes": {k: v for k, v in res.memory.items() if k.endswith("_bytes")},
-        "fits": res.fits,
-        "step_time_s": res.step_time_s,
-        "time_breakdown_s": res.time,
-        "dp_comm_total_s": res.dp_comm_s,
-        "tokens_per_s": res.tokens_per_s,
-        "mfu": res.mfu,
-        "hfu": res.hfu,
-        "hw_tflops_per_device": res.hw_tflops_per_device,
-        "time_to_train_s": res.time_to_train_s,
-        "why_slower": why or None,
-        "notes": list(res.notes),
-    }
-
-
 def _cluster_json(c) -> dict:
     return {
         "device": c.device.key,
@@ -292,11 +261,11 @@ def plan(
                 "fixed": pins,
                 "evaluated": result.evaluated,
                 "fitting": result.fitting,
-                "plans": [plan_json(r, w) for r, w in zip(result.plans, result.why, strict=True)],
+                "plans": [r.to_json(w) for r, w in zip(result.plans, result.why, strict=True)],
                 "scaling": [
                     {
                         "devices": row.devices,
-                        "best": plan_json(row.best) if row.best else None,
+                        "best": row.best.to_json() if row.best else None,
                         "speedup": row.speedup,
                         "efficiency": row.efficiency,
                         "serial_fraction": row.serial_fraction,

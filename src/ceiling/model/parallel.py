@@ -26,11 +26,13 @@ Sources:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ceiling.errors import InvalidInput
+from ceiling.model import plan_axes
 from ceiling.model.collectives import all_to_all_s, allreduce_s, p2p_s, ring_gather_s
 from ceiling.model.parallel_costs import (
     Shape,
@@ -45,6 +47,7 @@ from ceiling.model.parallel_costs import (
     state_bytes_per_param,
     state_pieces_per_param,
 )
+from ceiling.model.plan_axes import AXES, RECOMPUTE, STATE_BYTES
 
 __all__ = [
     "ATTENTION",
@@ -70,9 +73,7 @@ __all__ = [
     "state_bytes_per_param",
 ]
 
-RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("unfused", "flash")
-STATE_BYTES = (16, 18)
 
 # Bytes per parameter of the fp32 Adam update: read master weights, momentum, variance (3×4)
 # and the gradient; write the three back (3×4) and the 16-bit weights (2).
@@ -106,36 +107,18 @@ class Plan:
     ep: int = 1  # expert parallelism: experts spread over ep of the d data-parallel ranks
 
     def __post_init__(self) -> None:
-        for name in ("d", "t", "p", "micro_batch", "v", "ep"):
-            val = getattr(self, name)
-            if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val < 1:
-                raise InvalidInput(f"{name} must be a positive integer, got {val!r}")
-        if self.zero not in (0, 1, 2, 3):
-            raise InvalidInput(f"zero stage must be 0, 1, 2 or 3 (3 = FSDP), got {self.zero!r}")
-        if self.recompute not in RECOMPUTE:
-            raise InvalidInput(
-                f"recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}"
-            )
-        if self.state_bytes_per_param not in STATE_BYTES:
-            raise InvalidInput(
-                "optimizer-state convention must be 16 (2+2+12, ZeRO) or 18 bytes per "
-                f"parameter (2+4+12, Megatron fp32 gradients), got {self.state_bytes_per_param!r}"
-            )
+        for axis in AXES:
+            axis.check(getattr(self, axis.field))
 
     @property
     def devices(self) -> int:
         return self.d * self.t * self.p
 
     def describe(self) -> str:
-        parts = [f"d={self.d}", f"t={self.t}", f"p={self.p}", f"b={self.micro_batch}"]
-        if self.v > 1:
-            parts.append(f"v={self.v}")
-        if self.ep > 1:
-            parts.append(f"ep={self.ep}")
-        parts += [f"zero={self.zero}", f"recompute={self.recompute}"]
-        if self.t > 1:
-            parts.append(f"sp={'on' if self.sequence_parallel else 'off'}")
-        return ",".join(parts)
+        return plan_axes.describe(self)
+
+    def to_json(self) -> dict:
+        return plan_axes.plan_fields(self)
 
 
 @dataclass(frozen=True)
@@ -168,11 +151,12 @@ class Job:
 
 # ---- the whole plan ---------------------------------------------------------------------
 
-RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2}
+RECOMPUTE_CODE = {name: code for code, name in enumerate(RECOMPUTE)}
 
 
-def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18, ep=1) -> dict:
-    """Evaluate plans given as arrays (or scalars); returns a dict of arrays.
+def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
+    """Evaluate plans given as arrays (or scalars) keyed by axis (`plan_axes`: d, t, p,
+    micro_batch, v, ep, zero, recompute as its code, sp, state_bytes); returns a dict of arrays.
 
     Step time, on the most loaded device (the last stage: its layers plus the output layer
     and the loss):
@@ -188,9 +172,9 @@ def evaluate_arrays(job: Job, cluster, d, t, p, b, v, zero, rc, sp, state=18, ep
     """
     sh = shape_of(job.model)
     s, B = job.seq_len, job.global_batch
-    d, t, p, b, v, zero, rc = (np.asarray(x) for x in (d, t, p, b, v, zero, rc))
-    sp = np.asarray(sp, dtype=bool) & (t > 1)
-    state, ep = np.asarray(state), np.asarray(ep)
+    keys = ("d", "t", "p", "micro_batch", "v", "zero", "recompute", "state_bytes", "ep")
+    d, t, p, b, v, zero, rc, state, ep = (np.asarray(plans[k]) for k in keys)
+    sp = np.asarray(plans["sp"], dtype=bool) & (t > 1)
     df, tf, pf, bf, vf, epf = (x.astype(float) for x in (d, t, p, b, v, ep))
     m = B / (df * bf)
     tokens_mb = bf * s
@@ -436,6 +420,29 @@ class PlanResult:
     time_to_train_s: float | None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
+    def to_json(self, why_slower: str = "") -> dict:
+        """The plan's axes (from `plan_axes`), then what it costs."""
+        return {
+            **self.plan.to_json(),
+            "micro_batches": self.micro_batches,
+            "memory_bytes_per_device": self.memory_bytes_per_device,
+            "usable_bytes_per_device": self.usable_bytes_per_device,
+            "memory_breakdown_bytes": {
+                k: v for k, v in self.memory.items() if k.endswith("_bytes")
+            },
+            "fits": self.fits,
+            "step_time_s": self.step_time_s,
+            "time_breakdown_s": self.time,
+            "dp_comm_total_s": self.dp_comm_s,
+            "tokens_per_s": self.tokens_per_s,
+            "mfu": self.mfu,
+            "hfu": self.hfu,
+            "hw_tflops_per_device": self.hw_tflops_per_device,
+            "time_to_train_s": self.time_to_train_s,
+            "why_slower": why_slower or None,
+            "notes": list(self.notes),
+        }
+
 
 def check_plan(job: Job, cluster, plan: Plan) -> list[str]:
     """Raise InvalidInput for a plan that cannot run, showing the arithmetic; return notes
@@ -521,20 +528,7 @@ def check_plan(job: Job, cluster, plan: Plan) -> list[str]:
 
 def evaluate_plan(job: Job, cluster, plan: Plan) -> PlanResult:
     notes = check_plan(job, cluster, plan)
-    r = evaluate_arrays(
-        job,
-        cluster,
-        plan.d,
-        plan.t,
-        plan.p,
-        plan.micro_batch,
-        plan.v,
-        plan.zero,
-        RECOMPUTE_CODE[plan.recompute],
-        plan.sequence_parallel,
-        plan.state_bytes_per_param,
-        plan.ep,
-    )
+    r = evaluate_arrays(job, cluster, {a.key: a.encode(getattr(plan, a.field)) for a in AXES})
     return result_from_arrays(job, plan, r, 0 if np.ndim(r["step_s"]) else None, notes)
 
 

@@ -20,61 +20,11 @@ import numpy as np
 from ceiling.errors import DoesNotFit, InvalidInput
 from ceiling.model import parallel
 from ceiling.model.parallel import RECOMPUTE, Job, Plan, PlanResult
+from ceiling.model.plan_axes import parse_fixed, plan_at  # noqa: F401  (parse_fixed re-exported)
 from ceiling.model.scaling import karp_flatt
 
-# Fields `--fixed` may pin, and how to read them.
-FIXABLE = ("d", "t", "p", "micro_batch", "v", "zero", "recompute", "sp", "state_bytes", "ep")
-_ALIASES = {
-    "b": "micro_batch",
-    "mb": "micro_batch",
-    "sequence_parallel": "sp",
-    "state": "state_bytes",
-}
 MAX_MICRO_BATCH = 64
 MAX_CHUNKS = 8
-
-
-def parse_fixed(text: str | None) -> dict:
-    """'d=32,t=8,p=2,recompute=full,zero=fsdp,sp=off' -> {'d': 32, ...} (validated)."""
-    out: dict = {}
-    if not text:
-        return out
-    for part in filter(None, (x.strip() for x in text.split(","))):
-        if "=" not in part:
-            raise InvalidInput(
-                f"--fixed: expected KEY=VALUE, got {part!r} (keys: {', '.join(FIXABLE)})"
-            )
-        key, value = (x.strip().lower() for x in part.split("=", 1))
-        key = _ALIASES.get(key, key)
-        if key not in FIXABLE:
-            raise InvalidInput(
-                f"--fixed: unknown key {key!r}; known: {', '.join(FIXABLE)} (b = micro_batch)"
-            )
-        if key == "recompute":
-            if value not in RECOMPUTE:
-                raise InvalidInput(
-                    f"--fixed: recompute must be one of {', '.join(RECOMPUTE)}, got {value!r}"
-                )
-            out[key] = value
-        elif key == "sp":
-            if value not in ("on", "off", "true", "false", "1", "0", "yes", "no"):
-                raise InvalidInput(f"--fixed: sp must be on or off, got {value!r}")
-            out[key] = value in ("on", "true", "1", "yes")
-        elif key == "zero" and value == "fsdp":
-            out[key] = 3
-        else:
-            try:
-                num = float(value)
-            except ValueError:
-                raise InvalidInput(f"--fixed: {key}={value!r} is not a number") from None
-            if not num.is_integer() or num < (0 if key == "zero" else 1):
-                raise InvalidInput(f"--fixed: {key}={value!r} must be a positive whole number")
-            out[key] = int(num)
-            if key == "zero" and out[key] > 3:
-                raise InvalidInput(f"--fixed: zero must be 0, 1, 2 or 3 (fsdp), got {value}")
-            if key == "state_bytes" and out[key] not in parallel.STATE_BYTES:
-                raise InvalidInput(f"--fixed: state_bytes must be 16 or 18, got {value}")
-    return out
 
 
 def _divisors(n: int) -> list[int]:
@@ -83,7 +33,7 @@ def _divisors(n: int) -> list[int]:
 
 
 def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, np.ndarray]:
-    """Every valid plan for the cluster as parallel arrays (d, t, p, b, v, zero, rc, sp, state)."""
+    """Every valid plan for the cluster as arrays keyed by axis (`plan_axes.AXES`)."""
     fixed = dict(fixed or {})
     sh = parallel.shape_of(job.model)
     n = cluster.devices
@@ -101,6 +51,7 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
     ]
     rc_codes = [parallel.RECOMPUTE_CODE[r] for r in allowed("recompute", RECOMPUTE)]
     states = allowed("state_bytes", [fixed.get("state_bytes", 18)])
+    # Columns in this order; each block below is the product of the values allowed per axis.
     blocks = []
     for t in allowed("t", ts):
         for p in allowed("p", [p for p in _divisors(n // t) if p <= sh.layers]):
@@ -139,33 +90,14 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
     if not blocks:
         return {}
     a = np.concatenate(blocks).astype(np.int64)
-    return {
-        "d": a[:, 0],
-        "t": a[:, 1],
-        "p": a[:, 2],
-        "b": a[:, 3],
-        "v": a[:, 4],
-        "zero": a[:, 5],
-        "rc": a[:, 6],
-        "sp": a[:, 7].astype(bool),
-        "state": a[:, 8],
-        "ep": a[:, 9],
-    }
+    columns = ("d", "t", "p", "micro_batch", "v", "zero", "recompute", "sp", "state_bytes", "ep")
+    out = {key: a[:, k] for k, key in enumerate(columns)}
+    out["sp"] = out["sp"].astype(bool)
+    return out
 
 
 def _plan_at(c: dict, i: int) -> Plan:
-    return Plan(
-        d=int(c["d"][i]),
-        t=int(c["t"][i]),
-        p=int(c["p"][i]),
-        micro_batch=int(c["b"][i]),
-        v=int(c["v"][i]),
-        zero=int(c["zero"][i]),
-        recompute=RECOMPUTE[int(c["rc"][i])],
-        sequence_parallel=bool(c["sp"][i]),
-        state_bytes_per_param=int(c["state"][i]),
-        ep=int(c["ep"][i]),
-    )
+    return plan_at(c, i, Plan)
 
 
 @dataclass(frozen=True)
@@ -177,20 +109,7 @@ class SearchResult:
 
 
 def evaluate_candidates(job: Job, cluster, cand: dict) -> dict:
-    return parallel.evaluate_arrays(
-        job,
-        cluster,
-        cand["d"],
-        cand["t"],
-        cand["p"],
-        cand["b"],
-        cand["v"],
-        cand["zero"],
-        cand["rc"],
-        cand["sp"],
-        cand["state"],
-        cand["ep"],
-    )
+    return parallel.evaluate_arrays(job, cluster, cand)
 
 
 def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> SearchResult:

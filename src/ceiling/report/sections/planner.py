@@ -102,15 +102,8 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
 
 
 def _plan_dict(r) -> dict:
-    p = r.plan
     return {
-        "d": p.d,
-        "t": p.t,
-        "p": p.p,
-        "v": p.v,
-        "micro_batch": p.micro_batch,
-        "zero": p.zero,
-        "recompute": p.recompute,
+        **r.plan.to_json(),
         "memory_bytes_per_device": r.memory_bytes_per_device,
         "step_time_s": r.step_time_s,
         "mfu": r.mfu,
