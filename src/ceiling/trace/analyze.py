@@ -10,7 +10,7 @@ from ceiling.errors import UnsupportedOnDevice
 from ceiling.trace import optree
 from ceiling.trace.rank import MODEL_CATEGORIES, Roof, analyze_rank
 from ceiling.trace.ranks import cross_rank
-from ceiling.trace.reader import read_traces
+from ceiling.trace.reader import read_traces, without_gc
 from ceiling.trace.results import TraceDevice, TraceResult
 
 
@@ -26,6 +26,11 @@ def analyze(
     the device the trace names (its deviceProperties), matched in the catalog. `dtype`
     overrides the dtype MFU is measured against (default: the one most matmul FLOPs use).
     """
+    with without_gc():
+        return _analyze(path, spec, profile, dtype)
+
+
+def _analyze(path, spec, profile, dtype) -> TraceResult:
     from ceiling.trace.op_cost import cost
 
     traces = read_traces(path)

@@ -89,20 +89,17 @@ def cost(name: str, args: dict) -> OpCost | None:
     if not isinstance(dims, list) or not isinstance(types, list) or len(dims) != len(types):
         # no shapes: the op's kind alone is known
         return _kind_only(packet)
-    key = (
-        name,
-        _freeze(dims),
-        tuple(types),
-        _freeze(args.get("Concrete Inputs")),
-        _freeze(args.get("Input Strides")),
-    )
-    return _cost_cached(key)
+    concrete, strides = args.get("Concrete Inputs"), args.get("Input Strides")
+    # repr: the cheapest hashable form of the nested lists; traces repeat a few shapes
+    key = (name, repr(dims), repr(types), repr(concrete), repr(strides))
+    hit = _COSTS.get(key, _MISSING)
+    if hit is _MISSING:
+        hit = _COSTS[key] = _replayed_cost(name, dims, tuple(types), concrete or (), strides or ())
+    return hit
 
 
-def _freeze(value):
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    return value
+_COSTS: dict = {}
+_MISSING = object()
 
 
 @functools.cache
@@ -117,9 +114,7 @@ def _kind_only(packet) -> OpCost | None:
     return OpCost(None, False, category, 0.0, None, None)
 
 
-@functools.lru_cache(maxsize=65536)
-def _cost_cached(key) -> OpCost | None:
-    name, dims, types, concrete, strides = key
+def _replayed_cost(name, dims, types, concrete, strides) -> OpCost | None:
     packet = _packet(name)
     func = _overload(packet, types)
     if func is None:
@@ -127,7 +122,7 @@ def _cost_cached(key) -> OpCost | None:
     kind, _ = _kind(func)
     if kind in _NO_RULE:
         return None
-    call = _rebuild(func, dims, types, concrete or (), strides or ())
+    call = _rebuild(func, dims, types, concrete, strides)
     if call is None:
         return _kind_only(packet)
     pos, kw, dtype = call

@@ -6,6 +6,7 @@ per dtype and memory bandwidth, or None when no device is known).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -78,11 +79,28 @@ class _Index:
         return self.launch.get(e.args.get("correlation"), e.start_s)
 
 
-def _step_of(t: float, steps: list[tuple[float, float]]) -> int:
-    for i, (a, b) in enumerate(steps):
-        if a <= t < b:
-            return i
-    return -1
+class _Steps:
+    """Which step an instant falls in (step spans are disjoint and sorted)."""
+
+    def __init__(self, spans: list[tuple[float, float]]) -> None:
+        self.spans = spans
+        self.starts = [a for a, _ in spans]
+
+    def of(self, t: float) -> int:
+        k = bisect_right(self.starts, t) - 1
+        return k if k >= 0 and t < self.spans[k][1] else -1
+
+    def bucket(self, items, time_of) -> list[list]:
+        out: list[list] = [[] for _ in self.spans]
+        for item in items:
+            k = self.of(time_of(item))
+            if k >= 0:
+                out[k].append(item)
+        return out
+
+
+def _start(e: Event) -> float:
+    return e.start_s
 
 
 def analyze_rank(
@@ -94,26 +112,28 @@ def analyze_rank(
     if not spans:  # no ProfilerStep: the whole trace is one step
         spans = [(min(e.start_s for e in trace.events), max(e.end_s for e in trace.events))]
         names = ["whole trace"]
+    steps_ix = _Steps(spans)
     bounds = [_bound(r, roof) for r in records]
-    rec_step = [_step_of(r.event.start_s, spans) for r in records]
-    dev_step = [_step_of(idx.launched_at(e), spans) for e in trace.device_events]
-    windows = [list(s) for s in spans]
-    for e, k in zip(trace.device_events, dev_step, strict=True):
-        if k >= 0:
-            windows[k][1] = max(windows[k][1], e.end_s)
-    op_time = _op_times(trace, records, idx)
+    rec_step = [steps_ix.of(r.event.start_s) for r in records]
+    recs_in = steps_ix.bucket(range(len(records)), lambda i: records[i].event.start_s)
+    dev_in = steps_ix.bucket(trace.device_events, idx.launched_at)
+    host = _HostEvents(trace, steps_ix)
     steps = []
     for k, name in enumerate(names):
-        window = (windows[k][0], windows[k][1])
+        end = max([spans[k][1]] + [e.end_s for e in dev_in[k]])
+        window = (spans[k][0], end)
         if trace.on_gpu:
-            step = _device_step(trace, idx, bounds, dev_step, k, window)
+            step = _device_step(dev_in[k], idx, bounds, window, host, k)
         else:
-            step = _host_step(trace, records, bounds, rec_step, k, window)
+            step = _host_step(
+                [records[i] for i in recs_in[k]],
+                [bounds[i] for i in recs_in[k]],
+                host.collectives[k],
+                window,
+            )
         step.name = name
-        step.host_seconds = _host_timeline(
-            trace, window, spans[k], trace.steps[k] if trace.steps else None
-        )
-        _flops(step, [r for r, s in zip(records, rec_step, strict=True) if s == k], roof)
+        step.host_seconds = _host_timeline(host, k, spans[k])
+        _flops(step, [records[i] for i in recs_in[k]], roof)
         steps.append(step)
     shapes = any("Input Dims" in e.args for e in trace.cpu_ops)
     return RankResult(
@@ -122,10 +142,25 @@ def analyze_rank(
         device_name=trace.device_names[0] if trace.device_names else None,
         on_gpu=trace.on_gpu,
         steps=steps,
-        ops=_op_rows(records, rec_step, op_time, roof),
-        collectives=_collectives(trace, idx, records, spans),
+        ops=_op_rows(records, rec_step, _op_times(trace, records, idx), roof),
+        collectives=_collectives(trace, idx, records, steps_ix),
         shapes_recorded=shapes,
     )
+
+
+class _HostEvents:
+    """Host-side spans the steps need, bucketed by step once."""
+
+    def __init__(self, trace: RankTrace, steps_ix: _Steps) -> None:
+        ann = trace.annotations
+        self.data = steps_ix.bucket([e for e in ann if DATA_LOADER.search(e.name)], _start)
+        syncs = [e for e in trace.runtime if SYNC_CALLS.match(e.name)]
+        self.syncs = steps_ix.bucket(syncs, _start)
+        self.collectives = steps_ix.bucket([e for e in ann if is_host_collective(e)], _start)
+        # the thread that ran each step (its ProfilerStep span)
+        threads = {(s.pid, s.tid) for s in trace.steps}
+        mine = [e for e in trace.events if (e.pid, e.tid) in threads]
+        self.thread = steps_ix.bucket(mine, _start)
 
 
 def _op_times(trace: RankTrace, records: list[OpRecord], idx: _Index) -> list[float]:
@@ -140,13 +175,11 @@ def _op_times(trace: RankTrace, records: list[OpRecord], idx: _Index) -> list[fl
     return times
 
 
-def _device_step(trace, idx, bounds, dev_step, k, window) -> StepResult:
+def _device_step(events, idx, bounds, window, host: _HostEvents, k: int) -> StepResult:
     busy: dict[str, list] = defaultdict(list)
     comm, memcpy, next_launch = [], [], {}
     starts: dict[float, float] = {}
-    for e, s in zip(trace.device_events, dev_step, strict=True):
-        if s != k:
-            continue
+    for e in events:
         iv = (e.start_s, e.end_s)
         starts.setdefault(e.start_s, idx.launched_at(e))
         if e.cat != KERNEL:
@@ -161,19 +194,17 @@ def _device_step(trace, idx, bounds, dev_step, k, window) -> StepResult:
     gaps = bd.idle_gaps(window, all_busy)
     for g in gaps:
         next_launch[g] = starts.get(g[1])
-    data = [(e.start_s, e.end_s) for e in trace.annotations if DATA_LOADER.search(e.name)]
-    syncs = [e.end_s for e in trace.runtime if SYNC_CALLS.match(e.name)]
+    data = [(e.start_s, e.end_s) for e in host.data[k]]
+    syncs = [e.end_s for e in host.syncs[k]]
     reasons = bd.idle_reasons(gaps, data, syncs, next_launch)
     return _step_result(split, reasons)
 
 
-def _host_step(trace, records, bounds, rec_step, k, window) -> StepResult:
+def _host_step(records, bounds, collectives, window) -> StepResult:
     busy: dict[str, list] = defaultdict(list)
-    comm = []
-    for r, b, s in zip(records, bounds, rec_step, strict=True):
-        if s == k:
-            (comm if r.comm else busy[b]).append((r.event.start_s, r.event.end_s))
-    comm += [(e.start_s, e.end_s) for e in trace.annotations if is_host_collective(e)]
+    comm = [(e.start_s, e.end_s) for e in collectives]
+    for r, b in zip(records, bounds, strict=True):
+        (comm if r.comm else busy[b]).append((r.event.start_s, r.event.end_s))
     return _step_result(bd.split(window, busy, comm, []), {})
 
 
@@ -202,11 +233,11 @@ HOST_DATA, HOST_SYNC, HOST_OPS, HOST_OTHER = (
 )
 
 
-def _host_timeline(trace: RankTrace, window, span, step: Event | None) -> dict[str, float]:
+def _host_timeline(host: _HostEvents, k: int, span) -> dict[str, float]:
     """The step's host thread: data loading, device waits, op calls, and the rest."""
-    if step is None:
+    same = host.thread[k]
+    if not same:
         return {}
-    same = [e for e in trace.events if e.tid == step.tid and e.pid == step.pid]
     data = clip(union((e.start_s, e.end_s) for e in same if DATA_LOADER.search(e.name)), span)
     sync = clip(union((e.start_s, e.end_s) for e in same if SYNC_CALLS.match(e.name)), span)
     ops = clip(union((e.start_s, e.end_s) for e in same if e.cat == "cpu_op"), span)
@@ -349,7 +380,7 @@ def _message_bytes(op: str, args: dict) -> float | None:
     return None
 
 
-def _collectives(trace, idx, records, spans) -> list[Collective]:
+def _collectives(trace, idx, records, steps_ix: _Steps) -> list[Collective]:
     out = []
     if trace.on_gpu:
         for e in trace.device_events:
@@ -359,7 +390,7 @@ def _collectives(trace, idx, records, spans) -> list[Collective]:
                 if "In msg nelems" not in args:
                     i = idx.record(e)
                     args = records[i].event.args if i is not None else args
-                step = _step_of(idx.launched_at(e), spans)
+                step = steps_ix.of(idx.launched_at(e))
                 out.append(
                     Collective(
                         op or "other", e.start_s, e.dur_s, _message_bytes(op or "", args), step
@@ -375,7 +406,7 @@ def _collectives(trace, idx, records, spans) -> list[Collective]:
                         e.start_s,
                         e.dur_s,
                         _message_bytes(op, e.args),
-                        _step_of(e.start_s, spans),
+                        steps_ix.of(e.start_s),
                     )
                 )
     out.sort(key=lambda c: c.start_s)

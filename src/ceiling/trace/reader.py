@@ -9,14 +9,17 @@ the file, the event number and the byte offset.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 from ceiling.errors import MalformedFile
 from ceiling.trace.events import KEPT_CATEGORIES, Event, RankTrace
 
 _WS = " \t\n\r"
+_WS_OR_COMMA = " \t\n\r,"
 _US = 1e-6  # Kineto timestamps and durations are microseconds
 TRACE_SUFFIXES = (".json", ".json.gz")
 
@@ -59,7 +62,8 @@ def read_trace(path: str | Path) -> RankTrace:
     path = Path(path)
     text = _text(path)
     parser = _Parser(text, str(path))
-    header, events = parser.document()
+    with without_gc():
+        header, events = parser.document()
     if not events:
         raise MalformedFile(f"{path}: the trace holds no events (empty or not a profiler trace)")
     dist = header.get("distributedInfo") or {}
@@ -75,6 +79,19 @@ def read_trace(path: str | Path) -> RankTrace:
         host_name=header.get("host_name"),
         record_shapes=None if shapes is None else bool(shapes),
     )
+
+
+@contextmanager
+def without_gc():
+    """Events are long-lived containers, made by the hundred thousand: a cyclic collection
+    pass every few thousand of them would make reading and analysis quadratic."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _int_or_none(value) -> int | None:
@@ -151,19 +168,40 @@ class _Parser:
         return header, events
 
     def events(self) -> list[Event]:
+        """The hot loop: one C scanner call per event, the rest kept to a minimum."""
         self.expect("[")
         out: list[Event] = []
-        kept = KEPT_CATEGORIES
-        while self.skip() != "]":
-            e = self.value()
-            self.n_events += 1
-            if not isinstance(e, dict):
-                raise self.fail("an event is not an object")
-            if e.get("ph") == "X" and e.get("cat") in kept:
-                out.append(self.event(e))
-            if self.skip() == ",":
-                self.pos += 1
-        self.pos += 1
+        kept, text, scan = KEPT_CATEGORIES, self.text, self.decoder.scan_once
+        pos, n = self.pos, 0
+        try:
+            while True:
+                c = text[pos]
+                while c in _WS_OR_COMMA:
+                    pos += 1
+                    c = text[pos]
+                if c == "]":
+                    break
+                self.pos = pos
+                e, pos = scan(text, pos)
+                n += 1
+                if e.__class__ is not dict:
+                    self.n_events = n
+                    raise self.fail("an event is not an object")
+                if e.get("cat") in kept and e.get("ph") == "X":
+                    out.append(self.event(e))
+        except IndexError:
+            self.pos, self.n_events = len(text), n
+            raise self.fail("truncated: the JSON ends early") from None
+        except StopIteration as exc:
+            self.pos, self.n_events = exc.value, n
+            raise self.fail(
+                "truncated: the JSON ends early" if exc.value >= len(text) else "not a JSON value"
+            ) from None
+        except json.JSONDecodeError as exc:
+            self.pos, self.n_events = exc.pos, n
+            truncated = exc.pos >= len(text) - 1 or "Unterminated" in exc.msg
+            raise self.fail("truncated: the JSON ends early" if truncated else exc.msg) from None
+        self.pos, self.n_events = pos + 1, n
         return out
 
     def event(self, e: dict) -> Event:
