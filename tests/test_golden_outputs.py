@@ -110,6 +110,8 @@ _PROFILE_ADDITIONS = {
     "unknown_ops": "profile lists ops it cannot count, so a low MFU is not read as exact",
     "mfu_is_lower_bound": "MFU is a lower bound when uncounted ops may do FLOPs",
     "model_flops_per_step_full_attention": "model FLOPs beside the causal count, full attention",
+    "roofs*": "profile shows every roof it places ops under (the overhead roof added)",
+    "figures*": "profile lists the figures it can draw (the step waterfall added)",
 }
 CHANGED["plan-llama2-7b-fp8-slow-links"] = {
     "plans.*": "pipeline sends that cross nodes are costed at the inter-node link: with t·d = 4 "

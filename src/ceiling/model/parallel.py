@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -163,178 +164,134 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
       (m + (p-1)/v) × per-micro-batch stage time — matmuls at the cluster's achieved matmul
         rate, memory-bound kernels at its achieved bandwidth, tensor-parallel all-reduces
         (not overlapped, as in Megatron-LM); the (p-1)/v part is the pipeline bubble
-      + point-to-point sends between stages (every send on the critical path: an upper bound)
+      + point-to-point sends between stages (each hop at the link it crosses)
       + the data-parallel reduction not hidden behind the last micro-batch's backward
         (ZeRO-1/2 also gather the updated weights; ZeRO-3 gathers per micro-batch, hidden
         behind compute where it can be), a share OVERLAP_COST of hidden traffic still counted
       + the optimizer update (memory-bound over the device's shard)
       + the wait for the slowest device: step_jitter · sqrt(2 ln N) of the pipeline time.
     """
+    x = _layout(job, plans)
+    mem = _memory(job, cluster, x)
+    comp = _compute(job, cluster, x)
+    tp_mb, ep_mb, tp_spans = _model_parallel_comm(cluster, x)
+    stage_mb = comp["compute_mb"] + tp_mb + ep_mb
+
+    # ---- pipeline: bubble and point-to-point sends ----
+    pipeline_s = (x.m + (x.pf - 1.0) / x.vf) * stage_mb
+    bubble_s = (x.pf - 1.0) / x.vf * stage_mb
+    one_send = x.tokens_mb * x.sh.hidden * 2.0 / x.tf
+    p2p_total, pp_spans = _pipeline_sends_s(cluster, one_send, x.df, x.tf, x.pf, x.vf, x.m)
+    dp = _data_parallel(job, cluster, x, comp["compute_mb"])
+
+    # ---- optimizer update (memory-bound over this device's shard) ----
+    # Adam's update plus one more read of the gradients for the global norm (clipping).
+    shard = np.where(x.zero >= 1, x.dense_dev / x.df + x.expert_dev / x.d_expert, x.params_dev)
+    optimizer_s = shard * (ADAM_UPDATE_BYTES + 2.0 * dp["grad_elem"]) / cluster.memory_bytes_per_s
+
+    # A synchronous step waits for the slowest of N devices; with independent per-device
+    # variation sigma, the expected maximum lies about sigma·sqrt(2 ln N) above the mean.
+    devices = x.df * x.tf * x.pf
+    sync_s = (pipeline_s + p2p_total) * cluster.step_jitter * np.sqrt(2.0 * np.log(devices))
+    step_s = pipeline_s + p2p_total + dp["dp_exposed"] + optimizer_s + sync_s
+    tokens = float(job.global_batch) * job.seq_len
+    # Model FLOPs: 6 per weight a token multiplies plus 12·l·q·s for attention (PaLM,
+    # Appendix B) — the hardware count without recomputation, so HFU ≥ MFU always holds.
+    model_flops = tokens * (x.sh.layers * 3.0 * comp["fwd_tok"] + comp["logits_hw_tok"])
+    hw_flops_total = tokens * (x.sh.layers * comp["layer_hw_tok"] + comp["logits_hw_tok"])
+    peak = cluster.peak_flops_per_s
+    return {
+        "d": x.d,
+        "t": x.t,
+        "p": x.p,
+        "micro_batch": x.b,
+        "v": x.v,
+        "ep": x.ep,
+        "zero": x.zero,
+        "recompute_code": x.rc,
+        "sequence_parallel": x.sp,
+        "micro_batches": x.m,
+        "params_per_device": x.params_dev,
+        **mem,
+        "matmul_s": comp["matmul_mb"] * x.m,
+        "elementwise_s": comp["elementwise_mb"] * x.m,
+        "tp_comm_s": tp_mb * x.m,
+        "ep_comm_s": ep_mb * x.m,
+        "bubble_s": bubble_s,
+        "p2p_s": p2p_total,
+        "dp_comm_s": dp["dp_total"],
+        "dp_exposed_s": dp["dp_exposed"],
+        "optimizer_s": optimizer_s,
+        "straggler_s": sync_s,
+        "step_s": step_s,
+        "tokens_per_s": tokens / step_s,
+        "mfu": model_flops / (step_s * devices * peak),
+        "hfu": hw_flops_total / (step_s * devices * peak),
+        "hw_flops_per_device_per_s": hw_flops_total / (step_s * devices),
+        "tp_spans_nodes": tp_spans & (x.tf > 1),
+        "dp_spans_nodes": dp["dp_spans"] & (x.df > 1),
+        "pp_spans_nodes": pp_spans & (x.pf > 1),
+    }
+
+
+def _layout(job: Job, plans: Mapping) -> SimpleNamespace:
+    """The plans' axes as arrays, and what every term needs: micro-batches m, tokens per
+    micro-batch, and the parameters of the most loaded device (its stage's layers plus an
+    embedding table or output head; experts split over t and ep, their gradients reduced
+    over d/ep replicas)."""
     sh = shape_of(job.model)
-    s, B = job.seq_len, job.global_batch
     keys = ("d", "t", "p", "micro_batch", "v", "zero", "recompute", "state_bytes", "ep")
     d, t, p, b, v, zero, rc, state, ep = (np.asarray(plans[k]) for k in keys)
     sp = np.asarray(plans["sp"], dtype=bool) & (t > 1)
-    df, tf, pf, bf, vf, epf = (x.astype(float) for x in (d, t, p, b, v, ep))
-    m = B / (df * bf)
-    tokens_mb = bf * s
-    per_node = cluster.devices_per_node
-    n_layers = sh.layers
-    V, h = sh.vocab, sh.hidden
-
-    # The most loaded device: its stage's layers plus an embedding table or output head.
-    # Experts are split over t and over ep; their gradients are reduced over d/ep replicas.
-    layers_dev = layers_per_device(n_layers, pf, vf)
+    df, tf, pf, bf, vf, epf = (a.astype(float) for a in (d, t, p, b, v, ep))
+    layers_dev = layers_per_device(sh.layers, pf, vf)
     emb = np.where(pf > 1, sh.params_embedding_stage, sh.params_embedding_single)
     dense_layer = sh.params_layer - sh.params_experts_layer
     dense_dev = (layers_dev * dense_layer + emb) / tf
     expert_dev = layers_dev * sh.params_experts_layer / (tf * epf)
-    params_dev = dense_dev + expert_dev
-    d_expert = df / epf
+    return SimpleNamespace(
+        sh=sh, d=d, t=t, p=p, b=b, v=v, zero=zero, rc=rc, state=state, ep=ep, sp=sp,
+        df=df, tf=tf, pf=pf, bf=bf, vf=vf, epf=epf,
+        m=job.global_batch / (df * bf), tokens_mb=bf * job.seq_len,
+        layers_dev=layers_dev, dense_layer=dense_layer, dense_dev=dense_dev,
+        expert_dev=expert_dev, params_dev=dense_dev + expert_dev, d_expert=df / epf,
+    )  # fmt: skip
 
-    # ---- memory ----
-    spb = state_bytes_per_param(state, zero, df)
-    spb_expert = state_bytes_per_param(state, zero, d_expert)
-    state_bytes = dense_dev * spb + expert_dev * spb_expert
+
+def _memory(job: Job, cluster, x: SimpleNamespace) -> dict:
+    """Bytes per device: weights, gradients and optimizer state (ZeRO-sharded), activations
+    of the micro-batches in flight (with the fp32 logits of the last stage), ZeRO-3 buffers."""
+    sh, s = x.sh, job.seq_len
+    spb = state_bytes_per_param(x.state, x.zero, x.df)
+    spb_expert = state_bytes_per_param(x.state, x.zero, x.d_expert)
+    state_bytes = x.dense_dev * spb + x.expert_dev * spb_expert
     pieces = zip(
-        state_pieces_per_param(state, zero, df),
-        state_pieces_per_param(state, zero, d_expert),
+        state_pieces_per_param(x.state, x.zero, x.df),
+        state_pieces_per_param(x.state, x.zero, x.d_expert),
         strict=True,
     )
-    weight_bytes, grad_bytes, optim_bytes = (dense_dev * a + expert_dev * e for a, e in pieces)
-    layer_state = layers_dev / tf * (dense_layer * spb + sh.params_experts_layer / epf * spb_expert)
-    act_tok = activation_bytes_per_token_layer(sh, s, tf, sp, rc, job.attention, job.dropout)
-    layers_held = in_flight_layers(n_layers, pf, vf, m)
-    activations = act_tok * tokens_mb * layers_held
+    weight_bytes, grad_bytes, optim_bytes = (x.dense_dev * a + x.expert_dev * e for a, e in pieces)
+    experts_layer = sh.params_experts_layer / x.epf
+    layer_state = x.layers_dev / x.tf * (x.dense_layer * spb + experts_layer * spb_expert)
+    act_tok = activation_bytes_per_token_layer(sh, s, x.tf, x.sp, x.rc, job.attention, job.dropout)
+    activations = act_tok * x.tokens_mb * in_flight_layers(sh.layers, x.pf, x.vf, x.m)
     # Full recompute rebuilds one layer at a time: its whole activation set is live once.
-    working = np.where(
-        rc == 2,
-        activation_bytes_per_token_layer(sh, s, tf, sp, 0, job.attention, job.dropout) * tokens_mb,
-        0.0,
-    )
+    whole = activation_bytes_per_token_layer(sh, s, x.tf, x.sp, 0, job.attention, job.dropout)
+    working = np.where(x.rc == 2, whole * x.tokens_mb, 0.0)
     # Logits in fp32 for the loss (last stage; with p = 1 the same device).
-    logits = 4.0 * tokens_mb * V / tf
+    logits = 4.0 * x.tokens_mb * sh.vocab / x.tf
     # The last stage holds one micro-batch per chunk of the last round, (v-1)·p + 1 chunks.
-    last_stage_acts = act_tok * tokens_mb * layers_dev / vf * np.where(vf > 1, (vf - 1) * pf + 1, 1)
+    chunks_held = np.where(x.vf > 1, (x.vf - 1) * x.pf + 1, 1)
+    last_stage_acts = act_tok * x.tokens_mb * x.layers_dev / x.vf * chunks_held
     act_peak = np.where(
-        pf > 1, np.maximum(activations, last_stage_acts + logits), activations + logits
+        x.pf > 1, np.maximum(activations, last_stage_acts + logits), activations + logits
     )
     act_peak = act_peak + working
     # ZeRO-3 holds the gathered 16-bit weights of the layer it runs and of the next (prefetch).
-    gathered = np.where(
-        zero == 3, 2 * 2.0 * (dense_layer + sh.params_experts_layer / epf) / tf, 0.0
-    )
+    gathered = np.where(x.zero == 3, 2 * 2.0 * (x.dense_layer + experts_layer) / x.tf, 0.0)
     memory = state_bytes + act_peak + gathered
     usable = cluster.memory_bytes * (1.0 - job.headroom)
-
-    # ---- compute per micro-batch on the slowest stage ----
-    fwd_tok = layer_forward_flops_per_token(sh, s)
-    attn_tok = layer_attention_flops_per_token(sh, s)
-    recompute_tok = np.where(rc == 2, fwd_tok, np.where(rc == 1, attn_tok, 0.0))
-    layer_hw_tok = 3.0 * fwd_tok + recompute_tok  # forward, backward (2×), recompute
-    logits_hw_tok = 6.0 * h * V  # forward 2hV + backward 4hV, never recomputed
-    layers_stage = layers_dev
-    hw_flops_mb = tokens_mb * (layers_stage * layer_hw_tok + logits_hw_tok) / tf
-    ew_fwd, ew_bwd, ew_scores = layer_elementwise_bytes_per_token(
-        sh, s, tf, sp, job.attention, job.dropout
-    )
-    ew_recompute = np.where(rc == 2, ew_fwd, np.where(rc == 1, ew_scores, 0.0))
-    # The loss on the last stage: 16-bit logits written and read, upcast to fp32, softmax read
-    # and written (16·V bytes per token forward), its gradient 8·V back; split over t.
-    loss_bytes_tok = LOSS_BYTES_PER_VOCAB * V / tf
-    ew_bytes_mb = tokens_mb * (layers_stage * (ew_fwd + ew_bwd + ew_recompute) + loss_bytes_tok)
-    # Experts run with a capacity: each processes up to capacity_factor × its even share of
-    # tokens, padded, so the busiest sets the pace (Fedus et al. 2021, Switch Transformer).
-    expert_tok = 2.0 * sh.active_experts * sh.params_experts_layer / sh.experts
-    padded_tok = (MOE_CAPACITY_FACTOR - 1.0) * expert_tok * (3.0 + np.where(rc == 2, 1.0, 0.0))
-    matmul_s = (hw_flops_mb + tokens_mb * layers_stage * padded_tok / tf) / (
-        cluster.matmul_flops_per_s
-    )
-    elementwise_s = ew_bytes_mb / cluster.memory_bytes_per_s
-    compute_mb = matmul_s + elementwise_s
-
-    # ---- tensor parallel: 2 all-reduces forward, 2 backward, 2 more to recompute ----
-    tp_spans = tf > per_node
-    tp_bw, tp_lat = _link(cluster, tp_spans)
-    n_coll = 4.0 + np.where(rc == 2, 2.0, 0.0)
-    tp_mb = layers_stage * n_coll * allreduce_s(tokens_mb * h * 2.0, tf, tp_bw, tp_lat)
-    # ---- expert parallelism: all-to-all dispatch and combine around each MoE block ----
-    ep_spans = tf * epf > per_node
-    ep_bw, ep_lat = _link(cluster, ep_spans)
-    routed = MOE_CAPACITY_FACTOR * tokens_mb * sh.active_experts * h * 2.0 / tf
-    a2a = all_to_all_s(routed, epf, ep_bw, ep_lat)
-    ep_mb = layers_stage * (4.0 + np.where(rc == 2, 2.0, 0.0)) * a2a
-    stage_mb = compute_mb + tp_mb + ep_mb
-
-    # ---- pipeline: bubble and point-to-point sends ----
-    pipeline_s = (m + (pf - 1.0) / vf) * stage_mb
-    bubble_s = (pf - 1.0) / vf * stage_mb
-    p2p_total, pp_spans = _pipeline_sends_s(cluster, tokens_mb * h * 2.0 / tf, df, tf, pf, vf, m)
-
-    # ---- data parallel ----
-    dp_spans = tf * df > per_node
-    dp_bw, dp_lat = _link(cluster, dp_spans)
-    grad_elem = np.where(state == 18, 4.0, 2.0)
-    g_dense, g_expert = dense_dev * grad_elem, expert_dev * grad_elem
-    w_dense, w_expert = dense_dev * 2.0, expert_dev * 2.0
-    allreduce = allreduce_s(g_dense, df, dp_bw, dp_lat) + allreduce_s(
-        g_expert, d_expert, dp_bw, dp_lat
-    )
-    reduce_scatter = ring_gather_s(g_dense, df, dp_bw, dp_lat) + ring_gather_s(
-        g_expert, d_expert, dp_bw, dp_lat
-    )
-    all_gather = ring_gather_s(w_dense, df, dp_bw, dp_lat) + ring_gather_s(
-        w_expert, d_expert, dp_bw, dp_lat
-    )
-    rs_ag = reduce_scatter + all_gather
-    # ZeRO-3 gathers the weights before each forward and backward of every micro-batch and
-    # reduce-scatters gradients after each backward; that traffic hides behind compute.
-    z3_mb = 2.0 * all_gather + reduce_scatter
-    z3_exposed = m * (
-        np.maximum(0.0, z3_mb - compute_mb) + OVERLAP_COST * np.minimum(z3_mb, compute_mb)
-    )
-    dp_total = np.where(zero == 0, allreduce, np.where(zero == 3, m * z3_mb, rs_ag))
-    grad_reduce = np.where(zero == 0, allreduce, reduce_scatter)
-    window = (2.0 / 3.0) * compute_mb if job.overlap_dp else 0.0
-    hidden = np.minimum(grad_reduce, window)
-    dp_exposed = np.where(
-        zero == 3,
-        z3_exposed,
-        grad_reduce
-        - hidden
-        + OVERLAP_COST * hidden
-        + (rs_ag - np.where(zero == 0, rs_ag, grad_reduce)),
-    )
-
-    # ---- optimizer update (memory-bound over this device's shard) ----
-    # Adam's update plus one more read of the gradients for the global norm (clipping).
-    shard = np.where(zero >= 1, dense_dev / df + expert_dev / d_expert, params_dev)
-    optimizer_s = shard * (ADAM_UPDATE_BYTES + 2.0 * grad_elem) / cluster.memory_bytes_per_s
-
-    # A synchronous step waits for the slowest of N devices; with independent per-device
-    # variation sigma, the expected maximum lies about sigma·sqrt(2 ln N) above the mean.
-    devices = df * tf * pf
-    sync_s = (pipeline_s + p2p_total) * cluster.step_jitter * np.sqrt(2.0 * np.log(devices))
-
-    step_s = pipeline_s + p2p_total + dp_exposed + optimizer_s + sync_s
-    tokens = float(B) * s
-    # Model FLOPs: 6 per weight a token multiplies plus 12·l·q·s for attention (PaLM,
-    # Appendix B) — the hardware count without recomputation, so HFU ≥ MFU always holds.
-    model_flops = tokens * (n_layers * 3.0 * fwd_tok + logits_hw_tok)
-    hw_flops_total = tokens * (n_layers * layer_hw_tok + logits_hw_tok)
-    peak = cluster.peak_flops_per_s
     return {
-        "d": d,
-        "t": t,
-        "p": p,
-        "micro_batch": b,
-        "v": v,
-        "ep": ep,
-        "zero": zero,
-        "recompute_code": rc,
-        "sequence_parallel": sp,
-        "micro_batches": m,
-        "params_per_device": params_dev,
         "layer_state_bytes": layer_state,
         "state_bytes": state_bytes,
         "weight_bytes": weight_bytes,
@@ -346,24 +303,97 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
         "memory_bytes": memory,
         "usable_bytes": np.broadcast_to(usable, np.shape(memory)),
         "fits": memory <= usable,
-        "matmul_s": matmul_s * m,
-        "elementwise_s": elementwise_s * m,
-        "tp_comm_s": tp_mb * m,
-        "ep_comm_s": ep_mb * m,
-        "bubble_s": bubble_s,
-        "p2p_s": p2p_total,
-        "dp_comm_s": dp_total,
-        "dp_exposed_s": dp_exposed,
-        "optimizer_s": optimizer_s,
-        "straggler_s": sync_s,
-        "step_s": step_s,
-        "tokens_per_s": tokens / step_s,
-        "mfu": model_flops / (step_s * devices * peak),
-        "hfu": hw_flops_total / (step_s * devices * peak),
-        "hw_flops_per_device_per_s": hw_flops_total / (step_s * devices),
-        "tp_spans_nodes": tp_spans & (tf > 1),
-        "dp_spans_nodes": dp_spans & (df > 1),
-        "pp_spans_nodes": pp_spans & (pf > 1),
+    }
+
+
+def _compute(job: Job, cluster, x: SimpleNamespace) -> dict:
+    """Per micro-batch on the slowest stage: matmuls (recomputation counted, expert capacity
+    padding included) and memory-bound kernels (the loss on the last stage included)."""
+    sh, s, rc = x.sh, job.seq_len, x.rc
+    fwd_tok = layer_forward_flops_per_token(sh, s)
+    attn_tok = layer_attention_flops_per_token(sh, s)
+    recompute_tok = np.where(rc == 2, fwd_tok, np.where(rc == 1, attn_tok, 0.0))
+    layer_hw_tok = 3.0 * fwd_tok + recompute_tok  # forward, backward (2×), recompute
+    logits_hw_tok = 6.0 * sh.hidden * sh.vocab  # forward 2hV + backward 4hV, never recomputed
+    hw_flops_mb = x.tokens_mb * (x.layers_dev * layer_hw_tok + logits_hw_tok) / x.tf
+    ew_fwd, ew_bwd, ew_scores = layer_elementwise_bytes_per_token(
+        sh, s, x.tf, x.sp, job.attention, job.dropout
+    )
+    ew_recompute = np.where(rc == 2, ew_fwd, np.where(rc == 1, ew_scores, 0.0))
+    # The loss on the last stage: 16-bit logits written and read, upcast to fp32, softmax read
+    # and written (16·V bytes per token forward), its gradient 8·V back; split over t.
+    loss_bytes_tok = LOSS_BYTES_PER_VOCAB * sh.vocab / x.tf
+    ew_bytes_mb = x.tokens_mb * (x.layers_dev * (ew_fwd + ew_bwd + ew_recompute) + loss_bytes_tok)
+    # Experts run with a capacity: each processes up to capacity_factor × its even share of
+    # tokens, padded, so the busiest sets the pace (Fedus et al. 2021, Switch Transformer).
+    expert_tok = 2.0 * sh.active_experts * sh.params_experts_layer / sh.experts
+    padded_tok = (MOE_CAPACITY_FACTOR - 1.0) * expert_tok * (3.0 + np.where(rc == 2, 1.0, 0.0))
+    padded_mb = x.tokens_mb * x.layers_dev * padded_tok / x.tf
+    matmul_mb = (hw_flops_mb + padded_mb) / cluster.matmul_flops_per_s
+    elementwise_mb = ew_bytes_mb / cluster.memory_bytes_per_s
+    return {
+        "fwd_tok": fwd_tok,
+        "layer_hw_tok": layer_hw_tok,
+        "logits_hw_tok": logits_hw_tok,
+        "matmul_mb": matmul_mb,
+        "elementwise_mb": elementwise_mb,
+        "compute_mb": matmul_mb + elementwise_mb,
+    }
+
+
+def _model_parallel_comm(cluster, x: SimpleNamespace):
+    """Per micro-batch: tensor-parallel all-reduces (2 forward, 2 backward, 2 more to
+    recompute) and expert all-to-alls (dispatch and combine around each MoE block); and
+    whether the tensor-parallel group spans nodes."""
+    per_node, h, collectives = cluster.devices_per_node, x.sh.hidden, x.rc == 2
+    tp_spans = x.tf > per_node
+    tp_bw, tp_lat = _link(cluster, tp_spans)
+    n_coll = 4.0 + np.where(collectives, 2.0, 0.0)
+    tp_mb = x.layers_dev * n_coll * allreduce_s(x.tokens_mb * h * 2.0, x.tf, tp_bw, tp_lat)
+    ep_bw, ep_lat = _link(cluster, x.tf * x.epf > per_node)
+    routed = MOE_CAPACITY_FACTOR * x.tokens_mb * x.sh.active_experts * h * 2.0 / x.tf
+    a2a = all_to_all_s(routed, x.epf, ep_bw, ep_lat)
+    ep_mb = x.layers_dev * n_coll * a2a
+    return tp_mb, ep_mb, tp_spans
+
+
+def _data_parallel(job: Job, cluster, x: SimpleNamespace, compute_mb) -> dict:
+    """Gradient reduction (all-reduce, or reduce-scatter + all-gather with ZeRO; per
+    micro-batch gathers with ZeRO-3) over d (experts over d/ep), and the part not hidden."""
+    dp_spans = x.tf * x.df > cluster.devices_per_node
+    bw, lat = _link(cluster, dp_spans)
+    grad_elem = np.where(x.state == 18, 4.0, 2.0)
+    g_dense, g_expert = x.dense_dev * grad_elem, x.expert_dev * grad_elem
+    w_dense, w_expert = x.dense_dev * 2.0, x.expert_dev * 2.0
+    d, de = x.df, x.d_expert
+    allreduce = allreduce_s(g_dense, d, bw, lat) + allreduce_s(g_expert, de, bw, lat)
+    reduce_scatter = ring_gather_s(g_dense, d, bw, lat) + ring_gather_s(g_expert, de, bw, lat)
+    all_gather = ring_gather_s(w_dense, d, bw, lat) + ring_gather_s(w_expert, de, bw, lat)
+    rs_ag = reduce_scatter + all_gather
+    # ZeRO-3 gathers the weights before each forward and backward of every micro-batch and
+    # reduce-scatters gradients after each backward; that traffic hides behind compute.
+    z3_mb = 2.0 * all_gather + reduce_scatter
+    z3_exposed = x.m * (
+        np.maximum(0.0, z3_mb - compute_mb) + OVERLAP_COST * np.minimum(z3_mb, compute_mb)
+    )
+    zero = x.zero
+    dp_total = np.where(zero == 0, allreduce, np.where(zero == 3, x.m * z3_mb, rs_ag))
+    grad_reduce = np.where(zero == 0, allreduce, reduce_scatter)
+    window = (2.0 / 3.0) * compute_mb if job.overlap_dp else 0.0
+    hidden = np.minimum(grad_reduce, window)
+    dp_exposed = np.where(
+        zero == 3,
+        z3_exposed,
+        grad_reduce
+        - hidden
+        + OVERLAP_COST * hidden
+        + (rs_ag - np.where(zero == 0, rs_ag, grad_reduce)),
+    )
+    return {
+        "grad_elem": grad_elem,
+        "dp_total": dp_total,
+        "dp_exposed": dp_exposed,
+        "dp_spans": dp_spans,
     }
 
 
