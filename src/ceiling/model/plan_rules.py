@@ -1,0 +1,94 @@
+"""The cross-axis validity rules of a plan: what must divide what, with the arithmetic.
+
+The axes themselves (names, valid values) are declared in `plan_axes`; the search enumerates
+only plans that pass these rules (`plan_search.enumerate_plans`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ceiling.errors import InvalidInput
+from ceiling.model.parallel_costs import shape_of
+
+
+def check_plan(job, cluster, plan) -> list[str]:
+    """Raise InvalidInput for a plan that cannot run, showing the arithmetic; return notes
+    (warnings) for one that runs badly."""
+    sh = shape_of(job.model)
+    n = cluster.devices
+    if plan.devices != n:
+        raise InvalidInput(
+            f"the plan uses d({plan.d}) × t({plan.t}) × p({plan.p}) = {plan.devices} devices "
+            f"but the cluster has {n}; every device must hold a share of the work"
+        )
+    if sh.heads % plan.t:
+        raise InvalidInput(
+            f"tensor parallelism must divide the attention heads: "
+            f"heads({sh.heads}) % t({plan.t}) = {sh.heads % plan.t}"
+        )
+    if sh.kv_heads % plan.t and plan.t % sh.kv_heads:
+        raise InvalidInput(
+            f"t must divide the KV heads or be a multiple of them: kv_heads({sh.kv_heads}) "
+            f"and t({plan.t})"
+        )
+    if sh.ffn_hidden % plan.t:
+        raise InvalidInput(
+            f"tensor parallelism must divide the FFN width: "
+            f"ffn_hidden({sh.ffn_hidden}) % t({plan.t}) = {sh.ffn_hidden % plan.t}"
+        )
+    chunks = plan.p * plan.v
+    if chunks > sh.layers:
+        raise InvalidInput(
+            f"every pipeline chunk needs a layer: p({plan.p}) × v({plan.v}) = {chunks} "
+            f"> layers({sh.layers})"
+        )
+    per_replica = plan.d * plan.micro_batch
+    if job.global_batch % per_replica:
+        raise InvalidInput(
+            f"the global batch must split into whole micro-batches: global_batch"
+            f"({job.global_batch}) % (d({plan.d}) × micro_batch({plan.micro_batch}) = "
+            f"{per_replica}) = {job.global_batch % per_replica}"
+        )
+    m = job.global_batch // per_replica
+    if plan.v > 1:
+        if plan.p == 1:
+            raise InvalidInput("interleaving (v > 1) needs pipeline parallelism (p > 1)")
+        if m % plan.p:
+            raise InvalidInput(
+                f"the interleaved schedule needs micro-batches divisible by p: "
+                f"m = global_batch/(d·b) = {m}; {m} % p({plan.p}) = {m % plan.p}"
+            )
+    if plan.ep > 1:
+        if sh.experts == 1:
+            raise InvalidInput("expert parallelism (ep > 1) needs a mixture-of-experts model")
+        if sh.experts % plan.ep or plan.d % plan.ep:
+            raise InvalidInput(
+                f"ep must divide the experts and d: experts({sh.experts}) % ep({plan.ep}) = "
+                f"{sh.experts % plan.ep}, d({plan.d}) % ep({plan.ep}) = {plan.d % plan.ep}"
+            )
+    if plan.zero >= 2 and plan.p > 1:
+        raise InvalidInput(
+            f"ZeRO-{plan.zero} shards gradients, which pipeline parallelism accumulates over "
+            f"micro-batches; with p({plan.p}) > 1 use zero=0 or 1"
+        )
+    notes = []
+    if sh.layers % chunks:
+        most = math.ceil(sh.layers / chunks)
+        notes.append(
+            f"uneven stages: layers({sh.layers}) % (p({plan.p}) × v({plan.v}) = {chunks}) = "
+            f"{sh.layers % chunks}; the fullest chunk has {most} layers and sets the pace"
+        )
+    if plan.t > cluster.devices_per_node:
+        notes.append(
+            f"tensor parallelism t={plan.t} spans nodes of {cluster.devices_per_node}: every "
+            "layer's collectives cross the slower inter-node network"
+        )
+    if plan.sequence_parallel and plan.t == 1:
+        notes.append("sequence parallelism has no effect with t = 1")
+    if plan.p > 1 and m < plan.p:
+        notes.append(
+            f"only m={m} micro-batches for p={plan.p} stages: the bubble (p-1)/m "
+            f"= {(plan.p - 1) / m:.0%} of compute"
+        )
+    return notes
