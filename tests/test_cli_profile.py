@@ -39,10 +39,14 @@ def test_profile_gpt_tiny_train_reports_mfu_and_ops(tiny_train):
     ops = {o["name"]: o for o in d["ops"]}
     for o in d["ops"]:
         assert {"name", "flops", "bytes", "time_s", "bound"} <= set(o)
-        assert o["bound"] in ("compute", "memory")  # every op of gpt:tiny has a formula
+        assert o["bound"] in ("compute", "memory", "overhead")  # every op has a formula
     assert ops["aten.mm"]["flops"] > 0 and ops["aten.mm"]["time_s"] > 0
     assert ops["aten._scaled_dot_product_flash_attention_for_cpu"]["flops"] > 0
     assert ops["aten._scaled_dot_product_flash_attention_for_cpu_backward"]["flops"] > 0
+    roofs = d["roofs"]
+    assert sum(b["seconds"] for b in roofs["waterfall"]) == pytest.approx(d["step_s"], rel=1e-12)
+    assert roofs["step_bound"] in ("compute", "memory", "overhead") and roofs["per_op_s"] > 0
+    assert roofs["predicted_step_s"] == pytest.approx(sum(roofs["predicted_by_bound_s"].values()))
 
 
 def test_profile_counted_flops_match_the_transformer_formula(tiny_train):
@@ -68,6 +72,8 @@ def test_profile_human_output_and_plot(cli, tmp_path):
     assert code == 0, err
     assert "MFU" in out and "Top ops by time" in out and "addmm" in out
     assert fig.exists() and fig.stat().st_size > 0
+    assert "Three roofs" in out and "Waterfall (bars sum to the measured step)" in out
+    assert (tmp_path / "roof-waterfall.png").stat().st_size > 0
 
 
 def _one_line_error(cli, *args, match):
@@ -189,9 +195,10 @@ def test_a_saved_profile_gives_the_roof_and_a_second_mfu(cli, tmp_path):
     assert c["measured_peak_flops_per_s"] == 50e9 == c["roofline_peak_flops_per_s"]
     assert c["bandwidth_bytes_per_s"] == 10e9
     assert d["mfu_vs_measured_peak"] == pytest.approx(d["mfu"] * c["peak_flops_per_s"] / 50e9)
-    ridge = 50e9 / 10e9
+    # ops sit under the memory roof the step's working set reads from (DRAM, or the cache)
+    ridge = 50e9 / d["roofs"]["memory_roof_bytes_per_s"]
     for o in d["ops"]:
-        if o["intensity_flop_per_byte"] is not None:
+        if o["intensity_flop_per_byte"] is not None and o["bound"] != "overhead":
             assert o["bound"] == ("memory" if o["intensity_flop_per_byte"] < ridge else "compute")
 
 

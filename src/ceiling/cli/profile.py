@@ -15,12 +15,14 @@ from ceiling.cli.output import (
     emit_json,
     table,
 )
+from ceiling.report import waterfall
 
 TOP_ROWS = 12
 TARGET_HELP = (
     "Built-ins: gpt:tiny, gpt:small, mlp, cnn. A catalog model (llama-2-7b, ...; "
     "`ceiling models`) or custom:layers=..,hidden=..,heads=.. is built as a decoder with "
-    "random weights (too large to run here? add --device meta). Your own: module:callable "
+    "random weights (too large to run here? add --device meta); hf:PATH (a Hugging Face "
+    "config.json) is built by transformers with random weights. Your own: module:callable "
     "or path/file.py:callable, a function with no arguments returning {'model': nn.Module, "
     "'batch': tensor or tuple, optional 'forward': f(model, batch) (default model(*batch)), "
     "'loss_fn': f(output, batch) "
@@ -98,6 +100,7 @@ def report_json(r) -> dict:
         "modules": _ops_json(r.modules),
         "categories": _ops_json(r.categories),
         "hints": r.hints,
+        "roofs": waterfall.explanation_json(r.explanation),
         "method_version": r.method_version,
         "environment": r.environment,
     }
@@ -270,8 +273,21 @@ def render(r, top: int) -> None:
         "at half; bytes: each input and output once (GB = 1e9 B); op times carry a sync per op; "
         "roof: the op's roofline time / its measured time"
     )
+    _render_explanation(c, r)
     for h in r.hints:
         c.print(f"hint: {h}")
+
+
+def _render_explanation(c, r) -> None:
+    e = r.explanation
+    if e is None:
+        return
+    c.print(table("Three roofs: compute, memory, per-op overhead", ["", "value"],
+                  waterfall.roofs_rows(e, r.step_s)))  # fmt: skip
+    if e.waterfall and r.step_s:
+        rows = waterfall.waterfall_rows(e.waterfall, r.step_s)
+        cols = ["from the dense peak to the measured step", "time", "share", "what recovers it"]
+        c.print(table("Waterfall (bars sum to the measured step)", cols, rows))
 
 
 @app.command(name="profile")
@@ -333,13 +349,21 @@ def profile_command(
             seq=seq,
             steps=steps,
         )
+    figures = []
     if plot is not None:
         _roofline_figure(r, plot)
+        figures.append(str(plot))
+        e = r.explanation
+        if e is not None and e.waterfall and r.step_s:
+            path = waterfall.waterfall_path(plot)
+            waterfall.waterfall_figure(e.waterfall, path, f"{r.target}: from peak to measured")
+            figures.append(str(path))
     if json_out:
         out = report_json(r)
         out["plot"] = str(plot) if plot else None
+        out["figures"] = figures
         emit_json(out)
         return
     render(r, top)
-    if plot:
-        console().print(f"figure: {plot}")
+    for f in figures:
+        console().print(f"figure: {f}")

@@ -100,3 +100,98 @@ def place(
         predicted_s=predicted_time_s(flops, bytes_moved, peak_flops_per_s, bandwidth_bytes_per_s),
         bound=bound(intensity, peak_flops_per_s, bandwidth_bytes_per_s),
     )
+
+
+# ---- the overhead roof ------------------------------------------------------------------
+#
+# Every op call also costs a fixed amount however little it does: dispatch on a CPU, a
+# kernel launch on a GPU (`ceiling bench overhead` measures it). An op's predicted time is
+# the largest of three: FLOPs / peak, bytes / bandwidth, and that per-op floor. When the
+# step's working set fits the last-level cache, its bytes come from the cache, so the
+# memory roof is the cache's bandwidth, not DRAM's.
+
+Bound3 = Literal["compute", "memory", "overhead"]
+
+
+@dataclass(frozen=True)
+class Roofs:
+    """The three roofs of one device. `cache_*`: the last-level cache (None: unknown)."""
+
+    peak_flops_per_s: float
+    bandwidth_bytes_per_s: float
+    per_op_s: float = 0.0
+    cache_bytes: float | None = None
+    cache_bandwidth_bytes_per_s: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_positive(self.peak_flops_per_s, "peak FLOP/s")
+        _check_positive(self.bandwidth_bytes_per_s, "memory bandwidth (bytes/s)")
+        if not (math.isfinite(self.per_op_s) and self.per_op_s >= 0):
+            raise InvalidInput(f"per-op time must be >= 0 s, got {self.per_op_s}")
+
+    def memory_roof(self, working_set_bytes: float) -> tuple[float, str]:
+        """Bandwidth the step's bytes move at, and where they come from."""
+        fits = self.cache_bytes is not None and working_set_bytes <= self.cache_bytes
+        if fits and self.cache_bandwidth_bytes_per_s:
+            return self.cache_bandwidth_bytes_per_s, "last-level cache"
+        if fits:
+            return (
+                self.bandwidth_bytes_per_s,
+                "DRAM (fits the cache, whose bandwidth was not measured)",
+            )
+        return self.bandwidth_bytes_per_s, "DRAM"
+
+
+@dataclass(frozen=True)
+class OpTime:
+    compute_s: float
+    memory_s: float
+    overhead_s: float
+
+    @property
+    def time_s(self) -> float:
+        return max(self.compute_s, self.memory_s, self.overhead_s)
+
+    @property
+    def bound(self) -> Bound3:
+        # ties go to the work (compute, then memory) rather than to the floor
+        terms = {"compute": self.compute_s, "memory": self.memory_s, "overhead": self.overhead_s}
+        return max(terms, key=lambda k: (terms[k], k != "overhead", k == "compute"))
+
+
+def op_time(
+    flops: float, bytes_moved: float, calls: int, roofs: Roofs, bandwidth_bytes_per_s: float
+) -> OpTime:
+    """`calls` calls of an op doing `flops` and moving `bytes_moved` in all, its bytes at
+    `bandwidth_bytes_per_s` (from Roofs.memory_roof)."""
+    if flops < 0 or bytes_moved < 0 or calls < 0:
+        raise InvalidInput(
+            f"FLOPs, bytes and calls must be >= 0, got {flops}, {bytes_moved}, {calls}"
+        )
+    _check_positive(bandwidth_bytes_per_s, "memory bandwidth (bytes/s)")
+    return OpTime(
+        flops / roofs.peak_flops_per_s, bytes_moved / bandwidth_bytes_per_s, calls * roofs.per_op_s
+    )
+
+
+@dataclass(frozen=True)
+class StepPrediction:
+    """A step as the sum of its ops, each at the largest of its three roofs."""
+
+    time_s: float
+    by_bound_s: dict[str, float]  # time of the ops each roof holds back
+    memory_source: str
+
+    @property
+    def bound(self) -> Bound3:
+        return max(self.by_bound_s, key=lambda k: self.by_bound_s[k])  # type: ignore[return-value]
+
+
+def predict_step(ops, roofs: Roofs, working_set_bytes: float) -> StepPrediction:
+    """`ops`: (flops, bytes, calls) per op call or group of calls, run one after another."""
+    bandwidth, source = roofs.memory_roof(working_set_bytes)
+    by_bound = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
+    for flops, moved, calls in ops:
+        t = op_time(flops, moved, calls, roofs, bandwidth)
+        by_bound[t.bound] += t.time_s
+    return StepPrediction(sum(by_bound.values()), by_bound, source)

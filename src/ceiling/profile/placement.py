@@ -46,12 +46,15 @@ class Placement:
     achieved_flops_per_s: float | None
     roofline_time_s: float
     fraction_of_attainable: float | None
-    bound: str  # "compute" | "memory" | "unknown" (an op with no FLOP formula)
+    bound: str  # "compute" | "memory" | "overhead" | "unknown" (an op with no FLOP formula)
     exact: bool
 
 
-def place(totals, peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> Placement:
-    """One OpTotals (from the recorder) against the roofline of the device."""
+def place(
+    totals, peak_flops_per_s: float, bandwidth_bytes_per_s: float, per_op_s: float = 0.0
+) -> Placement:
+    """One OpTotals (from the recorder) against the roofline of the device; with
+    `per_op_s`, the overhead roof too (calls × the per-op floor)."""
     flops, moved = totals.flops, totals.bytes
     intensity = flops / moved if moved > 0 else (math.inf if flops > 0 else None)
     i = 0.0 if intensity is None else intensity
@@ -60,6 +63,10 @@ def place(totals, peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> Plac
     if totals.category == UNKNOWN:
         bound = UNKNOWN
     ideal = roofline.predicted_time_s(flops, moved, peak_flops_per_s, bandwidth_bytes_per_s)
+    floor = totals.calls * per_op_s
+    if floor > ideal:
+        ideal = floor
+        bound = "overhead" if bound != UNKNOWN else bound
     t = totals.time_s
     achieved = flops / t if t and t > 0 else None
     fraction = ideal / t if t and t > 0 else None

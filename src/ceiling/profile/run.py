@@ -36,6 +36,12 @@ from ceiling.profile.checks import (
     check_fits,
     parse_dtype,
 )
+from ceiling.profile.explain import (
+    StepExplanation,
+    explain_step,
+    local_roofs,
+    working_set_bytes,
+)
 from ceiling.profile.op_flops import UNKNOWN
 from ceiling.profile.recorder import METHOD_VERSION, OpRecorder
 from ceiling.profile.runner import StepRunner, guard, sync
@@ -78,6 +84,8 @@ class ProfileReport:
     model_flops_per_step_full_attention: float | None = None
     # ops with no FLOP formula: their FLOPs are unknown, not zero, so MFU is a lower bound
     unknown_ops: list[str] = field(default_factory=list)
+    # the step against three roofs (compute, memory, per-op overhead) and its waterfall
+    explanation: StepExplanation | None = None
     attention_convention: str = ATTENTION_CONVENTION
     flop_convention: str = "a multiply-add counts as 2 FLOPs; model FLOPs = matmul + attention"
     method_version: int = METHOD_VERSION
@@ -217,8 +225,11 @@ def _profile(
             tf32 = runs_tf32
             ceiling = resolve_ceiling(dev, key, tf32, spec, profile)
     total = rec.totals()
-    peak, bw = ceiling.peak_flops_per_s, ceiling.bandwidth_bytes_per_s
+    peak = ceiling.peak_flops_per_s
     roof = ceiling.roof_flops_per_s
+    explanation = _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s,
+                           recorded_step_s, model_flops)  # fmt: skip
+    bw, per_op = explanation.memory_roof_bytes_per_s, explanation.roofs.per_op_s
     analytic = analytic_full = None
     cfg = workload.transformer
     if cfg is not None and workload.tokens_per_step:
@@ -253,9 +264,9 @@ def _profile(
             else None
         ),
         op_time_s=total.time_s or 0.0,
-        ops=[placement.place(t, roof, bw) for t in rec.by_op() if t.category != "view"],
-        modules=[placement.place(t, roof, bw) for t in rec.by_module(depth=module_depth)],
-        categories=[placement.place(t, roof, bw) for t in rec.by_category()],
+        ops=[placement.place(t, roof, bw, per_op) for t in rec.by_op() if t.category != "view"],
+        modules=[placement.place(t, roof, bw, per_op) for t in rec.by_module(depth=module_depth)],
+        categories=[placement.place(t, roof, bw, per_op) for t in rec.by_category()],
         hints=_noise_hint(samples)
         + placement.hints(rec.calls, roof, bw, itemsize, recorded_step_s),
         roofline_step_s=placement.roofline_time(rec.calls, roof, bw),
@@ -263,8 +274,22 @@ def _profile(
         recomputed_flops=hardware_flops - model_flops,
         model_flops_per_step_full_attention=model_flops + rec.causal_skipped_flops(),
         unknown_ops=sorted({c.op for c in rec.calls if c.category == UNKNOWN}),
+        explanation=explanation,
         environment=environment(dev),
     )
+
+
+def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, recorded_s, flops):
+    from ceiling.measure.decode import _cache_bytes
+
+    ran = dev.type != "meta"
+    cache = _cache_bytes(str(dev)) if ran else None
+    roofs, source = local_roofs(ceiling, str(dev), profile, cache, measure=ran)
+    working_set = working_set_bytes(workload.params, itemsize, train, rec.calls)
+    return explain_step(
+        rec.calls, roofs, source, working_set, ceiling=ceiling, model_flops=flops,
+        step_s=step_s, recorded_step_s=recorded_s,
+    )  # fmt: skip
 
 
 def _noise_hint(samples: list[float]) -> list[str]:

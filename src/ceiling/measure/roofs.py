@@ -1,0 +1,65 @@
+"""The two roofs a FLOP rate and a DRAM bandwidth leave out, read quickly where no machine
+profile has them: the per-op floor (dispatch on a CPU, launch on a GPU) and the read
+bandwidth of the last-level cache.
+
+Raw figures (seconds, bytes/s); ceiling.model.roofline.Roofs combines them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ceiling.errors import CeilingError
+from ceiling.measure.timer import benchmark
+
+CACHE_SHARE = 0.25  # a buffer this share of the cache stays resident between passes
+QUICK_BUDGET_MS = 60.0
+
+
+@dataclass(frozen=True)
+class LocalRoofs:
+    per_op_s: float
+    per_op_source: str
+    cache_bytes: float | None
+    cache_bandwidth_bytes_per_s: float | None
+
+
+def _profiled_per_op_s(device: str, profile: str | Path | None) -> float | None:
+    """The median tiny-op time `ceiling bench` saved in the machine profile, if any."""
+    from ceiling.hardware.profile import load_profile
+
+    try:
+        saved = load_profile(profile).device("cuda" if device.startswith("cuda") else "cpu")
+    except (CeilingError, OSError):
+        return None
+    overhead = (saved.extra or {}).get("overhead") or {}
+    value = overhead.get("tiny_op_s")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def quick_cache_bandwidth(device: str, cache_bytes: float | None) -> float | None:
+    """Best bytes/s of summing a buffer a quarter of the last-level cache (read-only, hot)."""
+    import torch
+
+    if not cache_bytes:
+        return None
+    n = max(int(cache_bytes * CACHE_SHARE) // 4, 1024)
+    x = torch.ones(n, dtype=torch.float32, device=device)
+    times = benchmark(
+        lambda: x.sum(), device=device, warmup_ms=20.0, budget_ms=QUICK_BUDGET_MS, min_samples=50
+    )
+    return n * 4 / min(times)
+
+
+def local_roofs(device: str, cache_bytes: float | None, profile=None) -> LocalRoofs:
+    """The per-op floor from the machine profile, else a quick measurement; the cache's
+    bandwidth measured quickly."""
+    from ceiling.measure.overhead import time_tiny_op
+
+    per_op = _profiled_per_op_s(device, profile)
+    source = "machine profile (`ceiling bench overhead`)"
+    if per_op is None:
+        per_op, _best = time_tiny_op(device, warmup_ms=10.0, budget_ms=QUICK_BUDGET_MS)
+        source = "a quick tiny-op measurement (`ceiling bench overhead` measures it properly)"
+    return LocalRoofs(per_op, source, cache_bytes, quick_cache_bandwidth(device, cache_bytes))

@@ -1,0 +1,105 @@
+"""A recorded step against three roofs (compute, memory, per-op overhead), and the
+waterfall from the dense peak to its measured time.
+
+The memory roof is the last-level cache's bandwidth when the step's working set fits the
+cache (weights, plus gradients and AdamW's two moments when training, plus the largest
+op's own bytes), DRAM's otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ceiling.model import roofline, waterfall
+from ceiling.model.roofline import Roofs
+from ceiling.profile.op_flops import MODEL_CATEGORIES, UNKNOWN
+
+TRAINING_COPIES = 4  # weights, gradients, AdamW's first and second moments
+
+
+@dataclass(frozen=True)
+class StepExplanation:
+    roofs: Roofs
+    per_op_source: str
+    working_set_bytes: float
+    memory_roof_bytes_per_s: float
+    memory_source: str
+    prediction: roofline.StepPrediction
+    waterfall: list[waterfall.Bar] | None  # None when nothing ran (meta)
+
+
+def working_set_bytes(params: int, itemsize: int, train: bool, calls) -> float:
+    largest = max((c.bytes for c in calls), default=0.0)
+    return params * itemsize * (TRAINING_COPIES if train else 1) + largest
+
+
+def local_roofs(ceiling, device: str, profile, cache_bytes: float | None, measure: bool):
+    """Roofs of the device the step ran on; the per-op floor and cache bandwidth measured
+    (quickly) only when the step ran here."""
+    if not measure:
+        roofs = Roofs(ceiling.roof_flops_per_s, ceiling.bandwidth_bytes_per_s)
+        return roofs, "not measured (nothing ran)"
+    from ceiling.measure.roofs import local_roofs as measured
+
+    m = measured(device, cache_bytes, profile)
+    roofs = Roofs(
+        ceiling.roof_flops_per_s,
+        ceiling.bandwidth_bytes_per_s,
+        per_op_s=m.per_op_s,
+        cache_bytes=m.cache_bytes,
+        cache_bandwidth_bytes_per_s=m.cache_bandwidth_bytes_per_s,
+    )
+    return roofs, m.per_op_source
+
+
+def explain_step(
+    calls,
+    roofs: Roofs,
+    per_op_source: str,
+    working_set: float,
+    *,
+    ceiling,
+    model_flops: float,
+    step_s: float | None,
+    recorded_step_s: float | None,
+    data_wait_s: float = 0.0,
+) -> StepExplanation:
+    bandwidth, source = roofs.memory_roof(working_set)
+    prediction = roofline.predict_step(((c.flops, c.bytes, 1) for c in calls), roofs, working_set)
+    bars = None
+    if step_s and recorded_step_s is not None:
+        bars = waterfall.bars(
+            _times(
+                calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_s, data_wait_s
+            )
+        )
+    return StepExplanation(roofs, per_op_source, working_set, bandwidth, source, prediction, bars)
+
+
+def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_s, data_wait_s):
+    model_s = other_s = other_roof_s = unknown_s = 0.0
+    other_calls = 0
+    for c in calls:
+        t = c.time_s or 0.0
+        if c.category in MODEL_CATEGORIES:
+            model_s += t
+        elif c.category == UNKNOWN:
+            unknown_s += t
+        else:
+            other_s += t
+            other_calls += 1
+            other_roof_s += max(c.flops / roofs.peak_flops_per_s, c.bytes / bandwidth)
+    return waterfall.StepTimes(
+        step_s=step_s,
+        recorded_step_s=recorded_step_s,
+        model_flops=model_flops,
+        dense_peak_flops_per_s=ceiling.peak_flops_per_s,
+        measured_peak_flops_per_s=ceiling.measured_peak_flops_per_s,
+        model_op_s=model_s,
+        other_op_s=other_s,
+        other_roof_s=other_roof_s,
+        other_calls=other_calls,
+        per_op_s=roofs.per_op_s,
+        unknown_op_s=unknown_s,
+        data_wait_s=data_wait_s,
+    )

@@ -1,0 +1,82 @@
+"""The step explained: three roofs (compute, memory, per-op overhead) and the waterfall from
+the dense peak to the measured step, as JSON, table rows and a figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ceiling import units as u
+
+
+def explanation_json(e) -> dict | None:
+    if e is None:
+        return None
+    p = e.prediction
+    return {
+        "predicted_step_s": p.time_s,
+        "predicted_by_bound_s": p.by_bound_s,
+        "step_bound": p.bound,
+        "per_op_s": e.roofs.per_op_s,
+        "per_op_source": e.per_op_source,
+        "working_set_bytes": e.working_set_bytes,
+        "cache_bytes": e.roofs.cache_bytes,
+        "cache_bandwidth_bytes_per_s": e.roofs.cache_bandwidth_bytes_per_s,
+        "memory_roof_bytes_per_s": e.memory_roof_bytes_per_s,
+        "memory_roof_source": e.memory_source,
+        "waterfall": (
+            None
+            if e.waterfall is None
+            else [{"name": b.name, "seconds": b.seconds, "recover": b.recover} for b in e.waterfall]
+        ),
+    }
+
+
+def roofs_rows(e, step_s: float | None) -> list[list[str]]:
+    p = e.prediction
+    vs = f" ({p.time_s / step_s * 100:.0f} % of the measured step)" if step_s else ""
+    shares = ", ".join(
+        f"{k} {v / p.time_s * 100:.0f} %" for k, v in p.by_bound_s.items() if p.time_s and v
+    )
+    return [
+        ["per-op floor", f"{u.format_time(e.roofs.per_op_s)} — {e.per_op_source}"],
+        [
+            "memory roof",
+            f"{u.format_bandwidth(e.memory_roof_bytes_per_s)} ({e.memory_source}; working set "
+            f"{u.format_bytes(e.working_set_bytes)})",
+        ],
+        ["step at three roofs (each op at its largest)", u.format_time(p.time_s) + vs],
+        ["the step is", f"{p.bound}-bound ({shares})"],
+    ]
+
+
+def waterfall_rows(bars, step_s: float) -> list[list[str]]:
+    return [
+        [b.name, u.format_time(b.seconds), f"{b.seconds / step_s * 100:+.0f} %", b.recover]
+        for b in bars
+    ]
+
+
+def waterfall_figure(bars, path: str | Path, title: str) -> Path:
+    """Each bar starts where the previous one ended; the last reaches the measured step."""
+    from ceiling.report import plots
+
+    plt = plots.pyplot()
+    fig, ax = plt.subplots(figsize=(7.2, 0.45 * len(bars) + 1.2))
+    start = 0.0
+    for i, b in enumerate(bars):
+        color = "tab:green" if i == 0 else ("tab:red" if b.seconds >= 0 else "tab:blue")
+        ax.barh(i, b.seconds * 1e3, left=start * 1e3, color=color)
+        start += b.seconds
+    ax.axvline(start * 1e3, color="k", lw=1, ls="--")
+    ax.set_yticks(range(len(bars)), [b.name for b in bars], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"milliseconds (measured step {start * 1e3:.3g} ms at the dashed line)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, axis="x", alpha=0.3)
+    return plots.save(fig, path)
+
+
+def waterfall_path(path: str | Path) -> Path:
+    """Where --plot PATH puts the waterfall beside the main figure: PATH-waterfall.png."""
+    p = Path(path)
+    return p.with_name(f"{p.stem}-waterfall{p.suffix}")
