@@ -151,3 +151,47 @@ def test_straggler_defaults_show_one(cli):
     assert data["slowdown"] == pytest.approx(1.5) and data["efficiency"] < 0.7
     code, out, _ = cli("simulate", "straggler", "--slow", "1")
     assert code == 0 and "no straggler asked for" in out
+
+
+def test_training_profile_ceiling_has_no_decode_reading(tmp_path):
+    import torch
+
+    from ceiling.hardware.profile import MachineProfile, MeasuredDevice, save_profile
+    from ceiling.measure.decode import local_ceiling
+    from ceiling.profile.ceiling import resolve_ceiling
+
+    memory = [{"kernel": "copy", "best_gbps": 5.0}, {"kernel": "dot", "best_gbps": 8.0}]
+    dev = MeasuredDevice(
+        name="Test CPU",
+        kind="cpu",
+        peak_flops_per_s={"fp32": 50e9},
+        bandwidth_bytes_per_s=5e9,
+        extra={"memory": memory},
+    )
+    stamp = "2026-01-01T00:00:00+00:00"
+    path = save_profile(MachineProfile(1, stamp, "h", {}, [dev]), tmp_path / "p.json")
+    assert local_ceiling("cpu", path).spec.memory_bandwidth_bytes_per_s == 8e9  # decode: reads
+    step = resolve_ceiling(torch.device("cpu"), "fp32", False, None, str(path))
+    assert step.bandwidth_bytes_per_s == 5e9  # a training step writes too
+    assert "decode" not in step.source and "dot" not in step.source
+
+
+def test_plan_help_names_expert_parallelism_and_hf(cli):
+    code, out, _ = cli("plan", "--help")
+    assert code == 0
+    text = " ".join(out.split())
+    assert "expert parallelism (ep)" in text and "ep=8" in text and "hf:PATH" in text
+    data = _json(cli, "plan", "mixtral-8x7b", "--spec", "h100-sxm", "-n", "64", "--fixed", "ep=8")
+    assert {p["ep"] for p in data["plans"]} == {8}
+
+
+def test_specs_alias_says_what_it_resolved_to(cli):
+    code, out, _ = cli("specs", "h100")
+    assert code == 0
+    first = out.splitlines()[0]
+    assert first.startswith("h100 is h100-sxm (also: ") and "h100-pcie" in first
+    assert _json(cli, "specs", "h100")["resolved"] == first
+    code, out, _ = cli("specs", "h100-sxm")
+    assert " is h100-sxm" not in out
+    header = next(line for line in out.splitlines() if "dtype" in line and "peak" not in line)
+    assert header.count("TFLOP/s") == 1 and "FLOP/s" not in header.replace("TFLOP/s", "")

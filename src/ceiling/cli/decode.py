@@ -45,7 +45,9 @@ the batch where decoding turns compute-bound, KV cache per token and per sequenc
 largest batch that fits, and time to first token for the prompt.
 
 MODEL is a catalog name (`ceiling models` lists them; gpt:tiny and gpt:small are the small
-GPTs --measure can build) or explicit dimensions: {CUSTOM_HELP}.
+GPTs --measure can build), hf:PATH (a Hugging Face config.json or the folder holding one:
+Llama, Mistral, Mixtral, Qwen2/3, Qwen3-MoE, Gemma, Phi-3, GPT-2, GPT-NeoX) or explicit
+dimensions: {CUSTOM_HELP}.
 Example: custom:layers=32,hidden=4096,heads=32,kv_heads=8,ffn_hidden=14336,ffn_kind=swiglu,
 vocab=128256,max_seq=8192.
 
@@ -197,7 +199,9 @@ def _header(c, cfg: TransformerConfig, source: str, fit: tuple[int, int | None])
 
 @app.command(help=DECODE_HELP)
 def decode(
-    model: Annotated[str, typer.Argument(help="Catalog name, gpt:small, or custom:KEY=VALUE,...")],
+    model: Annotated[
+        str, typer.Argument(help="Catalog name, gpt:small, custom:KEY=VALUE,... or hf:PATH.")
+    ],
     spec: Annotated[
         str | None, typer.Option("--spec", help="Device from the catalog (`ceiling specs`).")
     ] = None,

@@ -313,9 +313,12 @@ def specs(
         return
     if name is not None:
         spec = get_spec(name)
+        resolved = resolved_note(name, spec)
         if json_out:
-            emit_json(spec_json(spec))
+            emit_json({**spec_json(spec), **({"resolved": resolved} if resolved else {})})
             return
+        if resolved:
+            console().print(resolved)
         _show_one(spec)
         return
     everything = all_specs()
@@ -353,16 +356,25 @@ def specs(
     )
 
 
+def resolved_note(name: str, spec) -> str | None:
+    """'h100 is h100-sxm (also: h100-pcie, h100-nvl)' when a name was not the entry's key."""
+    from ceiling.hardware.catalog import all_specs, is_spec_file
+
+    asked = "-".join(name.strip().lower().replace("_", " ").replace("-", " ").split())
+    if is_spec_file(name) or asked == spec.key:
+        return None
+    others = [s.key for s in all_specs() if s.key != spec.key and s.key.startswith(asked)]
+    also = f" (also: {', '.join(others)})" if others else ""
+    return f"{name} is {spec.key}{also}"
+
+
 def _show_one(spec) -> None:
     c = console()
-    rows = [
-        [d, f"{spec.peak_flops_per_s[d] / 1e12:,.2f}", format_flops_per_s(spec.peak_flops_per_s[d])]
-        for d in spec.dtypes
-    ]
+    rows = [[d, f"{spec.peak_flops_per_s[d] / 1e12:,.2f}"] for d in spec.dtypes]
     c.print(
         table(
             f"{spec.name} ({spec.key}): dense peak per dtype",
-            ["dtype", "TFLOP/s", ""],
+            ["dtype", "TFLOP/s"],
             rows,
             caption="Dense (2:4-sparse figures halved); int8 in operations/s.",
         )

@@ -14,23 +14,29 @@ from ceiling.errors import InvalidInput
 from ceiling.units import format_bytes, format_percent, format_time, parse_bandwidth, parse_count
 
 PLAN_HELP = """Plan training of MODEL on N devices: data (d), tensor (t) and pipeline (p)
-parallelism, micro-batch, interleaving (v), ZeRO stage (3 = FSDP), recomputation and
-sequence parallelism. Every valid plan is evaluated — memory per device (weights, gradients,
+parallelism, expert parallelism (ep) for mixture-of-experts models, micro-batch,
+interleaving (v), ZeRO stage (3 = FSDP), recomputation and sequence parallelism. Every valid
+plan is evaluated — memory per device (weights, gradients,
 optimizer state, activations of the micro-batches in flight, with headroom), time per step
 (matmuls at the device's matmul efficiency, memory-bound kernels, tensor-parallel
-collectives, pipeline bubble and sends, data-parallel reduction), MFU, HFU and hardware
-TFLOP/s per device (Megatron's figure, counting recomputation) — and those that fit are
-ranked by step time, with why each loses to the best.
+collectives, pipeline bubble and sends, expert all-to-all, data-parallel reduction), MFU,
+HFU and hardware TFLOP/s per device (Megatron's figure, counting recomputation) — and those
+that fit are ranked by step time, with why each loses to the best.
 
-MODEL is a catalog name (`ceiling models`) or custom:layers=..,hidden=..,heads=..,...
+MODEL is a catalog name (`ceiling models`), custom:layers=..,hidden=..,heads=..,... or
+hf:PATH (a Hugging Face config.json, or the folder holding one).
 
---fixed pins plan fields and searches the rest: d, t, p, b (micro-batch), v, zero (0-3 or
-fsdp), recompute (none|selective|full), sp (on|off), state_bytes (16 or 18 per parameter).
-Example: --fixed d=32,t=8,p=2,recompute=full,sp=off
+--fixed pins plan fields and searches the rest: d, t, p, b (micro-batch), v, ep (expert
+parallelism: experts spread over ep of the d data-parallel ranks; must divide d and the
+experts), zero (0-3 or fsdp), recompute (none|selective|full), sp (on|off), state_bytes (16
+or 18 per parameter). Example: --fixed d=32,t=8,p=2,recompute=full,sp=off; a mixture of
+experts: --fixed ep=8
 
 FLOPs count a multiply-add as 2; peaks are dense. Memory in GiB (2^30 bytes)."""
 
-ModelArg = Annotated[str, typer.Argument(help="Catalog name or custom:layers=..,hidden=..,...")]
+ModelArg = Annotated[
+    str, typer.Argument(help="Catalog name, custom:layers=..,hidden=..,... or hf:PATH.")
+]
 
 
 def _int(text: str, what: str) -> int:

@@ -183,8 +183,13 @@ class LocalCeiling:
     cache_bytes: float | None  # last-level cache (CPU) or L2 (GPU), one instance
 
 
-def local_ceiling(device: str, profile: str | Path | None = None) -> LocalCeiling:
-    """This machine's ceilings: the profile if any, else datasheet/theoretical + quick bandwidth."""
+def local_ceiling(
+    device: str, profile: str | Path | None = None, reads_only: bool = True
+) -> LocalCeiling:
+    """This machine's ceilings: the profile if any, else datasheet/theoretical + quick bandwidth.
+
+    `reads_only`: the work mostly reads memory (decode), so the profile's read-only rate may
+    stand for its bandwidth; a training step writes as much as it reads, so it may not."""
     from ceiling.hardware.catalog import DeviceSpec
     from ceiling.hardware.resolve import resolve_device
 
@@ -196,7 +201,8 @@ def local_ceiling(device: str, profile: str | Path | None = None) -> LocalCeilin
             source = f"measured machine profile ({profile or 'the default profile'})"
             if kind == "cpu":
                 spec, source = _fill_cpu_peaks(spec, source)
-            spec, source = _read_bandwidth_from_profile(spec, source, profile, kind)
+            if reads_only:
+                spec, source = _read_bandwidth_from_profile(spec, source, profile, kind)
             return LocalCeiling(spec, source, cache_bytes)
     except CeilingError:
         if profile is not None:

@@ -55,7 +55,9 @@ def resolve_ceiling(
     from ceiling.measure.decode import local_ceiling
 
     # on meta nothing runs: the roofline is this machine's CPU
-    local = local_ceiling("cpu" if device.type == "meta" else str(device), profile)
+    # a step reads and writes: the profile's read+write bandwidth, never decode's read-only rate
+    where = "cpu" if device.type == "meta" else str(device)
+    local = local_ceiling(where, profile, reads_only=False)
     s = local.spec
     measured = local.source.startswith("measured")
     dense = _dense_peak(device, peak_key) if measured else None
