@@ -264,6 +264,7 @@ def test_cli_json_plot_and_tables(tmp_path, cli):
         ('{"traceEvents": []}', "no events"),
         ('{"schemaVersion": 1}', "no traceEvents"),
         ("not json", "expected '{'"),
+        ('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": NaN}]}', "non-finite"),
         ('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "soon"}]}', "valid"),
     ],
 )
@@ -299,3 +300,24 @@ def test_steps_and_ranks_do_not_depend_on_file_order(tmp_path):
     _write(folder / "b.json", copy.deepcopy(b))
     r = analyze(folder)
     assert [x.rank for x in r.ranks] == [0, 1] and r.cross.straggler == 1
+
+
+def test_odd_fields_do_not_break_the_analysis(tmp_path):
+    doc = cuda_trace()
+    ev = doc["traceEvents"]
+    ev[2]["args"]["Input Dims"] = "not a list"  # addmm: shapes unusable
+    ev[4]["args"]["Input Dims"] = [["a", "b"], [N, N], []]  # add: shapes unreadable
+    ev[3]["args"]["correlation"] = [1, 2]  # an unhashable link id
+    ev[5]["args"] = "not a dict"
+    ev[6]["pid"] = {"odd": 1}
+    r = analyze(_write(tmp_path / "t.json", doc))
+    rank = r.ranks[0]
+    assert rank.model_flops_per_step is None  # the matmul's FLOPs became unknown
+    assert sum(rank.steps[0].seconds.values()) == pytest.approx(1000 * US)
+
+
+def test_the_api_reads_like_the_command(tmp_path):
+    import ceiling
+
+    r = ceiling.trace(_write(tmp_path / "t.json", cuda_trace()), spec="h100-sxm")
+    assert r.ranks[0].mfu == pytest.approx(2.0 * N**3 / 1e-3 / get_spec("h100-sxm").peak("bf16"))

@@ -31,16 +31,30 @@ def waterfall_steps(rank: RankResult) -> list[tuple[str, float]]:
 
 
 def _strips(ax, r: TraceResult) -> None:
+    """The first analysed step of each rank as a time line, one row per rank."""
+    seen = set()
     for y, rank in enumerate(r.ranks):
-        left = 0.0
-        for cat in ORDER:
-            w = rank.mean(cat)
-            ax.barh(y, w * 1e3, left=left * 1e3, color=COLOURS[cat], label=cat if y == 0 else None)
-            left += w
+        if not rank.steps:
+            continue
+        step = rank.steps[0]
+        ax.broken_barh(
+            [(0, step.wall_s * 1e3)],
+            (y - 0.35, 0.7),
+            color=COLOURS["idle"],
+            label=None if "idle" in seen else "idle",
+        )
+        seen.add("idle")
+        for cat, spans in step.timeline.items():
+            bars = [((a - step.start_s) * 1e3, (b - a) * 1e3) for a, b in spans]
+            if bars:
+                ax.broken_barh(
+                    bars, (y - 0.35, 0.7), color=COLOURS[cat], label=None if cat in seen else cat
+                )
+                seen.add(cat)
     ax.set_yticks(range(len(r.ranks)), [f"rank {x.rank}" for x in r.ranks])
-    ax.set_xlabel("mean step (ms)")
-    ax.set_title("where each rank's step goes")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.set_xlabel("time in the first analysed step (ms)")
+    ax.set_title("what each rank's device (or host) does")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
 
 
 def _roofline(ax, r: TraceResult, top: int) -> None:

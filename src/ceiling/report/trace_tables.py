@@ -90,6 +90,16 @@ def cross_rows(r: TraceResult) -> list[list[str]]:
     return rows
 
 
+def shown_ranks(r: TraceResult) -> list[RankResult]:
+    """Rank tables for the first rank, the slowest and the straggler; --json has them all."""
+    keep = {r.ranks[0].rank}
+    if r.cross is not None:
+        keep.add(r.cross.slowest_rank)
+        if r.cross.straggler is not None:
+            keep.add(r.cross.straggler)
+    return [x for x in r.ranks if x.rank in keep]
+
+
 def render(r: TraceResult, top: int = 10) -> None:
     from ceiling.cli.output import console, table
 
@@ -97,7 +107,7 @@ def render(r: TraceResult, top: int = 10) -> None:
     out.print(device_line(r))
     for note in r.notes:
         out.print(f"note: {note}")
-    for rank in r.ranks:
+    for rank in shown_ranks(r):
         where = "GPU" if rank.on_gpu else "host (no device events)"
         out.print(table(f"Rank {rank.rank}: {rank.path}", ["", "value"], summary_rows(rank)))
         out.print(
@@ -117,6 +127,8 @@ def render(r: TraceResult, top: int = 10) -> None:
         )
     c = r.cross
     if c is not None:
+        if len(r.ranks) > len(shown_ranks(r)):
+            out.print("(tables for the other ranks: --json)")
         out.print(table("Ranks", ["rank", "step time", "busy (less waiting)"], cross_rows(r)))
         out.print(
             f"slowest rank by step time: {c.slowest_rank} "

@@ -33,6 +33,7 @@ class Breakdown:
     comm_s: float  # all communication, hidden or not
     comm_overlapped_s: float
     idle_reasons: dict[str, float] = field(default_factory=dict)
+    intervals: dict[str, list[Interval]] = field(default_factory=dict)  # busy categories
 
     @property
     def comm_exposed_s(self) -> float:
@@ -48,21 +49,22 @@ def split(
     """`busy` maps each of WORK to its (unnormalised) intervals."""
     taken: list[Interval] = []
     seconds: dict[str, float] = {}
+    intervals: dict[str, list[Interval]] = {}
     work_all: list[Interval] = []
     for cat, raw in ((c, busy.get(c, [])) for c in WORK):
         mine = subtract(clip(union(raw), window), taken)
-        seconds[cat] = measure(mine)
+        seconds[cat], intervals[cat] = measure(mine), mine
         taken = union(taken + mine)
         work_all = taken
     comm_n = clip(union(comm), window)
     for cat, raw in ((COMM, comm_n), (MEMCPY, clip(union(memcpy), window))):
         mine = subtract(raw, taken)
-        seconds[cat] = measure(mine)
+        seconds[cat], intervals[cat] = measure(mine), mine
         taken = union(taken + mine)
     wall = window[1] - window[0]
     seconds[IDLE] = max(wall - measure(taken), 0.0)
     overlapped = measure(intersect(comm_n, work_all))
-    return Breakdown(wall, seconds, measure(comm_n), overlapped)
+    return Breakdown(wall, seconds, measure(comm_n), overlapped, intervals=intervals)
 
 
 def idle_gaps(window: Interval, busy: list[Interval]) -> list[Interval]:

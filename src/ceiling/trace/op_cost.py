@@ -115,6 +115,13 @@ def _kind_only(packet) -> OpCost | None:
 
 
 def _replayed_cost(name, dims, types, concrete, strides) -> OpCost | None:
+    try:
+        return _replay(name, dims, types, concrete, strides)
+    except Exception:  # odd recorded arguments, or an op meta cannot run: cost unknown
+        return _kind_only(_packet(name))
+
+
+def _replay(name, dims, types, concrete, strides) -> OpCost | None:
     packet = _packet(name)
     func = _overload(packet, types)
     if func is None:
@@ -126,12 +133,9 @@ def _replayed_cost(name, dims, types, concrete, strides) -> OpCost | None:
     if call is None:
         return _kind_only(packet)
     pos, kw, dtype = call
-    try:
-        out = func(*pos, **kw)
-        flops = count_flops(func, pos, kw, out)
-        traffic = count_traffic(func, pos, kw, out)
-    except Exception:  # an op that cannot replay on meta is unknown, not fatal
-        return _kind_only(packet)
+    out = func(*pos, **kw)
+    flops = count_flops(func, pos, kw, out)
+    traffic = count_traffic(func, pos, kw, out)
     return OpCost(flops.flops, flops.exact, flops.category, flops.recomputed, traffic.bytes, dtype)
 
 

@@ -131,7 +131,7 @@ def analyze_rank(
                 host.collectives[k],
                 window,
             )
-        step.name = name
+        step.name, step.start_s = name, window[0]
         step.host_seconds = _host_timeline(host, k, spans[k])
         _flops(step, [records[i] for i in recs_in[k]], roof)
         steps.append(step)
@@ -209,8 +209,9 @@ def _host_step(records, bounds, collectives, window) -> StepResult:
 
 
 def _step_result(split: bd.Breakdown, reasons: dict) -> StepResult:
-    return StepResult(
+    step = StepResult(
         name="",
+        start_s=0.0,
         wall_s=split.wall_s,
         seconds=split.seconds,
         comm_s=split.comm_s,
@@ -222,7 +223,9 @@ def _step_result(split: bd.Breakdown, reasons: dict) -> StepResult:
         other_flops=None,
         mfu=None,
         hfu=None,
+        timeline=split.intervals,
     )
+    return step
 
 
 HOST_DATA, HOST_SYNC, HOST_OPS, HOST_OTHER = (
@@ -365,7 +368,7 @@ def _message_bytes(op: str, args: dict) -> float | None:
     n_in, n_out = args.get("In msg nelems"), args.get("Out msg nelems")
     n = n_out if op == "all_gather" and n_out else n_in
     size = _NCCL_DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
-    if n and size:
+    if isinstance(n, (int, float)) and n > 0 and size:
         return float(n) * size
     dims, types = args.get("Input Dims"), args.get("Input type")
     if isinstance(dims, list) and isinstance(types, list):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import gzip
 import json
+import math
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -206,14 +207,30 @@ class _Parser:
 
     def event(self, e: dict) -> Event:
         try:
-            return Event(
-                name=str(e["name"]),
-                cat=e["cat"],
-                start_s=float(e["ts"]) * _US,
-                dur_s=max(float(e.get("dur", 0.0)), 0.0) * _US,
-                pid=e.get("pid", 0),
-                tid=e.get("tid", 0),
-                args=e.get("args") or {},
-            )
+            start, dur = float(e["ts"]) * _US, float(e.get("dur", 0.0)) * _US
         except (KeyError, TypeError, ValueError) as exc:
-            raise self.fail(f"event without a valid name/ts/dur ({exc})") from None
+            raise self.fail(f"event without a valid ts/dur ({exc})") from None
+        if not (math.isfinite(start) and math.isfinite(dur)):
+            raise self.fail("event with a non-finite ts or dur")
+        args = e.get("args")
+        if args.__class__ is not dict:
+            args = {}
+        for key in _LINKS:  # ids that index tables later: hashable or dropped
+            if key in args and args[key].__class__ not in (int, str):
+                del args[key]
+        return Event(
+            str(e.get("name", "")),
+            e["cat"],
+            start,
+            max(dur, 0.0),
+            _hashable(e.get("pid", 0)),
+            _hashable(e.get("tid", 0)),
+            args,
+        )
+
+
+_LINKS = ("External id", "correlation")
+
+
+def _hashable(value):
+    return value if value.__class__ in (int, str) else str(value)

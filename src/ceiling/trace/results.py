@@ -21,6 +21,7 @@ class TraceDevice:
 @dataclass
 class StepResult:
     name: str
+    start_s: float  # on the trace's own clock
     wall_s: float
     seconds: dict[str, float]  # breakdown category -> seconds (sum = wall_s)
     comm_s: float
@@ -32,6 +33,8 @@ class StepResult:
     other_flops: float | None
     mfu: float | None  # None without a device peak or without FLOPs
     hfu: float | None
+    # busy intervals per category, for the figure; left out of the JSON
+    timeline: dict[str, list[tuple[float, float]]] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -138,6 +141,9 @@ class TraceResult:
 
     def to_json(self) -> dict:
         out = asdict(self)
+        for raw in out["ranks"]:
+            for step in raw["steps"]:
+                step.pop("timeline", None)
         for r, raw in zip(self.ranks, out["ranks"], strict=True):
             raw.update(
                 step_s=r.step_s,
