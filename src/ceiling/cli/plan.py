@@ -100,25 +100,6 @@ def build_cluster(
     )
 
 
-def _cluster_json(c) -> dict:
-    return {
-        "device": c.device.key,
-        "devices": c.devices,
-        "nodes": c.nodes,
-        "devices_per_node": c.devices_per_node,
-        "dtype": c.dtype,
-        "peak_flops_per_s": c.peak_flops_per_s,
-        "memory_bytes": c.memory_bytes,
-        "intra_node_bandwidth_bytes_per_s": c.intra_node_bandwidth_bytes_per_s,
-        "inter_node_bandwidth_bytes_per_s": c.inter_node_bandwidth_bytes_per_s,
-        "matmul_efficiency": c.matmul_efficiency,
-        "memory_efficiency": c.memory_efficiency,
-        "efficiency_source": c.efficiency_source,
-        "device_source": c.device_source,
-        "sources": c.sources,
-    }
-
-
 def _doublings(n: int, k: int) -> list[int]:
     return [n * 2**i for i in range(k + 1)]
 
@@ -192,42 +173,18 @@ def plan(
     ] = 0,
     json_out: JsonOption = False,
 ) -> None:
-    from ceiling.model.parallel import ATTENTION, Job
     from ceiling.model.plan_search import parse_fixed, search
     from ceiling.model.plan_search import scaling as scaling_rows
     from ceiling.model.transformer import parse_model
 
-    if attention is not None and attention not in ATTENTION:
-        raise InvalidInput(f"--attention must be one of {', '.join(ATTENTION)}, got {attention!r}")
     if not 0 <= scaling <= 8:
         raise InvalidInput(f"--scaling must be between 0 and 8 doublings, got {scaling}")
     cfg = parse_model(model)
-    # Kernel and dropout default to the model's published training recipe (catalog data).
-    recipe = attention is None and dropout is None
-    attention = attention if attention is not None else cfg.trained_attention
-    dropout = dropout if dropout is not None else cfg.trained_dropout
-    n = _int(gpus, "--gpus")
-    s = seq if seq is not None else min(cfg.max_seq, 4096)
-    if s < 1:
-        raise InvalidInput(f"--seq must be ≥ 1, got {s}")
-    if s > cfg.max_seq:
-        raise InvalidInput(
-            f"--seq {s} > {cfg.name}'s {cfg.max_seq} positions; plan a longer context with "
-            f"custom:...,max_seq={s}"
-        )
-    B = _int(global_batch, "--global-batch") if global_batch else max(1, round(4 * 2**20 / s))
-    budget = float(parse_count(tokens)) if tokens else None
-    pins = parse_fixed(fixed)
-    job = Job(
-        cfg,
-        B,
-        s,
-        attention=attention,
-        dropout=dropout,
-        headroom=headroom,
-        overlap_dp=not no_dp_overlap,
-        token_budget=budget,
+    job, recipe = _training_job(
+        cfg, seq, global_batch, attention, dropout, headroom, no_dp_overlap, tokens
     )
+    n = _int(gpus, "--gpus")
+    pins = parse_fixed(fixed)
 
     def cluster_for(count: int):
         return build_cluster(
@@ -237,51 +194,74 @@ def plan(
     cluster = cluster_for(n)
     result = search(job, cluster, pins, top=top)
     rows = scaling_rows(job, cluster_for, _doublings(n, scaling), pins) if scaling else []
-
-    assumptions = {
-        "matmul_efficiency": cluster.matmul_efficiency,
-        "efficiency_source": cluster.efficiency_source,
-        "memory_efficiency": cluster.memory_efficiency,
-        "attention": attention,
-        "dropout": dropout,
-        "attention_and_dropout_from": "the model's published training recipe"
-        if recipe
-        else "the command line",
-        "headroom": headroom,
-        "dp_overlap": "none (gradient reduction after the backward)"
-        if no_dp_overlap
-        else "gradient reduction overlaps the last micro-batch's backward",
-        "tp_overlap": "none (tensor-parallel collectives are exposed)",
-        "flops": "a multiply-add counts as 2; peaks are dense",
-    }
+    assumptions = _assumptions(cluster, job, recipe)
     if json_out:
         emit_json(
             {
                 "model": cfg.name,
                 "params_total": cfg.params_total,
-                "global_batch": B,
-                "seq_len": s,
-                "tokens_per_step": B * s,
-                "cluster": _cluster_json(cluster),
+                "global_batch": job.global_batch,
+                "seq_len": job.seq_len,
+                "tokens_per_step": job.global_batch * job.seq_len,
+                "cluster": cluster.to_json(),
                 "assumptions": assumptions,
                 "fixed": pins,
                 "evaluated": result.evaluated,
                 "fitting": result.fitting,
                 "plans": [r.to_json(w) for r, w in zip(result.plans, result.why, strict=True)],
-                "scaling": [
-                    {
-                        "devices": row.devices,
-                        "best": row.best.to_json() if row.best else None,
-                        "speedup": row.speedup,
-                        "efficiency": row.efficiency,
-                        "serial_fraction": row.serial_fraction,
-                    }
-                    for row in rows
-                ],
+                "scaling": [row.to_json() for row in rows],
             }
         )
         return
     _render(cfg, job, cluster, result, rows, assumptions)
+
+
+def _training_job(cfg, seq, global_batch, attention, dropout, headroom, no_dp_overlap, tokens):
+    """The Job to plan and whether its kernel and dropout come from the model's published
+    training recipe (catalog data) rather than the command line."""
+    from ceiling.model.parallel import ATTENTION, Job
+
+    if attention is not None and attention not in ATTENTION:
+        raise InvalidInput(f"--attention must be one of {', '.join(ATTENTION)}, got {attention!r}")
+    recipe = attention is None and dropout is None
+    s = seq if seq is not None else min(cfg.max_seq, 4096)
+    if s < 1:
+        raise InvalidInput(f"--seq must be ≥ 1, got {s}")
+    if s > cfg.max_seq:
+        raise InvalidInput(
+            f"--seq {s} > {cfg.name}'s {cfg.max_seq} positions; plan a longer context with "
+            f"custom:...,max_seq={s}"
+        )
+    job = Job(
+        cfg,
+        _int(global_batch, "--global-batch") if global_batch else max(1, round(4 * 2**20 / s)),
+        s,
+        attention=attention if attention is not None else cfg.trained_attention,
+        dropout=dropout if dropout is not None else cfg.trained_dropout,
+        headroom=headroom,
+        overlap_dp=not no_dp_overlap,
+        token_budget=float(parse_count(tokens)) if tokens else None,
+    )
+    return job, recipe
+
+
+def _assumptions(cluster, job, recipe: bool) -> dict:
+    return {
+        "matmul_efficiency": cluster.matmul_efficiency,
+        "efficiency_source": cluster.efficiency_source,
+        "memory_efficiency": cluster.memory_efficiency,
+        "attention": job.attention,
+        "dropout": job.dropout,
+        "attention_and_dropout_from": "the model's published training recipe"
+        if recipe
+        else "the command line",
+        "headroom": job.headroom,
+        "dp_overlap": "gradient reduction overlaps the last micro-batch's backward"
+        if job.overlap_dp
+        else "none (gradient reduction after the backward)",
+        "tp_overlap": "none (tensor-parallel collectives are exposed)",
+        "flops": "a multiply-add counts as 2; peaks are dense",
+    }
 
 
 def _render(cfg, job, cluster, result, rows, assumptions) -> None:

@@ -74,6 +74,24 @@ class ClusterSpec:
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
         self.device.peak(self.dtype)  # raises UnsupportedOnDevice naming what it has
 
+    def to_json(self) -> dict:
+        return {
+            "device": self.device.key,
+            "devices": self.devices,
+            "nodes": self.nodes,
+            "devices_per_node": self.devices_per_node,
+            "dtype": self.dtype,
+            "peak_flops_per_s": self.peak_flops_per_s,
+            "memory_bytes": self.memory_bytes,
+            "intra_node_bandwidth_bytes_per_s": self.intra_node_bandwidth_bytes_per_s,
+            "inter_node_bandwidth_bytes_per_s": self.inter_node_bandwidth_bytes_per_s,
+            "matmul_efficiency": self.matmul_efficiency,
+            "memory_efficiency": self.memory_efficiency,
+            "efficiency_source": self.efficiency_source,
+            "device_source": self.device_source,
+            "sources": self.sources,
+        }
+
     @property
     def devices(self) -> int:
         return self.nodes * self.devices_per_node

@@ -305,6 +305,15 @@ class ScalingRow:
     efficiency: float | None
     serial_fraction: float | None = None  # Karp–Flatt: (1/S - 1/n) / (1 - 1/n), n = N/N0
 
+    def to_json(self) -> dict:
+        return {
+            "devices": self.devices,
+            "best": self.best.to_json() if self.best else None,
+            "speedup": self.speedup,
+            "efficiency": self.efficiency,
+            "serial_fraction": self.serial_fraction,
+        }
+
 
 def scaling(job: Job, make_cluster_for, device_counts: list[int], fixed: dict | None = None):
     """The best plan at each device count; speedup, efficiency and the Karp–Flatt serial
