@@ -13,10 +13,20 @@ import ceiling
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Runs the CLI in a fresh interpreter in which `import torch` fails, as where none is installed.
-WITHOUT_TORCH = (
-    "import sys; sys.modules['torch'] = None; from ceiling.cli.app import main; main(sys.argv[1:])"
-)
+# Runs the CLI in a fresh interpreter in which `import torch` fails, as where none is installed
+# (an import hook, so `torch` is absent from sys.modules as it would be, not None).
+WITHOUT_TORCH = """
+import sys
+
+class NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "torch":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, NoTorch())
+from ceiling.cli.app import main
+main(sys.argv[1:])
+"""
 
 
 def test_one_version_source(cli):
@@ -54,8 +64,18 @@ def test_commands_needing_torch_refuse_in_one_line(tmp_path, args):
     assert not (tmp_path / "r.html").exists()
 
 
-def test_analytic_commands_run_without_torch():
-    for argv in (["plan", "llama-3-8b", "--spec", "h100-sxm", "-n", "8"], ["amdahl", "0.9"]):
+CALCULATORS = [
+    ["plan", "llama-3-8b", "--spec", "h100-sxm", "-n", "8"],
+    ["decode", "llama-3-8b", "--spec", "h100-sxm"],
+    ["amdahl", "0.9"],
+    ["models"],
+    ["specs", "h100"],
+    ["fit", str(ROOT / "tests" / "golden" / "scaling_times.csv")],
+]
+
+
+def test_calculators_run_without_torch():
+    for argv in CALCULATORS:
         run = subprocess.run(
             [sys.executable, "-c", WITHOUT_TORCH, *argv], capture_output=True, text=True, timeout=60
         )
