@@ -54,26 +54,20 @@ def test_resolve_target_errors():
         distributed.resolve_target("ceiling.errors:nothing_here")
 
 
-def test_a_port_taken_before_rank_0_binds_it_is_replaced(jobs_on_path, monkeypatch):
-    import socket
+def test_local_ranks_meet_through_a_file_and_talk_over_loopback(tmp_path, monkeypatch):
+    """No rendezvous port (none to be taken, none reachable from the network, no reverse DNS
+    lookup of 127.0.0.1), gloo bound to the loopback interface, a launcher's variables
+    from the caller's environment not passed on."""
+    from ceiling.measure import rendezvous
 
-    with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", 0))
-        squatter.listen()
-        taken = squatter.getsockname()[1]
-        given = []
-        real = distributed.free_port
-
-        def first_taken_then_free():
-            given.append(real() if given else taken)
-            return given[-1]
-
-        monkeypatch.setattr(distributed, "free_port", first_taken_then_free)
-        result = distributed.launch_local(
-            distributed.Job(f"{JOBS}:allreduce_ranks", device="cpu", timeout_s=60), 1
-        )
-    assert result["sum"] == 1.0
-    assert len(given) == 2 and given[0] == taken  # one failed start, one fresh port
+    monkeypatch.setenv("MASTER_PORT", "1")
+    monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
+    env = distributed._worker_env(distributed.Job("m:f"), 1, 2, tmp_path)
+    assert "MASTER_PORT" not in env and "MASTER_ADDR" not in env
+    assert "TORCHELASTIC_USE_AGENT_STORE" not in env
+    assert env[rendezvous.STORE_VAR] == str(tmp_path / "store")
+    assert (env["RANK"], env["WORLD_SIZE"]) == ("1", "2")
+    assert env["GLOO_SOCKET_IFNAME"] == rendezvous.loopback_interface()
 
 
 def test_a_failing_rank_is_named_and_the_others_stopped(jobs_on_path):
@@ -111,6 +105,30 @@ def test_a_hanging_rank_hits_the_timeout(jobs_on_path):
         )
     assert time.monotonic() - t0 < 30
     _assert_gone(pids)
+
+
+def test_a_rank_that_stops_making_progress_is_named_within_the_stall_time(jobs_on_path):
+    """Rank 1 sleeps forever while rank 0 waits for it: named within the stall time (5 s
+    here, 30 s by default), long before the overall deadline; nothing left behind."""
+    pids, folders = [], []
+
+    def on_start(started):
+        pids.extend(started)
+        folders.extend(Path(psutil.Process(p).cmdline()[-1]) for p in started[:1])
+
+    t0 = time.monotonic()
+    with pytest.raises(WorkerFailed) as err:
+        distributed.launch_local(
+            distributed.Job(f"{JOBS}:hang_on_rank_1", device="cpu", timeout_s=120, stall_s=5),
+            2,
+            on_start=on_start,
+        )
+    assert time.monotonic() - t0 < 45
+    msg = str(err.value)
+    assert msg.startswith("worker rank 1 of 2 made no progress for 5 s"), msg
+    assert "in hang_on_rank_1" in msg and msg.endswith("all ranks were stopped")
+    _assert_gone(pids)
+    assert folders and not folders[0].exists()
 
 
 def _scale_with_two_workers(settle_s: float = 3.0):

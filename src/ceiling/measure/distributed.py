@@ -5,12 +5,15 @@ A job is "module:function" plus keyword arguments; every rank calls
 NCCL on CUDA with a gloo group beside it for coordination), and rank 0's return value
 (JSON-able) is the job's result.
 
-Locally, `launch_local` starts one Python process per rank with the standard env://
-variables (MASTER_ADDR/PORT, RANK, WORLD_SIZE, LOCAL_RANK) on a free port, and watches them:
-a rank that exits non-zero or is killed stops the whole job at once, and so does the
+Locally, `launch_local` starts one Python process per rank (RANK, WORLD_SIZE, LOCAL_RANK;
+the ranks meet through a store file, see `ceiling.measure.rendezvous`) and watches them:
+a rank that exits non-zero or is killed stops the whole job at once, and so does a rank
+that makes no progress for `stall_s` (see `ceiling.measure.stall`) and the overall
 deadline; every worker is killed before the error is raised, and each worker dies with its
-parent (PR_SET_PDEATHSIG on Linux), so nothing is left behind. Across machines the same job
-runs under `torchrun`, which sets those variables itself: `run_under_launcher` picks them up.
+parent (PR_SET_PDEATHSIG on Linux), so nothing is left behind. A run's folder
+(`ceiling-dist-*`) records its launcher's pid, and folders whose launcher was killed
+before it could remove them are removed by the next run. Across machines the same job runs
+under `torchrun`, which sets MASTER_ADDR/PORT and the rest: `run_under_launcher` picks them up.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import importlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ceiling.errors import CeilingError, InvalidInput, WorkerFailed
+from ceiling.measure import rendezvous, stall
 
 # Seconds between checks of the workers' state by the launching process.
 POLL_S = 0.05
@@ -42,8 +47,8 @@ PEER_GRACE_S = 3.0
 # How long a worker gets to exit after SIGTERM before SIGKILL.
 TERMINATE_GRACE_S = 2.0
 LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-# Fresh ports tried when the chosen one was taken before rank 0 could bind it.
-PORT_ATTEMPTS = 3
+RUN_PREFIX = "ceiling-dist-"
+OWNER_FILE = "launcher.pid"
 # A worker exits with this code after printing a CeilingError (a user mistake) on one line.
 USER_ERROR_EXIT = 3
 
@@ -57,6 +62,7 @@ class Job:
     device: str = "auto"  # "auto" | "cpu" | "cuda"
     threads_per_worker: int | None = None  # torch intra-op threads in each worker
     timeout_s: float = 300.0
+    stall_s: float = stall.STALL_S  # stop the job when no rank progresses this long
 
 
 @dataclass
@@ -156,8 +162,6 @@ def use_cuda(requested: str, local_world: int, cuda_available: bool, cuda_count:
 
 def _run_job(job: Job, launcher: str, progress_path: str | None) -> tuple[int, Any]:
     """Inside one rank: set up the process group, run the function, tear down."""
-    from datetime import timedelta
-
     import torch
     import torch.distributed as dist
 
@@ -176,8 +180,7 @@ def _run_job(job: Job, launcher: str, progress_path: str | None) -> tuple[int, A
         device, backend = f"cuda:{index}", "nccl"
     else:
         device, backend = "cpu", "gloo"
-    timeout = timedelta(seconds=max(job.timeout_s, 1.0))
-    dist.init_process_group(backend, timeout=timeout)
+    rendezvous.init_group(backend, job.timeout_s)
     try:
         cpu_group = dist.group.WORLD if backend == "gloo" else dist.new_group(backend="gloo")
         ctx = WorkerContext(
@@ -201,6 +204,7 @@ def run_under_launcher(job: Job) -> tuple[int, Any]:
     """Run `job` as this process's rank under torchrun; returns (rank, result)."""
     if not under_launcher():
         raise InvalidInput("not started by torchrun: RANK, WORLD_SIZE, MASTER_ADDR/PORT unset")
+    rendezvous.launcher_env()  # a bad value is one line before torch starts
     return _run_job(job, "torchrun", None)
 
 
@@ -304,63 +308,97 @@ def launch_local(
 ) -> Any:
     """Spawn `world_size` ranks on this machine, run `job`, return rank 0's result.
 
-    Raises WorkerFailed naming the rank when a worker dies or fails, or when the job runs
-    past `job.timeout_s`; all workers are stopped before it returns or raises.
+    Raises WorkerFailed naming the rank when a worker dies, fails or stops making
+    progress, or when the job runs past `job.timeout_s`; all workers are stopped and the
+    run's folder removed before it returns or raises.
     """
     if world_size < 1:
         raise InvalidInput(f"need at least 1 worker, got {world_size}")
-    with _stop_signals_unwind(), tempfile.TemporaryDirectory(prefix="ceiling-dist-") as tmp:
+    remove_stale_run_folders()
+    with _stop_signals_unwind(), tempfile.TemporaryDirectory(prefix=RUN_PREFIX) as tmp:
         tmpdir = Path(tmp)
+        _write_owner(tmpdir)
         job_path = tmpdir / "job.json"
         job_path.write_text(json.dumps(asdict(job)))
-        progress_path = tmpdir / "progress.txt"
-        for attempt in range(1, PORT_ATTEMPTS + 1):
-            progress_path.write_text("")
-            try:
-                _spawn_and_watch(job, world_size, tmpdir, job_path, on_progress, on_start)
-                break
-            except WorkerFailed:
-                # The free port can be taken by another program between choosing it and
-                # rank 0 binding it: a fresh port, not an error, unless it keeps happening.
-                if attempt == PORT_ATTEMPTS or not _port_was_taken(tmpdir, world_size):
-                    raise
+        (tmpdir / "progress.txt").write_text("")
+        _spawn_and_watch(job, world_size, tmpdir, job_path, on_progress, on_start)
         result_path = tmpdir / "result.json"
         if not result_path.exists():
             raise WorkerFailed("rank 0 finished without writing a result")
         return json.loads(result_path.read_text())
 
 
-def _port_was_taken(tmpdir: Path, world_size: int) -> bool:
-    for rank in range(world_size):
-        try:
-            text = (tmpdir / f"rank{rank}.log").read_text(errors="replace").lower()
-        except OSError:
-            continue
-        if "address already in use" in text or "eaddrinuse" in text:
-            return True
-    return False
+def _process_start(pid: int) -> float | None:
+    try:
+        import psutil
+
+        return psutil.Process(pid).create_time()
+    except Exception:  # no such process, or no access to it
+        return None
+
+
+def _write_owner(tmpdir: Path) -> None:
+    pid = os.getpid()
+    (tmpdir / OWNER_FILE).write_text(json.dumps({"pid": pid, "started": _process_start(pid)}))
+
+
+def _owner_alive(folder: Path) -> bool:
+    """True unless the folder's launcher is known to be gone: a folder without a readable
+    owner file (being set up, or not ours) is left alone."""
+    try:
+        owner = json.loads((folder / OWNER_FILE).read_text())
+        pid, started = int(owner["pid"]), owner.get("started")
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
+    now_started = _process_start(pid)
+    if now_started is None:
+        return False
+    # the same pid, reused by a later process, is not the owner
+    return started is None or abs(now_started - float(started)) < 1.0
+
+
+def remove_stale_run_folders(root: str | None = None) -> list[Path]:
+    """Remove this user's `ceiling-dist-*` folders whose launcher is dead (killed before it
+    could clean up); returns the folders removed."""
+    removed = []
+    base = Path(root or tempfile.gettempdir())
+    with contextlib.suppress(OSError):
+        for folder in base.glob(f"{RUN_PREFIX}*"):
+            try:
+                if folder.is_symlink() or not folder.is_dir():
+                    continue
+                if folder.stat().st_uid != os.getuid() or _owner_alive(folder):
+                    continue
+            except OSError:
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def _worker_env(job: Job, rank: int, world_size: int, tmpdir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    launcher_only = ("TORCHELASTIC_RUN_ID", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR")
+    for var in (*launcher_only, "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"):
+        env.pop(var, None)
+    env.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_RANK=str(rank),
+        LOCAL_WORLD_SIZE=str(world_size),
+        PYTHONWARNINGS="ignore",
+        **rendezvous.local_env(str(tmpdir / "store")),
+    )
+    if job.threads_per_worker:
+        env["OMP_NUM_THREADS"] = str(job.threads_per_worker)
+    return env
 
 
 def _spawn_and_watch(job, world_size, tmpdir, job_path, on_progress, on_start) -> None:
-    port = free_port()
     procs: list[subprocess.Popen] = []
     logs = []
     try:
         for rank in range(world_size):
-            env = dict(os.environ)
-            for var in ("TORCHELASTIC_RUN_ID", "GROUP_RANK", "ROLE_RANK"):
-                env.pop(var, None)
-            env.update(
-                MASTER_ADDR="127.0.0.1",
-                MASTER_PORT=str(port),
-                RANK=str(rank),
-                WORLD_SIZE=str(world_size),
-                LOCAL_RANK=str(rank),
-                LOCAL_WORLD_SIZE=str(world_size),
-                PYTHONWARNINGS="ignore",
-            )
-            if job.threads_per_worker:
-                env["OMP_NUM_THREADS"] = str(job.threads_per_worker)
             log = open(tmpdir / f"rank{rank}.log", "wb")  # noqa: SIM115 (closed below)
             logs.append(log)
             procs.append(
@@ -372,7 +410,7 @@ def _spawn_and_watch(job, world_size, tmpdir, job_path, on_progress, on_start) -
                         str(job_path),
                         str(tmpdir),
                     ],
-                    env=env,
+                    env=_worker_env(job, rank, world_size, tmpdir),
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -400,6 +438,8 @@ def _watch(
     seen = 0
     world = len(procs)
     first_failure = 0.0
+    watch = stall.StallWatch(world, job.stall_s)
+    next_beat_check = start
 
     def drain() -> None:
         nonlocal seen
@@ -444,7 +484,17 @@ def _watch(
             raise WorkerFailed(msg + "; the other workers were stopped")
         if all(c == 0 for c in codes):
             return
-        elapsed = time.monotonic() - start
+        now = time.monotonic()
+        if now >= next_beat_check:
+            next_beat_check = now + stall.BEAT_S
+            for rank, beat in stall.read_beats(tmpdir, world).items():
+                watch.update(rank, beat, now)
+            culprits = watch.hung([r for r, c in enumerate(codes) if c is None], now)
+            if culprits:
+                stop_processes(procs)
+                drain()
+                raise WorkerFailed(f"{watch.describe(culprits)}; all ranks were stopped")
+        elapsed = now - start
         if elapsed > job.timeout_s:
             running = [str(r) for r, c in enumerate(codes) if c is None]
             stop_processes(procs)
@@ -465,6 +515,7 @@ def _exit_now(code: int) -> None:
 
 
 def _worker_main(job_path: str, tmpdir: str) -> int:
+    stall.start_beating(Path(tmpdir) / f"rank{os.environ.get('RANK', '0')}.beat")
     job = Job(**json.loads(Path(job_path).read_text()))
     try:
         rank, result = _run_job(job, "local", str(Path(tmpdir) / "progress.txt"))
