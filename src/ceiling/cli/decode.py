@@ -269,22 +269,7 @@ def decode(
 
         check_figure_path(plot)
     if measure:
-        if spec is not None:
-            raise InvalidInput(
-                "--measure compares with this machine's ceiling: drop --spec (or pass --profile)"
-            )
-        if tp != 1:
-            raise InvalidInput("--measure runs on one device: drop --tp")
-        for flag, value in (
-            ("--kv-dtype", kv_dtype),
-            ("--activations", activations),
-            ("--prompt", prompt),
-        ):
-            if value is not None:
-                raise InvalidInput(
-                    f"--measure keeps weights, activations and KV cache in one dtype and times "
-                    f"decode steps only: drop {flag}"
-                )
+        _refuse_with_measure(spec, tp, kv_dtype, activations, prompt)
         _measure(cfg, batches, ctx, weights, device, profile, json_out, plot)
         return
     from ceiling.hardware.resolve import resolve
@@ -315,38 +300,60 @@ def decode(
     for line in _header(c, cfg, resolved.source, fit):
         con.print(line)
     # A 1-token "prompt" (context 0, no --prompt) is one decode step, not a prefill: no column.
-    ttft = prompt_tokens is not None or c.prompt_tokens > 1
-    cols = ["batch", "tok/s", "tok/s/seq", "step", "bound", "bytes", "FLOP"]
-    con.print(
-        table(
-            f"Decode ceiling at context {c.context}",
-            cols + (["TTFT"] if ttft else []),
-            [
-                [
-                    r.batch,
-                    f"{r.tokens_per_s:,.0f}",
-                    f"{r.tokens_per_s_per_sequence:,.1f}",
-                    format_time(r.step_time_s),
-                    r.bound,
-                    format_bytes(r.bytes_per_step).replace(" ", ""),
-                    format_flops(r.flops_per_step).removesuffix("FLOP"),
-                ]
-                + ([format_time(r.ttft_s)] if ttft else [])
-                for r in c.rows
-            ],
-            caption="per step; "
-            + (
-                f"TTFT: time to first token for a {c.prompt_tokens}-token prompt (prefill); "
-                if ttft
-                else "--prompt N adds the time to first token of an N-token prompt; "
-            )
-            + FLOP_NOTE,
-        )
-    )
+    con.print(_rows_table(c, ttft=prompt_tokens is not None or c.prompt_tokens > 1))
     for note in c.notes:
         con.print(f"note: {note}")
     if plot:
         con.print(f"figure: {plot}")
+
+
+def _refuse_with_measure(spec, tp, kv_dtype, activations, prompt) -> None:
+    """Flags that --measure cannot honour, refused before anything runs."""
+    if spec is not None:
+        raise InvalidInput(
+            "--measure compares with this machine's ceiling: drop --spec (or pass --profile)"
+        )
+    if tp != 1:
+        raise InvalidInput("--measure runs on one device: drop --tp")
+    for flag, value in (
+        ("--kv-dtype", kv_dtype),
+        ("--activations", activations),
+        ("--prompt", prompt),
+    ):
+        if value is not None:
+            raise InvalidInput(
+                f"--measure keeps weights, activations and KV cache in one dtype and times "
+                f"decode steps only: drop {flag}"
+            )
+
+
+def _rows_table(c, ttft: bool):
+    """The ceiling's rows, with time to first token when a prompt is prefilled."""
+    cols = ["batch", "tok/s", "tok/s/seq", "step", "bound", "bytes", "FLOP"]
+    return table(
+        f"Decode ceiling at context {c.context}",
+        cols + (["TTFT"] if ttft else []),
+        [
+            [
+                r.batch,
+                f"{r.tokens_per_s:,.0f}",
+                f"{r.tokens_per_s_per_sequence:,.1f}",
+                format_time(r.step_time_s),
+                r.bound,
+                format_bytes(r.bytes_per_step).replace(" ", ""),
+                format_flops(r.flops_per_step).removesuffix("FLOP"),
+            ]
+            + ([format_time(r.ttft_s)] if ttft else [])
+            for r in c.rows
+        ],
+        caption="per step; "
+        + (
+            f"TTFT: time to first token for a {c.prompt_tokens}-token prompt (prefill); "
+            if ttft
+            else "--prompt N adds the time to first token of an N-token prompt; "
+        )
+        + FLOP_NOTE,
+    )
 
 
 def _plot(cfg, dev, setup, c, path, measured=None, in_cache=False) -> None:
