@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ceiling.cli.app import app
+from ceiling.cli.device_options import ProfileOption, SpecOption
 from ceiling.cli.output import (
     LIST_HELP,
     JsonOption,
@@ -202,13 +202,8 @@ def decode(
     model: Annotated[
         str, typer.Argument(help="Catalog name, gpt:small, custom:KEY=VALUE,... or hf:PATH.")
     ],
-    spec: Annotated[
-        str | None, typer.Option("--spec", help="Device from the catalog (`ceiling specs`).")
-    ] = None,
-    profile: Annotated[
-        Path | None,
-        typer.Option("--profile", metavar="PATH", help="Machine profile to use as the device."),
-    ] = None,
+    spec: SpecOption = None,
+    profile: ProfileOption = None,
     batch: Annotated[
         list[str] | None,
         typer.Option("--batch", help=f"Batch sizes, {LIST_HELP} (default 1,8,64,256)."),

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
+from ceiling.cli.device_options import ProfileOption, SpecOption
 from ceiling.cli.output import JsonOption, console, emit_json, table
 from ceiling.errors import InvalidInput
 from ceiling.units import format_bytes, format_percent, format_time, parse_bandwidth, parse_count
@@ -108,13 +109,8 @@ def _doublings(n: int, k: int) -> list[int]:
 def plan(
     model: ModelArg,
     gpus: Annotated[str, typer.Option("--gpus", "-n", help="Devices in the cluster.")],
-    spec: Annotated[
-        str | None, typer.Option("--spec", help="Device from the catalog (`ceiling specs`).")
-    ] = None,
-    profile: Annotated[
-        Path | None,
-        typer.Option("--profile", help="Measured machine profile instead of --spec."),
-    ] = None,
+    spec: SpecOption = None,
+    profile: ProfileOption = None,
     gpus_per_node: Annotated[
         int | None, typer.Option("--gpus-per-node", help="Devices per node (default: catalog).")
     ] = None,

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
+from ceiling.cli.device_options import ProfileOption, SpecOption
 from ceiling.cli.output import (
     JsonOption,
     PlotOption,
@@ -304,12 +305,8 @@ def profile_command(
         typer.Option("--device", help="cpu, cuda, or meta (FLOPs and bytes only, nothing runs)."),
     ] = "cpu",
     dtype: Annotated[str, typer.Option("--dtype", help="fp32, tf32 (GPU), bf16, fp16.")] = "fp32",
-    spec: Annotated[
-        str | None, typer.Option("--spec", metavar="NAME", help="Use a catalog device's peaks.")
-    ] = None,
-    profile: Annotated[
-        Path | None, typer.Option("--profile", metavar="PATH", help="Machine profile to use.")
-    ] = None,
+    spec: SpecOption = None,
+    profile: ProfileOption = None,
     batch: Annotated[int | None, typer.Option("--batch", help="Samples per step.")] = None,
     seq: Annotated[int | None, typer.Option("--seq", help="Sequence length (GPT).")] = None,
     steps: Annotated[int, typer.Option("--steps", help="Timed steps after warm-up.")] = 5,

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from ceiling.cli.app import app
+from ceiling.cli.device_options import ProfileOption, SpecOption
 from ceiling.cli.output import (
     LIST_HELP,
     JsonOption,
@@ -219,14 +220,8 @@ def roofline(
             show_default=False,
         ),
     ] = None,
-    profile: Annotated[
-        Path | None,
-        typer.Option("--profile", metavar="PATH", help="Machine profile (default: the saved one)."),
-    ] = None,
-    spec: Annotated[
-        str | None,
-        typer.Option("--spec", metavar="NAME", help="A catalog device instead of the profile."),
-    ] = None,
+    profile: ProfileOption = None,
+    spec: SpecOption = None,
     measure: Annotated[
         bool, typer.Option("--measure", help="Also time the ops here: measured vs predicted.")
     ] = False,
