@@ -46,7 +46,15 @@ def report(
             "--only",
             metavar="KEYS",
             help=f"Run only these sections ({LIST_HELP} keys: machine, amdahl, roofline, "
-            "overhead, mfu, scaling, decode, planner).",
+            "overhead, mfu, scaling, decode, planner; trace with --trace).",
+        ),
+    ] = None,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            metavar="PATH",
+            help="A torch.profiler trace (file or folder of per-rank files) to explain too.",
         ),
     ] = None,
     json_out: JsonOption = False,
@@ -58,7 +66,7 @@ def report(
     from ceiling.report import html
     from ceiling.report.sections import SECTIONS
 
-    specs = _select(SECTIONS, joined(only))
+    specs = _select(_with_trace(SECTIONS, trace), joined(only))
     output = _check_output(output)
     if profile is not None:
         if not profile.is_file():
@@ -75,9 +83,9 @@ def report(
         # stdout carries only the JSON: anything a library or a worker process prints while
         # the sections run goes to stderr instead
         with _stdout_to_stderr():
-            rep = _run_with_progress(specs, quick, profile, profile_copy)
+            rep = _run_with_progress(specs, quick, profile, profile_copy, trace)
     else:
-        rep = _run_with_progress(specs, quick, profile, profile_copy)
+        rep = _run_with_progress(specs, quick, profile, profile_copy, trace)
     write_text_atomic(html.render(rep, json_name=json_path.name), output)
     record = rep.to_json()
     record["html"] = str(output.resolve())
@@ -110,6 +118,19 @@ def _stdout_to_stderr():
         os.close(saved)
 
 
+def _with_trace(specs, trace: Path | None):
+    """The trace section, after the MFU one, when the user gives a trace."""
+    if trace is None:
+        return list(specs)
+    if not trace.exists():
+        raise InvalidInput(f"trace {str(trace)!r} does not exist")
+    from ceiling.report.sections import TRACE_SECTION
+
+    keys = [s.key for s in specs]
+    at = keys.index("mfu") + 1 if "mfu" in keys else len(keys)
+    return [*specs[:at], TRACE_SECTION, *specs[at:]]
+
+
 def _select(specs, only: str | None):
     if not only:
         return list(specs)
@@ -136,7 +157,9 @@ def _check_output(output: Path) -> Path:
     return output
 
 
-def _run_with_progress(specs, quick: bool, profile: Path | None, profile_copy: Path):
+def _run_with_progress(
+    specs, quick: bool, profile: Path | None, profile_copy: Path, trace: Path | None = None
+):
     from rich.console import Console
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -175,7 +198,11 @@ def _run_with_progress(specs, quick: bool, profile: Path | None, profile_copy: P
             bar.console.print(line, markup=True, highlight=False)
 
         ctx = compose.ReportContext(
-            quick=quick, profile_path=profile, progress=step, save_profile_to=profile_copy
+            quick=quick,
+            profile_path=profile,
+            progress=step,
+            save_profile_to=profile_copy,
+            trace_path=trace,
         )
         rep = compose.compose(specs, ctx, on_start=on_start, on_done=on_done)
         bar.update(task, description=f"report done in {rep.elapsed_s:.0f} s", completed=total)

@@ -169,8 +169,10 @@ class ReportContext:
         profile_path: str | Path | None = None,
         progress: Callable[[str], None] | None = None,
         save_profile_to: str | Path | None = None,
+        trace_path: str | Path | None = None,
     ):
         self.quick = quick
+        self.trace_path = Path(trace_path) if trace_path is not None else None  # user's trace
         self.save_profile_to = Path(save_profile_to) if save_profile_to is not None else None
         self.profile_path = Path(profile_path) if profile_path is not None else None
         self._progress = progress or (lambda _msg: None)

@@ -105,10 +105,15 @@ def _waterfall(ax, rank: RankResult) -> None:
 
 
 def trace_figure(r: TraceResult, path: str | Path, top: int = 12) -> Path:
+    return plots.save(build_figure(r, top), path)
+
+
+def build_figure(r: TraceResult, top: int = 12):
+    """The three panels side by side; the caller saves or embeds the figure."""
     plt = plots.pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     _strips(axes[0], r)
     _roofline(axes[1], r, top)
     _waterfall(axes[2], r.ranks[0])
     fig.tight_layout()
-    return plots.save(fig, path)
+    return fig

@@ -12,6 +12,7 @@ from ceiling.report.sections import (
     planner,
     roofline,
     scaling,
+    trace,
 )
 
 # weight_s: rough quick-mode seconds, so the overall progress bar moves at a fair pace
@@ -25,6 +26,10 @@ SECTIONS = [
     SectionSpec(decode.KEY, decode.TITLE, decode.run, weight_s=15),
     SectionSpec(planner.KEY, planner.TITLE, planner.run, weight_s=5),
 ]
+
+
+# only when the user gives a trace (`ceiling report --trace PATH`); it follows the MFU section
+TRACE_SECTION = SectionSpec(trace.KEY, trace.TITLE, trace.run, weight_s=5)
 
 
 def by_key(key: str) -> SectionSpec:

@@ -1,0 +1,62 @@
+"""The user's own run, from its torch.profiler trace (`ceiling report --trace PATH`)."""
+
+from __future__ import annotations
+
+from ceiling import units
+from ceiling.report.compose import ReportContext, SectionOutput, Skip
+from ceiling.report.trace_tables import cross_rows, device_line, op_rows, step_rows
+
+KEY = "trace"
+TITLE = "Your run, from its trace"
+TOP_OPS = 10
+
+
+def run(ctx: ReportContext, out: SectionOutput) -> None:
+    path = ctx.trace_path
+    if path is None:
+        raise Skip("no trace given (ceiling report --trace PATH)")
+    from ceiling.report.trace_plot import build_figure
+    from ceiling.trace.analyze import analyze
+
+    ctx.step(f"reading {path}")
+    r = analyze(path)
+    out.text(
+        f"The torch.profiler trace {path} ({len(r.ranks)} rank{'s' if len(r.ranks) > 1 else ''})"
+        " explained: each step's time split into compute, memory-bound work, communication "
+        "not hidden under work, copies and idle time (with what the host was doing); each op "
+        "on the roofline of the device the trace names. " + device_line(r) + "."
+    )
+    rank = r.ranks[0]
+    out.key("step_s", rank.step_s, "step time (rank 0)", units.format_time(rank.step_s))
+    out.key(
+        "mfu",
+        rank.mfu,
+        "MFU (rank 0)",
+        "unknown" if rank.mfu is None else units.format_percent(rank.mfu),
+    )
+    out.key_figures["model_flops_per_step"] = rank.model_flops_per_step
+    out.table(f"Rank {rank.rank}: the mean step", ["", "time", "share"], step_rows(rank))
+    cols = ["op × calls", "shapes", "FLOPs", "time", "roof time", "lost", "bound"]
+    out.table(
+        f"Rank {rank.rank}: ops losing most time against their roof", cols, op_rows(rank, TOP_OPS)
+    )
+    c = r.cross
+    if c is not None:
+        out.table("Ranks", ["rank", "step time", "busy (less waiting)"], cross_rows(r))
+        if c.straggler is not None:
+            out.key("straggler", c.straggler, "straggler", f"rank {c.straggler}")
+            out.key(
+                "straggler_delay_s",
+                c.straggler_delay_s,
+                "its delay per step",
+                units.format_time(c.straggler_delay_s),
+            )
+    for note in r.notes:
+        out.note(note)
+    ctx.step("drawing the time lines, the roofline and the waterfall")
+    out.figure(
+        build_figure(r),
+        "Left: the first analysed step of each rank on a time line. Middle: the top ops on "
+        "the device's roofline (achieved FLOP/s against FLOP/byte). Right: from the dense "
+        "peak to the achieved MFU, what each part of the step costs.",
+    )
