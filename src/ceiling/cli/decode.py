@@ -18,7 +18,9 @@ from ceiling.cli.output import (
     table,
 )
 from ceiling.errors import InvalidInput
+from ceiling.model import decode_expected as expected
 from ceiling.model.transformer import CUSTOM_HELP, TransformerConfig, all_models, parse_model
+from ceiling.report import decode_expected as expected_report
 from ceiling.units import (
     format_bandwidth,
     format_bytes,
@@ -280,6 +282,8 @@ def decode(
         prompt_tokens=prompt_tokens,
     )
     c = decode_ceiling(cfg, dev, batches, setup, drop_unfit=not explicit)
+    costs = expected.costs_for(dev)
+    expected_rows = expected.expected_rows(c, cfg.layers, costs)
     fit = (c.context, c.max_batch) if context is not None else _fit_at_realistic(cfg, dev, setup)
     if plot is not None:
         _plot(cfg, dev, setup, c, plot)
@@ -288,6 +292,7 @@ def decode(
         out["max_batch_context"], out["max_batch"] = fit
         out["device_source"] = resolved.source
         out["rows"] = [_row_json(r) for r in c.rows]
+        out["expected"] = expected_report.expected_json(expected_rows, costs)
         out["plot"] = str(plot) if plot else None
         emit_json(out)
         return
@@ -296,6 +301,7 @@ def decode(
         con.print(line)
     # A 1-token "prompt" (context 0, no --prompt) is one decode step, not a prefill: no column.
     con.print(_rows_table(c, ttft=prompt_tokens is not None or c.prompt_tokens > 1))
+    con.print(table(*expected_report.expected_table(expected_rows, costs), compact=True))
     for note in c.notes:
         con.print(f"note: {note}")
     if plot:

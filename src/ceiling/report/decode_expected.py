@@ -1,0 +1,58 @@
+"""Expected decode speed beside the ceiling: JSON and a table."""
+
+from __future__ import annotations
+
+from ceiling import units as u
+
+
+def expected_json(rows, costs) -> dict:
+    return {
+        "assumptions": {
+            "bandwidth_share": costs.bandwidth_share,
+            "per_kernel_s": costs.per_kernel_s,
+            "kernels_per_layer": costs.kernels_per_layer,
+            "kernels_outside_layers": costs.kernels_outside_layers,
+            "int4_group_size": costs.group_size,
+            "vector_peak_flops_per_s": costs.vector_peak_flops_per_s,
+        },
+        "rows": [
+            {
+                "batch": r.batch,
+                "expected_tokens_per_s": r.tokens_per_s,
+                "ceiling_tokens_per_s": r.ceiling_tokens_per_s,
+                "step_s": r.step_s,
+                "memory_s": r.memory_s,
+                "compute_s": r.compute_s,
+                "dequant_s": r.dequant_s,
+                "quant_bytes": r.quant_bytes,
+                "kernels": r.kernels,
+                "launch_s": r.launch_s,
+                "comm_s": r.comm_s,
+                "limited_by": r.limited_by,
+            }
+            for r in rows
+        ],
+    }
+
+
+def expected_table(rows, costs) -> tuple[str, list[str], list[list[str]]]:
+    """Title, columns and rows of the expected-decode table."""
+    cols = ["batch", "expected", "ceiling", "memory", "dequant", "launches", "all-reduce", "by"]
+    body = [
+        [
+            str(r.batch),
+            f"{r.tokens_per_s:,.1f}",
+            f"{r.ceiling_tokens_per_s:,.1f}",
+            u.format_time(r.memory_s),
+            u.format_time(r.dequant_s) if r.dequant_s else "—",
+            f"{r.kernels} × {u.format_time(costs.per_kernel_s)}",
+            u.format_time(r.comm_s) if r.comm_s else "—",
+            r.limited_by,
+        ]
+        for r in rows
+    ]
+    title = (
+        f"Expected decode, tokens/s (bandwidth at {costs.bandwidth_share * 100:.0f} % of the "
+        "figure, a floor per kernel, int4 scales and zeros, dequantisation, all-reduces)"
+    )
+    return title, cols, body
