@@ -430,6 +430,31 @@ def _link(cluster, spans_nodes):
 # ---- one plan, validated and explained --------------------------------------------------
 
 
+# The parts of a plan's memory per device and of its step time, as PlanResult keeps them.
+MEMORY_TERMS = (
+    "state_bytes",
+    "weight_bytes",
+    "gradient_bytes",
+    "optimizer_bytes",
+    "gathered_weight_bytes",
+    "activation_bytes",
+    "layer_activation_bytes",
+    "layer_state_bytes",
+    "params_per_device",
+)
+TIME_TERMS = (
+    "matmul_s",
+    "elementwise_s",
+    "tp_comm_s",
+    "ep_comm_s",
+    "bubble_s",
+    "p2p_s",
+    "dp_exposed_s",
+    "optimizer_s",
+    "straggler_s",
+)
+
+
 @dataclass(frozen=True)
 class PlanResult:
     plan: Plan
@@ -492,29 +517,9 @@ def result_from_arrays(job: Job, plan: Plan, r: dict, i, notes=()) -> PlanResult
         fits=bool(g("fits")),
         memory_bytes_per_device=g("memory_bytes"),
         usable_bytes_per_device=g("usable_bytes"),
-        memory={
-            "state_bytes": g("state_bytes"),
-            "weight_bytes": g("weight_bytes"),
-            "gradient_bytes": g("gradient_bytes"),
-            "optimizer_bytes": g("optimizer_bytes"),
-            "gathered_weight_bytes": g("gathered_weight_bytes"),
-            "activation_bytes": g("activation_bytes"),
-            "layer_activation_bytes": g("layer_activation_bytes"),
-            "layer_state_bytes": g("layer_state_bytes"),
-            "params_per_device": g("params_per_device"),
-        },
+        memory={key: g(key) for key in MEMORY_TERMS},
         step_time_s=g("step_s"),
-        time={
-            "matmul_s": g("matmul_s"),
-            "elementwise_s": g("elementwise_s"),
-            "tp_comm_s": g("tp_comm_s"),
-            "ep_comm_s": g("ep_comm_s"),
-            "bubble_s": g("bubble_s"),
-            "p2p_s": g("p2p_s"),
-            "dp_exposed_s": g("dp_exposed_s"),
-            "optimizer_s": g("optimizer_s"),
-            "straggler_s": g("straggler_s"),
-        },
+        time={key: g(key) for key in TIME_TERMS},
         dp_comm_s=g("dp_comm_s"),
         tokens_per_s=tps,
         mfu=g("mfu"),

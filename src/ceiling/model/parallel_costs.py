@@ -38,14 +38,8 @@ class Shape:
     params_embedding_single: float  # all embedding parameters when p = 1
     params_total: float
     tied_embeddings: bool
-
-    @property
-    def q_dim(self) -> int:
-        return self.heads * self.head_dim
-
-    @property
-    def kv_dim(self) -> int:
-        return self.kv_heads * self.head_dim
+    q_dim: int  # heads × head_dim (TransformerConfig.q_dim)
+    kv_dim: int  # kv_heads × head_dim
 
 
 def shape_of(model) -> Shape:
@@ -72,6 +66,8 @@ def shape_of(model) -> Shape:
         params_embedding_single=float(model.params_embedding + model.params_norm),
         params_total=float(model.params_total),
         tied_embeddings=model.tied_embeddings,
+        q_dim=model.q_dim,
+        kv_dim=model.kv_dim,
     )
 
 
