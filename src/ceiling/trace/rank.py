@@ -1,6 +1,6 @@
 """One rank's trace analysed: per step, the time split, FLOPs, MFU; per op, the roofline.
 
-Pure given its inputs: the events, the counted ops (`optree`) and the roofline (peak FLOP/s
+No I/O: it works from the events, the counted ops (`optree`) and the roofline (peak FLOP/s
 per dtype and memory bandwidth, or None when no device is known).
 """
 
@@ -8,37 +8,24 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass
-from math import prod
 
 from ceiling.model import roofline
+from ceiling.profile.op_flops import MODEL_CATEGORIES
 from ceiling.trace import breakdown as bd
+from ceiling.trace.collectives import collectives
 from ceiling.trace.events import (
     DATA_LOADER,
     KERNEL,
     SYNC_CALLS,
     Event,
     RankTrace,
-    collective_op,
     is_comm_kernel,
     is_host_collective,
 )
 from ceiling.trace.intervals import clip, measure, subtract, union
+from ceiling.trace.op_rows import Roof, op_rows
 from ceiling.trace.optree import OpRecord
-from ceiling.trace.results import Collective, OpRow, RankResult, StepResult
-
-MODEL_CATEGORIES = ("matmul", "attention")
-
-
-@dataclass(frozen=True)
-class Roof:
-    """peak(dtype) -> FLOP/s for that dtype (None if the device has none); the main peak
-    (the dtype MFU is measured against); memory bandwidth."""
-
-    peak: Callable[[str | None], float | None]
-    main_peak_flops_per_s: float
-    bandwidth_bytes_per_s: float
+from ceiling.trace.results import RankResult, StepResult
 
 
 def _bound(rec: OpRecord, roof: Roof | None) -> str:
@@ -142,8 +129,8 @@ def analyze_rank(
         device_name=trace.device_names[0] if trace.device_names else None,
         on_gpu=trace.on_gpu,
         steps=steps,
-        ops=_op_rows(records, rec_step, _op_times(trace, records, idx), roof),
-        collectives=_collectives(trace, idx, records, steps_ix),
+        ops=op_rows(records, rec_step, _op_times(trace, records, idx), roof),
+        collectives=collectives(trace, idx, records, steps_ix),
         shapes_recorded=shapes,
     )
 
@@ -272,145 +259,3 @@ def _flops(step: StepResult, recs: list[OpRecord], roof: Roof | None) -> None:
     if roof is not None and step.wall_s > 0:
         step.mfu = model / step.wall_s / roof.main_peak_flops_per_s
         step.hfu = hardware / step.wall_s / roof.main_peak_flops_per_s
-
-
-def shapes_text(args: dict) -> str:
-    dims = args.get("Input Dims")
-    if not isinstance(dims, list):
-        return ""
-    return " ".join(
-        "x".join(str(d) for d in x)
-        for x in dims
-        if isinstance(x, list) and x and all(isinstance(d, int) for d in x)
-    )
-
-
-def _op_rows(records, rec_step, op_time, roof: Roof | None) -> list[OpRow]:
-    groups: dict[tuple, OpRow] = {}
-    for r, s, t in zip(records, rec_step, op_time, strict=True):
-        if s < 0 or r.comm:
-            continue
-        c = r.cost
-        key = (r.name, shapes_text(r.event.args))
-        row = groups.get(key)
-        if row is None:
-            row = groups[key] = OpRow(
-                name=r.name,
-                shapes=key[1],
-                dtype=c.dtype if c else None,
-                category=c.category if c else "unknown",
-                calls=0,
-                time_s=0.0,
-                flops=0.0,
-                bytes=0.0,
-                flops_exact=True,
-            )
-        row.calls += 1
-        row.time_s += t
-        if c is None or c.flops is None:
-            row.flops, row.flops_exact = None, False
-        elif row.flops is not None:
-            row.flops += c.flops
-            row.flops_exact = row.flops_exact and c.flops_exact
-        if c is None or c.bytes is None:
-            row.bytes = None
-        elif row.bytes is not None:
-            row.bytes += c.bytes
-    rows = list(groups.values())
-    for row in rows:
-        _place(row, roof)
-    rows.sort(key=lambda r: (r.lost_s is None, -(r.lost_s or 0.0), -r.time_s))
-    return rows
-
-
-def _place(row: OpRow, roof: Roof | None) -> None:
-    if row.flops is None or row.bytes is None or (row.flops == 0 and row.bytes == 0):
-        return
-    if row.time_s > 0:
-        row.achieved_flops_per_s = row.flops / row.time_s
-    if row.bytes > 0:
-        row.intensity = row.flops / row.bytes
-    if roof is None:
-        return
-    peak = roof.peak(row.dtype) or roof.main_peak_flops_per_s
-    bw = roof.bandwidth_bytes_per_s
-    row.roof_time_s = roofline.predicted_time_s(row.flops, row.bytes, peak, bw)
-    row.lost_s = max(row.time_s - row.roof_time_s, 0.0)
-    if row.intensity is not None:
-        row.attainable_flops_per_s = roofline.attainable_flops_per_s(row.intensity, peak, bw)
-        row.bound = roofline.bound(row.intensity, peak, bw)
-    else:
-        row.bound = "compute"
-
-
-_NCCL_DTYPE_BYTES = {
-    "float": 4,
-    "float32": 4,
-    "bfloat16": 2,
-    "half": 2,
-    "float16": 2,
-    "double": 8,
-    "float64": 8,
-    "long": 8,
-    "int64": 8,
-    "int": 4,
-    "int32": 4,
-    "char": 1,
-    "byte": 1,
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-}
-
-
-def _message_bytes(op: str, args: dict) -> float | None:
-    """The nccl-tests size: the gathered output for all-gather, else the input buffer."""
-    n_in, n_out = args.get("In msg nelems"), args.get("Out msg nelems")
-    n = n_out if op == "all_gather" and n_out else n_in
-    size = _NCCL_DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
-    if isinstance(n, (int, float)) and n > 0 and size:
-        return float(n) * size
-    dims, types = args.get("Input Dims"), args.get("Input type")
-    if isinstance(dims, list) and isinstance(types, list):
-        from ceiling.trace.op_cost import element_size
-
-        total = 0
-        for d, t in zip(dims, types, strict=False):
-            es = element_size(t)
-            if es and isinstance(d, list) and all(isinstance(x, int) for x in d):
-                total += prod(d) * es
-        return float(total) if total else None
-    return None
-
-
-def _collectives(trace, idx, records, steps_ix: _Steps) -> list[Collective]:
-    out = []
-    if trace.on_gpu:
-        for e in trace.device_events:
-            if e.cat == KERNEL and is_comm_kernel(e.name):
-                op = collective_op(str(e.args.get("Collective name", ""))) or collective_op(e.name)
-                args = e.args
-                if "In msg nelems" not in args:
-                    i = idx.record(e)
-                    args = records[i].event.args if i is not None else args
-                step = steps_ix.of(idx.launched_at(e))
-                out.append(
-                    Collective(
-                        op or "other", e.start_s, e.dur_s, _message_bytes(op or "", args), step
-                    )
-                )
-    else:
-        for e in trace.annotations:
-            if is_host_collective(e):
-                op = collective_op(e.name) or "other"
-                out.append(
-                    Collective(
-                        op,
-                        e.start_s,
-                        e.dur_s,
-                        _message_bytes(op, e.args),
-                        steps_ix.of(e.start_s),
-                    )
-                )
-    out.sort(key=lambda c: c.start_s)
-    return out

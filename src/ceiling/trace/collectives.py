@@ -1,0 +1,81 @@
+"""The collectives of one rank: NCCL kernels on a GPU trace, gloo calls on a host trace,
+each with its message size (the nccl-tests convention) and the step it belongs to."""
+
+from __future__ import annotations
+
+from math import prod
+
+from ceiling.trace.events import KERNEL, collective_op, is_comm_kernel, is_host_collective
+from ceiling.trace.results import Collective
+
+_NCCL_DTYPE_BYTES = {
+    "float": 4,
+    "float32": 4,
+    "bfloat16": 2,
+    "half": 2,
+    "float16": 2,
+    "double": 8,
+    "float64": 8,
+    "long": 8,
+    "int64": 8,
+    "int": 4,
+    "int32": 4,
+    "char": 1,
+    "byte": 1,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+}
+
+
+def message_bytes(op: str, args: dict) -> float | None:
+    """The nccl-tests size: the gathered output for all-gather, else the input buffer."""
+    n_in, n_out = args.get("In msg nelems"), args.get("Out msg nelems")
+    n = n_out if op == "all_gather" and n_out else n_in
+    size = _NCCL_DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
+    if isinstance(n, (int, float)) and n > 0 and size:
+        return float(n) * size
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if isinstance(dims, list) and isinstance(types, list):
+        from ceiling.trace.op_cost import element_size
+
+        total = 0
+        for d, t in zip(dims, types, strict=False):
+            es = element_size(t)
+            if es and isinstance(d, list) and all(isinstance(x, int) for x in d):
+                total += prod(d) * es
+        return float(total) if total else None
+    return None
+
+
+def collectives(trace, idx, records, steps_ix) -> list[Collective]:
+    out = []
+    if trace.on_gpu:
+        for e in trace.device_events:
+            if e.cat == KERNEL and is_comm_kernel(e.name):
+                op = collective_op(str(e.args.get("Collective name", ""))) or collective_op(e.name)
+                args = e.args
+                if "In msg nelems" not in args:
+                    i = idx.record(e)
+                    args = records[i].event.args if i is not None else args
+                step = steps_ix.of(idx.launched_at(e))
+                out.append(
+                    Collective(
+                        op or "other", e.start_s, e.dur_s, message_bytes(op or "", args), step
+                    )
+                )
+    else:
+        for e in trace.annotations:
+            if is_host_collective(e):
+                op = collective_op(e.name) or "other"
+                out.append(
+                    Collective(
+                        op,
+                        e.start_s,
+                        e.dur_s,
+                        message_bytes(op, e.args),
+                        steps_ix.of(e.start_s),
+                    )
+                )
+    out.sort(key=lambda c: c.start_s)
+    return out
