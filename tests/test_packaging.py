@@ -1,6 +1,8 @@
 """Packaging: the version, the bare command, commands that need torch, and the built wheel."""
 
 import importlib.metadata
+import json
+import re
 import shutil
 import subprocess
 import sys
@@ -13,10 +15,11 @@ import ceiling
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Runs the CLI in a fresh interpreter in which `import torch` fails, as where none is installed
-# (an import hook, so `torch` is absent from sys.modules as it would be, not None).
+# Runs CLI commands in one fresh interpreter in which `import torch` fails, as where none is
+# installed (an import hook, so `torch` is absent from sys.modules as it would be, not None);
+# stderr gets "@@ <exit code>" after each command.
 WITHOUT_TORCH = """
-import sys
+import json, sys
 
 class NoTorch:
     def find_spec(self, name, path=None, target=None):
@@ -25,8 +28,25 @@ class NoTorch:
 
 sys.meta_path.insert(0, NoTorch())
 from ceiling.cli.app import main
-main(sys.argv[1:])
+for argv in json.loads(sys.argv[1]):
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code or 0
+    print(f"@@ {code}", file=sys.stderr, flush=True)
 """
+
+
+def run_without_torch(commands: list[list[str]]) -> list[tuple[int, str]]:
+    """(exit code, stderr) of each command, run where torch cannot be imported."""
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TORCH, json.dumps(commands)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    parts = re.split(r"^@@ (\d+)\n", done.stderr, flags=re.M)
+    return [(int(code), err) for err, code in zip(parts[0::2], parts[1::2], strict=False)]
 
 
 def test_one_version_source(cli):
@@ -42,28 +62,14 @@ def test_bare_command_prints_help_and_succeeds(cli):
     assert "Usage: ceiling" in out and "plan" in out and "--version" in out
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["profile", "gpt:tiny", "--device", "meta"],
-        ["bench", "memory", "--quick"],
-        ["bench", "--quick"],
-        ["report", "--only", "amdahl,planner", "-o", "{tmp}/r.html"],
-        ["step", "gpt:tiny"],
-        ["decode", "gpt:tiny", "--measure"],
-    ],
-)
-def test_commands_needing_torch_refuse_in_one_line(tmp_path, args):
-    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    run = subprocess.run(
-        [sys.executable, "-c", WITHOUT_TORCH, *argv], capture_output=True, text=True, timeout=120
-    )
-    assert run.returncode == 2, run.stderr
-    assert run.stderr.count("\n") == 1 and "pip install torch" in run.stderr
-    assert "Traceback" not in run.stderr
-    assert not (tmp_path / "r.html").exists()
-
-
+NEEDS_TORCH = [
+    ["profile", "gpt:tiny", "--device", "meta"],
+    ["bench", "memory", "--quick"],
+    ["bench", "--quick"],
+    ["report", "--only", "amdahl,planner", "-o", "{tmp}/r.html"],
+    ["step", "gpt:tiny"],
+    ["decode", "gpt:tiny", "--measure"],
+]
 CALCULATORS = [
     ["plan", "llama-3-8b", "--spec", "h100-sxm", "-n", "8"],
     ["decode", "llama-3-8b", "--spec", "h100-sxm"],
@@ -74,12 +80,17 @@ CALCULATORS = [
 ]
 
 
-def test_calculators_run_without_torch():
-    for argv in CALCULATORS:
-        run = subprocess.run(
-            [sys.executable, "-c", WITHOUT_TORCH, *argv], capture_output=True, text=True, timeout=60
-        )
-        assert run.returncode == 0, run.stderr
+def test_without_torch_measuring_refuses_in_one_line_and_calculators_run(tmp_path):
+    needs = [[a.replace("{tmp}", str(tmp_path)) for a in args] for args in NEEDS_TORCH]
+    results = run_without_torch(needs + CALCULATORS)
+    assert len(results) == len(needs) + len(CALCULATORS)
+    for args, (code, err) in zip(needs, results, strict=False):
+        assert code == 2, (args, err)
+        assert err.count("\n") == 1 and "pip install torch" in err, (args, err)
+        assert "Traceback" not in err
+    for args, (code, err) in zip(CALCULATORS, results[len(needs) :], strict=True):
+        assert code == 0, (args, err)
+    assert not (tmp_path / "r.html").exists()
 
 
 def _copy_source(dest: Path) -> Path:
