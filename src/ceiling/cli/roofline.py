@@ -234,9 +234,9 @@ def roofline(
     device's datasheet figures with --spec. Example: ceiling roofline --op add:100M
     --op matvec:8192 --op matmul:4096x4096x4096 --measure
     """
-    from ceiling.hardware.catalog import normalize_dtype
     from ceiling.model.opcost import parse_ops
     from ceiling.model.roofline import ridge_point
+    from ceiling.vocabulary import normalize_dtype
 
     dtype = normalize_dtype(dtype) if dtype is not None else default_dtype(spec, profile)
     if plot is not None:
@@ -261,6 +261,10 @@ def roofline(
             }
         )
         return
+    _render(roofs, rows, dtype, ridge, measure, plot)
+
+
+def _render(roofs: dict[str, Any], rows, dtype: str, ridge: float, measure: bool, plot) -> None:
     c = console()
     where = roofs["profile"] or "catalog"
     c.print(
@@ -276,32 +280,7 @@ def roofline(
             + (f", bandwidth {format_bandwidth(bw)}" if bw else ", bandwidth not in the datasheet")
         )
     if rows:
-        columns = ["op", "FLOP", "bytes", "FLOP/B", "attainable", "predicted", "bound"]
-        if measure:
-            columns += ["measured", "pred/meas"]
-        body = []
-        for r in rows:
-            line = [
-                _short_name(r),
-                format_flops(r["flops"]).removesuffix("FLOP").strip(),  # the header has the unit
-                format_bytes(r["bytes"]),
-                _intensity(r["intensity_flops_per_byte"]),
-                format_flops_per_s(r["attainable_flops_per_s"]),
-                format_time(r["predicted_s"]),
-                r["bound"],
-            ]
-            if measure:
-                line += [format_time(r["measured_s"]), f"{r['predicted_over_measured']:.2f}"]
-            body.append(line)
-        ops_table = table(
-            None,
-            columns,
-            body,
-            caption="FLOP counts a multiply-add as 2; GB = 1e9 bytes, each operand read "
-            "and each result written once; attainable = min(peak, FLOP/B x bandwidth)",
-            compact=True,  # op names stay whole and the columns still fit 80 characters
-        )
-        c.print(ops_table)
+        c.print(_ops_table(rows, measure))
     faster = [r["op"] for r in rows if r.get("predicted_over_measured", 1) > 1.3]
     slower = [r["op"] for r in rows if r.get("predicted_over_measured", 1) < 1 / 1.3]
     if faster:
@@ -322,3 +301,32 @@ def roofline(
         )
     if plot:
         c.print(f"figure: {plot}")
+
+
+def _ops_table(rows: list[dict[str, Any]], measure: bool):
+    """The ops placed under the roofs, with measured times beside them under --measure."""
+    columns = ["op", "FLOP", "bytes", "FLOP/B", "attainable", "predicted", "bound"]
+    if measure:
+        columns += ["measured", "pred/meas"]
+    body = []
+    for r in rows:
+        line = [
+            _short_name(r),
+            format_flops(r["flops"]).removesuffix("FLOP").strip(),  # the header has the unit
+            format_bytes(r["bytes"]),
+            _intensity(r["intensity_flops_per_byte"]),
+            format_flops_per_s(r["attainable_flops_per_s"]),
+            format_time(r["predicted_s"]),
+            r["bound"],
+        ]
+        if measure:
+            line += [format_time(r["measured_s"]), f"{r['predicted_over_measured']:.2f}"]
+        body.append(line)
+    return table(
+        None,
+        columns,
+        body,
+        caption="FLOP counts a multiply-add as 2; GB = 1e9 bytes, each operand read "
+        "and each result written once; attainable = min(peak, FLOP/B x bandwidth)",
+        compact=True,  # op names stay whole and the columns still fit 80 characters
+    )
