@@ -233,6 +233,27 @@ def test_two_ranks_straggler_and_bus_bandwidth(tmp_path):
     assert row.of_link == pytest.approx(busbw / get_spec("h100-sxm").link_bandwidth_bytes_per_s)
 
 
+def test_collective_size_from_the_launching_record(tmp_path):
+    doc = cuda_trace()
+    ev = doc["traceEvents"]
+    kernel = next(e for e in ev if e["name"].startswith("ncclDevKernel"))
+    for key in ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size"):
+        kernel["args"].pop(key)
+    kernel["args"]["External id"] = 30
+    sizes = {
+        "External id": 30,
+        "Collective name": "allreduce",
+        "In msg nelems": N,
+        "Out msg nelems": N,
+        "dtype": "Float",
+        "Group size": 2,
+    }
+    ev.append(_x("cpu_op", "record_param_comms", 111, 5, **sizes))
+    r = analyze(_write(tmp_path / "t.json", doc))
+    (c,) = r.ranks[0].collectives
+    assert c.op == "all_reduce" and c.bytes == N * 4
+
+
 def test_cli_json_plot_and_tables(tmp_path, cli):
     path = _write(tmp_path / "t.json.gz", {})
     import gzip

@@ -49,33 +49,38 @@ def message_bytes(op: str, args: dict) -> float | None:
 
 
 def collectives(trace, idx, records, steps_ix) -> list[Collective]:
+    """`idx` links kernels to launches and counted ops; `steps_ix` places them in steps."""
+    if not trace.on_gpu:
+        return sorted(
+            (
+                Collective(
+                    op := collective_op(e.name) or "other",
+                    e.start_s,
+                    e.dur_s,
+                    message_bytes(op, e.args),
+                    steps_ix.of(e.start_s),
+                )
+                for e in trace.annotations
+                if is_host_collective(e)
+            ),
+            key=lambda c: c.start_s,
+        )
+    # the sizes PyTorch records on the launching op (`record_param_comms`), by External id
+    sized = {e.args.get("External id"): e.args for e in trace.cpu_ops if "In msg nelems" in e.args}
     out = []
-    if trace.on_gpu:
-        for e in trace.device_events:
-            if e.cat == KERNEL and is_comm_kernel(e.name):
-                op = collective_op(str(e.args.get("Collective name", ""))) or collective_op(e.name)
-                args = e.args
-                if "In msg nelems" not in args:
-                    i = idx.record(e)
-                    args = records[i].event.args if i is not None else args
-                step = steps_ix.of(idx.launched_at(e))
-                out.append(
-                    Collective(
-                        op or "other", e.start_s, e.dur_s, message_bytes(op or "", args), step
-                    )
-                )
-    else:
-        for e in trace.annotations:
-            if is_host_collective(e):
-                op = collective_op(e.name) or "other"
-                out.append(
-                    Collective(
-                        op,
-                        e.start_s,
-                        e.dur_s,
-                        message_bytes(op, e.args),
-                        steps_ix.of(e.start_s),
-                    )
-                )
+    for e in trace.device_events:
+        if e.cat != KERNEL or not is_comm_kernel(e.name):
+            continue
+        op = collective_op(str(e.args.get("Collective name", ""))) or collective_op(e.name)
+        args = e.args
+        if "In msg nelems" not in args:
+            args = sized.get(args.get("External id"))
+            if args is None:
+                i = idx.record(e)
+                args = records[i].event.args if i is not None else e.args
+        step = steps_ix.of(idx.launched_at(e))
+        out.append(
+            Collective(op or "other", e.start_s, e.dur_s, message_bytes(op or "", args), step)
+        )
     out.sort(key=lambda c: c.start_s)
     return out
