@@ -240,9 +240,14 @@ def test_profile_hf_without_transformers_is_one_line(cli, family_dirs, monkeypat
 def test_profile_hf_builds_with_transformers(cli, tmp_path):
     pytest.importorskip("transformers")
     small = {**FAMILIES["gpt2"][0], "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 512,
-             "n_positions": 64}  # fmt: skip
+             "n_positions": 64, "bos_token_id": 0, "eos_token_id": 0}  # fmt: skip
     folder = write_config(tmp_path / "gpt2-small", small)
-    code, out, err = cli("profile", f"hf:{folder}", "--batch", "2", "--seq", "32", "--json")
+    code, out, err = cli(
+        "profile", f"hf:{folder}", "--batch", "2", "--seq", "32", "--device", "meta",
+        "--spec", "h100-sxm", "--json",
+    )  # fmt: skip
     assert code == 0, err
     data = json.loads(out)
-    assert data["model_flops_per_step"] > 0
+    # the ops counted in the transformers model add up to the shape model's FLOPs
+    assert data["model_flops_per_step"] == pytest.approx(data["analytic_flops_per_step"])
+    assert data["model_flops_per_step"] > 0 and data["tokens_per_step"] == 64

@@ -47,8 +47,10 @@ def hf_workload(key: str, batch: int | None, seq: int | None, delay_s: float):
     hf_config = transformers.AutoConfig.from_pretrained(str(locate_config(key[len("hf:") :])))
 
     def make(device, dtype):
-        model = transformers.AutoModelForCausalLM.from_config(hf_config, torch_dtype=dtype)
-        return model.to(device=device)
+        # the dtype after building: its keyword is `torch_dtype` before transformers 4.56
+        # and `dtype` after
+        model = transformers.AutoModelForCausalLM.from_config(hf_config)
+        return model.to(device=device, dtype=dtype)
 
     # The same token batch as a catalog model's; labels are the inputs (the model shifts them)
     s = seq or min(cfg.max_seq, DEFAULT_SEQ)
