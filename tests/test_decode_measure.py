@@ -148,3 +148,26 @@ def test_local_ceiling_from_a_profile_takes_the_read_only_rate(tmp_path):
     assert local.spec.peak_flops_per_s["bf16"] == 50e9
     assert "fp32" in local.spec.peak_flops_per_s  # filled from the CPU's theoretical peak
     assert "profile" in local.source and "dot" in local.source and "theoretical" in local.source
+
+
+def test_in_cache_batch_one_is_explained_by_the_cache_and_the_per_op_floor():
+    from ceiling.measure.roofs import LocalRoofs
+    from ceiling.report.decode_expected import why_measured_low
+
+    cfg = get_model("gpt:tiny")
+    # a 480 MiB cache read at 200 GB/s, 20 µs per op: 4 + 10 per layer ops dominate
+    roofs = LocalRoofs(20e-6, "test", 480 * 2**20, 200e9)
+    local = LocalCeiling(_cpu(), "test", cache_bytes=480 * 2**20)
+    cmp = compare_decode(_run("gpt:tiny", times=(0.01,)), local, roofs)
+    r = cmp.rows[0]
+    kernels = cfg.layers * 10 + 4
+    crow = cmp.ceiling.rows[0]
+    memory_s = crow.bytes_per_step / 200e9
+    assert r.expected_memory_s == pytest.approx(memory_s)
+    assert r.expected_launch_s == pytest.approx(kernels * 20e-6)
+    expected_step = max(memory_s, crow.compute_time_s) + kernels * 20e-6
+    assert r.expected_tokens_per_s == pytest.approx(1 / expected_step)
+    assert r.expected_limited_by == "launches"
+    why = why_measured_low(cmp, roofs)
+    assert why.startswith(f"batch 1 runs at {r.share_of_ceiling * 100:.1f} % of the ceiling")
+    assert "per-op overhead" in why and "unexplained" in why

@@ -21,6 +21,7 @@ from ceiling.errors import InvalidInput
 from ceiling.model import decode_expected as expected
 from ceiling.model.transformer import CUSTOM_HELP, TransformerConfig, all_models, parse_model
 from ceiling.report import decode_expected as expected_report
+from ceiling.report.decode_expected import why_measured_low
 from ceiling.units import (
     format_bandwidth,
     format_bytes,
@@ -407,7 +408,10 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
             weights,
             on_batch=lambda _b: progress.advance(task),
         )
-    cmp = compare_decode(run, local)
+    from ceiling.measure.roofs import local_roofs
+
+    roofs = local_roofs(dev_name, local.cache_bytes, profile)
+    cmp = compare_decode(run, local, roofs)
     c = cmp.ceiling
     if plot is not None:
         from ceiling.model.decode import DecodeSetup
@@ -427,6 +431,9 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
                 "cache_bytes": cmp.cache_bytes,
                 "in_cache": cmp.in_cache,
                 "notes": cmp.notes,
+                "why_low": why_measured_low(cmp, roofs),
+                "per_op_s": roofs.per_op_s,
+                "cache_bandwidth_bytes_per_s": roofs.cache_bandwidth_bytes_per_s,
                 "rows": [
                     {
                         **_row_json(cr),
@@ -447,6 +454,8 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
                         "noisy": mr.noisy,
                         "samples": mr.samples,
                         "ceiling_step_time_s": cr.step_time_s,
+                        "expected_tokens_per_s": mr.expected_tokens_per_s,
+                        "expected_limited_by": mr.expected_limited_by,
                     }
                     for mr, cr in zip(cmp.rows, c.rows, strict=True)
                 ],
@@ -472,13 +481,15 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
             "Measured decode vs the ceiling",
             [
                 "batch",
-                "measured tokens/s",
-                "ceiling tokens/s",
+                "measured tok/s",
+                "ceiling tok/s",
                 "share",
                 "MBU",
                 "MFU",
                 "bound",
                 "step",
+                "expected",
+                "held by",
             ],
             [
                 [
@@ -490,14 +501,18 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
                     format_percent(r.mfu),
                     r.bound,
                     format_time(r.step_time_s),
+                    f"{r.expected_tokens_per_s:,.1f}" if r.expected_tokens_per_s else "—",
+                    r.expected_limited_by or "—",
                 ]
                 for r in cmp.rows
             ],
             caption=f"MBU, MFU: achieved share of bandwidth and peak; {FLOP_NOTE}",
+            compact=True,
         )
     )
     for note in cmp.notes:
         con.print(f"note: {note}")
+    con.print(f"why: {why_measured_low(cmp, roofs)}")
     if plot:
         con.print(f"figure: {plot}")
 

@@ -315,6 +315,11 @@ class MeasuredDecodeRow:
     mfu: float  # achieved FLOP/s over the peak used for the ceiling
     noisy: bool
     samples: int
+    # the three roofs with this machine's per-op floor and, in cache, the cache's bandwidth
+    expected_tokens_per_s: float | None = None
+    expected_limited_by: str | None = None  # memory, compute, launches (per-op overhead)
+    expected_memory_s: float | None = None
+    expected_launch_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -328,8 +333,21 @@ class DecodeComparison:
     notes: list[str] = field(default_factory=list)
 
 
-def compare_decode(run: DecodeRun, local: LocalCeiling) -> DecodeComparison:
-    """Measured tokens/s beside the ceiling of the same model, dtype and context."""
+def _expected(ceiling, cfg, roofs, in_cache: bool) -> list:
+    """Expected rows with this machine's roofs (None without them)."""
+    if roofs is None:
+        return [None] * len(ceiling.rows)
+    from ceiling.model.decode_expected import EngineCosts, expected_rows
+
+    cache_bw = roofs.cache_bandwidth_bytes_per_s if in_cache else None
+    costs = EngineCosts(bandwidth_share=1.0, per_kernel_s=roofs.per_op_s,
+                        memory_bandwidth_bytes_per_s=cache_bw)  # fmt: skip
+    return expected_rows(ceiling, cfg.layers, costs)
+
+
+def compare_decode(run: DecodeRun, local: LocalCeiling, roofs=None) -> DecodeComparison:
+    """Measured tokens/s beside the ceiling of the same model, dtype and context; with
+    `roofs` (measure.roofs.LocalRoofs), the expected speed under three roofs beside it."""
     cfg = run.config
     # Count only the bytes a step really reads, so the ceiling is a true upper bound.
     setup = DecodeSetup(weights_dtype=run.dtype, context=run.context, weights_counted="read")
@@ -346,7 +364,8 @@ def compare_decode(run: DecodeRun, local: LocalCeiling) -> DecodeComparison:
             "ceiling here, so the ceiling shown is the compute roof alone"
         )
     rows = []
-    for samples, crow in zip(run.samples, ceiling.rows, strict=True):
+    expected = _expected(ceiling, cfg, roofs, in_cache)
+    for samples, crow, exp in zip(run.samples, ceiling.rows, expected, strict=True):
         st = summarize(samples.step_times_s)
         b = samples.batch
         compute_roof = b / (crow.compute_time_s + crow.comm_time_s)
@@ -368,6 +387,10 @@ def compare_decode(run: DecodeRun, local: LocalCeiling) -> DecodeComparison:
                 mfu=crow.flops_per_step / st.median / ceiling.peak_flops_per_s,
                 noisy=st.noisy,
                 samples=st.n,
+                expected_tokens_per_s=exp.tokens_per_s if exp else None,
+                expected_limited_by=exp.limited_by if exp else None,
+                expected_memory_s=exp.memory_s if exp else None,
+                expected_launch_s=exp.launch_s if exp else None,
             )
         )
     over = [r.batch for r in rows if r.measured_tokens_per_s > r.ceiling_tokens_per_s]
@@ -399,7 +422,9 @@ def measure_decode(
     on_batch: Callable[[int], None] | None = None,
 ) -> DecodeComparison:
     """Run real decode steps here and compare them with this machine's ceiling."""
+    from ceiling.measure.roofs import local_roofs
+
     device = check_device(device or default_device())
     local = local_ceiling(device, profile)
     run = run_decode(cfg, batches, context, device, dtype, warmup_ms, budget_ms, on_batch)
-    return compare_decode(run, local)
+    return compare_decode(run, local, local_roofs(device, local.cache_bytes, profile))

@@ -46,6 +46,9 @@ class EngineCosts:
     kernels_outside_layers: int = KERNELS_OUTSIDE_LAYERS
     group_size: int = INT4_GROUP_SIZE
     vector_peak_flops_per_s: float | None = None  # for dequantisation; None: not counted
+    # the bandwidth bytes move at, when it is known better than the ceiling's × share (the
+    # last-level cache's, measured, when the weights fit in it)
+    memory_bandwidth_bytes_per_s: float | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.bandwidth_share <= 1:
@@ -79,7 +82,10 @@ def expected_rows(ceiling, layers: int, costs: EngineCosts) -> list[ExpectedRow]
     for r in ceiling.rows:
         quantised = r.weight_bytes / w_bytes if w_bytes else 0.0
         quant = quantised * SCALE_ZERO_BYTES / costs.group_size if weights == "int4" else 0.0
-        bandwidth = ceiling.bandwidth_bytes_per_s * costs.bandwidth_share
+        bandwidth = (
+            costs.memory_bandwidth_bytes_per_s
+            or ceiling.bandwidth_bytes_per_s * costs.bandwidth_share
+        )
         memory = (r.bytes_per_step + quant) / bandwidth
         dequant = 0.0
         if quantised and costs.vector_peak_flops_per_s:

@@ -56,3 +56,28 @@ def expected_table(rows, costs) -> tuple[str, list[str], list[list[str]]]:
         "figure, a floor per kernel, int4 scales and zeros, dequantisation, all-reduces)"
     )
     return title, cols, body
+
+
+def why_measured_low(cmp, roofs) -> str:
+    """One sentence on the smallest measured batch: its share of the ceiling, the roof that
+    holds it, and what is left unexplained."""
+    r = min(cmp.rows, key=lambda row: row.batch)
+    share = f"batch {r.batch} runs at {r.share_of_ceiling * 100:.1f} % of the ceiling"
+    if not r.expected_tokens_per_s:
+        return share
+    where = "the last-level cache" if cmp.in_cache else "memory"
+    held = {
+        "memory": f"reading {u.format_bytes(cmp.run.weight_bytes)} of weights from {where} "
+        f"({u.format_time(r.expected_memory_s)})",
+        "launches": f"per-op overhead: {u.format_time(r.expected_launch_s)} of dispatch at "
+        f"{u.format_time(roofs.per_op_s)} per op",
+        "compute": "the compute roof",
+    }.get(r.expected_limited_by, r.expected_limited_by)
+    rest = r.expected_tokens_per_s / r.measured_tokens_per_s
+    gap = (
+        f"measured is {rest:.2g}× slower than that: the rest is unexplained (threads, small "
+        "kernels below their roof, a busy machine)"
+        if rest > 1.3
+        else "measured is close to that"
+    )
+    return f"{share}: expected {r.expected_tokens_per_s:,.1f} tokens/s, held by {held}; {gap}"
