@@ -348,23 +348,53 @@ def fit_scaling(
     work = n if mode == "weak" else np.ones_like(n)
     x = work / v if measure == "time" else v
     warnings: list[str] = []
-    distinct = len(set(n.tolist()))
+    fits = _fit_laws(n, x, mode, warnings)
+    usl, amdahl, gustafson = fits["usl"][0], fits["amdahl"][0], fits["gustafson"][0]
+    baseline, points = _points(n, v, x, measure, usl or amdahl, warnings)
+    max_n = float(n.max())
+    _warn_far_peak(usl, max_n, warnings)
+    trend = _karp_flatt_trend(points)
+    best, verdict = _verdict(mode, amdahl, gustafson, usl, trend, max_n)
+    predictions = []
+    if best is not None:
+        targets = list(predict_ns) if predict_ns else default_prediction_ns(max_n)
+        predictions = _predictions(best, fits, n, x, targets, baseline)
+        if any(p.n > FAR_BEYOND_FACTOR * max_n for p in predictions):
+            warnings.append(
+                f"predictions beyond {FAR_BEYOND_FACTOR:g}× the largest measured N are "
+                "extrapolations far outside the data"
+            )
+    return ScalingFit(
+        mode=mode,
+        measure=measure,
+        baseline_throughput=baseline,
+        points=points,
+        amdahl=amdahl,
+        gustafson=gustafson,
+        usl=usl,
+        karp_flatt_trend=trend,
+        best=best,
+        verdict=verdict,
+        predictions=predictions,
+        warnings=warnings,
+    )
 
-    usl = usl_params = usl_cov = None
-    if distinct >= 3:
-        usl, usl_params, usl_cov = fit_usl(n, x)
-    else:
+
+def _fit_laws(n, x, mode: str, warnings: list[str]) -> dict:
+    """law -> (fit, parameters, covariance); (None, None, None) where it cannot be fitted."""
+    distinct = len(set(n.tolist()))
+    none = (None, None, None)
+    usl = fit_usl(n, x) if distinct >= 3 else none
+    if distinct < 3:
         warnings.append(
             f"only {distinct} different worker counts: the USL (3 parameters) needs at least "
             "3, and 4 or more for standard errors; measure more N"
         )
-    amdahl, am_params, am_cov = fit_amdahl(n, x)
+    amdahl = fit_amdahl(n, x)
     # Gustafson's law describes a problem that grows with N: fitted to weak scaling only
     # (on a fixed problem its α is a number without a meaning).
-    gustafson = gu_params = gu_cov = None
-    if mode == "weak":
-        gustafson, gu_params, gu_cov = fit_gustafson(n, x)
-    if usl is not None and usl.sigma_se is None:
+    gustafson = fit_gustafson(n, x) if mode == "weak" else none
+    if usl[0] is not None and usl[0].sigma_se is None:
         warnings.append(
             f"only {distinct} different worker counts: the USL fit passes through the points "
             "exactly, so it has no standard errors; measure more N"
@@ -376,13 +406,16 @@ def fit_scaling(
             "only 3 different worker counts: too few to tell a serial part from an "
             "overhead that grows with N; 4 or more (e.g. 1, 2, 4, 8) make the laws separable"
         )
+    return {"usl": usl, "amdahl": amdahl, "linear": amdahl, "gustafson": gustafson}
 
+
+def _points(n, v, x, measure: str, fitted, warnings: list[str]):
+    """The baseline throughput (measured at N = 1, else the fit's λ) and one point per N."""
     agg = _aggregate(n, x)
-    has_one = agg[0][0] == 1
-    if has_one:
+    if agg[0][0] == 1:
         baseline = agg[0][1]
     else:
-        baseline = usl.lam if usl is not None else amdahl.lam
+        baseline = fitted.lam
         warnings.append(
             f"no measurement at N = 1: speedups are relative to the fitted single-worker "
             f"throughput λ = {baseline:.4g}"
@@ -410,69 +443,56 @@ def fit_scaling(
             "worker's share fits in a faster memory) or a slow N = 1 baseline; the laws assume "
             "S(N) ≤ N, so σ and κ are clipped at 0 and the fit understates what was measured"
         )
-    max_n = float(n.max())
-    if usl is not None and usl.n_star is not None and usl.n_star > FAR_BEYOND_FACTOR * max_n:
-        if _significant(usl.kappa, usl.kappa_se):
-            warnings.append(
-                f"the USL peak N* = {usl.n_star:.3g} lies far beyond the largest measured N = "
-                f"{max_n:g}: the peak is an extrapolation, trust it only as an order of magnitude"
-            )
-        else:
-            se = f" ± {usl.kappa_se:.2g}" if usl.kappa_se is not None else " (no error estimate)"
-            warnings.append(
-                f"USL κ = {usl.kappa:.2g}{se} is not distinguishable from 0, so the data show "
-                f"no peak: its N* = {usl.n_star:.3g} (far beyond the largest measured N = "
-                f"{max_n:g}) means nothing"
-            )
+    return baseline, points
 
-    trend = _karp_flatt_trend(points)
-    best, verdict = _verdict(mode, amdahl, gustafson, usl, trend, max_n)
 
-    predictions = []
-    targets = list(predict_ns) if predict_ns else default_prediction_ns(max_n)
-    law_fn = {
-        "usl": (usl_throughput, usl_params, usl_cov),
-        "amdahl": (amdahl_throughput, am_params, am_cov),
-        "linear": (amdahl_throughput, am_params, am_cov),
-        "gustafson": (gustafson_throughput, gu_params, gu_cov),
-    }
-    if best is not None:
-        fn, params, cov = law_fn[best]
-        for t in targets:
-            laws.check_workers(t, "predicted N")
-            xp = float(fn(t, *params))
-            half, how = _interval(fn, params, cov, n, x, t)
-            known = math.isfinite(half)
-            predictions.append(
-                Prediction(
-                    n=float(t),
-                    law=best,
-                    throughput=xp,
-                    speedup=xp / baseline,
-                    speedup_low=max(xp - half, 0.0) / baseline if known else None,
-                    speedup_high=(xp + half) / baseline if known else None,
-                    band=how,
-                )
+def _warn_far_peak(usl, max_n: float, warnings: list[str]) -> None:
+    if usl is None or usl.n_star is None or usl.n_star <= FAR_BEYOND_FACTOR * max_n:
+        return
+    if _significant(usl.kappa, usl.kappa_se):
+        warnings.append(
+            f"the USL peak N* = {usl.n_star:.3g} lies far beyond the largest measured N = "
+            f"{max_n:g}: the peak is an extrapolation, trust it only as an order of magnitude"
+        )
+    else:
+        se = f" ± {usl.kappa_se:.2g}" if usl.kappa_se is not None else " (no error estimate)"
+        warnings.append(
+            f"USL κ = {usl.kappa:.2g}{se} is not distinguishable from 0, so the data show "
+            f"no peak: its N* = {usl.n_star:.3g} (far beyond the largest measured N = "
+            f"{max_n:g}) means nothing"
+        )
+
+
+_LAW_THROUGHPUT = {
+    "usl": usl_throughput,
+    "amdahl": amdahl_throughput,
+    "linear": amdahl_throughput,
+    "gustafson": gustafson_throughput,
+}
+
+
+def _predictions(best: str, fits: dict, n, x, targets, baseline: float) -> list[Prediction]:
+    """Speedups the best law predicts at `targets`, with their uncertainty band."""
+    fn = _LAW_THROUGHPUT[best]
+    _, params, cov = fits[best]
+    out = []
+    for t in targets:
+        laws.check_workers(t, "predicted N")
+        xp = float(fn(t, *params))
+        half, how = _interval(fn, params, cov, n, x, t)
+        known = math.isfinite(half)
+        out.append(
+            Prediction(
+                n=float(t),
+                law=best,
+                throughput=xp,
+                speedup=xp / baseline,
+                speedup_low=max(xp - half, 0.0) / baseline if known else None,
+                speedup_high=(xp + half) / baseline if known else None,
+                band=how,
             )
-        if any(p.n > FAR_BEYOND_FACTOR * max_n for p in predictions):
-            warnings.append(
-                f"predictions beyond {FAR_BEYOND_FACTOR:g}× the largest measured N are "
-                "extrapolations far outside the data"
-            )
-    return ScalingFit(
-        mode=mode,
-        measure=measure,
-        baseline_throughput=baseline,
-        points=points,
-        amdahl=amdahl,
-        gustafson=gustafson,
-        usl=usl,
-        karp_flatt_trend=trend,
-        best=best,
-        verdict=verdict,
-        predictions=predictions,
-        warnings=warnings,
-    )
+        )
+    return out
 
 
 def _verdict(
