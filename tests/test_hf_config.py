@@ -251,3 +251,16 @@ def test_profile_hf_builds_with_transformers(cli, tmp_path):
     # the ops counted in the transformers model add up to the shape model's FLOPs
     assert data["model_flops_per_step"] == pytest.approx(data["analytic_flops_per_step"])
     assert data["model_flops_per_step"] > 0 and data["tokens_per_step"] == 64
+
+
+def test_hub_id_from_the_local_cache_only(tmp_path, monkeypatch):
+    constants = pytest.importorskip("huggingface_hub.constants")
+    repo = tmp_path / "models--acme--tiny-llama"
+    write_config(repo / "snapshots" / "abc123", FAMILIES["Llama-3.1-8B"][0])
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    cfg = parse_model("hf:acme/tiny-llama")
+    assert cfg.name == "hf:acme/tiny-llama" and cfg.params_total == 8_030_261_248
+    with pytest.raises(CeilingError, match="not in the local Hugging Face cache"):
+        parse_model("hf:acme/not-downloaded")
