@@ -131,6 +131,25 @@ def test_a_rank_that_stops_making_progress_is_named_within_the_stall_time(jobs_o
     assert folders and not folders[0].exists()
 
 
+def test_a_hung_rank_in_scale_is_one_line_exit_2_and_leaves_nothing(jobs_on_path, tmp_path):
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    cmd = [sys.executable, "-m", "ceiling", "scale", f"{JOBS}:hang_step_on_rank_1"]
+    cmd += ["--workers", "1,2", "--steps", "2", "--stall-timeout", "5", "--device", "cpu"]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    assert time.monotonic() - t0 < 45
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: worker rank 1 of 2 made no progress for 5 s")
+    assert "in hang_step_on_rank_1" in proc.stderr and proc.stderr.count("\n") == 1
+    assert not list(tmp_path.glob("ceiling-dist-*"))
+    leftover = [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if str(tmp_path) in " ".join(p.info["cmdline"] or [])
+    ]
+    assert not leftover
+
+
 def _scale_with_two_workers(settle_s: float = 3.0):
     """A long `ceiling scale` run on 2 spawned workers: (process, its two workers)."""
     cmd = [sys.executable, "-m", "ceiling", "scale", "synthetic", "--workers", "1,2"]

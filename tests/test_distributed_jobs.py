@@ -39,3 +39,10 @@ def bad_input_on_rank_0(ctx):
     import torch.distributed as dist
 
     dist.barrier()  # fails on the broken link once rank 0 has gone
+
+
+def hang_step_on_rank_1(ctx):
+    """A user's step for `ceiling scale`: rank 1 never returns once two workers run."""
+    if ctx.n > 1 and ctx.rank == 1:
+        time.sleep(3600)
+    time.sleep(0.01)

@@ -82,6 +82,13 @@ def scale(
     timeout: Annotated[
         float, typer.Option(help="Stop the run (and every worker) after this many seconds.")
     ] = 300.0,
+    stall_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Stop every worker when none has made progress for this many seconds (a "
+            "hung worker is named); local runs."
+        ),
+    ] = 30.0,
     predict: Annotated[
         list[str] | None, typer.Option(help=f"Worker counts to predict, {LIST_HELP}.")
     ] = None,
@@ -90,8 +97,8 @@ def scale(
 ) -> None:
     """Measure a workload on 1..N workers; fit Amdahl, Gustafson, Karp–Flatt and the USL.
 
-    Processes are torch.distributed workers (gloo on CPU, NCCL on GPU) spawned here; run the
-    same command under `torchrun` to span machines (rank 0 prints).
+    Processes are torch.distributed workers (gloo on CPU, NCCL on GPU) spawned here, at most
+    8 per core; run the same command under `torchrun` to span machines (rank 0 prints).
     """
     workers, predict = joined(workers) or "1,2,4", joined(predict)
     from ceiling.measure import scale as scale_run
@@ -127,6 +134,7 @@ def scale(
         threads_per_worker=threads_per_worker,
         device=device,
         timeout_s=timeout,
+        stall_s=stall_timeout,
         options=options,
     )
     predict_ns = (

@@ -19,6 +19,7 @@ from typing import Any
 
 from ceiling.errors import InvalidInput, WrongResult
 from ceiling.model.collectives import OPS
+from ceiling.units import format_bytes
 
 # 2: every op checked element by element; all-reduce timed on zeros
 # 3: rank 0 reads its device's clocks after each point; the device name and whether the
@@ -246,4 +247,31 @@ def run_comm_benchmark(
         return result if rank == 0 else None
     if workers < 2:
         raise InvalidInput(f"a collective needs at least 2 workers, got {workers}")
+    check_room(workers, max(sizes), device)
     return distributed.launch_local(job, workers, on_progress=on_progress)
+
+
+# A rank holds its buffers plus the values its data check builds: up to 4 × the message.
+BUFFER_COPIES = 4
+
+
+def check_room(workers: int, max_bytes: int, device: str, room=None) -> None:
+    """Refuse, before any worker starts, more workers than this machine's cores allow or
+    buffers that do not fit in its memory (CPU runs: buffers live in host memory)."""
+    from ceiling.hardware import capacity
+
+    room = room or capacity.local_room()
+    on_cpu = device == "cpu"
+    if device == "auto":
+        import torch
+
+        on_cpu = not torch.cuda.is_available()
+    capacity.check_workers(workers, room)
+    if on_cpu:
+        capacity.check_bytes(
+            workers * (capacity.WORKER_BYTES + BUFFER_COPIES * max_bytes),
+            f"{workers} workers × ({format_bytes(capacity.WORKER_BYTES, binary=True)} + "
+            f"{BUFFER_COPIES} × {format_bytes(max_bytes, binary=True)} largest message)",
+            room,
+            "a smaller --max-bytes",
+        )

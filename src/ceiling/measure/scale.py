@@ -25,6 +25,7 @@ from typing import Any
 
 from ceiling.errors import CeilingError, InvalidInput, WorkerFailed
 from ceiling.measure import scale_workloads as wl
+from ceiling.measure.stall import STALL_S
 
 # 2: the work time (critical path without synchronisation) is recorded beside the step time
 METHOD_VERSION = 2
@@ -45,6 +46,7 @@ class ScaleConfig:
     threads_per_worker: int | None = None  # None: cores // max(workers), at least 1
     device: str = "auto"
     timeout_s: float = 300.0
+    stall_s: float = STALL_S  # stop when no worker makes progress this long
     options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -67,8 +69,11 @@ class ScaleConfig:
             raise InvalidInput(f"imbalance must be in [0, 100], got {self.imbalance:g}")
         if self.threads_per_worker is not None and self.threads_per_worker < 1:
             raise InvalidInput(f"threads per worker must be >= 1, got {self.threads_per_worker}")
-        if self.timeout_s <= 0:
-            raise InvalidInput(f"timeout must be positive, got {self.timeout_s:g} s")
+        if not 0 < self.timeout_s < float("inf") or not 0 < self.stall_s < float("inf"):
+            raise InvalidInput(
+                f"timeouts must be positive and finite, got {self.timeout_s:g} s and "
+                f"{self.stall_s:g} s"
+            )
         if self.backend == "threads" and self.workload == "ddp":
             raise InvalidInput("the ddp workload needs --backend processes (one model each)")
         if self.workload == "ddp" and self.mode == "strong":
@@ -206,9 +211,19 @@ def scale_worker(ctx, config: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+def _stall_s(cfg: ScaleConfig) -> float:
+    """The synthetic workload sleeps through its work: a worker asleep for its share of a
+    long step is working, so the stall window is at least twice the longest share."""
+    if cfg.workload != "synthetic":
+        return cfg.stall_s
+    longest_share_s = float(cfg.options.get("work_s", 0.5)) * (1.0 + cfg.imbalance)
+    return max(cfg.stall_s, 2.0 * longest_share_s)
+
+
 def _run_processes(cfg: ScaleConfig, on_progress, on_start) -> dict[str, Any]:
     from dataclasses import asdict
 
+    from ceiling.hardware import capacity
     from ceiling.measure import distributed
 
     job = distributed.Job(
@@ -217,10 +232,12 @@ def _run_processes(cfg: ScaleConfig, on_progress, on_start) -> dict[str, Any]:
         device=cfg.device,
         threads_per_worker=threads_per_worker(cfg),
         timeout_s=cfg.timeout_s,
+        stall_s=_stall_s(cfg),
     )
     if distributed.under_launcher():
         rank, result = distributed.run_under_launcher(job)
         return result if rank == 0 else None
+    capacity.check_workers(max(cfg.workers), capacity.local_room())
     return distributed.launch_local(
         job, max(cfg.workers), on_progress=on_progress, on_start=on_start
     )
