@@ -117,3 +117,30 @@ def test_two_rank_gloo_straggler_is_named_with_its_delay(tmp_path, cli):
     code, out, err = cli("trace", folder)
     assert code == 0, err
     assert "straggler: rank 1" in " ".join(out.split())
+
+
+def test_a_cpu_trace_recorded_here_uses_this_machines_profile(tmp_path, monkeypatch):
+    from ceiling.hardware.profile import MachineProfile, MeasuredDevice, save_profile
+
+    dev = MeasuredDevice(
+        name="Test CPU",
+        kind="cpu",
+        peak_flops_per_s={"fp32": 100e9},
+        bandwidth_bytes_per_s=10e9,
+        memory_bytes=2**34,
+    )
+    path = save_profile(
+        MachineProfile(1, "2026-01-01T00:00:00+00:00", "here", {}, [dev]), tmp_path / "profile.json"
+    )
+    monkeypatch.setenv("CEILING_PROFILE", str(path))
+    layer = torch.nn.Linear(64, 64)
+    x = torch.randn(16, 64)
+    trace = tmp_path / "t.json"
+    record(lambda: layer(x), trace)
+    r = analyze(trace)
+    assert r.device.name.startswith("Test CPU") and r.device.peak_flops_per_s == 100e9
+    assert r.ranks[0].mfu == pytest.approx(2 * 16 * 64 * 64 / r.ranks[0].step_s / 100e9)
+    doc = json.loads(trace.read_text())
+    doc["host_name"] = "elsewhere"
+    trace.write_text(json.dumps(doc))
+    assert analyze(trace).device.name is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from ceiling.errors import UnsupportedOnDevice
+from ceiling.errors import CeilingError, UnsupportedOnDevice
 from ceiling.trace import optree
 from ceiling.trace.rank import MODEL_CATEGORIES, Roof, analyze_rank
 from ceiling.trace.ranks import cross_rank
@@ -86,7 +86,7 @@ def _main_dtype(records) -> str:
 
 def _device(traces, spec, profile, notes):
     """(DeviceSpec or None, TraceDevice) by the one precedence rule: --spec, --profile,
-    the trace's own device name."""
+    the trace's own device name; for a CPU trace recorded here, this machine's profile."""
     if spec is not None or profile is not None:
         from ceiling.hardware.resolve import resolve_device
 
@@ -95,6 +95,8 @@ def _device(traces, spec, profile, notes):
         source = f"--spec {spec}" if spec is not None else f"machine profile {profile}"
         return s, _trace_device(s, source)
     names = sorted({n for t in traces for n in t.device_names})
+    if not names and (here := _this_machine(traces)) is not None:
+        return here, _trace_device(here, "this machine's profile (the trace was recorded here)")
     if not names:
         notes.append(
             "the trace names no device (a CPU run): pass --spec NAME or --profile FILE for "
@@ -113,6 +115,24 @@ def _device(traces, spec, profile, notes):
     if len(names) > 1:
         notes.append(f"the trace names several devices ({', '.join(names)}); using {s.name}")
     return s, _trace_device(s, f"trace deviceProperties {names[0]!r}")
+
+
+def _this_machine(traces):
+    """The saved profile of this machine when every trace was recorded on it, else None."""
+    import socket
+
+    from ceiling.hardware.profile import default_profile_path
+
+    if not all(t.host_name == socket.gethostname() for t in traces):
+        return None
+    if not default_profile_path().exists():
+        return None
+    from ceiling.hardware.resolve import resolve_device
+
+    try:
+        return resolve_device(None, None, prefer="cpu")
+    except CeilingError:
+        return None
 
 
 def _trace_device(s, source: str) -> TraceDevice:
