@@ -36,6 +36,38 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     c = rep.ceiling
     peak_word = "theoretical" if c.kind == "cpu" else "datasheet"
     over = bool(c.measured_peak_flops_per_s and c.measured_peak_flops_per_s > c.peak_flops_per_s)
+    _key_figures(out, rep, peak_word, over)
+    out.table("Training step", ["", ""], _step_rows(rep, peak_word), note=rep.flop_convention)
+    cats = [p for p in rep.categories if (p.time_s or 0) > 0 or p.flops > 0]
+    _category_table(out, cats)
+    if over:
+        out.note(
+            f"the measured matmul ceiling ({units.format_flops_per_s(c.measured_peak_flops_per_s)})"
+            f" is above the {peak_word} peak ({units.format_flops_per_s(c.peak_flops_per_s)}): "
+            "that peak assumes a lower clock than the cores really run at, so MFU against it "
+            "reads too high; the share of the measured ceiling is the honest figure."
+        )
+    for hint in rep.hints:
+        out.text(f"Hint: {hint}")
+    if over:
+        out.text(_verdict(rep.mfu_vs_measured_peak, "of the measured ceiling"))
+    else:
+        out.text(_verdict(rep.mfu))
+    from ceiling.report import mfu_plot
+
+    out.figure(
+        mfu_plot.time_vs_flops_figure(
+            [(p.name, p.time_s or 0.0, p.flops) for p in cats],
+            f"{TARGET} training step on {c.name}",
+        ),
+        "Share of op time against share of FLOPs per op category: categories with much "
+        "time and few FLOPs are memory- or dispatch-bound and are what fusing or batching fixes.",
+    )
+    _breakdown(ctx, out)
+
+
+def _key_figures(out: SectionOutput, rep, peak_word: str, over: bool) -> None:
+    c = rep.ceiling
     out.key(
         "mfu",
         rep.mfu,
@@ -58,6 +90,10 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     out.key_figures["peak_flops_per_s"] = c.peak_flops_per_s
     out.key_figures["device"] = rep.device
     out.key_figures["dtype"] = rep.dtype
+
+
+def _step_rows(rep, peak_word: str) -> list[list[str]]:
+    c = rep.ceiling
     how = " (cores × clock × FLOPs per cycle)" if c.kind == "cpu" else ""
     rows = [
         ["device and dtype", f"{c.name}, {rep.dtype}" + (" (TF32 on)" if rep.tf32 else "")],
@@ -87,9 +123,10 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
             ]
         )
     rows.append(["step time (median)", units.format_time(rep.step_s)])
-    out.table("Training step", ["", ""], rows, note=rep.flop_convention)
+    return rows
 
-    cats = [p for p in rep.categories if (p.time_s or 0) > 0 or p.flops > 0]
+
+def _category_table(out: SectionOutput, cats) -> None:
     total_t = sum(p.time_s or 0.0 for p in cats) or 1.0
     total_f = sum(p.flops for p in cats) or 1.0
     out.table(
@@ -109,30 +146,6 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         note="Op times are taken in a separate step with a synchronisation after every op, "
         "which slows the step; shares are what matters here.",
     )
-    if over:
-        out.note(
-            f"the measured matmul ceiling ({units.format_flops_per_s(c.measured_peak_flops_per_s)})"
-            f" is above the {peak_word} peak ({units.format_flops_per_s(c.peak_flops_per_s)}): "
-            "that peak assumes a lower clock than the cores really run at, so MFU against it "
-            "reads too high; the share of the measured ceiling is the honest figure."
-        )
-    for hint in rep.hints:
-        out.text(f"Hint: {hint}")
-    if over:
-        out.text(_verdict(rep.mfu_vs_measured_peak, "of the measured ceiling"))
-    else:
-        out.text(_verdict(rep.mfu))
-    from ceiling.report import mfu_plot
-
-    out.figure(
-        mfu_plot.time_vs_flops_figure(
-            [(p.name, p.time_s or 0.0, p.flops) for p in cats],
-            f"{TARGET} training step on {c.name}",
-        ),
-        "Share of op time against share of FLOPs per op category: categories with much "
-        "time and few FLOPs are memory- or dispatch-bound and are what fusing or batching fixes.",
-    )
-    _breakdown(ctx, out)
 
 
 def _verdict(mfu: float, what: str = "MFU") -> str:
