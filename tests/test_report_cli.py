@@ -88,3 +88,43 @@ def test_malformed_profile_is_refused_before_running(cli, tmp_path):
     assert code == 2
     assert err.startswith("error: ") and err.count("\n") == 1
     assert not (tmp_path / "r.html").exists()
+
+
+def test_ctrl_c_never_replaces_a_complete_page(cli, tmp_path, monkeypatch):
+    """An existing complete page survives an interrupted run; the partial page, with every
+    section that finished, is written beside it and the output says where."""
+    from ceiling.report import sections
+    from ceiling.report.compose import SectionSpec
+
+    amdahl = next(s for s in sections.SECTIONS if s.key == "amdahl")
+    state = {"interrupt": False}
+
+    def last(ctx, out):
+        if state["interrupt"]:
+            raise KeyboardInterrupt
+        out.text("finished")
+
+    monkeypatch.setattr(sections, "SECTIONS", [amdahl, SectionSpec("last", "Last", last)])
+    page = tmp_path / "r.html"
+    code, _, err = cli("report", "-o", page)
+    assert code == 0, err
+    complete = page.read_bytes()
+
+    state["interrupt"] = True
+    code, out, _ = cli("report", "-o", page)
+    assert code == 130
+    assert page.read_bytes() == complete  # the complete page is untouched
+    partial = tmp_path / "r-interrupted.html"
+    record = json.loads((tmp_path / "r-interrupted.json").read_text())
+    assert record["interrupted"] is True
+    assert [s["status"] for s in record["sections"]] == ["ok", "skipped"]
+    assert 'id="amdahl"' in partial.read_text()
+    said = " ".join(out.split())
+    assert f"interrupted: {page.resolve()} (a more complete page) was kept" in said
+    assert f"report: {partial.resolve()}" in said
+
+    # with no page there, or only a less complete one, the partial page takes its place
+    page.unlink()
+    code, _, _ = cli("report", "-o", page)
+    assert code == 130 and page.exists()
+    assert json.loads((tmp_path / "r.json").read_text())["interrupted"] is True

@@ -86,6 +86,12 @@ def report(
             rep = _run_with_progress(specs, quick, profile, profile_copy, trace)
     else:
         rep = _run_with_progress(specs, quick, profile, profile_copy, trace)
+    kept = None
+    if rep.interrupted and _more_complete_page(output, json_path, rep):
+        # an interrupted run never replaces a page that holds more: it goes beside it
+        kept = output
+        output = output.with_name(output.stem + "-interrupted" + output.suffix)
+        json_path = output.with_suffix(".json")
     write_text_atomic(html.render(rep, json_name=json_path.name), output)
     record = rep.to_json()
     record["html"] = str(output.resolve())
@@ -93,10 +99,10 @@ def report(
 
     if json_out:
         emit_json(record)
-        _where(output, json_path, sys.stderr)
+        _where(output, json_path, sys.stderr, kept)
     else:
         _summary(rep)
-        _where(output, json_path, sys.stdout)
+        _where(output, json_path, sys.stdout, kept)
     if rep.interrupted:
         raise typer.Exit(130)
 
@@ -225,6 +231,33 @@ def _summary(rep) -> None:
                 c.print(f"note: {note}", highlight=False, markup=False)
 
 
-def _where(output: Path, json_path: Path, stream) -> None:
+def _finished(sections) -> int:
+    return sum(1 for s in sections if s.get("status") == "ok")
+
+
+def _more_complete_page(output: Path, json_path: Path, rep) -> bool:
+    """Whether the page already at `output` holds at least as much as the interrupted `rep`:
+    a page whose record cannot be read counts as complete (it is not ours to lose)."""
+    if not output.exists():
+        return False
+    import json
+
+    try:
+        old = json.loads(json_path.read_text(encoding="utf-8"))
+        old_sections = list(old["sections"])
+        old_interrupted = bool(old.get("interrupted"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
+    new_ok = sum(1 for s in rep.sections if s.status == "ok")
+    return not old_interrupted or _finished(old_sections) >= new_ok
+
+
+def _where(output: Path, json_path: Path, stream, kept: Path | None = None) -> None:
+    if kept is not None:
+        print(
+            f"interrupted: {kept.resolve()} (a more complete page) was kept; this partial page "
+            "was written beside it",
+            file=stream,
+        )
     print(f"report: {output.resolve()}", file=stream)
     print(f"json:   {json_path.resolve()}", file=stream)
