@@ -195,3 +195,12 @@ def test_specs_alias_says_what_it_resolved_to(cli):
     assert " is h100-sxm" not in out
     header = next(line for line in out.splitlines() if "dtype" in line and "peak" not in line)
     assert header.count("TFLOP/s") == 1 and "FLOP/s" not in header.replace("TFLOP/s", "")
+
+
+def test_specs_list_has_one_16_bit_column(cli):
+    code, out, _ = cli("specs")
+    assert code == 0
+    head = out.split("┡")[0]  # the header, wrapped over lines
+    assert "bf16" in head and "fp8" in head and "fp16" not in head
+    v100 = next(line for line in out.splitlines() if " v100 " in line)
+    assert "125.0 fp16" in v100  # no bf16 on a V100: its fp16 figure, labelled

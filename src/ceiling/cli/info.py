@@ -329,11 +329,17 @@ def specs(
     def tflops(s, d: str) -> str:
         return f"{s.peak_flops_per_s[d] / 1e12:,.1f}" if d in s.peak_flops_per_s else "—"
 
+    def half(s) -> str:  # bf16, else fp16 (V100, T4), else fp32: one column, not two alike
+        have = [d for d in ("bf16", "fp16", "fp32") if d in s.peak_flops_per_s]
+        if not have:
+            return "—"
+        return tflops(s, have[0]) + ("" if have[0] == "bf16" else f" {have[0]}")
+
     rows = [
         [
             s.key,
-            tflops(s, "bf16"),
-            tflops(s, "fp16"),
+            half(s),
+            tflops(s, "fp8"),
             f"{s.memory_bytes / GiB:g}",
             f"{s.memory_bytes / GB:.1f}",
             f"{s.memory_bandwidth_bytes_per_s / 1e12:.2f}",
@@ -345,10 +351,11 @@ def specs(
     c.print(
         table(
             "Device catalog (datasheet figures)",
-            ["name", "bf16 TFLOP/s", "fp16 TFLOP/s", "GiB", "GB", "mem TB/s", "link GB/s"],
+            ["name", "bf16 TFLOP/s", "fp8 TFLOP/s", "GiB", "GB", "mem TB/s", "link GB/s"],
             rows,
             caption=(
-                "Dense peaks (2:4-sparse figures halved); a multiply-add counts 2 FLOPs. "
+                "Dense peaks (2:4-sparse figures halved; fp16 or fp32 where there is no bf16); a "
+                "multiply-add counts 2 FLOPs. "
                 "Memory in GiB (2³⁰ B) and GB (10⁹ B); TB = 10¹² bytes; link = device-to-"
                 "device, one direction. `ceiling specs NAME` shows one entry and its sources."
             ),

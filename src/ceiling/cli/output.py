@@ -15,7 +15,21 @@ from ceiling.records import jsonable
 JSON_HELP = "Print one JSON object on stdout instead of tables."
 PLOT_HELP = "Write a figure to FILE (.png or .svg)."
 JsonOption = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
-PlotOption = Annotated[Path | None, typer.Option("--plot", metavar="FILE", help=PLOT_HELP)]
+
+
+def _checked_figure_path(path: Path | None) -> Path | None:
+    """--plot is checked while the command line is read, so a bad path costs no work."""
+    if path is not None:
+        from ceiling.report.plots import check_figure_path
+
+        check_figure_path(path)
+    return path
+
+
+PlotOption = Annotated[
+    Path | None,
+    typer.Option("--plot", metavar="FILE", help=PLOT_HELP, callback=_checked_figure_path),
+]
 
 
 LIST_HELP = "comma-separated or repeated"
@@ -86,7 +100,7 @@ def table(
         **rules,
     )
     for i, col in enumerate(columns):
-        numeric = bool(rows) and all(_is_number(r[i]) for r in rows if r[i] != "")
+        numeric = bool(rows) and all(_is_number(r[i]) for r in rows if r[i] not in ("", "—"))
         # fold, never "…": a narrow terminal or a pipe (80 columns) must not cut a figure;
         # the first column names the row and stays whole (other columns wrap to make room)
         # unless a name is longer than NAME_WIDTH
