@@ -37,7 +37,18 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     )
     out.key("cores", cores)
 
-    # 1. a step with a known serial share, fitted: the method checked against the truth
+    _known_serial_share(ctx, out, scale, plot, summary_mod)
+    if cores < 2:
+        out.note(
+            "concurrency vs parallelism and compute scaling: skipped — this machine has one "
+            "core, so no two computations can run at the same instant"
+        )
+        return
+    _threads_and_processes(ctx, out, scale, summary_mod, cores)
+
+
+def _known_serial_share(ctx, out: SectionOutput, scale, plot, summary_mod) -> None:
+    """A step with a known serial share, fitted: the method checked against the truth."""
     work_ms = SYNTHETIC_WORK_MS_QUICK if ctx.quick else SYNTHETIC_WORK_MS_FULL
     synthetic = _run(
         ctx,
@@ -92,13 +103,9 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     for line in (*synthetic.get("notes", []), *synthetic.get("warnings", [])):
         out.note(line)
 
-    # 2. concurrency vs parallelism, and real compute on the cores
-    if cores < 2:
-        out.note(
-            "concurrency vs parallelism and compute scaling: skipped — this machine has one "
-            "core, so no two computations can run at the same instant"
-        )
-        return
+
+def _threads_and_processes(ctx, out: SectionOutput, scale, summary_mod, cores: int) -> None:
+    """Concurrency vs parallelism, and real compute on the cores."""
     ns = _powers_up_to(min(cores, 4) if ctx.quick else cores)
     iterations = PYTHON_ITERATIONS_QUICK if ctx.quick else PYTHON_ITERATIONS_FULL
     rows = []
