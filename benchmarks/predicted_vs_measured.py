@@ -1,0 +1,140 @@
+"""Predicted step time under three roofs (compute, memory, per-op overhead) against the
+measured one, on this machine; and expected decode speed against published runs.
+
+First measures this machine quickly (best fp32 matmul rate, DRAM read bandwidth, one tiny
+op's time) into a temporary machine profile, so that the compute roof is the measured
+matmul ceiling, not the datasheet's; then profiles each workload against it and prints
+predicted / measured (the target is within 30 %) and checks that the waterfall's bars add
+up to the measured step. Torch runs on --threads threads (default 1): on a shared machine a
+descheduled worker thread stalls every parallel op, which no roof describes. Usage:
+
+    .venv/bin/python benchmarks/predicted_vs_measured.py [--steps 3] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+TRAINING = [("gpt:tiny", True), ("gpt:small", True), ("mlp", True)]
+DECODE_BATCHES = [1, 16]
+TOLERANCE = 0.30
+
+
+def best_matmul_flops_per_s(n: int = 1024, repeats: int = 20) -> float:
+    import torch
+
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(3):
+        a @ b
+    best = min(_timed(lambda: a @ b) for _ in range(repeats))
+    return 2.0 * n**3 / best
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def quick_profile(path: Path) -> Path:
+    from ceiling.hardware.profile import MachineProfile, MeasuredDevice, save_profile
+    from ceiling.measure.decode import quick_read_bandwidth
+    from ceiling.measure.machine import cpu_info
+    from ceiling.measure.overhead import time_tiny_op
+
+    tiny_s, _best = time_tiny_op("cpu", warmup_ms=20.0, budget_ms=200.0)
+    device = MeasuredDevice(
+        name=getattr(cpu_info(), "model", "cpu"),
+        kind="cpu",
+        peak_flops_per_s={"fp32": best_matmul_flops_per_s()},
+        bandwidth_bytes_per_s=quick_read_bandwidth("cpu", budget_ms=400.0),
+        extra={"overhead": {"tiny_op_s": tiny_s}},
+    )
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return save_profile(MachineProfile(2, when, "benchmark", {}, [device]), path)
+
+
+def training_rows(profile: Path, steps: int) -> list[tuple]:
+    from ceiling.profile.run import profile_target
+
+    rows = []
+    for target, train in TRAINING:
+        r = profile_target(target, train=train, profile=str(profile), steps=steps)
+        e = r.explanation
+        bars = sum(b.seconds for b in e.waterfall)
+        what = f"{target} {'training' if train else 'forward'}"
+        rows.append((what, e.prediction.time_s, r.step_s, e.prediction.bound, bars))
+    return rows
+
+
+def decode_rows(profile: Path) -> list[tuple]:
+    from ceiling.measure.decode import measure_decode
+    from ceiling.model.transformer import get_model
+
+    cmp = measure_decode(get_model("gpt:small"), DECODE_BATCHES, profile=str(profile))
+    return [
+        (
+            f"gpt:small decode, batch {r.batch}",
+            r.batch / r.expected_tokens_per_s,
+            r.step_time_s,
+            r.expected_limited_by,
+            None,
+        )
+        for r in cmp.rows
+    ]
+
+
+def public_decode_rows() -> list[tuple]:
+    from ceiling.hardware.resolve import resolve_device
+    from ceiling.model.decode import DecodeSetup, decode_ceiling
+    from ceiling.model.decode_expected import costs_for, expected_rows
+    from ceiling.model.transformer import get_model
+
+    cases = [
+        ("Llama-2-70B bf16 tp2, A100-80GB", "llama-2-70b", "a100-80gb", DecodeSetup(tp=2), 21.32),
+        ("Llama-2-7B int4 g32, A100-80GB", "llama-2-7b", "a100-80gb",
+         DecodeSetup(weights_dtype="int4"), 196.80),
+        ("Llama-2-7B bf16, MI250X GCD", "llama-2-7b", "mi250x", DecodeSetup(), 76.33),
+    ]  # fmt: skip
+    out = []
+    for label, model, device, setup, published in cases:
+        cfg, spec = get_model(model), resolve_device(device, None)
+        c = decode_ceiling(cfg, spec, [1], setup)
+        (e,) = expected_rows(c, cfg.layers, costs_for(spec))
+        out.append((label, published, e.tokens_per_s, c.rows[0].tokens_per_s))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        profile = quick_profile(Path(tmp) / "profile.json")
+        rows = training_rows(profile, args.steps) + decode_rows(profile)
+    print(f"{'workload':34} {'predicted':>10} {'measured':>10} {'pred/meas':>9}  bound")
+    for what, predicted, measured, bound, bars in rows:
+        ok = "" if abs(predicted / measured - 1) <= TOLERANCE else "  (outside 30 %)"
+        check = "" if bars is None else f"; waterfall sums to {bars * 1e3:.4g} ms"
+        print(
+            f"{what:34} {predicted * 1e3:8.3g}ms {measured * 1e3:8.3g}ms "
+            f"{predicted / measured:9.2f}  {bound}{check}{ok}"
+        )
+    print(f"\n{'expected decode (batch 1)':34} {'published':>10} {'expected':>10} {'error':>7} "
+          f"{'ceiling':>9}")  # fmt: skip
+    for label, published, expected, ceiling in public_decode_rows():
+        print(
+            f"{label:34} {published:10.2f} {expected:10.2f} {expected / published - 1:+7.1%} "
+            f"{ceiling:9.1f}" + ("" if ceiling > published else "  CEILING BELOW PUBLISHED")
+        )
+
+
+if __name__ == "__main__":
+    main()
