@@ -40,7 +40,8 @@ def test_cpu_training_step_counts_the_flops_profile_counts(tmp_path):
     from ceiling.profile.runner import StepRunner
     from ceiling.profile.targets import load_target
 
-    runner = StepRunner(load_target("gpt:tiny"), torch.device("cpu"), torch.float32, train=True)
+    workload = load_target("gpt:tiny", batch=1, seq=32)  # small: the count, not the speed
+    runner = StepRunner(workload, torch.device("cpu"), torch.float32, train=True)
     with OpRecorder() as rec:
         runner.step(rec)
     path = tmp_path / "gpt.json"
@@ -78,6 +79,7 @@ def test_cpu_trace_on_a_spec_has_mfu(tmp_path):
 def _straggler_worker(rank: int, world: int, store: str, out: str) -> None:
     import torch.distributed as dist
 
+    torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     grads = torch.ones(4096)
     layer = torch.nn.Linear(32, 32)
@@ -101,7 +103,9 @@ def test_two_rank_gloo_straggler_is_named_with_its_delay(tmp_path, cli):
 
     folder = tmp_path / "run"
     folder.mkdir()
-    mp.spawn(_straggler_worker, args=(2, str(tmp_path / "store"), str(folder)), nprocs=2)
+    # forked: the workers start with torch already imported (seconds saved on 2 cores)
+    args = (2, str(tmp_path / "store"), str(folder))
+    mp.start_processes(_straggler_worker, args=args, nprocs=2, start_method="fork")
     r = analyze(folder)
     c = r.cross
     assert c.straggler == 1
