@@ -159,7 +159,7 @@ def test_deepseek_refused_naming_what_is_missing(tmp_path):
     ("raw", "kind", "words"),
     [
         ({"model_type": "t5"}, InvalidInput, "model_type 't5' is not one of"),
-        ({"model_type": "llama", "hidden_size": 4096}, MalformedFile, "no 'num_attention_heads'"),
+        ({"model_type": "llama", "hidden_size": 4096}, MalformedFile, r"json: no 'num_attention"),
         (
             _llama_like("llama", 2, 64, 3, 3, 128, 100, 64),
             MalformedFile,

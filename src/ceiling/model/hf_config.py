@@ -23,7 +23,7 @@ def _get(raw: Raw, key: str, default=None, *, required: bool = False):
     value = raw.get(key)
     if value is None:
         if required:
-            raise MalformedFile(f"config.json has no {key!r}")
+            raise MalformedFile(f"no {key!r}")
         return default
     return value
 
@@ -31,7 +31,7 @@ def _get(raw: Raw, key: str, default=None, *, required: bool = False):
 def _int(raw: Raw, key: str, default: int | None = None) -> int:
     value = _get(raw, key, default, required=default is None)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise MalformedFile(f"config.json: {key} must be a positive integer, got {value!r}")
+        raise MalformedFile(f"{key} must be a positive integer, got {value!r}")
     return value
 
 
@@ -185,7 +185,10 @@ def config_from_hf(raw: Raw, name: str, where: str = "") -> TransformerConfig:
             f"({', '.join(sorted(FAMILIES))}); give custom:layers=..,hidden=..,heads=.. instead"
         )
     notes: list[str] = []
-    values = FAMILIES[family](raw, notes)
+    try:
+        values = FAMILIES[family](raw, notes)
+    except MalformedFile as exc:
+        raise MalformedFile(f"{where or name}: {exc}") from None
     source = f"Hugging Face config.json ({family})"
     if where:
         source += f" at {where}"
