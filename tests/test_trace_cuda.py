@@ -254,6 +254,24 @@ def test_collective_size_from_the_launching_record(tmp_path):
     assert c.op == "all_reduce" and c.bytes == N * 4
 
 
+def test_older_kineto_categories_and_links_through_the_launch(tmp_path):
+    doc = cuda_trace()
+    old = {
+        "cpu_op": "Operator",
+        "kernel": "Kernel",
+        "gpu_memcpy": "Memcpy",
+        "cuda_runtime": "Runtime",
+    }
+    for e in doc["traceEvents"]:
+        e["cat"] = old.get(e["cat"], e["cat"])
+        if e["cat"] == "Kernel":
+            e["args"].pop("External id")  # linked only through the launch's correlation
+    step = analyze(_write(tmp_path / "t.json", doc)).ranks[0].steps[0]
+    assert step.seconds[bd.COMPUTE] / US == pytest.approx(300)
+    assert step.seconds[bd.MEMORY_BOUND] / US == pytest.approx(150)
+    assert step.seconds[bd.MEMCPY] / US == pytest.approx(50)
+
+
 def test_cli_json_plot_and_tables(tmp_path, cli):
     path = _write(tmp_path / "t.json.gz", {})
     import gzip

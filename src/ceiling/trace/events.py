@@ -22,6 +22,16 @@ RUNTIME = ("cuda_runtime", "cuda_driver", "hip_runtime", "privateuse1_runtime")
 DEVICE_CATEGORIES = (KERNEL, MEMCPY, MEMSET)
 # categories read at all; the rest (python_function, fwdbwd, ac2g, Trace, ...) is skipped
 KEPT_CATEGORIES = frozenset((CPU_OP, ANNOTATION, GPU_ANNOTATION, *DEVICE_CATEGORIES, *RUNTIME))
+# the names older Kineto releases (PyTorch 1.8-1.9) wrote, mapped to today's
+OLD_CATEGORIES = {
+    "Operator": CPU_OP,
+    "Kernel": KERNEL,
+    "Memcpy": MEMCPY,
+    "Memset": MEMSET,
+    "Runtime": "cuda_runtime",
+    "cuda_runtime": "cuda_runtime",
+}
+CATEGORY = {**{c: c for c in KEPT_CATEGORIES}, **OLD_CATEGORIES}
 
 # Runtime calls after which the host waited for the device.
 SYNC_CALLS = re.compile(

@@ -54,13 +54,19 @@ class _Index:
             for ext in r.ext_ids:
                 self.record_of_ext[ext] = i
         self.launch: dict = {}
+        self.launch_ext: dict = {}  # correlation -> the launch's External id
         for e in trace.runtime:
             corr = e.args.get("correlation")
             if corr is not None:
                 self.launch[corr] = e.start_s
+                self.launch_ext[corr] = e.args.get("External id")
 
     def record(self, e: Event) -> int | None:
-        return self.record_of_ext.get(e.args.get("External id"))
+        """The counted op behind a device event: its own External id, else its launch's."""
+        ext = e.args.get("External id")
+        if ext is None or ext not in self.record_of_ext:
+            ext = self.launch_ext.get(e.args.get("correlation"))
+        return self.record_of_ext.get(ext)
 
     def launched_at(self, e: Event) -> float:
         return self.launch.get(e.args.get("correlation"), e.start_s)

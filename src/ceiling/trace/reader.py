@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ceiling.errors import MalformedFile
-from ceiling.trace.events import KEPT_CATEGORIES, Event, RankTrace
+from ceiling.trace.events import CATEGORY, Event, RankTrace
 
 _WS = " \t\n\r"
 _WS_OR_COMMA = " \t\n\r,"
@@ -172,7 +172,7 @@ class _Parser:
         """The hot loop: one C scanner call per event, the rest kept to a minimum."""
         self.expect("[")
         out: list[Event] = []
-        kept, text, scan = KEPT_CATEGORIES, self.text, self.decoder.scan_once
+        kept, text, scan = CATEGORY, self.text, self.decoder.scan_once
         pos, n = self.pos, 0
         try:
             while True:
@@ -220,7 +220,7 @@ class _Parser:
                 del args[key]
         return Event(
             str(e.get("name", "")),
-            e["cat"],
+            CATEGORY[e["cat"]],
             start,
             max(dur, 0.0),
             _hashable(e.get("pid", 0)),
