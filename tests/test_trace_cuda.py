@@ -337,8 +337,10 @@ def test_steps_and_ranks_do_not_depend_on_file_order(tmp_path):
     a, b = cuda_trace(rank=1, nccl_start=650), cuda_trace(rank=0, nccl_start=450)
     _write(folder / "a.json", a)
     _write(folder / "b.json", copy.deepcopy(b))
+    (folder / "config.json").write_text('{"lr": 0.1}')  # not a trace: passed over
     r = analyze(folder)
     assert [x.rank for x in r.ranks] == [0, 1] and r.cross.straggler == 1
+    assert any("not traces" in n for n in r.notes)
 
 
 def test_odd_fields_do_not_break_the_analysis(tmp_path):

@@ -38,3 +38,7 @@ class WrongResult(CeilingError):
 
 class MissingDependency(CeilingError):
     """A library the command needs is not installed (torch, transformers)."""
+
+
+class TimedOut(CeilingError):
+    """Work that ran past its stated deadline (--timeout) and was stopped."""

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ceiling.errors import InvalidInput
+from ceiling.measure.deadline import DEFAULT_TIMEOUT_S, deadline
 
 METHOD_VERSION = 1
 BUILTIN = ("gpt", "reduction", "matmul")
@@ -119,20 +120,29 @@ def run_repeat(
     *,
     check_deterministic: bool = True,
     on_run: Callable[[], None] | None = None,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
 ) -> dict[str, Any]:
     """Run `target` `runs` times per thread count (and again with deterministic algorithms).
 
     Returns, per (deterministic flag, thread count): the distinct output digests, whether
     the runs were bitwise identical, and the largest absolute and relative deviation from
-    the very first output.
+    the very first output. Stopped with TimedOut after `timeout_s` (None: no deadline).
     """
-    import numpy as np
-    import torch
-
     if runs < 2:
         raise InvalidInput(f"need at least 2 runs to compare, got {runs}")
     if not thread_counts or any(t < 1 for t in thread_counts):
         raise InvalidInput(f"thread counts must be at least 1, got {thread_counts}")
+    import numpy  # noqa: F401  (imported before the clock starts: an import cut short by
+    import torch  # noqa: F401  the deadline would leave a half-made module behind)
+
+    with deadline(timeout_s, f"repeat {target}"):
+        return _repeat(target, runs, thread_counts, check_deterministic, on_run)
+
+
+def _repeat(target, runs, thread_counts, check_deterministic, on_run) -> dict[str, Any]:
+    import numpy as np
+    import torch
+
     current = {"threads": thread_counts[0]}
     fn = make_target(target, lambda: current["threads"])
     before_threads = torch.get_num_threads()

@@ -10,7 +10,7 @@ from ceiling.errors import CeilingError, UnsupportedOnDevice
 from ceiling.trace import optree
 from ceiling.trace.rank import MODEL_CATEGORIES, Roof, analyze_rank
 from ceiling.trace.ranks import cross_rank
-from ceiling.trace.reader import read_traces, without_gc
+from ceiling.trace.reader import read_traces, trace_files, without_gc
 from ceiling.trace.results import TraceDevice, TraceResult
 
 
@@ -33,9 +33,13 @@ def analyze(
 def _analyze(path, spec, profile, dtype) -> TraceResult:
     from ceiling.trace.op_cost import cost
 
-    traces = read_traces(path)
-    records = [optree.counted_ops(t.cpu_ops, cost) for t in traces]
     notes: list[str] = []
+    traces = read_traces(path)
+    if Path(path).is_dir():
+        skipped = len(trace_files(path)) - len(traces)
+        if skipped:
+            notes.append(f"{skipped} JSON file(s) in the folder are not traces: passed over")
+    records = [optree.counted_ops(t.cpu_ops, cost) for t in traces]
     spec_obj, device = _device(traces, spec, profile, notes)
     roof = None
     if spec_obj is not None:
