@@ -23,7 +23,10 @@ def trace_command(
         Path | None, typer.Option(help="A saved machine profile as the device.")
     ] = None,
     dtype: Annotated[
-        str | None, typer.Option(help="Dtype of the peak for MFU (default: most matmul FLOPs).")
+        str | None,
+        typer.Option(
+            help="Dtype of the peak for MFU (default: most matmul FLOPs'; tf32 if TF32 was on)."
+        ),
     ] = None,
     top: Annotated[int, typer.Option(min=1, help="Ops shown per rank.")] = 10,
     json_out: JsonOption = False,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+# bumped whenever what is counted or how time is split changes, so old results stay comparable
+METHOD_VERSION = 1
+
 
 @dataclass
 class TraceDevice:
@@ -138,6 +141,7 @@ class TraceResult:
     cross: CrossRank | None
     notes: list[str]
     flop_convention: str = "multiply-add = 2 FLOPs; model FLOPs = matmul + attention"
+    method_version: int = METHOD_VERSION
 
     def to_json(self) -> dict:
         out = asdict(self)
