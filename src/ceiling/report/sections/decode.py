@@ -42,39 +42,12 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         cfg = transformer.get_model(model_name)
         for label, spec in devices:
             ctx.step(f"decode ceiling of {model_name} on {label}")
-            try:
-                res = decode.decode_ceiling(
-                    cfg, spec, BATCHES, _setup_for(decode, spec, setup), drop_unfit=True
-                )
-            except CeilingError as exc:
-                rows.append([model_name, _name(label, spec), "does not fit", "", "", "", ""])
-                unfit.append(f"{model_name} on {_name(label, spec)}: {exc}")
+            res, row, entry, why = _one_ceiling(decode, cfg, label, spec, setup, long_setup)
+            rows.append(row)
+            if res is None:
+                unfit.append(why)
                 continue
-            try:
-                long = decode.decode_ceiling(cfg, spec, [1], _setup_for(decode, spec, long_setup))
-                long_max = long.max_batch
-            except CeilingError:
-                long_max = 0
-            by_batch = {r.batch: r for r in res.rows}
-            b1, b64 = by_batch.get(1), by_batch.get(64)
-            rows.append(
-                [
-                    model_name,
-                    _name(label, spec),
-                    f"{b1.tokens_per_s:,.1f}" if b1 else "—",
-                    f"{b64.tokens_per_s:,.0f} ({b64.bound})" if b64 else "does not fit",
-                    str(res.crossover_batch) if res.crossover_batch else "never",
-                    units.format_bytes(res.kv_bytes_per_token, binary=True),
-                    "unknown" if long_max is None else str(long_max),
-                ]
-            )
-            keyed[f"{model_name}@{label}"] = {
-                "batch1_tokens_per_s": b1.tokens_per_s if b1 else None,
-                "batch64_tokens_per_s": b64.tokens_per_s if b64 else None,
-                "crossover_batch": res.crossover_batch,
-                "kv_bytes_per_token": res.kv_bytes_per_token,
-                f"max_batch_at_{LONG_CONTEXT}_context": long_max,
-            }
+            keyed[f"{model_name}@{label}"] = entry
             if model_name == FIGURE_MODEL:
                 figures_data[_name(label, spec)] = (cfg, spec, res)
     out.key_figures["ceilings"] = keyed
@@ -112,6 +85,43 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         out.note(line)
     _figure(ctx, out, decode, figures_data, setup)
     _measured(ctx, out, local)
+
+
+def _one_ceiling(decode, cfg, label: str, spec, setup, long_setup):
+    """(ceiling or None, table row, key figures, why it does not fit) of one model on one
+    device: batch 1 and 64, the crossover batch, KV per token, the largest batch at
+    LONG_CONTEXT."""
+    try:
+        res = decode.decode_ceiling(
+            cfg, spec, BATCHES, _setup_for(decode, spec, setup), drop_unfit=True
+        )
+    except CeilingError as exc:
+        row = [cfg.name, _name(label, spec), "does not fit", "", "", "", ""]
+        return None, row, None, f"{cfg.name} on {_name(label, spec)}: {exc}"
+    try:
+        long = decode.decode_ceiling(cfg, spec, [1], _setup_for(decode, spec, long_setup))
+        long_max = long.max_batch
+    except CeilingError:
+        long_max = 0
+    by_batch = {r.batch: r for r in res.rows}
+    b1, b64 = by_batch.get(1), by_batch.get(64)
+    row = [
+        cfg.name,
+        _name(label, spec),
+        f"{b1.tokens_per_s:,.1f}" if b1 else "—",
+        f"{b64.tokens_per_s:,.0f} ({b64.bound})" if b64 else "does not fit",
+        str(res.crossover_batch) if res.crossover_batch else "never",
+        units.format_bytes(res.kv_bytes_per_token, binary=True),
+        "unknown" if long_max is None else str(long_max),
+    ]
+    entry = {
+        "batch1_tokens_per_s": b1.tokens_per_s if b1 else None,
+        "batch64_tokens_per_s": b64.tokens_per_s if b64 else None,
+        "crossover_batch": res.crossover_batch,
+        "kv_bytes_per_token": res.kv_bytes_per_token,
+        f"max_batch_at_{LONG_CONTEXT}_context": long_max,
+    }
+    return res, row, entry, None
 
 
 def _local(ctx: ReportContext, out: SectionOutput):
