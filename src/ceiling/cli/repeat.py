@@ -9,6 +9,7 @@ import typer
 
 from ceiling.cli.app import app
 from ceiling.cli.output import LIST_HELP, JsonOption, console, emit_json, joined, table
+from ceiling.measure.deadline import DEFAULT_TIMEOUT_S
 
 
 @app.command()
@@ -28,6 +29,10 @@ def repeat(
         bool,
         typer.Option(help="Also rerun with torch.use_deterministic_algorithms(True)."),
     ] = True,
+    timeout: Annotated[
+        float,
+        typer.Option(help="Stop the runs after this many seconds (a target that never returns)."),
+    ] = DEFAULT_TIMEOUT_S,
     json_out: JsonOption = False,
 ) -> None:
     """Rerun a computation and report whether its results are bitwise identical.
@@ -58,6 +63,7 @@ def repeat(
             counts,
             check_deterministic=deterministic_check,
             on_run=lambda: progress.advance(task),
+            timeout_s=timeout,
         )
     findings = rep.verdict(raw)
     if json_out:

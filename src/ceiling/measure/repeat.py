@@ -132,8 +132,15 @@ def run_repeat(
         raise InvalidInput(f"need at least 2 runs to compare, got {runs}")
     if not thread_counts or any(t < 1 for t in thread_counts):
         raise InvalidInput(f"thread counts must be at least 1, got {thread_counts}")
-    import numpy  # noqa: F401  (imported before the clock starts: an import cut short by
-    import torch  # noqa: F401  the deadline would leave a half-made module behind)
+    # Imports before the clock starts: one cut short by the deadline would leave a half-made
+    # module behind. torch's first use_deterministic_algorithms call imports its compiler.
+    import numpy  # noqa: F401
+    import torch
+
+    torch.use_deterministic_algorithms(
+        torch.are_deterministic_algorithms_enabled(),
+        warn_only=torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
 
     with deadline(timeout_s, f"repeat {target}"):
         return _repeat(target, runs, thread_counts, check_deterministic, on_run)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ceiling.errors import InvalidInput, UnsupportedOnDevice
+from ceiling.measure.deadline import DEFAULT_TIMEOUT_S, deadline
 from ceiling.model import mfu as mfu_model
 from ceiling.profile import placement
 from ceiling.profile.ceiling import (
@@ -48,6 +49,9 @@ from ceiling.profile.runner import StepRunner, guard, sync
 from ceiling.profile.targets import load_target
 
 ATTENTION_CONVENTION = "causal-half"
+# Transformer layers a profile builds: each is a set of modules made one by one (even on
+# meta), and a model's FLOPs and bytes grow layer by layer, so fewer layers tell the same.
+MAX_LAYERS = 1024
 CONV_PREFIXES = ("aten.convolution", "aten._convolution", "aten.cudnn_convolution")
 
 
@@ -144,6 +148,7 @@ def profile_target(
     steps: int = 5,
     module_depth: int = 3,
     available_bytes: float | None = None,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
 ) -> ProfileReport:
     """Profile a target (see ceiling.profile.targets) on a device; see the module docstring.
 
@@ -160,6 +165,11 @@ def profile_target(
         profile=profile, batch=batch, seq=seq, warmup_steps=warmup_steps, steps=steps,
         module_depth=module_depth, available_bytes=available_bytes,
     )  # fmt: skip
+    with deadline(timeout_s, f"profiling {target}"):
+        return _with_tf32(run, key, dev)
+
+
+def _with_tf32(run, key: str, dev: torch.device) -> ProfileReport:
     if key != "tf32":
         return run(key=key, tf32_requested=False)
     if dev.type == "meta":
@@ -192,7 +202,9 @@ def _profile(
         check_dtype_runs(dev, key, torch_dtype)
     tf32 = (tf32_requested or tf32_enabled(dev)) and key == "fp32"
     ceiling = resolve_ceiling(dev, key, tf32, spec, profile)
+    check_batch_room(target, batch, seq, available_bytes)
     workload = load_target(target, batch=batch, seq=seq)
+    check_layers(workload)
     itemsize = torch.empty((), dtype=torch_dtype).element_size()
     if not meta:
         free = available_memory_bytes(dev) if available_bytes is None else available_bytes
@@ -277,6 +289,45 @@ def _profile(
         explanation=explanation,
         environment=environment(dev),
     )
+
+
+def _builds_its_own_batch(target: str) -> bool:
+    """Built-ins and catalog/custom: models whose inputs this tool makes (not hf: or yours)."""
+    low = target.strip().lower()
+    return low in ("mlp", "cnn") or low.startswith(("gpt:", "custom:")) or ":" not in low
+
+
+def check_batch_room(
+    target: str, batch: int | None, seq: int | None, available_bytes: float | None
+) -> None:
+    """Refuse a batch whose inputs alone do not fit in memory, before they are made: one
+    sample's bytes (from a batch of one) × batch × 2 (the samples, then the stacked batch).
+    Inputs live in host memory on every device, meta included."""
+    if batch is None or batch <= 1 or not _builds_its_own_batch(target):
+        return
+    from ceiling.hardware import capacity
+
+    probe = load_target(target, batch=1, seq=seq)
+    tensors = probe.batch if isinstance(probe.batch, (tuple, list)) else (probe.batch,)
+    sample = sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+    room = capacity.local_room() if available_bytes is None else capacity.Room(available_bytes, 1)
+    capacity.check_bytes(
+        2.0 * batch * sample,
+        f"inputs of batch {batch:,} × {sample:,} B per sample × 2 (samples, then the stacked "
+        "batch)",
+        room,
+        "a smaller --batch (activations need more still)",
+    )
+
+
+def check_layers(workload) -> None:
+    cfg = workload.transformer
+    if cfg is not None and cfg.layers > MAX_LAYERS:
+        raise InvalidInput(
+            f"{cfg.layers:,} layers is more than the {MAX_LAYERS:,} a profile builds (each "
+            "layer's modules are made one by one, even on meta); FLOPs and bytes grow layer by "
+            f"layer, so profile {MAX_LAYERS} or fewer and scale by layers / {MAX_LAYERS}"
+        )
 
 
 def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, recorded_s, flops):
