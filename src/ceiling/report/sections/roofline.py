@@ -45,18 +45,33 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
 
     specs = OPS_QUICK if ctx.quick else OPS_FULL
     ops = [op for s in specs for op in opcost.parse_ops(s, dtype)]
-    placed = []
-    for op in ops:
-        placed.append(
-            {
-                "op": op,
-                "intensity": op.intensity,
-                "attainable": roofline.attainable_flops_per_s(op.intensity, peak, bw),
-                "predicted_s": roofline.predicted_time_s(op.flops, op.bytes, peak, bw),
-                "bound": roofline.bound(op.intensity, peak, bw),
-            }
-        )
+    placed = [_placed(roofline.place(op.name, op.flops, op.bytes, peak, bw), op) for op in ops]
     measured = _measure(ctx, out, ops, dev)
+    _ops_table(out, placed, measured, dev.name, dtype)
+    _busy_note(out, placed, measured, peak)
+    sheet = (dev.datasheet_peak_flops_per_s or {}).get(dtype)
+    if sheet and peak > sheet:
+        out.note(
+            f"the measured {dtype} roof ({units.format_flops_per_s(peak)}) lies above the "
+            f"theoretical one ({units.format_flops_per_s(sheet)}): that one assumes the clock the "
+            "system reports, lower than the one the cores run at (see the machine card)."
+        )
+    _figure(out, dev, dtype, peak, bw, placed, measured)
+    _attention(out, roofline, opcost)
+
+
+def _placed(pl, op) -> dict:
+    """One op under the roofs (model.roofline.place), with the op it came from."""
+    return {
+        "op": op,
+        "intensity": pl.intensity,
+        "attainable": pl.attainable_flops_per_s,
+        "predicted_s": pl.predicted_s,
+        "bound": pl.bound,
+    }
+
+
+def _ops_table(out: SectionOutput, placed, measured, device: str, dtype: str) -> None:
     rows, figures = [], {}
     for p in placed:
         op = p["op"]
@@ -88,7 +103,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
             )
     out.key_figures["ops"] = figures
     out.table(
-        f"Elementwise add, matrix × vector, matrix × matrix on {dev.name}, {dtype}",
+        f"Elementwise add, matrix × vector, matrix × matrix on {device}, {dtype}",
         [
             "op",
             "FLOPs",
@@ -104,16 +119,6 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         "written once (perfect on-chip reuse); GB = 10⁹ bytes. Predicted: the time at the "
         "roof, max(FLOPs ÷ peak, bytes ÷ bandwidth); measured: the best of repeated runs.",
     )
-    _busy_note(out, placed, measured, peak)
-    sheet = (dev.datasheet_peak_flops_per_s or {}).get(dtype)
-    if sheet and peak > sheet:
-        out.note(
-            f"the measured {dtype} roof ({units.format_flops_per_s(peak)}) lies above the "
-            f"theoretical one ({units.format_flops_per_s(sheet)}): that one assumes the clock the "
-            "system reports, lower than the one the cores run at (see the machine card)."
-        )
-    _figure(out, dev, dtype, peak, bw, placed, measured)
-    _attention(out, roofline, opcost)
 
 
 def _busy_note(out: SectionOutput, placed, measured, peak: float) -> None:
