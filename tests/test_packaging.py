@@ -2,6 +2,7 @@
 
 import importlib.metadata
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -129,15 +130,20 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(tmp_path):
     )
     (site / "deps_from_test_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     exe = venv / "bin" / "ceiling"
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only the venv's paths
 
     def run(*args):
-        done = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [str(exe), *args], capture_output=True, text=True, timeout=120, env=clean
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout
 
     version = importlib.metadata.version("ceiling-perf")
     assert run("--version").strip() == f"ceiling {version}"
-    where = subprocess.check_output([str(python), "-c", "import ceiling; print(ceiling.__file__)"])
+    where = subprocess.check_output(
+        [str(python), "-c", "import ceiling; print(ceiling.__file__)"], env=clean
+    )
     assert str(venv) in where.decode()
     assert "best:" in run("plan", "llama-3-8b", "--spec", "h100-sxm", "-n", "64")
     assert "tok/s" in run("decode", "llama-3-8b", "--spec", "h100-sxm", "--batch", "1,8")
