@@ -65,3 +65,20 @@ def test_bench_comm_refuses_a_terabyte_message_before_any_worker_starts():
 def test_the_commands_refuse_in_one_line(cli, args):
     code, out, err = cli(*args)
     assert code == 2 and out == "" and err.startswith("error: ") and err.count("\n") == 1, err
+
+
+def test_decode_refuses_a_step_too_large_to_time_before_building_anything():
+    from ceiling.errors import DoesNotFit
+    from ceiling.measure.decode import _check_room
+    from ceiling.model.transformer import get_model
+
+    tiny = get_model("gpt:tiny")
+    with pytest.raises(DoesNotFit) as err:
+        _check_room(tiny, [1, 100_000], 0, "cpu", 4, free_bytes=480 * GiB)
+    msg = str(err.value)
+    assert f"at batch 100,000 is 2 × {tiny.params_total:,} parameters × 100,000" in msg
+    assert "measure batches up to" in msg
+    _check_room(tiny, [1, 64], 0, "cpu", 4, free_bytes=16 * GiB)
+    # memory: weights + KV cache + one step's activations and logits, against half the free
+    with pytest.raises(DoesNotFit, match=r"at batch 8,000: weights .* GB \+ KV cache"):
+        _check_room(tiny, [8000], 200, "cpu", 4, free_bytes=2 * GiB)

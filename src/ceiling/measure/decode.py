@@ -147,22 +147,52 @@ def run_decode(
     )
 
 
-def _check_room(cfg: TransformerConfig, batches, context: int, device: str, nbytes: int) -> None:
-    """Refuse models that would not fit comfortably here (half the free memory)."""
+# FLOPs one decode step may cost: a benchmark runs dozens of steps per batch size, so a
+# step must take well under a second (CPUs reach ~1e11-1e12 FLOP/s, GPUs ~1e14 and up).
+MAX_STEP_FLOP = {"cpu": 1e11, "cuda": 1e13}
+
+
+def _check_room(
+    cfg: TransformerConfig,
+    batches,
+    context: int,
+    device: str,
+    nbytes: int,
+    free_bytes: float | None = None,
+) -> None:
+    """Refuse, before any model is built, runs that would not fit comfortably here (half the
+    free memory: weights, the KV cache and one step's activations and logits) or whose
+    steps are too large to time in a few seconds."""
     import torch
 
-    need = cfg.params_total * nbytes + max(batches) * (context + 1) * cfg.kv_bytes_per_token(nbytes)
-    if is_cuda(device):
-        free = torch.cuda.mem_get_info(torch.device(device))[0]
-    else:
+    b = max(batches)
+    kv = b * (context + 1) * cfg.kv_bytes_per_token(nbytes)
+    # one step's activations (q, k, v, output and the FFN's inner width) and the logits
+    step = b * (4 * cfg.hidden + cfg.ffn_hidden + cfg.vocab) * nbytes
+    need = cfg.params_total * nbytes + kv + step
+    if free_bytes is None and is_cuda(device):
+        free_bytes = torch.cuda.mem_get_info(torch.device(device))[0]
+    elif free_bytes is None:
         import psutil
 
-        free = psutil.virtual_memory().available
-    if need > free / 2:
+        free_bytes = psutil.virtual_memory().available
+    if need > free_bytes / 2:
+        weights = cfg.params_total * nbytes
         raise DoesNotFit(
-            f"{cfg.name or 'the model'} needs {need / 1e9:.1f} GB to measure here and "
-            f"{free / 1e9:.1f} GB is free: measure gpt:small or a smaller custom: model "
-            "(the ceiling alone needs no --measure)"
+            f"{cfg.name or 'the model'} at batch {b:,}: weights {weights / 1e9:.2g} GB + KV "
+            f"cache {kv / 1e9:.2g} GB + one step's activations {step / 1e9:.2g} GB = "
+            f"{need / 1e9:.1f} GB to measure here, more than half of the "
+            f"{free_bytes / 1e9:.1f} GB free: a smaller batch, gpt:small or a smaller custom: "
+            "model (the ceiling alone needs no --measure)"
+        )
+    flop = 2.0 * cfg.params_total * b
+    cap = MAX_STEP_FLOP["cuda" if is_cuda(device) else "cpu"]
+    if flop > cap:
+        raise DoesNotFit(
+            f"one decode step at batch {b:,} is 2 × {cfg.params_total:,} parameters × {b:,} = "
+            f"{flop:.3g} FLOP, more than the {cap:.0e} FLOP a step may take on this device (a "
+            f"benchmark times dozens of steps per batch): measure batches up to "
+            f"{int(cap // (2.0 * cfg.params_total)):,}"
         )
 
 
