@@ -23,7 +23,12 @@ def bus_factor(op: str, ranks: int) -> float:
     """busbw / algbw for a collective over `ranks` ranks."""
     if ranks < 1:
         raise InvalidInput(f"a collective needs at least 1 rank, got {ranks}")
-    n = ranks
+    return float(_link_share(op, ranks))
+
+
+def _link_share(op: str, n):
+    """Share of the buffer each link carries (n may be an array): the ring's 2(n-1)/n for an
+    all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for the rest."""
     if op == "all_reduce":
         return 2.0 * (n - 1) / n
     if op in ("all_gather", "reduce_scatter", "all_to_all"):
@@ -90,7 +95,7 @@ def ring_allreduce_s(nbytes, n, bw, lat):
     import numpy as np
 
     n = np.asarray(n, dtype=float)
-    return np.where(n > 1, 2 * (n - 1) / n * nbytes / bw + 2 * (n - 1) * lat, 0.0)
+    return np.where(n > 1, _link_share("all_reduce", n) * nbytes / bw + 2 * (n - 1) * lat, 0.0)
 
 
 def tree_allreduce_s(nbytes, n, bw, lat):
@@ -116,7 +121,7 @@ def ring_gather_s(nbytes, n, bw, lat):
     import numpy as np
 
     n = np.asarray(n, dtype=float)
-    return np.where(n > 1, (n - 1) / n * nbytes / bw + (n - 1) * lat, 0.0)
+    return np.where(n > 1, _link_share("all_gather", n) * nbytes / bw + (n - 1) * lat, 0.0)
 
 
 def all_to_all_s(nbytes, n, bw, lat):
