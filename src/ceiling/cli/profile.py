@@ -271,8 +271,10 @@ def render(r, top: int) -> None:
     c.print(_compact_table(mod_title, mod_cols, mod_rows))
     c.print(
         "FLOPs: a multiply-add counts 2; model FLOPs = matmul + attention, causal attention "
-        "at half; bytes: each input and output once (GB = 1e9 B); op times carry a sync per op; "
-        "roof: the op's roofline time / its measured time"
+        "at the pairs its mask keeps (half of a square), decided from the mask for every "
+        "kernel; bytes: each input and output once (GB = 1e9 B); op times carry a sync per op; "
+        "roof: the op's time at its largest roof (compute, memory, per-op floor) / its "
+        "measured time"
     )
     _render_explanation(c, r)
     for h in r.hints:
