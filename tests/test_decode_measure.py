@@ -171,3 +171,9 @@ def test_in_cache_batch_one_is_explained_by_the_cache_and_the_per_op_floor():
     why = why_measured_low(cmp, roofs)
     assert why.startswith(f"batch 1 runs at {r.share_of_ceiling * 100:.1f} % of the ceiling")
     assert "per-op overhead" in why and "unexplained" in why
+    bars = {b.name: b.seconds for b in r.waterfall}
+    assert sum(bars.values()) == pytest.approx(0.01, abs=1e-15)  # the measured step
+    assert bars["the ceiling (bytes at the roof bandwidth, FLOPs at peak)"] == pytest.approx(
+        1 / r.ceiling_tokens_per_s
+    )
+    assert bars[f"per-op overhead ({kernels} ops × the per-op floor)"] == r.expected_launch_s

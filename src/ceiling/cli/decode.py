@@ -22,6 +22,7 @@ from ceiling.model import decode_expected as expected
 from ceiling.model.transformer import CUSTOM_HELP, TransformerConfig, all_models, parse_model
 from ceiling.report import decode_expected as expected_report
 from ceiling.report.decode_expected import why_measured_low
+from ceiling.report.waterfall import waterfall_rows
 from ceiling.units import (
     format_bandwidth,
     format_bytes,
@@ -456,6 +457,10 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
                         "ceiling_step_time_s": cr.step_time_s,
                         "expected_tokens_per_s": mr.expected_tokens_per_s,
                         "expected_limited_by": mr.expected_limited_by,
+                        "waterfall": [
+                            {"name": b.name, "seconds": b.seconds, "recover": b.recover}
+                            for b in mr.waterfall or []
+                        ],
                     }
                     for mr, cr in zip(cmp.rows, c.rows, strict=True)
                 ],
@@ -513,6 +518,11 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
     for note in cmp.notes:
         con.print(f"note: {note}")
     con.print(f"why: {why_measured_low(cmp, roofs)}")
+    first = min(cmp.rows, key=lambda row: row.batch)
+    if first.waterfall:
+        bars = waterfall_rows(first.waterfall, first.step_time_s)
+        cols = [f"batch {first.batch}: ceiling → measured step", "time", "share", "recovers it"]
+        con.print(table("Waterfall (bars sum to the measured step)", cols, bars))
     if plot:
         con.print(f"figure: {plot}")
 

@@ -24,6 +24,7 @@ from ceiling.measure import machine
 from ceiling.measure.stats import summarize
 from ceiling.measure.timer import benchmark, is_cuda
 from ceiling.model.decode import DecodeCeiling, DecodeSetup, decode_ceiling
+from ceiling.model.decode_expected import decode_bars
 from ceiling.model.transformer import TransformerConfig
 from ceiling.vocabulary import normalize_dtype, torch_dtype
 
@@ -350,6 +351,7 @@ class MeasuredDecodeRow:
     expected_limited_by: str | None = None  # memory, compute, launches (per-op overhead)
     expected_memory_s: float | None = None
     expected_launch_s: float | None = None
+    waterfall: list | None = None  # ceiling → measured step, bars that sum to the step
 
 
 @dataclass(frozen=True)
@@ -402,6 +404,7 @@ def compare_decode(run: DecodeRun, local: LocalCeiling, roofs=None) -> DecodeCom
         memory_roof = b / (crow.memory_time_s + crow.comm_time_s)
         ceiling_tps = compute_roof if in_cache else crow.tokens_per_s
         measured = b / st.median
+        bars = decode_bars(b, ceiling_tps, exp, st.median) if exp else None
         rows.append(
             MeasuredDecodeRow(
                 batch=b,
@@ -421,6 +424,7 @@ def compare_decode(run: DecodeRun, local: LocalCeiling, roofs=None) -> DecodeCom
                 expected_limited_by=exp.limited_by if exp else None,
                 expected_memory_s=exp.memory_s if exp else None,
                 expected_launch_s=exp.launch_s if exp else None,
+                waterfall=bars,
             )
         )
     over = [r.batch for r in rows if r.measured_tokens_per_s > r.ceiling_tokens_per_s]

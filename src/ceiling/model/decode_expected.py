@@ -132,3 +132,31 @@ def costs_for(spec, per_kernel_s: float | None = None) -> EngineCosts:
         per_kernel_s=GPU_KERNEL_FLOOR_S if per_kernel_s is None else per_kernel_s,
         vector_peak_flops_per_s=vector,
     )
+
+
+def decode_bars(batch: int, ceiling_tokens_per_s: float, expected: ExpectedRow, measured_s: float):
+    """From the ceiling to a measured decode step, in bars that sum to `measured_s`."""
+    from ceiling.model.waterfall import Bar
+
+    at_ceiling = batch / ceiling_tokens_per_s
+    moved = max(expected.memory_s, expected.compute_s) + expected.comm_s
+    bars = [
+        Bar("the ceiling (bytes at the roof bandwidth, FLOPs at peak)", at_ceiling, "nothing"),
+        Bar(
+            "bytes at the bandwidth reached (cache or DRAM), beyond the ceiling",
+            moved - at_ceiling,
+            "smaller weights (int8/int4), a larger batch to share each read",
+        ),
+        Bar("dequantisation", expected.dequant_s, "a fused dequantising kernel"),
+        Bar(
+            f"per-op overhead ({expected.kernels} ops × the per-op floor)",
+            expected.launch_s,
+            "CUDA graphs or torch.compile: fewer, fused ops",
+        ),
+        Bar(
+            "unexplained (measured − expected)",
+            measured_s - expected.step_s,
+            "threads, small kernels below their roof, a busy machine",
+        ),
+    ]
+    return [b for b in bars if b.seconds or b.name != "dequantisation"]
