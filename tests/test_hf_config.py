@@ -166,6 +166,7 @@ def test_deepseek_refused_naming_what_is_missing(tmp_path):
             "heads must divide hidden",
         ),
         ([1, 2], MalformedFile, "JSON object"),
+        ({**FAMILIES["gpt2"][0], "resid_pdrop": "lots"}, MalformedFile, "must be numbers"),
     ],
 )
 def test_bad_configs_one_line(tmp_path, raw, kind, words):

@@ -36,7 +36,11 @@ def _int(raw: Raw, key: str, default: int | None = None) -> int:
 
 
 def _dropout(raw: Raw, *keys: str) -> bool:
-    return any(float(raw.get(k) or 0.0) > 0.0 for k in keys)
+    """Whether any of the dropout probabilities `keys` is above 0."""
+    try:
+        return any(float(raw.get(k) or 0.0) > 0.0 for k in keys)
+    except (TypeError, ValueError):
+        raise MalformedFile(f"dropout probabilities {', '.join(keys)} must be numbers") from None
 
 
 def _gated(raw: Raw, *, tied_default: bool, notes: list[str]) -> dict:
