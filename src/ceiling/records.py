@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ceiling.errors import InvalidInput
+from ceiling.errors import InvalidInput, MalformedFile
 
 
 def jsonable(obj: Any) -> Any:
@@ -39,23 +39,79 @@ def _cannot_write(p: Path, exc: OSError) -> InvalidInput:
     return InvalidInput(f"cannot write {p}: {exc.strerror or exc}")
 
 
-def check_writable(path: str | Path) -> Path:
+def _existing_ancestor(p: Path) -> Path:
+    """The nearest folder above `p` that exists (the one a write would create folders in)."""
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    return parent
+
+
+def check_writable(
+    path: str | Path, suffixes: tuple[str, ...] = (), create_folders: bool = True
+) -> Path:
     """Fail now, with one line, if a file could not be written at `path` later.
 
-    Long runs call this before measuring, so a bad --save path costs nothing. The folder
-    is created if missing (as the write would); a temporary probe file is removed again.
+    Commands call this before any work, so a bad output path costs nothing: a wrong file
+    suffix, a folder given as the file, a file standing where a folder should be, a missing
+    folder (unless `create_folders`), or a folder the system refuses to write to (/proc,
+    a read-only mount). A temporary probe file is created beside the target and removed.
     """
     p = Path(path)
+    if suffixes and p.suffix.lower() not in suffixes:
+        raise InvalidInput(f"{p}: the file name must end in {' or '.join(suffixes)}")
     if p.is_dir():
         raise InvalidInput(f"cannot write {p}: it is a folder; give a file name")
+    if p.exists() and not p.is_file():
+        raise InvalidInput(f"cannot write {p}: it is a device or special file, not a file")
+    above = _existing_ancestor(p)
+    if not above.is_dir():
+        raise InvalidInput(f"cannot write {p}: {above} is a file, not a folder")
+    if above != p.parent and not create_folders:
+        raise InvalidInput(f"cannot write {p}: folder {p.parent} does not exist")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=p.parent)
         os.close(fd)
         os.unlink(tmp)
     except OSError as exc:
-        raise _cannot_write(p, exc) from None
+        raise InvalidInput(
+            f"cannot write {p}: folder {p.parent} refuses new files ({exc.strerror or exc})"
+        ) from None
     return p
+
+
+# Measurements, profiles and configs are kilobytes; a file far larger is the wrong file (or
+# a stream without end, like /dev/zero), and is refused after reading this much of it.
+MAX_READ_BYTES = 8 * 2**20
+
+
+def read_text_file(path: str | Path, what: str = "file", limit_bytes: int = MAX_READ_BYTES) -> str:
+    """A small UTF-8 text file, read with a size limit; one line naming the file and the
+    problem when it is missing, a folder, too large, binary or not UTF-8."""
+    p = Path(path)
+    if not p.exists():
+        raise MalformedFile(f"no such {what}: {p}")
+    if p.is_dir():
+        raise MalformedFile(f"{p} is a folder, not a {what}")
+    try:
+        with open(p, "rb") as f:
+            data = f.read(limit_bytes + 1)
+    except OSError as exc:
+        raise MalformedFile(f"cannot read {what} {p}: {exc.strerror or exc}") from None
+    if len(data) > limit_bytes:
+        raise MalformedFile(
+            f"{p}: more than {limit_bytes // 2**20} MiB, far larger than any {what}; "
+            "read no further (is it the right file?)"
+        )
+    if b"\x00" in data:
+        raise MalformedFile(f"{p}: a binary file, not a text {what}")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise MalformedFile(
+            f"{p}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
 
 
 def write_text_atomic(text: str, path: str | Path) -> Path:

@@ -11,6 +11,7 @@ import sys
 from typing import Annotated
 
 import typer
+import typer.main
 
 from ceiling.errors import CeilingError, MissingDependency
 
@@ -96,8 +97,16 @@ for _name in COMMAND_MODULES:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; user mistakes become one line on stderr and exit code 2."""
+    from ceiling.cli import streams
+    from ceiling.cli.params import check_numbers_everywhere
+    from ceiling.report.plots import take_unwritten
+
+    take_unwritten()
     try:
-        rv = app(args=argv, prog_name="ceiling", standalone_mode=False)
+        with streams.tolerant_terminal():
+            command = check_numbers_everywhere(typer.main.get_command(app))
+            rv = command.main(args=argv, prog_name="ceiling", standalone_mode=False)
+            streams.flush_stdout()
     except CeilingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -117,6 +126,17 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except BrokenPipeError:
+        streams.silence_stdout()
         sys.exit(0)
+    except OSError as exc:
+        if not streams.is_output_failure(exc):
+            raise
+        streams.silence_stdout()
+        print(f"error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        sys.exit(2)
+    unwritten = take_unwritten()
+    if unwritten:  # the results are shown; only a figure is missing
+        print(f"warning: {'; '.join(unwritten)}", file=sys.stderr)
+        sys.exit(2)
     if isinstance(rv, int) and rv:
         sys.exit(rv)

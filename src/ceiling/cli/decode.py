@@ -263,10 +263,6 @@ def decode(
     batches, explicit = _batches(joined(batch))
     ctx = parse_count(context) if context is not None else 0
     prompt_tokens = parse_count(prompt) if prompt is not None else None
-    if plot is not None:
-        from ceiling.report.plots import check_figure_path
-
-        check_figure_path(plot)
     if measure:
         _refuse_with_measure(spec, tp, kv_dtype, activations, prompt)
         _measure(cfg, batches, ctx, weights, device, profile, json_out, plot)

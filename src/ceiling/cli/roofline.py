@@ -239,10 +239,6 @@ def roofline(
     from ceiling.vocabulary import normalize_dtype
 
     dtype = normalize_dtype(dtype) if dtype is not None else default_dtype(spec, profile)
-    if plot is not None:
-        from ceiling.report.plots import check_figure_path
-
-        check_figure_path(plot)
     ops = [cost for text in op_list(op) for cost in parse_ops(text, dtype)]
     roofs = _roofs(spec, profile, dtype)
     ridge = ridge_point(roofs["peak_flops_per_s"], roofs["bandwidth_bytes_per_s"])

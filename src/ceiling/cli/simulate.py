@@ -115,10 +115,6 @@ def pipeline(
         if backward is not None
         else [2.0 * x for x in fwd]
     )
-    if plot is not None:
-        from ceiling.report.plots import check_figure_path
-
-        check_figure_path(plot)
     r = simulate_pipeline(schedule, stages, micro_batches, fwd, bwd, chunks, parse_time(p2p))
     formula = bubble_formula(stages, micro_batches, chunks)
     uniform = len(set(fwd)) == 1 and len(set(bwd)) == 1 and parse_time(p2p) == 0
@@ -223,7 +219,9 @@ def straggler(
     allreduce: Annotated[
         str, typer.Option("--allreduce", help="All-reduce time after the slowest finishes.")
     ] = "0",
-    seed: Annotated[int, typer.Option("--seed", help="Random seed for --jitter.")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, help="Random seed for --jitter (0 or more).")
+    ] = 0,
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
@@ -231,10 +229,6 @@ def straggler(
 
     if workers > 1_000_000:
         raise InvalidInput(f"--workers must be at most 1000000, got {workers}")
-    if plot is not None:
-        from ceiling.report.plots import check_figure_path
-
-        check_figure_path(plot)
     times = straggler_workers(workers, parse_time(step), slow, slow_count, jitter, seed)
     r = simulate_straggler(times, parse_time(allreduce))
     scan = []

@@ -114,10 +114,6 @@ def step_command(
     """Split a training step into data wait, host work and device compute, for 0..k loader
     workers; name the bottleneck and the Amdahl ceiling of the serial part."""
     counts = _workers(joined(workers) or DEFAULT_WORKERS)
-    if plot is not None:
-        from ceiling.report import plots
-
-        plots.check_figure_path(plot)
     from rich.console import Console
 
     from ceiling.profile.step_run import measure_step

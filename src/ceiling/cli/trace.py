@@ -36,10 +36,6 @@ def trace_command(
     idle with its host reason; MFU; each op on the device's roofline; stragglers."""
     from ceiling.trace.analyze import analyze
 
-    if plot is not None:
-        from ceiling.report.plots import check_figure_path
-
-        check_figure_path(plot)
     result = analyze(path, spec=spec, profile=profile, dtype=dtype)
     if plot is not None:
         from ceiling.report.trace_plot import trace_figure

@@ -4,18 +4,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ceiling.errors import InvalidInput
+from ceiling.records import check_writable
 
 FIGURE_SUFFIXES = (".png", ".svg")
 
 
 def check_figure_path(path: str | Path) -> Path:
-    p = Path(path)
-    if p.suffix.lower() not in FIGURE_SUFFIXES:
-        raise InvalidInput(f"figure file must end in .png or .svg, got {str(path)!r}")
-    if not p.parent.exists():
-        raise InvalidInput(f"folder {str(p.parent)!r} for the figure does not exist")
-    return p
+    """One line now, before any work, if a figure could not be written at `path` later."""
+    return check_writable(path, FIGURE_SUFFIXES, create_folders=False)
+
+
+# Figures that could not be written although their path was checked before the run (the
+# disk filled up, the folder went away). The result they illustrate is still shown; the
+# command line reports these afterwards and exits 2.
+_UNWRITTEN: list[str] = []
+
+
+def take_unwritten() -> list[str]:
+    """Messages for figures not written since the last call, and forget them."""
+    messages = list(_UNWRITTEN)
+    _UNWRITTEN.clear()
+    return messages
 
 
 def pyplot():
@@ -29,9 +38,13 @@ def pyplot():
 
 def save(fig, path: str | Path) -> Path:
     """Save and close a figure; the format follows the file's extension."""
-    p = check_figure_path(path)
-    fig.savefig(p, bbox_inches="tight", dpi=120)
-    pyplot().close(fig)
+    p = Path(path)
+    try:
+        fig.savefig(p, bbox_inches="tight", dpi=120)
+    except OSError as exc:
+        _UNWRITTEN.append(f"figure not written to {p}: {exc.strerror or exc}")
+    finally:
+        pyplot().close(fig)
     return p
 
 
