@@ -95,50 +95,13 @@ def _ceiling_json(cfg: TransformerConfig, c) -> dict:
     return {
         "model": cfg.name,
         "config": _config_json(cfg),
-        "device": c.device,
-        "params_total": c.params_total,
-        "params_active": c.params_active,
-        "weights_dtype": c.dtypes.weights,
-        "activation_dtype": c.dtypes.activations,
-        "compute_dtype": c.dtypes.compute,
-        "kv_dtype": c.dtypes.kv,
-        "context": c.context,
-        "prompt_tokens": c.prompt_tokens,
-        "tp": c.tp,
-        "peak_flops_per_s": c.peak_flops_per_s,
-        "bandwidth_bytes_per_s": c.bandwidth_bytes_per_s,
-        "memory_bytes_per_device": c.memory_bytes,
-        "weight_bytes": c.weight_bytes_total,
-        "kv_bytes_per_token": c.kv_bytes_per_token,
-        "kv_bytes_per_token_per_device": c.kv_bytes_per_token_per_device,
-        "kv_bytes_per_sequence": c.kv_bytes_per_sequence,
-        "ridge_flop_per_byte": c.ridge_flop_per_byte,
-        "crossover_batch": c.crossover_batch,
-        "crossover_batch_with_kv": c.crossover_batch_with_kv,
-        "max_batch": c.max_batch,
+        **c.to_json(),
         "flops_convention": FLOP_NOTE,
-        "notes": c.notes,
     }
 
 
 def _row_json(r) -> dict:
-    return {
-        "batch": r.batch,
-        "tokens_per_s": r.tokens_per_s,
-        "tokens_per_s_per_sequence": r.tokens_per_s_per_sequence,
-        "bound": r.bound,
-        "step_time_s": r.step_time_s,
-        "memory_time_s": r.memory_time_s,
-        "compute_time_s": r.compute_time_s,
-        "comm_time_s": r.comm_time_s,
-        "bytes_per_step": r.bytes_per_step,
-        "weight_bytes_per_step": r.weight_bytes,
-        "kv_bytes_per_step": r.kv_read_bytes + r.kv_write_bytes,
-        "flops_per_step": r.flops_per_step,
-        "intensity_flop_per_byte": r.intensity_flop_per_byte,
-        "memory_needed_bytes": r.memory_needed_bytes,
-        "ttft_s": r.ttft_s,
-    }
+    return r.to_json()
 
 
 def _plot_grid(batches: list[int], crossover: int | None, max_batch: int | None) -> list[int]:

@@ -120,6 +120,25 @@ class DecodeRow:
     fits: bool
     ttft_s: float  # prefill of the prompt for the whole batch
 
+    def to_json(self) -> dict:
+        return {
+            "batch": self.batch,
+            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_sequence": self.tokens_per_s_per_sequence,
+            "bound": self.bound,
+            "step_time_s": self.step_time_s,
+            "memory_time_s": self.memory_time_s,
+            "compute_time_s": self.compute_time_s,
+            "comm_time_s": self.comm_time_s,
+            "bytes_per_step": self.bytes_per_step,
+            "weight_bytes_per_step": self.weight_bytes,
+            "kv_bytes_per_step": self.kv_read_bytes + self.kv_write_bytes,
+            "flops_per_step": self.flops_per_step,
+            "intensity_flop_per_byte": self.intensity_flop_per_byte,
+            "memory_needed_bytes": self.memory_needed_bytes,
+            "ttft_s": self.ttft_s,
+        }
+
 
 @dataclass(frozen=True)
 class DecodeCeiling:
@@ -145,6 +164,33 @@ class DecodeCeiling:
     max_batch: int | None  # largest batch whose weights + KV fit; None: memory unknown
     rows: list[DecodeRow]
     notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        """The ceiling's figures (its rows apart: `DecodeRow.to_json`)."""
+        return {
+            "device": self.device,
+            "params_total": self.params_total,
+            "params_active": self.params_active,
+            "weights_dtype": self.dtypes.weights,
+            "activation_dtype": self.dtypes.activations,
+            "compute_dtype": self.dtypes.compute,
+            "kv_dtype": self.dtypes.kv,
+            "context": self.context,
+            "prompt_tokens": self.prompt_tokens,
+            "tp": self.tp,
+            "peak_flops_per_s": self.peak_flops_per_s,
+            "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
+            "memory_bytes_per_device": self.memory_bytes,
+            "weight_bytes": self.weight_bytes_total,
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "kv_bytes_per_token_per_device": self.kv_bytes_per_token_per_device,
+            "kv_bytes_per_sequence": self.kv_bytes_per_sequence,
+            "ridge_flop_per_byte": self.ridge_flop_per_byte,
+            "crossover_batch": self.crossover_batch,
+            "crossover_batch_with_kv": self.crossover_batch_with_kv,
+            "max_batch": self.max_batch,
+            "notes": self.notes,
+        }
 
 
 def resolve_dtypes(spec, setup: DecodeSetup) -> Dtypes:
