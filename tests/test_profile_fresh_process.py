@@ -19,3 +19,17 @@ def test_first_profile_in_a_fresh_process_has_no_false_host_time():
     host_share = 1.0 - d["op_time_s"] / d["recorded_step_s"]
     assert host_share < 0.10
     assert not any("spent between aten ops" in h for h in d["hints"])
+
+
+def test_first_recorder_of_a_process_may_be_entered_without_gradients():
+    code = (
+        "import torch\n"
+        "from ceiling.profile.recorder import OpRecorder\n"
+        "with torch.inference_mode():\n"
+        "    with OpRecorder() as rec:\n"
+        "        torch.ones(3) + 1\n"
+        "print(sorted({c.op for c in rec.calls}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "aten.add" in done.stdout

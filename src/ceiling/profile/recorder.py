@@ -225,9 +225,13 @@ def _warm_up() -> None:
     import torch._dynamo  # the fake-tensor checks below import it on first use
     from torch._subclasses.fake_tensor import FakeTensor  # noqa: F401
 
-    layer = torch.nn.Linear(2, 2)
-    with OpRecorder(time_ops=True):
-        layer(torch.ones(1, 2)).sum().backward()
+    try:  # the caller may be under no_grad, inference mode or a fake-tensor mode
+        with torch.inference_mode(False), torch.enable_grad():
+            layer = torch.nn.Linear(2, 2)
+            with OpRecorder(time_ops=True):
+                layer(torch.ones(1, 2)).sum().backward()
+    except Exception:  # a warm-up only: the recording itself reports real failures
+        return
 
 
 def _is_fake(args) -> bool:
