@@ -1,8 +1,16 @@
 """One exception hierarchy. The CLI turns any CeilingError into one line and exit code 2."""
 
+from ceiling.text import printable
+
 
 class CeilingError(Exception):
-    """A problem the user can fix: bad input, an unknown name, a device that cannot run it."""
+    """A problem the user can fix: bad input, an unknown name, a device that cannot run it.
+
+    Its text never carries control characters (they are shown as escapes), since it often
+    quotes a user's string and goes to the terminal."""
+
+    def __str__(self) -> str:
+        return printable(super().__str__())
 
 
 class InvalidInput(CeilingError, ValueError):
@@ -13,7 +21,7 @@ class UnknownName(CeilingError, KeyError):
     """A name that is not in a catalog (device, model, workload)."""
 
     def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if self.args else ""
+        return printable(str(self.args[0])) if self.args else ""
 
 
 class UnsupportedOnDevice(CeilingError):

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ceiling.records import jsonable
+from ceiling.text import printable
 
 # Options shared by many commands, so their help reads the same everywhere.
 JSON_HELP = "Print one JSON object on stdout instead of tables."
@@ -57,9 +58,15 @@ def emit_json(obj: Any) -> None:
 
 
 def console():
+    """The terminal: no markup (a user's "[red]" is text) and no control characters (a
+    user's escape sequence is shown, not obeyed) in anything printed as a string."""
     from rich.console import Console
 
-    return Console(highlight=False)
+    class SafeConsole(Console):
+        def print(self, *objects: Any, **kwargs: Any) -> None:
+            super().print(*(printable(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+    return SafeConsole(highlight=False, markup=False)
 
 
 def _is_number(value: Any) -> bool:
@@ -91,6 +98,9 @@ def table(
     if compact:
         # one space between columns (the box's blank rule), none at the edges
         rules = {"box": box.SIMPLE_HEAD, "padding": (0, 0), "show_edge": False}
+    title = printable(title) if title is not None else None
+    caption = printable(caption) if caption is not None else None
+    columns = [printable(c) for c in columns]
     t = Table(
         title=title,
         caption=caption,
@@ -111,5 +121,5 @@ def table(
         )
         t.add_column(col, justify="right" if numeric else "left", overflow="fold", no_wrap=whole)
     for r in rows:
-        t.add_row(*(v if isinstance(v, str) else f"{v}" for v in r))
+        t.add_row(*(printable(v if isinstance(v, str) else f"{v}") for v in r))
     return t

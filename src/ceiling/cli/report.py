@@ -167,9 +167,11 @@ def _run_with_progress(
     specs, quick: bool, profile: Path | None, profile_copy: Path, trace: Path | None = None
 ):
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from ceiling.report import compose
+    from ceiling.text import printable
 
     err = Console(stderr=True, highlight=False)
     total = sum(s.weight_s for s in specs)
@@ -198,9 +200,9 @@ def _run_with_progress(
                 "skipped": "[yellow]skipped[/]",
                 "failed": "[red]failed[/]",
             }
-            line = f"  {mark[res.status]}  {res.title} ({res.elapsed_s:.1f} s)"
-            if res.reason:
-                line += f" — {res.reason}"
+            line = f"  {mark[res.status]}  {escape(res.title)} ({res.elapsed_s:.1f} s)"
+            if res.reason:  # may quote a user's file or model name: text, not markup
+                line += f" — {escape(printable(res.reason))}"
             bar.console.print(line, markup=True, highlight=False)
 
         ctx = compose.ReportContext(
@@ -253,11 +255,13 @@ def _more_complete_page(output: Path, json_path: Path, rep) -> bool:
 
 
 def _where(output: Path, json_path: Path, stream, kept: Path | None = None) -> None:
+    from ceiling.text import printable
+
     if kept is not None:
         print(
-            f"interrupted: {kept.resolve()} (a more complete page) was kept; this partial page "
-            "was written beside it",
+            f"interrupted: {printable(str(kept.resolve()))} (a more complete page) was kept; "
+            "this partial page was written beside it",
             file=stream,
         )
-    print(f"report: {output.resolve()}", file=stream)
-    print(f"json:   {json_path.resolve()}", file=stream)
+    print(f"report: {printable(str(output.resolve()))}", file=stream)
+    print(f"json:   {printable(str(json_path.resolve()))}", file=stream)

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import base64
 import re
-from html import escape
+from html import escape as html_escape
 from importlib import resources
 
 from ceiling.report.compose import Figure, Report, SectionResult, Table
+from ceiling.text import printable
 
 _NUMERIC = re.compile(r"^[−+-]?[\d.,]+(e[+-]?\d+)?\s*(×|%|[kMGTPE]?(FLOP/s|B/s|B|s|ms|µs|ns)?)?$")
+
+
+def escape(text: str) -> str:
+    """HTML-escaped, with control characters shown as escapes (file names may carry them)."""
+    return html_escape(printable(text))
 
 
 def render(report: Report, json_name: str | None = None) -> str:

@@ -1,0 +1,21 @@
+"""Text that is safe to show in a terminal: user strings (model names, `custom:` values,
+target and file names) may carry control characters; shown raw, an escape sequence could
+recolour, retitle or rewrite the terminal. Each is shown as a visible escape instead."""
+
+from __future__ import annotations
+
+import re
+
+# C0 controls but newline and tab, DEL, C1 controls, and the bidirectional overrides that
+# can make text read differently from what it is.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with every control character written as an escape: '\\x1b', '\\u202e'."""
+    return _UNSAFE.sub(_escape, text)
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
