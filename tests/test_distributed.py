@@ -46,11 +46,13 @@ def test_free_port_is_bindable():
 
 
 def test_resolve_target_errors():
-    with pytest.raises(InvalidInput, match="MODULE:FUNCTION"):
+    from ceiling.errors import UnknownName
+
+    with pytest.raises(InvalidInput, match="MODULE:CALLABLE"):
         distributed.resolve_target("nocolon")
-    with pytest.raises(InvalidInput, match="cannot import"):
+    with pytest.raises(UnknownName, match=r"cannot import .* no such module"):
         distributed.resolve_target("no_such_module_xyz:f")
-    with pytest.raises(InvalidInput, match="no callable"):
+    with pytest.raises(UnknownName, match="no callable"):
         distributed.resolve_target("ceiling.errors:nothing_here")
 
 

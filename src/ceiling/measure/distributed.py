@@ -19,7 +19,6 @@ under `torchrun`, which sets MASTER_ADDR/PORT and the rest: `run_under_launcher`
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
 import re
@@ -120,20 +119,10 @@ def under_launcher() -> bool:
 
 
 def resolve_target(target: str) -> Callable[..., Any]:
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        raise InvalidInput(f"expected MODULE:FUNCTION, got {target!r}")
-    # The current directory, as `python -m` would have it (a console script does not).
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.append(os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise InvalidInput(f"cannot import module {module_name!r}: {exc}") from exc
-    fn = getattr(module, attr, None)
-    if not callable(fn):
-        raise InvalidInput(f"module {module_name!r} has no callable {attr!r}")
-    return fn
+    """The function MODULE:FUNCTION (or FILE.py:FUNCTION) names."""
+    from ceiling.usercode import load_callable
+
+    return load_callable(target)
 
 
 def use_cuda(requested: str, local_world: int, cuda_available: bool, cuda_count: int) -> bool:

@@ -100,9 +100,9 @@ def make_target(name: str, threads: Callable[[], int]) -> Callable[[], Any]:
     if name == "matmul":
         return _matmul()
     if ":" in name:
-        from ceiling.measure.distributed import resolve_target
+        from ceiling import usercode
 
-        return resolve_target(name)
+        return usercode.guarded(usercode.load_callable(name), name)
     raise InvalidInput(
         f"unknown target {name!r}; built in: gpt[:tiny|small], reduction, matmul, or your "
         "MODULE:CALLABLE (no arguments, returns an array, tensor or number)"

@@ -274,10 +274,10 @@ class UserCallable:
     (ctx.rank, ctx.n, ctx.mode, ctx.device, ctx.group for collectives, ctx.share(total))."""
 
     def __init__(self, ctx: StepContext, target: str):
-        from ceiling.measure.distributed import resolve_target
+        from ceiling import usercode
 
         self.ctx = ctx
-        self.fn = resolve_target(target)
+        self.fn = usercode.guarded(usercode.load_callable(target), target)
 
     def truth(self) -> dict[str, float]:
         return {}

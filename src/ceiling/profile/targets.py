@@ -25,19 +25,16 @@ function that does not, giving them is an error (they would be silently ignored)
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
-import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from ceiling.errors import CeilingError, DoesNotFit, InvalidInput, UnknownName
+from ceiling import usercode
+from ceiling.errors import InvalidInput, UnknownName
 
 BUILTINS = ("gpt:tiny", "gpt:small", "mlp", "cnn")
 
@@ -269,28 +266,7 @@ def _import_callable(target: str) -> Callable[[], Any]:
         raise InvalidInput(
             f"target {target!r} is neither a built-in ({', '.join(BUILTINS)}) nor 'module:callable'"
         )
-    try:
-        if module_name.endswith(".py"):
-            path = Path(module_name)
-            if not path.is_file():
-                raise UnknownName(f"no file {module_name!r} for target {target!r}")
-            spec = importlib.util.spec_from_file_location(path.stem, path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        else:
-            if "" not in sys.path and "." not in sys.path:
-                sys.path.insert(0, "")  # so a module in the working directory is found
-            module = importlib.import_module(module_name)
-    except CeilingError:
-        raise
-    except ImportError as exc:
-        raise UnknownName(f"cannot import {module_name!r}: {one_line(exc)}") from None
-    except Exception as exc:
-        raise InvalidInput(f"importing {module_name!r} raised {one_line(exc)}") from None
-    fn = getattr(module, attr, None)
-    if fn is None or not callable(fn):
-        raise UnknownName(f"{module_name!r} has no callable {attr!r}")
-    return fn
+    return usercode.load_callable(target)
 
 
 def _sizes(target: str, fn, batch: int | None, seq: int | None) -> dict[str, int]:
@@ -315,15 +291,7 @@ def _sizes(target: str, fn, batch: int | None, seq: int | None) -> dict[str, int
 def _user(target: str, batch: int | None = None, seq: int | None = None) -> Workload:
     fn = _import_callable(target)
     sizes = _sizes(target, fn, batch, seq)
-    try:
-        made = fn(**sizes)
-    except CeilingError:
-        raise
-    except Exception as exc:
-        if is_out_of_memory(exc):
-            msg = f"{target} ran out of memory building the model: {one_line(exc)}"
-            raise DoesNotFit(msg) from None
-        raise InvalidInput(f"{target} raised {one_line(exc)}") from None
+    made = usercode.call(fn, target, **sizes)
     if isinstance(made, nn.Module):
         made = {"model": made}
     if isinstance(made, (tuple, list)):
