@@ -50,3 +50,7 @@ class MissingDependency(CeilingError):
 
 class TimedOut(CeilingError):
     """Work that ran past its stated deadline (--timeout) and was stopped."""
+
+
+class UserCodeFailed(CeilingError):
+    """The user's own code (a MODULE:CALLABLE target) raised, exited or could not be called."""
