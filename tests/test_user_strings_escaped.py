@@ -21,13 +21,8 @@ def _hostile_path(root, name):
 
 @pytest.fixture
 def hostile_profile(tmp_path):
-    dev = MeasuredDevice(
-        name="Test CPU",
-        kind="cpu",
-        peak_flops_per_s={"fp32": 100e9},
-        bandwidth_bytes_per_s=10e9,
-        memory_bytes=16 * 2**30,
-    )
+    cpu = {"name": "Test CPU", "kind": "cpu", "peak_flops_per_s": {"fp32": 100e9}}
+    dev = MeasuredDevice(**cpu, bandwidth_bytes_per_s=10e9, memory_bytes=16 * 2**30)
     prof = MachineProfile(1, "2026-01-01T00:00:00+00:00", "testhost", {}, [dev])
     return save_profile(prof, _hostile_path(tmp_path, f"{SCRIPT}{IMG}.json"))
 
