@@ -225,7 +225,18 @@ def _run_json(args: list[str]) -> object:
             main(args)
         except SystemExit as exc:
             assert not exc.code, f"exit {exc.code}"
-    return json.loads(out.getvalue())
+    return _portable(json.loads(out.getvalue()))
+
+
+def _portable(value: object) -> object:
+    """Paths to this checkout's input files written as {golden}/..., the same in any clone."""
+    if isinstance(value, str):
+        return value.replace(str(GOLDEN), "{golden}")
+    if isinstance(value, dict):
+        return {k: _portable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_portable(v) for v in value]
+    return value
 
 
 def _allowed(name: str, path: str) -> bool:
