@@ -271,3 +271,18 @@ def test_ranks_use_cuda_only_with_a_gpu_each():
         distributed.use_cuda("cuda", 8, True, 1)
     with pytest.raises(UnsupportedOnDevice, match="no CUDA device"):
         distributed.use_cuda("cuda", 1, False, 0)
+
+
+def test_the_folder_of_a_killed_launcher_is_removed_by_the_next_run():
+    """SIGKILL gives the launcher no chance to clean up: its workers die with it
+    (PR_SET_PDEATHSIG) and its folder stays, until the next run finds its owner dead."""
+    proc, workers = _scale_with_two_workers(settle_s=1.0)
+    tmpdir = Path(workers[0].cmdline()[-1])
+    live = distributed.remove_stale_run_folders(str(tmpdir.parent))
+    assert tmpdir not in live and tmpdir.is_dir()  # its launcher is alive: left alone
+    proc.kill()
+    proc.communicate(timeout=30)
+    _assert_gone([w.pid for w in workers])
+    assert tmpdir.is_dir()
+    assert tmpdir in distributed.remove_stale_run_folders(str(tmpdir.parent))
+    assert not tmpdir.exists()
