@@ -21,6 +21,7 @@ def test_first_profile_in_a_fresh_process_has_no_false_host_time():
     assert not any("spent between aten ops" in h for h in d["hints"])
 
 
+@pytest.mark.slow
 def test_first_recorder_of_a_process_may_be_entered_without_gradients():
     code = (
         "import torch\n"
