@@ -124,10 +124,10 @@ def test_tensor_parallel_splits_weights_and_kv():
     with_link = decode_ceiling(m, spec, [8], DecodeSetup(tp=8))
     r = with_link.rows[0]
     # two all-reduces of batch × hidden bf16 values per layer, priced as the planner does
-    from ceiling.model.cluster import collective_link, make_cluster
+    from ceiling.model.cluster import group_link, make_cluster
     from ceiling.model.collectives import allreduce_s
 
-    link = collective_link(spec, 8, "bf16")
+    link = group_link(spec, 8, "bf16")
     assert link == make_cluster(spec, 8).link(False)
     comm = 80 * 2 * float(allreduce_s(8 * 8192 * 2, 8, *link))
     assert r.comm_time_s == pytest.approx(comm)

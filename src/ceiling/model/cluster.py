@@ -150,7 +150,7 @@ def _node_figures(device) -> tuple[dict, dict]:
     return d, own
 
 
-def collective_link(device, ranks: int, dtype: str) -> tuple[float, float]:
+def group_link(device, ranks: int, dtype: str) -> tuple[float, float]:
     """(achieved bus bandwidth, per-step latency) of a collective over `ranks` devices packed
     into as few nodes as possible: the planner's figures, for callers without a cluster
     (decode's tensor parallelism)."""

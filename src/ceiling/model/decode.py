@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from ceiling.errors import DoesNotFit, InvalidInput, UnsupportedOnDevice
 from ceiling.model.attention import attention_flops
-from ceiling.model.cluster import collective_link
+from ceiling.model.cluster import group_link
 from ceiling.model.collectives import allreduce_s
 from ceiling.model.roofline import predicted_time_s
 from ceiling.model.transformer import TransformerConfig
@@ -302,7 +302,7 @@ class _Step:
         self.bw = spec.memory_bandwidth_bytes_per_s
         self.link = spec.link_bandwidth_bytes_per_s
         # The planner's link figures (bandwidth × collective efficiency, per-step latency).
-        self.tp_link = collective_link(spec, setup.tp, dtypes.compute) if setup.tp > 1 else None
+        self.tp_link = group_link(spec, setup.tp, dtypes.compute) if setup.tp > 1 else None
         mem = getattr(spec, "memory_bytes", None)
         self.mem = float(mem) if mem else None
 
