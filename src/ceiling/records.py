@@ -91,7 +91,7 @@ def read_text_file(path: str | Path, what: str = "file", limit_bytes: int = MAX_
     problem when it is missing, a folder, too large, binary or not UTF-8."""
     p = Path(path)
     if not p.exists():
-        raise MalformedFile(f"no such {what}: {p}")
+        raise MalformedFile(f"no such file: {p} (a {what} was expected)")
     if p.is_dir():
         raise MalformedFile(f"{p} is a folder, not a {what}")
     try:

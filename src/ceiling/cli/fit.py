@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,7 +12,8 @@ import typer
 
 from ceiling.cli.app import app
 from ceiling.cli.output import LIST_HELP, JsonOption, PlotOption, console, emit_json, joined
-from ceiling.errors import InvalidInput, MalformedFile
+from ceiling.errors import DoesNotFit, InvalidInput, MalformedFile
+from ceiling.records import MAX_READ_BYTES, read_text_file
 from ceiling.units import parse_time
 
 # Accepted column names, compared case-insensitively.
@@ -31,16 +33,7 @@ def _pick(columns: list[str], names: tuple[str, ...]) -> str | None:
 
 def _rows_from_file(path: Path) -> tuple[list[dict[str, Any]], str | None]:
     """Rows as dicts, and the scaling mode if the file says so (a `ceiling scale` result)."""
-    if not path.exists():
-        raise MalformedFile(f"no such file: {path}")
-    if path.is_dir():
-        raise MalformedFile(f"{path} is a folder; give a CSV or JSON file")
-    try:
-        text = path.read_text(encoding="utf-8-sig", errors="replace")
-    except OSError as exc:
-        raise MalformedFile(f"cannot read {path}: {exc.strerror or exc}") from exc
-    if "\x00" in text:
-        raise MalformedFile(f"{path}: a binary file, not CSV or JSON text")
+    text = read_text_file(path, "CSV or JSON file of measurements")
     if path.suffix.lower() == ".json" or text.lstrip().startswith(("{", "[")):
         try:
             data = json.loads(text)
@@ -61,7 +54,14 @@ def _rows_from_file(path: Path) -> tuple[list[dict[str, Any]], str | None]:
             raise MalformedFile(f"{path}: expected a list of objects like {{'N': 2, 'time': 1.3}}")
         return data, mode
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
-    rows = list(csv.DictReader(lines, dialect=_dialect(lines)))
+    limit = csv.field_size_limit()
+    csv.field_size_limit(MAX_READ_BYTES)  # a long note column is data, not an error
+    try:
+        rows = list(csv.DictReader(lines, dialect=_dialect(lines)))
+    except csv.Error as exc:
+        raise MalformedFile(f"{path}: not readable as CSV ({exc})") from None
+    finally:
+        csv.field_size_limit(limit)
     return rows, None
 
 
@@ -74,6 +74,11 @@ def _dialect(lines: list[str]):
         return csv.Sniffer().sniff(header, delimiters=";\t ")
     except csv.Error:
         return csv.excel
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:30]}… ({len(text)} characters)"
 
 
 def read_measurements(path: Path) -> tuple[list[float], list[float], str, str | None]:
@@ -94,12 +99,19 @@ def read_measurements(path: Path) -> tuple[list[float], list[float], str, str | 
     ns, values = [], []
     for i, r in enumerate(rows, start=2):
         try:
-            ns.append(float(r[n_col]))
-            values.append(float(r[col]))
+            n, value = float(r[n_col]), float(r[col])
         except (TypeError, ValueError, KeyError) as exc:
             raise MalformedFile(
-                f"{path}: row {i}: {n_col}={r.get(n_col)!r}, {col}={r.get(col)!r} are not numbers"
+                f"{path}: row {i}: {n_col}={_short(r.get(n_col))}, {col}={_short(r.get(col))} "
+                "are not numbers"
             ) from exc
+        if not (math.isfinite(n) and math.isfinite(value)):
+            raise MalformedFile(
+                f"{path}: row {i}: {n_col}={_short(r.get(n_col))}, {col}={_short(r.get(col))} "
+                "are not finite numbers"
+            )
+        ns.append(n)
+        values.append(value)
     return ns, values, measure, mode
 
 
@@ -170,10 +182,6 @@ def fit(
     from ceiling.model.scaling import fit_scaling
     from ceiling.report import scaling_summary
 
-    if plot is not None:
-        from ceiling.report import plots
-
-        plots.check_figure_path(plot)
     if weak and mode not in (None, "weak"):
         raise InvalidInput(f"--weak and --mode {mode} disagree: give one")
     unit_s = _unit_seconds(time_unit)
@@ -185,7 +193,10 @@ def fit(
         [float(n) for n in parse_counts(predict, "predicted worker counts")] if predict else None
     )
     kw = {"times_s": values} if measure == "time" else {"throughputs": values}
-    result = fit_scaling(ns, mode=mode, predict_ns=predict_ns, **kw)
+    try:
+        result = fit_scaling(ns, mode=mode, predict_ns=predict_ns, **kw)
+    except (InvalidInput, DoesNotFit) as exc:  # the file's numbers: name the file
+        raise type(exc)(f"{file}: {exc}") from None
     points = [
         {
             "n": p.n,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ceiling.errors import InvalidInput, MalformedFile
-from ceiling.records import write_json_atomic
+from ceiling.records import read_text_file, write_json_atomic
 
 PROFILE_ENV = "CEILING_PROFILE"
 
@@ -104,6 +104,14 @@ class MachineProfile:
     def from_json(cls, data: dict[str, Any], where: str = "profile") -> MachineProfile:
         """Read a profile; fields a newer ceiling added to a device record are ignored."""
         known = {f.name for f in fields(MeasuredDevice)}
+        version = data.get("method_version")
+        if isinstance(version, int) and version > METHOD_VERSION:
+            # a method this build does not know may measure differently: its numbers are
+            # not comparable with this build's, so they are not used
+            raise MalformedFile(
+                f"{where} was measured by method {version}; this ceiling knows methods up to "
+                f"{METHOD_VERSION}: update ceiling, or measure again with `ceiling bench --quick`"
+            )
         try:
             devices = [
                 MeasuredDevice(**{k: v for k, v in d.items() if k in known})
@@ -117,15 +125,8 @@ class MachineProfile:
                 devices=devices,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            version = data.get("method_version")
-            newer = (
-                f"; it was written by a newer ceiling (method {version}, this one knows up to "
-                f"{METHOD_VERSION}): update ceiling or run `ceiling bench --quick` again"
-                if isinstance(version, int) and version > METHOD_VERSION
-                else ""
-            )
             raise MalformedFile(
-                f"{where} is not a ceiling machine profile ({type(exc).__name__}: {exc}){newer}"
+                f"{where} is not a ceiling machine profile ({type(exc).__name__}: {exc})"
             ) from None
 
 
@@ -140,14 +141,9 @@ def default_profile_path() -> Path:
 
 def load_profile(path: str | Path | None = None) -> MachineProfile:
     p = Path(path) if path is not None else default_profile_path()
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise InvalidInput(
-            f"no machine profile at {p}; run `ceiling bench --quick` to measure one"
-        ) from None
-    except OSError as exc:
-        raise MalformedFile(f"cannot read the profile {p}: {exc.strerror}") from None
+    if not p.exists():
+        raise InvalidInput(f"no machine profile at {p}; run `ceiling bench --quick` to measure one")
+    text = read_text_file(p, "machine profile")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -174,22 +174,39 @@ def _check_inputs(ns: Sequence[float], values: Sequence[float], what: str) -> tu
 def _curve_fit(
     fn: Callable, n: np.ndarray, x: np.ndarray, p0: list[float], lower: list[float], upper
 ) -> tuple[np.ndarray, np.ndarray | None, float]:
-    """Least squares with bounds; returns (params, covariance or None, R²)."""
+    """Least squares with bounds; returns (params, covariance or None, R²).
+
+    Every law is λ times a shape in N, with λ first: the fit runs on x / median(x), so
+    that times of 1e-300 s or throughputs of 1e300/s fit exactly like 1 s, and λ (with its
+    row and column of the covariance) is scaled back afterwards."""
     import warnings
 
     from scipy.optimize import OptimizeWarning, curve_fit
 
+    scale = float(np.median(x))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OptimizeWarning)
         try:
             params, cov = curve_fit(
-                fn, n, x, p0=p0, bounds=(lower, upper), method="trf", x_scale="jac", maxfev=20000
+                fn,
+                n,
+                x / scale,
+                p0=[p0[0] / scale, *p0[1:]],
+                bounds=(lower, upper),
+                method="trf",
+                x_scale="jac",
+                maxfev=20000,
             )
         except RuntimeError as exc:  # no convergence
             raise DoesNotFit(f"the fit did not converge: {exc}") from exc
-    resid = x - fn(n, *params)
+    resid = x / scale - fn(n, *params)  # λ not yet scaled back
     ss_res = float(np.sum(resid**2))
-    ss_tot = float(np.sum((x - x.mean()) ** 2))
+    ss_tot = float(np.sum((x / scale - (x / scale).mean()) ** 2))
+    params[0] *= scale
+    if cov is not None:
+        with np.errstate(over="ignore", invalid="ignore"):  # inf here means "unknown"
+            cov[0, :] *= scale
+            cov[:, 0] *= scale
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
     # With no residual degrees of freedom the covariance is meaningless (inf or nan).
     if len(n) <= len(params) or cov is None or not np.all(np.isfinite(cov)):
@@ -282,7 +299,8 @@ def _residual_variance(fn: Callable, params: np.ndarray, n: np.ndarray, x: np.nd
     if dof <= 0:
         return float("nan"), 0
     resid = x - fn(n, *params)
-    return float(np.sum(resid**2)) / dof, dof
+    with np.errstate(over="ignore", invalid="ignore"):  # values near 1e300: no interval
+        return float(np.sum(resid**2)) / dof, dof
 
 
 def _interval(fn, params, cov, n: np.ndarray, x: np.ndarray, at: float):
