@@ -126,11 +126,8 @@ def _one_ceiling(decode, cfg, label: str, spec, setup, long_setup):
 
 def _local(ctx: ReportContext, out: SectionOutput):
     """This machine's ceilings as the decode measurement sees them (profile, else theory)."""
-    try:
-        from ceiling.measure import decode as measure
-    except Skip as exc:
-        out.note(f"this machine's ceilings: {exc}")
-        return None
+    from ceiling.measure import decode as measure
+
     try:
         ctx.profile()
     except Skip as exc:
@@ -198,13 +195,9 @@ def _grid(max_batch: int | None) -> list[int]:
 
 def _measured(ctx: ReportContext, out: SectionOutput, local) -> None:
     """A small GPT-style decoder with a KV cache decodes for real here, beside its ceiling."""
-    try:
-        from ceiling.measure import decode as measure
-        from ceiling.model import decode, transformer
-        from ceiling.report import decode_plot as plot
-    except Skip as exc:
-        out.note(f"measured decoding of a small model: {exc}")
-        return
+    from ceiling.measure import decode as measure
+    from ceiling.model import transformer
+
     cfg = transformer.get_model(MEASURED_MODEL)
     batches = MEASURED_BATCHES_QUICK if ctx.quick else MEASURED_BATCHES_FULL
     ctx.step(f"decoding with {MEASURED_MODEL} at batch {', '.join(map(str, batches))}")
@@ -222,6 +215,11 @@ def _measured(ctx: ReportContext, out: SectionOutput, local) -> None:
         on_batch=lambda b: ctx.step(f"decoding {MEASURED_MODEL} at batch {b}"),
     )
     comp = measure.compare_decode(run, local)
+    _measured_table(out, comp, cfg)
+    _measured_figure(out, comp, cfg, local, batches)
+
+
+def _measured_table(out: SectionOutput, comp, cfg) -> None:
     c = comp.ceiling
     rows = []
     for r in comp.rows:
@@ -268,6 +266,13 @@ def _measured(ctx: ReportContext, out: SectionOutput, local) -> None:
     )
     for n in comp.notes:
         out.note(n)
+
+
+def _measured_figure(out: SectionOutput, comp, cfg, local, batches) -> None:
+    from ceiling.model import decode
+    from ceiling.report import decode_plot as plot
+
+    c = comp.ceiling
     grid = _grid(max(batches) * 4)
     # the same byte count as the comparison (only what a step reads), so the drawn roofs,
     # the crossover and the tabulated ceilings agree

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import platform
 
 from ceiling import units
 from ceiling.report.compose import ReportContext, SectionOutput, Skip
@@ -52,26 +51,8 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
 
 
 def _cpu_card(out: SectionOutput):
-    try:
-        from ceiling.hardware import cpu as cpu_mod
-    except Skip as exc:
-        out.note(f"CPU details and theoretical peaks: {exc}")
-        import psutil
+    from ceiling.hardware import cpu as cpu_mod
 
-        cores = psutil.cpu_count(logical=False) or os.cpu_count()
-        out.table(
-            "CPU",
-            ["model", "cores", "threads", "memory"],
-            [
-                [
-                    platform.processor() or platform.machine(),
-                    cores,
-                    os.cpu_count(),
-                    units.format_bytes(psutil.virtual_memory().total, binary=True),
-                ]
-            ],
-        )
-        return None
     cpu = cpu_mod.detect_cpu()
     out.key("cpu_model", cpu.model, "CPU", cpu.model)
     out.key("cpu_cores", cpu.cores, "cores / threads", f"{cpu.cores} / {cpu.threads}")
@@ -146,11 +127,8 @@ def _caches(caches) -> str:
 
 
 def _gpu_card(out: SectionOutput) -> list:
-    try:
-        from ceiling.hardware import gpu as gpu_mod
-    except Skip as exc:
-        out.note(f"GPUs: {exc}")
-        return []
+    from ceiling.hardware import gpu as gpu_mod
+
     gpus = gpu_mod.detect_gpus()
     out.key("gpu_count", len(gpus))
     if not gpus:
@@ -302,10 +280,8 @@ def _devices_for_plot(profile, cpu, gpus) -> list[dict]:
 
 
 def _reference_gpu():
-    try:
-        from ceiling.hardware import catalog
-    except Skip:
-        return None
+    from ceiling.hardware import catalog
+
     return catalog.get_spec(REFERENCE_GPU)
 
 

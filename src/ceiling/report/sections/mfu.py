@@ -186,11 +186,8 @@ def _breakdown(ctx: ReportContext, out: SectionOutput) -> None:
             f"--full mode, or `ceiling step {TARGET}`"
         )
         return
-    try:
-        from ceiling.profile import step_run
-    except Skip as exc:
-        out.note(f"step breakdown: {exc}")
-        return
+    from ceiling.profile import step_run
+
     device, dtype = _device_and_dtype()
     ctx.step(f"step breakdown of {TARGET} with 0 and 2 loader workers")
     rep = step_run.measure_step(TARGET, workers=(0, 2), device=device, dtype=dtype)

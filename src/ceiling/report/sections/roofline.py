@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ceiling import units
 from ceiling.errors import UnsupportedOnDevice
-from ceiling.report.compose import ReportContext, SectionOutput, Skip
+from ceiling.report.compose import ReportContext, SectionOutput
 
 KEY = "roofline"
 TITLE = "Compute- or memory-bound: the roofline"
@@ -151,11 +151,8 @@ def _busy_note(out: SectionOutput, placed, measured, peak: float) -> None:
 
 def _attention(out: SectionOutput, roofline, opcost) -> None:
     """The memory wall on a GPU's datasheet roofline: naive vs fused attention."""
-    try:
-        from ceiling.hardware import catalog
-    except Skip as exc:
-        out.note(f"attention on a reference GPU: {exc}")
-        return
+    from ceiling.hardware import catalog
+
     spec = catalog.get_spec(REFERENCE_GPU)
     peak, bw = spec.peak("bf16"), spec.memory_bandwidth_bytes_per_s
     rows, times, points = [], {}, []
@@ -204,11 +201,8 @@ def _attention(out: SectionOutput, roofline, opcost) -> None:
 
 
 def _measure(ctx: ReportContext, out: SectionOutput, ops, dev) -> dict[str, float]:
-    try:
-        from ceiling.measure import ops as ops_mod
-    except Skip as exc:
-        out.note(f"measured op times: {exc}")
-        return {}
+    from ceiling.measure import ops as ops_mod
+
     device = "cuda" if dev.kind == "cuda" else "cpu"
     if device == "cuda" and not _cuda_here():
         out.note(f"measured op times: {dev.name} from the profile is not attached to this machine")
