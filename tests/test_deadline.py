@@ -93,3 +93,12 @@ def test_a_model_with_too_many_layers_is_refused_even_on_meta():
         profile_target("custom:layers=100000,hidden=100000,heads=100", device="meta")
     assert time.monotonic() - t0 < 30
     assert "100,000 layers is more than the 1,024 a profile builds" in str(err.value)
+
+
+def test_profile_command_takes_a_timeout(cli, never_returns):
+    code, out, err = cli("profile", f"{never_returns}:build", "--timeout", "1")
+    assert code == 2 and out == ""
+    assert err == (
+        f"error: profiling {never_returns}:build did not finish within 1 s (--timeout) and was "
+        "stopped\n"
+    )

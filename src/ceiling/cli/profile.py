@@ -313,6 +313,10 @@ def profile_command(
     seq: Annotated[int | None, typer.Option("--seq", help="Sequence length (GPT).")] = None,
     steps: Annotated[int, typer.Option("--steps", help="Timed steps after warm-up.")] = 5,
     top: Annotated[int, typer.Option("--top", help="Rows in the op and module tables.")] = TOP_ROWS,
+    timeout: Annotated[
+        float,
+        typer.Option(help="Stop after this many seconds (a target that never returns)."),
+    ] = 600.0,
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
@@ -347,6 +351,7 @@ def profile_command(
             batch=batch,
             seq=seq,
             steps=steps,
+            timeout_s=timeout,
         )
     figures = []
     if plot is not None:
