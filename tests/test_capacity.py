@@ -60,6 +60,7 @@ def test_bench_comm_refuses_a_terabyte_message_before_any_worker_starts():
     [
         ["bench", "comm", "--workers", "2", "--max-bytes", "1PiB", "--device", "cpu"],
         ["scale", "synthetic", "--workers", "100000", "--device", "cpu"],
+        ["decode", "gpt:tiny", "--measure", "--batch", "100000", "--device", "cpu"],
     ],
 )
 def test_the_commands_refuse_in_one_line(cli, args):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -357,7 +358,8 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
     if weights is not None:
         weights = normalize_dtype(weights, MEASURED_DTYPES, what="--weights", usage=" to measure")
     local = local_ceiling(dev_name, profile)
-    progress = Progress(console=_stderr_console(), transient=True)
+    # drawn on a terminal only: elsewhere a refusal must stay the one line on stderr
+    progress = Progress(console=_stderr_console(), transient=True, disable=not sys.stderr.isatty())
     with progress:
         task = progress.add_task(f"decoding {cfg.name}", total=len(batches))
         run = run_decode(
