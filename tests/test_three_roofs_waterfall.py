@@ -37,6 +37,9 @@ def test_step_prediction_sums_ops_and_names_the_roof_that_holds_it():
     assert p.time_s == pytest.approx(2e-3 + 300 * 10e-6)
     assert p.by_bound_s["overhead"] == pytest.approx(3e-3) and p.bound == "overhead"
     assert p.memory_source == "DRAM"
+    # a matmul whose shape runs at a measured 250 GFLOP/s: 8 ms, not 2 ms at the peak
+    own = roofline.predict_step([(2e9, 1e6, 1, 2.5e11), (2e9, 1e6, 1, None)], ROOFS, 1e9)
+    assert own.time_s == pytest.approx(8e-3 + 2e-3) and own.bound == "compute"
     # the same bytes from the cache: a streaming op four times faster
     fits = roofline.predict_step([(0.0, 4e8, 1)], ROOFS, working_set_bytes=1e6)
     assert fits.time_s == pytest.approx(1e-3) and fits.bound == "memory"

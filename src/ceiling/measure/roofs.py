@@ -63,3 +63,21 @@ def local_roofs(device: str, cache_bytes: float | None, profile=None) -> LocalRo
         per_op, _best = time_tiny_op(device, warmup_ms=10.0, budget_ms=QUICK_BUDGET_MS)
         source = "a quick tiny-op measurement (`ceiling bench overhead` measures it properly)"
     return LocalRoofs(per_op, source, cache_bytes, quick_cache_bandwidth(device, cache_bytes))
+
+
+MAX_SHAPES = 24  # distinct matmul shapes timed per step, the largest by FLOPs first
+
+
+def matmul_rates(shapes, device: str, dtype, budget_ms: float = 15.0) -> dict:
+    """Best FLOP/s of one (M, K) @ (K, N) matmul per (M, N, K): the compute roof of a
+    matmul of that shape on this device, which small and skinny shapes keep below peak."""
+    import torch
+
+    rates = {}
+    for m, n, k in sorted(shapes, key=lambda s: -s[0] * s[1] * s[2])[:MAX_SHAPES]:
+        a = torch.randn(m, k, device=device, dtype=dtype)
+        b = torch.randn(k, n, device=device, dtype=dtype)
+        times = benchmark(lambda a=a, b=b: a @ b, device=device, warmup_ms=2.0,
+                          budget_ms=budget_ms, min_samples=5)  # fmt: skip
+        rates[(m, n, k)] = 2.0 * m * n * k / min(times)
+    return rates

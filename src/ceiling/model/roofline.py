@@ -160,18 +160,23 @@ class OpTime:
 
 
 def op_time(
-    flops: float, bytes_moved: float, calls: int, roofs: Roofs, bandwidth_bytes_per_s: float
+    flops: float,
+    bytes_moved: float,
+    calls: int,
+    roofs: Roofs,
+    bandwidth_bytes_per_s: float,
+    flops_per_s: float | None = None,
 ) -> OpTime:
     """`calls` calls of an op doing `flops` and moving `bytes_moved` in all, its bytes at
-    `bandwidth_bytes_per_s` (from Roofs.memory_roof)."""
+    `bandwidth_bytes_per_s` (from Roofs.memory_roof), its FLOPs at `flops_per_s` (a matmul's
+    measured rate at its own shape) or else the peak."""
     if flops < 0 or bytes_moved < 0 or calls < 0:
         raise InvalidInput(
             f"FLOPs, bytes and calls must be >= 0, got {flops}, {bytes_moved}, {calls}"
         )
     _check_positive(bandwidth_bytes_per_s, "memory bandwidth (bytes/s)")
-    return OpTime(
-        flops / roofs.peak_flops_per_s, bytes_moved / bandwidth_bytes_per_s, calls * roofs.per_op_s
-    )
+    rate = flops_per_s or roofs.peak_flops_per_s
+    return OpTime(flops / rate, bytes_moved / bandwidth_bytes_per_s, calls * roofs.per_op_s)
 
 
 @dataclass(frozen=True)
@@ -188,10 +193,11 @@ class StepPrediction:
 
 
 def predict_step(ops, roofs: Roofs, working_set_bytes: float) -> StepPrediction:
-    """`ops`: (flops, bytes, calls) per op call or group of calls, run one after another."""
+    """`ops`: (flops, bytes, calls[, FLOP/s of this op's own compute roof or None]) per op
+    call or group of calls, run one after another."""
     bandwidth, source = roofs.memory_roof(working_set_bytes)
     by_bound = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
-    for flops, moved, calls in ops:
-        t = op_time(flops, moved, calls, roofs, bandwidth)
+    for flops, moved, calls, *rate in ops:
+        t = op_time(flops, moved, calls, roofs, bandwidth, rate[0] if rate else None)
         by_bound[t.bound] += t.time_s
     return StepPrediction(sum(by_bound.values()), by_bound, source)

@@ -26,6 +26,7 @@ class StepExplanation:
     memory_source: str
     prediction: roofline.StepPrediction
     waterfall: list[waterfall.Bar] | None  # None when nothing ran (meta)
+    matmul_shapes_measured: int = 0  # matmuls whose compute roof is their own measured rate
 
 
 def working_set_bytes(params: int, itemsize: int, train: bool, calls) -> float:
@@ -63,9 +64,13 @@ def explain_step(
     step_s: float | None,
     recorded_step_s: float | None,
     data_wait_s: float = 0.0,
+    matmul_rates: dict | None = None,
 ) -> StepExplanation:
+    """`matmul_rates`: measured FLOP/s per matmul (M, N, K), each matmul's own compute roof."""
     bandwidth, source = roofs.memory_roof(working_set)
-    prediction = roofline.predict_step(((c.flops, c.bytes, 1) for c in calls), roofs, working_set)
+    rates = matmul_rates or {}
+    ops = ((c.flops, c.bytes, 1, rates.get(c.matmul_dims)) for c in calls)
+    prediction = roofline.predict_step(ops, roofs, working_set)
     bars = None
     if step_s and recorded_step_s is not None:
         bars = waterfall.bars(
@@ -73,7 +78,9 @@ def explain_step(
                 calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_s, data_wait_s
             )
         )
-    return StepExplanation(roofs, per_op_source, working_set, bandwidth, source, prediction, bars)
+    return StepExplanation(
+        roofs, per_op_source, working_set, bandwidth, source, prediction, bars, len(rates)
+    )
 
 
 def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_s, data_wait_s):
@@ -103,3 +110,16 @@ def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_
         unknown_op_s=unknown_s,
         data_wait_s=data_wait_s,
     )
+
+
+def measured_matmul_rates(calls, device: str) -> dict:
+    """Each distinct matmul shape of the step, timed alone on the device."""
+    import torch
+
+    from ceiling.measure.roofs import matmul_rates
+
+    shapes = {c.matmul_dims for c in calls if c.matmul_dims}
+    dtypes = [c.dtype for c in calls if c.matmul_dims and c.dtype]
+    if not shapes or not dtypes:
+        return {}
+    return matmul_rates(shapes, device, getattr(torch, dtypes[0]))

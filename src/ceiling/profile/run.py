@@ -41,6 +41,7 @@ from ceiling.profile.explain import (
     StepExplanation,
     explain_step,
     local_roofs,
+    measured_matmul_rates,
     working_set_bytes,
 )
 from ceiling.profile.op_flops import UNKNOWN
@@ -337,9 +338,12 @@ def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, reco
     cache = _cache_bytes(str(dev)) if ran else None
     roofs, source = local_roofs(ceiling, str(dev), profile, cache, measure=ran)
     working_set = working_set_bytes(workload.params, itemsize, train, rec.calls)
+    # each matmul shape timed alone here is its own compute roof (not for another device)
+    here = ran and not ceiling.source.startswith("datasheet spec")
+    rates = measured_matmul_rates(rec.calls, str(dev)) if here else None
     return explain_step(
         rec.calls, roofs, source, working_set, ceiling=ceiling, model_flops=flops,
-        step_s=step_s, recorded_step_s=recorded_s,
+        step_s=step_s, recorded_step_s=recorded_s, matmul_rates=rates,
     )  # fmt: skip
 
 

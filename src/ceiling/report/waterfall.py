@@ -23,6 +23,7 @@ def explanation_json(e) -> dict | None:
         "cache_bandwidth_bytes_per_s": e.roofs.cache_bandwidth_bytes_per_s,
         "memory_roof_bytes_per_s": e.memory_roof_bytes_per_s,
         "memory_roof_source": e.memory_source,
+        "matmul_shapes_measured": e.matmul_shapes_measured,
         "waterfall": (
             None
             if e.waterfall is None
@@ -44,7 +45,16 @@ def roofs_rows(e, step_s: float | None) -> list[list[str]]:
             f"{u.format_bandwidth(e.memory_roof_bytes_per_s)} ({e.memory_source}; working set "
             f"{u.format_bytes(e.working_set_bytes)})",
         ],
-        ["step at three roofs (each op at its largest)", u.format_time(p.time_s) + vs],
+        [
+            "step at three roofs (each op at its largest)",
+            u.format_time(p.time_s)
+            + vs
+            + (
+                f"; {e.matmul_shapes_measured} matmul shapes at their own measured rate"
+                if e.matmul_shapes_measured
+                else ""
+            ),
+        ],
         ["the step is", f"{p.bound}-bound ({shares})"],
     ]
 
