@@ -109,31 +109,9 @@ def test_a_hanging_rank_hits_the_timeout(jobs_on_path):
     _assert_gone(pids)
 
 
-def test_a_rank_that_stops_making_progress_is_named_within_the_stall_time(jobs_on_path):
-    """Rank 1 sleeps forever while rank 0 waits for it: named within the stall time (5 s
-    here, 30 s by default), long before the overall deadline; nothing left behind."""
-    pids, folders = [], []
-
-    def on_start(started):
-        pids.extend(started)
-        folders.extend(Path(psutil.Process(p).cmdline()[-1]) for p in started[:1])
-
-    t0 = time.monotonic()
-    with pytest.raises(WorkerFailed) as err:
-        distributed.launch_local(
-            distributed.Job(f"{JOBS}:hang_on_rank_1", device="cpu", timeout_s=120, stall_s=5),
-            2,
-            on_start=on_start,
-        )
-    assert time.monotonic() - t0 < 45
-    msg = str(err.value)
-    assert msg.startswith("worker rank 1 of 2 made no progress for 5 s"), msg
-    assert "in hang_on_rank_1" in msg and msg.endswith("all ranks were stopped")
-    _assert_gone(pids)
-    assert folders and not folders[0].exists()
-
-
 def test_a_hung_rank_in_scale_is_one_line_exit_2_and_leaves_nothing(jobs_on_path, tmp_path):
+    """Rank 1 sleeps forever while rank 0 waits for it: named within the stall time (5 s
+    here, 30 s by default), long before the overall deadline; no process, no folder left."""
     env = dict(os.environ, TMPDIR=str(tmp_path))
     cmd = [sys.executable, "-m", "ceiling", "scale", f"{JOBS}:hang_step_on_rank_1"]
     cmd += ["--workers", "1,2", "--steps", "2", "--stall-timeout", "5", "--device", "cpu"]
