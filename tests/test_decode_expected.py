@@ -63,3 +63,18 @@ def test_expected_terms_add_up_with_fake_numbers():
     assert (r.kernels, r.launch_s) == (24, pytest.approx(24e-6))
     assert r.step_s == pytest.approx(r.memory_s + r.dequant_s + 24e-6 + 5e-4)
     assert r.tokens_per_s == pytest.approx(2 / r.step_s) and r.limited_by == "memory"
+
+
+def test_decoder_matmuls_at_measured_rates_set_the_compute_time():
+    from ceiling.model.decode_expected import compute_with_rates, decoder_matmuls
+
+    cfg = get_model("gpt:small")
+    ceiling = decode_ceiling(cfg, resolve_device("a100-80gb", None), [4])
+    shapes = decoder_matmuls(cfg, 4)
+    assert ((4, cfg.vocab, cfg.hidden), 1) in shapes and len(shapes) == 6
+    rates = {shape: 1e12 for shape, _ in shapes}  # every matmul at 1 TFLOP/s
+    matmul_flops = sum(2.0 * m * n * k * count for (m, n, k), count in shapes)
+    rest = ceiling.rows[0].flops_per_step - matmul_flops
+    assert 0 <= rest < 0.1 * matmul_flops  # attention over a one-token cache, no more
+    (got,) = compute_with_rates(cfg, ceiling, rates).values()
+    assert got == pytest.approx(matmul_flops / 1e12 + rest / ceiling.peak_flops_per_s)

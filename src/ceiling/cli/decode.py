@@ -349,6 +349,7 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
         MEASURED_DTYPES,
         check_device,
         compare_decode,
+        decode_matmul_rates,
         default_device,
         local_ceiling,
         run_decode,
@@ -373,7 +374,8 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
     from ceiling.measure.roofs import local_roofs
 
     roofs = local_roofs(dev_name, local.cache_bytes, profile)
-    cmp = compare_decode(run, local, roofs)
+    rates = decode_matmul_rates(cfg, sorted(set(batches)), dev_name, run.dtype)
+    cmp = compare_decode(run, local, roofs, rates)
     c = cmp.ceiling
     if plot is not None:
         from ceiling.model.decode import DecodeSetup

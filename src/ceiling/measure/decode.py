@@ -365,19 +365,32 @@ class DecodeComparison:
     notes: list[str] = field(default_factory=list)
 
 
-def _expected(ceiling, cfg, roofs, in_cache: bool) -> list:
-    """Expected rows with this machine's roofs (None without them)."""
+def _expected(ceiling, cfg, roofs, in_cache: bool, rates: dict | None) -> list:
+    """Expected rows with this machine's roofs (None without them); `rates`: measured
+    FLOP/s of the decoder's matmul shapes."""
     if roofs is None:
         return [None] * len(ceiling.rows)
-    from ceiling.model.decode_expected import EngineCosts, expected_rows
+    from ceiling.model.decode_expected import EngineCosts, compute_with_rates, expected_rows
 
     cache_bw = roofs.cache_bandwidth_bytes_per_s if in_cache else None
     costs = EngineCosts(bandwidth_share=1.0, per_kernel_s=roofs.per_op_s,
                         memory_bandwidth_bytes_per_s=cache_bw)  # fmt: skip
-    return expected_rows(ceiling, cfg.layers, costs)
+    compute = compute_with_rates(cfg, ceiling, rates) if rates else None
+    return expected_rows(ceiling, cfg.layers, costs, compute)
 
 
-def compare_decode(run: DecodeRun, local: LocalCeiling, roofs=None) -> DecodeComparison:
+def decode_matmul_rates(cfg, batches, device: str, dtype: str) -> dict:
+    """Best FLOP/s of each matmul shape a decode step at these batches runs, timed alone."""
+    from ceiling.measure.roofs import matmul_rates
+    from ceiling.model.decode_expected import decoder_matmuls
+
+    shapes = {shape for b in batches for shape, _ in decoder_matmuls(cfg, b)}
+    return matmul_rates(shapes, device, torch_dtype(dtype))
+
+
+def compare_decode(
+    run: DecodeRun, local: LocalCeiling, roofs=None, rates: dict | None = None
+) -> DecodeComparison:
     """Measured tokens/s beside the ceiling of the same model, dtype and context; with
     `roofs` (measure.roofs.LocalRoofs), the expected speed under three roofs beside it."""
     cfg = run.config
@@ -396,7 +409,7 @@ def compare_decode(run: DecodeRun, local: LocalCeiling, roofs=None) -> DecodeCom
             "ceiling here, so the ceiling shown is the compute roof alone"
         )
     rows = []
-    expected = _expected(ceiling, cfg, roofs, in_cache)
+    expected = _expected(ceiling, cfg, roofs, in_cache, rates)
     for samples, crow, exp in zip(run.samples, ceiling.rows, expected, strict=True):
         st = summarize(samples.step_times_s)
         b = samples.batch
@@ -461,4 +474,6 @@ def measure_decode(
     device = check_device(device or default_device())
     local = local_ceiling(device, profile)
     run = run_decode(cfg, batches, context, device, dtype, warmup_ms, budget_ms, on_batch)
-    return compare_decode(run, local, local_roofs(device, local.cache_bytes, profile))
+    roofs = local_roofs(device, local.cache_bytes, profile)
+    rates = decode_matmul_rates(cfg, batches, device, run.dtype)
+    return compare_decode(run, local, roofs, rates)

@@ -69,15 +69,16 @@ MAX_SHAPES = 24  # distinct matmul shapes timed per step, the largest by FLOPs f
 
 
 def matmul_rates(shapes, device: str, dtype, budget_ms: float = 15.0) -> dict:
-    """Best FLOP/s of one (M, K) @ (K, N) matmul per (M, N, K): the compute roof of a
-    matmul of that shape on this device, which small and skinny shapes keep below peak."""
+    """Best FLOP/s of one (M, K) × (K, N) matmul per (M, N, K), laid out as nn.Linear has
+    it (a weight of N rows of K): the compute roof of a matmul of that shape on this
+    device, which small and skinny shapes keep below peak."""
     import torch
 
     rates = {}
     for m, n, k in sorted(shapes, key=lambda s: -s[0] * s[1] * s[2])[:MAX_SHAPES]:
-        a = torch.randn(m, k, device=device, dtype=dtype)
-        b = torch.randn(k, n, device=device, dtype=dtype)
-        times = benchmark(lambda a=a, b=b: a @ b, device=device, warmup_ms=2.0,
-                          budget_ms=budget_ms, min_samples=5)  # fmt: skip
+        x = torch.randn(m, k, device=device, dtype=dtype)
+        w = torch.randn(n, k, device=device, dtype=dtype)
+        times = benchmark(lambda x=x, w=w: torch.nn.functional.linear(x, w), device=device,
+                          warmup_ms=2.0, budget_ms=budget_ms, min_samples=5)  # fmt: skip
         rates[(m, n, k)] = 2.0 * m * n * k / min(times)
     return rates

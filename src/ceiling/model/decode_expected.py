@@ -73,8 +73,11 @@ class ExpectedRow:
     limited_by: str  # the largest term: memory, compute, dequantisation, launches, all-reduce
 
 
-def expected_rows(ceiling, layers: int, costs: EngineCosts) -> list[ExpectedRow]:
-    """Expected speed beside each row of a DecodeCeiling (`layers`: the model's)."""
+def expected_rows(
+    ceiling, layers: int, costs: EngineCosts, compute_s: dict | None = None
+) -> list[ExpectedRow]:
+    """Expected speed beside each row of a DecodeCeiling (`layers`: the model's);
+    `compute_s`: a better compute time per batch (matmuls at their measured rates)."""
     weights = ceiling.dtypes.weights
     w_bytes = {"int4": 0.5, "int8": 1.0}.get(weights)
     kernels = layers * costs.kernels_per_layer + costs.kernels_outside_layers
@@ -91,10 +94,11 @@ def expected_rows(ceiling, layers: int, costs: EngineCosts) -> list[ExpectedRow]
         if quantised and costs.vector_peak_flops_per_s:
             dequant = quantised * DEQUANT_OPS[weights] / costs.vector_peak_flops_per_s
         launch = kernels * costs.per_kernel_s
-        step = max(memory, r.compute_time_s) + dequant + launch + r.comm_time_s
+        compute = (compute_s or {}).get(r.batch, r.compute_time_s)
+        step = max(memory, compute) + dequant + launch + r.comm_time_s
         terms = {
             "memory": memory,
-            "compute": r.compute_time_s,
+            "compute": compute,
             "dequantisation": dequant,
             "launches": launch,
             "all-reduce": r.comm_time_s,
@@ -104,7 +108,7 @@ def expected_rows(ceiling, layers: int, costs: EngineCosts) -> list[ExpectedRow]
                 batch=r.batch,
                 quant_bytes=quant,
                 memory_s=memory,
-                compute_s=r.compute_time_s,
+                compute_s=compute,
                 dequant_s=dequant,
                 kernels=kernels,
                 launch_s=launch,
@@ -132,6 +136,36 @@ def costs_for(spec, per_kernel_s: float | None = None) -> EngineCosts:
         per_kernel_s=GPU_KERNEL_FLOOR_S if per_kernel_s is None else per_kernel_s,
         vector_peak_flops_per_s=vector,
     )
+
+
+def decoder_matmuls(cfg, batch: int) -> list[tuple[tuple[int, int, int], int]]:
+    """(M, N, K) and count of the matmuls of one decode step of the built-in decoder: per
+    layer Q, KV, output, FFN up (gate and up together when gated) and down; the head."""
+    up = 2 * cfg.ffn_hidden if cfg.ffn_kind == "swiglu" else cfg.ffn_hidden
+    per_layer = [
+        (cfg.q_dim, cfg.hidden),
+        (2 * cfg.kv_dim, cfg.hidden),
+        (cfg.hidden, cfg.q_dim),
+        (up, cfg.hidden),
+        (cfg.hidden, cfg.ffn_hidden),
+    ]
+    out = [((batch, n, k), cfg.layers) for n, k in per_layer]
+    return [*out, ((batch, cfg.vocab, cfg.hidden), 1)]
+
+
+def compute_with_rates(cfg, ceiling, rates: dict) -> dict[int, float]:
+    """Compute time per batch: the decoder's matmuls at their measured rates, the rest
+    (attention over the cache, elementwise) at the peak."""
+    out = {}
+    for r in ceiling.rows:
+        matmuls = decoder_matmuls(cfg, r.batch)
+        if any(shape not in rates for shape, _ in matmuls):
+            continue
+        flops = sum(2.0 * m * n * k * count for (m, n, k), count in matmuls)
+        at_rates = sum(2.0 * m * n * k * count / rates[(m, n, k)] for (m, n, k), count in matmuls)
+        rest = max(r.flops_per_step - flops, 0.0) / ceiling.peak_flops_per_s
+        out[r.batch] = at_rates + rest
+    return out
 
 
 def decode_bars(batch: int, ceiling_tokens_per_s: float, expected: ExpectedRow, measured_s: float):
