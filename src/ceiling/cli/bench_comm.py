@@ -85,6 +85,13 @@ def bench_comm(
     quick: Annotated[bool, typer.Option(help="Three sizes: 4 KiB, 256 KiB, 4 MiB.")] = False,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     timeout: Annotated[float, typer.Option(help="Stop every worker after this many s.")] = 300.0,
+    stall_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Stop every worker when none has made progress for this many s (a hung "
+            "worker is named); local runs."
+        ),
+    ] = 30.0,
     spec: Annotated[
         str | None,
         typer.Option(
@@ -125,7 +132,9 @@ def bench_comm(
     else:
         top = comm.DEFAULT_MAX_BYTES[_kind(device)] if max_bytes is None else parse_bytes(max_bytes)
         sizes = comm.default_sizes(int(parse_bytes(min_bytes)), int(top))
-    raw = _run(comm, workers, op_list, sizes, iters, device, timeout)
+    if not 0 < stall_timeout < float("inf"):
+        raise InvalidInput(f"--stall-timeout must be a positive number, got {stall_timeout:g}")
+    raw = _run(comm, workers, op_list, sizes, iters, device, (timeout, stall_timeout))
     if raw is None:  # not rank 0 under torchrun
         return
     rows = comm_rows(raw)
@@ -244,7 +253,7 @@ def _telemetry(raw: dict[str, Any]) -> dict[str, Any] | None:
     return {"source": raw["telemetry_source"], **summarize(readings)}
 
 
-def _run(comm, workers, op_list, sizes, iters, device, timeout):
+def _run(comm, workers, op_list, sizes, iters, device, timeouts):
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -264,6 +273,7 @@ def _run(comm, workers, op_list, sizes, iters, device, timeout):
             sizes,
             iters=iters,
             device=device,
-            timeout_s=timeout,
+            timeout_s=timeouts[0],
+            stall_s=timeouts[1],
             on_progress=lambda m: progress.update(task, description=m, advance=1),
         )

@@ -18,6 +18,7 @@ import warnings
 from typing import Any
 
 from ceiling.errors import InvalidInput, WrongResult
+from ceiling.measure.stall import STALL_S
 from ceiling.model.collectives import OPS
 from ceiling.units import format_bytes
 
@@ -226,6 +227,7 @@ def run_comm_benchmark(
     device: str = "auto",
     timeout_s: float = 300.0,
     on_progress=None,
+    stall_s: float = STALL_S,
 ) -> dict[str, Any] | None:
     """Spawn `workers` ranks here (or join torchrun's job); rank 0 gets the raw sweep."""
     from ceiling.measure import distributed
@@ -241,6 +243,7 @@ def run_comm_benchmark(
         device=device,
         threads_per_worker=1,
         timeout_s=timeout_s,
+        stall_s=stall_s,
     )
     if distributed.under_launcher():
         rank, result = distributed.run_under_launcher(job)
