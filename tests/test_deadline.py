@@ -21,6 +21,9 @@ NEVER_RETURNS = textwrap.dedent(
 
     def build():
         forever()
+
+    def step(ctx):
+        forever()
     """
 )
 
@@ -102,3 +105,14 @@ def test_profile_command_takes_a_timeout(cli, never_returns):
         f"error: profiling {never_returns}:build did not finish within 1 s (--timeout) and was "
         "stopped\n"
     )
+
+
+def test_scale_threads_that_never_return_are_named_within_one_deadline(cli, never_returns):
+    code, _, err = cli(
+        "scale", f"{never_returns}:step", "--backend", "threads", "--workers", "3",
+        "--timeout", "1",
+    )  # fmt: skip
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: threads did not finish within 1 s at N = 3 (still running: ")
+    for rank in range(3):
+        assert f"rank {rank} at {never_returns}.py:" in err

@@ -287,8 +287,9 @@ def _run_threads(cfg: ScaleConfig, on_progress) -> dict[str, Any]:
         threads = [threading.Thread(target=run_rank, args=(r,), daemon=True) for r in range(n)]
         for t in threads:
             t.start()
+        end = time.monotonic() + cfg.timeout_s  # one deadline for all, not one per thread
         for t in threads:
-            t.join(cfg.timeout_s)
+            t.join(max(end - time.monotonic(), 0.0))
         if errors:
             bad_rank, bad = errors[0]
             if isinstance(bad, CeilingError):
@@ -297,13 +298,34 @@ def _run_threads(cfg: ScaleConfig, on_progress) -> dict[str, Any]:
                 f"worker thread rank {bad_rank} of {n} failed: {type(bad).__name__}: {bad}"
             ) from bad
         if any(t.is_alive() for t in threads) or any(r is None for r in results):
+            hung = _thread_places(threads, [r for r, t in enumerate(threads) if t.is_alive()])
             barrier.abort()
-            raise WorkerFailed(f"threads did not finish within {cfg.timeout_s:g} s at N = {n}")
+            raise WorkerFailed(
+                f"threads did not finish within {cfg.timeout_s:g} s at N = {n}"
+                + (f" (still running: {'; '.join(hung)})" if hung else "")
+            )
         truth = results[0][0]
         runs.append(_summarize_n(n, [r[1] for r in results]))
         if on_progress is not None:
             on_progress(f"N = {n} done")
     return {"runs": runs, "truth": truth, "device": device, "backend_engine": "threads"}
+
+
+def _thread_places(threads: list[threading.Thread], ranks: list[int]) -> list[str]:
+    """'rank 1 at job.py:12 in step' for each hung thread: its innermost frame."""
+    import sys
+    from pathlib import Path
+
+    frames = sys._current_frames()
+    out = []
+    for r in ranks:
+        frame = frames.get(threads[r].ident)
+        if frame is None:  # ended just now
+            out.append(f"rank {r}")
+            continue
+        code = frame.f_code
+        out.append(f"rank {r} at {Path(code.co_filename).name}:{frame.f_lineno} in {code.co_name}")
+    return out
 
 
 def _device_sync(device: str):
