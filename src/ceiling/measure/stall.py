@@ -108,26 +108,21 @@ class StallWatch:
         return sorted(working or running)
 
     def describe(self, culprits: list[int]) -> str:
-        """'rank 1 of 2 made no progress for 30 s (at job.py:12 in step; ...)'."""
-        states = {r: self.ranks[r] for r in culprits}
-        waiting = all(s.in_collective for s in states.values())
-        who = "rank" if len(culprits) == 1 else "ranks"
-        where = "; ".join(
-            f"rank {r} at {s.where or 'an unknown place'}"
-            if len(culprits) > 1
-            else f"at {s.where or 'an unknown place'}"
-            for r, s in states.items()
-        )
-        why = (
-            "every rank waited in a collective that never completed"
-            if waiting
-            else "the other ranks waited for it"
-            if len(culprits) == 1
-            else "the other ranks waited for them"
-        )
+        """'worker rank 1 of 2 made no progress for 30 s (at job.py:12 in step; ...)'."""
+        one = len(culprits) == 1
+        places = [
+            ("at " if one else f"rank {r} at ") + (self.ranks[r].where or "an unknown place")
+            for r in culprits
+        ]
+        if all(self.ranks[r].in_collective for r in culprits):
+            why = "every rank waited in a collective that never completed"
+        elif len(culprits) == self.world:
+            why = "none waited for another"
+        else:
+            why = f"the other ranks waited for {'it' if one else 'them'}"
         return (
-            f"worker {who} {', '.join(map(str, culprits))} of {self.world} made no progress "
-            f"for {self.stall_s:g} s ({where}; {why})"
+            f"worker {'rank' if one else 'ranks'} {', '.join(map(str, culprits))} of "
+            f"{self.world} made no progress for {self.stall_s:g} s ({'; '.join(places)}; {why})"
         )
 
 
