@@ -50,9 +50,10 @@ def deadline(seconds: float | None, what: str) -> Iterator[None]:
         raise _Expired
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         try:
+            # armed inside the try: a timer short enough to fire at once is still caught
+            signal.setitimer(signal.ITIMER_REAL, seconds)
             yield
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
