@@ -53,3 +53,15 @@ def check_numbers_everywhere(command: Any) -> Any:
     for sub in getattr(command, "commands", {}).values():
         check_numbers_everywhere(sub)
     return command
+
+
+def count_in_range(text: str, name: str, lo: int, hi: int, why: str = "") -> int:
+    """A count given as text ('8', '8k', '1e6'), refused outside [lo, hi] with the range
+    (and why the bound is there) in the message."""
+    from ceiling.units import parse_count
+
+    n = parse_count(text)
+    if not lo <= n <= hi:
+        reason = f" ({why})" if why else ""
+        raise InvalidInput(f"{name} must be between {lo:,} and {hi:,}{reason}, got {text!r}")
+    return n

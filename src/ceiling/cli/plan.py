@@ -11,6 +11,7 @@ import typer
 from ceiling.cli.app import app
 from ceiling.cli.device_options import ProfileOption, SpecOption
 from ceiling.cli.output import JsonOption, console, emit_json, table
+from ceiling.cli.params import count_in_range
 from ceiling.errors import InvalidInput
 from ceiling.units import format_bytes, format_percent, format_time, parse_bandwidth, parse_count
 
@@ -40,11 +41,14 @@ ModelArg = Annotated[
 ]
 
 
+# Beyond these no cluster or training run exists, and the search's work grows with them.
+MAX_DEVICES = 2**20
+MAX_GLOBAL_BATCH = 2**24
+
+
 def _int(text: str, what: str) -> int:
-    n = parse_count(text)
-    if n < 1:
-        raise InvalidInput(f"{what} must be ≥ 1, got {text!r}")
-    return n
+    hi = MAX_DEVICES if what == "--gpus" else MAX_GLOBAL_BATCH
+    return count_in_range(text, what, 1, hi, "more is beyond any cluster or training run")
 
 
 def build_cluster(

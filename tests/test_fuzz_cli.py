@@ -1,0 +1,470 @@
+"""Fuzz every command's options with valid and hostile values: each run either succeeds or
+prints one line on stderr and exits 2 -- never a traceback, never a hang.
+
+Runs in-process (the `cli` fixture) with resource caps so the whole file stays within about a
+minute on two cores: small sizes, `--device meta` for profile, threads instead of worker
+processes for scale. Sizes that are valid but large (a million workers, a batch of 1e8) are
+the subject of the up-front memory and work checks, tested where those live; here the
+options that set the amount of work get small valid values and hostile invalid ones.
+
+The examples are derived from a fixed seed (CI sees the same runs every time); set
+CEILING_FUZZ_EXAMPLES=N for N examples per command and CEILING_FUZZ_RANDOM=1 to explore.
+"""
+
+from __future__ import annotations
+
+import _thread
+import contextlib
+import os
+import threading
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+FLAG = "FLAG"
+PER_CALL_DEADLINE_S = 90  # a hang detector, not a speed check
+
+# Values no option should take without a clear one-line refusal.
+HOSTILE = [
+    "-1",
+    "0",
+    "nan",
+    "inf",
+    "-inf",
+    "1e308",
+    "99999999999999999999",
+    "1e-300",
+    "10kg",
+    "",
+    "1,,2",
+    "\x1b[31mred",
+    "ü",
+    "-0.5",
+]
+# The same, without values that are merely large (options that size the work).
+HOSTILE_SMALL = [v for v in HOSTILE if v not in ("1e308", "99999999999999999999", "inf")]
+
+
+@dataclass
+class Command:
+    positional: list[list[str]] = field(default_factory=list)
+    options: dict[str, list[str] | str] = field(default_factory=dict)
+    sizes_work: set[str] = field(default_factory=set)  # hostile values without large ones
+    fixed: list[str] = field(default_factory=list)  # resource caps, always given
+    skip: dict[str, str] = field(default_factory=dict)  # option -> why it is not fuzzed
+    always: list[str] = field(default_factory=list)  # options every run gives (required ones)
+    examples: int = 30
+
+
+def _commands(files: dict[str, str]) -> dict[str, Command]:
+    plots = [files["png"], files["svg"], "/proc/x.png", files["notdir"], files["txt"]]
+    profiles = [files["profile"], files["binary"], files["newer"], "/dev/zero", "/nope.json"]
+    specs = ["h100-sxm", "a100-80gb", "mi300x", "nope"]
+    fractions = ["0.9", "0.5", "1", "0", "0.999"]
+    counts = ["8", "1,2,4", "64", "1024"]
+    times = ["1ms", "2", "0.5s", "10us", "1,2,3,4"]
+    return {
+        "amdahl": Command(
+            positional=[fractions],
+            options={
+                "--parallel": fractions,
+                "--serial": fractions,
+                "-n": counts,
+                "--json": FLAG,
+                "--plot": plots,
+            },
+            examples=25,
+        ),
+        "gustafson": Command(
+            positional=[fractions],
+            options={
+                "--parallel": fractions,
+                "--serial": fractions,
+                "-n": counts,
+                "--json": FLAG,
+                "--plot": plots,
+            },
+            examples=25,
+        ),
+        "info": Command(options={"--json": FLAG}, examples=2),
+        "specs": Command(
+            positional=[["h100-sxm", "nope", "a100-80gb"]],
+            options={"--template": FLAG, "--json": FLAG},
+            examples=10,
+        ),
+        "models": Command(
+            positional=[["llama-3-8b", "nope", "gpt:tiny"]], options={"--json": FLAG}, examples=8
+        ),
+        "roofline": Command(
+            options={
+                "--op": ["matmul:64", "add:1000", "matmul:4096x4096x4096", "bogus"],
+                "--dtype": ["fp32", "bf16", "fp8", "int4", "zz"],
+                "--spec": specs,
+                "--profile": profiles,
+                "--json": FLAG,
+                "--plot": plots,
+            },
+            skip={"--measure": "measures this machine (roofline tests cover it)"},
+            examples=25,
+        ),
+        "decode": Command(
+            positional=[["gpt:tiny", "llama-3-8b", "nope", "custom:layers=2,hidden=64,heads=4"]],
+            options={
+                "--spec": specs,
+                "--profile": profiles,
+                "--batch": ["1", "8", "1,64"],
+                "--context": ["0", "2048", "4k"],
+                "--prompt": ["128", "1k"],
+                "--weights": ["bf16", "int8", "int4", "zz"],
+                "--kv-dtype": ["bf16", "fp8"],
+                "--activations": ["bf16", "fp32"],
+                "--tp": ["1", "2", "8"],
+                "--json": FLAG,
+                "--plot": plots,
+            },
+            always=["--spec"],
+            skip={
+                "--measure": "runs the model (decode --measure tests, with memory checks)",
+                "--device": "only used with --measure",
+            },
+            examples=25,
+        ),
+        "plan": Command(
+            positional=[["llama-3-8b", "gpt:tiny", "nope"]],
+            options={
+                "--gpus": ["8", "64", "1024"],
+                "--spec": specs,
+                "--profile": profiles,
+                "--gpus-per-node": ["8", "4"],
+                "--global-batch": ["64", "1024"],
+                "--seq": ["2048", "4096"],
+                "--top": ["1", "5"],
+                "--fixed": ["tp=2", "pp=2"],
+                "--attention": ["flash", "unfused"],
+                "--dropout": FLAG,
+                "--no-dp-overlap": FLAG,
+                "--headroom": ["0.1", "0.5"],
+                "--matmul-efficiency": ["0.5", "0.9"],
+                "--intra-bw": ["900GB/s"],
+                "--inter-bw": ["50GB/s", "1B/s"],
+                "--dtype": ["bf16", "fp8", "zz"],
+                "--tokens": ["1T", "15e12"],
+                "--scaling": ["0", "3"],
+                "--json": FLAG,
+            },
+            always=["--gpus", "--spec"],
+            examples=25,
+        ),
+        "profile": Command(
+            positional=[["gpt:tiny", "mlp", "nope", "custom:layers=1,hidden=32,heads=2"]],
+            options={
+                "--train": FLAG,
+                "--dtype": ["fp32", "bf16", "zz"],
+                "--spec": specs,
+                "--profile": profiles,
+                "--batch": ["1", "4"],
+                "--seq": ["8", "16"],
+                "--steps": ["1", "2"],
+                "--top": ["3", "12"],
+                "--timeout": ["60"],
+                "--json": FLAG,
+                "--plot": plots,
+            },
+            sizes_work={"--batch", "--seq", "--steps", "--timeout"},
+            fixed=["--device", "meta"],
+            skip={"--device": "fixed to meta: counts without running"},
+            examples=10,
+        ),
+        "step": Command(
+            positional=[["mlp", "nope"]],
+            options={
+                "--slow-data": FLAG,
+                "--data-delay-ms": ["0", "1"],
+                "--dtype": ["fp32", "zz"],
+                "--batch": ["2", "4"],
+                "--steps": ["1", "2"],
+                "--threads": ["1"],
+                "--json": FLAG,
+                "--plot": plots,
+            },
+            sizes_work={"--data-delay-ms", "--batch", "--steps", "--threads"},
+            fixed=["--workers", "0"],
+            skip={
+                "--workers": "fixed to 0: loader worker processes are step's own tests",
+                "--device": "cpu only here",
+            },
+            examples=8,
+        ),
+        "scale": Command(
+            positional=[["synthetic", "python", "nope"]],
+            options={
+                "--workers": ["1", "1,2", "2"],
+                "--mode": ["strong", "weak", "zz"],
+                "--steps": ["1", "2"],
+                "--warmup": ["0", "1"],
+                "--imbalance": ["0", "0.2"],
+                "--serial": ["0.1", "0.5"],
+                "--work-ms": ["1", "2"],
+                "--iterations": ["1000"],
+                "--timeout": ["60"],
+                "--stall-timeout": ["30"],
+                "--predict": ["8", "16,32"],
+                "--json": FLAG,
+                "--plot": plots,
+            },
+            sizes_work={
+                "--workers",
+                "--steps",
+                "--warmup",
+                "--work-ms",
+                "--iterations",
+                "--timeout",
+                "--stall-timeout",
+            },
+            fixed=["--backend", "threads", "--work-ms", "1", "--iterations", "1000"],
+            skip={
+                "--backend": "threads: worker processes are scale's own tests",
+                "--device": "cpu",
+                "--model": "ddp workload only",
+                "--batch": "ddp only",
+                "--seq": "ddp only",
+                "--size": "matmul workload only",
+                "--comm-bytes": "needs worker processes",
+                "--threads-per-worker": "worker processes only",
+            },
+            examples=10,
+        ),
+        "fit": Command(
+            positional=[
+                [
+                    files["csv"],
+                    files["one_row"],
+                    files["binary"],
+                    "/dev/null",
+                    "/dev/zero",
+                    "/nope.csv",
+                    files["dir"],
+                ]
+            ],
+            options={
+                "--mode": ["strong", "weak", "zz"],
+                "--weak": FLAG,
+                "--time-unit": ["s", "ms", "zz"],
+                "--predict": ["16", "8,64"],
+                "--json": FLAG,
+                "--plot": plots,
+            },
+            examples=25,
+        ),
+        "repeat": Command(
+            positional=[["matmul", "reduction", "nope", "nope:nothing"]],
+            options={
+                "--runs": ["2", "3"],
+                "--threads": ["1", "1,2"],
+                "--no-deterministic-check": FLAG,
+                "--timeout": ["60"],
+                "--json": FLAG,
+            },
+            sizes_work={"--runs", "--threads", "--timeout"},
+            skip={"--deterministic-check": "its negation is fuzzed"},
+            examples=12,
+        ),
+        "trace": Command(
+            positional=[["/nope.json", files["binary"], files["empty_json"], files["dir"]]],
+            options={
+                "--spec": specs,
+                "--profile": profiles,
+                "--dtype": ["bf16", "zz"],
+                "--top": ["3", "10"],
+                "--json": FLAG,
+                "--plot": plots,
+            },
+            examples=20,
+        ),
+        "simulate pipeline": Command(
+            options={
+                "--stages": ["1", "4", "8"],
+                "--micro-batches": ["1", "8", "32"],
+                "--schedule": ["gpipe", "1f1b", "interleaved", "zz"],
+                "--chunks": ["1", "2"],
+                "--forward": times,
+                "--backward": times,
+                "--p2p": ["0", "1ms"],
+                "--json": FLAG,
+                "--plot": plots,
+            },
+            sizes_work={"--stages", "--micro-batches", "--chunks"},
+            examples=25,
+        ),
+        "simulate straggler": Command(
+            options={
+                "--workers": ["1", "64", "1024"],
+                "--step": ["1s", "10ms"],
+                "--slow": ["1", "1.5", "3"],
+                "--slow-count": ["0", "1", "8"],
+                "--jitter": ["0", "0.1"],
+                "--allreduce": ["0", "5ms"],
+                "--seed": ["0", "7"],
+                "--json": FLAG,
+                "--plot": plots,
+            },
+            sizes_work={"--workers"},
+            examples=25,
+        ),
+    }
+
+
+# Commands left out, and why.
+NOT_FUZZED = {
+    "report": "measures the machine for minutes; its inputs are checked by test_report_cli",
+    "bench": "measures the machine; its inputs are checked by test_bench_cli",
+}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    import json
+
+    from ceiling.hardware.profile import MachineProfile, MeasuredDevice
+
+    d = tmp_path_factory.mktemp("fuzz")
+    (d / "m.csv").write_text("N,time\n1,10\n2,5.6\n4,3.4\n8,2.35\n")
+    (d / "one.csv").write_text("N,time\n1,10\n")
+    (d / "blob.bin").write_bytes(bytes(range(256)) * 4)
+    (d / "a-file").write_text("x")
+    (d / "empty.json").write_text("{}")
+    device = MeasuredDevice(
+        name="cpu", kind="cpu", peak_flops_per_s={"fp32": 2e11}, bandwidth_bytes_per_s=2e10
+    )
+    profile = MachineProfile(
+        method_version=2, created="2026-01-01", host="h", environment={}, devices=[device]
+    ).to_json()
+    (d / "profile.json").write_text(json.dumps(profile))
+    (d / "newer.json").write_text(json.dumps({**profile, "method_version": 99}))
+    return {
+        "csv": str(d / "m.csv"),
+        "one_row": str(d / "one.csv"),
+        "binary": str(d / "blob.bin"),
+        "empty_json": str(d / "empty.json"),
+        "dir": str(d),
+        "profile": str(d / "profile.json"),
+        "newer": str(d / "newer.json"),
+        "png": str(d / "f.png"),
+        "svg": str(d / "f.svg"),
+        "txt": str(d / "f.txt"),
+        "notdir": str(d / "a-file" / "f.png"),
+    }
+
+
+def _value(draw, valid: list[str], hostile: list[str]) -> str:
+    """A valid value three times in four, so that runs get past the first check."""
+    pool = hostile if draw(st.integers(0, 3)) == 0 else valid
+    return draw(st.sampled_from(pool))
+
+
+@st.composite
+def invocations(draw, name: str, spec: Command) -> list[str]:
+    args = name.split()
+    for candidates in spec.positional:
+        args.append(_value(draw, candidates, HOSTILE))
+    optional = sorted(set(spec.options) - set(spec.always))
+    chosen = [*spec.always, *draw(st.lists(st.sampled_from(optional), unique=True, max_size=4))]
+    for opt in chosen:
+        valid = spec.options[opt]
+        if valid == FLAG:
+            args.append(opt)
+            continue
+        hostile = HOSTILE_SMALL if opt in spec.sizes_work else HOSTILE
+        args += [opt, _value(draw, list(valid), hostile)]
+    return args + spec.fixed
+
+
+@contextlib.contextmanager
+def _hang_detector(seconds: float):
+    """KeyboardInterrupt in this thread after `seconds` (the CLI then exits 130, which the
+    test reports); a thread timer, so commands' own SIGALRM deadlines are left alone."""
+    timer = threading.Timer(seconds, _thread.interrupt_main)
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+TALLY: dict[str, dict[str, int]] = {}
+
+
+def _examples(spec: Command) -> int:
+    return int(os.environ.get("CEILING_FUZZ_EXAMPLES", spec.examples))
+
+
+COMMAND_NAMES = [
+    "amdahl", "gustafson", "info", "specs", "models", "roofline", "decode", "plan", "profile",
+    "step", "scale", "fit", "repeat", "trace", "simulate pipeline", "simulate straggler",
+]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", COMMAND_NAMES)
+def test_every_run_succeeds_or_says_one_line(cli, files, name, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # anything a command writes by default lands here
+    monkeypatch.setenv("CEILING_PROFILE", files["profile"])  # not this machine's own profile
+    spec = _commands(files)[name]
+    tally = TALLY.setdefault(name, {"tried": 0, "clean": 0, "ok": 0})
+
+    @settings(
+        max_examples=_examples(spec),
+        deadline=None,
+        derandomize=not os.environ.get("CEILING_FUZZ_RANDOM"),
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(argv=invocations(name, spec))
+    def run(argv):
+        with _hang_detector(PER_CALL_DEADLINE_S):
+            code, _out, err = cli(*argv)
+        tally["tried"] += 1
+        lines = err.strip().splitlines()
+        ok = code == 0 and "Traceback" not in err
+        refused = code == 2 and len(lines) == 1 and lines[0].startswith(("error:", "warning:"))
+        assert ok or refused, (argv, code, err[-2000:])
+        tally["clean"] += 1
+        tally["ok"] += ok
+
+    run()
+    print(f"\nfuzz {name}: tried {tally['tried']}, clean {tally['clean']}, ok {tally['ok']}")
+
+
+def test_every_option_of_every_command_is_fuzzed_or_excluded_with_a_reason(files):
+    """A new option cannot slip past the fuzzing unnoticed."""
+    import typer.main
+
+    from ceiling.cli.app import app
+
+    root = typer.main.get_command(app)
+    specs = _commands(files)
+    seen = set()
+
+    def walk(command, path):
+        for sub_name, sub in getattr(command, "commands", {}).items():
+            walk(sub, [*path, sub_name])
+        if getattr(command, "commands", None):
+            return
+        name = " ".join(path)
+        if path[0] in NOT_FUZZED:
+            return
+        assert name in specs, f"`ceiling {name}` is neither fuzzed nor in NOT_FUZZED"
+        seen.add(name)
+        spec = specs[name]
+        for param in command.params:
+            if not param.opts[0].startswith("-") or param.opts[0] in ("--help",):
+                continue
+            names = set(param.opts) | set(getattr(param, "secondary_opts", []))
+            assert names & (set(spec.options) | set(spec.skip) | set(spec.fixed)), (
+                f"`ceiling {name}` {param.opts[0]} is neither fuzzed nor skipped with a reason"
+            )
+
+    walk(root, [])
+    assert seen == set(COMMAND_NAMES)
