@@ -52,13 +52,40 @@ def quick_cache_bandwidth(device: str, cache_bytes: float | None) -> float | Non
     return n * 4 / min(times)
 
 
-def local_roofs(device: str, cache_bytes: float | None, profile=None) -> LocalRoofs:
-    """The per-op floor from the machine profile, else a quick measurement; the cache's
-    bandwidth measured quickly."""
+AUTOGRAD_CHAIN = 100  # tiny ops per timed chain (each adds one op to the backward pass)
+
+
+def time_autograd_op(device: str, budget_ms: float = QUICK_BUDGET_MS) -> float:
+    """Median seconds per op of a training step's tiny ops: a chain of one-element
+    multiplies recorded by autograd, then its backward (one more op per multiply), so the
+    graph bookkeeping every op of a training step pays is in the figure."""
+    import torch
+
+    x = torch.ones(1, device=device, requires_grad=True)
+
+    def chain() -> None:
+        y = x
+        for _ in range(AUTOGRAD_CHAIN):
+            y = y * 1.0
+        y.backward()
+
+    times = benchmark(chain, device=device, warmup_ms=10.0, budget_ms=budget_ms, flush=None)
+    return sorted(times)[len(times) // 2] / (2 * AUTOGRAD_CHAIN)
+
+
+def local_roofs(
+    device: str, cache_bytes: float | None, profile=None, train: bool = False
+) -> LocalRoofs:
+    """The per-op floor: with autograd for a training step (measured quickly), else from
+    the machine profile or a quick measurement; the cache's bandwidth measured quickly."""
     from ceiling.measure.overhead import time_tiny_op
 
-    per_op = _profiled_per_op_s(device, profile)
-    source = "machine profile (`ceiling bench overhead`)"
+    if train:
+        per_op = time_autograd_op(device)
+        source = "a quick tiny-op measurement with autograd (forward and backward ops)"
+    else:
+        per_op = _profiled_per_op_s(device, profile)
+        source = "machine profile (`ceiling bench overhead`)"
     if per_op is None:
         per_op, _best = time_tiny_op(device, warmup_ms=10.0, budget_ms=QUICK_BUDGET_MS)
         source = "a quick tiny-op measurement (`ceiling bench overhead` measures it properly)"

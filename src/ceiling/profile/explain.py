@@ -34,15 +34,17 @@ def working_set_bytes(params: int, itemsize: int, train: bool, calls) -> float:
     return params * itemsize * (TRAINING_COPIES if train else 1) + largest
 
 
-def local_roofs(ceiling, device: str, profile, cache_bytes: float | None, measure: bool):
-    """Roofs of the device the step ran on; the per-op floor and cache bandwidth measured
-    (quickly) only when the step ran here."""
+def local_roofs(
+    ceiling, device: str, profile, cache_bytes: float | None, measure: bool, train: bool = False
+):
+    """Roofs of the device the step ran on; the per-op floor (with autograd for a training
+    step) and cache bandwidth measured (quickly) only when the step ran here."""
     if not measure:
         roofs = Roofs(ceiling.roof_flops_per_s, ceiling.bandwidth_bytes_per_s)
         return roofs, "not measured (nothing ran)"
     from ceiling.measure.roofs import local_roofs as measured
 
-    m = measured(device, cache_bytes, profile)
+    m = measured(device, cache_bytes, profile, train)
     roofs = Roofs(
         ceiling.roof_flops_per_s,
         ceiling.bandwidth_bytes_per_s,

@@ -336,7 +336,7 @@ def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, reco
 
     ran = dev.type != "meta"
     cache = _cache_bytes(str(dev)) if ran else None
-    roofs, source = local_roofs(ceiling, str(dev), profile, cache, measure=ran)
+    roofs, source = local_roofs(ceiling, str(dev), profile, cache, measure=ran, train=train)
     working_set = working_set_bytes(workload.params, itemsize, train, rec.calls)
     # each matmul shape timed alone here is its own compute roof (not for another device)
     here = ran and not ceiling.source.startswith("datasheet spec")
