@@ -110,3 +110,19 @@ def test_a_five_column_terminal_still_shows_whole_numbers():
     r = _run(["simulate", "straggler"], COLUMNS="5")
     assert r.returncode == 0 and r.stderr == ""
     assert max(len(line) for line in r.stdout.splitlines()) >= 30
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report", "--only", "amdahl", "-o"],
+        ["bench", "--save"],
+    ],
+    ids=["report -o", "bench --save"],
+)
+def test_an_unwritable_output_file_is_refused_before_any_measurement(cli, argv, bad_paths):
+    for path in list(bad_paths)[:2]:  # /proc, and a file where a folder should be
+        target = path.replace(".png", ".html" if argv[0] == "report" else ".json")
+        code, out, err = cli(*argv, target)
+        assert one_line_exit_2(code, err), (argv, target, err)
+        assert "cannot write" in err and out == ""

@@ -13,7 +13,7 @@ import typer
 from ceiling.cli.app import app
 from ceiling.cli.output import LIST_HELP, JsonOption, emit_json, joined, table
 from ceiling.errors import InvalidInput
-from ceiling.records import write_json_atomic, write_text_atomic
+from ceiling.records import check_writable, write_json_atomic, write_text_atomic
 
 DEFAULT_OUTPUT = "ceiling-report.html"
 QUALIFYING_NOTES = ("measured on a busy machine", "measured above the theoretical peak")
@@ -69,7 +69,7 @@ def report(
     specs = _select(_with_trace(SECTIONS, trace), joined(only))
     output = _check_output(output)
     if profile is not None:
-        if not profile.is_file():
+        if not profile.exists():  # anything else (a folder, a device) load_profile names
             raise InvalidInput(
                 f"profile {str(profile)!r} does not exist (run `ceiling bench --quick`)"
             )
@@ -160,6 +160,8 @@ def _check_output(output: Path) -> Path:
         raise InvalidInput(f"folder {str(output.parent)!r} for the report does not exist")
     if output.is_dir():
         raise InvalidInput(f"{str(output)!r} is a folder, not a file name")
+    # the page and its JSON record go to the same folder: it must take new files now
+    check_writable(output, create_folders=False)
     return output
 
 
