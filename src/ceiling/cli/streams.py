@@ -1,10 +1,9 @@
 """The terminal as it really is: a stdout that cannot encode "×", a 5-column window, a full disk.
 
-Output keeps its meaning on any of them: characters a stream cannot encode become
-ASCII look-alikes ("≥" becomes ">=", anything else "?"), tables
-are laid out at least MIN_COLUMNS wide (a narrower window wraps them), and a stdout that
-refuses bytes (a full disk, a closed pipe) ends the command with one line instead of a
-traceback.
+Output keeps its meaning on any of them: characters a stream cannot encode become ASCII
+look-alikes ("≥" becomes ">=", anything else "?"), tables are laid out at least MIN_COLUMNS
+wide (a narrower window wraps them), and a stdout that refuses bytes (a full disk, a closed
+pipe) ends the command with one line instead of a traceback.
 """
 
 from __future__ import annotations
