@@ -97,3 +97,42 @@ def test_a_module_that_is_not_there_is_a_name_error_not_the_users(cli, user_dir)
     assert code == 2 and "no such module" in err
     code, _, err = cli("repeat", "raises:not_there", "--runs", "2")
     assert code == 2 and "has no callable 'not_there'" in err
+
+
+MODEL_CODE = """
+import sys
+
+import torch
+from torch import nn
+
+
+class Wrong(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x) @ torch.ones(3, 3)
+
+
+class Exits(Wrong):
+    def forward(self, x):
+        sys.exit(5)
+
+
+def wrong():
+    return {"model": Wrong(), "batch": torch.randn(2, 4)}
+
+
+def exits():
+    return {"model": Exits(), "batch": torch.randn(2, 4)}
+"""
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_profile_names_the_line_of_the_users_forward_that_failed(cli, tmp_path, device):
+    (tmp_path / "models_fwd.py").write_text(MODEL_CODE)
+    target = f"{tmp_path / 'models_fwd.py'}:wrong"
+    _check(*cli("profile", target, "--device", device), r"models_fwd\.py:14, in forward\)")
+    target = f"{tmp_path / 'models_fwd.py'}:exits"
+    _check(*cli("profile", target, "--device", device), r"called sys\.exit\(5\)")

@@ -50,6 +50,15 @@ def _last_user_frame(tb) -> traceback.FrameSummary | None:
     return chosen[-1] if chosen else None
 
 
+def raised_in_user_code(exc: BaseException) -> bool:
+    """Whether any frame of the exception's traceback is the user's own code."""
+    return any(
+        not str(Path(f.filename).resolve()).startswith((_CEILING_DIR, *_LIBRARY_DIRS))
+        and not f.filename.startswith("<")
+        for f in traceback.extract_tb(exc.__traceback__)
+    )
+
+
 def _where(exc: BaseException) -> str:
     if isinstance(exc, SyntaxError) and exc.filename:
         return f" ({_shown(exc.filename)}:{exc.lineno})"

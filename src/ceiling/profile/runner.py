@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from ceiling import usercode
 from ceiling.errors import CeilingError, DoesNotFit, InvalidInput, UnsupportedOnDevice
 from ceiling.profile.recorder import OpRecorder
 from ceiling.profile.targets import (
@@ -131,10 +132,12 @@ def guard(target: str, fn, *args, **kwargs):
         return fn(*args, **kwargs)
     except CeilingError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         if is_out_of_memory(exc):
             raise DoesNotFit(f"{target} does not fit in memory: {one_line(exc)[:200]}") from None
         why = meta_failure(exc)
         if why:
             raise UnsupportedOnDevice(f"{target} cannot be counted on meta: {why}") from None
+        if usercode.raised_in_user_code(exc):  # their forward or loss: their line
+            raise usercode.failure(target, exc, " (while running)") from None
         raise InvalidInput(f"{target} failed while running: {one_line(exc)[:300]}") from None
