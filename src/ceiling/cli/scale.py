@@ -109,6 +109,10 @@ def scale(
         raise InvalidInput(f"device must be auto, cpu or cuda, got {device!r}")
     if plot is not None and len(parse_counts(workers)) < 2:
         raise InvalidInput("a figure needs at least two worker counts, e.g. --workers 1,2")
+    if ":" in workload:  # the user's own: a module that does not load fails before any worker
+        from ceiling.usercode import load_callable
+
+        load_callable(workload)
     options = {
         "synthetic": {
             "serial": serial,
