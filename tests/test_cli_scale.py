@@ -133,7 +133,7 @@ def test_a_failing_user_callable_is_one_line(cli):
     # time.sleep(ctx) raises TypeError inside the worker thread
     code, _, err = cli("scale", "time:sleep", "--backend", "threads", "--workers", "1")
     assert code == 2
-    assert err.startswith("error: worker thread rank 0 of 1 failed: TypeError")
+    assert err.startswith("error: your time:sleep raised TypeError")
     assert "Traceback" not in err
 
 
