@@ -91,11 +91,18 @@ def _profile_file(tmp_path, mutate):
 )
 @pytest.mark.parametrize(
     "command",
-    [["roofline", "--op", "add:1000"], ["decode", "gpt:tiny"], ["plan", "gpt:tiny", "--gpus", "1"]],
+    [
+        ["roofline", "--op", "add:1000"],
+        ["decode", "gpt:tiny"],
+        ["plan", "gpt:tiny", "--gpus", "1"],
+        ["report", "--only", "amdahl"],
+    ],
     ids=lambda c: c[0],
 )
 def test_a_profile_nobody_should_trust_is_refused_in_one_line(
     cli, tmp_path, mutate, words, command
 ):
     path = _profile_file(tmp_path, mutate)
-    _one_line(*cli(*command, "--profile", path)[::2], "p.json", *words)
+    out = ["-o", tmp_path / "r.html"] if command[0] == "report" else []
+    _one_line(*cli(*command, *out, "--profile", path)[::2], "p.json", *words)
+    assert not (tmp_path / "r.html").exists()
