@@ -29,6 +29,12 @@ def test_slow_data_demo_names_the_loader_and_more_workers_help(cli, tmp_path):
             r["step_s"] == r["data_s"] + r["host_s"] + r["compute_s"]
             or abs(r["step_s"] - (r["data_s"] + r["host_s"] + r["compute_s"])) < 1e-9
         )
+    # the fastest worker count's waterfall, from the dense peak, sums to its step
+    fastest = min(d["rows"], key=lambda r: r["step_s"])
+    bars = {b["name"]: b["seconds"] for b in d["roofs"]["waterfall"]}
+    assert d["waterfall_workers"] == fastest["workers"] == 4
+    assert abs(sum(bars.values()) - fastest["step_s"]) < 1e-9
+    assert bars["waiting for data"] == fastest["data_s"]
 
 
 def test_step_bad_input(cli, tmp_path):

@@ -17,6 +17,7 @@ from ceiling.cli.output import (
     joined,
     table,
 )
+from ceiling.report import waterfall
 
 DEFAULT_WORKERS = "0,2,4"
 SLOW_DATA_HELP = (
@@ -148,6 +149,8 @@ def step_command(
                 "rows": [_row_json(r) for r in report.rows],
                 "bottleneck": report.rows[0].bottleneck,
                 "verdict": report.verdict,
+                "waterfall_workers": report.waterfall_workers,
+                "roofs": waterfall.explanation_json(report.explanation),
                 "method": report.method,
                 "method_version": report.method_version,
                 "environment": report.environment,
@@ -204,4 +207,11 @@ def render(report) -> None:
     )
     for line in report.verdict:
         c.print(line)
+    e = report.explanation
+    if e is not None and e.waterfall:
+        step_s = sum(b.seconds for b in e.waterfall)
+        cols = [f"{report.waterfall_workers} workers: peak → measured step", "time", "share",
+                "what recovers it"]  # fmt: skip
+        c.print(table("Waterfall (bars sum to the step)", cols,
+                      waterfall.waterfall_rows(e.waterfall, step_s)))  # fmt: skip
     c.print(f"method: {report.method}", style="dim")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -61,6 +61,9 @@ class StepReport:
     )
     method_version: int = METHOD_VERSION
     environment: dict[str, Any] = field(default_factory=dict)
+    # the fastest worker count's step under three roofs, and its waterfall to the step time
+    waterfall_workers: int | None = None
+    explanation: Any = None
 
 
 def _cores() -> int | None:
@@ -72,26 +75,60 @@ def _cores() -> int | None:
         return os.cpu_count()
 
 
-def recorded_compute(target: str, runner: StepRunner, repeats: int) -> tuple[float, float]:
-    """Sum over a step's ops of each op's least time across `repeats` recorded steps, and
-    the median of the recorded steps' own op-time sums.
+def recorded_compute(target: str, runner: StepRunner, repeats: int) -> tuple[float, float, list]:
+    """Sum over a step's ops of each op's least time across `repeats` recorded steps, the
+    median of the recorded steps' own op-time sums, and the op calls at their least times.
 
     Per op, not per step: on a shared machine any op may be preempted, and a preempted op
     is a few ms of someone else's work, not this step's compute. The median says how much
     such waiting a typical step had."""
     best: list[float] | None = None
     sums = []
+    calls: list = []
     for _ in range(repeats):
         rec = OpRecorder(time_ops=True)
         with rec:
             guard(target, runner.step, rec)
+        calls = rec.calls
         times = [c.time_s or 0.0 for c in rec.calls]
         sums.append(sum(times))
         if best is None or len(best) != len(times):
             best = times if best is None else min(best, times, key=sum)
         else:
             best = [min(a, b) for a, b in zip(best, times, strict=True)]
-    return sum(best or []), statistics.median(sums)
+    best = best or []
+    at_best = (
+        [replace(c, time_s=t) for c, t in zip(calls, best, strict=True)]
+        if len(best) == len(calls)
+        else []
+    )
+    return sum(best), statistics.median(sums), at_best
+
+
+def _explain(calls, rows, dev, key: str, workload, itemsize: int):
+    """The fastest worker count's step against three roofs, and its waterfall."""
+    from ceiling.measure.decode import _cache_bytes
+    from ceiling.profile.ceiling import resolve_ceiling, tf32_enabled
+    from ceiling.profile.explain import explain_step, local_roofs, working_set_bytes
+    from ceiling.profile.op_flops import MODEL_CATEGORIES
+
+    if not calls:
+        return None, None
+    row = min(rows, key=lambda r: r.step_s)
+    ceiling = resolve_ceiling(dev, key, tf32_enabled(dev) and key == "fp32", None, None)
+    cache = _cache_bytes(str(dev))
+    roofs, source = local_roofs(ceiling, str(dev), None, cache, measure=True, train=True)
+    model_flops = sum(
+        c.flops - c.recomputed_flops
+        for c in calls
+        if c.category in MODEL_CATEGORIES and c.phase != "recompute"
+    )
+    explanation = explain_step(
+        calls, roofs, source, working_set_bytes(workload.params, itemsize, True, calls),
+        ceiling=ceiling, model_flops=model_flops, step_s=row.step_s,
+        recorded_step_s=row.step_s - row.data_s, data_wait_s=row.data_s,
+    )  # fmt: skip
+    return row.workers, explanation
 
 
 def timed_steps(steps: int, workers: int) -> int:
@@ -244,7 +281,7 @@ def _measure_step(
     check_fits(workload.params, itemsize, True, available_memory_bytes(dev))
     runner = guard(target, StepRunner, workload, dev, torch_dtype, True)
     guard(target, runner.step)
-    compute_s, typical_op_s = recorded_compute(target, runner, RECORDED_STEPS)
+    compute_s, typical_op_s, best_calls = recorded_compute(target, runner, RECORDED_STEPS)
     batch_size = workload.samples_per_step if source is None else source.batch_size
     batches = max(warmup_steps_for(warmup_steps, w) + timed_steps(steps, w) for w in workers)
     needed = (batches + 1) * batch_size
@@ -272,6 +309,7 @@ def _measure_step(
             del loader
     from ceiling.profile.run import environment
 
+    waterfall_workers, explanation = _explain(best_calls, rows, dev, key, workload, itemsize)
     return StepReport(
         target=workload.name,
         device=str(dev),
@@ -285,4 +323,6 @@ def _measure_step(
         threads=torch.get_num_threads(),
         typical_op_s=typical_op_s,
         environment=environment(dev),
+        waterfall_workers=waterfall_workers,
+        explanation=explanation,
     )
