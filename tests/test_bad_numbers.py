@@ -53,3 +53,10 @@ def test_the_number_check_reaches_every_option_of_every_command():
 
     walk(root, [])
     assert unchecked == []
+
+
+@pytest.mark.parametrize("argv", [["--sizes", "1e308"], ["--shape", "9" * 400 + "x2x2"]])
+def test_bench_matmul_refuses_a_size_beyond_any_device_before_measuring(cli, argv):
+    code, _, err = cli("bench", "matmul", *argv)
+    assert code == 2 and "at most 1,048,576" in err
+    assert len(err.strip().splitlines()) == 1

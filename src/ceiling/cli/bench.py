@@ -159,6 +159,19 @@ def _finish(report, json_out: bool, extra: dict | None = None) -> None:
         raise typer.Exit(130)
 
 
+# A square fp32 matmul of this size needs 12 TiB; no device holds more than a few hundred GiB.
+MAX_MATMUL_DIM = 2**20
+
+
+def _matmul_dim(value: int, what: str) -> int:
+    if value > MAX_MATMUL_DIM:
+        shown = f"{value:,}" if value < 10**15 else f"a {len(str(value))}-digit number"
+        raise InvalidInput(
+            f"{what}: {shown} is beyond any device's memory (at most {MAX_MATMUL_DIM:,})"
+        )
+    return value
+
+
 def _parse_sizes(text: str | None) -> list[int] | None:
     if not text:
         return None
@@ -174,7 +187,7 @@ def _parse_sizes(text: str | None) -> list[int] | None:
             ) from None
         if value <= 0:
             raise InvalidInput(f"--sizes: sizes must be positive, got {value}")
-        out.append(value)
+        out.append(_matmul_dim(value, "--sizes"))
     return out
 
 
@@ -254,6 +267,8 @@ def bench_matmul(
 
     dtype = [check_dtype(d) for d in comma_list(dtype)] if dtype else dtype
     shapes = [parse_shape(s) for s in comma_list(shape) or []]
+    for m_n_k in shapes:
+        _matmul_dim(max(m_n_k), "--shape")
     size_list = _parse_sizes(joined(sizes))
     report = _report(device, quick)
     total = suite.planned_steps(report, ("matmul",), dtypes=dtype, sizes=size_list, shapes=shapes)
