@@ -19,6 +19,8 @@ import pytest
         (["plan", "llama-3-8b", "--spec", "h100-sxm", "--gpus", "0"], ["between 1 and"]),
         (["plan", "llama-3-8b", "--spec", "h100-sxm", "--gpus", "8", "--headroom", "nan"], []),
         (["repeat", "matmul", "--timeout", "nan"], ["--timeout", "finite"]),
+        (["bench", "comm", "--quick", "--min-bytes", "nan"], ["byte size"]),
+        (["bench", "comm", "--quick", "--max-bytes", "-1"], ["cannot be negative"]),
     ],
 )
 def test_a_number_out_of_its_range_is_one_line(cli, argv, words):

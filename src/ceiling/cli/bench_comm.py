@@ -127,11 +127,13 @@ def bench_comm(
         from ceiling.hardware.catalog import get_spec
 
         named = get_spec(spec)
+    # read even with --quick, so that a bad value is refused rather than ignored
+    low = int(parse_bytes(min_bytes))
+    top = comm.DEFAULT_MAX_BYTES[_kind(device)] if max_bytes is None else parse_bytes(max_bytes)
     if quick:
         sizes = [4 * 2**10, 256 * 2**10, 4 * 2**20]
     else:
-        top = comm.DEFAULT_MAX_BYTES[_kind(device)] if max_bytes is None else parse_bytes(max_bytes)
-        sizes = comm.default_sizes(int(parse_bytes(min_bytes)), int(top))
+        sizes = comm.default_sizes(low, int(top))
     if not 0 < stall_timeout < float("inf"):
         raise InvalidInput(f"--stall-timeout must be a positive number, got {stall_timeout:g}")
     raw = _run(comm, workers, op_list, sizes, iters, device, (timeout, stall_timeout))
