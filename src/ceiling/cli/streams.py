@@ -70,7 +70,7 @@ def tolerant_terminal() -> Iterator[None]:
             restore.append((stream, stream.errors))
             stream.reconfigure(errors="ceiling-ascii")
     columns = os.environ.get("COLUMNS")
-    narrow = columns is not None and not (columns.isdigit() and int(columns) >= MIN_COLUMNS)
+    narrow = columns is not None and columns.isdigit() and int(columns) < MIN_COLUMNS
     if narrow:
         os.environ["COLUMNS"] = str(MIN_COLUMNS)
     try:
