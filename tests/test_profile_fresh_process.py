@@ -17,7 +17,8 @@ def test_first_profile_in_a_fresh_process_has_no_false_host_time():
     assert done.returncode == 0, done.stderr[-2000:]
     d = json.loads(done.stdout)
     host_share = 1.0 - d["op_time_s"] / d["recorded_step_s"]
-    assert host_share < 0.10
+    # the false share was 75-100 %; real host time is 2-5 % idle and more on a loaded machine
+    assert host_share < 0.30
     assert not any("spent between aten ops" in h for h in d["hints"])
 
 

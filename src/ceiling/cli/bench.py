@@ -270,6 +270,8 @@ def bench_matmul(
     for m_n_k in shapes:
         _matmul_dim(max(m_n_k), "--shape")
     size_list = _parse_sizes(joined(sizes))
+    if sizes and not size_list:
+        raise InvalidInput("--sizes: no size given (e.g. 1024,2048)")
     report = _report(device, quick)
     total = suite.planned_steps(report, ("matmul",), dtypes=dtype, sizes=size_list, shapes=shapes)
     with _progress(total) as progress:
