@@ -97,7 +97,9 @@ def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_
         else:
             other_s += t
             other_calls += 1
-            other_roof_s += max(c.flops / roofs.peak_flops_per_s, c.bytes / bandwidth)
+            other_roof_s += roofline.predicted_time_s(
+                c.flops, c.bytes, roofs.peak_flops_per_s, bandwidth
+            )
     return waterfall.StepTimes(
         step_s=step_s,
         recorded_step_s=recorded_step_s,
