@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -10,17 +11,16 @@ from typing import Annotated, Any
 
 import typer
 
+from ceiling.api.fit import TIME_UNITS
 from ceiling.cli.app import app
 from ceiling.cli.output import LIST_HELP, JsonOption, PlotOption, console, emit_json, joined
-from ceiling.errors import DoesNotFit, InvalidInput, MalformedFile
+from ceiling.errors import InvalidInput, MalformedFile
 from ceiling.records import MAX_READ_BYTES, read_text_file
-from ceiling.units import parse_time
 
 # Accepted column names, compared case-insensitively.
 N_NAMES = ("n", "workers", "load", "nodes", "gpus", "processes", "ranks", "threads", "devices")
 TIME_NAMES = ("time", "time_s", "seconds", "secs", "t", "runtime", "runtime_s", "elapsed_s")
 THROUGHPUT_NAMES = ("throughput", "x", "rate", "tput", "throughput_per_s", "ops_per_s")
-TIME_UNITS = ("ns", "us", "µs", "ms", "s", "min", "h")
 
 
 def _pick(columns: list[str], names: tuple[str, ...]) -> str | None:
@@ -115,34 +115,6 @@ def read_measurements(path: Path) -> tuple[list[float], list[float], str, str | 
     return ns, values, measure, mode
 
 
-def _unit_seconds(unit: str) -> float:
-    if unit not in TIME_UNITS:
-        raise InvalidInput(f"--time-unit must be one of {', '.join(TIME_UNITS)}, got {unit!r}")
-    return parse_time(f"1{unit}")
-
-
-def _limits(result, unit: str, unit_s: float) -> dict[str, str]:
-    """What no number of workers beats, in the file's unit: the least time per run (fixed
-    problem) or the highest throughput, by Amdahl and by the USL."""
-    out: dict[str, str] = {}
-    if result.mode != "strong":
-        return out
-
-    def said(throughput: float) -> str:  # throughput in runs per second
-        if result.measure == "time":
-            return f"{1.0 / throughput / unit_s:.3g} {unit} per run"
-        return f"{throughput * unit_s:.3g} per {unit}"
-
-    a, u = result.amdahl, result.usl
-    if a is not None and a.p < 1.0:
-        out["amdahl"] = f"Amdahl: {said(a.lam / (1.0 - a.p))} however many workers"
-    if u is not None and u.n_star is not None and u.peak_throughput:
-        out["usl"] = f"USL: {said(u.peak_throughput)} at its peak N* ≈ {u.n_star:.3g}"
-    elif u is not None and u.limit_throughput:
-        out["usl"] = f"USL: {said(u.limit_throughput)} however many workers"
-    return out
-
-
 @app.command()
 def fit(
     file: Annotated[
@@ -178,52 +150,33 @@ def fit(
     Rows may repeat an N (the median is shown; every row is fitted). A `ceiling scale
     --json` result is accepted as it is.
     """
+    from ceiling.api.fit import fit as fit_measurements
+    from ceiling.api.fit import unit_seconds
     from ceiling.cli.scale import parse_counts
-    from ceiling.model.scaling import fit_scaling
     from ceiling.report import scaling_summary
 
     if weak and mode not in (None, "weak"):
         raise InvalidInput(f"--weak and --mode {mode} disagree: give one")
-    unit_s = _unit_seconds(time_unit)
+    unit_seconds(time_unit)  # a bad unit is refused before the file is read
     ns, values, measure, file_mode = read_measurements(file)
-    values = [v * unit_s if measure == "time" else v / unit_s for v in values]
     mode = "weak" if weak else mode or file_mode or "strong"
     predict = joined(predict)
     predict_ns = (
         [float(n) for n in parse_counts(predict, "predicted worker counts")] if predict else None
     )
-    kw = {"times_s": values} if measure == "time" else {"throughputs": values}
-    try:
-        result = fit_scaling(ns, mode=mode, predict_ns=predict_ns, **kw)
-    except (InvalidInput, DoesNotFit) as exc:  # the file's numbers: name the file
-        raise type(exc)(f"{file}: {exc}") from None
-    points = [
-        {
-            "n": p.n,
-            "time_s": p.time_s,
-            "throughput": p.throughput,
-            "speedup": p.speedup,
-            "efficiency": p.efficiency,
-            "karp_flatt": p.karp_flatt,
-            "samples": p.samples,
-        }
-        for p in result.points
-    ]
-    summary = {
-        "source": str(file),
-        "mode": mode,
-        "measure": measure,
-        "points": points,
-        "fit": scaling_summary.fit_dict(result),
-        "time_unit": time_unit,
-        "limits": _limits(result, time_unit, unit_s),
-        "warnings": result.warnings,
-    }
+    kw = {"times": values} if measure == "time" else {"throughputs": values}
+    result = fit_measurements(
+        ns, mode=mode, time_unit=time_unit, predict=predict_ns, source=str(file), **kw
+    )
     if plot is not None:
         from ceiling.report import scaling_plot
 
-        scaling_plot.save_scaling_figure(summary, plot, title=f"{file.name} ({mode} scaling)")
-        summary["plot"] = str(plot)
+        result = dataclasses.replace(result, plot=str(plot))
+        scaling_plot.save_scaling_figure(
+            result.record(), plot, title=f"{file.name} ({mode} scaling)"
+        )
+    summary = result.record()
+    points = summary["points"]
     if json_out:
         emit_json(summary)
         return
@@ -233,7 +186,7 @@ def fit(
             points, f"{file.name}: {len(ns)} rows, {measure}, {mode} scaling"
         )
     )
-    for t in scaling_summary.fit_tables(summary["fit"], time_unit, unit_s):
+    for t in scaling_summary.fit_tables(summary["fit"], time_unit, unit_seconds(time_unit)):
         c.print(t)
     for line in summary["limits"].values():
         c.print(f"limit: {line}")

@@ -1,0 +1,145 @@
+"""Scaling fits of your own measurements as a result: `ceiling.fit(ns, times)`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ceiling.api.result import Result
+from ceiling.errors import DoesNotFit, InvalidInput
+
+if TYPE_CHECKING:
+    from ceiling.model.scaling import ScalingFit
+
+TIME_UNITS = ("ns", "us", "µs", "ms", "s", "min", "h")
+
+
+def unit_seconds(unit: str) -> float:
+    from ceiling.units import parse_time
+
+    if unit not in TIME_UNITS:
+        raise InvalidInput(f"--time-unit must be one of {', '.join(TIME_UNITS)}, got {unit!r}")
+    return parse_time(f"1{unit}")
+
+
+def _limits(result: ScalingFit, unit: str, unit_s: float) -> dict[str, str]:
+    """What no number of workers beats, in the caller's unit: the least time per run (fixed
+    problem) or the highest throughput, by Amdahl and by the USL."""
+    out: dict[str, str] = {}
+    if result.mode != "strong":
+        return out
+
+    def said(throughput: float) -> str:  # throughput in runs per second
+        if result.measure == "time":
+            return f"{1.0 / throughput / unit_s:.3g} {unit} per run"
+        return f"{throughput * unit_s:.3g} per {unit}"
+
+    a, u = result.amdahl, result.usl
+    if a is not None and a.p < 1.0:
+        out["amdahl"] = f"Amdahl: {said(a.lam / (1.0 - a.p))} however many workers"
+    if u is not None and u.n_star is not None and u.peak_throughput:
+        out["usl"] = f"USL: {said(u.peak_throughput)} at its peak N* ≈ {u.n_star:.3g}"
+    elif u is not None and u.limit_throughput:
+        out["usl"] = f"USL: {said(u.limit_throughput)} however many workers"
+    return out
+
+
+@dataclass(frozen=True)
+class FitResult(Result):
+    """Speedup, efficiency and Karp–Flatt per worker count, and the Amdahl, Gustafson and USL
+    fits (`fit`: the model's `ScalingFit`), with the limits they imply."""
+
+    fit: ScalingFit
+    mode: str
+    measure: str  # "time" or "throughput"
+    time_unit: str
+    limits: dict[str, str]
+    source: str | None = None
+    plot: str | None = field(default=None, compare=False)
+    title = "Scaling fit"
+
+    @property
+    def verdict(self) -> str:
+        return self.fit.verdict
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.fit.warnings
+
+    def points(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "n": p.n,
+                "time_s": p.time_s,
+                "throughput": p.throughput,
+                "speedup": p.speedup,
+                "efficiency": p.efficiency,
+                "karp_flatt": p.karp_flatt,
+                "samples": p.samples,
+            }
+            for p in self.fit.points
+        ]
+
+    def record(self) -> dict[str, Any]:
+        from ceiling.report import scaling_summary
+
+        out = {
+            "source": self.source,
+            "mode": self.mode,
+            "measure": self.measure,
+            "points": self.points(),
+            "fit": scaling_summary.fit_dict(self.fit),
+            "time_unit": self.time_unit,
+            "limits": self.limits,
+            "warnings": self.fit.warnings,
+        }
+        if self.plot is not None:
+            out["plot"] = self.plot
+        return out
+
+    def heading(self) -> str:
+        return f"Scaling fit ({self.mode} scaling): {self.fit.verdict}"
+
+    def figure(self):
+        from ceiling.report import scaling_plot
+
+        name = f"{self.source} " if self.source else ""
+        return scaling_plot.scaling_figure(self.record(), title=f"{name}({self.mode} scaling)")
+
+
+def fit(
+    ns: Sequence[float],
+    times: Sequence[float] | None = None,
+    *,
+    throughputs: Sequence[float] | None = None,
+    mode: str = "strong",
+    time_unit: str = "s",
+    predict: Sequence[float] | None = None,
+    source: str | None = None,
+) -> FitResult:
+    """Fit Amdahl, Gustafson (weak scaling only) and the USL to run times (or throughputs,
+    per `time_unit`) measured at worker counts `ns`; rows may repeat an N. `mode`: "strong"
+    (a fixed problem) or "weak" (the problem grows with N)."""
+    from ceiling.model.scaling import fit_scaling
+
+    if (times is None) == (throughputs is None):
+        raise InvalidInput("give either times or throughputs (exactly one)")
+    unit_s = unit_seconds(time_unit)
+    measure = "time" if times is not None else "throughput"
+    values = times if times is not None else throughputs
+    try:
+        ns = [float(n) for n in ns]
+        values = [float(v) * unit_s if times is not None else float(v) / unit_s for v in values]
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"worker counts and measurements must be numbers ({exc})") from None
+    kw = {"times_s": values} if measure == "time" else {"throughputs": values}
+    predict_ns = [float(n) for n in predict] if predict else None
+    try:
+        result = fit_scaling(ns, mode=mode, predict_ns=predict_ns, **kw)
+    except (InvalidInput, DoesNotFit) as exc:  # the data's numbers: name where they came from
+        if source is None:
+            raise
+        raise type(exc)(f"{source}: {exc}") from None
+    limits = _limits(result, time_unit, unit_s)
+    return FitResult(result, mode, measure, time_unit, limits, source)
