@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -18,7 +17,6 @@ from ceiling.cli.output import (
     emit_json,
     table,
 )
-from ceiling.errors import InvalidInput, UnsupportedOnDevice
 from ceiling.units import (
     format_bandwidth,
     format_bytes,
@@ -26,96 +24,6 @@ from ceiling.units import (
     format_flops_per_s,
     format_time,
 )
-
-# --measure refuses ops whose predicted call is longer than this (it times at least 6 calls).
-MEASURE_MAX_CALL_S = 20.0
-
-
-def _roofs(spec_name: str | None, profile: Path | None, dtype: str) -> dict[str, Any]:
-    """The roof predictions use (measured from the profile, else the datasheet) and the
-    datasheet roof beside it where the profile records one."""
-    from ceiling.hardware.resolve import resolve
-
-    resolved = resolve(spec_name, profile, prefer="cuda")
-    spec = resolved.spec
-    out: dict[str, Any] = {
-        "device": spec.name,
-        "kind": spec.kind,
-        "source": "datasheet" if spec_name else "profile",
-        "peak_flops_per_s": spec.peak(dtype),
-        "bandwidth_bytes_per_s": spec.memory_bandwidth_bytes_per_s,
-        "datasheet_peak_flops_per_s": None,
-        "datasheet_bandwidth_bytes_per_s": None,
-        "profile": None,
-    }
-    if spec_name is not None:
-        # --measure times the ops on the local device of the spec's kind; comparing an
-        # H100's prediction with a CPU's timing would be a silently wrong figure.
-        out["measure_device"] = {"gpu": "cuda", "cpu": "cpu"}.get(spec.kind)
-    else:
-        dev = resolved.measured
-        out["profile"] = str(resolved.profile_path)
-        out["datasheet_peak_flops_per_s"] = dev.datasheet_peak_flops_per_s.get(dtype)
-        out["datasheet_bandwidth_bytes_per_s"] = dev.datasheet_bandwidth_bytes_per_s
-        out["measure_device"] = "cuda" if dev.kind == "cuda" else "cpu"
-    return out
-
-
-def _rows(ops, roofs: dict[str, Any], measure: bool) -> list[dict[str, Any]]:
-    from ceiling.model.roofline import place
-
-    rows = []
-    for op in ops:
-        p = place(
-            op.name, op.flops, op.bytes, roofs["peak_flops_per_s"], roofs["bandwidth_bytes_per_s"]
-        )
-        row = {
-            "op": op.name,
-            "kind": op.kind,
-            "dtype": op.dtype,
-            "shape": list(op.shape),
-            "flops": op.flops,
-            "bytes": op.bytes,
-            "intensity_flops_per_byte": p.intensity,
-            "attainable_flops_per_s": p.attainable_flops_per_s,
-            "predicted_s": p.predicted_s,
-            "bound": p.bound,
-        }
-        rows.append(row)
-    if measure:
-        from ceiling.measure.machine import device_name
-        from ceiling.measure.ops import time_op
-
-        device = _measure_device(roofs)
-        if roofs["source"] == "datasheet":
-            roofs["measured_device_name"] = device_name(device)
-        for row in rows:
-            if row["predicted_s"] > MEASURE_MAX_CALL_S:
-                raise InvalidInput(
-                    f"--measure: {row['op']} is predicted to take "
-                    f"{format_time(row['predicted_s'])} per call and is timed at least 6 times; "
-                    "choose a smaller op or drop --measure"
-                )
-        for op, row in zip(ops, rows, strict=True):
-            stats = time_op(op, device)
-            row["measured_s"] = stats.min
-            row["measured_median_s"] = stats.median
-            row["measured_flops_per_s"] = op.flops / stats.min
-            row["predicted_over_measured"] = row["predicted_s"] / stats.min
-            row["measured_on"] = device
-            row["within_30pct"] = 1 / 1.3 <= row["predicted_over_measured"] <= 1.3
-    return rows
-
-
-def default_dtype(spec: str | None, profile: Path | None) -> str:
-    """bf16 for a catalog accelerator (the dtype its tensor cores and published training
-    runs use, where attention meets the memory wall); fp32 for a CPU or a measured profile."""
-    if spec is None:
-        return "fp32"
-    from ceiling.hardware.resolve import resolve
-
-    device = resolve(spec, profile).spec
-    return "bf16" if device.kind != "cpu" and "bf16" in device.dtypes else "fp32"
 
 
 def op_list(values: list[str] | None) -> list[str]:
@@ -150,53 +58,6 @@ def _short_name(row: dict[str, Any]) -> str:
     if row["kind"] == "matmul" and len(set(shape)) == 1:
         return f"matmul:{shape[0]}³"
     return row["op"].replace("attention:", "attn:")
-
-
-def _measure_device(roofs: dict[str, Any]) -> str:
-    """Where --measure runs: the profile's device, or the local device of the spec's kind."""
-    from ceiling.measure.machine import pick_device
-
-    where = roofs.get("measure_device")
-    if where is None:
-        raise UnsupportedOnDevice(
-            f"--measure times the ops on this machine; a {roofs['kind']} spec cannot be run here"
-        )
-    if where == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UnsupportedOnDevice(
-                f"--measure times the ops on this machine, but {roofs['device']} is a GPU and "
-                "no CUDA device is visible here; drop --measure, or use the measured profile"
-            )
-    return pick_device(where)
-
-
-def _plot(path: Path, roofs: dict[str, Any], rows: list[dict[str, Any]], dtype: str) -> None:
-    from ceiling.report import plots
-    from ceiling.report.roofline_plot import OpPoint, Roof, roofline_figure
-
-    label = "measured" if roofs["source"] == "profile" else "datasheet"
-    lines = [Roof(f"{label} roof", roofs["peak_flops_per_s"], roofs["bandwidth_bytes_per_s"])]
-    if roofs.get("datasheet_peak_flops_per_s"):
-        lines.append(
-            Roof(
-                "datasheet roof",
-                roofs["datasheet_peak_flops_per_s"],
-                roofs.get("datasheet_bandwidth_bytes_per_s"),
-                style="--",
-            )
-        )
-    points = [
-        OpPoint(r["op"], r["intensity_flops_per_byte"], r["attainable_flops_per_s"]) for r in rows
-    ]
-    points += [
-        OpPoint(r["op"], r["intensity_flops_per_byte"], r["measured_flops_per_s"], measured=True)
-        for r in rows
-        if "measured_s" in r
-    ]
-    fig = roofline_figure(lines, points, title=f"Roofline of {roofs['device']} ({dtype})")
-    plots.save(fig, path)
 
 
 @app.command()
@@ -234,30 +95,17 @@ def roofline(
     device's datasheet figures with --spec. Example: ceiling roofline --op add:100M
     --op matvec:8192 --op matmul:4096x4096x4096 --measure
     """
-    from ceiling.model.opcost import parse_ops
-    from ceiling.model.roofline import ridge_point
-    from ceiling.vocabulary import normalize_dtype
+    from ceiling.api.roofline import roofline as place_ops
 
-    dtype = normalize_dtype(dtype) if dtype is not None else default_dtype(spec, profile)
-    ops = [cost for text in op_list(op) for cost in parse_ops(text, dtype)]
-    roofs = _roofs(spec, profile, dtype)
-    ridge = ridge_point(roofs["peak_flops_per_s"], roofs["bandwidth_bytes_per_s"])
-    rows = _rows(ops, roofs, measure)
+    result = place_ops(op_list(op), dtype=dtype, spec=spec, profile=profile, measure=measure)
     if plot is not None:
-        _plot(plot, roofs, rows, dtype)
+        from ceiling.report import plots
+
+        plots.save(result.figure(), plot)
     if json_out:
-        emit_json(
-            {
-                **roofs,
-                "dtype": dtype,
-                "ridge_flops_per_byte": ridge,
-                "units": "FLOP (multiply-add = 2), bytes, seconds; GB = 1e9 bytes",
-                "ops": rows,
-                "plot": str(plot) if plot else None,
-            }
-        )
+        emit_json({**result.to_dict(), "plot": str(plot) if plot else None})
         return
-    _render(roofs, rows, dtype, ridge, measure, plot)
+    _render(result.roofs, result.ops, result.dtype, result.ridge_flops_per_byte, measure, plot)
 
 
 def _render(roofs: dict[str, Any], rows, dtype: str, ridge: float, measure: bool, plot) -> None:
