@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from ceiling.api.decode import DEFAULT_BATCHES, FIT_CONTEXT, FLOP_NOTE, ceiling_json, config_json
 from ceiling.cli.app import app
 from ceiling.cli.device_options import ProfileOption, SpecOption
 from ceiling.cli.output import (
@@ -19,7 +20,6 @@ from ceiling.cli.output import (
     table,
 )
 from ceiling.errors import InvalidInput
-from ceiling.model import decode_expected as expected
 from ceiling.model.transformer import CUSTOM_HELP, TransformerConfig, all_models, parse_model
 from ceiling.report import decode_expected as expected_report
 from ceiling.report.decode_expected import why_measured_low
@@ -34,12 +34,6 @@ from ceiling.units import (
     parse_count,
 )
 from ceiling.vocabulary import normalize_dtype
-
-DEFAULT_BATCHES = [1, 8, 64, 256]
-# Tokens per sequence at which "largest batch that fits" is given when --context is not: a
-# long chat or a document prompt, where serving capacity is usually quoted.
-FIT_CONTEXT = 4096
-FLOP_NOTE = "FLOPs count a multiply-add as 2; peaks are dense"
 
 DECODE_HELP = f"""Decode (and prefill) ceilings of an LLM on a device: tokens/s against batch size.
 
@@ -61,9 +55,9 @@ each batch and shows them beside this machine's ceiling (the profile from `ceili
 else the detected CPU's theoretical peak with a quick bandwidth measurement)."""
 
 
-def _batches(text: str | None) -> tuple[list[int], bool]:
+def _batches(text: str | None) -> list[int] | None:
     if text is None:
-        return list(DEFAULT_BATCHES), False
+        return None
     parts = [p for p in text.replace(" ", "").split(",") if p]
     if not parts:
         raise InvalidInput("--batch needs at least one batch size, e.g. --batch 1,8,64")
@@ -73,63 +67,7 @@ def _batches(text: str | None) -> tuple[list[int], bool]:
         if b < 1:
             raise InvalidInput(f"batch sizes must be ≥ 1, got {p!r}")
         out.append(b)
-    return out, True
-
-
-def _config_json(cfg: TransformerConfig) -> dict:
-    return {
-        "layers": cfg.layers,
-        "hidden": cfg.hidden,
-        "heads": cfg.heads,
-        "kv_heads": cfg.kv_heads,
-        "head_dim": cfg.head_dim,
-        "ffn_hidden": cfg.ffn_hidden,
-        "ffn_kind": cfg.ffn_kind,
-        "vocab": cfg.vocab,
-        "max_seq": cfg.max_seq,
-        "experts": cfg.experts,
-        "active_experts": cfg.active_experts,
-    }
-
-
-def _ceiling_json(cfg: TransformerConfig, c) -> dict:
-    return {
-        "model": cfg.name,
-        "config": _config_json(cfg),
-        **c.to_json(),
-        "flops_convention": FLOP_NOTE,
-    }
-
-
-def _row_json(r) -> dict:
-    return r.to_json()
-
-
-def _plot_grid(batches: list[int], crossover: int | None, max_batch: int | None) -> list[int]:
-    hi = max([*batches, 2 * (crossover or 1), 1024])
-    if max_batch:
-        hi = min(hi, max(max_batch, max(batches)))
-    grid, b = [], 1.0
-    while b <= hi:
-        grid.append(round(b))
-        b *= 2**0.125
-    return sorted(set(grid))
-
-
-def _fit_at_realistic(cfg: TransformerConfig, dev, setup) -> tuple[int, int | None]:
-    """(context, largest batch that fits there): at context 0 every sequence holds one token,
-    so the count of sequences that fit is meaningless; a served sequence holds thousands."""
-    import dataclasses
-
-    from ceiling.errors import DoesNotFit
-    from ceiling.model.decode import decode_ceiling
-
-    context = min(FIT_CONTEXT, cfg.max_seq - 1)
-    at = dataclasses.replace(setup, context=context, prompt_tokens=None)
-    try:
-        return context, decode_ceiling(cfg, dev, [1], at, drop_unfit=True).max_batch
-    except DoesNotFit:
-        return context, 0
+    return out
 
 
 def _header(c, cfg: TransformerConfig, source: str, fit: tuple[int, int | None]) -> list[str]:
@@ -221,45 +159,33 @@ def decode(
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
-    from ceiling.model.decode import DecodeSetup, decode_ceiling
+    from ceiling.api.decode import decode as decode_ceilings
 
-    cfg = parse_model(model)
-    batches, explicit = _batches(joined(batch))
-    ctx = parse_count(context) if context is not None else 0
+    batches = _batches(joined(batch))
+    ctx = parse_count(context) if context is not None else None
     prompt_tokens = parse_count(prompt) if prompt is not None else None
     if measure:
+        cfg = parse_model(model)
         _refuse_with_measure(spec, tp, kv_dtype, activations, prompt)
-        _measure(cfg, batches, ctx, weights, device, profile, json_out, plot)
+        _measure(cfg, batches or list(DEFAULT_BATCHES), ctx or 0, weights, device, profile,
+                 json_out, plot)  # fmt: skip
         return
-    from ceiling.hardware.resolve import resolve
-
-    resolved = resolve(spec, profile)
-    dev = resolved.spec
-    setup = DecodeSetup(
-        weights_dtype=weights or "bf16",
-        kv_dtype=kv_dtype,
-        activation_dtype=activations,
-        context=ctx,
-        tp=tp,
-        prompt_tokens=prompt_tokens,
-    )
-    c = decode_ceiling(cfg, dev, batches, setup, drop_unfit=not explicit)
-    costs = expected.costs_for(dev)
-    expected_rows = expected.expected_rows(c, cfg.layers, costs)
-    fit = (c.context, c.max_batch) if context is not None else _fit_at_realistic(cfg, dev, setup)
+    result = decode_ceilings(
+        model, spec=spec, profile=profile, batch=batches, context=ctx, prompt=prompt_tokens,
+        weights=weights, kv_dtype=kv_dtype, activations=activations, tp=tp,
+    )  # fmt: skip
+    cfg, c = result.model, result.ceiling
+    fit = (result.max_batch_context, result.max_batch)
     if plot is not None:
-        _plot(cfg, dev, setup, c, plot)
+        from ceiling.report.plots import save
+
+        save(result.figure(), plot)
     if json_out:
-        out = _ceiling_json(cfg, c)
-        out["max_batch_context"], out["max_batch"] = fit
-        out["device_source"] = resolved.source
-        out["rows"] = [_row_json(r) for r in c.rows]
-        out["expected"] = expected_report.expected_json(expected_rows, costs)
-        out["plot"] = str(plot) if plot else None
-        emit_json(out)
+        emit_json({**result.to_dict(), "plot": str(plot) if plot else None})
         return
+    expected_rows, costs = result.expected, result.costs
     con = console()
-    for line in _header(c, cfg, resolved.source, fit):
+    for line in _header(c, cfg, result.device_source, fit):
         con.print(line)
     # A 1-token "prompt" (context 0, no --prompt) is one decode step, not a prefill: no column.
     con.print(_rows_table(c, ttft=prompt_tokens is not None or c.prompt_tokens > 1))
@@ -320,26 +246,10 @@ def _rows_table(c, ttft: bool):
 
 
 def _plot(cfg, dev, setup, c, path, measured=None, in_cache=False) -> None:
-    from ceiling.model.decode import roof_curves
-    from ceiling.report.decode_plot import decode_figure
+    from ceiling.api.decode import decode_figure
     from ceiling.report.plots import save
 
-    grid = _plot_grid([r.batch for r in c.rows], c.crossover_batch_with_kv, c.max_batch)
-    curves = roof_curves(cfg, dev, setup, grid)
-    if in_cache:
-        curves["memory"] = []
-        curves["ceiling"] = curves["compute"]
-    title = f"{cfg.name} decode on {c.device}: {c.dtypes.weights} weights, context {c.context}" + (
-        f", TP {c.tp}" if c.tp > 1 else ""
-    )
-    fig = decode_figure(
-        curves,
-        title,
-        None if in_cache else c.crossover_batch_with_kv,
-        rows=([r.batch for r in c.rows], [r.tokens_per_s for r in c.rows]),
-        measured=measured,
-    )
-    save(fig, path)
+    save(decode_figure(cfg, dev, setup, c, measured, in_cache), path)
 
 
 def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> None:
@@ -384,7 +294,7 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
         measured = ([r.batch for r in cmp.rows], [r.measured_tokens_per_s for r in cmp.rows])
         _plot(cfg, local.spec, setup, c, plot, measured, cmp.in_cache)
     if json_out:
-        out = _ceiling_json(cfg, c)
+        out = ceiling_json(cfg, c)
         out.update(
             {
                 "measured": True,
@@ -400,7 +310,7 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
                 "cache_bandwidth_bytes_per_s": roofs.cache_bandwidth_bytes_per_s,
                 "rows": [
                     {
-                        **_row_json(cr),
+                        **cr.to_json(),
                         # the plain rate keys are measured; the ceiling's carry "ceiling_"
                         "tokens_per_s": mr.measured_tokens_per_s,
                         "tokens_per_s_per_sequence": mr.measured_tokens_per_s / mr.batch,
@@ -524,7 +434,7 @@ def models(
         emit_json(
             {
                 name: {
-                    **_config_json(m),
+                    **config_json(m),
                     "params_total": m.params_total,
                     "params_active": m.params_active,
                     "kv_bytes_per_token_16bit": m.kv_bytes_per_token(2),

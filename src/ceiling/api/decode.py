@@ -1,0 +1,182 @@
+"""LLM decode ceilings as a result: `ceiling.decode("llama-3-8b", spec="h100-sxm")`."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ceiling.api.result import Result
+from ceiling.errors import InvalidInput
+
+DEFAULT_BATCHES = (1, 8, 64, 256)
+# Tokens per sequence at which "largest batch that fits" is given when no context is: a
+# long chat or a document prompt, where serving capacity is usually quoted.
+FIT_CONTEXT = 4096
+FLOP_NOTE = "FLOPs count a multiply-add as 2; peaks are dense"
+
+
+def config_json(cfg) -> dict[str, Any]:
+    return {
+        "layers": cfg.layers,
+        "hidden": cfg.hidden,
+        "heads": cfg.heads,
+        "kv_heads": cfg.kv_heads,
+        "head_dim": cfg.head_dim,
+        "ffn_hidden": cfg.ffn_hidden,
+        "ffn_kind": cfg.ffn_kind,
+        "vocab": cfg.vocab,
+        "max_seq": cfg.max_seq,
+        "experts": cfg.experts,
+        "active_experts": cfg.active_experts,
+    }
+
+
+def ceiling_json(cfg, c) -> dict[str, Any]:
+    """The model and its decode ceiling `c` (a `model.decode.DecodeCeiling`)."""
+    return {
+        "model": cfg.name,
+        "config": config_json(cfg),
+        **c.to_json(),
+        "flops_convention": FLOP_NOTE,
+    }
+
+
+def _fit_at_realistic(cfg, dev, setup) -> tuple[int, int | None]:
+    """(context, largest batch that fits there): at context 0 every sequence holds one token,
+    so the count of sequences that fit is meaningless; a served sequence holds thousands."""
+    from ceiling.errors import DoesNotFit
+    from ceiling.model.decode import decode_ceiling
+
+    context = min(FIT_CONTEXT, cfg.max_seq - 1)
+    at = dataclasses.replace(setup, context=context, prompt_tokens=None)
+    try:
+        return context, decode_ceiling(cfg, dev, [1], at, drop_unfit=True).max_batch
+    except DoesNotFit:
+        return context, 0
+
+
+def _plot_grid(batches: list[int], crossover: int | None, max_batch: int | None) -> list[int]:
+    hi = max([*batches, 2 * (crossover or 1), 1024])
+    if max_batch:
+        hi = min(hi, max(max_batch, max(batches)))
+    grid, b = [], 1.0
+    while b <= hi:
+        grid.append(round(b))
+        b *= 2**0.125
+    return sorted(set(grid))
+
+
+def decode_figure(cfg, dev, setup, c, measured=None, in_cache: bool = False):
+    """Tokens/s against batch under the memory and compute roofs (and measured points)."""
+    from ceiling.model.decode import roof_curves
+    from ceiling.report.decode_plot import decode_figure as draw
+
+    grid = _plot_grid([r.batch for r in c.rows], c.crossover_batch_with_kv, c.max_batch)
+    curves = roof_curves(cfg, dev, setup, grid)
+    if in_cache:
+        curves["memory"] = []
+        curves["ceiling"] = curves["compute"]
+    title = f"{cfg.name} decode on {c.device}: {c.dtypes.weights} weights, context {c.context}" + (
+        f", TP {c.tp}" if c.tp > 1 else ""
+    )
+    return draw(
+        curves,
+        title,
+        None if in_cache else c.crossover_batch_with_kv,
+        rows=([r.batch for r in c.rows], [r.tokens_per_s for r in c.rows]),
+        measured=measured,
+    )
+
+
+@dataclass(frozen=True)
+class DecodeResult(Result):
+    """Decode (and prefill) ceilings of a model on a device: `ceiling` (the model's
+    `DecodeCeiling`: rows per batch, KV cache sizes, crossover batch), the engine-cost
+    `expected` rows, and the largest batch that fits at `max_batch_context`."""
+
+    model: Any  # TransformerConfig
+    ceiling: Any  # model.decode.DecodeCeiling
+    device: Any  # the device spec
+    setup: Any  # model.decode.DecodeSetup
+    device_source: str
+    expected: list[Any]
+    costs: Any
+    max_batch_context: int
+    max_batch: int | None
+    title = "Decode ceiling"
+
+    @property
+    def rows(self) -> list[Any]:
+        return self.ceiling.rows
+
+    def record(self) -> dict[str, Any]:
+        from ceiling.report import decode_expected as expected_report
+
+        out = ceiling_json(self.model, self.ceiling)
+        out["max_batch_context"], out["max_batch"] = self.max_batch_context, self.max_batch
+        out["device_source"] = self.device_source
+        out["rows"] = [r.to_json() for r in self.ceiling.rows]
+        out["expected"] = expected_report.expected_json(self.expected, self.costs)
+        return out
+
+    def heading(self) -> str:
+        return f"{self.model.name} decode on {self.ceiling.device} ({self.device_source})"
+
+    def figure(self):
+        return decode_figure(self.model, self.device, self.setup, self.ceiling)
+
+
+def _batches(batch: Iterable[int] | int | None) -> tuple[list[int], bool]:
+    if batch is None:
+        return list(DEFAULT_BATCHES), False
+    values = [batch] if isinstance(batch, int) else list(batch)
+    if not values:
+        raise InvalidInput("--batch needs at least one batch size, e.g. --batch 1,8,64")
+    for b in values:
+        if not isinstance(b, int) or b < 1:
+            raise InvalidInput(f"batch sizes must be whole numbers ≥ 1, got {b!r}")
+    return values, True
+
+
+def decode(
+    model: str,
+    *,
+    spec: str | None = None,
+    profile: Path | str | None = None,
+    batch: Iterable[int] | int | None = None,
+    context: int | None = None,
+    prompt: int | None = None,
+    weights: str | None = None,
+    kv_dtype: str | None = None,
+    activations: str | None = None,
+    tp: int = 1,
+) -> DecodeResult:
+    """Decode ceilings of `model` (a catalog name, "custom:..." or "hf:PATH") on a catalog
+    device (`spec`) or the saved machine profile: tokens/s against `batch` (default 1, 8, 64,
+    256), `context` tokens in each KV cache (default 0), time to first token for `prompt`
+    tokens, `weights`/`kv_dtype`/`activations` dtypes, `tp` devices per replica."""
+    from ceiling.hardware.resolve import resolve
+    from ceiling.model import decode_expected as expected
+    from ceiling.model.decode import DecodeSetup, decode_ceiling
+    from ceiling.model.transformer import parse_model
+
+    cfg = parse_model(model)
+    batches, explicit = _batches(batch)
+    resolved = resolve(spec, profile)
+    dev = resolved.spec
+    setup = DecodeSetup(
+        weights_dtype=weights or "bf16",
+        kv_dtype=kv_dtype,
+        activation_dtype=activations,
+        context=context or 0,
+        tp=tp,
+        prompt_tokens=prompt,
+    )
+    c = decode_ceiling(cfg, dev, batches, setup, drop_unfit=not explicit)
+    costs = expected.costs_for(dev)
+    rows = expected.expected_rows(c, cfg.layers, costs)
+    fit = (c.context, c.max_batch) if context is not None else _fit_at_realistic(cfg, dev, setup)
+    return DecodeResult(cfg, c, dev, setup, resolved.source, rows, costs, *fit)
