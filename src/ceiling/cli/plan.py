@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from ceiling.api.plan import MAX_DEVICES, MAX_DOUBLINGS, MAX_GLOBAL_BATCH
 from ceiling.cli.app import app
 from ceiling.cli.device_options import ProfileOption, SpecOption
 from ceiling.cli.output import JsonOption, console, emit_json, table
 from ceiling.cli.params import count_in_range
 from ceiling.errors import InvalidInput
-from ceiling.units import format_bytes, format_percent, format_time, parse_bandwidth, parse_count
+from ceiling.units import format_bytes, format_percent, format_time
 
 PLAN_HELP = """Plan training of MODEL on N devices: data (d), tensor (t) and pipeline (p)
 parallelism, expert parallelism (ep) for mixture-of-experts models, micro-batch,
@@ -41,72 +41,9 @@ ModelArg = Annotated[
 ]
 
 
-# Beyond these no cluster or training run exists, and the search's work grows with them.
-MAX_DEVICES = 2**20
-MAX_GLOBAL_BATCH = 2**24
-
-
 def _int(text: str, what: str) -> int:
     hi = MAX_DEVICES if what == "--gpus" else MAX_GLOBAL_BATCH
     return count_in_range(text, what, 1, hi, "more is beyond any cluster or training run")
-
-
-def build_cluster(
-    spec: str | None,
-    profile: Path | None,
-    gpus: int,
-    gpus_per_node: int | None,
-    intra_bw: str | None,
-    inter_bw: str | None,
-    matmul_efficiency: float | None,
-    dtype: str,
-):
-    """The cluster from a catalog spec, or a measured profile (its efficiencies measured)."""
-    from ceiling.hardware.resolve import resolve
-    from ceiling.model.cluster import efficiencies_from_profile, make_cluster
-    from ceiling.vocabulary import normalize_dtype
-
-    dtype = normalize_dtype(dtype, what="--dtype")
-    mm_eff, mem_eff, source = matmul_efficiency, None, None
-    resolved = resolve(spec, profile)
-    device = resolved.spec
-    if resolved.from_profile:
-        from ceiling.hardware.catalog import match_driver_name
-
-        measured = resolved.measured
-        device = match_driver_name(measured.name)
-        if device is None:
-            raise InvalidInput(
-                f"the profiled device {measured.name!r} is not in the catalog, so its links "
-                "and node are unknown; pass --spec NAME"
-            )
-        prof_mm, mem_eff = efficiencies_from_profile(measured, device, dtype)
-        if mm_eff is None:
-            mm_eff = prof_mm
-            source = f"measured by `ceiling bench` ({resolved.profile_path})"
-    if dtype not in device.peak_flops_per_s:
-        have = ", ".join(device.dtypes)
-        raise InvalidInput(
-            f"{device.name} has no {dtype} peak (it has {have}); pass --dtype with one of those"
-        )
-    if mm_eff is not None and not 0 < mm_eff <= 1:
-        raise InvalidInput(f"--matmul-efficiency must be in (0, 1], got {mm_eff}")
-    return make_cluster(
-        device,
-        gpus,
-        gpus_per_node,
-        intra_node_bandwidth_bytes_per_s=parse_bandwidth(intra_bw) if intra_bw else None,
-        inter_node_bandwidth_bytes_per_s=parse_bandwidth(inter_bw) if inter_bw else None,
-        matmul_efficiency=mm_eff,
-        memory_efficiency=mem_eff,
-        dtype=dtype,
-        efficiency_source=source,
-        device_source=resolved.source,
-    )
-
-
-def _doublings(n: int, k: int) -> list[int]:
-    return [n * 2**i for i in range(k + 1)]
 
 
 @app.command(help=PLAN_HELP)
@@ -173,95 +110,23 @@ def plan(
     ] = 0,
     json_out: JsonOption = False,
 ) -> None:
-    from ceiling.model.plan_search import parse_fixed, search
-    from ceiling.model.plan_search import scaling as scaling_rows
-    from ceiling.model.transformer import parse_model
+    from ceiling.api.plan import plan as plan_training
 
-    if not 0 <= scaling <= 8:
-        raise InvalidInput(f"--scaling must be between 0 and 8 doublings, got {scaling}")
-    cfg = parse_model(model)
-    job, recipe = _training_job(
-        cfg, seq, global_batch, attention, dropout, headroom, no_dp_overlap, tokens
-    )
-    n = _int(gpus, "--gpus")
-    pins = parse_fixed(fixed)
-
-    def cluster_for(count: int):
-        return build_cluster(
-            spec, profile, count, gpus_per_node, intra_bw, inter_bw, matmul_efficiency, dtype
-        )
-
-    cluster = cluster_for(n)
-    result = search(job, cluster, pins, top=top)
-    rows = scaling_rows(job, cluster_for, _doublings(n, scaling), pins) if scaling else []
-    assumptions = _assumptions(cluster, job, recipe)
-    if json_out:
-        emit_json(
-            {
-                "model": cfg.name,
-                "params_total": cfg.params_total,
-                "global_batch": job.global_batch,
-                "seq_len": job.seq_len,
-                "tokens_per_step": job.global_batch * job.seq_len,
-                "cluster": cluster.to_json(),
-                "assumptions": assumptions,
-                "fixed": pins,
-                "evaluated": result.evaluated,
-                "fitting": result.fitting,
-                "plans": [r.to_json(w) for r, w in zip(result.plans, result.why, strict=True)],
-                "scaling": [row.to_json() for row in rows],
-            }
-        )
-        return
-    _render(cfg, job, cluster, result, rows, assumptions)
-
-
-def _training_job(cfg, seq, global_batch, attention, dropout, headroom, no_dp_overlap, tokens):
-    """The Job to plan and whether its kernel and dropout come from the model's published
-    training recipe (catalog data) rather than the command line."""
-    from ceiling.model.parallel import ATTENTION, Job
-
-    if attention is not None and attention not in ATTENTION:
-        raise InvalidInput(f"--attention must be one of {', '.join(ATTENTION)}, got {attention!r}")
-    recipe = attention is None and dropout is None
-    s = seq if seq is not None else min(cfg.max_seq, 4096)
-    if s < 1:
-        raise InvalidInput(f"--seq must be ≥ 1, got {s}")
-    if s > cfg.max_seq:
+    if not 0 <= scaling <= MAX_DOUBLINGS:
         raise InvalidInput(
-            f"--seq {s} > {cfg.name}'s {cfg.max_seq} positions; plan a longer context with "
-            f"custom:...,max_seq={s}"
+            f"--scaling must be between 0 and {MAX_DOUBLINGS} doublings, got {scaling}"
         )
-    job = Job(
-        cfg,
-        _int(global_batch, "--global-batch") if global_batch else max(1, round(4 * 2**20 / s)),
-        s,
-        attention=attention if attention is not None else cfg.trained_attention,
-        dropout=dropout if dropout is not None else cfg.trained_dropout,
-        headroom=headroom,
-        overlap_dp=not no_dp_overlap,
-        token_budget=float(parse_count(tokens)) if tokens else None,
-    )
-    return job, recipe
-
-
-def _assumptions(cluster, job, recipe: bool) -> dict:
-    return {
-        "matmul_efficiency": cluster.matmul_efficiency,
-        "efficiency_source": cluster.efficiency_source,
-        "memory_efficiency": cluster.memory_efficiency,
-        "attention": job.attention,
-        "dropout": job.dropout,
-        "attention_and_dropout_from": "the model's published training recipe"
-        if recipe
-        else "the command line",
-        "headroom": job.headroom,
-        "dp_overlap": "gradient reduction overlaps the last micro-batch's backward"
-        if job.overlap_dp
-        else "none (gradient reduction after the backward)",
-        "tp_overlap": "none (tensor-parallel collectives are exposed)",
-        "flops": "a multiply-add counts as 2; peaks are dense",
-    }
+    r = plan_training(
+        model, _int(gpus, "--gpus"), spec=spec, profile=profile, gpus_per_node=gpus_per_node,
+        global_batch=_int(global_batch, "--global-batch") if global_batch else None, seq=seq,
+        top=top, fixed=fixed, attention=attention, dropout=dropout, dp_overlap=not no_dp_overlap,
+        headroom=headroom, matmul_efficiency=matmul_efficiency, intra_bw=intra_bw,
+        inter_bw=inter_bw, dtype=dtype, tokens=tokens, scaling=scaling,
+    )  # fmt: skip
+    if json_out:
+        emit_json(r.to_dict())
+        return
+    _render(r.model, r.job, r.cluster, r.search, r.scaling, r.assumptions)
 
 
 def _render(cfg, job, cluster, result, rows, assumptions) -> None:
