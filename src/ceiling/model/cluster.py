@@ -39,6 +39,7 @@ class ClusterSpec:
     matmul_efficiency: float
     memory_efficiency: float
     step_jitter: float = 0.0  # relative standard deviation of one device's step time
+    attention_efficiency: float = 0.5  # achieved/peak of fused (flash) attention kernels
     dtype: str = "bf16"
     efficiency_source: str = "catalog default"
     sources: dict[str, str] = field(default_factory=dict)
@@ -65,6 +66,7 @@ class ClusterSpec:
             "inter_collective_efficiency",
             "matmul_efficiency",
             "memory_efficiency",
+            "attention_efficiency",
         ):
             v = getattr(self, name)
             if not (0 < v <= 1):
@@ -87,6 +89,7 @@ class ClusterSpec:
             "inter_node_bandwidth_bytes_per_s": self.inter_node_bandwidth_bytes_per_s,
             "matmul_efficiency": self.matmul_efficiency,
             "memory_efficiency": self.memory_efficiency,
+            "attention_efficiency": self.attention_efficiency,
             "efficiency_source": self.efficiency_source,
             "device_source": self.device_source,
             "sources": self.sources,
@@ -229,6 +232,7 @@ def make_cluster(
             memory_efficiency if memory_efficiency is not None else d["memory_efficiency"]
         ),
         step_jitter=float(d.get("step_jitter", base["step_jitter"])),
+        attention_efficiency=float(d.get("attention_efficiency", base["attention_efficiency"])),
         dtype=dtype,
         efficiency_source=efficiency_source,
         sources=sources,

@@ -202,3 +202,103 @@ def megatron_hw_flops_per_step(layers, h, V, s, B, recompute_full: bool = True) 
     if recompute_full:
         return 96.0 * B * s * n * h * h * (1 + s / (6 * h) + V / (16 * n * h))
     return 72.0 * B * s * n * h * h * (1 + s / (6 * h) + V / (12 * n * h))
+
+
+# ---- GEMM shapes, attention kernels, FP8 casts, the context-parallel ring ------------------
+
+# Output tiles a GEMM kernel may pick (rows × columns of C per thread block); cuBLAS and
+# CUTLASS choose among such shapes per problem. One tile runs on one SM at a time.
+GEMM_TILES = ((128, 256), (256, 128), (128, 128))
+# Attention is computed in blocks of this many query rows and key columns (FlashAttention).
+ATTENTION_BLOCK = 128
+
+
+def gemm_tile_utilisation(rows, cols, sms):
+    """Share of the SMs' work that is useful in an M×N GEMM output, best over GEMM_TILES.
+
+    Two losses, both from tiling: padding (the last tile of a row or column is partly empty:
+    M·N over the padded area) and wave quantisation (⌈tiles/SMs⌉ waves run, the last only
+    partly full: tiles over waves·SMs). Large training GEMMs lose ~1 %; a skinny or small one
+    (few rows per device, or fewer tiles than SMs) loses much more.
+    """
+    rows, cols = np.asarray(rows, dtype=float), np.asarray(cols, dtype=float)
+    best = np.zeros(np.broadcast(rows, cols).shape)
+    for tm, tn in GEMM_TILES:
+        tr, tc = np.ceil(rows / tm), np.ceil(cols / tn)
+        tiles = tr * tc
+        padding = rows * cols / (tiles * tm * tn)
+        waves = np.ceil(tiles / sms)
+        best = np.maximum(best, padding * tiles / (waves * sms))
+    return best
+
+
+def layer_gemm_shapes(sh: Shape, t):
+    """(output columns per device, inner dimension, FLOP share) of one block's linear GEMMs
+    on one of t tensor-parallel devices: QKV, output projection, FFN up (and gate), FFN down.
+    Rows are the micro-batch's tokens on the device."""
+    t = np.asarray(t, dtype=float)
+    h, q, k = sh.hidden, sh.q_dim, sh.kv_dim
+    f = sh.ffn_hidden * sh.active_experts
+    cols = ((q + 2 * k) / t, h, (sh.ffn_mats - 1) * sh.ffn_hidden / t, h)
+    inner = (h, q / t, h, sh.ffn_hidden / t)
+    flops = (h * (q + 2 * k), q * h, (sh.ffn_mats - 1) * f * h, f * h)
+    total = float(sum(flops))
+    return tuple(zip(cols, inner, (x / total for x in flops), strict=True))
+
+
+def linear_gemm_efficiency(sh: Shape, tokens, t, sms):
+    """FLOP-weighted tile utilisation of one block's linear GEMMs with `tokens` rows
+    (forward shapes; the backward's dgrad has the same output, the wgrad the weight's)."""
+    if not sms:
+        return np.ones(np.broadcast(np.asarray(tokens), np.asarray(t)).shape)
+    time = 0.0
+    for cols, inner, share in layer_gemm_shapes(sh, t):
+        fwd = gemm_tile_utilisation(tokens, cols, sms)
+        wgrad = gemm_tile_utilisation(inner, cols, sms)
+        time = time + share * (2.0 / fwd + 1.0 / wgrad) / 3.0
+    return 1.0 / time
+
+
+def causal_attention_share(seq_len):
+    """Share of the full s×s attention FLOPs a causal FlashAttention kernel executes: the
+    blocks on or below the diagonal, (s + block)/(2s) (the diagonal blocks run whole)."""
+    s = np.asarray(seq_len, dtype=float)
+    return np.minimum(1.0, (s + ATTENTION_BLOCK) / (2.0 * s))
+
+
+# An FP8 cast reads a 16-bit element and writes it twice in FP8 (the tensor and its
+# transpose: Hopper's FP8 GEMMs take only the TN layout, so the backward needs both).
+FP8_CAST_BYTES = 4.0
+
+
+def fp8_cast_bytes_per_token(sh: Shape, t):
+    """HBM bytes the FP8 casts of one block move per token, forward and backward.
+
+    Forward: every linear layer's input is cast (amax taken in the same pass); backward:
+    every linear layer's output gradient. FP8_CAST_BYTES per element each; the weights'
+    casts are counted per step (`fp8_weight_cast_bytes`)."""
+    t = np.asarray(t, dtype=float)
+    h, q, k = sh.hidden, sh.q_dim, sh.kv_dim
+    e = sh.active_experts
+    inputs = h + q / t + e * (h + sh.ffn_hidden / t)
+    outputs = (q + 2 * k) / t + h + e * ((sh.ffn_mats - 1) * sh.ffn_hidden / t + h)
+    return FP8_CAST_BYTES * inputs, FP8_CAST_BYTES * outputs
+
+
+def fp8_weight_cast_bytes(linear_params):
+    """Bytes to cast a device's linear weights to FP8 once per step (Transformer Engine
+    keeps the cast weights over the micro-batches of a step)."""
+    return FP8_CAST_BYTES * np.asarray(linear_params, dtype=float)
+
+
+def cp_ring_bytes_per_layer(sh: Shape, tokens, t, cp):
+    """Bytes one rank sends in one pass of the context-parallel K/V ring, per layer.
+
+    Each of the cp ranks holds s/cp tokens' K and V (width k, one KV head per device at
+    least, 16-bit); the ring passes them on cp-1 times so every rank sees all K/V:
+    (cp-1)/cp × 2·b·s·k·2 bytes, with b·s = tokens·cp. The backward makes two passes (K/V
+    again, and their gradients dK/dV back) — Megatron-Core's ring attention
+    (context_parallel: AttnFuncWithCPAndKVP2P); Liu et al. 2023, Ring Attention."""
+    t, cp = np.asarray(t, dtype=float), np.asarray(cp, dtype=float)
+    kv_dev = np.maximum(sh.kv_dim / t, sh.head_dim)
+    return (cp - 1.0) * np.asarray(tokens, dtype=float) * 2.0 * kv_dev * 2.0
