@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from ceiling.api.profile import ProfileResult, short_op_name
 from ceiling.cli.app import app
 from ceiling.cli.device_options import ProfileOption, SpecOption
 from ceiling.cli.output import (
@@ -30,123 +30,6 @@ TARGET_HELP = (
     "(default: the output's loss, or a scalar last element, else its mean), 'optimizer' "
     "(default AdamW), 'dataloader', 'tokens_per_step' (MFU per token; else per sample)}."
 )
-
-
-def _ops_json(rows) -> list[dict]:
-    return [
-        {
-            "name": p.name,
-            "category": p.category,
-            "calls": p.calls,
-            "flops": p.flops,
-            "bytes": p.bytes,
-            "time_s": p.time_s,
-            "intensity_flop_per_byte": p.intensity,
-            "attainable_flops_per_s": p.attainable_flops_per_s,
-            "achieved_flops_per_s": p.achieved_flops_per_s,
-            "roofline_time_s": p.roofline_time_s,
-            "fraction_of_attainable": p.fraction_of_attainable,
-            "bound": p.bound,
-            "exact": p.exact,
-        }
-        for p in rows
-    ]
-
-
-def report_json(r) -> dict:
-    c = r.ceiling
-    return {
-        "target": r.target,
-        "device": r.device,
-        "dtype": r.dtype,
-        "tf32": r.tf32,
-        "train": r.train,
-        "samples_per_step": r.samples_per_step,
-        "tokens_per_step": r.tokens_per_step,
-        "step_s": r.step_s,
-        "step_samples_s": r.step_samples_s,
-        "tokens_per_s": r.tokens_per_s,
-        "samples_per_s": r.samples_per_s,
-        "mfu": r.mfu,
-        "mfu_is_lower_bound": r.mfu_is_lower_bound,
-        "unknown_ops": r.unknown_ops,
-        "hfu": r.hfu,
-        "mfu_vs_measured_peak": r.mfu_vs_measured_peak,
-        "mfu_full_attention": r.mfu_full_attention,
-        "roofline_step_s": r.roofline_step_s,
-        "mfu_at_roofline": r.mfu_at_roofline,
-        "recorded_step_s": r.recorded_step_s,
-        "model_flops_per_step": r.model_flops_per_step,
-        "model_flops_per_step_full_attention": r.model_flops_per_step_full_attention,
-        "hardware_flops_per_step": r.hardware_flops_per_step,
-        "recomputed_flops_per_step": r.recomputed_flops,
-        "other_flops_per_step": r.other_flops_per_step,
-        "analytic_flops_per_step": r.analytic_flops_per_step,
-        "analytic_flops_per_step_full_attention": r.analytic_flops_per_step_full_attention,
-        "analytic_vs_counted": r.analytic_vs_counted,
-        "attention_convention": r.attention_convention,
-        "flop_convention": r.flop_convention,
-        "ceiling": {
-            "name": c.name,
-            "source": c.source,
-            "kind": c.kind,
-            "peak_dtype": c.peak_key,
-            "peak_flops_per_s": c.peak_flops_per_s,
-            "measured_peak_flops_per_s": c.measured_peak_flops_per_s,
-            "roofline_peak_flops_per_s": c.roof_flops_per_s,
-            "bandwidth_bytes_per_s": c.bandwidth_bytes_per_s,
-        },
-        "op_time_s": r.op_time_s,
-        "ops": _ops_json(r.ops),
-        "modules": _ops_json(r.modules),
-        "categories": _ops_json(r.categories),
-        "hints": r.hints,
-        "roofs": waterfall.explanation_json(r.explanation),
-        "method_version": r.method_version,
-        "environment": r.environment,
-    }
-
-
-def _roofline_figure(r, path: Path) -> None:
-    from ceiling.report import plots
-
-    plt = plots.pyplot()
-    peak, bw = r.ceiling.roof_flops_per_s, r.ceiling.bandwidth_bytes_per_s
-    pts = [p for p in r.ops if p.intensity and p.achieved_flops_per_s]
-    lo = min([p.intensity for p in pts] + [peak / bw / 100])
-    hi = max([p.intensity for p in pts] + [peak / bw * 100])
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-    ax.plot(xs, [min(peak, x * bw) for x in xs], color="k", lw=1.5, label="roofline")
-    for p in pts[:40]:
-        ax.plot(p.intensity, p.achieved_flops_per_s, "o", ms=4)
-        ax.annotate(short_op_name(p.name), (p.intensity, p.achieved_flops_per_s),
-                    fontsize=6, xytext=(3, 2), textcoords="offset points")  # fmt: skip
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("achieved FLOP/s (multiply-add = 2)")
-    ax.set_title(f"{r.target} on {r.ceiling.name} ({r.ceiling.peak_key})")
-    ax.grid(True, which="both", alpha=0.3)
-    plots.save(fig, path)
-
-
-_SHORT_NAMES = (
-    ("aten.", ""),
-    ("_scaled_dot_product_", "sdpa_"),
-    ("_attention_for_cpu", "_cpu"),
-    ("_attention", ""),
-    ("native_", ""),
-    ("_backward", "_bwd"),
-    ("_bwd_data", "_bwd"),
-)
-
-
-def short_op_name(name: str) -> str:
-    """aten._scaled_dot_product_flash_attention_for_cpu_backward -> sdpa_flash_cpu_bwd."""
-    for long, short in _SHORT_NAMES:
-        name = name.replace(long, short)
-    return name.lstrip("_") or name
 
 
 def _si(text: str, unit: str) -> str:
@@ -355,7 +238,9 @@ def profile_command(
         )
     figures = []
     if plot is not None:
-        _roofline_figure(r, plot)
+        from ceiling.report import plots
+
+        plots.save(ProfileResult(r).figure(), plot)
         figures.append(str(plot))
         e = r.explanation
         if e is not None and e.waterfall and r.step_s:
@@ -363,7 +248,7 @@ def profile_command(
             waterfall.waterfall_figure(e.waterfall, path, f"{r.target}: from peak to measured")
             figures.append(str(path))
     if json_out:
-        out = report_json(r)
+        out = ProfileResult(r).to_dict()
         out["plot"] = str(plot) if plot else None
         out["figures"] = figures
         emit_json(out)

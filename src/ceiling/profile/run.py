@@ -47,7 +47,7 @@ from ceiling.profile.explain import (
 from ceiling.profile.op_flops import UNKNOWN
 from ceiling.profile.recorder import METHOD_VERSION, OpRecorder
 from ceiling.profile.runner import StepRunner, guard, sync
-from ceiling.profile.targets import load_target
+from ceiling.profile.targets import Workload, load_target
 
 ATTENTION_CONVENTION = "causal-half"
 # Transformer layers a profile builds: each is a set of modules made one by one (even on
@@ -136,7 +136,7 @@ class ProfileReport:
 
 
 def profile_target(
-    target: str,
+    target: str | Workload,
     *,
     train: bool = False,
     device: str = "cpu",
@@ -166,7 +166,8 @@ def profile_target(
         profile=profile, batch=batch, seq=seq, warmup_steps=warmup_steps, steps=steps,
         module_depth=module_depth, available_bytes=available_bytes,
     )  # fmt: skip
-    with deadline(timeout_s, f"profiling {target}"):
+    name = target.name if isinstance(target, Workload) else target
+    with deadline(timeout_s, f"profiling {name}"):
         return _with_tf32(run, key, dev)
 
 
@@ -183,7 +184,7 @@ def _with_tf32(run, key: str, dev: torch.device) -> ProfileReport:
 
 def _profile(
     *,
-    target: str,
+    target: str | Workload,
     train: bool,
     dev: torch.device,
     key: str,
@@ -203,8 +204,11 @@ def _profile(
         check_dtype_runs(dev, key, torch_dtype)
     tf32 = (tf32_requested or tf32_enabled(dev)) and key == "fp32"
     ceiling = resolve_ceiling(dev, key, tf32, spec, profile)
-    check_batch_room(target, batch, seq, available_bytes)
-    workload = load_target(target, batch=batch, seq=seq)
+    if isinstance(target, Workload):  # a live model and batch (the Python API)
+        workload, target = target, target.name
+    else:
+        check_batch_room(target, batch, seq, available_bytes)
+        workload = load_target(target, batch=batch, seq=seq)
     check_layers(workload)
     itemsize = torch.empty((), dtype=torch_dtype).element_size()
     if not meta:
@@ -340,7 +344,8 @@ def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, reco
     working_set = working_set_bytes(workload.params, itemsize, train, rec.calls)
     # each matmul shape timed alone here is its own compute roof (not for another device)
     here = ran and not ceiling.source.startswith("datasheet spec")
-    rates = measured_matmul_rates(rec.calls, str(dev)) if here else None
+    cold = cache if cache and working_set > cache else None  # operands come from memory
+    rates = measured_matmul_rates(rec.calls, str(dev), cold) if here else None
     return explain_step(
         rec.calls, roofs, source, working_set, ceiling=ceiling, model_flops=flops,
         step_s=step_s, recorded_step_s=recorded_s, matmul_rates=rates,

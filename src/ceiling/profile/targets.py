@@ -292,6 +292,12 @@ def _user(target: str, batch: int | None = None, seq: int | None = None) -> Work
     fn = _import_callable(target)
     sizes = _sizes(target, fn, batch, seq)
     made = usercode.call(fn, target, **sizes)
+    return from_parts(target, made)
+
+
+def from_parts(target: str, made: Any) -> Workload:
+    """A Workload from what a user's function returns (or the API is given): a model, or a
+    dict / tuple of model, batch, optimizer, loss_fn, dataloader, forward, tokens_per_step."""
     if isinstance(made, nn.Module):
         made = {"model": made}
     if isinstance(made, (tuple, list)):
