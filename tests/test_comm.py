@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from ceiling.cli.bench_comm import comm_rows, latency_bandwidth
+from ceiling.api.bench import comm_rows, latency_bandwidth
 from ceiling.errors import InvalidInput
 from ceiling.measure import comm
 

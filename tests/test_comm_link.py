@@ -2,7 +2,7 @@
 
 import pytest
 
-from ceiling.cli.bench_comm import _link
+from ceiling.api.bench import _link
 from ceiling.hardware.catalog import get_spec
 from ceiling.model.comm_link import best_shares, collective_link, share_rows
 

@@ -82,30 +82,15 @@ def _progress(total: int | None = None) -> Iterator:
         yield step
 
 
-def _report(device: str | None, quick: bool):
-    from ceiling.measure import machine, suite
-
-    return suite.new_report(machine.pick_device(device), quick)
-
-
-def _budgets(quick: bool):
-    from ceiling.measure import suite
-
-    return suite.QUICK if quick else suite.FULL
-
-
 def _run_one(device: str | None, quick: bool, json_out: bool, step: str) -> None:
-    """Run one suite step (`suite.bench_memory`, ...) with progress; Ctrl-C keeps what finished."""
-    from ceiling.measure import suite
+    """Run one suite step (memory, overhead, transfer) with progress; Ctrl-C keeps what
+    finished."""
+    from ceiling.api import bench as api_bench
 
-    report = _report(device, quick)
-    part = step.removeprefix("bench_")
-    with _progress(suite.planned_steps(report, (part,))) as progress:
-        try:
-            getattr(suite, step)(report, budgets=_budgets(quick), progress=progress)
-        except KeyboardInterrupt:
-            report.interrupted = True
-    _finish(report, json_out)
+    result = getattr(api_bench, step.removeprefix("bench_"))(
+        device=device, quick=quick, progress=_progress
+    )
+    _finish(result.report, json_out)
 
 
 def _print_report(report) -> None:
@@ -159,19 +144,6 @@ def _finish(report, json_out: bool, extra: dict | None = None) -> None:
         raise typer.Exit(130)
 
 
-# A square fp32 matmul of this size needs 12 TiB; no device holds more than a few hundred GiB.
-MAX_MATMUL_DIM = 2**20
-
-
-def _matmul_dim(value: int, what: str) -> int:
-    if value > MAX_MATMUL_DIM:
-        shown = f"{value:,}" if value < 10**15 else f"a {len(str(value))}-digit number"
-        raise InvalidInput(
-            f"{what}: {shown} is beyond any device's memory (at most {MAX_MATMUL_DIM:,})"
-        )
-    return value
-
-
 def _parse_sizes(text: str | None) -> list[int] | None:
     if not text:
         return None
@@ -187,7 +159,7 @@ def _parse_sizes(text: str | None) -> list[int] | None:
             ) from None
         if value <= 0:
             raise InvalidInput(f"--sizes: sizes must be positive, got {value}")
-        out.append(_matmul_dim(value, "--sizes"))
+        out.append(value)
     return out
 
 
@@ -262,31 +234,20 @@ def bench_matmul(
     json_out: JsonOption = False,
 ) -> None:
     """Matrix-multiply TFLOP/s per dtype and size, checked against float64, vs the peak."""
-    from ceiling.measure import suite
-    from ceiling.measure.matmul import check_dtype, parse_shape
+    from ceiling.api import bench as api_bench
 
-    dtype = [check_dtype(d) for d in comma_list(dtype)] if dtype else dtype
-    shapes = [parse_shape(s) for s in comma_list(shape) or []]
-    for m_n_k in shapes:
-        _matmul_dim(max(m_n_k), "--shape")
     size_list = _parse_sizes(joined(sizes))
     if sizes and not size_list:
         raise InvalidInput("--sizes: no size given (e.g. 1024,2048)")
-    report = _report(device, quick)
-    total = suite.planned_steps(report, ("matmul",), dtypes=dtype, sizes=size_list, shapes=shapes)
-    with _progress(total) as progress:
-        try:
-            suite.bench_matmul(
-                report,
-                dtypes=dtype,
-                sizes=size_list,
-                shapes=shapes,
-                budgets=_budgets(quick),
-                progress=progress,
-            )
-        except KeyboardInterrupt:
-            report.interrupted = True
-    _finish(report, json_out)
+    result = api_bench.matmul(
+        comma_list(dtype) if dtype else None,
+        size_list,
+        comma_list(shape) or [],
+        device=device,
+        quick=quick,
+        progress=_progress,
+    )
+    _finish(result.report, json_out)
 
 
 @bench_app.command("memory")

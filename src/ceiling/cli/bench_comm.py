@@ -3,61 +3,13 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from ceiling.cli.bench import bench_app
 from ceiling.cli.output import LIST_HELP, JsonOption, comma_list, console, emit_json, table
 from ceiling.errors import InvalidInput
-from ceiling.model import comm_link
-
-ALL_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
-
-
-def comm_rows(raw: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per (op, bytes): the slowest rank's median time, algbw and busbw in GB/s."""
-    from ceiling.model import collectives
-
-    n = raw["ranks"]
-    rows = []
-    for p in raw["points"]:
-        t = max(p["time_s_per_rank"])
-        algbw_gbps = collectives.algbw_bytes_per_s(p["bytes"], t) / 1e9
-        rows.append(
-            {
-                "op": p["op"],
-                "bytes": p["bytes"],
-                "time_s": t,
-                "algbw_gbps": algbw_gbps,
-                "busbw_gbps": algbw_gbps * collectives.bus_factor(p["op"], n),
-                "iters": p["iters"],
-                "in_place": p.get("in_place"),
-                "checked": p.get("checked", False),
-            }
-        )
-    return rows
-
-
-def latency_bandwidth(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    from ceiling.model import collectives
-
-    out = {}
-    for op in dict.fromkeys(r["op"] for r in rows):
-        mine = [r for r in rows if r["op"] == op]
-        if len(mine) < 2:
-            continue
-        fit = collectives.fit_latency_bandwidth(
-            [r["bytes"] for r in mine], [r["time_s"] for r in mine]
-        )
-        out[op] = {
-            "latency_s": fit.latency_s,
-            "bandwidth_gbps": (
-                fit.bandwidth_bytes_per_s / 1e9 if fit.bandwidth_bytes_per_s else None
-            ),
-            "r2": fit.r2,
-        }
-    return out
 
 
 @bench_app.command("comm")
@@ -112,60 +64,39 @@ def bench_comm(
     span nodes); above 1 is beyond any ring (in-network reduction, NVLS/SHARP). Runs across
     machines under `torchrun`.
     """
+    from ceiling.api import bench as api_bench
     from ceiling.measure import comm
-    from ceiling.measure.scale import environment
     from ceiling.units import format_bytes, format_time, parse_bytes
 
     if device not in ("auto", "cpu", "cuda"):
         raise InvalidInput(f"device must be auto, cpu or cuda, got {device!r}")
-    given = comma_list(ops) if ops is not None else list(ALL_COLLECTIVES)
+    given = comma_list(ops) if ops is not None else list(api_bench.ALL_COLLECTIVES)
     op_list = [o.replace("-", "_") for o in given]
     if not op_list:
         raise InvalidInput("give at least one collective with --ops")
-    named = None
     if spec is not None:  # a bad name fails now, not after the sweep
         from ceiling.hardware.catalog import get_spec
 
-        named = get_spec(spec)
+        get_spec(spec)
     # read even with --quick, so that a bad value is refused rather than ignored
     low = int(parse_bytes(min_bytes))
-    top = comm.DEFAULT_MAX_BYTES[_kind(device)] if max_bytes is None else parse_bytes(max_bytes)
+    kind = api_bench.device_kind(device)
+    top = comm.DEFAULT_MAX_BYTES[kind] if max_bytes is None else parse_bytes(max_bytes)
     if quick:
         sizes = [4 * 2**10, 256 * 2**10, 4 * 2**20]
     else:
         sizes = comm.default_sizes(low, int(top))
     if not 0 < stall_timeout < float("inf"):
         raise InvalidInput(f"--stall-timeout must be a positive number, got {stall_timeout:g}")
-    raw = _run(comm, workers, op_list, sizes, iters, device, (timeout, stall_timeout))
-    if raw is None:  # not rank 0 under torchrun
+    result = _run(api_bench, workers, op_list, sizes, iters, device, spec,
+                  (timeout, stall_timeout))  # fmt: skip
+    if result is None:  # not rank 0 under torchrun
         return
-    rows = comm_rows(raw)
-    fits = latency_bandwidth(rows)
-    link, link_note, ring_notes = _link(raw, rows, named)
-    telemetry = _telemetry(raw)
     if json_out:
-        emit_json(
-            {
-                "method_version": raw["method_version"],
-                "ranks": raw["ranks"],
-                "device": raw["device"],
-                "backend": raw["backend_engine"],
-                "launcher": raw["launcher"],
-                "dtype": raw["dtype"],
-                "torch": raw["torch"],
-                "environment": environment(),
-                "bytes_note": "bytes of the largest per-rank buffer (nccl-tests' size); "
-                "GB/s = 1e9 bytes/s",
-                "rows": rows,
-                "latency_bandwidth": fits,
-                "link": link.json() if link else None,
-                "link_note": link_note,
-                "busbw_share_of_link": comm_link.best_shares(rows),
-                "ring_bound_notes": ring_notes,
-                "telemetry": telemetry,
-            }
-        )
+        emit_json(result.to_dict())
         return
+    raw, rows, fits = result.raw, result.rows, result.latency_bandwidth
+    link_note, ring_notes, telemetry = result.link_note, result.ring_notes, result.telemetry
     c = console()
     c.print(
         table(
@@ -214,48 +145,7 @@ def bench_comm(
         c.print(line)
 
 
-def _kind(device: str) -> str:
-    """'cuda' or 'cpu': where the workers will run, for the default sweep."""
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _link(raw: dict[str, Any], rows: list[dict[str, Any]], named):
-    """(link, note, ring-bound lines); adds each row's busbw share of the link."""
-    from ceiling.hardware.catalog import match_driver_name
-
-    on_gpu = str(raw["device"]).startswith("cuda")
-    spec = named or (match_driver_name(raw.get("device_name", "")) if on_gpu else None)
-    spans = raw.get("ranks_per_node", raw["ranks"]) < raw["ranks"]
-    link = comm_link.collective_link(spec, spans_nodes=spans) if (on_gpu or named) else None
-    note = None
-    if link is None:
-        note = (
-            "no catalog link for CPU ranks under gloo (they share one machine's memory): "
-            "busbw_share_of_link is null"
-            if not on_gpu and named is None
-            else f"{raw.get('device_name') or 'this device'} has no catalog entry with a "
-            "link, so busbw is not set against one (pass --spec NAME or FILE.toml)"
-        )
-    else:
-        note = f"busbw against the {link.kind} of {link.device_key}, one way: {link.source}"
-    return link, note, comm_link.share_rows(rows, link)
-
-
-def _telemetry(raw: dict[str, Any]) -> dict[str, Any] | None:
-    """Rank 0's device clocks over the sweep, burst vs sustained (None when unreadable)."""
-    from ceiling.hardware.telemetry import summarize
-
-    readings = [p["telemetry"] for p in raw["points"] if p.get("telemetry")]
-    if not raw.get("telemetry_source") or not readings:
-        return None
-    return {"source": raw["telemetry_source"], **summarize(readings)}
-
-
-def _run(comm, workers, op_list, sizes, iters, device, timeouts):
+def _run(api_bench, workers, op_list, sizes, iters, device, spec, timeouts):
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -269,13 +159,14 @@ def _run(comm, workers, op_list, sizes, iters, device, timeouts):
         disable=not sys.stderr.isatty(),
     ) as progress:
         task = progress.add_task(f"starting {workers} workers", total=total)
-        return comm.run_comm_benchmark(
+        return api_bench.comm(
             workers,
             op_list,
             sizes,
             iters=iters,
             device=device,
+            spec=spec,
             timeout_s=timeouts[0],
-            stall_s=timeouts[1],
+            stall_timeout_s=timeouts[1],
             on_progress=lambda m: progress.update(task, description=m, advance=1),
         )
