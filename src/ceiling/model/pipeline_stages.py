@@ -1,0 +1,115 @@
+"""Pipeline stage layouts: how many layers each stage holds, how many micro-batches' worth of
+activations it keeps, and how long a step of stages with different times takes.
+
+A layout is (first, last): the layers on the first and on the last pipeline stage (all their
+interleaved chunks together), the rest spread over the p-2 middle stages as evenly as whole
+layers allow — Megatron-Core's ``--decoder-first-pipeline-num-layers`` and
+``--decoder-last-pipeline-num-layers``. (0, 0) is the even split: ⌈l/(p·v)⌉ layers per chunk
+everywhere, the fullest setting the pace. Every function takes numpy arrays.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ceiling.errors import InvalidInput
+
+
+def balanced_layout(layers: int, p: int) -> tuple[int, int]:
+    """(first, last) with the embedding and the loss each counted as one layer, so that the
+    first stage (which also holds the most micro-batches in flight) and the last (which also
+    computes the output layer and the loss) get one layer fewer than the others — the rule of
+    Megatron-Core's ``--account-for-embedding-in-pipeline-split`` and
+    ``--account-for-loss-in-pipeline-split``; Llama 3 405B ran 126 layers on 16 stages as
+    7, 8 × 14, 7 (Llama Team 2024, section 3.3.2). (0, 0) where that is the even split."""
+    if p < 2:
+        return (0, 0)
+    per = math.ceil((layers + 2) / p)
+    # Two stages split the odd layer to the first: the loss costs more than the lookup.
+    last = (layers + 2) // 2 - 1 if p == 2 else per - 1
+    first = layers - last if p == 2 else per - 1
+    if first < 1 or last < 1 or (p > 2 and layers - first - last < p - 2):
+        return (0, 0)
+    even = math.ceil(layers / p)
+    mid = math.ceil((layers - first - last) / (p - 2)) if p > 2 else even
+    if first == last == mid == even:
+        return (0, 0)
+    return (first, last)
+
+
+def parse_stages(text: str) -> dict:
+    """`--fixed stages=...`: 'even', 'balanced' or the layers of every stage ('31,32,32,31';
+    the middle stages equal). Returns the pins it implies (p, first, last) or the rule."""
+    text = text.strip().lower()
+    if text == "even":
+        return {"first": 0, "last": 0}
+    if text == "balanced":
+        return {"stages": "balanced"}
+    parts = [x.strip() for x in text.replace(";", ",").split(",") if x.strip()]
+    if not parts or not all(x.isdigit() and int(x) >= 1 for x in parts):
+        raise InvalidInput(
+            f"--fixed: stages must be even, balanced or the layers of each stage as whole "
+            f"numbers ≥ 1 (31,32,32,31), got {text!r}"
+        )
+    counts = [int(x) for x in parts]
+    if len(counts) == 1:
+        raise InvalidInput("--fixed: stages lists the layers of each of p ≥ 2 stages")
+    middle = set(counts[1:-1])
+    if len(middle) > 1:
+        raise InvalidInput(
+            f"--fixed: stages {text}: the middle stages must hold the same number of layers "
+            f"(only the first and the last may differ), got {sorted(middle)}"
+        )
+    return {"p": len(counts), "first": counts[0], "last": counts[-1], "stage_total": sum(counts)}
+
+
+def stage_layers(layers: int, p, v, first, last):
+    """Layers on the first, a middle and the last device (all chunks): arrays."""
+    p, v = np.asarray(p, dtype=float), np.asarray(v, dtype=float)
+    first, last = np.asarray(first, dtype=float), np.asarray(last, dtype=float)
+    even = np.ceil(layers / (p * v) - 1e-9) * v
+    uneven = (first > 0) & (p > 1)
+    rest = layers - first - last
+    mid = np.where(p > 2, np.ceil(rest / np.maximum(p - 2.0, 1.0) - 1e-9), 0.0)
+    return (
+        np.where(uneven, first, even),
+        np.where(uneven, mid, np.where(p > 2, even, 0.0)),
+        np.where(uneven, last, even),
+    )
+
+
+def held_per_layer(p, v, m):
+    """Micro-batches' worth of each of its layers' activations the first, the most loaded
+    middle (second) and the last device hold at their peak.
+
+    1F1B: device k holds min(p-k, m). Interleaved: its warm-up of 2(p-k-1) + (v-1)·p chunk
+    passes and the one in progress, each a 1/v share of its layers, at most m·v; for the first
+    device that is p·(1 + (p-1)/(p·v)) (Korthikanti et al. 2022, section 4.2.3)."""
+    p, v, m = (np.asarray(x, dtype=float) for x in (p, v, m))
+
+    def held(k):
+        plain = np.minimum(p - k, m)
+        chunks = np.minimum(2.0 * (p - k - 1.0) + (v - 1.0) * p + 1.0, m * v) / v
+        return np.maximum(np.where(v > 1, chunks, plain), 1.0)
+
+    return held(0.0), held(np.minimum(1.0, p - 1.0)), held(p - 1.0)
+
+
+def pipeline_time(t_first, t_mid, t_last, p, v, m):
+    """(time of one step's pipeline, of it the idle time of the last stage) for per-micro-batch
+    stage times (forward + backward) of the first, every middle and the last device.
+
+    The step is set by the slowest stage: m·max(t) plus the fill and drain, the other stages'
+    times once, each chunk a 1/v share: m·max(t) + (Σ t − max t)/v. Equal stages give
+    (m + (p-1)/v)·t, Narayanan et al. 2021's (p-1)/(v·m) bubble. Exact (against
+    `pipeline_sim`) when the last stage is the slowest, as with the output layer and the loss
+    on it; an upper bound otherwise (stages after a slower one partly idle in its shadow)."""
+    p, v, m = (np.asarray(x, dtype=float) for x in (p, v, m))
+    middle = np.maximum(p - 2.0, 0.0)
+    slowest = np.maximum(np.maximum(t_first, t_last), np.where(p > 2, t_mid, 0.0))
+    slowest = np.where(p > 1, slowest, t_last)
+    total = np.where(p > 1, t_first + middle * t_mid + t_last, t_last)
+    pipeline = m * slowest + (total - slowest) / v
+    return pipeline, pipeline - m * t_last

@@ -1,0 +1,187 @@
+"""Activation recomputation policies: which tensors a block keeps for its backward, which it
+rebuilds, and what rebuilding costs.
+
+A policy is one of
+- ``none``: everything kept (Korthikanti et al. 2022, Table 2, "no recompute");
+- ``selective``: the attention core (its s×s scores) rebuilt, the rest kept — Megatron-LM's
+  ``--recompute-granularity selective`` (Korthikanti et al. 2022, section 5);
+- ``full``: only the block input kept, the whole forward rebuilt in the backward;
+- ``layers:N``: N layers of each pipeline stage fully rebuilt, the others keep everything —
+  Megatron-LM's ``--recompute-method block --recompute-num-layers N``;
+- ``ops:NAMES``: the outputs of the named ops kept, every other op of the block rebuilt
+  from them and the block input (PyTorch's selective activation checkpointing with a
+  save-list policy; MaxText's ``save_qkv_proj`` is ``ops:qkv``). Op names, in forward
+  order: q, k, v (projections), attn (the attention core's output and row statistics),
+  o (output projection), gate, up (FFN input projections; gate only in gated FFNs), down
+  (FFN output projection). ``qkv`` stands for q+k+v; ``alternate`` keeps the attention output
+  and every other linear layer's output counted from the first (torchtitan's per-op policy,
+  ``mm`` outputs at odd positions: q, v, gate, down for SwiGLU; q, v, up for GELU).
+
+Codes (what the search's arrays hold): 0, 1, 2 for none, selective, full; OPS_BASE + a
+bitmask over OPS (bit ALTERNATE_BIT: the alternate preset) for ops; LAYERS_BASE + N for
+layers:N.
+
+What a rebuilt op costs: its forward again — a projection's GEMM (2 FLOPs per weight per
+token), the attention kernel, and the pointwise kernels (norms, activation) that feed it.
+The FFN output projection is never rebuilt: its output only feeds the residual, which the
+next block keeps as its input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ceiling.errors import InvalidInput
+
+MODES = ("none", "selective", "full")
+OPS = ("q", "k", "v", "attn", "o", "gate", "up", "down")
+ALTERNATE_BIT = len(OPS)
+OPS_BASE = 3
+LAYERS_BASE = 1024
+_GROUPS = {"qkv": ("q", "k", "v")}
+VALUES = (
+    "none, selective, full, layers:N (N ≥ 1 layers per stage fully rebuilt) or ops:NAMES "
+    "(outputs kept, '+'-joined: " + ", ".join((*OPS, "qkv", "alternate")) + ")"
+)
+
+
+def parse(text: str) -> str:
+    """A policy as typed (`--fixed recompute=...`) -> its canonical value; InvalidInput if bad."""
+    text = text.strip().lower()
+    if text in MODES:
+        return text
+    kind, _, arg = text.partition(":")
+    if kind == "layers" and arg.isdigit() and int(arg) >= 1:
+        return f"layers:{int(arg)}"
+    if kind == "ops" and arg:
+        names: list[str] = []
+        for name in arg.split("+"):
+            name = name.strip()
+            if name == "alternate" or name in OPS:
+                names.append(name)
+            elif name in _GROUPS:
+                names.extend(_GROUPS[name])
+            else:
+                raise InvalidInput(f"recompute: unknown op {name!r} in {text!r}; ops: {VALUES}")
+        order = (*OPS, "alternate")
+        return "ops:" + "+".join(sorted(set(names), key=order.index))
+    raise InvalidInput(f"recompute must be {VALUES}, got {text!r}")
+
+
+def valid(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        return parse(value) == value
+    except InvalidInput:
+        return False
+
+
+def encode(value: str) -> int:
+    if value in MODES:
+        return MODES.index(value)
+    kind, _, arg = value.partition(":")
+    if kind == "layers":
+        return LAYERS_BASE + int(arg)
+    mask = 0
+    for name in arg.split("+"):
+        mask |= 1 << (ALTERNATE_BIT if name == "alternate" else OPS.index(name))
+    return OPS_BASE + mask
+
+
+def decode(code) -> str:
+    code = int(code)
+    if code < OPS_BASE:
+        return MODES[code]
+    if code >= LAYERS_BASE:
+        return f"layers:{code - LAYERS_BASE}"
+    mask = code - OPS_BASE
+    names = [name for i, name in enumerate((*OPS, "alternate")) if mask >> i & 1]
+    return "ops:" + "+".join(names)
+
+
+def layers_rebuilt(code, stage_layers):
+    """Layers of a stage fully rebuilt: all for full, min(N, layers) for layers:N."""
+    code = np.asarray(code)
+    n = np.where(code >= LAYERS_BASE, code - LAYERS_BASE, 0)
+    return np.where(code == 2, stage_layers, np.minimum(n, stage_layers))
+
+
+def _kept_ops(sh, code):
+    """Per op (OPS order), 1.0 where an ops policy keeps its output (arrays over plans)."""
+    code = np.asarray(code)
+    is_ops = (code >= OPS_BASE) & (code < LAYERS_BASE)
+    mask = np.where(is_ops, code - OPS_BASE, 0)
+    alternate = (mask >> ALTERNATE_BIT) & 1
+    # Linear layers in forward order; the attention core is not one of them.
+    linears = ("q", "k", "v", "o", "gate", "up", "down") if sh.ffn_mats == 3 else (
+        "q", "k", "v", "o", "up", "down")  # fmt: skip
+    odd = {name for i, name in enumerate(linears) if i % 2 == 0} | {"attn"}
+    kept = {}
+    for i, name in enumerate(OPS):
+        bit = (mask >> i) & 1
+        kept[name] = np.where(is_ops, np.maximum(bit, alternate * (name in odd)), 0).astype(float)
+    if sh.ffn_mats != 3:
+        kept["gate"] = np.zeros_like(kept["gate"])
+    return is_ops, kept
+
+
+def ops_activation_bytes(sh, seq_len, t, sp, code, attention, dropout):
+    """Bytes per token one block keeps under an ops policy (0 for other codes): the block
+    input and dropout masks (as Korthikanti's count: 2h and h each, over t with sequence
+    parallelism) and each kept op's output — Q 2q/t, K and V 2k/t each (one KV head per device
+    at least), attention output 2q/t plus fp32 row statistics 4a/t with FlashAttention (the
+    s×s scores' 5as/t bytes without), o and down 2h (over t with sequence parallelism), gate
+    and up 2f/t per active expert."""
+    t = np.asarray(t, dtype=float)
+    sp = np.asarray(sp, dtype=bool) & (t > 1)
+    h = sh.hidden
+    is_ops, kept = _kept_ops(sh, code)
+    seq_split = np.where(sp, 1.0 / t, 1.0)
+    drop = 1.0 if dropout else 0.0
+    kv_dev = np.maximum(sh.kv_dim / t, sh.head_dim)
+    if attention == "flash":
+        attn_out = 2.0 * sh.q_dim / t + 4.0 * sh.heads / t
+    else:
+        attn_out = 2.0 * sh.q_dim / t + (2.0 + 3.0 * drop) * sh.heads * float(seq_len) / t
+    f = sh.ffn_hidden * sh.active_experts / t
+    out = (2.0 * h + 2.0 * drop * h) * seq_split
+    out = out + kept["q"] * 2.0 * sh.q_dim / t + (kept["k"] + kept["v"]) * 2.0 * kv_dev
+    out = out + kept["attn"] * attn_out + (kept["o"] + kept["down"]) * 2.0 * h * seq_split
+    out = out + (kept["gate"] + kept["up"]) * 2.0 * f
+    return np.where(is_ops, out, 0.0)
+
+
+def rebuilt_shares(sh, code, stage_layers):
+    """What the backward re-runs, averaged over a stage's layers, as arrays:
+    (share of the block's linear FLOPs, share of layers whose attention core is rebuilt,
+    share whose pointwise kernels are rebuilt, tensor-parallel collectives rebuilt per layer).
+
+    none 0, 0, 0, 0; selective 0, 1, 0, 0; full 1, 1, 1, 2 (the attention and MLP inputs
+    gathered or reduced again); layers:N the full row times N/layers; ops: the unkept linear
+    layers' share of the block's GEMM FLOPs (down never), the attention core unless kept,
+    the pointwise kernels, and one collective per half of the block that rebuilds any GEMM."""
+    code = np.asarray(code)
+    layers = np.maximum(np.asarray(stage_layers, dtype=float), 1.0)
+    full = np.asarray(layers_rebuilt(code, stage_layers), dtype=float) / layers
+    is_ops, kept = _kept_ops(sh, code)
+    h, q, k = sh.hidden, sh.q_dim, sh.kv_dim
+    f = sh.ffn_hidden * sh.active_experts
+    weights = {"q": h * q, "k": h * k, "v": h * k, "o": q * h, "gate": h * f if
+               sh.ffn_mats == 3 else 0.0, "up": h * f, "down": f * h}  # fmt: skip
+    total = float(sum(weights.values()))
+    redo = {name: 1.0 - kept[name] for name in weights}
+    linear_ops = sum(redo[n] * w for n, w in weights.items() if n != "down") / total
+    attn_side = np.maximum.reduce([redo["q"], redo["k"], redo["v"], redo["o"]])
+    mlp_side = np.maximum(redo["up"], redo["gate"] * (sh.ffn_mats == 3))
+    linear = np.where(is_ops, linear_ops, full)
+    attention = np.where(is_ops, 1.0 - kept["attn"], np.where(code == 1, 1.0, full))
+    pointwise = np.where(is_ops, 1.0, full)
+    collectives = np.where(is_ops, attn_side + mlp_side, 2.0 * full)
+    return linear, attention, pointwise, collectives
+
+
+def rebuilds_whole_layers(code):
+    """Whether the backward rebuilds a layer's activations (their set is live once)."""
+    code = np.asarray(code)
+    return code >= 2
