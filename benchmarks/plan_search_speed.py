@@ -2,7 +2,11 @@
 
 Cases: GPT-3 175B on 1,024 A100s (the `ceiling plan` acceptance case) and the 1T-parameter
 GPT of Narayanan et al. 2021, Table 1 (catalog `gpt-1t`: l = 128, h = 25600, a = 160,
-V = 51200, s = 2048) on 3,072 A100s with a global batch of 3072. The vectorised pass is set
+V = 51200, s = 2048) on 3,072 A100s with a global batch of 3072; then, with every planner v2
+axis on — context parallelism searched, FP8 linear layers and tensor-parallel overlap pinned
+on, uneven stages, interleaving beyond 8 and partial recomputation searched — GPT-3 175B on
+1,024 H100s and Llama 3 405B on 16,384 H100s (s = 8192, 2,048 sequences: 16M tokens a step,
+as Llama 3's pre-training). Each must search in under 1 s. The vectorised pass is set
 beside evaluating the same plans one at a time (`evaluate_plan`), measured in the same run.
 Also times the whole `ceiling plan ... --json` command in a fresh process, imports included.
 Run: .venv/bin/python benchmarks/plan_search_speed.py
@@ -35,15 +39,20 @@ def best_of(fn, repeats=REPEATS) -> tuple[float, float]:
     return min(times), statistics.median(times)
 
 
-def case(label: str, model, gpus: int, batch: int) -> None:
-    job = Job(model, batch, 2048)
-    cluster = make_cluster(get_spec("a100-80gb"), gpus)
-    cand = enumerate_plans(job, cluster)
+ALL_AXES_ON = {"fp8": "linear", "tp_overlap": True}
+
+
+def case(
+    label: str, model, gpus: int, batch: int, seq=2048, device="a100-80gb", fixed=None
+) -> None:
+    job = Job(model, batch, seq)
+    cluster = make_cluster(get_spec(device), gpus)
+    cand = enumerate_plans(job, cluster, fixed)
     n = len(cand["d"])
-    t_enum, _ = best_of(lambda: enumerate_plans(job, cluster))
+    t_enum, _ = best_of(lambda: enumerate_plans(job, cluster, fixed))
     t_eval, _ = best_of(lambda: evaluate_candidates(job, cluster, cand))
-    t_full, t_med = best_of(lambda: search(job, cluster, top=5))
-    best = search(job, cluster, top=1).plans[0]
+    t_full, t_med = best_of(lambda: search(job, cluster, fixed, top=5))
+    best = search(job, cluster, fixed, top=1).plans[0]
     k = min(n, ONE_AT_A_TIME)
     singles = [_plan_at(cand, i) for i in range(0, n, max(1, n // k))][:k]
     t_single, _ = best_of(lambda: [evaluate_plan(job, cluster, pl) for pl in singles], 1)
@@ -93,4 +102,7 @@ def command_time() -> None:
 if __name__ == "__main__":
     case("GPT-3 175B on 1,024 A100", get_model("gpt3-175b"), 1024, 1536)
     case("GPT 1T on 3,072 A100", get_model("gpt-1t"), 3072, 3072)
+    gpt3, llama = get_model("gpt3-175b"), get_model("llama-3-405b")
+    case("GPT-3 175B on 1,024 H100, all axes", gpt3, 1024, 1536, 2048, "h100-sxm", ALL_AXES_ON)
+    case("Llama 3 405B on 16,384 H100, all axes", llama, 16384, 2048, 8192, "h100-sxm", ALL_AXES_ON)
     command_time()

@@ -202,6 +202,42 @@ _change(
     "fit.usl.peak_*",
     "warnings.0",
 )
+_change(
+    _PLANS,
+    "planner v2 time model: GEMMs at the matmul efficiency times their tile utilisation over "
+    "the SMs, causal attention blocks at the fused kernel's own efficiency, FP8 for the "
+    "linear layers only (--dtype fp8 pins fp8=linear) with its casts, context parallelism "
+    "(cp, searched: devices = d·t·p·cp) and overlap switches (tp_overlap, cp_overlap, "
+    "prefetch) with the hidden communication beside the exposed; every plan's figures, the "
+    "ranking and the count of valid plans follow (one plan per d×t×p×cp layout)",
+    "plans",
+    "plans.*",
+    "scaling.*",
+    "evaluated",
+    "fitting",
+    "assumptions.tp_overlap",
+    "assumptions.attention_efficiency",
+    "assumptions.gemm_shape",
+    "cluster.attention_efficiency",
+    "cluster.sources.attention",
+    "fixed.fp8",
+    "cluster.dtype",
+    "cluster.peak_flops_per_s",
+)
+_change(
+    _PLANS,
+    "planner v2 pipeline and memory model: stage layouts (first/last stage layers, the "
+    "balanced rule) and interleaving up to the layers per stage are searched, with recompute "
+    "of N layers per stage and of chosen ops; the pipeline's fill and drain count each other "
+    "stage's own time (the output layer and the loss only on the last), memory is the "
+    "heaviest stage's, and every plan says its stage layers, the heaviest stage, the logits "
+    "and rebuilt-layer memory and the recompute time",
+    "plans",
+    "plans.*",
+    "scaling.*",
+    "evaluated",
+    "fitting",
+)
 
 # Facts about the machine that ran the command, not results: never compared.
 MACHINE = ("environment", "environment.*")

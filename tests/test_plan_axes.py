@@ -30,8 +30,14 @@ def test_fixed_accepts_keys_fields_and_aliases():
         "state_bytes": 16,
         "zero": 3,
     }
-    with pytest.raises(InvalidInput, match="unknown key 'cp'"):
-        parse_fixed("cp=2")
+    assert parse_fixed("context_parallel=2,fp8=linear,tp_overlap=on,prefetch=off") == {
+        "cp": 2,
+        "fp8": "linear",
+        "tp_overlap": True,
+        "prefetch": False,
+    }
+    with pytest.raises(InvalidInput, match="unknown key 'cq'"):
+        parse_fixed("cq=2")
 
 
 @pytest.mark.parametrize(

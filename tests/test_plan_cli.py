@@ -30,7 +30,7 @@ def test_plan_json_has_the_ranked_plans(cli):
     ):
         assert key in plans[0]
     assert plans[0]["t"] <= data["cluster"]["devices_per_node"]
-    assert plans[0]["d"] * plans[0]["t"] * plans[0]["p"] == 1024
+    assert plans[0]["d"] * plans[0]["t"] * plans[0]["p"] * plans[0]["cp"] == 1024
     assert [p["step_time_s"] for p in plans] == sorted(p["step_time_s"] for p in plans)
     assert data["assumptions"]["matmul_efficiency"] == data["cluster"]["matmul_efficiency"]
 

@@ -142,7 +142,11 @@ def assumptions(cluster, job, recipe: bool) -> dict:
         "dp_overlap": "gradient reduction overlaps the last micro-batch's backward"
         if job.overlap_dp
         else "none (gradient reduction after the backward)",
-        "tp_overlap": "none (tensor-parallel collectives are exposed)",
+        "tp_overlap": "as each plan's tp_overlap (off unless pinned: tensor-parallel "
+        "collectives exposed; on: all but the first of t chunks hidden behind the GEMMs)",
+        "attention_efficiency": cluster.attention_efficiency,
+        "gemm_shape": "each GEMM at the matmul efficiency times its tile utilisation over "
+        "the device's SMs (padding and wave quantisation)",
         "flops": "a multiply-add counts as 2; peaks are dense",
     }
 
@@ -235,6 +239,7 @@ def plan(
     from ceiling.model.plan_search import parse_fixed, search
     from ceiling.model.plan_search import scaling as scaling_rows
     from ceiling.model.transformer import parse_model
+    from ceiling.vocabulary import normalize_dtype
 
     if not 0 <= scaling <= MAX_DOUBLINGS:
         raise InvalidInput(
@@ -246,6 +251,10 @@ def plan(
     )
     n = _count(gpus, "--gpus", MAX_DEVICES)
     pins = parse_fixed(_fixed_text(fixed))
+    if normalize_dtype(dtype, what="--dtype") == "fp8":
+        # Real FP8 runs put only the linear layers' GEMMs in FP8; the rest stays 16-bit.
+        dtype = "bf16"
+        pins.setdefault("fp8", "linear")
 
     def cluster_for(count: int):
         return build_cluster(

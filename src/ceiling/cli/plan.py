@@ -30,9 +30,28 @@ hf:PATH (a Hugging Face config.json, or the folder holding one).
 
 --fixed pins plan fields and searches the rest: d, t, p, b (micro-batch), v, ep (expert
 parallelism: experts spread over ep of the d data-parallel ranks; must divide d and the
-experts), zero (0-3 or fsdp), recompute (none|selective|full), sp (on|off), state_bytes (16
-or 18 per parameter). Example: --fixed d=32,t=8,p=2,recompute=full,sp=off; a mixture of
-experts: --fixed ep=8
+experts), zero (0-3 or fsdp), recompute (none | selective: the attention core rebuilt | full:
+whole layers rebuilt | layers:N: N layers of each pipeline stage rebuilt whole, the rest kept
+| ops:NAMES: the outputs of the '+'-joined ops kept and the rest of each layer rebuilt from
+them — q, k, v, attn, o, gate, up, down, qkv, alternate = every other linear layer and the
+attention output, as torchtitan's per-op policy; ops:qkv is MaxText's save_qkv_proj),
+stages (even | balanced: the embedding and the loss counted as a layer each, so the first
+and last stage get fewer layers | the layers of each stage, 7,8,...,8,7, the middle ones
+equal; or first=F,last=L), v (any count of equal chunks per stage, e.g. 12 for 96 layers on
+8 stages), sp (on|off), state_bytes (16
+or 18 per parameter), cp (context parallelism: each sequence split over cp ranks, K/V passed
+round a ring; devices = d·t·p·cp), fp8 (off|linear: the linear layers' GEMMs in FP8 as
+Transformer Engine runs them, attention, logits, optimizer and communication 16-bit, casts
+costed; held off unless pinned; --dtype fp8 pins it), tp_overlap (on|off: tensor-parallel
+collectives hidden behind their GEMMs), cp_overlap (on|off: the K/V ring behind attention),
+prefetch (on|off: ZeRO-3 gathers the next layer while this one computes). The switches hold
+their default unless pinned. Example: --fixed d=32,t=8,p=2,recompute=full,sp=off; a mixture
+of experts: --fixed ep=8; long context: --fixed cp=2,tp_overlap=on,fp8=linear
+
+Time per step splits into 16-bit GEMMs (at the device's matmul efficiency times each GEMM's
+tile utilisation over the SMs), attention (causal blocks at the fused kernel's efficiency),
+FP8 GEMMs and casts, memory-bound kernels, and the communication left exposed; what overlap
+hides is shown beside it.
 
 FLOPs count a multiply-add as 2; peaks are dense. Memory in GiB (2^30 bytes)."""
 
@@ -154,16 +173,22 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
             else ""
         )
     )
-    short = {"none": "none", "selective": "sel", "full": "full"}
+    short = {"none": "none", "selective": "sel", "full": "full"}  # others as they are
     cols = ["#", "d×t×p", "v", "b/m", "memory saving", "GiB", "step", "MFU", "TF/s"]
     body = []
     for i, r in enumerate(result.plans, 1):
         pl = r.plan
-        saving = f"z{pl.zero} {short[pl.recompute]}" + (" sp" if pl.sequence_parallel else "")
+        saving = f"z{pl.zero} {short.get(pl.recompute, pl.recompute)}" + (
+            " sp" if pl.sequence_parallel else ""
+        )
         body.append(
             [
                 i,
-                f"{pl.d}×{pl.t}×{pl.p}" + (f" ep{pl.ep}" if pl.ep > 1 else ""),
+                f"{pl.d}×{pl.t}×{pl.p}"
+                + (f" cp{pl.cp}" if pl.cp > 1 else "")
+                + (f" ep{pl.ep}" if pl.ep > 1 else "")
+                + (" fp8" if pl.fp8 != "off" else "")
+                + (f" {_stages(r)}" if pl.first_stage_layers else ""),
                 pl.v,
                 f"{pl.micro_batch}/{r.micro_batches}",
                 saving,
@@ -175,7 +200,7 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
         )
     c.print(
         table(
-            f"{result.fitting} of {result.evaluated} valid plans fit; fastest per d×t×p",
+            f"{result.fitting} of {result.evaluated} valid plans fit; fastest per d×t×p×cp",
             cols,
             body,
             caption="b/m: micro-batch / micro-batches per step; memory saving: ZeRO stage, "
@@ -192,7 +217,15 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
         if v / best.step_time_s >= 0.005
     )
     c.print(f"best step {format_time(best.step_time_s)}: {parts}")
+    hidden = ", ".join(f"{k.upper()} {format_time(v)}" for k, v in best.hidden.items() if v >= 1e-4)
+    if hidden:
+        c.print(f"communication hidden behind compute (not in the step): {hidden}")
     c.print(_memory_line(best))
+    if best.recompute_s > 0:
+        c.print(
+            f"recompute={best.plan.recompute}: rebuilding activations takes "
+            f"{format_time(best.recompute_s)} of the step (inside the parts above)"
+        )
     c.print(
         f"best: {best.tokens_per_s:,.0f} tokens/s; MFU {format_percent(best.mfu)}, "
         f"HFU {format_percent(best.hfu)}, {best.hw_tflops_per_device:.0f} TFLOP/s per device"
@@ -224,14 +257,30 @@ def _memory_line(best) -> str:
         f"Adam state {gib(mem['optimizer_bytes'])}",
         f"activations {gib(mem['activation_bytes'])}",
     ]
-    if mem.get("gathered_weight_bytes"):
-        parts.append(f"gathered weights {gib(mem['gathered_weight_bytes'])}")
+    optional = (
+        ("gathered_weight_bytes", "gathered weights"),
+        ("fp8_weight_bytes", "FP8 weight copies"),
+        ("logits_bytes", "of them fp32 logits"),
+        ("recompute_working_bytes", "of them one rebuilt layer"),
+    )
+    parts += [f"{label} {gib(mem[key])}" for key, label in optional if mem.get(key)]
     zero = sharded.get(pl.zero, ", everything sharded over d (ZeRO-3)")
+    where = best.stages.get("heaviest_memory", "last") if pl.p > 1 else ""
     return (
         f"best memory per device {gib(best.memory_bytes_per_device)} of "
-        f"{gib(best.usable_bytes_per_device)} usable: {', '.join(parts)} "
+        f"{gib(best.usable_bytes_per_device)} usable"
+        + (f" (its {where} pipeline stage, {_stages(best)} layers)" if where else "")
+        + f": {', '.join(parts)} "
         f"({best.memory['params_per_device'] / 1e9:.2f}B parameters per device{zero})"
     )
+
+
+def _stages(result) -> str:
+    """'7,8…8,7': layers on the first, the middle and the last pipeline stage."""
+    first, mid, last = result.stages.get("layers", (0, 0, 0))
+    p = result.plan.p
+    middle = "" if p < 3 else (f"{mid}," if p == 3 else f"{mid}…{mid},")
+    return f"{first},{middle}{last}"
 
 
 def _layout(pl) -> str:

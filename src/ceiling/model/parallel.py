@@ -32,16 +32,23 @@ from types import SimpleNamespace
 import numpy as np
 
 from ceiling.errors import InvalidInput
-from ceiling.model import plan_axes
+from ceiling.model import pipeline_stages, plan_axes, recompute
 from ceiling.model.collectives import all_to_all_s, allreduce_s, p2p_s, ring_gather_s
 from ceiling.model.parallel_costs import (
     Shape,
     activation_bytes_per_token_layer,
+    causal_attention_share,
+    cp_ring_bytes_per_layer,
+    fp8_cast_bytes_per_token,
+    fp8_saved_input_bytes,
+    fp8_weight_cast_bytes,
+    gemm_tile_utilisation,
     in_flight_layers,
     layer_attention_flops_per_token,
     layer_elementwise_bytes_per_token,
     layer_forward_flops_per_token,
     layers_per_device,
+    linear_gemm_efficiency,
     megatron_hw_flops_per_step,
     shape_of,
     state_bytes_per_param,
@@ -106,6 +113,13 @@ class Plan:
     sequence_parallel: bool = True
     state_bytes_per_param: int = 18
     ep: int = 1  # expert parallelism: experts spread over ep of the d data-parallel ranks
+    cp: int = 1  # context parallelism: each sequence split over cp ranks (ring attention)
+    fp8: str = "off"  # "linear": the linear layers' GEMMs in FP8, everything else 16-bit
+    tp_overlap: bool = False  # tensor-parallel collectives overlapped with their GEMMs
+    cp_overlap: bool = True  # the K/V ring overlapped with attention compute
+    fsdp_prefetch: bool = True  # ZeRO-3 gathers the next layer while this one computes
+    first_stage_layers: int = 0  # layers on the first pipeline stage; 0: the even share
+    last_stage_layers: int = 0  # layers on the last pipeline stage; 0: the even share
 
     def __post_init__(self) -> None:
         for axis in AXES:
@@ -113,7 +127,7 @@ class Plan:
 
     @property
     def devices(self) -> int:
-        return self.d * self.t * self.p
+        return self.d * self.t * self.p * self.cp
 
     def describe(self) -> str:
         return plan_axes.describe(self)
@@ -174,24 +188,29 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
     x = _layout(job, plans)
     mem = _memory(job, cluster, x)
     comp = _compute(job, cluster, x)
-    tp_mb, ep_mb, tp_spans = _model_parallel_comm(cluster, x)
-    stage_mb = comp["compute_mb"] + tp_mb + ep_mb
+    mp = _model_parallel_comm(cluster, x, comp)
+    stage_mb = comp["compute_mb"] + mp["tp_mb"] + mp["cp_mb"] + mp["ep_mb"]
 
     # ---- pipeline: bubble and point-to-point sends ----
-    pipeline_s = (x.m + (x.pf - 1.0) / x.vf) * stage_mb
-    bubble_s = (x.pf - 1.0) / x.vf * stage_mb
+    # The other stages run their layers at the last stage's time per layer, without the
+    # output layer and the loss; the slowest stage sets the pace (`pipeline_stages`).
+    per_layer_mb = (stage_mb - comp["head_mb"]) / np.maximum(x.layers_dev, 1.0)
+    first_l, mid_l, _ = x.stage_layers
+    pipeline_s, bubble_s = pipeline_stages.pipeline_time(
+        first_l * per_layer_mb, mid_l * per_layer_mb, stage_mb, x.pf, x.vf, x.m
+    )
     one_send = x.tokens_mb * x.sh.hidden * 2.0 / x.tf
-    p2p_total, pp_spans = _pipeline_sends_s(cluster, one_send, x.df, x.tf, x.pf, x.vf, x.m)
+    p2p_total, pp_spans = _pipeline_sends_s(cluster, one_send, x.dg, x.tf, x.pf, x.vf, x.m)
     dp = _data_parallel(job, cluster, x, comp["compute_mb"])
 
     # ---- optimizer update (memory-bound over this device's shard) ----
     # Adam's update plus one more read of the gradients for the global norm (clipping).
-    shard = np.where(x.zero >= 1, x.dense_dev / x.df + x.expert_dev / x.d_expert, x.params_dev)
+    shard = np.where(x.zero >= 1, x.dense_dev / x.dg + x.expert_dev / x.d_expert, x.params_dev)
     optimizer_s = shard * (ADAM_UPDATE_BYTES + 2.0 * dp["grad_elem"]) / cluster.memory_bytes_per_s
 
     # A synchronous step waits for the slowest of N devices; with independent per-device
     # variation sigma, the expected maximum lies about sigma·sqrt(2 ln N) above the mean.
-    devices = x.df * x.tf * x.pf
+    devices = x.dg * x.tf * x.pf
     sync_s = (pipeline_s + p2p_total) * cluster.step_jitter * np.sqrt(2.0 * np.log(devices))
     step_s = pipeline_s + p2p_total + dp["dp_exposed"] + optimizer_s + sync_s
     tokens = float(job.global_batch) * job.seq_len
@@ -214,10 +233,22 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
         "params_per_device": x.params_dev,
         **mem,
         "matmul_s": comp["matmul_mb"] * x.m,
+        "attention_s": comp["attention_mb"] * x.m,
+        "fp8_matmul_s": comp["fp8_matmul_mb"] * x.m,
+        "fp8_cast_s": comp["fp8_cast_mb"] * x.m,
         "elementwise_s": comp["elementwise_mb"] * x.m,
-        "tp_comm_s": tp_mb * x.m,
-        "ep_comm_s": ep_mb * x.m,
+        "tp_comm_s": mp["tp_mb"] * x.m,
+        "cp_comm_s": mp["cp_mb"] * x.m,
+        "ep_comm_s": mp["ep_mb"] * x.m,
+        "tp_hidden_s": mp["tp_hidden_mb"] * x.m,
+        "cp_hidden_s": mp["cp_hidden_mb"] * x.m,
+        "dp_hidden_s": dp["dp_hidden"],
         "bubble_s": bubble_s,
+        "head_s": comp["head_mb"] * x.m,  # output layer and loss (in matmul and elementwise)
+        # Rebuilding activations, inside the compute and tensor-parallel terms.
+        "recompute_s": x.m
+        * (comp["recompute_mb"] + mp["tp_mb"] * x.rc_collectives / (4.0 + x.rc_collectives)),
+        "stage_layers": np.stack(np.broadcast_arrays(*x.stage_layers), axis=-1),
         "p2p_s": p2p_total,
         "dp_comm_s": dp["dp_total"],
         "dp_exposed_s": dp["dp_exposed"],
@@ -228,8 +259,8 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
         "mfu": model_flops / (step_s * devices * peak),
         "hfu": hw_flops_total / (step_s * devices * peak),
         "hw_flops_per_device_per_s": hw_flops_total / (step_s * devices),
-        "tp_spans_nodes": tp_spans & (x.tf > 1),
-        "dp_spans_nodes": dp["dp_spans"] & (x.df > 1),
+        "tp_spans_nodes": mp["tp_spans"] & (x.tf > 1),
+        "dp_spans_nodes": dp["dp_spans"] & (x.dg > 1),
         "pp_spans_nodes": pp_spans & (x.pf > 1),
     }
 
@@ -244,7 +275,20 @@ def _layout(job: Job, plans: Mapping) -> SimpleNamespace:
     d, t, p, b, v, zero, rc, state, ep = (np.asarray(plans[k]) for k in keys)
     sp = np.asarray(plans["sp"], dtype=bool) & (t > 1)
     df, tf, pf, bf, vf, epf = (a.astype(float) for a in (d, t, p, b, v, ep))
-    layers_dev = layers_per_device(sh.layers, pf, vf)
+    cp = np.asarray(plans.get("cp", 1))
+    switches = {
+        a.key: np.asarray(plans.get(a.key, a.encode(a.default)))
+        for a in AXES
+        if a.key in ("fp8", "tp_overlap", "cp_overlap", "prefetch")
+    }
+    first, last = (np.asarray(plans.get(k, 0)) for k in ("first", "last"))
+    # Time terms are the last stage's (its layers, the output layer and the loss); memory
+    # takes each stage's own (`_memory`); `pipeline_stages` prices the other stages' times.
+    stage_layers = pipeline_stages.stage_layers(sh.layers, pf, vf, first, last)
+    layers_dev = stage_layers[2]
+    rc_linear, rc_attention, rc_pointwise, rc_collectives = recompute.rebuilt_shares(
+        sh, rc, layers_dev
+    )
     emb = np.where(pf > 1, sh.params_embedding_stage, sh.params_embedding_single)
     dense_layer = sh.params_layer - sh.params_experts_layer
     dense_dev = (layers_dev * dense_layer + emb) / tf
@@ -252,44 +296,81 @@ def _layout(job: Job, plans: Mapping) -> SimpleNamespace:
     return SimpleNamespace(
         sh=sh, d=d, t=t, p=p, b=b, v=v, zero=zero, rc=rc, state=state, ep=ep, sp=sp,
         df=df, tf=tf, pf=pf, bf=bf, vf=vf, epf=epf,
-        m=job.global_batch / (df * bf), tokens_mb=bf * job.seq_len,
-        layers_dev=layers_dev, dense_layer=dense_layer, dense_dev=dense_dev,
-        expert_dev=expert_dev, params_dev=dense_dev + expert_dev, d_expert=df / epf,
+        m=job.global_batch / (df * bf), tokens_mb=bf * job.seq_len / cp,
+        layers_dev=layers_dev, dense_layer=dense_layer, dense_dev=dense_dev, emb=emb,
+        stage_layers=stage_layers, rc_linear=rc_linear, rc_attention=rc_attention,
+        rc_pointwise=rc_pointwise, rc_collectives=rc_collectives,
+        expert_dev=expert_dev, params_dev=dense_dev + expert_dev,
+        # Gradients are reduced, and ZeRO shards, over the d·cp ranks holding the same
+        # weights (Megatron-Core's data-parallel group with context parallelism).
+        cp=cp, cpf=cp.astype(float), dg=df * cp, d_expert=df * cp / epf,
+        fp8=switches["fp8"] == 1, tp_overlap=switches["tp_overlap"].astype(bool),
+        cp_overlap=switches["cp_overlap"].astype(bool),
+        prefetch=switches["prefetch"].astype(bool),
     )  # fmt: skip
 
 
 def _memory(job: Job, cluster, x: SimpleNamespace) -> dict:
-    """Bytes per device: weights, gradients and optimizer state (ZeRO-sharded), activations
-    of the micro-batches in flight (with the fp32 logits of the last stage), ZeRO-3 buffers."""
+    """Bytes per device on the most loaded stage: weights, gradients and optimizer state
+    (ZeRO-sharded), activations of the micro-batches in flight, the fp32 logits on the last
+    stage, ZeRO-3 buffers. The first stage holds the embedding and the most micro-batches,
+    the last the output layer and the logits; a middle stage may hold more layers."""
     sh, s = x.sh, job.seq_len
-    spb = state_bytes_per_param(x.state, x.zero, x.df)
+    spb = state_bytes_per_param(x.state, x.zero, x.dg)
     spb_expert = state_bytes_per_param(x.state, x.zero, x.d_expert)
-    state_bytes = x.dense_dev * spb + x.expert_dev * spb_expert
+    experts_layer = sh.params_experts_layer / x.epf
+    per_layer = (x.dense_layer * spb + experts_layer * spb_expert) / x.tf
+    layer_state = x.layers_dev * per_layer
+    kept = activation_bytes_per_token_layer(sh, s, x.tf, x.sp, x.rc, job.attention, job.dropout)
+    # FP8 linear layers keep their inputs for the backward as the FP8 cast (1 byte, not 2).
+    kept = kept - np.where(x.fp8, fp8_saved_input_bytes(sh, x.tf, x.sp) * (1 - x.rc_linear), 0)
+    kept_full = activation_bytes_per_token_layer(sh, s, x.tf, x.sp, 2, job.attention, job.dropout)
+
+    def activations(layers, held):
+        rebuilt = recompute.layers_rebuilt(x.rc, layers)
+        return held * x.tokens_mb * (rebuilt * kept_full + (layers - rebuilt) * kept)
+
+    first_l, mid_l, last_l = x.stage_layers
+    held_first, held_mid, held_last = pipeline_stages.held_per_layer(x.pf, x.vf, x.m)
+    # Rebuilding a layer in the backward makes its whole activation set live once.
+    whole = activation_bytes_per_token_layer(sh, s, x.tf, x.sp, 0, job.attention, job.dropout)
+    working = np.where(recompute.rebuilds_whole_layers(x.rc), whole * x.tokens_mb, 0.0)
+    # Logits in fp32 for the loss (last stage; with p = 1 the same device).
+    logits = 4.0 * x.tokens_mb * sh.vocab / x.tf
+    emb = x.emb / x.tf
+    acts_first = activations(first_l, held_first)
+    stages = (  # (parameters, activations) of the first, a middle and the last device
+        (first_l * x.dense_layer / x.tf + emb, acts_first),
+        (mid_l * x.dense_layer / x.tf, activations(mid_l, held_mid)),
+        (last_l * x.dense_layer / x.tf + emb, activations(last_l, held_last) + logits),
+    )
+    totals = [
+        dense * spb + layers * experts_layer / x.tf * spb_expert + acts
+        for (dense, acts), layers in zip(stages, x.stage_layers, strict=True)
+    ]
+    totals[0] = np.where(x.pf > 1, totals[0], 0.0)
+    totals[1] = np.where(x.pf > 2, totals[1], 0.0)
+    heaviest = np.argmax(np.broadcast_arrays(*totals), axis=0)
+
+    def pick(values):
+        return np.choose(heaviest, np.broadcast_arrays(*values))
+
+    dense_dev = pick([dense for dense, _ in stages])
+    expert_dev = pick(x.stage_layers) * experts_layer / x.tf
+    state_bytes = dense_dev * spb + expert_dev * spb_expert
     pieces = zip(
-        state_pieces_per_param(x.state, x.zero, x.df),
+        state_pieces_per_param(x.state, x.zero, x.dg),
         state_pieces_per_param(x.state, x.zero, x.d_expert),
         strict=True,
     )
-    weight_bytes, grad_bytes, optim_bytes = (x.dense_dev * a + x.expert_dev * e for a, e in pieces)
-    experts_layer = sh.params_experts_layer / x.epf
-    layer_state = x.layers_dev / x.tf * (x.dense_layer * spb + experts_layer * spb_expert)
-    act_tok = activation_bytes_per_token_layer(sh, s, x.tf, x.sp, x.rc, job.attention, job.dropout)
-    activations = act_tok * x.tokens_mb * in_flight_layers(sh.layers, x.pf, x.vf, x.m)
-    # Full recompute rebuilds one layer at a time: its whole activation set is live once.
-    whole = activation_bytes_per_token_layer(sh, s, x.tf, x.sp, 0, job.attention, job.dropout)
-    working = np.where(x.rc == 2, whole * x.tokens_mb, 0.0)
-    # Logits in fp32 for the loss (last stage; with p = 1 the same device).
-    logits = 4.0 * x.tokens_mb * sh.vocab / x.tf
-    # The last stage holds one micro-batch per chunk of the last round, (v-1)·p + 1 chunks.
-    chunks_held = np.where(x.vf > 1, (x.vf - 1) * x.pf + 1, 1)
-    last_stage_acts = act_tok * x.tokens_mb * x.layers_dev / x.vf * chunks_held
-    act_peak = np.where(
-        x.pf > 1, np.maximum(activations, last_stage_acts + logits), activations + logits
-    )
-    act_peak = act_peak + working
+    weight_bytes, grad_bytes, optim_bytes = (dense_dev * a + expert_dev * e for a, e in pieces)
+    act_peak = pick([acts for _, acts in stages]) + working
+    last_is_heaviest = heaviest == 2
     # ZeRO-3 holds the gathered 16-bit weights of the layer it runs and of the next (prefetch).
     gathered = np.where(x.zero == 3, 2 * 2.0 * (x.dense_layer + experts_layer) / x.tf, 0.0)
-    memory = state_bytes + act_peak + gathered
+    # FP8 (Transformer Engine) keeps each linear weight cast to FP8 and its transpose.
+    fp8_weights = np.where(x.fp8, 2.0 * _linear_params_dev(x), 0.0)
+    memory = state_bytes + act_peak + gathered + fp8_weights
     usable = cluster.memory_bytes * (1.0 - job.headroom)
     return {
         "layer_state_bytes": layer_state,
@@ -298,8 +379,12 @@ def _memory(job: Job, cluster, x: SimpleNamespace) -> dict:
         "gradient_bytes": grad_bytes,
         "optimizer_bytes": optim_bytes,
         "gathered_weight_bytes": gathered,
+        "fp8_weight_bytes": fp8_weights,
         "activation_bytes": act_peak,
-        "layer_activation_bytes": activations,
+        "logits_bytes": np.where(last_is_heaviest, logits, 0.0),
+        "recompute_working_bytes": working + 0.0 * act_peak,
+        "heaviest_stage": heaviest,
+        "layer_activation_bytes": acts_first,
         "memory_bytes": memory,
         "usable_bytes": np.broadcast_to(usable, np.shape(memory)),
         "fits": memory <= usable,
@@ -307,75 +392,161 @@ def _memory(job: Job, cluster, x: SimpleNamespace) -> dict:
 
 
 def _compute(job: Job, cluster, x: SimpleNamespace) -> dict:
-    """Per micro-batch on the slowest stage: matmuls (recomputation counted, expert capacity
+    """Per micro-batch on the slowest stage: linear-layer GEMMs (16-bit, or FP8 with the
+    casts they need), attention, the output layer (recomputation counted, expert capacity
     padding included) and memory-bound kernels (the loss on the last stage included)."""
-    sh, s, rc = x.sh, job.seq_len, x.rc
+    sh, s = x.sh, job.seq_len
     fwd_tok = layer_forward_flops_per_token(sh, s)
     attn_tok = layer_attention_flops_per_token(sh, s)
-    recompute_tok = np.where(rc == 2, fwd_tok, np.where(rc == 1, attn_tok, 0.0))
+    linear_tok = fwd_tok - attn_tok
+    full = x.rc_linear  # share of the linear layers' forward run again (`recompute`)
+    recompute_tok = full * linear_tok + x.rc_attention * attn_tok
     layer_hw_tok = 3.0 * fwd_tok + recompute_tok  # forward, backward (2×), recompute
     logits_hw_tok = 6.0 * sh.hidden * sh.vocab  # forward 2hV + backward 4hV, never recomputed
-    hw_flops_mb = x.tokens_mb * (x.layers_dev * layer_hw_tok + logits_hw_tok) / x.tf
+    per_dev = x.tokens_mb / x.tf
+    hw_flops_mb = per_dev * (x.layers_dev * layer_hw_tok + logits_hw_tok)
+    # Experts run with a capacity: each processes up to capacity_factor × its even share of
+    # tokens, padded, so the busiest sets the pace (Fedus et al. 2021, Switch Transformer).
+    expert_tok = 2.0 * sh.active_experts * sh.params_experts_layer / sh.experts
+    padded_tok = (MOE_CAPACITY_FACTOR - 1.0) * expert_tok * (3.0 + full)
+    linear_flops = per_dev * x.layers_dev * ((3.0 + full) * linear_tok + padded_tok)
+    # Every GEMM runs at the achieved rate of large GEMMs times its tile utilisation.
+    util = linear_gemm_efficiency(sh, x.tokens_mb, x.tf, cluster.device.sms)
+    rate16 = cluster.matmul_flops_per_s
+    rate8 = _fp8_rate(cluster)
+    linear_s = linear_flops / (np.where(x.fp8, rate8, rate16) * util)
+    logits_util = _logits_utilisation(cluster, x)
+    logits_s = per_dev * logits_hw_tok / (rate16 * logits_util)
+    attn_flops = per_dev * x.layers_dev * attn_tok * (3.0 + x.rc_attention)
+    if job.attention == "flash":
+        # Causal blocks only, at the fused kernel's own rate.
+        attention_s = (
+            attn_flops
+            * causal_attention_share(s)
+            / (cluster.peak_flops_per_s * cluster.attention_efficiency)
+        )
+    else:  # batched GEMMs over the whole s×s score matrix (masked after)
+        attention_s = attn_flops / rate16
     ew_fwd, ew_bwd, ew_scores = layer_elementwise_bytes_per_token(
         sh, s, x.tf, x.sp, job.attention, job.dropout
     )
-    ew_recompute = np.where(rc == 2, ew_fwd, np.where(rc == 1, ew_scores, 0.0))
+    ew_recompute = x.rc_pointwise * (ew_fwd - ew_scores) + x.rc_attention * ew_scores
     # The loss on the last stage: 16-bit logits written and read, upcast to fp32, softmax read
     # and written (16·V bytes per token forward), its gradient 8·V back; split over t.
     loss_bytes_tok = LOSS_BYTES_PER_VOCAB * sh.vocab / x.tf
     ew_bytes_mb = x.tokens_mb * (x.layers_dev * (ew_fwd + ew_bwd + ew_recompute) + loss_bytes_tok)
-    # Experts run with a capacity: each processes up to capacity_factor × its even share of
-    # tokens, padded, so the busiest sets the pace (Fedus et al. 2021, Switch Transformer).
-    expert_tok = 2.0 * sh.active_experts * sh.params_experts_layer / sh.experts
-    padded_tok = (MOE_CAPACITY_FACTOR - 1.0) * expert_tok * (3.0 + np.where(rc == 2, 1.0, 0.0))
-    padded_mb = x.tokens_mb * x.layers_dev * padded_tok / x.tf
-    matmul_mb = (hw_flops_mb + padded_mb) / cluster.matmul_flops_per_s
     elementwise_mb = ew_bytes_mb / cluster.memory_bytes_per_s
+    cast_fwd, cast_bwd = fp8_cast_bytes_per_token(sh, x.tf)
+    cast_tok = (1.0 + full) * cast_fwd + cast_bwd
+    weight_casts = fp8_weight_cast_bytes(_linear_params_dev(x)) / x.m
+    fp8_cast_mb = (
+        np.where(x.fp8, (x.tokens_mb * x.layers_dev * cast_tok + weight_casts), 0.0)
+        / cluster.memory_bytes_per_s
+    )
+    matmul_mb = np.where(x.fp8, 0.0, linear_s) + logits_s
+    fp8_mb = np.where(x.fp8, linear_s, 0.0)
     return {
         "fwd_tok": fwd_tok,
         "layer_hw_tok": layer_hw_tok,
         "logits_hw_tok": logits_hw_tok,
+        "hw_flops_mb": hw_flops_mb,
         "matmul_mb": matmul_mb,
+        "attention_mb": attention_s,
+        "fp8_matmul_mb": fp8_mb,
+        "fp8_cast_mb": fp8_cast_mb,
+        "gemm_mb": linear_s + logits_s,
+        # The output layer and the loss: the part of the last stage the others do not run.
+        "head_mb": logits_s + x.tokens_mb * loss_bytes_tok / cluster.memory_bytes_per_s,
+        # What the backward spends rebuilding activations (inside the terms above).
+        "recompute_mb": linear_s * full / (3.0 + full)
+        + attention_s * x.rc_attention / (3.0 + x.rc_attention)
+        + x.tokens_mb * x.layers_dev * ew_recompute / cluster.memory_bytes_per_s,
         "elementwise_mb": elementwise_mb,
-        "compute_mb": matmul_mb + elementwise_mb,
+        "compute_mb": matmul_mb + attention_s + fp8_mb + fp8_cast_mb + elementwise_mb,
     }
 
 
-def _model_parallel_comm(cluster, x: SimpleNamespace):
-    """Per micro-batch: tensor-parallel all-reduces (2 forward, 2 backward, 2 more to
-    recompute) and expert all-to-alls (dispatch and combine around each MoE block); and
-    whether the tensor-parallel group spans nodes."""
-    per_node, h, collectives = cluster.devices_per_node, x.sh.hidden, x.rc == 2
+def _fp8_rate(cluster) -> float:
+    """Achieved FP8 GEMM rate: the FP8 peak at the matmul efficiency; 0 disables FP8 where
+    the device has none (`check_plan` refuses such plans)."""
+    peaks = cluster.device.peak_flops_per_s
+    return peaks.get("fp8", 0.0) * cluster.matmul_efficiency or cluster.matmul_flops_per_s
+
+
+def _logits_utilisation(cluster, x: SimpleNamespace):
+    """Tile utilisation of the output layer's GEMM (tokens × V/t)."""
+    if not cluster.device.sms:
+        return 1.0
+    return gemm_tile_utilisation(x.tokens_mb, x.sh.vocab / x.tf, cluster.device.sms)
+
+
+def _linear_params_dev(x: SimpleNamespace):
+    """Linear-layer weights on the most loaded device (all its experts included)."""
+    sh = x.sh
+    experts = sh.params_experts_layer * (1.0 / x.epf - sh.active_experts / sh.experts)
+    return x.layers_dev * (sh.params_layer_matmul_active + experts) / x.tf
+
+
+def _model_parallel_comm(cluster, x: SimpleNamespace, comp: dict) -> dict:
+    """Per micro-batch: tensor-parallel collectives (2 forward, 2 backward, 2 more to
+    recompute; all-gather + reduce-scatter with sequence parallelism, the same bytes), the
+    context-parallel K/V ring, expert all-to-alls (dispatch and combine around each MoE
+    block); what of them is hidden behind compute, and whether the TP group spans nodes.
+
+    Overlap: tensor-parallel traffic hides behind the linear GEMMs that consume or produce
+    it when `tp_overlap` is on (Megatron-Core/Transformer Engine userbuffers), all but the
+    first of its t chunks; each ring
+    step of K/V hides behind the attention of the chunk at hand when `cp_overlap` is on
+    (Megatron-Core's ring attention always does). A share OVERLAP_COST of what is hidden
+    still lengthens the step (the collectives take SMs and memory bandwidth)."""
+    per_node, h = cluster.devices_per_node, x.sh.hidden
     tp_spans = x.tf > per_node
     tp_bw, tp_lat = _link(cluster, tp_spans)
-    n_coll = 4.0 + np.where(collectives, 2.0, 0.0)
+    n_coll = 4.0 + x.rc_collectives
     tp_mb = x.layers_dev * n_coll * allreduce_s(x.tokens_mb * h * 2.0, x.tf, tp_bw, tp_lat)
+    # The overlap runs in t chunks (a ring exchange feeding a GEMM split in t): the first
+    # chunk's traffic has no GEMM to hide behind, so at most (t-1)/t of it hides.
+    hideable = tp_mb * (1.0 - 1.0 / x.tf)
+    tp_hidden = np.where(x.tp_overlap, np.minimum(hideable, comp["gemm_mb"]), 0.0)
+    # Ranks are laid out t fastest, then cp: the ring spans nodes when t·cp exceeds one.
+    cp_bw, cp_lat = _link(cluster, x.tf * x.cpf > per_node)
+    passes = 3.0 + x.rc_attention  # forward, backward (2), recomputed forward
+    ring_bytes = cp_ring_bytes_per_layer(x.sh, x.tokens_mb, x.tf, x.cpf)
+    steps = np.maximum(x.cpf - 1.0, 0.0)
+    cp_mb = x.layers_dev * passes * (ring_bytes / cp_bw + steps * cp_lat)
+    cp_hidden = np.where(x.cp_overlap, np.minimum(cp_mb, comp["attention_mb"]), 0.0)
     ep_bw, ep_lat = _link(cluster, x.tf * x.epf > per_node)
     routed = MOE_CAPACITY_FACTOR * x.tokens_mb * x.sh.active_experts * h * 2.0 / x.tf
     a2a = all_to_all_s(routed, x.epf, ep_bw, ep_lat)
-    ep_mb = x.layers_dev * n_coll * a2a
-    return tp_mb, ep_mb, tp_spans
+    return {
+        "tp_mb": tp_mb - (1.0 - OVERLAP_COST) * tp_hidden,
+        "tp_hidden_mb": tp_hidden,
+        "cp_mb": cp_mb - (1.0 - OVERLAP_COST) * cp_hidden,
+        "cp_hidden_mb": cp_hidden,
+        "ep_mb": x.layers_dev * n_coll * a2a,
+        "tp_spans": tp_spans,
+    }
 
 
 def _data_parallel(job: Job, cluster, x: SimpleNamespace, compute_mb) -> dict:
     """Gradient reduction (all-reduce, or reduce-scatter + all-gather with ZeRO; per
     micro-batch gathers with ZeRO-3) over d (experts over d/ep), and the part not hidden."""
-    dp_spans = x.tf * x.df > cluster.devices_per_node
+    dp_spans = x.tf * x.dg > cluster.devices_per_node
     bw, lat = _link(cluster, dp_spans)
     grad_elem = np.where(x.state == 18, 4.0, 2.0)
     g_dense, g_expert = x.dense_dev * grad_elem, x.expert_dev * grad_elem
     w_dense, w_expert = x.dense_dev * 2.0, x.expert_dev * 2.0
-    d, de = x.df, x.d_expert
+    d, de = x.dg, x.d_expert
     allreduce = allreduce_s(g_dense, d, bw, lat) + allreduce_s(g_expert, de, bw, lat)
     reduce_scatter = ring_gather_s(g_dense, d, bw, lat) + ring_gather_s(g_expert, de, bw, lat)
     all_gather = ring_gather_s(w_dense, d, bw, lat) + ring_gather_s(w_expert, de, bw, lat)
     rs_ag = reduce_scatter + all_gather
     # ZeRO-3 gathers the weights before each forward and backward of every micro-batch and
     # reduce-scatters gradients after each backward; that traffic hides behind compute.
+    # Without prefetching (`fsdp_prefetch` off) each gather waits for the layer it feeds.
     z3_mb = 2.0 * all_gather + reduce_scatter
-    z3_exposed = x.m * (
-        np.maximum(0.0, z3_mb - compute_mb) + OVERLAP_COST * np.minimum(z3_mb, compute_mb)
-    )
+    z3_hidden = np.where(x.prefetch, np.minimum(z3_mb, compute_mb), 0.0)
+    z3_exposed = x.m * (z3_mb - (1.0 - OVERLAP_COST) * z3_hidden)
     zero = x.zero
     dp_total = np.where(zero == 0, allreduce, np.where(zero == 3, x.m * z3_mb, rs_ag))
     grad_reduce = np.where(zero == 0, allreduce, reduce_scatter)
@@ -391,6 +562,7 @@ def _data_parallel(job: Job, cluster, x: SimpleNamespace, compute_mb) -> dict:
     )
     return {
         "grad_elem": grad_elem,
+        "dp_hidden": np.where(zero == 3, x.m * z3_hidden, hidden),
         "dp_total": dp_total,
         "dp_exposed": dp_exposed,
         "dp_spans": dp_spans,
@@ -437,15 +609,22 @@ MEMORY_TERMS = (
     "gradient_bytes",
     "optimizer_bytes",
     "gathered_weight_bytes",
+    "fp8_weight_bytes",
     "activation_bytes",
+    "logits_bytes",
+    "recompute_working_bytes",
     "layer_activation_bytes",
     "layer_state_bytes",
     "params_per_device",
 )
 TIME_TERMS = (
     "matmul_s",
+    "attention_s",
+    "fp8_matmul_s",
+    "fp8_cast_s",
     "elementwise_s",
     "tp_comm_s",
+    "cp_comm_s",
     "ep_comm_s",
     "bubble_s",
     "p2p_s",
@@ -474,6 +653,13 @@ class PlanResult:
     hw_tflops_per_device: float
     time_to_train_s: float | None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # Communication hidden behind compute (not in `time`, whose parts sum to the step):
+    # tensor-parallel, context-parallel ring, data-parallel (gradients, ZeRO-3 gathers).
+    hidden: dict[str, float] = field(default_factory=dict)
+    # Layers on the first, a middle and the last pipeline device; the stage whose memory is
+    # the peak (`memory` is that stage's).
+    stages: dict = field(default_factory=dict)
+    recompute_s: float = 0.0  # rebuilding activations: inside `time`, not added to it
 
     def to_json(self, why_slower: str = "") -> dict:
         """The plan's axes (from `plan_axes`), then what it costs."""
@@ -488,6 +674,9 @@ class PlanResult:
             "fits": self.fits,
             "step_time_s": self.step_time_s,
             "time_breakdown_s": self.time,
+            "hidden_comm_s": self.hidden,
+            "recompute_time_s": self.recompute_s,
+            "pipeline_stages": self.stages,
             "dp_comm_total_s": self.dp_comm_s,
             "tokens_per_s": self.tokens_per_s,
             "mfu": self.mfu,
@@ -527,7 +716,23 @@ def result_from_arrays(job: Job, plan: Plan, r: dict, i, notes=()) -> PlanResult
         hw_tflops_per_device=g("hw_flops_per_device_per_s") / 1e12,
         time_to_train_s=(job.token_budget / tps) if job.token_budget else None,
         notes=tuple(notes),
+        hidden={key: g(f"{key}_hidden_s") for key in ("tp", "cp", "dp")},
+        stages=_stages_of(r, i),
+        recompute_s=g("recompute_s"),
     )
+
+
+def _stages_of(r: dict, i) -> dict:
+    """Layers on the first, a middle and the last device, and which one's memory is the
+    peak (`_memory`)."""
+    layers = np.asarray(r["stage_layers"])
+    row = layers if i is None or layers.ndim == 1 else layers[i]
+    heaviest = np.asarray(r["heaviest_stage"])
+    which = int(heaviest if heaviest.ndim == 0 or i is None else heaviest[i])
+    return {
+        "layers": [int(x) for x in row],
+        "heaviest_memory": ("first", "middle", "last")[which],
+    }
 
 
 def bubble_fraction(p: int, m: int, v: int = 1) -> float:

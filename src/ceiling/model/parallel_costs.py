@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ceiling.model.attention import attention_flops
+from ceiling.model.recompute import LAYERS_BASE, OPS_BASE, ops_activation_bytes
 
 # ---- shapes ---------------------------------------------------------------------------
 
@@ -105,7 +106,7 @@ def activation_bytes_per_token_layer(sh: Shape, seq_len, t, sp, recompute, atten
     scores; full recompute keeps only the block input, 2·sbh. Here: K and V have width k
     (grouped-query attention, never below one head per device), the FFN keeps 2·f per matrix
     input per active expert, and FlashAttention keeps no scores (only fp32 row statistics).
-    `recompute`: 0 none, 1 selective, 2 full (arrays allowed).
+    `recompute`: 0 none, 1 selective, 2 full, or a `recompute` module code (arrays allowed).
     """
     t = np.asarray(t, dtype=float)
     sp = np.asarray(sp, dtype=bool) & (t > 1)
@@ -131,7 +132,11 @@ def activation_bytes_per_token_layer(sh: Shape, seq_len, t, sp, recompute, atten
     full = unsplit_dev + split + scores
     rc = np.asarray(recompute)
     kept_input = np.where(sp, 2.0 * h / t, 2.0 * h)
-    return np.where(rc == 2, kept_input, np.where(rc == 1, full - selective_drop, full))
+    ops = ops_activation_bytes(sh, seq_len, t, sp, rc, attention, dropout)
+    kept = np.where(rc == 2, kept_input, np.where(rc == 1, full - selective_drop, full))
+    # ops:... keeps the chosen outputs; layers:N counts as none here (`parallel._memory`
+    # rebuilds N layers of each stage).
+    return np.where((rc >= OPS_BASE) & (rc < LAYERS_BASE), ops, kept)
 
 
 def layers_per_device(layers, p, v):
@@ -283,6 +288,16 @@ def fp8_cast_bytes_per_token(sh: Shape, t):
     inputs = h + q / t + e * (h + sh.ffn_hidden / t)
     outputs = (q + 2 * k) / t + h + e * ((sh.ffn_mats - 1) * sh.ffn_hidden / t + h)
     return FP8_CAST_BYTES * inputs, FP8_CAST_BYTES * outputs
+
+
+def fp8_saved_input_bytes(sh: Shape, t, sp):
+    """Bytes per token one block saves by keeping its linear layers' inputs as their FP8
+    casts (1 byte an element instead of 2): the two layer-norm outputs (split over t with
+    sequence parallelism), the output projection's input and the FFN down projection's."""
+    t = np.asarray(t, dtype=float)
+    sp = np.asarray(sp, dtype=bool) & (t > 1)
+    norms = np.where(sp, 2.0 * sh.hidden / t, 2.0 * sh.hidden)
+    return norms + sh.q_dim / t + sh.active_experts * sh.ffn_hidden / t
 
 
 def fp8_weight_cast_bytes(linear_params):

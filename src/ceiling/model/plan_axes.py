@@ -15,9 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ceiling.errors import InvalidInput
+from ceiling.model import recompute
+from ceiling.model.pipeline_stages import parse_stages
 
 RECOMPUTE = ("none", "selective", "full")
 STATE_BYTES = (16, 18)
+FP8 = ("off", "linear")
 _ON = ("on", "true", "1", "yes")
 _OFF = ("off", "false", "0", "no")
 
@@ -28,6 +31,10 @@ def _whole(minimum: int) -> Callable[[object], bool]:
         return whole and value >= minimum
 
     return ok
+
+
+def _switch(value: object) -> bool:
+    return isinstance(value, (bool, np.bool_))
 
 
 @dataclass(frozen=True)
@@ -43,15 +50,20 @@ class Axis:
     aliases: tuple[str, ...] = ()
     choices: tuple = ()  # a value's array code is its index here (empty: the value itself)
     shown: str | None = None  # label in a plan's one-line description; None: the key
+    codec: object = None  # a module with encode, decode and parse (values that are not codes)
 
     def check(self, value: object) -> None:
         if not self.valid(value):
             raise InvalidInput(f"{self.field} must be {self.values}, got {value!r}")
 
     def encode(self, value):
+        if self.codec is not None:
+            return self.codec.encode(value)
         return self.choices.index(value) if self.choices else value
 
     def decode(self, code):
+        if self.codec is not None:
+            return self.codec.decode(code)
         if self.choices:
             return self.choices[int(code)]
         return bool(code) if isinstance(self.default, bool) else int(code)
@@ -59,6 +71,8 @@ class Axis:
     def parse(self, text: str):
         """A `--fixed` value, validated."""
         text = text.strip().lower()
+        if self.codec is not None:
+            return self.codec.parse(text)
         if self.choices:
             if text not in self.choices:
                 raise InvalidInput(
@@ -97,24 +111,49 @@ AXES: tuple[Axis, ...] = (
          "a whole number ≥ 1", _whole(1), 1),
     Axis("zero", "zero", "optimizer state (1), gradients (2) and weights (3 = FSDP) over d",
          "0, 1, 2 or 3 (3 = FSDP)", lambda z: z in (0, 1, 2, 3), 0),
-    Axis("recompute", "recompute", "activations kept (none) or rebuilt in the backward",
-         ", ".join(RECOMPUTE), lambda r: r in RECOMPUTE, "selective", choices=RECOMPUTE),
+    Axis("recompute", "recompute", "activations kept (none) or rebuilt in the backward: the "
+         "attention core (selective), whole layers (full; layers:N of each stage) or all but "
+         "the outputs of chosen ops (ops:qkv, ops:alternate, ...)", recompute.VALUES,
+         recompute.valid, "selective", codec=recompute),
     Axis("sequence_parallel", "sp", "norms, dropout and residuals over the t devices "
          "(sequence parallelism)", "on or off", lambda s: isinstance(s, (bool, np.bool_)),
          True, aliases=("sequence_parallel",)),
     Axis("state_bytes_per_param", "state_bytes", "nothing: weights + gradients + Adam state "
          "per parameter", "16 or 18 (2+2+12 as ZeRO counts; 2+4+12 with fp32 gradients)",
          lambda s: s in STATE_BYTES, 18, aliases=("state",)),
+    Axis("cp", "cp", "each sequence into cp chunks over cp ranks (context parallelism: ring "
+         "exchange of K/V)", "a whole number ≥ 1", _whole(1), 1, aliases=("context_parallel",)),
+    Axis("fp8", "fp8", "nothing: the linear layers' GEMMs run in FP8 (Transformer Engine); "
+         "attention, logits, optimizer and communication stay 16/32-bit", "off or linear",
+         lambda f: f in FP8, "off", choices=FP8),
+    Axis("tp_overlap", "tp_overlap", "nothing: tensor-parallel collectives overlapped with the "
+         "GEMMs that use them (Megatron/TE userbuffers)", "on or off", _switch, False),
+    Axis("cp_overlap", "cp_overlap", "nothing: the K/V ring overlapped with attention compute",
+         "on or off", _switch, True),
+    Axis("fsdp_prefetch", "prefetch", "nothing: ZeRO-3 gathers the next layer's weights while "
+         "this one computes", "on or off", _switch, True, aliases=("fsdp_prefetch",)),
+    Axis("first_stage_layers", "first", "nothing: the layers on the first pipeline stage "
+         "(0: the even share); the middle stages split the rest", "a whole number ≥ 0",
+         _whole(0), 0),
+    Axis("last_stage_layers", "last", "nothing: the layers on the last pipeline stage (0: the "
+         "even share), which also computes the output layer and the loss", "a whole number ≥ 0",
+         _whole(0), 0),
 )  # fmt: skip
 BY_KEY: dict[str, Axis] = {a.key: a for a in AXES}
 FIXED_KEYS: dict[str, str] = {name: a.key for a in AXES for name in (a.key, a.field, *a.aliases)}
 
 
 def parse_fixed(text: str | None) -> dict:
-    """'d=32,t=8,p=2,recompute=full,zero=fsdp,sp=off' -> {'d': 32, ...} (validated)."""
+    """'d=32,t=8,p=2,recompute=full,zero=fsdp,sp=off' -> {'d': 32, ...} (validated).
+
+    `stages=even|balanced|31,32,32,31` (the stage layout) pins first and last (and p), or
+    asks for the balanced rule (`pipeline_stages`)."""
     out: dict = {}
-    known = ", ".join(BY_KEY)
-    for part in filter(None, (x.strip() for x in (text or "").split(","))):
+    known = ", ".join(BY_KEY) + ", stages"
+    for part in _stage_lists_joined([x.strip() for x in (text or "").split(",")]):
+        if part.lower().startswith("stages="):
+            out.update(parse_stages(part.split("=", 1)[1]))
+            continue
         if "=" not in part:
             raise InvalidInput(f"--fixed: expected KEY=VALUE, got {part!r} (keys: {known})")
         name, value = (x.strip().lower() for x in part.split("=", 1))
@@ -125,9 +164,29 @@ def parse_fixed(text: str | None) -> dict:
     return out
 
 
+def _stage_lists_joined(parts: list[str]) -> list[str]:
+    """'stages=31', '32', '31' -> 'stages=31,32,31' (a stage list is written with commas)."""
+    out: list[str] = []
+    for part in filter(None, parts):
+        if out and out[-1].lower().startswith("stages=") and part.isdigit():
+            out[-1] += "," + part
+        else:
+            out.append(part)
+    return out
+
+
 def plan_fields(plan) -> dict:
     """A plan's axes as {field: value}: its JSON everywhere."""
     return {a.field: getattr(plan, a.field) for a in AXES}
+
+
+# Values too ordinary to show in a plan's one-line description, and when a switch matters.
+_QUIET = {"cp": 1, "fp8": "off", "first_stage_layers": 0, "last_stage_layers": 0}
+_SWITCH_NEEDS = {
+    "tp_overlap": lambda plan: plan.t > 1 and plan.tp_overlap,
+    "cp_overlap": lambda plan: plan.cp > 1 and not plan.cp_overlap,
+    "fsdp_prefetch": lambda plan: plan.zero == 3 and not plan.fsdp_prefetch,
+}
 
 
 def describe(plan) -> str:
@@ -141,8 +200,12 @@ def describe(plan) -> str:
             if plan.t == 1:
                 continue
             value = "on" if value else "off"
-        if a.field == "state_bytes_per_param":
+        if a.field == "state_bytes_per_param" or value == _QUIET.get(a.field, ()):
             continue
+        if a.field in _SWITCH_NEEDS and not _SWITCH_NEEDS[a.field](plan):
+            continue
+        if isinstance(value, (bool, np.bool_)):
+            value = "on" if value else "off"
         parts.append(f"{a.shown or a.key}={value}")
     return ",".join(parts)
 
@@ -154,4 +217,4 @@ def plans_to_arrays(plans: Sequence) -> dict[str, np.ndarray]:
 
 def plan_at(arrays: Mapping[str, np.ndarray], i: int, plan_type):
     """The i-th plan of candidate arrays."""
-    return plan_type(**{a.field: a.decode(arrays[a.key][i]) for a in AXES})
+    return plan_type(**{a.field: a.decode(arrays[a.key][i]) for a in AXES if a.key in arrays})

@@ -18,10 +18,13 @@ def check_plan(job, cluster, plan) -> list[str]:
     sh = shape_of(job.model)
     n = cluster.devices
     if plan.devices != n:
+        cp = f" × cp({plan.cp})" if plan.cp > 1 else ""
         raise InvalidInput(
-            f"the plan uses d({plan.d}) × t({plan.t}) × p({plan.p}) = {plan.devices} devices "
-            f"but the cluster has {n}; every device must hold a share of the work"
+            f"the plan uses d({plan.d}) × t({plan.t}) × p({plan.p}){cp} = {plan.devices} "
+            f"devices but the cluster has {n}; every device must hold a share of the work"
         )
+    _check_context_and_fp8(job, cluster, plan)
+    check_stage_layout(sh.layers, plan)
     if sh.heads % plan.t:
         raise InvalidInput(
             f"tensor parallelism must divide the attention heads: "
@@ -73,7 +76,17 @@ def check_plan(job, cluster, plan) -> list[str]:
             f"micro-batches; with p({plan.p}) > 1 use zero=0 or 1"
         )
     notes = []
-    if sh.layers % chunks:
+    if (
+        plan.first_stage_layers
+        and plan.p > 2
+        and (sh.layers - plan.first_stage_layers - plan.last_stage_layers) % (plan.p - 2)
+    ):
+        rest = sh.layers - plan.first_stage_layers - plan.last_stage_layers
+        notes.append(
+            f"uneven middle stages: {rest} layers over p-2 = {plan.p - 2} stages; the fullest "
+            f"has {math.ceil(rest / (plan.p - 2))} and sets the pace"
+        )
+    elif not plan.first_stage_layers and sh.layers % chunks:
         most = math.ceil(sh.layers / chunks)
         notes.append(
             f"uneven stages: layers({sh.layers}) % (p({plan.p}) × v({plan.v}) = {chunks}) = "
@@ -92,3 +105,49 @@ def check_plan(job, cluster, plan) -> list[str]:
             f"= {(plan.p - 1) / m:.0%} of compute"
         )
     return notes
+
+
+def _check_context_and_fp8(job, cluster, plan) -> None:
+    """Context parallelism splits each sequence into 2·cp equal chunks (two per rank, so
+    that causal attention's work is balanced, as Megatron-Core does); FP8 needs a device
+    with an FP8 rate."""
+    if plan.cp > 1 and job.seq_len % (2 * plan.cp):
+        raise InvalidInput(
+            f"context parallelism splits the sequence into 2·cp balanced chunks: "
+            f"seq_len({job.seq_len}) % (2 × cp({plan.cp})) = {job.seq_len % (2 * plan.cp)}"
+        )
+    if plan.fp8 != "off" and "fp8" not in cluster.device.peak_flops_per_s:
+        have = ", ".join(sorted(cluster.device.peak_flops_per_s))
+        raise InvalidInput(
+            f"fp8={plan.fp8} needs FP8 tensor cores; {cluster.device.name} has {have}"
+        )
+
+
+def check_stage_layout(layers: int, plan) -> None:
+    """An uneven layout (first and last stage layers) needs a pipeline, both counts, a layer
+    per chunk on every stage, and layers to spare for the middle stages."""
+    first, last, p, v = plan.first_stage_layers, plan.last_stage_layers, plan.p, plan.v
+    if not first and not last:
+        return
+    if not first or not last:
+        raise InvalidInput(
+            f"an uneven layout gives both the first and the last stage's layers: first({first}),"
+            f" last({last}) (or stages=F,M,...,M,L)"
+        )
+    if p < 2:
+        raise InvalidInput("first and last stage layers need pipeline parallelism (p ≥ 2)")
+    if first < v or last < v:
+        raise InvalidInput(
+            f"every chunk needs a layer: first({first}) and last({last}) must be ≥ v({v})"
+        )
+    rest = layers - first - last
+    if p == 2 and rest:
+        raise InvalidInput(
+            f"two stages hold every layer: first({first}) + last({last}) = {first + last} "
+            f"but layers = {layers}"
+        )
+    if rest < (p - 2) * v:
+        raise InvalidInput(
+            f"every middle stage needs v({v}) layers: layers({layers}) - first({first}) - "
+            f"last({last}) = {rest} < {(p - 2) * v} for {p - 2} middle stages"
+        )

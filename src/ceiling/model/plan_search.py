@@ -14,17 +14,19 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
 from ceiling.errors import DoesNotFit, InvalidInput
-from ceiling.model import parallel
+from ceiling.model import parallel, recompute
 from ceiling.model.parallel import RECOMPUTE, Job, Plan, PlanResult
-from ceiling.model.plan_axes import parse_fixed, plan_at  # noqa: F401  (parse_fixed re-exported)
+from ceiling.model.pipeline_stages import balanced_layout
+from ceiling.model.plan_axes import BY_KEY, parse_fixed, plan_at  # noqa: F401  (re-exported)
+from ceiling.model.plan_rules import check_stage_layout
 from ceiling.model.scaling import karp_flatt
 
 MAX_MICRO_BATCH = 64
-MAX_CHUNKS = 8
 
 
 def _divisors(n: int) -> list[int]:
@@ -49,32 +51,37 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
         and (sh.kv_heads % t == 0 or t % sh.kv_heads == 0)
         and sh.ffn_hidden % t == 0
     ]
-    rc_codes = [parallel.RECOMPUTE_CODE[r] for r in allowed("recompute", RECOMPUTE)]
     states = allowed("state_bytes", [fixed.get("state_bytes", 18)])
     # Columns in this order; each block below is the product of the values allowed per axis.
     blocks = []
-    for t in allowed("t", ts):
-        for p in allowed("p", [p for p in _divisors(n // t) if p <= sh.layers]):
-            d = n // (t * p)
-            if ("d" in fixed and fixed["d"] != d) or B % d:
+    switches = [fixed.get(a.key, a.default) for a in SWITCHES]
+    layouts = [
+        (t, p, cp)
+        for t in allowed("t", ts)
+        for p in allowed("p", [p for p in _divisors(n // t) if p <= sh.layers])
+        for cp in allowed("cp", context_parallel_degrees(n // (t * p), job.seq_len))
+    ]
+    for t, p, cp in layouts:
+        d = n // (t * p * cp)
+        if ("d" in fixed and fixed["d"] != d) or B % d:
+            continue
+        # Interleaving only with chunks of equal size; plain 1F1B takes uneven stages.
+        vs = [1] + [v for v in range(2, sh.layers // p + 1) if p > 1 and sh.layers % (p * v) == 0]
+        bs = [b for b in _divisors(B // d) if b <= MAX_MICRO_BATCH]
+        zeros = allowed("zero", [0, 1] if p > 1 else [0, 1, 2, 3])
+        eps = allowed(
+            "ep",
+            [e for e in _divisors(d) if sh.experts % e == 0] if sh.experts > 1 else [1],
+        )
+        sps = allowed("sp", [True, False] if t > 1 else [False])
+        rcs = _recompute_codes(sh.layers, p, fixed)
+        for v in allowed("v", vs):
+            good_b = [b for b in allowed("micro_batch", bs) if v == 1 or (B // (d * b)) % p == 0]
+            if not good_b or not zeros or not sps or not rcs or not eps:
                 continue
-            # Interleaving only with chunks of equal size; plain 1F1B takes uneven stages.
-            vs = [1] + [v for v in range(2, MAX_CHUNKS + 1) if p > 1 and sh.layers % (p * v) == 0]
-            bs = [b for b in _divisors(B // d) if b <= MAX_MICRO_BATCH]
-            zeros = allowed("zero", [0, 1] if p > 1 else [0, 1, 2, 3])
-            eps = allowed(
-                "ep",
-                [e for e in _divisors(d) if sh.experts % e == 0] if sh.experts > 1 else [1],
-            )
-            sps = allowed("sp", [True, False] if t > 1 else [False])
-            for v in allowed("v", vs):
-                good_b = [
-                    b for b in allowed("micro_batch", bs) if v == 1 or (B // (d * b)) % p == 0
-                ]
-                if not good_b or not zeros or not sps or not rc_codes or not eps:
-                    continue
-                grid = np.array(list(itertools.product(good_b, zeros, rc_codes, sps, states, eps)))
-                k = len(grid)
+            grid = np.array(list(itertools.product(good_b, zeros, rcs, sps, states, eps)))
+            k = len(grid)
+            for first, last in _stage_layouts(sh.layers, p, v, fixed):
                 blocks.append(
                     np.column_stack(
                         [
@@ -84,16 +91,71 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
                             grid[:, 0],
                             np.full(k, v),
                             grid[:, 1:],
+                            np.full(k, cp),
+                            *(
+                                np.full(k, a.encode(x))
+                                for a, x in zip(SWITCHES, switches, strict=True)
+                            ),
+                            np.full(k, first),
+                            np.full(k, last),
                         ]
                     )
                 )
     if not blocks:
         return {}
-    a = np.concatenate(blocks).astype(np.int64)
+    rows = np.concatenate(blocks).astype(np.int64)
     columns = ("d", "t", "p", "micro_batch", "v", "zero", "recompute", "sp", "state_bytes", "ep")
-    out = {key: a[:, k] for k, key in enumerate(columns)}
-    out["sp"] = out["sp"].astype(bool)
+    columns += ("cp", *(axis.key for axis in SWITCHES), "first", "last")
+    out = {key: rows[:, k] for k, key in enumerate(columns)}
+    for key in ("sp", "tp_overlap", "cp_overlap", "prefetch"):
+        out[key] = out[key].astype(bool)
     return out
+
+
+# Plan fields held at their default unless pinned: FP8 changes the numerics and the overlap
+# switches need kernel support, so a plan never turns them on silently.
+SWITCHES = tuple(BY_KEY[k] for k in ("fp8", "tp_overlap", "cp_overlap", "prefetch"))
+MAX_CONTEXT_PARALLEL = 32
+
+
+def context_parallel_degrees(ranks: int, seq_len: int) -> list[int]:
+    """Context-parallel degrees for `ranks` devices left after t and p: divisors of it that
+    split the sequence into 2·cp equal chunks (Megatron's causal load balancing)."""
+    return [
+        c for c in _divisors(ranks) if c <= MAX_CONTEXT_PARALLEL and seq_len % (2 * c) == 0
+    ] or [1]
+
+
+def _stage_layouts(layers: int, p: int, v: int, fixed: dict) -> list[tuple[int, int]]:
+    """(first, last) stage layouts to try: the even split and the balanced rule
+    (`pipeline_stages.balanced_layout`, with chunks of equal size when v > 1), or the pinned
+    layout or rule."""
+    if "first" in fixed or "last" in fixed:
+        return [(fixed.get("first", 0), fixed.get("last", 0))] if p > 1 else []
+    balanced = balanced_layout(layers, p)
+    first, last = balanced
+    middle = (layers - first - last) % max(1, (p - 2) * v) if p > 2 else 0
+    usable = balanced != (0, 0) and first % v == 0 and last % v == 0 and middle == 0
+    if fixed.get("stages") == "balanced":
+        return [balanced] if usable or balanced == (0, 0) else []
+    return [(0, 0), balanced] if usable else [(0, 0)]
+
+
+# Layers-per-stage shares the search tries for recompute=layers:N.
+RECOMPUTE_LAYER_SHARES = (0.25, 0.5, 0.75)
+# Per-op policies the search tries (`recompute`): MaxText's save_qkv_proj, torchtitan's.
+RECOMPUTE_OPS = ("ops:q+k+v", "ops:alternate")
+
+
+def _recompute_codes(layers: int, p: int, fixed: dict) -> list[int]:
+    """Recompute policies to try for p stages, as codes: none, selective, full, N layers of
+    each stage for a few N, two per-op policies; or the pinned one."""
+    if "recompute" in fixed:
+        return [recompute.encode(fixed["recompute"])]
+    per_stage = math.ceil(layers / p)
+    ns = sorted({max(1, round(share * per_stage)) for share in RECOMPUTE_LAYER_SHARES})
+    values = [*RECOMPUTE, *(f"layers:{n}" for n in ns if n < per_stage), *RECOMPUTE_OPS]
+    return [recompute.encode(x) for x in values]
 
 
 def _plan_at(c: dict, i: int) -> Plan:
@@ -102,7 +164,7 @@ def _plan_at(c: dict, i: int) -> Plan:
 
 @dataclass(frozen=True)
 class SearchResult:
-    plans: tuple[PlanResult, ...]  # ranked, fastest first, one per (d, t, p) layout
+    plans: tuple[PlanResult, ...]  # ranked, fastest first, one per (d, t, p, cp) layout
     why: tuple[str, ...]  # for each plan, why it loses to the first ("" for the best)
     evaluated: int  # valid plans evaluated
     fitting: int  # of those, how many fit in memory
@@ -139,7 +201,7 @@ def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> Search
     order = np.where(fits)[0][np.argsort(step[fits], kind="stable")]
     chosen, seen = [], set()
     for i in order:
-        layout = (int(cand["d"][i]), int(cand["t"][i]), int(cand["p"][i]))
+        layout = tuple(int(cand[k][i]) for k in ("d", "t", "p", "cp"))
         if layout in seen:
             continue
         seen.add(layout)
@@ -167,6 +229,7 @@ def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:
         )
     if p is not None and p > sh.layers:
         raise InvalidInput(f"every pipeline stage needs a layer: p({p}) > layers({sh.layers})")
+    _check_fixed_stages(sh.layers, fixed)
     if t is not None and p is not None and d is not None:
         parallel.check_plan(
             job,
@@ -182,16 +245,36 @@ def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:
                 sequence_parallel=fixed.get("sp", t > 1),
                 state_bytes_per_param=fixed.get("state_bytes", 18),
                 ep=fixed.get("ep", 1),
+                cp=fixed.get("cp", 1),
+                fp8=fixed.get("fp8", "off"),
             )
             if "micro_batch" in fixed
-            else Plan(d=d, t=t, p=p, micro_batch=1, v=1, ep=fixed.get("ep", 1)),
+            else Plan(
+                d=d, t=t, p=p, micro_batch=1, v=1, ep=fixed.get("ep", 1), cp=fixed.get("cp", 1)
+            ),
         )
-    pinned = [x for x in (d, t, p) if x is not None]
+    pinned = [x for x in (d, t, p, fixed.get("cp")) if x is not None]
     prod = int(np.prod(pinned)) if pinned else 1
     if n % prod:
         raise InvalidInput(
             f"the pinned degrees multiply to {prod}, which does not divide the {n} devices"
         )
+
+
+def _check_fixed_stages(layers: int, fixed: dict) -> None:
+    """A pinned stage list must add up to the model's layers; pinned first/last must leave
+    the middle stages their layers (`plan_rules.check_stage_layout`)."""
+    total = fixed.get("stage_total")
+    if total is not None and total != layers:
+        raise InvalidInput(f"--fixed stages add up to {total} layers but the model has {layers}")
+    if ("first" in fixed or "last" in fixed) and "p" in fixed:
+        layout = SimpleNamespace(
+            first_stage_layers=fixed.get("first", 0),
+            last_stage_layers=fixed.get("last", 0),
+            p=fixed["p"],
+            v=fixed.get("v", 1),
+        )
+        check_stage_layout(layers, layout)
 
 
 def _no_valid_plan_message(job: Job, cluster, fixed: dict) -> str:

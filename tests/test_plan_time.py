@@ -1,0 +1,168 @@
+"""The planner's time side with hand-computed cases: FP8 linear layers and their casts,
+context parallelism's K/V ring, overlap (exposed vs hidden), GEMM tile utilisation and the
+attention kernels' own efficiency."""
+
+import dataclasses
+
+import pytest
+
+from ceiling.errors import InvalidInput
+from ceiling.hardware.catalog import get_spec
+from ceiling.model import parallel as par
+from ceiling.model import parallel_costs as costs
+from ceiling.model.cluster import make_cluster
+from ceiling.model.parallel import Job, Plan, evaluate_plan
+from ceiling.model.transformer import get_model, parse_model
+
+H100 = get_spec("h100-sxm")
+# Without an SM count every GEMM runs at the large-GEMM rate: the FLOP accounting alone.
+H100_NO_TILES = dataclasses.replace(H100, sms=None)
+# h = 1024, 8 heads, FFN 4096 (GELU), no biases: 12·h² = 12,582,912 linear weights a layer.
+SMALL = parse_model(
+    "custom:layers=2,hidden=1024,heads=8,vocab=1000,max_seq=2048,norm=rmsnorm,bias=false"
+)
+
+
+def test_fp8_cast_bytes_per_token_by_hand():
+    sh = par.shape_of(SMALL)
+    fwd, bwd = costs.fp8_cast_bytes_per_token(sh, 1)
+    # Linear inputs: QKV h, projection q, FFN up h, FFN down f = 1024+1024+1024+4096 = 7168
+    # elements; output gradients: 3072 + 1024 + 4096 + 1024 = 9216; 4 bytes each (read 2,
+    # write the FP8 tensor and its transpose).
+    assert float(fwd) == 4 * 7168 == 28672
+    assert float(bwd) == 4 * 9216 == 36864
+
+
+def test_fp8_time_split_by_hand():
+    job = Job(SMALL, 8, 2048, attention="flash", dropout=False)
+    c = make_cluster(H100_NO_TILES, 1)
+    off = evaluate_plan(job, c, Plan(1, 1, 1, 1, recompute="none"))
+    on = evaluate_plan(job, c, Plan(1, 1, 1, 1, recompute="none", fp8="linear"))
+    tokens, eff = 8 * 2048, c.matmul_efficiency
+    # 2 layers × 2 FLOPs per weight × 3 (forward + backward) × 12·h² weights.
+    linear = tokens * 2 * 2 * 3 * 12 * 1024**2
+    logits = tokens * 6 * 1024 * 1000
+    assert on.time["fp8_matmul_s"] == pytest.approx(linear / (1979e12 * eff))
+    assert on.time["matmul_s"] == pytest.approx(logits / (989.5e12 * eff))  # stays 16-bit
+    assert off.time["matmul_s"] == pytest.approx((linear + logits) / (989.5e12 * eff))
+    assert off.time["fp8_matmul_s"] == off.time["fp8_cast_s"] == 0
+    # Casts: 64 KiB per token per layer, and the weights once per step (4 bytes each).
+    cast_bytes = tokens * 2 * 65536 + 4 * 2 * 12 * 1024**2
+    assert on.time["fp8_cast_s"] == pytest.approx(cast_bytes / c.memory_bytes_per_s)
+    # Attention, memory-bound kernels and the optimizer do not change.
+    for key in ("attention_s", "elementwise_s", "optimizer_s"):
+        assert on.time[key] == pytest.approx(off.time[key])
+    # FP8 keeps each linear weight cast (and its transpose): 2 bytes per linear weight.
+    assert on.memory["fp8_weight_bytes"] == 2 * 2 * 12 * 1024**2
+    assert on.step_time_s < off.step_time_s
+
+
+def test_fp8_needs_a_device_with_fp8():
+    job = Job(SMALL, 8, 2048)
+    with pytest.raises(InvalidInput, match="fp8=linear needs FP8"):
+        par.check_plan(job, make_cluster(get_spec("a100-80gb"), 1), Plan(1, 1, 1, fp8="linear"))
+
+
+def test_context_parallel_ring_volume_per_layer_by_hand():
+    sh = par.shape_of(get_model("llama-3-70b"))  # 8 KV heads of 128: k = 1024
+    # b = 1, s = 8192, t = 4 (k/t = 256 per device), c = 2: (c-1)/c · 2·b·s·k/t · 2 bytes.
+    per_rank_tokens = 8192 // 2
+    ring = costs.cp_ring_bytes_per_layer(sh, per_rank_tokens, 4, 2)
+    assert float(ring) == 0.5 * 2 * 8192 * 256 * 2 == 4_194_304
+    # c = 4: three ring steps of a quarter each.
+    assert float(costs.cp_ring_bytes_per_layer(sh, 8192 // 4, 4, 4)) == 0.75 * 2 * 8192 * 256 * 2
+    assert float(costs.cp_ring_bytes_per_layer(sh, 8192, 4, 1)) == 0
+
+
+def test_context_parallel_time_memory_and_devices():
+    model = get_model("llama-3-70b")
+    job = Job(model, 16, 8192, attention="flash", dropout=False)
+    c = make_cluster(H100, 64)
+    base = Plan(4, 4, 4, 1, zero=1, recompute="none")
+    cp2 = dataclasses.replace(base, d=2, cp=2)
+    exposed = dataclasses.replace(cp2, cp_overlap=False)
+    r1, r2, rx = (evaluate_plan(job, c, pl) for pl in (base, cp2, exposed))
+    assert cp2.devices == 2 * 4 * 4 * 2 == 64
+    # Each rank holds half of each sequence: half the activations of a micro-batch.
+    per_mb = r2.memory["layer_activation_bytes"] / r1.memory["layer_activation_bytes"]
+    m1, m2 = r1.micro_batches, r2.micro_batches
+    assert per_mb == pytest.approx(0.5 * min(4, m2) / min(4, m1))
+    # Without overlap the whole ring is exposed: per layer forward 1 pass, backward 2, over
+    # the NVLink inside the node (t·cp = 8), each of the c-1 steps paying the latency.
+    bw, lat = c.link(False)
+    ring = 0.5 * 2 * 8192 * 256 * 2
+    per_mb_s = 20 * 3 * (ring / bw + lat)  # 20 layers on a device (80 over p = 4)
+    assert rx.time["cp_comm_s"] == pytest.approx(m2 * per_mb_s)
+    assert rx.hidden["cp"] == 0
+    # With overlap it hides behind attention; a share OVERLAP_COST still counts.
+    assert r2.hidden["cp"] == pytest.approx(m2 * per_mb_s)
+    assert r2.time["cp_comm_s"] == pytest.approx(par.OVERLAP_COST * m2 * per_mb_s)
+    with pytest.raises(InvalidInput, match=r"× cp\(2\) = 128 devices"):
+        par.check_plan(job, c, dataclasses.replace(cp2, d=4))
+    with pytest.raises(InvalidInput, match=r"seq_len\(8192\) % \(2 × cp\(3\)\)"):
+        par.check_plan(job, make_cluster(H100, 96), dataclasses.replace(cp2, cp=3))
+
+
+def test_tensor_parallel_overlap_hides_all_but_one_chunk():
+    job = Job(get_model("gpt3-175b"), 256, 2048, attention="flash")
+    c = make_cluster(H100, 128)
+    off = evaluate_plan(job, c, Plan(4, 4, 8, 1, 6, zero=1, recompute="none"))
+    on = evaluate_plan(job, c, Plan(4, 4, 8, 1, 6, zero=1, recompute="none", tp_overlap=True))
+    total = off.time["tp_comm_s"]
+    assert off.hidden["tp"] == 0
+    # GEMMs are long enough here: (t-1)/t of the traffic hides, OVERLAP_COST of it counts.
+    assert on.hidden["tp"] == pytest.approx(total * 3 / 4)
+    assert on.time["tp_comm_s"] == pytest.approx(total - (1 - par.OVERLAP_COST) * total * 3 / 4)
+    assert on.step_time_s < off.step_time_s
+    assert "tp_overlap=on" in on.plan.describe() and "tp_overlap" not in off.plan.describe()
+
+
+def test_fsdp_prefetch_off_exposes_the_gathers():
+    job = Job(get_model("llama-2-7b"), 64, 4096, attention="flash", dropout=False)
+    c = make_cluster(H100, 16)
+    on = evaluate_plan(job, c, Plan(16, 1, 1, 1, zero=3))
+    off = evaluate_plan(job, c, Plan(16, 1, 1, 1, zero=3, fsdp_prefetch=False))
+    assert off.hidden["dp"] == 0 < on.hidden["dp"]
+    assert off.time["dp_exposed_s"] == pytest.approx(off.dp_comm_s)
+    assert on.time["dp_exposed_s"] < off.time["dp_exposed_s"]
+    assert "prefetch=off" in off.plan.describe()
+
+
+def test_gemm_tile_utilisation_by_hand():
+    # 2048 × 1024 on 132 SMs: 128×256 tiles make 64 (one half-empty wave), 128×128 tiles
+    # make 128 (one wave, 4 SMs idle): 128/132.
+    assert float(costs.gemm_tile_utilisation(2048, 1024, 132)) == pytest.approx(128 / 132)
+    # Exactly 132 full tiles: nothing lost.
+    assert float(costs.gemm_tile_utilisation(128 * 132, 256, 132)) == pytest.approx(1.0)
+    # One row: a 128-row tile is 1/128 useful.
+    assert float(costs.gemm_tile_utilisation(1, 256 * 132, 132)) == pytest.approx(1 / 128)
+
+
+def test_small_gemms_run_further_from_peak():
+    job_big = Job(get_model("llama-2-7b"), 64, 4096, attention="flash", dropout=False)
+    job_small = Job(get_model("llama-2-7b"), 64, 256, attention="flash", dropout=False)
+    c = make_cluster(H100, 8)
+    plan = Plan(1, 8, 1, 1, recompute="none")
+    big, small = evaluate_plan(job_big, c, plan), evaluate_plan(job_small, c, plan)
+    sh = par.shape_of(get_model("llama-2-7b"))
+    # Per token the linear layers cost the same FLOPs; the short micro-batch is slower per token.
+    per_token_big = big.time["matmul_s"] / (64 * 4096)
+    per_token_small = small.time["matmul_s"] / (64 * 256)
+    assert per_token_small > 1.1 * per_token_big
+    assert float(costs.linear_gemm_efficiency(sh, 256, 8, 132)) < 0.8
+    assert float(costs.linear_gemm_efficiency(sh, 4096, 8, 132)) > 0.9
+
+
+def test_flash_attention_runs_the_causal_blocks_at_its_own_efficiency():
+    assert float(costs.causal_attention_share(2048)) == pytest.approx((2048 + 128) / 4096)
+    assert float(costs.causal_attention_share(64)) == 1.0
+    job = Job(SMALL, 8, 2048, attention="flash", dropout=False)
+    c = make_cluster(H100_NO_TILES, 1)
+    r = evaluate_plan(job, c, Plan(1, 1, 1, 1, recompute="none"))
+    flops = 8 * 2048 * 2 * 3 * float(par.layer_attention_flops_per_token(par.shape_of(SMALL), 2048))
+    expected = flops * (2048 + 128) / 4096 / (989.5e12 * c.attention_efficiency)
+    assert r.time["attention_s"] == pytest.approx(expected)
+    unfused = evaluate_plan(
+        Job(SMALL, 8, 2048, dropout=False), c, Plan(1, 1, 1, 1, recompute="none")
+    )
+    assert unfused.time["attention_s"] == pytest.approx(flops / c.matmul_flops_per_s)
