@@ -219,6 +219,7 @@ _change(
     "assumptions.attention_efficiency",
     "assumptions.gemm_shape",
     "cluster.attention_efficiency",
+    "cluster.fp8_matmul_efficiency",
     "cluster.sources.attention",
     "fixed.fp8",
     "cluster.dtype",

@@ -166,3 +166,31 @@ def test_flash_attention_runs_the_causal_blocks_at_its_own_efficiency():
         Job(SMALL, 8, 2048, dropout=False), c, Plan(1, 1, 1, 1, recompute="none")
     )
     assert unfused.time["attention_s"] == pytest.approx(flops / c.matmul_flops_per_s)
+
+
+def test_a_measured_profile_sets_the_fp8_share_apart_from_the_16_bit_one(tmp_path):
+    from ceiling.api.plan import plan
+    from ceiling.hardware.profile import MachineProfile, MeasuredDevice, save_profile
+
+    device = MeasuredDevice(
+        name="NVIDIA H100 80GB HBM3",
+        kind="cuda",
+        peak_flops_per_s={"bf16": 800e12, "fp8": 1300e12},
+        bandwidth_bytes_per_s=2.9e12,
+    )
+    path = tmp_path / "profile.json"
+    save_profile(MachineProfile(1, "2026-01-01T00:00:00Z", "node0", {}, [device]), path)
+    fixed = "d=8,t=2,p=1,b=1,zero=1,recompute=none,fp8=linear"
+    res = plan("llama-2-7b", 16, profile=path, global_batch=64, seq=4096, fixed=fixed, top=1)
+    c = res.cluster
+    assert c.matmul_efficiency == pytest.approx(800 / 989.5)
+    assert c.fp8_matmul_efficiency == pytest.approx(1300 / 1979)
+    best = res.best
+    sh = par.shape_of(get_model("llama-2-7b"))
+    util = float(costs.linear_gemm_efficiency(sh, 4096, 2, H100.sms))
+    linear = 64 * 4096 * 32 * 3 * 2 * get_model("llama-2-7b").params_layer_matmul_active / 16
+    assert best.time["fp8_matmul_s"] == pytest.approx(linear / (1300e12 * util))
+    # --dtype fp8 plans FP8 as real runs do: linear layers only, MFU against the 16-bit peak.
+    res8 = plan("llama-2-7b", 16, spec="h100-sxm", global_batch=64, seq=4096, dtype="fp8", top=1)
+    assert res8.best.plan.fp8 == "linear" and res8.cluster.dtype == "bf16"
+    assert res8.best.time["attention_s"] > 0 and res8.best.time["fp8_cast_s"] > 0

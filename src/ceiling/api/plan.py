@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +51,15 @@ def build_cluster(
 ):
     """The cluster from a catalog spec, or a measured profile (its efficiencies measured)."""
     from ceiling.hardware.resolve import resolve
-    from ceiling.model.cluster import efficiencies_from_profile, make_cluster
+    from ceiling.model.cluster import (
+        efficiencies_from_profile,
+        fp8_efficiency_from_profile,
+        make_cluster,
+    )
     from ceiling.vocabulary import normalize_dtype
 
     dtype = normalize_dtype(dtype, what="--dtype")
-    mm_eff, mem_eff, source = matmul_efficiency, None, None
+    mm_eff, mem_eff, source, fp8_eff = matmul_efficiency, None, None, None
     resolved = resolve(spec, profile)
     device = resolved.spec
     if resolved.from_profile:
@@ -69,6 +73,7 @@ def build_cluster(
                 "and node are unknown; pass --spec NAME"
             )
         prof_mm, mem_eff = efficiencies_from_profile(measured, device, dtype)
+        fp8_eff = fp8_efficiency_from_profile(measured, device)
         if mm_eff is None:
             mm_eff = prof_mm
             source = f"measured by `ceiling bench` ({resolved.profile_path})"
@@ -79,7 +84,7 @@ def build_cluster(
         )
     if mm_eff is not None and not 0 < mm_eff <= 1:
         raise InvalidInput(f"--matmul-efficiency must be in (0, 1], got {mm_eff}")
-    return make_cluster(
+    cluster = make_cluster(
         device,
         gpus,
         gpus_per_node,
@@ -91,6 +96,8 @@ def build_cluster(
         efficiency_source=source,
         device_source=resolved.source,
     )
+    # A measured FP8 rate prices FP8 GEMMs at their own share of the FP8 peak.
+    return replace(cluster, fp8_matmul_efficiency=fp8_eff) if fp8_eff else cluster
 
 
 def training_job(cfg, seq, global_batch, attention, dropout, headroom, dp_overlap, tokens):

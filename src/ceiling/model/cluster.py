@@ -40,6 +40,7 @@ class ClusterSpec:
     memory_efficiency: float
     step_jitter: float = 0.0  # relative standard deviation of one device's step time
     attention_efficiency: float = 0.5  # achieved/peak of fused (flash) attention kernels
+    fp8_matmul_efficiency: float | None = None  # achieved/FP8 peak; None: matmul_efficiency
     dtype: str = "bf16"
     efficiency_source: str = "catalog default"
     sources: dict[str, str] = field(default_factory=dict)
@@ -71,6 +72,9 @@ class ClusterSpec:
             v = getattr(self, name)
             if not (0 < v <= 1):
                 raise InvalidInput(f"{name} must be in (0, 1], got {v!r}")
+        fp8 = self.fp8_matmul_efficiency
+        if fp8 is not None and not 0 < fp8 <= 1:
+            raise InvalidInput(f"fp8_matmul_efficiency must be in (0, 1], got {fp8!r}")
         if not 0 <= self.step_jitter < 1:
             raise InvalidInput(f"step_jitter must be in [0, 1), got {self.step_jitter!r}")
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
@@ -90,6 +94,7 @@ class ClusterSpec:
             "matmul_efficiency": self.matmul_efficiency,
             "memory_efficiency": self.memory_efficiency,
             "attention_efficiency": self.attention_efficiency,
+            "fp8_matmul_efficiency": self.fp8_matmul_efficiency,
             "efficiency_source": self.efficiency_source,
             "device_source": self.device_source,
             "sources": self.sources,
@@ -238,6 +243,14 @@ def make_cluster(
         sources=sources,
         device_source=device_source or f"datasheet spec {device.key}",
     )
+
+
+def fp8_efficiency_from_profile(measured, datasheet) -> float | None:
+    """A measured profile's FP8 matmul rate over the datasheet's FP8 peak (None when either
+    is missing): the share FP8 GEMMs reach, which need not be the 16-bit one's."""
+    rate = measured.peak_flops_per_s.get("fp8")
+    peak = datasheet.peak_flops_per_s.get("fp8")
+    return min(1.0, rate / peak) if rate and peak else None
 
 
 def efficiencies_from_profile(measured, datasheet, dtype: str = "bf16") -> tuple[float, float]:

@@ -114,10 +114,12 @@ def stage_compute(job, cluster, x: SimpleNamespace) -> dict:
 
 
 def fp8_rate(cluster) -> float:
-    """Achieved FP8 GEMM rate: the FP8 peak at the matmul efficiency; 0 disables FP8 where
-    the device has none (`check_plan` refuses such plans)."""
+    """Achieved FP8 GEMM rate: the FP8 peak at the measured FP8 share (a profile's) or the
+    matmul efficiency; the 16-bit rate where the device has no FP8 (`check_plan` refuses
+    such plans)."""
     peaks = cluster.device.peak_flops_per_s
-    return peaks.get("fp8", 0.0) * cluster.matmul_efficiency or cluster.matmul_flops_per_s
+    share = cluster.fp8_matmul_efficiency or cluster.matmul_efficiency
+    return peaks.get("fp8", 0.0) * share or cluster.matmul_flops_per_s
 
 
 def logits_utilisation(cluster, x: SimpleNamespace):
