@@ -2,8 +2,9 @@
 measured one, on this machine; and expected decode speed against published runs.
 
 First measures this machine quickly (best fp32 matmul rate, DRAM read bandwidth, one tiny
-op's time) into a temporary machine profile, so that the compute roof is the measured
-matmul ceiling, not the datasheet's; then profiles each workload against it and prints
+op's time, the first touch of a new buffer, the elementwise functions' cost per element)
+into a temporary machine profile, so that the compute roof is the measured matmul
+ceiling, not the datasheet's; then profiles each workload against it and prints
 predicted / measured (the target is within 30 %) and checks that the waterfall's bars add
 up to the measured step. Torch runs on --threads threads (default 1): on a shared machine a
 descheduled worker thread stalls every parallel op, which no roof describes. Usage:
@@ -42,17 +43,21 @@ def _timed(fn) -> float:
 def quick_profile(path: Path) -> Path:
     from ceiling.hardware.profile import MachineProfile, MeasuredDevice, save_profile
     from ceiling.measure.decode import quick_read_bandwidth
+    from ceiling.measure.first_touch import time_first_touch
+    from ceiling.measure.functions import time_functions
     from ceiling.measure.machine import cpu_info
-    from ceiling.measure.overhead import time_tiny_op
+    from ceiling.measure.overhead import first_touch_row, time_tiny_op
 
     tiny_s, _best = time_tiny_op("cpu", warmup_ms=20.0, budget_ms=200.0)
+    first_touch = first_touch_row(time_first_touch("cpu"))
+    functions = time_functions("cpu").__dict__
     device = MeasuredDevice(
         name=getattr(cpu_info(), "model", "cpu"),
         kind="cpu",
         peak_flops_per_s={"fp32": best_matmul_flops_per_s()},
         # the best of a few reads: other processes only ever make a read slower
         bandwidth_bytes_per_s=max(quick_read_bandwidth("cpu", budget_ms=400.0) for _ in range(3)),
-        extra={"overhead": {"tiny_op_s": tiny_s}},
+        extra={"overhead": {"tiny_op_s": tiny_s, **first_touch, "functions": functions}},
     )
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return save_profile(MachineProfile(2, when, "benchmark", {}, [device]), path)

@@ -22,6 +22,9 @@ def test_overhead_json(cli):
     assert o["loop_vs_vectorized"] == pytest.approx(o["loop_s"] / o["vectorized_s"])
     assert any("scaled" in n for n in o["notes"])
     assert o["crossovers"] == []
+    # a new buffer's first touch and the elementwise functions' cost, kept raw
+    assert len(o["first_touch"]["fresh_s"]) == len(o["first_touch"]["sizes_bytes"]) > 1
+    assert o["first_touch_s_per_byte"] >= 0 and o["functions"]["best_s"]["gelu[tanh]"] > 0
 
 
 def test_unknown_device(cli):

@@ -66,7 +66,7 @@ def test_waterfall_bars_sum_to_the_measured_step_exactly():
     assert got["model FLOPs at the dense peak"] == pytest.approx(0.020)
     assert got["dense peak → measured matmul ceiling"] == pytest.approx(0.005)
     assert got["matmuls and attention below the ceiling"] == pytest.approx(0.8 * 0.050 - 0.025)
-    assert got["other ops at their roof (bytes / bandwidth)"] == pytest.approx(0.010)
+    assert got["other ops at their roof (bytes / bandwidth, function cost)"] == pytest.approx(0.010)
     assert got["per-op overhead (calls × the per-op floor)"] == pytest.approx(0.010)
     assert got["ops with no FLOP formula"] == pytest.approx(0.8 * 0.005)
     assert got["host time between ops (Python, autograd)"] == pytest.approx(0.8 * 0.020)
@@ -86,3 +86,109 @@ def test_waterfall_with_data_wait_scales_only_the_compute_part():
     assert got["waiting for data"] == 0.030
     assert sum(got.values()) == pytest.approx(0.130, abs=1e-15)
     assert got["host time between ops (Python, autograd)"] == pytest.approx(0.8 * 0.020)
+
+
+def test_first_touch_from_fresh_and_reused_fills():
+    from ceiling.model.first_touch import fit
+
+    mib = 2**20
+    sizes = [4 * mib, 16 * mib, 32 * mib, 64 * mib]
+    reused = [s * 0.1e-9 for s in sizes]  # 10 GB/s into a buffer already mapped
+    # an allocator that gives back blocks from 32 MiB: those pay 0.5 ns per byte more
+    extra = [0.5e-9 * s if s >= 32 * mib else 0.01e-9 * s for s in sizes]
+    fresh = [r + e for r, e in zip(reused, extra, strict=True)]
+    cost = fit(sizes, fresh, reused)
+    assert cost.from_bytes == 32 * mib and cost.s_per_byte == pytest.approx(0.5e-9)
+    assert cost.seconds([16 * mib, 40 * mib]) == pytest.approx(0.5e-9 * 40 * mib)
+    # a caching allocator: fresh is no slower than reused (within noise)
+    assert fit(sizes, [r * 1.05 for r in reused], reused).seconds([64 * mib]) == 0.0
+    with pytest.raises(InvalidInput):
+        fit(sizes[::-1], fresh, reused)
+
+
+def test_an_op_pays_its_function_per_element_and_its_new_buffers_first_touch():
+    from ceiling.model.first_touch import FirstTouch
+
+    roofs = Roofs(1e12, 1e11, per_op_s=1e-6, first_touch=FirstTouch(0.5e-9, 32 * 2**20),
+                  function_s_per_element={"gelu[tanh]": 3e-9})  # fmt: skip
+    n = 1_000_000
+    # 8 FLOPs and 8 bytes per element: 8 µs of FLOPs, 80 µs of bytes, but 3 ms of tanh
+    t = roofline.op_time(8 * n, 8 * n, 1, roofs, 1e11, None, (), "gelu[tanh]", n)
+    assert (t.time_s, t.bound) == (pytest.approx(3e-3), "compute")
+    plain = roofline.op_time(8 * n, 8 * n, 1, roofs, 1e11, None, (), "add", n)  # not measured
+    assert (plain.time_s, plain.bound) == (pytest.approx(80e-6), "memory")
+    # a 64 MiB output allocated by the op: its first touch adds to the memory time
+    big = 64 * 2**20
+    fresh = roofline.op_time(0.0, 2 * big, 1, roofs, 1e11, None, (big,))
+    assert fresh.memory_s == pytest.approx(2 * big / 1e11 + 0.5e-9 * big)
+    small = roofline.op_time(0.0, 2e6, 1, roofs, 1e11, None, (1e6,))  # below 32 MiB: reused
+    assert small.memory_s == pytest.approx(2e6 / 1e11)
+    work = roofline.OpWork(0.0, 2 * big, 1, None, (big,))
+    assert roofline.predict_step([work], roofs, 1e12).time_s == pytest.approx(fresh.time_s)
+
+
+def test_first_touch_bar_takes_what_the_other_ops_spent_beyond_their_roof():
+    from dataclasses import replace
+
+    t = replace(TIMES, first_touch_s=0.004)
+    got = {b.name: b.seconds for b in waterfall.bars(t)}
+    assert got[waterfall.FIRST_TOUCH] == pytest.approx(0.004)
+    assert got["per-op overhead (calls × the per-op floor)"] == pytest.approx(0.010)
+    assert sum(got.values()) == pytest.approx(0.100, abs=1e-15)
+    # more first touch than the time beyond the roofs: capped there, overhead gets none
+    capped = {b.name: b.seconds for b in waterfall.bars(replace(TIMES, first_touch_s=1.0))}
+    assert capped[waterfall.FIRST_TOUCH] == pytest.approx(0.8 * 0.050 - 0.010)
+    assert capped["per-op overhead (calls × the per-op floor)"] == pytest.approx(0.0)
+    assert sum(capped.values()) == pytest.approx(0.100, abs=1e-15)
+
+
+def _call(op, category, flops, nbytes, time_s, **kw):
+    from ceiling.profile.recorder import OpCall
+
+    return OpCall(op, "m", "forward", category, flops, True, 0.0, nbytes / 2, nbytes / 2, True,
+                  time_s, "float32", **kw)  # fmt: skip
+
+
+def test_profile_and_step_waterfalls_sum_to_the_measured_step_with_fake_timings():
+    """explain_step, as `profile` and `step` call it, on fake recorded calls and roofs."""
+    from types import SimpleNamespace
+
+    from ceiling.model.first_touch import FirstTouch
+    from ceiling.profile.explain import explain_step
+
+    roofs = Roofs(1e12, 1e11, per_op_s=2e-6, first_touch=FirstTouch(0.5e-9, 1e6),
+                  function_s_per_element={"gelu": 1e-9})  # fmt: skip
+    gelu = {"function": "gelu", "elements": 1_000_000, "new_buffers": (4_000_000,)}
+    calls = [
+        _call("aten.mm", "matmul", 4e9, 3e7, 0.010, matmul_dims=(1000, 1000, 2000)),
+        _call("aten.gelu", "elementwise", 8e6, 8e6, 0.003, **gelu),
+        _call("aten.add", "elementwise", 1e6, 1.2e7, 0.001),
+        _call("mylib.fused", "unknown", 0.0, 1e6, 0.0005),
+    ]
+    ceiling = SimpleNamespace(peak_flops_per_s=2e12, measured_peak_flops_per_s=1e12)
+    for data_wait in (0.0, 0.004):  # profile: none; step: its loader's wait
+        e = explain_step(calls, roofs, "fake", 1e9, ceiling=ceiling, model_flops=4e9,
+                         step_s=0.020 + data_wait, recorded_step_s=0.018, data_wait_s=data_wait,
+                         matmul_rates={(1000, 1000, 2000): 5e11})  # fmt: skip
+        bars = {b.name: b.seconds for b in e.waterfall}
+        assert sum(bars.values()) == pytest.approx(0.020 + data_wait, abs=1e-15)
+        assert bars[waterfall.FIRST_TOUCH] == pytest.approx(0.5e-9 * 4e6)
+        assert bars.get("waiting for data", 0.0) == data_wait
+        assert waterfall.from_result(SimpleNamespace(explanation=e)) == e.waterfall
+    # the prediction: mm at its own rate (8 ms); gelu's bytes and its new buffer's first
+    # touch (2.08 ms) above its 1 ms of function; add's and the unknown op's bytes
+    p = e.prediction
+    assert p.by_bound_s["compute"] == pytest.approx(8e-3)
+    assert p.by_bound_s["memory"] == pytest.approx(8e6 / 1e11 + 2e-3 + 1.2e-4 + 1e-5)
+
+
+def test_waterfall_from_result_reads_json_and_objects():
+    from types import SimpleNamespace
+
+    raw = [{"name": "a", "seconds": 0.5, "recover": "x"}, {"name": "b", "seconds": 0.25}]
+    assert [b.seconds for b in waterfall.from_result({"roofs": {"waterfall": raw}})] == [0.5, 0.25]
+    assert waterfall.from_result({"waterfall": raw})[1] == waterfall.Bar("b", 0.25, "")
+    assert waterfall.from_result({"roofs": None}) is None
+    row = SimpleNamespace(waterfall=[waterfall.Bar("c", 1.0, "y")])  # a measured decode row
+    assert waterfall.from_result(row)[0].name == "c"
+    assert waterfall.from_result(SimpleNamespace(explanation=None, waterfall=None)) is None

@@ -284,7 +284,7 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
     from ceiling.measure.roofs import local_roofs
 
     roofs = local_roofs(dev_name, local.cache_bytes, profile)
-    rates = decode_matmul_rates(cfg, sorted(set(batches)), dev_name, run.dtype)
+    rates = decode_matmul_rates(run, local.cache_bytes)
     cmp = compare_decode(run, local, roofs, rates)
     c = cmp.ceiling
     if plot is not None:

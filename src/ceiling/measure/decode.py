@@ -379,13 +379,16 @@ def _expected(ceiling, cfg, roofs, in_cache: bool, rates: dict | None) -> list:
     return expected_rows(ceiling, cfg.layers, costs, compute)
 
 
-def decode_matmul_rates(cfg, batches, device: str, dtype: str) -> dict:
-    """Best FLOP/s of each matmul shape a decode step at these batches runs, timed alone."""
+def decode_matmul_rates(run: DecodeRun, cache_bytes: float | None) -> dict:
+    """Best FLOP/s of each matmul shape the run's decode steps ran, timed alone; when the
+    weights do not fit the cache, with weights read from memory as a decode step reads them."""
     from ceiling.measure.roofs import matmul_rates
     from ceiling.model.decode_expected import decoder_matmuls
 
-    shapes = {shape for b in batches for shape, _ in decoder_matmuls(cfg, b)}
-    return matmul_rates(shapes, device, torch_dtype(dtype))
+    batches = {s.batch for s in run.samples}
+    shapes = {shape for b in batches for shape, _ in decoder_matmuls(run.config, b)}
+    cold = cache_bytes if cache_bytes and run.weight_bytes > cache_bytes else None
+    return matmul_rates(shapes, run.device, torch_dtype(run.dtype), cold_bytes=cold)
 
 
 def compare_decode(
@@ -475,5 +478,5 @@ def measure_decode(
     local = local_ceiling(device, profile)
     run = run_decode(cfg, batches, context, device, dtype, warmup_ms, budget_ms, on_batch)
     roofs = local_roofs(device, local.cache_bytes, profile)
-    rates = decode_matmul_rates(cfg, batches, device, run.dtype)
+    rates = decode_matmul_rates(run, local.cache_bytes)
     return compare_decode(run, local, roofs, rates)

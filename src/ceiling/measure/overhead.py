@@ -9,6 +9,8 @@ from typing import Any
 
 from ceiling.errors import WrongResult
 from ceiling.measure import machine
+from ceiling.measure.first_touch import FirstTouchSamples, time_first_touch
+from ceiling.measure.functions import FunctionTimes, time_functions
 from ceiling.measure.stats import summarize
 from ceiling.measure.timer import HostTimer, benchmark, device_sync
 
@@ -45,6 +47,10 @@ class OverheadResult:
     device_vectorized_s: float  # torch x * x on the device, best time
     crossovers: list[CrossoverResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # a new buffer's first touch (measure.first_touch): raw best times per size
+    first_touch: FirstTouchSamples | None = None
+    # elementwise functions' best times on a cached block (measure.functions)
+    functions: FunctionTimes | None = None
 
     @property
     def loop_vs_vectorized(self) -> float:
@@ -63,7 +69,24 @@ class OverheadResult:
             "loop_vs_vectorized": self.loop_vs_vectorized,
             "crossovers": [c.__dict__ for c in self.crossovers],
             "notes": list(self.notes),
+            **first_touch_row(self.first_touch),
+            **({"functions": self.functions.__dict__} if self.functions else {}),
         }
+
+
+def first_touch_row(samples: FirstTouchSamples | None) -> dict[str, Any]:
+    """The raw first-touch times and what they give (cost per byte, the size it starts at),
+    as a machine profile keeps them under "overhead"."""
+    if samples is None:
+        return {}
+    from ceiling.model.first_touch import fit
+
+    cost = fit(samples.sizes_bytes, samples.fresh_s, samples.reused_s)
+    return {
+        "first_touch": samples.__dict__,
+        "first_touch_s_per_byte": cost.s_per_byte,
+        "first_touch_from_bytes": cost.from_bytes,
+    }
 
 
 def time_tiny_op(device: str, warmup_ms: float, budget_ms: float) -> tuple[float, float]:
@@ -221,6 +244,8 @@ def run_overhead(
         notes.append("GPU-vs-CPU crossover needs a GPU; skipped")
     if not math.isfinite(loop_s / vec_s):
         raise WrongResult("vectorized time was zero")
+    first_touch = time_first_touch(device, budget_ms=budget_ms / 5)
+    functions = time_functions(device, budget_ms=budget_ms / 10)
     return OverheadResult(
         device=device,
         tiny_op_s=tiny_med,
@@ -231,4 +256,6 @@ def run_overhead(
         device_vectorized_s=dev_s,
         crossovers=crossovers,
         notes=notes,
+        first_touch=first_touch,
+        functions=functions,
     )

@@ -1,13 +1,14 @@
-"""The two roofs a FLOP rate and a DRAM bandwidth leave out, read quickly where no machine
-profile has them: the per-op floor (dispatch on a CPU, launch on a GPU) and the read
-bandwidth of the last-level cache.
+"""What a FLOP rate and a DRAM bandwidth leave out, read quickly where no machine profile
+has them: the per-op floor (dispatch on a CPU, launch on a GPU), the read bandwidth of the
+last-level cache, the first touch of a new buffer (measure.first_touch), and each matmul
+shape's own rate, its operands in cache or, when the step's data do not fit, from memory.
 
 Raw figures (seconds, bytes/s); ceiling.model.roofline.Roofs combines them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ceiling.errors import CeilingError
@@ -23,19 +24,41 @@ class LocalRoofs:
     per_op_source: str
     cache_bytes: float | None
     cache_bandwidth_bytes_per_s: float | None
+    first_touch_s_per_byte: float = 0.0  # extra per byte of a new buffer ...
+    first_touch_from_bytes: float | None = None  # ... from this size (None: none pays it)
+    # seconds per element of common elementwise functions (measure.functions)
+    function_s_per_element: dict = field(default_factory=dict)
 
 
-def _profiled_per_op_s(device: str, profile: str | Path | None) -> float | None:
-    """The median tiny-op time `ceiling bench` saved in the machine profile, if any."""
+def _profiled_overhead(device: str, profile: str | Path | None) -> dict:
+    """What `ceiling bench overhead` saved in the machine profile ({} when nothing)."""
     from ceiling.hardware.profile import load_profile
 
     try:
         saved = load_profile(profile).device("cuda" if device.startswith("cuda") else "cpu")
     except (CeilingError, OSError):
-        return None
-    overhead = (saved.extra or {}).get("overhead") or {}
-    value = overhead.get("tiny_op_s")
+        return {}
+    overhead = (saved.extra or {}).get("overhead")
+    return overhead if isinstance(overhead, dict) else {}
+
+
+def _profiled_per_op_s(device: str, profile: str | Path | None) -> float | None:
+    """The median tiny-op time `ceiling bench` saved in the machine profile, if any."""
+    value = _profiled_overhead(device, profile).get("tiny_op_s")
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def first_touch_cost(device: str, profile=None):
+    """model.first_touch.FirstTouch: from the machine profile's raw times, else measured."""
+    from ceiling.measure.first_touch import time_first_touch
+    from ceiling.model.first_touch import fit
+
+    saved = _profiled_overhead(device, profile).get("first_touch")
+    try:
+        return fit(saved["sizes_bytes"], saved["fresh_s"], saved["reused_s"])
+    except (CeilingError, KeyError, TypeError):
+        t = time_first_touch(device, budget_ms=QUICK_BUDGET_MS / 6)
+        return fit(t.sizes_bytes, t.fresh_s, t.reused_s)
 
 
 def quick_cache_bandwidth(device: str, cache_bytes: float | None) -> float | None:
@@ -73,6 +96,20 @@ def time_autograd_op(device: str, budget_ms: float = QUICK_BUDGET_MS) -> float:
     return sorted(times)[len(times) // 2] / (2 * AUTOGRAD_CHAIN)
 
 
+def function_costs(device: str, profile=None) -> dict[str, float]:
+    """Seconds per element of each function of measure.functions: from the machine
+    profile's raw times, else measured quickly."""
+    from ceiling.measure.functions import time_functions
+
+    saved = _profiled_overhead(device, profile).get("functions")
+    try:
+        n, best = float(saved["elements"]), dict(saved["best_s"])
+    except (KeyError, TypeError, ValueError):
+        t = time_functions(device, budget_ms=QUICK_BUDGET_MS / 12)
+        n, best = t.elements, t.best_s
+    return {k: float(v) / n for k, v in best.items() if isinstance(v, (int, float)) and v > 0}
+
+
 def local_roofs(
     device: str, cache_bytes: float | None, profile=None, train: bool = False
 ) -> LocalRoofs:
@@ -89,23 +126,77 @@ def local_roofs(
     if per_op is None:
         per_op, _best = time_tiny_op(device, warmup_ms=10.0, budget_ms=QUICK_BUDGET_MS)
         source = "a quick tiny-op measurement (`ceiling bench overhead` measures it properly)"
-    return LocalRoofs(per_op, source, cache_bytes, quick_cache_bandwidth(device, cache_bytes))
+    touch = first_touch_cost(device, profile)
+    return LocalRoofs(per_op, source, cache_bytes, quick_cache_bandwidth(device, cache_bytes),
+                      touch.s_per_byte, touch.from_bytes,
+                      function_costs(device, profile))  # fmt: skip
 
 
 MAX_SHAPES = 24  # distinct matmul shapes timed per step, the largest by FLOPs first
 
 
-def matmul_rates(shapes, device: str, dtype, budget_ms: float = 15.0) -> dict:
+MAX_COPIES = 64  # operand copies rotated to keep a small matmul's operands out of cache
+
+
+def matmul_rates(
+    shapes, device: str, dtype, budget_ms: float = 15.0, cold_bytes: float | None = None
+) -> dict:
     """Best FLOP/s of one (M, K) × (K, N) matmul per (M, N, K), laid out as nn.Linear has
-    it (a weight of N rows of K): the compute roof of a matmul of that shape on this
-    device, which small and skinny shapes keep below peak."""
+    it (a weight of N rows of K), into an existing output: the compute roof of a matmul of
+    that shape on this device, which small and skinny shapes keep below peak.
+
+    `cold_bytes` (the last-level cache, when the step's data do not fit it): each call
+    reads operands the previous calls have pushed out of a cache that size, as each of the
+    step's matmuls reads its weights from memory; a matrix-vector product then runs at the
+    bandwidth a matmul kernel streams at, which a plain read benchmark does not show."""
     import torch
 
     rates = {}
     for m, n, k in sorted(shapes, key=lambda s: -s[0] * s[1] * s[2])[:MAX_SHAPES]:
-        x = torch.randn(m, k, device=device, dtype=dtype)
-        w = torch.randn(n, k, device=device, dtype=dtype)
-        times = benchmark(lambda x=x, w=w: torch.nn.functional.linear(x, w), device=device,
-                          warmup_ms=2.0, budget_ms=budget_ms, min_samples=5)  # fmt: skip
+        pair = (m * k + n * k) * torch.empty((), dtype=dtype).element_size()
+        copies = min(MAX_COPIES, 1 + int(2 * cold_bytes // pair)) if cold_bytes else 1
+        inputs = [
+            (torch.randn(m, k, device=device, dtype=dtype),
+             torch.randn(n, k, device=device, dtype=dtype))
+            for _ in range(copies)
+        ]  # fmt: skip
+        out = torch.empty(m, n, device=device, dtype=dtype)
+
+        def mm(x_w, out=out) -> None:
+            torch.mm(x_w[0], x_w[1].t(), out=out)
+
+        times = benchmark(mm, device=device, inputs=inputs, warmup_ms=2.0,
+                          budget_ms=budget_ms, min_samples=max(5, copies))  # fmt: skip
         rates[(m, n, k)] = 2.0 * m * n * k / min(times)
     return rates
+
+
+def attention_times(dims, device: str, dtype, budget_ms: float = 15.0) -> dict:
+    """Best seconds of one fused attention call per shape (op_flops.attention_dims), timed
+    alone: the library's attention kernel at that shape, its compute roof on this device.
+    A backward is timed as the gradients of one forward kept for the purpose."""
+    import torch
+    import torch.nn.functional as F
+
+    out = {}
+    for key in dims:
+        direction, b, h, lq, lk, d, causal = key
+        q = torch.randn(b, h, lq, d, device=device, dtype=dtype)
+        k, v = (torch.randn(b, h, lk, d, device=device, dtype=dtype) for _ in range(2))
+        if direction == "forward":
+
+            def call(q=q, k=k, v=v, causal=causal) -> None:
+                with torch.no_grad():
+                    F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        else:
+            qkv = [t.requires_grad_() for t in (q, k, v)]
+            y = F.scaled_dot_product_attention(*qkv, is_causal=causal)
+            grad = torch.randn_like(y)
+
+            def call(y=y, qkv=qkv, grad=grad) -> None:
+                torch.autograd.grad(y, qkv, grad, retain_graph=True)
+
+        times = benchmark(call, device=device, warmup_ms=1.0, budget_ms=budget_ms,
+                          min_samples=3)  # fmt: skip
+        out[key] = min(times)
+    return out

@@ -9,10 +9,13 @@ with I = FLOPs / bytes moved to and from memory. Below I* an op is memory-bound.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ceiling.errors import InvalidInput
+from ceiling.model.first_touch import NONE as NO_FIRST_TOUCH
+from ceiling.model.first_touch import FirstTouch
 
 Bound = Literal["compute", "memory"]
 
@@ -108,7 +111,12 @@ def place(
 # kernel launch on a GPU (`ceiling bench overhead` measures it). An op's predicted time is
 # the largest of three: FLOPs / peak, bytes / bandwidth, and that per-op floor. When the
 # step's working set fits the last-level cache, its bytes come from the cache, so the
-# memory roof is the cache's bandwidth, not DRAM's.
+# memory roof is the cache's bandwidth, not DRAM's. Bytes written into a buffer the op
+# has just allocated cost more where the allocator gets large blocks fresh from the
+# operating system (model.first_touch): that is part of the op's memory time. And an
+# elementwise function (a tanh, an exp, a softmax) costs the vector units several
+# instructions per element, whatever its nominal FLOPs: its compute time is its elements
+# × the cost per element measured for that function on this device, when that is longer.
 
 Bound3 = Literal["compute", "memory", "overhead"]
 
@@ -122,6 +130,9 @@ class Roofs:
     per_op_s: float = 0.0
     cache_bytes: float | None = None
     cache_bandwidth_bytes_per_s: float | None = None
+    first_touch: FirstTouch = NO_FIRST_TOUCH
+    # measured seconds per element of elementwise functions, by aten name ("gelu[tanh]")
+    function_s_per_element: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_positive(self.peak_flops_per_s, "peak FLOP/s")
@@ -159,6 +170,19 @@ class OpTime:
         return max(terms, key=lambda k: (terms[k], k != "overhead", k == "compute"))
 
 
+@dataclass(frozen=True)
+class OpWork:
+    """One op call, or a group of calls, as the roofs see it."""
+
+    flops: float
+    bytes: float
+    calls: int = 1
+    flops_per_s: float | None = None  # its own compute roof (a matmul's rate at its shape)
+    new_buffers: tuple = ()  # bytes of each buffer it allocated (first touch)
+    function: str | None = None  # the elementwise function it computes ...
+    elements: int = 0  # ... over this many elements
+
+
 def op_time(
     flops: float,
     bytes_moved: float,
@@ -166,17 +190,25 @@ def op_time(
     roofs: Roofs,
     bandwidth_bytes_per_s: float,
     flops_per_s: float | None = None,
+    new_buffers=(),
+    function: str | None = None,
+    elements: int = 0,
 ) -> OpTime:
     """`calls` calls of an op doing `flops` and moving `bytes_moved` in all, its bytes at
     `bandwidth_bytes_per_s` (from Roofs.memory_roof), its FLOPs at `flops_per_s` (a matmul's
-    measured rate at its own shape) or else the peak."""
+    measured rate at its own shape) or else the peak; `new_buffers`: bytes of each output
+    it allocated, whose first touch adds to its memory time; `function` over `elements`:
+    at least that many elements at the function's measured cost each."""
     if flops < 0 or bytes_moved < 0 or calls < 0:
         raise InvalidInput(
             f"FLOPs, bytes and calls must be >= 0, got {flops}, {bytes_moved}, {calls}"
         )
     _check_positive(bandwidth_bytes_per_s, "memory bandwidth (bytes/s)")
     rate = flops_per_s or roofs.peak_flops_per_s
-    return OpTime(flops / rate, bytes_moved / bandwidth_bytes_per_s, calls * roofs.per_op_s)
+    per_element = roofs.function_s_per_element.get(function, 0.0) if function else 0.0
+    compute = max(flops / rate, elements * per_element)
+    memory = bytes_moved / bandwidth_bytes_per_s + roofs.first_touch.seconds(new_buffers)
+    return OpTime(compute, memory, calls * roofs.per_op_s)
 
 
 @dataclass(frozen=True)
@@ -193,11 +225,13 @@ class StepPrediction:
 
 
 def predict_step(ops, roofs: Roofs, working_set_bytes: float) -> StepPrediction:
-    """`ops`: (flops, bytes, calls[, FLOP/s of this op's own compute roof or None]) per op
-    call or group of calls, run one after another."""
+    """`ops`: an OpWork, or its fields in order as a tuple (flops, bytes, calls, ...), per
+    op call or group of calls, run one after another."""
     bandwidth, source = roofs.memory_roof(working_set_bytes)
     by_bound = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
-    for flops, moved, calls, *rate in ops:
-        t = op_time(flops, moved, calls, roofs, bandwidth, rate[0] if rate else None)
+    for op in ops:
+        w = op if isinstance(op, OpWork) else OpWork(*op)
+        t = op_time(w.flops, w.bytes, w.calls, roofs, bandwidth, w.flops_per_s, w.new_buffers,
+                    w.function, w.elements)  # fmt: skip
         by_bound[t.bound] += t.time_s
     return StepPrediction(sum(by_bound.values()), by_bound, source)

@@ -4,6 +4,7 @@
     + the gap from the dense peak to the measured matmul ceiling
     + matmuls (and attention) at their achieved rate, beyond that ceiling's time
     + the other ops (elementwise, norms, copies) at their roofline time
+    + the first touch of the large buffers they allocated (model.first_touch)
     + their per-op floor (dispatch or launch, `ceiling bench overhead`) × their calls
     + ops with no FLOP formula, as measured
     + waiting for data, and host time between ops (Python, autograd)
@@ -43,6 +44,7 @@ class StepTimes:
     per_op_s: float  # the per-op floor
     unknown_op_s: float = 0.0  # recorded time of ops with no FLOP formula
     data_wait_s: float = 0.0  # waiting for the next batch (`ceiling step`), plain time
+    first_touch_s: float = 0.0  # the other ops' new buffers, first touch (model.first_touch)
 
     @property
     def scale(self) -> float:
@@ -52,7 +54,8 @@ class StepTimes:
         return max(self.step_s - self.data_wait_s, 0.0) / self.recorded_step_s
 
 
-_ONLY_WHEN_PRESENT = ("ops with no FLOP formula", "waiting for data")
+FIRST_TOUCH = "first touch of new buffers (page faults)"
+_ONLY_WHEN_PRESENT = ("ops with no FLOP formula", "waiting for data", FIRST_TOUCH)
 
 
 def bars(t: StepTimes) -> list[Bar]:
@@ -62,6 +65,7 @@ def bars(t: StepTimes) -> list[Bar]:
     at_ceiling = t.model_flops / (t.measured_peak_flops_per_s or t.dense_peak_flops_per_s)
     op_s = t.model_op_s + t.other_op_s + t.unknown_op_s
     above_roof = max(k * t.other_op_s - t.other_roof_s, 0.0)
+    touch = min(t.first_touch_s, above_roof)  # what the other ops' time beyond roof shows
     out = [
         Bar("model FLOPs at the dense peak", at_peak, "nothing: the datasheet's limit"),
         Bar(
@@ -75,13 +79,19 @@ def bars(t: StepTimes) -> list[Bar]:
             "larger or aligned shapes, fused attention, batching small matmuls",
         ),
         Bar(
-            "other ops at their roof (bytes / bandwidth)",
+            "other ops at their roof (bytes / bandwidth, function cost)",
             t.other_roof_s,
             "fusing elementwise ops and norms (torch.compile) to move fewer bytes",
         ),
         Bar(
+            FIRST_TOUCH,
+            touch,
+            "reuse buffers: in-place ops, preallocated outputs, an allocator that keeps its "
+            "memory (jemalloc, tcmalloc)",
+        ),
+        Bar(
             "per-op overhead (calls × the per-op floor)",
-            min(t.other_calls * t.per_op_s, above_roof),
+            min(t.other_calls * t.per_op_s, above_roof - touch),
             "fewer, larger ops: fusion, foreach optimizers, CUDA graphs, larger batches",
         ),
         Bar("ops with no FLOP formula", k * t.unknown_op_s, "unknown: no roof to judge them"),
@@ -102,3 +112,26 @@ def bars(t: StepTimes) -> list[Bar]:
         )
     )
     return out
+
+
+def from_result(result) -> list[Bar] | None:
+    """The waterfall of any result that has one, for a report to draw; None when it has
+    none (nothing ran, or no recorded step).
+
+    Accepts what `ceiling profile`, `ceiling step` and `ceiling decode --measure` return:
+    a profile or step report (its `.explanation.waterfall`), a measured decode row (its
+    `.waterfall`), or the JSON they write (a dict with "roofs": {"waterfall": [...]} or
+    "waterfall": [...], each bar {"name", "seconds", "recover"}). The bars sum to that
+    result's measured step time (profile: `step_s`; step: the fastest worker count's
+    `step_s`; decode: the row's `step_time_s`).
+    """
+    if isinstance(result, dict):
+        raw = (result.get("roofs") or {}).get("waterfall") or result.get("waterfall")
+        if not raw:
+            return None
+        return [Bar(str(b["name"]), float(b["seconds"]), str(b.get("recover", ""))) for b in raw]
+    explanation = getattr(result, "explanation", None)
+    found = getattr(explanation, "waterfall", None) if explanation is not None else None
+    if found is None:
+        found = getattr(result, "waterfall", None)
+    return list(found) if found else None

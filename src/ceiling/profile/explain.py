@@ -3,7 +3,8 @@ waterfall from the dense peak to its measured time.
 
 The memory roof is the last-level cache's bandwidth when the step's working set fits the
 cache (weights, plus gradients and AdamW's two moments when training, plus the largest
-op's own bytes), DRAM's otherwise.
+op's own bytes), DRAM's otherwise. Each op's memory time includes the first touch of the
+buffers it allocated (model.first_touch), as measured on this device.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ceiling.model import roofline, waterfall
+from ceiling.model.first_touch import FirstTouch
 from ceiling.model.roofline import Roofs
 from ceiling.profile.op_flops import MODEL_CATEGORIES, UNKNOWN
 
@@ -51,6 +53,8 @@ def local_roofs(
         per_op_s=m.per_op_s,
         cache_bytes=m.cache_bytes,
         cache_bandwidth_bytes_per_s=m.cache_bandwidth_bytes_per_s,
+        first_touch=FirstTouch(m.first_touch_s_per_byte, m.first_touch_from_bytes),
+        function_s_per_element=m.function_s_per_element,
     )
     return roofs, m.per_op_source
 
@@ -68,10 +72,11 @@ def explain_step(
     data_wait_s: float = 0.0,
     matmul_rates: dict | None = None,
 ) -> StepExplanation:
-    """`matmul_rates`: measured FLOP/s per matmul (M, N, K), each matmul's own compute roof."""
+    """`matmul_rates`: measured FLOP/s per matmul (M, N, K) and attention shape, each such
+    op's own compute roof."""
     bandwidth, source = roofs.memory_roof(working_set)
     rates = matmul_rates or {}
-    ops = ((c.flops, c.bytes, 1, rates.get(c.matmul_dims)) for c in calls)
+    ops = (_work(c, rates.get(c.matmul_dims or c.attention_dims)) for c in calls)
     prediction = roofline.predict_step(ops, roofs, working_set)
     bars = None
     if step_s and recorded_step_s is not None:
@@ -85,8 +90,14 @@ def explain_step(
     )
 
 
+def _work(c, flops_per_s: float | None = None) -> roofline.OpWork:
+    """One recorded call as the roofs see it."""
+    return roofline.OpWork(c.flops, c.bytes, 1, flops_per_s, c.new_buffers, c.function,
+                           c.elements)  # fmt: skip
+
+
 def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_s, data_wait_s):
-    model_s = other_s = other_roof_s = unknown_s = 0.0
+    model_s = other_s = other_roof_s = unknown_s = first_touch_s = 0.0
     other_calls = 0
     for c in calls:
         t = c.time_s or 0.0
@@ -97,9 +108,11 @@ def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_
         else:
             other_s += t
             other_calls += 1
-            other_roof_s += roofline.predicted_time_s(
-                c.flops, c.bytes, roofs.peak_flops_per_s, bandwidth
-            )
+            # at its roofs but for first touch, a bar of its own
+            w = roofline.op_time(c.flops, c.bytes, 0, roofs, bandwidth, None, (), c.function,
+                                 c.elements)  # fmt: skip
+            other_roof_s += w.time_s
+            first_touch_s += roofs.first_touch.seconds(c.new_buffers)
     return waterfall.StepTimes(
         step_s=step_s,
         recorded_step_s=recorded_step_s,
@@ -111,19 +124,28 @@ def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_
         other_roof_s=other_roof_s,
         other_calls=other_calls,
         per_op_s=roofs.per_op_s,
+        first_touch_s=first_touch_s,
         unknown_op_s=unknown_s,
         data_wait_s=data_wait_s,
     )
 
 
-def measured_matmul_rates(calls, device: str) -> dict:
-    """Each distinct matmul shape of the step, timed alone on the device."""
+def measured_matmul_rates(calls, device: str, cold_bytes: float | None = None) -> dict:
+    """FLOP/s of each distinct matmul shape (M, N, K) and fused attention shape
+    (op_flops.attention_dims) of the step, each timed alone on the device: its own compute
+    roof. `cold_bytes`: the cache matmul operands are pushed out of (the step's data do
+    not fit it)."""
     import torch
 
-    from ceiling.measure.roofs import matmul_rates
+    from ceiling.measure.roofs import attention_times, matmul_rates
 
     shapes = {c.matmul_dims for c in calls if c.matmul_dims}
-    dtypes = [c.dtype for c in calls if c.matmul_dims and c.dtype]
-    if not shapes or not dtypes:
+    dtypes = [c.dtype for c in calls if (c.matmul_dims or c.attention_dims) and c.dtype]
+    if not dtypes:
         return {}
-    return matmul_rates(shapes, device, getattr(torch, dtypes[0]))
+    dtype = getattr(torch, dtypes[0])
+    rates = matmul_rates(shapes, device, dtype, cold_bytes=cold_bytes) if shapes else {}
+    flops = {c.attention_dims: c.flops for c in calls if c.attention_dims}
+    for key, seconds in attention_times(list(flops), device, dtype).items():
+        rates[key] = flops[key] / seconds
+    return rates

@@ -490,3 +490,19 @@ def matmul_dims(func, args) -> tuple[int, ...] | None:
 
 def element_count(shape) -> int:
     return prod(int(s) for s in shape)
+
+
+def attention_dims(func, args, kwargs) -> tuple | None:
+    """("forward" | "backward", B, H, Lq, Lk, head dim, causal) of a fused attention call
+    on (batch, heads, seq, dim) tensors, the shape its measured rate is keyed by."""
+    name = func._overloadpacket.__name__
+    if not name.startswith("_scaled_dot_product"):
+        return None
+    q, k = _query_key(func, args, kwargs)
+    if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)) or q.dim() != 4:
+        return None
+    if k.dim() != 4 or argument(func, args, kwargs, "attn_mask") is not None:
+        return None
+    b, h, lq, d = (int(s) for s in q.shape)
+    direction = "backward" if name.endswith("backward") else "forward"
+    return (direction, b, h, lq, int(k.shape[-2]), d, _is_causal(func, args, kwargs))

@@ -32,7 +32,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 
 from ceiling.profile.causal import EagerAttention
-from ceiling.profile.op_flops import MODEL_CATEGORIES, count_flops, matmul_dims
+from ceiling.profile.op_flops import (
+    MODEL_CATEGORIES,
+    attention_dims,
+    count_flops,
+    matmul_dims,
+)
 from ceiling.profile.traffic import count_traffic, tensor_bytes
 
 METHOD_VERSION = 1
@@ -79,6 +84,15 @@ class OpCall:
     matmul_dims: tuple[int, ...] | None = None
     # attention pairs a causal mask removes (not in `flops`): full convention = flops + this
     causal_skipped_flops: float = 0.0
+    # bytes of each output the op allocated (not a view, not written in place): a new
+    # buffer's first touch costs more than its bytes (model.first_touch); timed ops only
+    new_buffers: tuple[int, ...] = ()
+    # elementwise and norm ops: the function (aten name, "gelu[tanh]" for approximate="tanh")
+    # and how many elements it computes, for its measured cost per element
+    function: str | None = None
+    elements: int = 0
+    # a fused attention call's shape (op_flops.attention_dims), its own rate's key
+    attention_dims: tuple | None = None
 
     @property
     def bytes(self) -> float:
@@ -234,6 +248,40 @@ def _warm_up() -> None:
         return
 
 
+_FUNCTION_CATEGORIES = ("elementwise", "norm")
+
+
+def _function(func, args, kwargs, out, category: str) -> dict:
+    """The function an elementwise or norm op computes, and over how many elements."""
+    if category not in _FUNCTION_CATEGORIES:
+        return {}
+    from torch.utils._pytree import tree_leaves
+
+    name = func._overloadpacket.__name__
+    if kwargs.get("approximate") == "tanh" or any(a == "tanh" for a in args if isinstance(a, str)):
+        name += "[tanh]"
+    sizes = [t.numel() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+    if not sizes:
+        sizes = [t.numel() for t in tree_leaves(args) if isinstance(t, torch.Tensor)]
+    return {"function": name, "elements": max(sizes, default=0)}
+
+
+def new_buffers(args, kwargs, out) -> tuple[int, ...]:
+    """Bytes of each output whose storage no input has: a buffer the op allocated."""
+    from torch.utils._pytree import tree_leaves
+
+    def storage(t: torch.Tensor) -> int:
+        return t.untyped_storage().data_ptr()
+
+    seen = {storage(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+    sizes = []
+    for t in tree_leaves(out):
+        if isinstance(t, torch.Tensor) and storage(t) not in seen:
+            seen.add(storage(t))
+            sizes.append(t.untyped_storage().nbytes())
+    return tuple(sizes)
+
+
 def _is_fake(args) -> bool:
     from torch._subclasses.fake_tensor import FakeTensor
 
@@ -314,6 +362,11 @@ class OpRecorder:
                 dtype=dtype,
                 matmul_dims=matmul_dims(func, args) if fl.category == "matmul" else None,
                 causal_skipped_flops=fl.causal_skipped,
+                new_buffers=() if elapsed is None else new_buffers(args, kwargs, out),
+                **_function(func, args, kwargs, out, fl.category),
+                attention_dims=(
+                    attention_dims(func, args, kwargs) if fl.category == "attention" else None
+                ),
             )
         )
         name = func._overloadpacket.__name__

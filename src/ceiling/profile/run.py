@@ -344,7 +344,8 @@ def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, reco
     working_set = working_set_bytes(workload.params, itemsize, train, rec.calls)
     # each matmul shape timed alone here is its own compute roof (not for another device)
     here = ran and not ceiling.source.startswith("datasheet spec")
-    rates = measured_matmul_rates(rec.calls, str(dev)) if here else None
+    cold = cache if cache and working_set > cache else None  # operands come from memory
+    rates = measured_matmul_rates(rec.calls, str(dev), cold) if here else None
     return explain_step(
         rec.calls, roofs, source, working_set, ceiling=ceiling, model_flops=flops,
         step_s=step_s, recorded_step_s=recorded_s, matmul_rates=rates,

@@ -50,7 +50,8 @@ def roofs_rows(e, step_s: float | None) -> list[list[str]]:
             u.format_time(p.time_s)
             + vs
             + (
-                f"; {e.matmul_shapes_measured} matmul shapes at their own measured rate"
+                f"; {e.matmul_shapes_measured} matmul and attention shapes at their own "
+                "measured rate"
                 if e.matmul_shapes_measured
                 else ""
             ),

@@ -1,0 +1,53 @@
+"""What a new buffer costs beyond the bytes written into it: first touch of fresh memory.
+
+An op that returns a new tensor (out-of-place: `y = gelu(x)`, not `x.add_(1)` or a view)
+gets it from the allocator. A CPU allocator returns large blocks to the operating system
+when they are freed (glibc: blocks from 32 MiB by default), so the next one comes back as
+unmapped pages and each page is zeroed by the kernel on its first write: a cost per byte
+that a reused buffer does not pay, and that no bandwidth figure shows. A GPU's caching
+allocator keeps its blocks, so there the two times below are alike.
+
+`time_first_touch` fills, at each size, a newly allocated buffer and an existing one, and
+returns both raw best times; `ceiling.model.first_touch` turns them into a cost per byte
+and the size it starts at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ceiling.measure.timer import benchmark
+
+SIZES_BYTES = tuple(m * 2**20 for m in (4, 8, 16, 24, 32, 48, 64))
+
+
+@dataclass(frozen=True)
+class FirstTouchSamples:
+    sizes_bytes: list[int]
+    fresh_s: list[float]  # best time to allocate a new buffer and fill it
+    reused_s: list[float]  # best time to fill an existing buffer of the same size
+
+
+def time_first_touch(
+    device: str = "cpu", sizes=SIZES_BYTES, budget_ms: float = 40.0
+) -> FirstTouchSamples:
+    """Best seconds to fill a fresh and a reused buffer of each size (fp32 ones)."""
+    import torch
+
+    fresh, reused = [], []
+    for size in sizes:
+        n = max(int(size) // 4, 1)
+        kept = torch.empty(n, device=device)
+
+        def new(n=n) -> None:
+            torch.empty(n, device=device).fill_(1.0)
+
+        def old(kept=kept) -> None:
+            kept.fill_(1.0)
+
+        for fn, out in ((new, fresh), (old, reused)):
+            times = benchmark(fn, device=device, warmup_ms=5.0, budget_ms=budget_ms,
+                              min_samples=3, flush=None)  # fmt: skip
+            out.append(min(times))
+        del kept
+    return FirstTouchSamples([int(s) for s in sizes], fresh, reused)

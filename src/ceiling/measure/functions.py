@@ -1,0 +1,67 @@
+"""What each common elementwise function costs per element, its data in cache.
+
+A FLOP count at the matmul peak says nothing of a tanh, an exp or a softmax: the vector
+units take several instructions per element for them, so such an op can take far longer
+than its bytes / bandwidth while its "FLOPs" look negligible. Each function here runs on
+a block small enough to stay in the first cache levels (and small enough that its output
+comes back from the allocator's free list), so its best time is the function's own cost.
+
+`time_functions` returns raw best seconds per function for `ELEMENTS` elements; keys are
+aten op names as the recorder names them (`gelu[tanh]`: gelu with approximate="tanh").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ceiling.measure.timer import benchmark
+
+ROWS, COLS = 64, 1024
+ELEMENTS = ROWS * COLS  # 256 KiB of fp32
+
+
+def _functions(x, g, a):
+    import torch
+
+    aten = torch.ops.aten
+    return {
+        "gelu": lambda: aten.gelu(x),
+        "gelu[tanh]": lambda: aten.gelu(x, approximate="tanh"),
+        "gelu_backward": lambda: aten.gelu_backward(g, x),
+        "gelu_backward[tanh]": lambda: aten.gelu_backward(g, x, approximate="tanh"),
+        "silu": lambda: aten.silu(x),
+        "silu_backward": lambda: aten.silu_backward(g, x),
+        "sigmoid": lambda: aten.sigmoid(x),
+        "tanh": lambda: aten.tanh(x),
+        "exp": lambda: aten.exp(x),
+        "log": lambda: aten.log(a),
+        "erf": lambda: aten.erf(x),
+        "sqrt": lambda: aten.sqrt(a),
+        "rsqrt": lambda: aten.rsqrt(a),
+        "_softmax": lambda: aten._softmax(x, -1, False),
+        "_log_softmax": lambda: aten._log_softmax(x, -1, False),
+        "_softmax_backward_data": lambda: aten._softmax_backward_data(g, x, -1, x.dtype),
+        "_log_softmax_backward_data": lambda: aten._log_softmax_backward_data(g, x, -1, x.dtype),
+    }
+
+
+@dataclass(frozen=True)
+class FunctionTimes:
+    elements: int
+    best_s: dict[str, float]  # per function, for `elements` elements
+
+
+def time_functions(device: str = "cpu", budget_ms: float = 10.0) -> FunctionTimes:
+    """Best seconds of each function over ELEMENTS fp32 elements (a ROWS × COLS block)."""
+    import torch
+
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    x = torch.randn(ROWS, COLS, generator=gen).to(device)
+    g = torch.randn(ROWS, COLS, generator=gen).to(device)
+    a = x.abs() + 0.5  # positive: log, sqrt and rsqrt of real numbers
+    best = {}
+    for name, fn in _functions(x, g, a).items():
+        times = benchmark(fn, device=device, warmup_ms=1.0, budget_ms=budget_ms, min_samples=5,
+                          flush=None)  # fmt: skip
+        best[name] = min(times)
+    return FunctionTimes(ELEMENTS, best)

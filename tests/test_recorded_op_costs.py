@@ -1,0 +1,55 @@
+"""What the recorder keeps for the roofs beyond FLOPs and bytes (new buffers, the
+elementwise function, the attention shape), and the quick measurements that price them."""
+
+import torch
+import torch.nn.functional as F
+
+from ceiling.profile.recorder import OpRecorder
+
+
+def test_recorder_keeps_new_buffers_functions_and_attention_shapes():
+    x = torch.randn(8, 32)
+    q, k, v = (torch.randn(2, 3, 16, 8) for _ in range(3))
+    with OpRecorder(time_ops=True) as rec:
+        y = x * 2  # a new buffer
+        x.add_(1)  # written in place: none
+        x.view(32, 8)  # a view: none
+        F.gelu(y, approximate="tanh")
+        torch.log_softmax(y, -1)
+        F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    calls = {c.op: c for c in rec.calls}
+    assert calls["aten.mul"].new_buffers == (8 * 32 * 4,)
+    assert calls["aten.add_"].new_buffers == () and calls["aten.view"].new_buffers == ()
+    assert (calls["aten.gelu"].function, calls["aten.gelu"].elements) == ("gelu[tanh]", 256)
+    assert calls["aten._log_softmax"].function == "_log_softmax"
+    attention = [c for c in rec.calls if c.category == "attention"]
+    assert attention and attention[0].attention_dims == ("forward", 2, 3, 16, 16, 8, True)
+    assert calls["aten.mul"].attention_dims is None and calls["aten.mul"].matmul_dims is None
+
+
+def test_counting_on_meta_records_no_buffers():
+    x = torch.empty(4, 4, device="meta")
+    with OpRecorder(time_ops=True) as rec:
+        F.gelu(x * 2)
+    assert all(c.new_buffers == () and c.time_s is None for c in rec.calls)
+
+
+def test_quick_measurements_return_raw_times_for_every_case():
+    from ceiling.measure.first_touch import time_first_touch
+    from ceiling.measure.functions import ELEMENTS, time_functions
+    from ceiling.measure.roofs import attention_times, matmul_rates
+    from ceiling.model.first_touch import fit
+
+    sizes = (2**16, 2**18)
+    t = time_first_touch("cpu", sizes=sizes, budget_ms=1.0)
+    assert t.sizes_bytes == list(sizes) and len(t.fresh_s) == len(t.reused_s) == 2
+    assert all(s > 0 for s in t.fresh_s + t.reused_s)
+    assert fit(t.sizes_bytes, t.fresh_s, t.reused_s).s_per_byte >= 0.0
+    f = time_functions("cpu", budget_ms=0.5)
+    assert f.elements == ELEMENTS and {"gelu[tanh]", "_softmax", "exp"} <= set(f.best_s)
+    assert all(s > 0 for s in f.best_s.values())
+    rates = matmul_rates({(4, 8, 16)}, "cpu", torch.float32, budget_ms=1.0, cold_bytes=2**16)
+    assert set(rates) == {(4, 8, 16)} and rates[(4, 8, 16)] > 0
+    keys = [("forward", 1, 2, 8, 8, 4, True), ("backward", 1, 2, 8, 8, 4, True)]
+    times = attention_times(keys, "cpu", torch.float32, budget_ms=1.0)
+    assert set(times) == set(keys) and all(s > 0 for s in times.values())
