@@ -239,6 +239,15 @@ _change(
     "evaluated",
     "fitting",
 )
+_change(
+    _PLANS,
+    "the loss kernel (--loss, fp32 by default) sets the logits' memory on the last stage: "
+    "Megatron's in-place fp32 softmax holds 6 bytes per token per vocabulary entry at its "
+    "peak, not 4 (the 16-bit logits or gradient beside the fp32 buffer); a rebuilt layer's "
+    "working set no longer adds to the loss's peak (it comes after); ZeRO-3 holds the output "
+    "layer gathered at the loss",
+    "assumptions.loss",
+)
 
 # Facts about the machine that ran the command, not results: never compared.
 MACHINE = ("environment", "environment.*")

@@ -76,7 +76,8 @@ def _mpt70b():
 def _torchtitan_8b():
     # FSDP over 8, local batch 2, per-op selective activation checkpointing (every other
     # matmul output kept), flash attention; 16 sequences of 8192 per step.
-    job = Job(get_model("llama-3-8b"), 16, 8192, attention="flash", dropout=False)
+    # The loss is PyTorch's eager F.cross_entropy on logits upcast to fp32.
+    job = Job(get_model("llama-3-8b"), 16, 8192, attention="flash", dropout=False, loss="eager")
     fixed = dict(d=8, zero=3, micro_batch=2, recompute="ops:alternate")
     return job, make_cluster(H100_96, 8), fixed
 
@@ -149,9 +150,9 @@ def test_planner_v2_public_case_within_8_percent(build, figure, published):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="eager PyTorch keeps every unfused kernel's intermediate (RMSNorm's fp32 "
-    "statistics and products, RoPE's complex views, SwiGLU's pieces) for the backward and "
-    "the caching allocator holds freed blocks; the planner counts the fused kernels' tensors",
+    reason="the published 82.4 GiB is the caching allocator's peak reservation of an eager "
+    "run (torchtitan logs max_reserved; torch.compile brings it to 77.0); the planner counts "
+    "the live tensors at the loss's backward, 72.8 GiB (-12 %), which fit the 96 GB device",
 )
 def test_torchtitan_peak_memory_fits_and_is_within_10_percent():
     job, cluster, fixed = _torchtitan_8b()

@@ -100,7 +100,17 @@ def build_cluster(
     return replace(cluster, fp8_matmul_efficiency=fp8_eff) if fp8_eff else cluster
 
 
-def training_job(cfg, seq, global_batch, attention, dropout, headroom, dp_overlap, tokens):
+def _loss(loss: str) -> str:
+    from ceiling.model.parallel import LOSS
+
+    if loss not in LOSS:
+        raise InvalidInput(f"--loss must be one of {', '.join(LOSS)}, got {loss!r}")
+    return loss
+
+
+def training_job(
+    cfg, seq, global_batch, attention, dropout, headroom, dp_overlap, tokens, loss="fp32"
+):
     """The Job to plan and whether its kernel and dropout come from the model's published
     training recipe (catalog data) rather than the caller."""
     from ceiling.model.parallel import ATTENTION, Job
@@ -131,6 +141,7 @@ def training_job(cfg, seq, global_batch, attention, dropout, headroom, dp_overla
         headroom=headroom,
         overlap_dp=dp_overlap,
         token_budget=float(tokens) if tokens else None,
+        loss=_loss(loss),
     )
     return job, recipe
 
@@ -146,6 +157,7 @@ def assumptions(cluster, job, recipe: bool) -> dict:
         if recipe
         else "the command line",
         "headroom": job.headroom,
+        "loss": job.loss,
         "dp_overlap": "gradient reduction overlaps the last micro-batch's backward"
         if job.overlap_dp
         else "none (gradient reduction after the backward)",
@@ -236,6 +248,7 @@ def plan(
     inter_bw: str | float | None = None,
     dtype: str = "bf16",
     tokens: float | str | None = None,
+    loss: str = "fp32",
     scaling: int = 0,
 ) -> PlanResult:
     """Plan training of `model` (catalog name, "custom:..." or "hf:PATH") on `gpus` devices
@@ -254,7 +267,7 @@ def plan(
         )
     cfg = parse_model(model)
     job, recipe = training_job(
-        cfg, seq, global_batch, attention, dropout, headroom, dp_overlap, tokens
+        cfg, seq, global_batch, attention, dropout, headroom, dp_overlap, tokens, loss
     )
     n = _count(gpus, "--gpus", MAX_DEVICES)
     pins = parse_fixed(_fixed_text(fixed))

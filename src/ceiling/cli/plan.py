@@ -100,6 +100,16 @@ def plan(
             help="Whether the model trains with dropout. Default: its published run's choice.",
         ),
     ] = None,
+    loss: Annotated[
+        str,
+        typer.Option(
+            "--loss",
+            help="The cross-entropy kernel, for the logits' memory on the last stage: fp32 "
+            "(Megatron-LM: fp32 softmax and gradient in place, 6 bytes per token per "
+            "vocabulary entry at the peak), eager (PyTorch F.cross_entropy on upcast logits, "
+            "as torchtitan: 12), fused (gradient written over the 16-bit logits: 2).",
+        ),
+    ] = "fp32",
     no_dp_overlap: Annotated[
         bool,
         typer.Option(
@@ -140,7 +150,7 @@ def plan(
         global_batch=_int(global_batch, "--global-batch") if global_batch else None, seq=seq,
         top=top, fixed=fixed, attention=attention, dropout=dropout, dp_overlap=not no_dp_overlap,
         headroom=headroom, matmul_efficiency=matmul_efficiency, intra_bw=intra_bw,
-        inter_bw=inter_bw, dtype=dtype, tokens=tokens, scaling=scaling,
+        inter_bw=inter_bw, dtype=dtype, tokens=tokens, scaling=scaling, loss=loss,
     )  # fmt: skip
     if json_out:
         emit_json(r.to_dict())
@@ -257,11 +267,13 @@ def _memory_line(best) -> str:
         f"Adam state {gib(mem['optimizer_bytes'])}",
         f"activations {gib(mem['activation_bytes'])}",
     ]
+    within = (("logits_bytes", "the loss's logits"), ("recompute_working_bytes", "a rebuilt layer"))
+    of_them = ", ".join(f"{label} {gib(mem[key])}" for key, label in within if mem.get(key))
+    if of_them:
+        parts[-1] += f" (of them {of_them})"
     optional = (
         ("gathered_weight_bytes", "gathered weights"),
         ("fp8_weight_bytes", "FP8 weight copies"),
-        ("logits_bytes", "of them fp32 logits"),
-        ("recompute_working_bytes", "of them one rebuilt layer"),
     )
     parts += [f"{label} {gib(mem[key])}" for key, label in optional if mem.get(key)]
     zero = sharded.get(pl.zero, ", everything sharded over d (ZeRO-3)")

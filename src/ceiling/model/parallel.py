@@ -86,6 +86,23 @@ __all__ = [
 
 ATTENTION = ("unfused", "flash")
 
+# Bytes per token per vocabulary entry (over t) the loss holds at its peak on the last stage.
+LOSS_PEAK_BYTES_PER_VOCAB = {
+    # Megatron-LM's vocab-parallel cross-entropy: the 16-bit logits upcast to fp32, softmax
+    # and its gradient computed in place in that buffer (4); beside it the 16-bit logits in
+    # the forward and the 16-bit gradient cast for the output layer in the backward (2).
+    "fp32": 6.0,
+    # PyTorch eager F.cross_entropy on upcast logits (torchtitan, Hugging Face Trainer):
+    # log_softmax keeps its fp32 output (4); its backward holds that, the fp32 gradient
+    # coming from nll_loss (4) and its own fp32 result (4).
+    "eager": 12.0,
+    # A fused cross-entropy kernel reading the 16-bit logits and writing the gradient over
+    # them in place (Transformer Engine's parallel_cross_entropy, Liger Kernel's): no fp32
+    # copy is ever whole.
+    "fused": 2.0,
+}
+LOSS = tuple(LOSS_PEAK_BYTES_PER_VOCAB)
+
 # Bytes per parameter of the fp32 Adam update: read master weights, momentum, variance (3×4)
 # and the gradient; write the three back (3×4) and the 16-bit weights (2).
 ADAM_UPDATE_BYTES = 26
@@ -140,6 +157,7 @@ class Job:
     headroom: float = 0.10  # share of device memory kept free (allocator, buffers, context)
     overlap_dp: bool = True  # gradient reduction overlaps the last micro-batch's backward
     token_budget: float | None = None
+    loss: str = "fp32"  # the cross-entropy kernel (LOSS): what the logits cost in memory
 
     def __post_init__(self) -> None:
         for name in ("global_batch", "seq_len"):
@@ -150,6 +168,8 @@ class Job:
             raise InvalidInput(
                 f"attention must be one of {', '.join(ATTENTION)}, got {self.attention!r}"
             )
+        if self.loss not in LOSS:
+            raise InvalidInput(f"loss must be one of {', '.join(LOSS)}, got {self.loss!r}")
         if not 0 <= self.headroom < 1:
             raise InvalidInput(f"memory headroom must be in [0, 1), got {self.headroom!r}")
         if self.token_budget is not None and not self.token_budget > 0:
@@ -303,52 +323,16 @@ def _layout(job: Job, plans: Mapping) -> SimpleNamespace:
 
 
 def _memory(job: Job, cluster, x: SimpleNamespace) -> dict:
-    """Bytes per device on the most loaded stage: weights, gradients and optimizer state
-    (ZeRO-sharded), activations of the micro-batches in flight, the fp32 logits on the last
-    stage, ZeRO-3 buffers. The first stage holds the embedding and the most micro-batches,
-    the last the output layer and the logits; a middle stage may hold more layers."""
-    sh, s = x.sh, job.seq_len
+    """Bytes per device on the most loaded stage (`_stage_memory`): weights, gradients and
+    optimizer state (ZeRO-sharded), activations of the micro-batches in flight with the
+    loss's logits or a rebuilt layer at their peak, ZeRO-3 buffers."""
+    sh = x.sh
     spb = state_bytes_per_param(x.state, x.zero, x.dg)
     spb_expert = state_bytes_per_param(x.state, x.zero, x.d_expert)
     experts_layer = sh.params_experts_layer / x.epf
-    per_layer = (x.dense_layer * spb + experts_layer * spb_expert) / x.tf
-    layer_state = x.layers_dev * per_layer
-    kept = activation_bytes_per_token_layer(sh, s, x.tf, x.sp, x.rc, job.attention, job.dropout)
-    # FP8 linear layers keep their inputs for the backward as the FP8 cast (1 byte, not 2).
-    kept = kept - np.where(x.fp8, fp8_saved_input_bytes(sh, x.tf, x.sp) * (1 - x.rc_linear), 0)
-    kept_full = activation_bytes_per_token_layer(sh, s, x.tf, x.sp, 2, job.attention, job.dropout)
-
-    def activations(layers, held):
-        rebuilt = recompute.layers_rebuilt(x.rc, layers)
-        return held * x.tokens_mb * (rebuilt * kept_full + (layers - rebuilt) * kept)
-
-    first_l, mid_l, last_l = x.stage_layers
-    held_first, held_mid, held_last = pipeline_stages.held_per_layer(x.pf, x.vf, x.m)
-    # Rebuilding a layer in the backward makes its whole activation set live once.
-    whole = activation_bytes_per_token_layer(sh, s, x.tf, x.sp, 0, job.attention, job.dropout)
-    working = np.where(recompute.rebuilds_whole_layers(x.rc), whole * x.tokens_mb, 0.0)
-    # Logits in fp32 for the loss (last stage; with p = 1 the same device).
-    logits = 4.0 * x.tokens_mb * sh.vocab / x.tf
-    emb = x.emb / x.tf
-    acts_first = activations(first_l, held_first)
-    stages = (  # (parameters, activations) of the first, a middle and the last device
-        (first_l * x.dense_layer / x.tf + emb, acts_first),
-        (mid_l * x.dense_layer / x.tf, activations(mid_l, held_mid)),
-        (last_l * x.dense_layer / x.tf + emb, activations(last_l, held_last) + logits),
-    )
-    totals = [
-        dense * spb + layers * experts_layer / x.tf * spb_expert + acts
-        for (dense, acts), layers in zip(stages, x.stage_layers, strict=True)
-    ]
-    totals[0] = np.where(x.pf > 1, totals[0], 0.0)
-    totals[1] = np.where(x.pf > 2, totals[1], 0.0)
-    heaviest = np.argmax(np.broadcast_arrays(*totals), axis=0)
-
-    def pick(values):
-        return np.choose(heaviest, np.broadcast_arrays(*values))
-
-    dense_dev = pick([dense for dense, _ in stages])
-    expert_dev = pick(x.stage_layers) * experts_layer / x.tf
+    layer_state = x.layers_dev * (x.dense_layer * spb + experts_layer * spb_expert) / x.tf
+    st = _stage_memory(job, x, spb, spb_expert)
+    dense_dev, expert_dev = st["dense"], st["layers"] * experts_layer / x.tf
     state_bytes = dense_dev * spb + expert_dev * spb_expert
     pieces = zip(
         state_pieces_per_param(x.state, x.zero, x.dg),
@@ -356,13 +340,15 @@ def _memory(job: Job, cluster, x: SimpleNamespace) -> dict:
         strict=True,
     )
     weight_bytes, grad_bytes, optim_bytes = (dense_dev * a + expert_dev * e for a, e in pieces)
-    act_peak = pick([acts for _, acts in stages]) + working
-    last_is_heaviest = heaviest == 2
-    # ZeRO-3 holds the gathered 16-bit weights of the layer it runs and of the next (prefetch).
-    gathered = np.where(x.zero == 3, 2 * 2.0 * (x.dense_layer + experts_layer) / x.tf, 0.0)
+    # ZeRO-3 holds the gathered 16-bit weights of the unit it runs and of the next: two
+    # blocks, or at the loss the output layer with the last block (FSDP keeps the root
+    # module's weights, the output layer among them, gathered from forward into backward).
+    block = x.dense_layer + experts_layer
+    head = sh.vocab * sh.hidden
+    gathered = np.where(x.zero == 3, 2.0 * (block + np.maximum(block, head)) / x.tf, 0.0)
     # FP8 (Transformer Engine) keeps each linear weight cast to FP8 and its transpose.
     fp8_weights = np.where(x.fp8, 2.0 * linear_params_dev(x), 0.0)
-    memory = state_bytes + act_peak + gathered + fp8_weights
+    memory = state_bytes + st["activations"] + gathered + fp8_weights
     usable = cluster.memory_bytes * (1.0 - job.headroom)
     return {
         "layer_state_bytes": layer_state,
@@ -372,14 +358,67 @@ def _memory(job: Job, cluster, x: SimpleNamespace) -> dict:
         "optimizer_bytes": optim_bytes,
         "gathered_weight_bytes": gathered,
         "fp8_weight_bytes": fp8_weights,
-        "activation_bytes": act_peak,
-        "logits_bytes": np.where(last_is_heaviest, logits, 0.0),
-        "recompute_working_bytes": working + 0.0 * act_peak,
-        "heaviest_stage": heaviest,
-        "layer_activation_bytes": acts_first,
+        "activation_bytes": st["activations"],
+        "logits_bytes": st["loss"],
+        "recompute_working_bytes": st["working"],
+        "heaviest_stage": st["heaviest"],
+        "layer_activation_bytes": st["first_in_flight"],
         "memory_bytes": memory,
         "usable_bytes": np.broadcast_to(usable, np.shape(memory)),
         "fits": memory <= usable,
+    }
+
+
+def _stage_memory(job: Job, x: SimpleNamespace, spb, spb_expert) -> dict:
+    """The first, a middle and the last pipeline device: each one's parameters and its
+    activations at its peak; the heaviest of them (0, 1, 2) and its figures.
+
+    The first stage holds the embedding and the most micro-batches in flight, the last the
+    output layer and, at the loss, its logits (LOSS_PEAK_BYTES_PER_VOCAB); a middle stage may
+    hold more layers. Rebuilding a layer in the backward makes its whole activation set live
+    once — after the loss's buffers are freed, so the last stage peaks at the larger of the
+    two."""
+    sh, s = x.sh, job.seq_len
+    kept = activation_bytes_per_token_layer(sh, s, x.tf, x.sp, x.rc, job.attention, job.dropout)
+    # FP8 linear layers keep their inputs for the backward as the FP8 cast (1 byte, not 2).
+    kept = kept - np.where(x.fp8, fp8_saved_input_bytes(sh, x.tf, x.sp) * (1 - x.rc_linear), 0)
+    kept_full = activation_bytes_per_token_layer(sh, s, x.tf, x.sp, 2, job.attention, job.dropout)
+    whole = activation_bytes_per_token_layer(sh, s, x.tf, x.sp, 0, job.attention, job.dropout)
+    working = np.where(recompute.rebuilds_whole_layers(x.rc), whole * x.tokens_mb, 0.0)
+    loss = LOSS_PEAK_BYTES_PER_VOCAB[job.loss] * x.tokens_mb * sh.vocab / x.tf
+
+    def in_flight(layers, held):
+        rebuilt = recompute.layers_rebuilt(x.rc, layers)
+        return held * x.tokens_mb * (rebuilt * kept_full + (layers - rebuilt) * kept)
+
+    first_l, mid_l, last_l = x.stage_layers
+    held = pipeline_stages.held_per_layer(x.pf, x.vf, x.m)
+    flights = [in_flight(n, h) for n, h in zip(x.stage_layers, held, strict=True)]
+    emb = x.emb / x.tf
+    dense = (first_l * x.dense_layer / x.tf + emb, mid_l * x.dense_layer / x.tf,
+             last_l * x.dense_layer / x.tf + emb)  # fmt: skip
+    acts = (flights[0] + working, flights[1] + working, flights[2] + np.maximum(loss, working))
+    experts_layer = sh.params_experts_layer / x.epf
+    totals = [
+        d * spb + n * experts_layer / x.tf * spb_expert + a
+        for d, n, a in zip(dense, x.stage_layers, acts, strict=True)
+    ]
+    totals[0] = np.where(x.pf > 1, totals[0], 0.0)
+    totals[1] = np.where(x.pf > 2, totals[1], 0.0)
+    heaviest = np.argmax(np.broadcast_arrays(*totals), axis=0)
+
+    def pick(values):
+        return np.choose(heaviest, np.broadcast_arrays(*values))
+
+    loss_peaks = (heaviest == 2) & (loss >= working)
+    return {
+        "heaviest": heaviest,
+        "dense": pick(dense),
+        "layers": pick(x.stage_layers),
+        "activations": pick(acts),
+        "loss": np.where(loss_peaks, loss, 0.0),
+        "working": np.where(loss_peaks, 0.0, working),
+        "first_in_flight": flights[0],
     }
 
 

@@ -1,0 +1,135 @@
+"""Uneven pipeline stages: the layout rules, the step of stages with different times against
+the event simulator, the heaviest stage's memory, and interleaving beyond 8 chunks."""
+
+import pytest
+
+from ceiling.errors import InvalidInput
+from ceiling.hardware.catalog import get_spec
+from ceiling.model import pipeline_stages as ps
+from ceiling.model.cluster import make_cluster
+from ceiling.model.parallel import Job, Plan, check_plan, evaluate_arrays, evaluate_plan
+from ceiling.model.pipeline_sim import simulate_pipeline
+from ceiling.model.plan_axes import parse_fixed, plans_to_arrays
+from ceiling.model.plan_search import search
+from ceiling.model.transformer import get_model
+
+H100 = get_spec("h100-sxm")
+
+
+def test_balanced_layout_counts_embedding_and_loss_as_a_layer_each():
+    # Llama 3 405B: 126 layers on 16 stages ran as 7, 8 × 14, 7 (128 = 126 + 2 over 16).
+    assert ps.balanced_layout(126, 16) == (7, 7)
+    assert ps.balanced_layout(30, 4) == (7, 7)  # 32 / 4 = 8: 7, 8, 8, 7
+    # Where that is the even split, there is nothing to balance.
+    assert ps.balanced_layout(96, 8) == (0, 0)  # 98 / 8 → 13 - 1 = 12 = 96 / 8
+    assert ps.balanced_layout(32, 1) == (0, 0)
+    assert ps.balanced_layout(33, 2) == (17, 16)  # the last (loss) stage lighter
+
+
+def test_stage_list_pins_p_first_and_last():
+    assert parse_fixed("stages=31,32,32,31,d=2") == {
+        "p": 4,
+        "first": 31,
+        "last": 31,
+        "stage_total": 126,
+        "d": 2,
+    }
+    assert parse_fixed("stages=balanced") == {"stages": "balanced"}
+    assert parse_fixed("stages=even") == {"first": 0, "last": 0}
+    with pytest.raises(InvalidInput, match="middle stages must hold the same"):
+        parse_fixed("stages=31,30,33,32")
+    with pytest.raises(InvalidInput, match="stages must be even, balanced"):
+        parse_fixed("stages=lots")
+
+
+def test_uneven_1f1b_bubble_agrees_with_the_simulator_hand_checked():
+    # p = 4, m = 8; stages take 1, 1, 1 and 1.5 per micro-batch (forward 1/3, backward 2/3).
+    # By hand: the last stage is busy 8 × 1.5 = 12; the others' times pass once, on the way
+    # in and out: 1 + 1 + 1 = 3. Step 15, the last stage idle 3.
+    pipeline, idle = ps.pipeline_time(1.0, 1.0, 1.5, 4, 1, 8)
+    assert (float(pipeline), float(idle)) == (15.0, 3.0)
+    times = [1.0, 1.0, 1.0, 1.5]
+    sim = simulate_pipeline("1f1b", 4, 8, [x / 3 for x in times], [2 * x / 3 for x in times])
+    assert sim.makespan_s == pytest.approx(15.0)
+    # Interleaved, v = 2: the fill and drain halve: 12 + 3/2.
+    sim2 = simulate_pipeline(
+        "interleaved", 4, 8, [x / 3 for x in times], [2 * x / 3 for x in times], chunks=2
+    )
+    assert sim2.makespan_s == pytest.approx(float(ps.pipeline_time(1.0, 1.0, 1.5, 4, 2, 8)[0]))
+
+
+@pytest.mark.parametrize("m", [8, 32])
+def test_a_slower_middle_stage_sets_the_pace_within_the_fill(m):
+    # 7, 8 × 6, 7: the formula is an upper bound, off by less than one stage time.
+    times = [7.0] + [8.0] * 6 + [7.0]
+    sim = simulate_pipeline("1f1b", 8, m, [x / 3 for x in times], [2 * x / 3 for x in times])
+    model = float(ps.pipeline_time(7.0, 8.0, 7.0, 8, 1, m)[0])
+    assert sim.makespan_s <= model <= sim.makespan_s + 8.0
+
+
+def test_planned_uneven_step_matches_the_simulated_pipeline():
+    job = Job(get_model("llama-3-405b"), 128, 4096, attention="flash", dropout=False)
+    cluster = make_cluster(H100, 512)
+    plan = Plan(4, 8, 16, 1, recompute="full", first_stage_layers=7, last_stage_layers=7)
+    r = evaluate_plan(job, cluster, plan)
+    arrays = evaluate_arrays(job, cluster, plans_to_arrays([plan]))
+    m = r.micro_batches
+    stage_parts = ("matmul", "attention", "elementwise", "tp_comm")
+    last = sum(r.time[f"{k}_s"] for k in stage_parts) / m
+    head = float(arrays["head_s"][0]) / m
+    per_layer = (last - head) / 7
+    assert r.stages["layers"] == [7, 8, 7]
+    times = [7 * per_layer] + [8 * per_layer] * 14 + [last]
+    sim = simulate_pipeline("1f1b", 16, m, [x / 3 for x in times], [2 * x / 3 for x in times])
+    planned = last * m + r.time["bubble_s"]
+    assert sim.makespan_s <= planned <= sim.makespan_s + max(times)
+
+
+def test_the_heaviest_stage_sets_the_memory_peak():
+    job = Job(get_model("llama-3-405b"), 128, 4096, attention="flash", dropout=False)
+    cluster = make_cluster(H100, 512)
+    even = evaluate_plan(job, cluster, Plan(4, 8, 16, 1, recompute="none"))
+    uneven = evaluate_plan(
+        job,
+        cluster,
+        Plan(4, 8, 16, 1, recompute="none", first_stage_layers=7, last_stage_layers=7),
+    )
+    # Even: ⌈126/16⌉ = 8 layers everywhere; the first stage holds p = 16 micro-batches.
+    assert even.stages == {"layers": [8, 8, 8], "heaviest_memory": "first"}
+    # 7 layers × 16 in flight < 8 layers × 15 on the second stage: a middle stage is the peak.
+    assert uneven.stages["heaviest_memory"] == "middle"
+    assert uneven.memory["layer_activation_bytes"] == pytest.approx(
+        even.memory["layer_activation_bytes"] * 7 / 8
+    )
+    assert uneven.memory["activation_bytes"] == pytest.approx(
+        even.memory["layer_activation_bytes"] * 15 / 16
+    )
+
+
+def test_layout_rules_show_the_arithmetic():
+    job = Job(get_model("llama-3-405b"), 128, 4096)
+    c = make_cluster(H100, 512)
+    with pytest.raises(InvalidInput, match="both the first and the last"):
+        check_plan(job, c, Plan(4, 8, 16, first_stage_layers=7))
+    with pytest.raises(InvalidInput, match=r"126\) - first\(60\) - last\(60\) = 6 < 14"):
+        check_plan(job, c, Plan(4, 8, 16, first_stage_layers=60, last_stage_layers=60))
+    with pytest.raises(InvalidInput, match=r"stages add up to 127 layers but the model has 126"):
+        search(job, c, parse_fixed("stages=31,32,32,32,d=16,t=8"))
+
+
+def test_search_takes_the_balanced_layout_and_pins_it():
+    job = Job(get_model("llama-3-405b"), 256, 4096, attention="flash", dropout=False)
+    res = search(job, make_cluster(H100, 512), parse_fixed("d=4,t=8,p=16,stages=balanced"))
+    assert {(r.plan.first_stage_layers, r.plan.last_stage_layers) for r in res.plans} == {(7, 7)}
+    assert "first=7,last=7" in res.plans[0].plan.describe()
+
+
+def test_interleaving_beyond_eight_chunks_is_searched():
+    # NeMo ran GPT-3 175B with p = 8 and 12 virtual stages: 96 layers = 8 × 12.
+    job = Job(get_model("gpt3-175b"), 256, 2048, attention="flash")
+    fixed = parse_fixed("d=4,t=4,p=8,v=12,b=1,zero=1,recompute=none,sp=on")
+    (best,) = search(job, make_cluster(H100, 128), fixed, top=1).plans
+    assert best.plan.v == 12 and best.fits
+    # The first stage holds p(1 + (p-1)/(p·v)) micro-batches of its 12 layers.
+    held = float(ps.held_per_layer(8, 12, 64)[0])
+    assert held == pytest.approx(8 * (1 + 7 / 96))
