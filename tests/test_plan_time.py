@@ -194,3 +194,17 @@ def test_a_measured_profile_sets_the_fp8_share_apart_from_the_16_bit_one(tmp_pat
     res8 = plan("llama-2-7b", 16, spec="h100-sxm", global_batch=64, seq=4096, dtype="fp8", top=1)
     assert res8.best.plan.fp8 == "linear" and res8.cluster.dtype == "bf16"
     assert res8.best.time["attention_s"] > 0 and res8.best.time["fp8_cast_s"] > 0
+
+
+def test_a_plan_losing_to_its_exposed_ring_says_so():
+    from ceiling.model.plan_search import explain_loss
+
+    job = Job(get_model("llama-3-70b"), 32, 8192, attention="flash", dropout=False)
+    c = make_cluster(H100, 256)
+    hidden = Plan(8, 8, 1, 1, zero=1, recompute="none", cp=4)
+    exposed = dataclasses.replace(hidden, cp_overlap=False)
+    best, worse = evaluate_plan(job, c, hidden), evaluate_plan(job, c, exposed)
+    assert any("ring (t=8 × cp=4) spans nodes" in n for n in best.notes)
+    assert worse.step_time_s > best.step_time_s
+    assert "context-parallel K/V ring" in explain_loss(worse, best)
+    assert "not overlapped" in explain_loss(worse, best)

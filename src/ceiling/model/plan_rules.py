@@ -97,6 +97,11 @@ def check_plan(job, cluster, plan) -> list[str]:
             f"tensor parallelism t={plan.t} spans nodes of {cluster.devices_per_node}: every "
             "layer's collectives cross the slower inter-node network"
         )
+    if plan.cp > 1 and plan.t * plan.cp > cluster.devices_per_node:
+        notes.append(
+            f"the context-parallel ring (t={plan.t} × cp={plan.cp}) spans nodes of "
+            f"{cluster.devices_per_node}: its K/V steps cross the slower inter-node network"
+        )
     if plan.sequence_parallel and plan.t == 1:
         notes.append("sequence parallelism has no effect with t = 1")
     if plan.p > 1 and m < plan.p:

@@ -326,6 +326,17 @@ def _no_valid_plan_message(job: Job, cluster, fixed: dict) -> str:
     )
 
 
+_OTHER_REASONS = {
+    "cp_comm_s": lambda pl, share: (
+        f"context-parallel K/V ring {share:.0%} of step (cp={pl.cp}"
+        + (", not overlapped)" if not pl.cp_overlap else ")")
+    ),
+    "attention_s": lambda pl, share: f"attention kernels {share:.0%} of step",
+    "fp8_matmul_s": lambda pl, share: f"FP8 GEMMs {share:.0%} of step",
+    "fp8_cast_s": lambda pl, share: f"FP8 casts {share:.0%} of step",
+}
+
+
 def explain_loss(x: PlanResult, best: PlanResult) -> str:
     """One phrase: the part of the step that grew the most compared with the best plan."""
     slower = x.step_time_s / best.step_time_s - 1.0
@@ -370,6 +381,8 @@ def explain_loss(x: PlanResult, best: PlanResult) -> str:
         reason = f"expert all-to-all {share:.0%} of step (ep={pl.ep})"
     elif key == "p2p_s":
         reason = f"pipeline sends {share:.0%} of step"
+    elif key in _OTHER_REASONS:
+        reason = _OTHER_REASONS[key](pl, share)
     else:
         reason = f"optimizer update {share:.0%} of step"
     return f"{slower:+.0%} step time; {reason}"
