@@ -208,3 +208,28 @@ def test_a_plan_losing_to_its_exposed_ring_says_so():
     assert worse.step_time_s > best.step_time_s
     assert "context-parallel K/V ring" in explain_loss(worse, best)
     assert "not overlapped" in explain_loss(worse, best)
+
+
+def test_the_command_shows_the_new_fields_in_help_json_and_text(cli):
+    code, out, _ = cli("plan", "--help")
+    assert code == 0
+    for word in ("cp (context", "fp8 (off|linear", "tp_overlap", "cp_overlap", "prefetch"):
+        assert word in " ".join(out.split()), word
+    args = ["plan", "llama-3-70b", "--spec", "h100-sxm", "-n", "64", "--global-batch", "128"]
+    args += ["--seq", "8192", "--fixed", "cp=2,t=4,p=4,v=5,b=1,recompute=none,tp_overlap=on"]
+    code, out, err = cli(*args, "--dtype", "fp8", "-k", "1", "--json")
+    assert code == 0, err
+    import json
+
+    best = json.loads(out)["plans"][0]
+    assert (best["cp"], best["fp8"], best["tp_overlap"]) == (2, "linear", True)
+    for key in ("attention_s", "fp8_matmul_s", "fp8_cast_s", "cp_comm_s", "tp_comm_s"):
+        assert key in best["time_breakdown_s"]
+    assert best["hidden_comm_s"]["tp"] > 0 and best["hidden_comm_s"]["cp"] > 0
+    assert best["memory_breakdown_bytes"]["fp8_weight_bytes"] > 0
+    code, out, _ = cli(*args, "--dtype", "fp8", "-k", "1")
+    assert code == 0
+    assert "communication hidden behind compute" in out and "fp8 matmul" in out
+    assert "FP8 weight copies" in " ".join(out.split())
+    code, _, err = cli(*args[:-2], "--fixed", "cp=3,t=4,p=4", "-k", "1")
+    assert code == 2 and "2 × cp(3)" in err

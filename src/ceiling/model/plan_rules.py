@@ -116,11 +116,7 @@ def _check_context_and_fp8(job, cluster, plan) -> None:
     """Context parallelism splits each sequence into 2·cp equal chunks (two per rank, so
     that causal attention's work is balanced, as Megatron-Core does); FP8 needs a device
     with an FP8 rate."""
-    if plan.cp > 1 and job.seq_len % (2 * plan.cp):
-        raise InvalidInput(
-            f"context parallelism splits the sequence into 2·cp balanced chunks: "
-            f"seq_len({job.seq_len}) % (2 × cp({plan.cp})) = {job.seq_len % (2 * plan.cp)}"
-        )
+    check_context_parallel(job.seq_len, plan.cp)
     if plan.fp8 != "off" and "fp8" not in cluster.device.peak_flops_per_s:
         have = ", ".join(sorted(cluster.device.peak_flops_per_s))
         raise InvalidInput(
@@ -155,4 +151,13 @@ def check_stage_layout(layers: int, plan) -> None:
         raise InvalidInput(
             f"every middle stage needs v({v}) layers: layers({layers}) - first({first}) - "
             f"last({last}) = {rest} < {(p - 2) * v} for {p - 2} middle stages"
+        )
+
+
+def check_context_parallel(seq_len: int, cp: int) -> None:
+    """Each of cp ranks takes two of 2·cp equal chunks of the sequence."""
+    if cp > 1 and seq_len % (2 * cp):
+        raise InvalidInput(
+            f"context parallelism splits the sequence into 2·cp balanced chunks: "
+            f"seq_len({seq_len}) % (2 × cp({cp})) = {seq_len % (2 * cp)}"
         )

@@ -23,7 +23,7 @@ from ceiling.model import parallel, recompute
 from ceiling.model.parallel import RECOMPUTE, Job, Plan, PlanResult
 from ceiling.model.pipeline_stages import balanced_layout
 from ceiling.model.plan_axes import BY_KEY, parse_fixed, plan_at  # noqa: F401  (re-exported)
-from ceiling.model.plan_rules import check_stage_layout
+from ceiling.model.plan_rules import check_context_parallel, check_stage_layout
 from ceiling.model.scaling import karp_flatt
 
 MAX_MICRO_BATCH = 64
@@ -229,6 +229,7 @@ def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:
         )
     if p is not None and p > sh.layers:
         raise InvalidInput(f"every pipeline stage needs a layer: p({p}) > layers({sh.layers})")
+    check_context_parallel(job.seq_len, fixed.get("cp", 1))
     _check_fixed_stages(sh.layers, fixed)
     if t is not None and p is not None and d is not None:
         parallel.check_plan(
