@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,9 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(tmp_path):
         cwd=source, check=True, capture_output=True, timeout=300,
     )  # fmt: skip
     (wheel,) = dist.glob("ceiling_perf-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    # the Python API ships with its type marker (PEP 561)
+    assert "ceiling/py.typed" in names and "ceiling/api/result.py" in names
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
@@ -145,5 +149,10 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(tmp_path):
         [str(python), "-c", "import ceiling; print(ceiling.__file__)"], env=clean
     )
     assert str(venv) in where.decode()
+    api = subprocess.check_output(
+        [str(python), "-c", "import ceiling; print(ceiling.amdahl(0.9).to_dict()['ceiling'])"],
+        env=clean,
+    )
+    assert float(api) == pytest.approx(10.0)
     assert "best:" in run("plan", "llama-3-8b", "--spec", "h100-sxm", "-n", "64")
     assert "tok/s" in run("decode", "llama-3-8b", "--spec", "h100-sxm", "--batch", "1,8")

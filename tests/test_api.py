@@ -1,0 +1,155 @@
+"""The public Python API: each function's typed result, its to_dict() equal to the matching
+command's --json, its notebook view and figure, and one-line errors for bad arguments."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ceiling
+from ceiling.errors import CeilingError
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def cli_json(cli, *args) -> dict:
+    code, out, err = cli(*args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def without_plot(record: dict) -> dict:
+    return {k: v for k, v in record.items() if k != "plot"}
+
+
+def test_import_is_cheap_and_every_name_resolves():
+    probe = (
+        "import sys, ceiling\n"
+        "heavy = [m for m in ('torch', 'matplotlib', 'scipy') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+        "for name in ceiling.__all__:\n"
+        "    assert getattr(ceiling, name) is not None, name\n"
+        "assert callable(ceiling.profile) and callable(ceiling.report)\n"
+        "assert callable(ceiling.trace) and callable(ceiling.bench.matmul)\n"
+        "import ceiling.profile.run, ceiling.report.plots\n"  # the packages stay packages
+        "assert callable(ceiling.profile) and callable(ceiling.report)\n"
+        "print('OK')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "HEAVY []" in done.stdout and "OK" in done.stdout
+    assert (Path(ceiling.__file__).parent / "py.typed").exists()
+
+
+def test_amdahl_and_gustafson_match_the_commands(cli):
+    a = ceiling.amdahl(0.95, ns=[1, 8, 64])
+    assert isinstance(a, ceiling.api.laws.AmdahlResult)
+    assert a.ceiling == pytest.approx(20.0)
+    assert [r.n for r in a.rows] == [1, 8, 64]
+    assert a.to_dict() == without_plot(cli_json(cli, "amdahl", "0.95", "-n", "1,8,64"))
+    g = ceiling.gustafson(serial=0.1)
+    assert g.alpha == pytest.approx(0.1) and g.p == pytest.approx(0.9)
+    assert g.to_dict() == without_plot(cli_json(cli, "gustafson", "-s", "0.1"))
+    unbounded = ceiling.amdahl(1.0)
+    assert unbounded.ceiling == float("inf") and unbounded.to_dict()["ceiling"] is None
+
+
+def test_fit_matches_the_command(cli):
+    path = GOLDEN / "scaling_times.csv"
+    from ceiling.cli.fit import read_measurements
+
+    ns, times, _, _ = read_measurements(path)
+    r = ceiling.fit(ns, times, predict=[64, 128], source=str(path))
+    assert r.mode == "strong" and r.measure == "time"
+    assert r.fit.amdahl is not None and 0 < r.fit.amdahl.p < 1
+    assert r.to_dict() == cli_json(cli, "fit", path, "--predict", "64,128")
+    # the same data in milliseconds: the same fit, limits said in ms
+    ms = ceiling.fit(ns, [t * 1e3 for t in times], time_unit="ms")
+    assert ms.fit.amdahl.p == pytest.approx(r.fit.amdahl.p, rel=1e-6)
+    assert all(" ms per run" in line for line in ms.limits.values())
+
+
+def test_roofline_matches_the_command(cli):
+    ops = ["add:100M", "matvec:8192", "matmul:4096x4096x4096"]
+    r = ceiling.roofline(ops, spec="h100-sxm")
+    assert r.dtype == "bf16"  # an accelerator's tensor-core dtype by default
+    assert [o["bound"] for o in r.ops] == ["memory", "memory", "compute"]
+    assert r.ridge_flops_per_byte == pytest.approx(
+        r.roofs["peak_flops_per_s"] / r.roofs["bandwidth_bytes_per_s"]
+    )
+    args = ["roofline", "--spec", "h100-sxm"] + [x for op in ops for x in ("--op", op)]
+    assert r.to_dict() == without_plot(cli_json(cli, *args))
+
+
+def test_decode_matches_the_command(cli):
+    r = ceiling.decode("llama-3-8b", spec="h100-sxm", batch=[1, 16], context=4096)
+    assert [row.batch for row in r.rows] == [1, 16]
+    assert r.rows[0].bound == "memory"
+    assert r.max_batch_context == 4096 and r.max_batch > 16
+    args = ("decode", "llama-3-8b", "--spec", "h100-sxm", "--batch", "1,16", "--context", "4096")
+    assert r.to_dict() == without_plot(cli_json(cli, *args))
+
+
+def test_plan_matches_the_command(cli):
+    r = ceiling.plan("llama-3-8b", 64, spec="h100-sxm", top=3, fixed={"t": 8})
+    assert r.plans and all(p.plan.t == 8 for p in r.plans)
+    assert r.best.step_time_s == min(p.step_time_s for p in r.plans)
+    args = ("plan", "llama-3-8b", "--spec", "h100-sxm", "-n", "64", "-k", "3", "--fixed", "t=8")
+    assert r.to_dict() == cli_json(cli, *args)
+
+
+def test_notebook_views_and_figures():
+    from matplotlib.figure import Figure
+
+    results = [
+        ceiling.amdahl(0.9),
+        ceiling.gustafson(0.9),
+        ceiling.roofline(["matmul:1024x1024x1024"], spec="a100-80gb"),
+        ceiling.decode("llama-3-8b", spec="h100-sxm"),
+        ceiling.fit([1, 2, 4, 8], [10.0, 5.4, 3.1, 2.0]),
+    ]
+    for r in results:
+        page = r._repr_html_()
+        assert page.startswith("<div") and "<table>" in page and "<td>" in page
+        fig = r.figure()
+        assert isinstance(fig, Figure) and fig.axes
+    view = ceiling.plan("llama-3-8b", 8, spec="h100-sxm", top=1)._repr_html_()
+    assert "plans" in view and "step_time_s" in view
+
+
+def test_notebook_view_escapes_user_text():
+    r = ceiling.fit([1, 2, 4], [3.0, 1.6, 0.9], source="<script>x</script>")
+    assert "<script>" not in r._repr_html_()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: ceiling.amdahl(1.5),
+        lambda: ceiling.amdahl(0.9, serial=0.1),
+        lambda: ceiling.gustafson(0.5, ns=[0]),
+        lambda: ceiling.fit([1, 2], [1.0]),
+        lambda: ceiling.fit([1, 2, 4], [1.0, 0.6, 0.4], time_unit="fortnight"),
+        lambda: ceiling.fit([1, 2, 4], [1.0, 0.6, 0.4], mode="diagonal"),
+        lambda: ceiling.roofline(["cube:12"], spec="h100-sxm"),
+        lambda: ceiling.roofline(["add:1M"], spec="no-such-gpu"),
+        lambda: ceiling.decode("no-such-model", spec="h100-sxm"),
+        lambda: ceiling.decode("llama-3-8b", spec="h100-sxm", batch=[0]),
+        lambda: ceiling.plan("llama-3-8b", 0, spec="h100-sxm"),
+        lambda: ceiling.plan("llama-3-8b", 64, spec="h100-sxm", fixed={"q": 2}),
+        lambda: ceiling.bench.matmul(sizes=[0]),
+        lambda: ceiling.bench.matmul(dtypes=["fp13"]),
+        lambda: ceiling.bench.comm(device="tpu"),
+        lambda: ceiling.MfuMeter(),
+        lambda: ceiling.MfuMeter(peak_flops_per_s=-1, model_flops_per_step=1),
+    ],
+)
+def test_bad_arguments_raise_one_line_errors(call):
+    with pytest.raises(CeilingError) as info:
+        call()
+    text = str(info.value)
+    assert text and "\n" not in text and "Traceback" not in text
