@@ -233,3 +233,17 @@ def test_the_command_shows_the_new_fields_in_help_json_and_text(cli):
     assert "FP8 weight copies" in " ".join(out.split())
     code, _, err = cli(*args[:-2], "--fixed", "cp=3,t=4,p=4", "-k", "1")
     assert code == 2 and "2 × cp(3)" in err
+
+
+def test_skinny_gemms_fall_under_the_memory_roof():
+    m, n, k = 512, 2304, 16384
+    assert float(costs.gemm_intensity(m, n, k)) == pytest.approx(
+        m * n * k / (m * k + k * n + m * n)
+    )
+    sh = par.shape_of(get_model("llama-3-405b"))
+    # 64 tokens a device: every GEMM's intensity is about 60 FLOP/byte, under an H100's
+    # ridge of about 260 (0.75 × 989.5 TFLOP/s over 0.85 × 3.35 TB/s): memory-bound.
+    ridge = 0.75 * 989.5e12 / (0.85 * 3.35e12)
+    skinny = float(costs.linear_gemm_efficiency(sh, 64, 8, None, ridge))
+    assert skinny == pytest.approx(float(costs.gemm_intensity(64, 2304, 16384)) / ridge, rel=0.1)
+    assert float(costs.linear_gemm_efficiency(sh, 8192, 8, None, ridge)) == 1.0

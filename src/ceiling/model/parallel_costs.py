@@ -251,15 +251,31 @@ def layer_gemm_shapes(sh: Shape, t):
     return tuple(zip(cols, inner, (x / total for x in flops), strict=True))
 
 
-def linear_gemm_efficiency(sh: Shape, tokens, t, sms):
-    """FLOP-weighted tile utilisation of one block's linear GEMMs with `tokens` rows
-    (forward shapes; the backward's dgrad has the same output, the wgrad the weight's)."""
-    if not sms:
-        return np.ones(np.broadcast(np.asarray(tokens), np.asarray(t)).shape)
-    time = 0.0
+def gemm_intensity(rows, cols, inner):
+    """FLOPs per byte of an M×N×K GEMM with 16-bit operands read once and the output written
+    once: 2·M·N·K / (2·(M·K + K·N + M·N)). The same for the forward, dgrad and wgrad GEMMs of
+    a layer (the three dimensions only trade places)."""
+    m, n, k = (np.asarray(x, dtype=float) for x in (rows, cols, inner))
+    return m * n * k / (m * k + k * n + m * n)
+
+
+def linear_gemm_efficiency(sh: Shape, tokens, t, sms, ridge=None):
+    """One block's linear GEMMs with `tokens` rows: their time at the large-GEMM rate over
+    their time as they run, FLOP-weighted (forward shapes; the dgrad has the same output,
+    the wgrad the weight's). Each GEMM loses its tile utilisation over `sms` SMs, and one
+    whose arithmetic intensity is below `ridge` (the achieved rate over the achieved memory
+    bandwidth, FLOP/byte) is bound by memory instead: few tokens per device make skinny
+    GEMMs that stream their weights."""
+    shape = np.broadcast(np.asarray(tokens), np.asarray(t)).shape
+    if not sms and ridge is None:
+        return np.ones(shape)
+    time = np.zeros(shape)
     for cols, inner, share in layer_gemm_shapes(sh, t):
-        fwd = gemm_tile_utilisation(tokens, cols, sms)
-        wgrad = gemm_tile_utilisation(inner, cols, sms)
+        fwd = gemm_tile_utilisation(tokens, cols, sms) if sms else 1.0
+        wgrad = gemm_tile_utilisation(inner, cols, sms) if sms else 1.0
+        if ridge is not None:
+            roof = np.minimum(1.0, gemm_intensity(tokens, cols, inner) / ridge)
+            fwd, wgrad = np.minimum(fwd, roof), np.minimum(wgrad, roof)
         time = time + share * (2.0 / fwd + 1.0 / wgrad) / 3.0
     return 1.0 / time
 

@@ -58,8 +58,9 @@ def stage_compute(job, cluster, x: SimpleNamespace) -> dict:
     padded_tok = (MOE_CAPACITY_FACTOR - 1.0) * expert_tok * (3.0 + full)
     linear_flops = per_dev * x.layers_dev * ((3.0 + full) * linear_tok + padded_tok)
     # Every GEMM runs at the achieved rate of large GEMMs times its tile utilisation.
-    util = linear_gemm_efficiency(sh, x.tokens_mb, x.tf, cluster.device.sms)
     rate16 = cluster.matmul_flops_per_s
+    ridge = rate16 / cluster.memory_bytes_per_s
+    util = linear_gemm_efficiency(sh, x.tokens_mb, x.tf, cluster.device.sms, ridge)
     rate8 = fp8_rate(cluster)
     linear_s = linear_flops / (np.where(x.fp8, rate8, rate16) * util)
     logits_util = logits_utilisation(cluster, x)
