@@ -316,6 +316,19 @@ def fp8_saved_input_bytes(sh: Shape, t, sp):
     return norms + sh.q_dim / t + sh.active_experts * sh.ffn_hidden / t
 
 
+# Delayed scaling (Transformer Engine): each FP8 tensor of a linear layer (input, weight,
+# output gradient) keeps a history of its amax values, fp32, this long (Megatron-Core and NeMo
+# recipes: 1024), rolled and reduced to a new scale after every forward.
+FP8_AMAX_HISTORY = 1024
+LINEAR_LAYERS_PER_BLOCK = 4  # QKV, output projection, FFN up (with gate), FFN down
+
+
+def fp8_amax_bytes_per_layer():
+    """Bytes one block's amax-history update moves per micro-batch: 3 tensors of each of
+    its linear layers, the fp32 history read and written once."""
+    return LINEAR_LAYERS_PER_BLOCK * 3 * FP8_AMAX_HISTORY * 4.0 * 2
+
+
 def fp8_weight_cast_bytes(linear_params):
     """Bytes to cast a device's linear weights to FP8 once per step (Transformer Engine
     keeps the cast weights over the micro-batches of a step)."""

@@ -17,6 +17,7 @@ from ceiling.model.collectives import all_to_all_s, allreduce_s, p2p_s, ring_gat
 from ceiling.model.parallel_costs import (
     causal_attention_share,
     cp_ring_bytes_per_layer,
+    fp8_amax_bytes_per_layer,
     fp8_cast_bytes_per_token,
     fp8_weight_cast_bytes,
     gemm_tile_utilisation,
@@ -87,8 +88,9 @@ def stage_compute(job, cluster, x: SimpleNamespace) -> dict:
     cast_fwd, cast_bwd = fp8_cast_bytes_per_token(sh, x.tf)
     cast_tok = (1.0 + full) * cast_fwd + cast_bwd
     weight_casts = fp8_weight_cast_bytes(linear_params_dev(x)) / x.m
+    amax = x.layers_dev * fp8_amax_bytes_per_layer()
     fp8_cast_mb = (
-        np.where(x.fp8, (x.tokens_mb * x.layers_dev * cast_tok + weight_casts), 0.0)
+        np.where(x.fp8, (x.tokens_mb * x.layers_dev * cast_tok + weight_casts + amax), 0.0)
         / cluster.memory_bytes_per_s
     )
     matmul_mb = np.where(x.fp8, 0.0, linear_s) + logits_s
