@@ -298,6 +298,7 @@ def _stages(result) -> str:
 def _layout(pl) -> str:
     return (
         f"{pl.d}×{pl.t}×{pl.p}"
+        + (f" cp{pl.cp}" if pl.cp > 1 else "")
         + (f" v{pl.v}" if pl.v > 1 else "")
         + (f" ep{pl.ep}" if pl.ep > 1 else "")
     )
