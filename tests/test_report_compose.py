@@ -73,7 +73,9 @@ def test_json_record_lists_sections_with_key_figures(report):
     ok = sections[0]
     assert ok["title"] == "Works"
     assert ok["key_figures"] == {"answer_flops_per_s": 4.2e12}
-    assert ok["figures"] == [{"caption": "a line", "format": "image/svg+xml"}]
+    [fig] = ok["figures"]
+    assert (fig["caption"], fig["format"]) == ("a line", "image/svg+xml")
+    assert fig["legibility"]["min_text_px"] >= 10 and fig["legibility"]["legend_overlaps"] == 0
     assert ok["tables"][0]["rows"] == [["1", "2.5"], ["2", "5 ×"]]
     assert all(s["reason"] for s in sections[1:])
 

@@ -33,7 +33,8 @@ def report(
         typer.Option(
             "--profile",
             metavar="PATH",
-            help="Use a saved machine profile instead of measuring now.",
+            help="This machine, measured before by `ceiling bench` (instead of measuring now); "
+            "its GPU is also the cluster's device when --spec is not given.",
         ),
     ] = None,
     output: Annotated[
@@ -49,6 +50,15 @@ def report(
             "overhead, mfu, scaling, decode, planner; trace with --trace).",
         ),
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            metavar="MODEL",
+            help="Your model: a catalog name (`ceiling models`), custom:layers=..,hidden=.., "
+            "hf:PATH (a Hugging Face config.json) or module:callable. Default: built-in demos.",
+        ),
+    ] = None,
     trace: Annotated[
         Path | None,
         typer.Option(
@@ -57,43 +67,70 @@ def report(
             help="A torch.profiler trace (file or folder of per-rank files) to explain too.",
         ),
     ] = None,
+    spec: Annotated[
+        str | None,
+        typer.Option(
+            "--spec",
+            metavar="NAME",
+            help="The target cluster's device datasheet: a catalog name (`ceiling specs`), a "
+            "driver name or a .toml file. Default: the demo H100 SXM.",
+        ),
+    ] = None,
+    gpus: Annotated[
+        str | None, typer.Option("--gpus", "-n", help="Devices in the cluster (default 256).")
+    ] = None,
+    seq: Annotated[
+        int | None, typer.Option("--seq", "-s", help="Sequence length (default min(max, 4096)).")
+    ] = None,
+    global_batch: Annotated[
+        str | None,
+        typer.Option("--global-batch", "-b", help="Sequences per step (default ≈4M tokens)."),
+    ] = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Measure this machine and write one self-contained HTML page (and a JSON record)."""
+    """Measure this machine and write one self-contained HTML page (and a JSON record).
+
+    With your work (--model, --trace, --spec/--profile with --gpus, --seq, --global-batch)
+    every section speaks of it; without, sections use built-in demos, labelled as such."""
     from ceiling.cli.app import require_torch
 
     require_torch()  # every measured section needs it: refuse before any section runs
-    from ceiling.report import html
-    from ceiling.report.sections import SECTIONS
+    from ceiling.cli.plan import MAX_DEVICES, MAX_GLOBAL_BATCH
+    from ceiling.report.build import check_options, choose_sections
+    from ceiling.report.work import ReportOptions
 
-    specs = _select(_with_trace(SECTIONS, trace), joined(only))
     output = _check_output(output)
-    if profile is not None:
-        if not profile.exists():  # anything else (a folder, a device) load_profile names
-            raise InvalidInput(
-                f"profile {str(profile)!r} does not exist (run `ceiling bench --quick`)"
-            )
-        from ceiling.hardware.profile import load_profile
-
-        load_profile(profile)  # a malformed file is the user's to fix: one line, exit 2
     json_path = output.with_suffix(".json")
-
-    profile_copy = output.with_name(output.stem + "-profile.json")
+    options = ReportOptions(
+        quick=quick,
+        profile=profile,
+        trace=trace,
+        model=model,
+        spec=spec,
+        gpus=_count(gpus, "--gpus", MAX_DEVICES),
+        seq=seq,
+        global_batch=_count(global_batch, "--global-batch", MAX_GLOBAL_BATCH),
+        only=_keys(joined(only)),
+        save_profile_to=output.with_name(output.stem + "-profile.json"),
+    )
+    check_options(options)
+    specs = choose_sections(options)
     if json_out:
         # stdout carries only the JSON: anything a library or a worker process prints while
         # the sections run goes to stderr instead
         with _stdout_to_stderr():
-            rep = _run_with_progress(specs, quick, profile, profile_copy, trace)
+            result = _run_with_progress(options, specs)
     else:
-        rep = _run_with_progress(specs, quick, profile, profile_copy, trace)
+        result = _run_with_progress(options, specs)
+    rep = result.report
     kept = None
     if rep.interrupted and _more_complete_page(output, json_path, rep):
         # an interrupted run never replaces a page that holds more: it goes beside it
         kept = output
         output = output.with_name(output.stem + "-interrupted" + output.suffix)
         json_path = output.with_suffix(".json")
-    write_text_atomic(html.render(rep, json_name=json_path.name), output)
-    record = rep.to_json()
+    write_text_atomic(result.html(json_name=json_path.name), output)
+    record = result.to_json()
     record["html"] = str(output.resolve())
     write_json_atomic(record, json_path)
 
@@ -105,6 +142,23 @@ def report(
         _where(output, json_path, sys.stdout, kept)
     if rep.interrupted:
         raise typer.Exit(130)
+
+
+def _count(text: str | None, what: str, hi: int) -> int | None:
+    from ceiling.cli.params import count_in_range
+
+    if text is None:
+        return None
+    return count_in_range(text, what, 1, hi, "more is beyond any cluster or training run")
+
+
+def _keys(only: str | None) -> tuple[str, ...]:
+    if only is None:
+        return ()
+    keys = tuple(k.strip() for k in only.split(",") if k.strip())
+    if not keys:
+        raise InvalidInput("unknown section '(none given)': --only needs section keys")
+    return keys
 
 
 @contextlib.contextmanager
@@ -124,33 +178,6 @@ def _stdout_to_stderr():
         os.close(saved)
 
 
-def _with_trace(specs, trace: Path | None):
-    """The trace section, after the MFU one, when the user gives a trace."""
-    if trace is None:
-        return list(specs)
-    if not trace.exists():
-        raise InvalidInput(f"trace {str(trace)!r} does not exist")
-    from ceiling.report.sections import TRACE_SECTION
-
-    keys = [s.key for s in specs]
-    at = keys.index("mfu") + 1 if "mfu" in keys else len(keys)
-    return [*specs[:at], TRACE_SECTION, *specs[at:]]
-
-
-def _select(specs, only: str | None):
-    if not only:
-        return list(specs)
-    keys = [k.strip() for k in only.split(",") if k.strip()]
-    known = {s.key: s for s in specs}
-    unknown = [k for k in keys if k not in known]
-    if unknown or not keys:
-        raise InvalidInput(
-            f"unknown section {', '.join(map(repr, unknown)) or '(none given)'}; "
-            f"sections are {', '.join(known)}"
-        )
-    return [s for s in specs if s.key in keys]
-
-
 def _check_output(output: Path) -> Path:
     if output.suffix.lower() not in (".html", ".htm"):
         raise InvalidInput(
@@ -165,14 +192,12 @@ def _check_output(output: Path) -> Path:
     return output
 
 
-def _run_with_progress(
-    specs, quick: bool, profile: Path | None, profile_copy: Path, trace: Path | None = None
-):
+def _run_with_progress(options, specs):
     from rich.console import Console
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from ceiling.report import compose
+    from ceiling.report.build import build_report
     from ceiling.text import printable
 
     err = Console(stderr=True, highlight=False)
@@ -207,16 +232,10 @@ def _run_with_progress(
                 line += f" — {escape(printable(res.reason))}"
             bar.console.print(line, markup=True, highlight=False)
 
-        ctx = compose.ReportContext(
-            quick=quick,
-            profile_path=profile,
-            progress=step,
-            save_profile_to=profile_copy,
-            trace_path=trace,
-        )
-        rep = compose.compose(specs, ctx, on_start=on_start, on_done=on_done)
+        result = build_report(options, step, on_start, on_done, specs)
+        rep = result.report
         bar.update(task, description=f"report done in {rep.elapsed_s:.0f} s", completed=total)
-    return rep
+    return result
 
 
 def _summary(rep) -> None:

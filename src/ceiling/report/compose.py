@@ -24,7 +24,7 @@ from typing import Any
 
 from ceiling.errors import CeilingError
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 
 
 class Skip(Exception):
@@ -37,6 +37,8 @@ class Figure:
     mime: str  # "image/svg+xml" or "image/png"
     data: bytes
     alt: str
+    # how it reads at 100 % zoom on the page (report/legibility.py), for the JSON and tests
+    legibility: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -49,10 +51,15 @@ class Table:
 
 @dataclass
 class Highlight:
-    """A key figure as people read it: a label and a formatted value."""
+    """A key figure as people read it: a label and a formatted value.
+
+    `kind` is "measured" (here, now) or "modelled" (a model or a datasheet), and a modelled
+    figure carries its model's validated error (report/validated.py) when there is one."""
 
     label: str
     display: str
+    kind: str = "measured"
+    error: str | None = None
 
 
 @dataclass
@@ -67,6 +74,13 @@ class SectionOutput:
     notes: list[str] = field(default_factory=list)
     # paragraphs, tables and figures in the order the section wrote them, for the page
     blocks: list[tuple[str, Any]] = field(default_factory=list)
+    # what the section speaks of: the user's work, or a demo said to be one
+    subject: str | None = None
+    demo: bool = False
+
+    def about(self, subject: str, demo: bool) -> None:
+        self.subject, self.demo = subject, demo
+        self.key_figures["demo"] = demo
 
     def text(self, paragraph: str) -> None:
         self.paragraphs.append(paragraph)
@@ -76,14 +90,24 @@ class SectionOutput:
         """A caveat shown in small print under the section (noise, estimates, missing parts)."""
         self.notes.append(line)
 
-    def key(self, name: str, value: Any, label: str | None = None, display: str | None = None):
+    def key(
+        self,
+        name: str,
+        value: Any,
+        label: str | None = None,
+        display: str | None = None,
+        kind: str = "measured",
+        error: str | None = None,
+    ):
         """Record a key figure; with a label and display it is also shown at the section top."""
         self.key_figures[name] = value
         if label is not None and display is not None:
-            self.highlights.append(Highlight(label, display))
+            self.highlights.append(Highlight(label, display, kind, error))
 
-    def highlight(self, label: str, display: str) -> None:
-        self.highlights.append(Highlight(label, display))
+    def highlight(
+        self, label: str, display: str, kind: str = "measured", error: str | None = None
+    ) -> None:
+        self.highlights.append(Highlight(label, display, kind, error))
 
     def table(self, title: str, columns: list[str], rows: Iterable[Iterable[Any]], note=None):
         t = Table(title, list(columns), [[_cell(v) for v in r] for r in rows], note=note)
@@ -92,7 +116,10 @@ class SectionOutput:
 
     def figure(self, fig, caption: str, alt: str | None = None) -> None:
         """Embed a matplotlib figure as SVG; the figure is closed afterwards."""
-        f = Figure(caption, "image/svg+xml", figure_svg(fig), alt or caption)
+        from ceiling.report import legibility
+
+        checked = legibility.make_legible(fig)
+        f = Figure(caption, "image/svg+xml", figure_svg(fig), alt or caption, checked)
         self.figures.append(f)
         self.blocks.append(("figure", f))
 
@@ -115,13 +142,21 @@ class SectionResult:
             "reason": self.reason,
             "elapsed_s": round(self.elapsed_s, 3),
             "key_figures": o.key_figures,
-            "highlights": [{"label": h.label, "value": h.display} for h in o.highlights],
+            "subject": o.subject,
+            "demo": o.demo,
+            "highlights": [
+                {"label": h.label, "value": h.display, "kind": h.kind, "error": h.error}
+                for h in o.highlights
+            ],
             "text": o.paragraphs,
             "tables": [
                 {"title": t.title, "columns": t.columns, "rows": t.rows, "note": t.note}
                 for t in o.tables
             ],
-            "figures": [{"caption": f.caption, "format": f.mime} for f in o.figures],
+            "figures": [
+                {"caption": f.caption, "format": f.mime, "legibility": f.legibility}
+                for f in o.figures
+            ],
             "notes": o.notes,
         }
 
@@ -145,10 +180,15 @@ class Report:
     elapsed_s: float
     profile_source: str | None = None
     interrupted: bool = False
+    # the findings that open the page (report/verdict.py) and the work the page speaks of
+    verdict: list[dict[str, Any]] = field(default_factory=list)
+    work: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "report_version": REPORT_VERSION,
+            "work": self.work,
+            "verdict": self.verdict,
             "created": self.created,
             "mode": self.mode,
             "host": self.host,
@@ -170,7 +210,12 @@ class ReportContext:
         progress: Callable[[str], None] | None = None,
         save_profile_to: str | Path | None = None,
         trace_path: str | Path | None = None,
+        work=None,
     ):
+        from ceiling.report.work import ReportOptions
+
+        # the user's work (model, cluster, trace) or the demos; see report/work.py
+        self.work = work if work is not None else ReportOptions(quick=quick)
         self.quick = quick
         self.trace_path = Path(trace_path) if trace_path is not None else None  # user's trace
         self.save_profile_to = Path(save_profile_to) if save_profile_to is not None else None
@@ -275,7 +320,7 @@ def run_section(spec: SectionSpec, ctx: ReportContext) -> SectionResult:
         )
     if status != "ok":
         # a section that stopped half way must not show half its numbers as if complete
-        out = SectionOutput(notes=out.notes)
+        out = SectionOutput(notes=out.notes, subject=out.subject, demo=out.demo)
     return SectionResult(
         spec.key, spec.title, status, _one_line(reason), time.perf_counter() - t0, out
     )

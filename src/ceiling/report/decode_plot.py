@@ -53,11 +53,45 @@ def decode_figure(
         ax.plot(rows[0], rows[1], "o", ms=4, color="black", label="ceiling at the batches asked")
     if measured:
         ax.plot(measured[0], measured[1], "s", ms=5, color="tab:green", label="measured")
+    _axes(ax, title)
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
+
+
+def _axes(ax, title: str) -> None:
+    """Both decode figures: log batch against log tokens/s."""
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch (sequences decoded together)")
     ax.set_ylabel("tokens/s, all sequences")
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+
+
+def three_roofs_figure(
+    batches: list[int],
+    roofs: dict[str, list[float | None]],
+    expected: list[float],
+    measured: list[float],
+    labels: list[str],
+    title: str,
+):
+    """Measured decode against its three roofs at the batches measured, each point labelled
+    with the roof that holds it (the same classification the table shows)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.6, 4.2))
+    styles = {"memory": "tab:blue", "compute": "tab:red", "overhead": "tab:purple"}
+    for name, values in roofs.items():
+        pts = [(b, v) for b, v in zip(batches, values, strict=True) if v]
+        if pts:
+            color = next((c for k, c in styles.items() if name.startswith(k)), "0.4")
+            ax.plot(*zip(*pts, strict=True), ls="--", lw=1.4, color=color, label=name)
+    ax.plot(batches, expected, lw=5, color="0.8", solid_capstyle="round", zorder=1,
+            label="expected (modelled)")  # fmt: skip
+    ax.plot(batches, measured, "s", ms=6, color="tab:green", label="measured", zorder=3)
+    for b, m, lab in zip(batches, measured, labels, strict=True):
+        ax.annotate(lab, (b, m), textcoords="offset points", xytext=(0, -14), ha="center",
+                    fontsize=8, color="tab:green")  # fmt: skip
+    _axes(ax, title)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return fig

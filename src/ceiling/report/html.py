@@ -47,12 +47,10 @@ def render(report: Report, json_name: str | None = None) -> str:
         f"<h1>ceiling report <small>{escape(report.host)}</small></h1>",
         f'<p class="meta">{escape(report.created)} · {escape(report.mode)} mode · '
         f"{escape(summary)} in {report.elapsed_s:.0f} s</p>",
-        '<nav aria-label="sections"><ol>',
+        "</header>",
+        _verdict(report),
+        "<main>",
     ]
-    for r in report.sections:
-        mark = "" if r.status == "ok" else f" ({r.status})"
-        parts.append(f'<li><a href="#{escape(r.key)}">{escape(r.title)}</a>{mark}</li>')
-    parts += ["</ol></nav>", "</header>", "<main>"]
     for r in report.sections:
         parts.append(_section(r))
     parts += ["</main>", _footer(report, json_name), "</body>", "</html>", ""]
@@ -69,10 +67,17 @@ def _section(r: SectionResult) -> str:
     ]
     if r.status != "ok":
         out.append(f'<p class="reason">{escape(r.reason or "")}</p>')
+    if o.subject:
+        cls = "subject demo" if o.demo else "subject"
+        out.append(f'<p class="{cls}">{escape(o.subject)}</p>')
     if o.highlights:
         out.append('<dl class="highlights">')
         for h in o.highlights:
-            out.append(f"<div><dt>{escape(h.label)}</dt><dd>{escape(h.display)}</dd></div>")
+            err = f' <span class="err">{escape(h.error)}</span>' if h.error else ""
+            out.append(
+                f'<div class="{escape(h.kind)}"><dt>{escape(h.label)}</dt>'
+                f"<dd>{escape(h.display)}{err}</dd></div>"
+            )
         out.append("</dl>")
     for kind, block in o.blocks:
         if kind == "text":
@@ -81,12 +86,32 @@ def _section(r: SectionResult) -> str:
             out.append(_figure(block))
         else:
             out.append(_table(block))
-    if o.notes:
-        out.append('<ul class="notes">')
-        out += [f"<li>{escape(n)}</li>" for n in o.notes]
-        out.append("</ul>")
+    if o.notes:  # one footnote per section: the caveats and the method, once
+        out.append(f'<p class="notes">{escape(" ".join(_sentence(n) for n in o.notes))}</p>')
     out.append("</section>")
     return "\n".join(out)
+
+
+def _sentence(note: str) -> str:
+    note = note.strip()
+    note = note[:1].upper() + note[1:]
+    return note if note.endswith((".", "!", "?")) else note + "."
+
+
+def _verdict(report: Report) -> str:
+    """The findings that matter most, first on the page, each tied to its JSON key."""
+    if not report.verdict:
+        return ""
+    items = "".join(
+        f'<li data-key="{escape(f["json_key"])}">{escape(f["text"])}</li>' for f in report.verdict
+    )
+    return (
+        '<section id="verdict" class="verdict" aria-label="verdict">'
+        f"<h2>Verdict</h2><ol>{items}</ol>"
+        '<p class="legend"><span class="measured">measured here</span> '
+        '<span class="modelled">modelled or datasheet, ± its validated error</span></p>'
+        "</section>"
+    )
 
 
 def data_uri(f: Figure) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ceiling.report.legibility import short_device_name
 from ceiling.vocabulary import DTYPES
 
 
@@ -42,7 +43,7 @@ def ceilings_figure(devices: list[dict]):
                     ys.append(values[dt] / 1e12)
             if not xs:
                 continue
-            label = _label(dev["name"], kind, dev.get("kind"))
+            label = _label(short_device_name(dev["name"]), kind, dev.get("kind"))
             ax.bar(
                 xs,
                 ys,
@@ -60,7 +61,7 @@ def ceilings_figure(devices: list[dict]):
     ax.grid(True, axis="y", which="both", alpha=0.3)
     # below the axes: inside, the legend would cover the tallest bars
     fig.legend(
-        *ax.get_legend_handles_labels(), fontsize=7, loc="lower center", ncol=2, frameon=False
+        *ax.get_legend_handles_labels(), fontsize=8, loc="lower center", ncol=2, frameon=False
     )
     if has_bw:
         bx = axes[1]
@@ -79,8 +80,10 @@ def ceilings_figure(devices: list[dict]):
                 )
         bx.set_xticks(
             [2 * i + 0.5 for i in range(len(devices))],
-            [_short(d["name"]) for d in devices],
-            fontsize=7,
+            [short_device_name(d["name"], 10) for d in devices],
+            fontsize=8,
+            rotation=20,
+            ha="right",
         )
         bx.set_yscale("log")
         bx.set_axisbelow(True)
@@ -94,18 +97,8 @@ def ceilings_figure(devices: list[dict]):
 def _label(name: str, kind: str, device_kind: str | None = None) -> str:
     if kind == "measured":
         return f"{name}: measured"
-    if "datasheet" in name:
-        return name
     if device_kind == "cpu":
-        return f"{name}: theoretical (nominal clock)"
+        return f"{name}: theoretical"
     if device_kind == "cuda":
         return f"{name}: datasheet"
     return f"{name}: theoretical / datasheet"
-
-
-def _short(name: str) -> str:
-    """Tick labels under narrow bars: the first words, wrapped."""
-    import textwrap
-
-    short = name.split(" (")[0]
-    return "\n".join(textwrap.wrap(short, 12)[:3])

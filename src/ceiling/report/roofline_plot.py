@@ -45,20 +45,24 @@ def roofline_figure(roofs: list[Roof], points: list[OpPoint], title: str = "Roof
                 (ridge, roof.peak_flops_per_s),
                 textcoords="offset points",
                 xytext=(4, -12),
-                fontsize=7,
+                fontsize=8,
                 color=line.get_color(),
             )
         else:
             ax.plot([lo, hi], [roof.peak_flops_per_s] * 2, roof.style, lw=1.5, label=roof.label)
+    # measured: a hollow ring drawn first and larger, so a cross on the same spot (the
+    # measurement meeting the prediction) stays visible inside it
+    for p in sorted(points, key=lambda p: not p.measured):
+        style = {"ms": 11, "mfc": "none", "mew": 1.5} if p.measured else {"ms": 7}
+        ax.plot([p.intensity], [p.flops_per_s], "o" if p.measured else "x",
+                color="k" if p.measured else "C3", **style)  # fmt: skip
     for i, p in enumerate(points):
-        marker = "o" if p.measured else "x"
-        ax.plot([p.intensity], [p.flops_per_s], marker, ms=7, color="k" if p.measured else "C3")
         ax.annotate(
             p.label,
             (p.intensity, p.flops_per_s),
             textcoords="offset points",
             xytext=(5, 4 - 10 * (i % 3)),
-            fontsize=7,
+            fontsize=8,
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -68,6 +72,6 @@ def roofline_figure(roofs: list[Roof], points: list[OpPoint], title: str = "Roof
     ax.grid(True, which="both", alpha=0.3)
     ax.plot([], [], "x", color="C3", label="op, predicted")
     if any(p.measured for p in points):
-        ax.plot([], [], "o", color="k", label="op, measured")
+        ax.plot([], [], "o", color="k", mfc="none", mew=1.5, label="op, measured")
     ax.legend(fontsize=8, loc="lower right")
     return fig

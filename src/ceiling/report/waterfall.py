@@ -71,6 +71,13 @@ def waterfall_figure(bars, path: str | Path, title: str) -> Path:
     """Each bar starts where the previous one ended; the last reaches the measured step."""
     from ceiling.report import plots
 
+    return plots.save(waterfall_fig(bars, title), path)
+
+
+def waterfall_fig(bars, title: str):
+    """The waterfall as a matplotlib figure (for the report page and for files alike)."""
+    from ceiling.report import plots
+
     plt = plots.pyplot()
     fig, ax = plt.subplots(figsize=(7.2, 0.45 * len(bars) + 1.2))
     start = 0.0
@@ -79,12 +86,12 @@ def waterfall_figure(bars, path: str | Path, title: str) -> Path:
         ax.barh(i, b.seconds * 1e3, left=start * 1e3, color=color)
         start += b.seconds
     ax.axvline(start * 1e3, color="k", lw=1, ls="--")
-    ax.set_yticks(range(len(bars)), [b.name for b in bars], fontsize=7)
+    ax.set_yticks(range(len(bars)), [b.name for b in bars], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel(f"milliseconds (measured step {start * 1e3:.3g} ms at the dashed line)")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
-    return plots.save(fig, path)
+    return fig
 
 
 def waterfall_path(path: str | Path) -> Path:

@@ -20,11 +20,8 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     cores = _usable_cores()
     ns = sorted({*WORKERS, cores})
     out.text(
-        "If a share p of the work can run in parallel over N units, the speedup is "
-        "S(N) = 1 / ((1 − p) + p/N). However many units are added, it never passes "
-        "1/(1 − p): with p = 0.95 the ceiling is 20×, because the serial 5 % still takes "
-        "as long as before. Data loading, preprocessing and Python in a training loop are "
-        "such serial parts."
+        "With a share p of the work parallel over N units, the speedup never passes "
+        "1/(1 − p): the serial part (data loading, Python in the loop) still takes as long."
     )
     rows = []
     for p in FRACTIONS:
@@ -41,7 +38,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     columns += ["ceiling 1/(1−p)", "N for 90 % of ceiling"]
     out.table("Speedup S(N) = 1/((1−p) + p/N)", columns, rows)
     here = laws.amdahl_speedup(0.95, cores)
-    out.key("cores", cores, "cores on this machine", str(cores))
+    out.key("cores", cores)
     out.key(
         "speedup_p0.95_on_cores",
         here,
@@ -50,11 +47,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     )
     out.highlight("p = 0.95, any N", f"≤ {laws.amdahl_ceiling(0.95):g}×")
     ctx.step("drawing the speedup curves")
-    out.figure(
-        _figure(cores),
-        "Speedup against workers for four parallel shares; dashed "
-        "lines are the ceilings 1/(1−p), the dotted diagonal is ideal scaling.",
-    )
+    out.figure(_figure(cores), "Dashed: the ceilings 1/(1−p); dotted: ideal scaling.")
 
 
 def _usable_cores() -> int:

@@ -1,4 +1,5 @@
-"""LLM decoding: ceilings of catalog models here and on reference GPUs; measured small decode."""
+"""LLM decoding: the ceiling and the expected speed of the user's model (else a demo) on the
+target device and here, and a small model decoding for real here under its three roofs."""
 
 from __future__ import annotations
 
@@ -6,122 +7,127 @@ from ceiling import units
 from ceiling.errors import CeilingError
 from ceiling.report.compose import ReportContext, SectionOutput, Skip
 from ceiling.report.sections._axes import plain_log_ticks
+from ceiling.report.validated import DECODE_CEILING_NOTE, DECODE_EXPECTED
 
 KEY = "decode"
-TITLE = "LLM decoding: the memory-bandwidth ceiling"
+TITLE = "LLM decoding: ceiling and expected speed"
 
-MODELS = ("llama-3-8b", "llama-2-13b", "mixtral-8x7b")
-REFERENCE_GPUS = ("a100-80gb", "h100-sxm", "h200-sxm")
 BATCHES = [1, 4, 16, 64, 256]
 LONG_CONTEXT = 4096
-FIGURE_MODEL = "llama-3-8b"
-MEASURED_MODEL = "gpt:small"
-MEASURED_BATCHES_QUICK = [1, 4, 16]
+DEMO_MEASURED = "gpt:small"
+MEASURE_MAX_PARAMS = 200e6  # a larger model of the user's is not decoded for real here
+MEASURED_BATCHES_QUICK = [1, 16]
 MEASURED_BATCHES_FULL = [1, 2, 4, 8, 16, 32]
 
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
-    from ceiling.hardware import catalog
-    from ceiling.model import decode, transformer
+    from ceiling.model import decode
+    from ceiling.report.work import DEMO_DECODE_MODEL, subject
 
+    cfg, model = ctx.work.shape_model(DEMO_DECODE_MODEL)
+    resolved, device = ctx.work.cluster_device()
+    out.about(
+        *subject(
+            [
+                (model, "--model", cfg.name),
+                (device, "--spec", f"on {_short(resolved.spec.name)} and here"),
+            ]
+        )
+    )
     out.text(
-        "Generating one token reads every weight of the model once (shared by the whole "
-        "batch) plus each sequence's KV cache, but does only 2 FLOPs per weight per "
-        "sequence. At small batches the step time is set by memory bandwidth, not by "
-        "compute; batching reuses each weight read for more tokens until the step turns "
-        "compute-bound at the crossover batch (the ridge point counted in tokens)."
+        "A decode step reads every weight once for the whole batch but does 2 FLOPs per "
+        "weight per sequence: memory-bound until the batch reaches the crossover."
     )
-    devices = [(key, catalog.get_spec(key)) for key in REFERENCE_GPUS]
     local = _local(ctx, out)
+    devices = [(resolved.spec.name, resolved.spec, False)]
     if local is not None:
-        devices.insert(0, ("this machine", local.spec))
+        devices.append(("this machine", local.spec, True))
     setup = decode.DecodeSetup(weights_dtype="bf16", context=0)
-    long_setup = decode.DecodeSetup(weights_dtype="bf16", context=LONG_CONTEXT - 1)
-    rows, figures_data, keyed, unfit = [], {}, {}, []
-    for model_name in MODELS:
-        cfg = transformer.get_model(model_name)
-        for label, spec in devices:
-            ctx.step(f"decode ceiling of {model_name} on {label}")
-            res, row, entry, why = _one_ceiling(decode, cfg, label, spec, setup, long_setup)
-            rows.append(row)
-            if res is None:
-                unfit.append(why)
-                continue
-            keyed[f"{model_name}@{label}"] = entry
-            if model_name == FIGURE_MODEL:
-                figures_data[_name(label, spec)] = (cfg, spec, res)
+    rows, keyed = [], {}
+    for label, spec, here in devices:
+        ctx.step(f"decode ceiling of {cfg.name} on {label}")
+        entry, row = _one_device(decode, cfg, spec, setup, here)
+        rows.append([label if here else _short(spec.name), *row])
+        if entry is not None:
+            keyed[label] = entry
+    out.key_figures["model"] = cfg.name
     out.key_figures["ceilings"] = keyed
-    main = keyed.get(f"{FIGURE_MODEL}@h100-sxm")
-    if main and main["batch1_tokens_per_s"]:
-        out.highlight(
-            f"{FIGURE_MODEL}, batch 1, H100 SXM", f"{main['batch1_tokens_per_s']:,.0f} tokens/s"
-        )
-        out.highlight("turns compute-bound at batch", str(main["crossover_batch"]))
-    here = keyed.get(f"{FIGURE_MODEL}@this machine")
-    if here and here["batch1_tokens_per_s"]:
-        out.highlight(
-            f"{FIGURE_MODEL}, batch 1, here", f"{here['batch1_tokens_per_s']:,.1f} tokens/s"
-        )
+    head = keyed.get(resolved.spec.name)
+    if head is not None and head["expected_tokens_per_s"]:
+        _headline(out, cfg, resolved.spec, head, model.demo and device.demo)
     out.table(
-        "Decode ceilings, bf16 weights, a short prompt (weights dominate the bytes)",
-        [
-            "model",
-            "device",
-            "tokens/s at batch 1",
-            "tokens/s at batch 64",
-            "compute-bound from batch",
-            "KV cache per token",
-            f"largest batch at {LONG_CONTEXT:,} tokens of context",
-        ],
+        f"{cfg.name}, bf16 weights, short prompt: tokens/s at batch 1",
+        ["device", "ceiling", "expected", "compute-bound from batch",
+         f"largest batch at {LONG_CONTEXT:,} context"],
         rows,
-        note="Ceilings, not predictions of a real server: every weight read once per step, "
-        "KV heads only, dense peaks, no allowance for activations or fragmentation. With a "
-        "long context the KV cache is read too and grows with the batch, which keeps decode "
-        "memory-bound longer.",
+    )  # fmt: skip
+    kv = next((e["kv_bytes_per_token"] for e in keyed.values()), None)
+    out.note(
+        "ceiling: every weight read once per step at full bandwidth, dense peaks "
+        f"({DECODE_CEILING_NOTE}); expected adds kernel launches, reachable bandwidth and "
+        f"all-reduces ({DECODE_EXPECTED.line()})"
+        + (f"; KV cache {units.format_bytes(kv, binary=True)} per token" if kv else "")
     )
     if local is not None:
-        out.note(f"this machine: {local.spec.name}, ceilings from {local.source}")
-    for line in unfit:
-        out.note(line)
-    _figure(ctx, out, decode, figures_data, setup)
+        out.key_figures["local_source"] = local.source
+    _figure(ctx, out, decode, cfg, resolved.spec, setup)
     _measured(ctx, out, local)
 
 
-def _one_ceiling(decode, cfg, label: str, spec, setup, long_setup):
-    """(ceiling or None, table row, key figures, why it does not fit) of one model on one
-    device: batch 1 and 64, the crossover batch, KV per token, the largest batch at
-    LONG_CONTEXT."""
+def _one_device(decode, cfg, spec, setup, here: bool):
+    """(key figures or None, table cells) of the model on one device."""
+    from ceiling.model.decode_expected import costs_for, expected_rows
+
+    s = _setup_for(decode, spec, setup)
     try:
-        res = decode.decode_ceiling(
-            cfg, spec, BATCHES, _setup_for(decode, spec, setup), drop_unfit=True
-        )
+        res = decode.decode_ceiling(cfg, spec, BATCHES, s, drop_unfit=True)
     except CeilingError as exc:
-        row = [cfg.name, _name(label, spec), "does not fit", "", "", "", ""]
-        return None, row, None, f"{cfg.name} on {_name(label, spec)}: {exc}"
+        return None, [f"does not fit: {exc}".split(":")[0], "—", "—", "—"]
     try:
-        long = decode.decode_ceiling(cfg, spec, [1], _setup_for(decode, spec, long_setup))
-        long_max = long.max_batch
+        long_max = decode.decode_ceiling(
+            cfg, spec, [1], _setup_for(decode, spec, decode.DecodeSetup(context=LONG_CONTEXT - 1))
+        ).max_batch
     except CeilingError:
         long_max = 0
-    by_batch = {r.batch: r for r in res.rows}
-    b1, b64 = by_batch.get(1), by_batch.get(64)
-    row = [
-        cfg.name,
-        _name(label, spec),
-        f"{b1.tokens_per_s:,.1f}" if b1 else "—",
-        f"{b64.tokens_per_s:,.0f} ({b64.bound})" if b64 else "does not fit",
-        str(res.crossover_batch) if res.crossover_batch else "never",
-        units.format_bytes(res.kv_bytes_per_token, binary=True),
-        "unknown" if long_max is None else str(long_max),
-    ]
+    b1 = res.rows[0]
+    exp = expected_rows(res, cfg.layers, costs_for(spec))[0]
     entry = {
-        "batch1_tokens_per_s": b1.tokens_per_s if b1 else None,
-        "batch64_tokens_per_s": b64.tokens_per_s if b64 else None,
+        "ceiling_tokens_per_s": b1.tokens_per_s,
+        "expected_tokens_per_s": exp.tokens_per_s,
+        "expected_limited_by": exp.limited_by,
         "crossover_batch": res.crossover_batch,
         "kv_bytes_per_token": res.kv_bytes_per_token,
         f"max_batch_at_{LONG_CONTEXT}_context": long_max,
+        "rows": [r.to_json() for r in res.rows],
     }
-    return res, row, entry, None
+    row = [
+        f"{b1.tokens_per_s:,.1f}",
+        f"{exp.tokens_per_s:,.1f}",
+        str(res.crossover_batch) if res.crossover_batch else "never",
+        "unknown" if long_max is None else str(long_max),
+    ]
+    return entry, row
+
+
+def _headline(out: SectionOutput, cfg, spec, head: dict, demo: bool) -> None:
+    out.key_figures["headline"] = {
+        "model": cfg.name,
+        "device": _short(spec.name),
+        "expected_tokens_per_s": head["expected_tokens_per_s"],
+        "ceiling_tokens_per_s": head["ceiling_tokens_per_s"],
+        "crossover_batch": head["crossover_batch"],
+        "demo": demo,
+    }
+    name = _short(spec.name)
+    out.highlight(
+        f"expected, batch 1, {name}",
+        f"{head['expected_tokens_per_s']:,.0f} tokens/s",
+        "modelled",
+        DECODE_EXPECTED.short(),
+    )
+    out.highlight(
+        f"ceiling, batch 1, {name}", f"{head['ceiling_tokens_per_s']:,.0f} tokens/s", "modelled"
+    )
 
 
 def _local(ctx: ReportContext, out: SectionOutput):
@@ -152,36 +158,30 @@ def _setup_for(decode, spec, setup):
     )
 
 
-def _name(label: str, spec) -> str:
-    if label == "this machine":
-        return "this machine"
-    return spec.name.removeprefix("NVIDIA ")
+def _short(name: str) -> str:
+    from ceiling.report.legibility import short_device_name
+
+    return short_device_name(name, 24)
 
 
-def _figure(ctx, out, decode, figures_data, setup) -> None:
-    """The catalog model on the first reference GPU: both roofs and the crossover."""
-    ref = [(n, d) for n, d in figures_data.items() if not n.startswith("this machine")]
-    if not ref:
-        return
+def _figure(ctx, out, decode, cfg, spec, setup) -> None:
+    """The model on the target device: both roofs, the ceiling and the crossover."""
     from ceiling.report import decode_plot as plot
 
-    _, (cfg, spec, res) = ref[len(ref) // 2]
+    s = _setup_for(decode, spec, setup)
+    try:
+        res = decode.decode_ceiling(cfg, spec, BATCHES, s, drop_unfit=True)
+    except CeilingError:
+        return
     ctx.step("drawing the decode ceilings")
     grid = _grid(res.max_batch)
-    curves = decode.roof_curves(cfg, spec, _setup_for(decode, spec, setup), grid)
     fig = plot.decode_figure(
-        curves,
-        f"{cfg.name} decode on {spec.name}: bf16 weights, short prompt",
+        decode.roof_curves(cfg, spec, s, grid),
+        f"{cfg.name} on {_short(spec.name)} (modelled)",
         res.crossover_batch,
-        rows=([r.batch for r in res.rows], [r.tokens_per_s for r in res.rows]),
     )
     plain_log_ticks(fig.axes[0], "x")
-    out.figure(
-        fig,
-        f"{cfg.name} on {spec.name}: tokens/s (all sequences) against batch size. Below the "
-        "crossover the memory roof binds, so a bigger batch gives more tokens/s almost for "
-        "free; past it, compute does.",
-    )
+    out.figure(fig, "Modelled: below the crossover a bigger batch is almost free.")
 
 
 def _grid(max_batch: int | None) -> list[int]:
@@ -193,17 +193,28 @@ def _grid(max_batch: int | None) -> list[int]:
     return grid
 
 
-def _measured(ctx: ReportContext, out: SectionOutput, local) -> None:
-    """A small GPT-style decoder with a KV cache decodes for real here, beside its ceiling."""
-    from ceiling.measure import decode as measure
-    from ceiling.model import transformer
+def _measured_model(ctx: ReportContext):
+    """The user's model when it is small enough to decode here, else the demo."""
+    from ceiling.model.transformer import parse_model
+    from ceiling.report.work import Choice
 
-    cfg = transformer.get_model(MEASURED_MODEL)
-    batches = MEASURED_BATCHES_QUICK if ctx.quick else MEASURED_BATCHES_FULL
-    ctx.step(f"decoding with {MEASURED_MODEL} at batch {', '.join(map(str, batches))}")
+    cfg, model = ctx.work.shape_model(DEMO_MEASURED)
+    if not model.demo and cfg.params_total <= MEASURE_MAX_PARAMS:
+        return cfg, model
+    return parse_model(DEMO_MEASURED), Choice(DEMO_MEASURED, True)
+
+
+def _measured(ctx: ReportContext, out: SectionOutput, local) -> None:
+    """A small decoder with a KV cache decodes for real here, under its three roofs."""
+    from ceiling.measure import decode as measure
+    from ceiling.measure.roofs import local_roofs
+
     if local is None:
         return
+    cfg, model = _measured_model(ctx)
+    batches = MEASURED_BATCHES_QUICK if ctx.quick else MEASURED_BATCHES_FULL
     device = measure.default_device()
+    ctx.step(f"decoding {cfg.name} at batch {', '.join(map(str, batches))}")
     run = measure.run_decode(
         cfg,
         batches,
@@ -212,87 +223,94 @@ def _measured(ctx: ReportContext, out: SectionOutput, local) -> None:
         None,
         warmup_ms=100.0,
         budget_ms=300.0 if ctx.quick else 1000.0,
-        on_batch=lambda b: ctx.step(f"decoding {MEASURED_MODEL} at batch {b}"),
+        on_batch=lambda b: ctx.step(f"decoding {cfg.name} at batch {b}"),
     )
-    comp = measure.compare_decode(run, local)
-    _measured_table(out, comp, cfg)
-    _measured_figure(out, comp, cfg, local, batches)
-
-
-def _measured_table(out: SectionOutput, comp, cfg) -> None:
-    c = comp.ceiling
-    rows = []
-    for r in comp.rows:
-        rows.append(
-            [
-                r.batch,
-                f"{r.measured_tokens_per_s:,.1f}",
-                f"{r.ceiling_tokens_per_s:,.1f}",
-                units.format_percent(r.share_of_ceiling),
-                units.format_percent(r.mbu),
-                units.format_percent(r.mfu),
-                r.bound + (" (noisy)" if r.noisy else ""),
-            ]
-        )
-    out.key_figures["measured"] = {
-        "model": MEASURED_MODEL,
-        "device": comp.run.device,
-        "ceiling_source": comp.ceiling_source,
-        "rows": [
-            {
-                "batch": r.batch,
-                "measured_tokens_per_s": r.measured_tokens_per_s,
-                "ceiling_tokens_per_s": r.ceiling_tokens_per_s,
-                "mbu": r.mbu,
-                "mfu": r.mfu,
-            }
-            for r in comp.rows
-        ],
-    }
-    best = max(comp.rows, key=lambda r: r.share_of_ceiling)
-    out.highlight(
-        f"{MEASURED_MODEL} measured here, batch {best.batch}",
-        f"{units.format_percent(best.share_of_ceiling)} of its ceiling",
-    )
-    out.table(
-        f"Measured decoding of {MEASURED_MODEL} ({cfg.params_total / 1e6:.0f} M parameters, "
-        f"random weights, {comp.run.dtype}) on this machine",
-        ["batch", "measured tokens/s", "ceiling tokens/s", "of ceiling", "MBU", "MFU", "bound"],
-        rows,
-        note=f"Ceiling from {comp.ceiling_source}. MBU: bytes a step reads and writes per "
-        f"second over the {units.format_bandwidth(c.bandwidth_bytes_per_s)} bandwidth; MFU: "
-        f"FLOP/s over the {units.format_flops_per_s(c.peak_flops_per_s)} peak of that ceiling "
-        "(a multiply-add counts 2). Noisy: the step times spread by more than 10 %.",
-    )
+    profile = str(ctx.profile_file) if ctx.profile_file else None
+    ctx.step("the per-op floor and the cache's bandwidth")
+    # the cache's bandwidth is the memory roof only when the weights fit the cache
+    fits = bool(local.cache_bytes) and run.weight_bytes <= local.cache_bytes
+    roofs = local_roofs(device, local.cache_bytes if fits else None, profile)
+    # each matmul shape timed alone sets its compute roof (full mode; quick: the peak)
+    rates = None if ctx.quick else measure.decode_matmul_rates(run, local.cache_bytes)
+    comp = measure.compare_decode(run, local, roofs, rates)
+    expected = measure._expected(comp.ceiling, cfg, roofs, comp.in_cache, rates)
+    _measured_table(out, comp, expected, model)
+    _measured_figure(out, comp, expected, model)
     for n in comp.notes:
         out.note(n)
 
 
-def _measured_figure(out: SectionOutput, comp, cfg, local, batches) -> None:
-    from ceiling.model import decode
+def limited_by(expected_row, measured_row) -> str:
+    """The one classification of a measured batch, for the table and the figure alike: the
+    largest of its three roofs (compute, memory from DRAM or the cache, per-op floor)."""
+    if expected_row is None:
+        return measured_row.bound
+    return {"launches": "overhead"}.get(expected_row.limited_by, expected_row.limited_by)
+
+
+def _measured_table(out: SectionOutput, comp, expected, model) -> None:
+    rows, keyed = [], []
+    for r, e in zip(comp.rows, expected, strict=True):
+        bound = limited_by(e, r)
+        rows.append(
+            [
+                r.batch,
+                f"{r.measured_tokens_per_s:,.1f}",
+                f"{e.tokens_per_s:,.1f}" if e else "—",
+                f"{r.ceiling_tokens_per_s:,.1f}",
+                bound + (" (noisy)" if r.noisy else ""),
+            ]
+        )
+        keyed.append(
+            {
+                "batch": r.batch,
+                "measured_tokens_per_s": r.measured_tokens_per_s,
+                "expected_tokens_per_s": e.tokens_per_s if e else None,
+                "ceiling_tokens_per_s": r.ceiling_tokens_per_s,
+                "limited_by": bound,
+                "mbu": r.mbu,
+                "mfu": r.mfu,
+            }
+        )
+    out.key_figures["measured"] = {
+        "model": str(model.value),
+        "demo": model.demo,
+        "device": comp.run.device,
+        "in_cache": comp.in_cache,
+        "ceiling_source": comp.ceiling_source,
+        "rows": keyed,
+    }
+    best = max(comp.rows, key=lambda r: r.share_of_ceiling)
+    out.highlight(
+        f"measured here, batch {best.batch}",
+        f"{units.format_percent(best.share_of_ceiling)} of the ceiling",
+    )
+    out.table(
+        f"{model.value}{' (demo)' if model.demo else ''} decoding here ({comp.run.dtype}): "
+        "tokens/s",
+        ["batch", "measured", "expected", "ceiling", "limited by"],
+        rows,
+    )
+
+
+def _measured_figure(out: SectionOutput, comp, expected, model) -> None:
     from ceiling.report import decode_plot as plot
 
-    c = comp.ceiling
-    grid = _grid(max(batches) * 4)
-    # the same byte count as the comparison (only what a step reads), so the drawn roofs,
-    # the crossover and the tabulated ceilings agree
-    setup = decode.DecodeSetup(
-        weights_dtype=comp.run.dtype, context=comp.run.context, weights_counted="read"
-    )
-    curves = decode.roof_curves(cfg, local.spec, setup, grid)
-    if comp.in_cache:
-        curves["memory"] = []
-        curves["ceiling"] = curves["compute"]
-    fig = plot.decode_figure(
-        curves,
-        f"{MEASURED_MODEL} decode here, {comp.run.dtype}: {c.device}",
-        None if comp.in_cache else c.crossover_batch_with_kv,
-        rows=([r.batch for r in comp.rows], [r.ceiling_tokens_per_s for r in comp.rows]),
-        measured=([r.batch for r in comp.rows], [r.measured_tokens_per_s for r in comp.rows]),
+    if any(e is None for e in expected):
+        return
+    fig = plot.three_roofs_figure(
+        [r.batch for r in comp.rows],
+        {
+            "memory roof" + (" (cache)" if comp.in_cache else ""): [
+                e.batch / e.memory_s for e in expected
+            ],
+            "compute roof": [e.batch / e.compute_s for e in expected],
+            "overhead roof": [e.batch / e.launch_s if e.launch_s else None for e in expected],
+        },
+        expected=[e.tokens_per_s for e in expected],
+        measured=[r.measured_tokens_per_s for r in comp.rows],
+        labels=[limited_by(e, r) for e, r in zip(expected, comp.rows, strict=True)],
+        title=f"{model.value} decoding here",
     )
     plain_log_ticks(fig.axes[0], "x")
-    out.figure(
-        fig,
-        f"Real greedy decoding of {MEASURED_MODEL} on this machine (green squares) under its "
-        "ceiling. The gap is what the framework, the Python loop and the kernels leave unused.",
-    )
+    out.figure(fig, "Each measured point is labelled with the roof that holds it (the table's).")

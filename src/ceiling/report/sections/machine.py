@@ -15,12 +15,12 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     ctx.step("detecting the CPU and GPUs")
     # the description of the hardware goes below the figure and the measured ceilings
     detail = SectionOutput()
-    cpu = _cpu_card(detail)
-    gpus = _gpu_card(detail)
-    out.highlights.extend(detail.highlights)
+    from ceiling.hardware import gpu as gpu_mod
+
+    gpus = gpu_mod.detect_gpus()
+    cpu = _cpu_card(detail, bool(gpus))
+    _gpu_card(detail, gpus)
     out.key_figures.update(detail.key_figures)
-    if not gpus:
-        out.text("No CUDA GPU is visible here, so every measurement below runs on the CPU.")
     try:
         profile = ctx.profile()
     except Skip as exc:
@@ -33,8 +33,8 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         if fig is not None:
             out.figure(
                 fig,
-                "Matrix-multiply FLOP/s per dtype and memory bandwidth: measured here (solid) "
-                "against the theoretical or datasheet figure (hatched). Log scale.",
+                "Measured here (solid) against the theoretical or datasheet figure (hatched); "
+                "log scale.",
             )
     if profile is not None:
         _measured(out, profile, cpu)
@@ -50,36 +50,31 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     out.notes.extend(detail.notes)
 
 
-def _cpu_card(out: SectionOutput):
+def _cpu_card(out: SectionOutput, has_gpu: bool):
     from ceiling.hardware import cpu as cpu_mod
 
     cpu = cpu_mod.detect_cpu()
-    out.key("cpu_model", cpu.model, "CPU", cpu.model)
-    out.key("cpu_cores", cpu.cores, "cores / threads", f"{cpu.cores} / {cpu.threads}")
-    rows = [
-        ["model", cpu.model],
-        ["cores / threads", f"{cpu.cores} / {cpu.threads}"],
-        ["clock", f"{cpu.freq_hz / 1e9:.2f} GHz" if cpu.freq_hz else "not readable"],
-        ["caches", _caches(cpu.caches)],
-        ["SIMD features", ", ".join(cpu.features) or "none detected"],
-        ["vector model", cpu.isa],
-        ["memory", units.format_bytes(cpu.memory_bytes, binary=True)],
-    ]
-    out.table("CPU", ["", ""], rows)
-    peak_rows = []
-    for dtype, peak in cpu.peak_flops_per_s.items():
-        native = cpu.native.get(dtype, False)
-        peak_rows.append([dtype, units.format_flops_per_s(peak), "yes" if native else "no"])
-    out.table(
-        "CPU theoretical peak (cores × clock × FLOPs per cycle; a multiply-add counts as 2)",
-        ["dtype", "peak", "native instructions"],
-        peak_rows,
-        note="Without native instructions a dtype is converted to fp32 or emulated: it runs "
-        "at the fp32 rate at best, often far below.",
+    out.key_figures["cpu_model"] = cpu.model
+    out.key_figures["cpu_cores"] = cpu.cores
+    clock = f"{cpu.freq_hz / 1e9:.2f} GHz" if cpu.freq_hz else "clock not readable"
+    out.text(
+        f"{cpu.model}: {cpu.cores} cores / {cpu.threads} threads, {clock}, {_caches(cpu.caches)}, "
+        f"{cpu.isa}, {units.format_bytes(cpu.memory_bytes, binary=True)}"
+        + ("." if has_gpu else "; no CUDA GPU visible.")
     )
+    out.key_figures["cpu"] = {
+        "model": cpu.model,
+        "cores": cpu.cores,
+        "threads": cpu.threads,
+        "freq_hz": cpu.freq_hz,
+        "caches": _caches(cpu.caches),
+        "features": list(cpu.features),
+        "isa": cpu.isa,
+        "memory_bytes": cpu.memory_bytes,
+        "native": dict(cpu.native),
+    }
     out.key_figures["cpu_theoretical_peak_flops_per_s"] = dict(cpu.peak_flops_per_s)
-    for line in (*cpu.assumptions[:1], *cpu.notes):
-        out.note(line)
+    out.key_figures["cpu_notes"] = list(cpu.notes)
     return cpu
 
 
@@ -107,9 +102,8 @@ def _noise_note(out: SectionOutput, profile, measured_now: bool) -> None:
         if noisy:
             parts.append(f"{len(noisy)} of {total} benchmark points spread by more than 10 %")
         out.note(
-            f"measured on a busy machine: {' and '.join(parts)}. Other work shared the cores, so "
-            "these ceilings read low and vary between runs; `ceiling bench` on an idle machine "
-            "gives the real ones."
+            f"measured on a busy machine: {' and '.join(parts)}; these ceilings read low "
+            "(`ceiling bench` on an idle machine)"
         )
 
 
@@ -126,10 +120,7 @@ def _caches(caches) -> str:
     return ", ".join(parts) or "not readable"
 
 
-def _gpu_card(out: SectionOutput) -> list:
-    from ceiling.hardware import gpu as gpu_mod
-
-    gpus = gpu_mod.detect_gpus()
+def _gpu_card(out: SectionOutput, gpus) -> list:
     out.key("gpu_count", len(gpus))
     if not gpus:
         return []
@@ -200,30 +191,38 @@ def _measured(out: SectionOutput, profile, cpu) -> None:
         default=None,
     )
     if best is not None:
-        out.highlight(f"best matmul ({best[0].name}, {best[1]})", units.format_flops_per_s(best[2]))
+        dev, dtype, value = best
+        out.highlight(f"best matmul ({dtype})", units.format_flops_per_s(value))
+        ref = (dev.datasheet_peak_flops_per_s or {}).get(dtype)
+        if ref:
+            out.key_figures["best_matmul"] = {
+                "device": dev.name,
+                "kind": "CPU" if dev.kind == "cpu" else "GPU",
+                "dtype": dtype,
+                "flops_per_s": value,
+                "reference": "theoretical" if dev.kind == "cpu" else "datasheet",
+                "reference_flops_per_s": ref,
+                "share_of_reference": value / ref,
+            }
     bws = [d for d in profile.devices if d.bandwidth_bytes_per_s]
     if bws:
         top = max(bws, key=lambda d: d.bandwidth_bytes_per_s)
-        out.highlight(
-            f"memory bandwidth ({top.name})", units.format_bandwidth(top.bandwidth_bytes_per_s)
-        )
+        out.highlight("memory bandwidth", units.format_bandwidth(top.bandwidth_bytes_per_s))
     out.key_figures["measured_above_reference"] = above
     clock = f"{cpu.freq_hz / 1e9:.2f} GHz " if cpu is not None and cpu.freq_hz else ""
     out.table(
         "Measured ceilings against the theoretical (CPU) or datasheet (GPU) figure",
-        ["device", "what", "measured", "theoretical / datasheet", "achieved"],
+        ["device", "what", "measured", "reference", "of reference"],
         rows,
-        note="Matrix multiply: best FLOP/s over the size sweep, FLOPs = 2·M·N·K (a multiply-add "
-        "counts 2). Bandwidth: STREAM triad, GB = 10⁹ bytes. CPU theoretical peak: cores × "
-        f"the {clock}clock the system reports × FLOPs per cycle; no datasheet bandwidth is "
-        "known for a CPU.",
+    )
+    out.note(
+        "matmul: best FLOP/s over the size sweep, 2·M·N·K FLOPs; bandwidth: STREAM triad, "
+        f"GB = 10⁹ bytes; CPU reference: cores × the {clock}clock reported × FLOPs per cycle"
     )
     if above:
         out.note(
-            f"measured above the theoretical peak ({', '.join(above)}): that peak assumes the "
-            f"{clock}clock the system reports, but the cores run faster (turbo, or a virtual "
-            "machine that shows only the nominal clock). The measurement is the real ceiling; "
-            "shares of that theoretical peak, here and in the MFU section, read too high."
+            f"measured above the theoretical peak ({', '.join(above)}): the cores run faster "
+            f"than the {clock}clock reported (turbo, or a VM); shares of that peak read high"
         )
 
 
@@ -269,7 +268,8 @@ def _devices_for_plot(profile, cpu, gpus) -> list[dict]:
             local = {dt for d in devices for dt in (*d["measured"], *d["reference"])}
             devices.append(
                 {
-                    "name": f"{ref.name} (datasheet, for comparison)",
+                    "name": ref.name,
+                    "kind": "cuda",
                     "measured": {},
                     "reference": {k: v for k, v in ref.peak_flops_per_s.items() if k in local},
                     "bandwidth": None,
@@ -286,7 +286,7 @@ def _reference_gpu():
 
 
 def _versus_gpu(out: SectionOutput, profile, cpu=None) -> None:
-    """The CPU-vs-GPU table with this machine's measured numbers on the CPU side."""
+    """How far a datasheet GPU is from this CPU's measured ceilings, in one sentence."""
     ref = _reference_gpu()
     dev = profile.device("cpu")
     if ref is None or not dev.peak_flops_per_s:
@@ -294,45 +294,18 @@ def _versus_gpu(out: SectionOutput, profile, cpu=None) -> None:
     dtype, here = max(dev.peak_flops_per_s.items(), key=lambda kv: kv[1])
     gpu_dtype = "bf16" if "bf16" in ref.peak_flops_per_s else dtype
     gpu = ref.peak_flops_per_s[gpu_dtype]
-    rows = [
-        [
-            "matrix multiply",
-            f"{units.format_flops_per_s(here)} ({dtype})",
-            f"{units.format_flops_per_s(gpu)} ({gpu_dtype})",
-            f"{gpu / here:,.0f}×",
-        ]
-    ]
     out.key_figures["reference_gpu"] = ref.key
     out.key_figures["reference_gpu_compute_ratio"] = gpu / here
     if dev.bandwidth_bytes_per_s:
         bw_ratio = ref.memory_bandwidth_bytes_per_s / dev.bandwidth_bytes_per_s
-        rows.append(
-            [
-                "memory bandwidth",
-                units.format_bandwidth(dev.bandwidth_bytes_per_s),
-                units.format_bandwidth(ref.memory_bandwidth_bytes_per_s),
-                f"{bw_ratio:,.0f}×",
-            ]
-        )
         out.key_figures["reference_gpu_bandwidth_ratio"] = bw_ratio
-    cores = cpu.cores if cpu is not None else os.cpu_count()
-    rows.insert(
-        0,
-        [
-            "parallel units",
-            f"{cores} core{'s' if cores != 1 else ''}, complex, fast per task",
-            f"{ref.sms} SMs of many simple lanes" if ref.sms else "thousands of simple lanes",
-            "",
-        ],
+    bw = (
+        f" and {out.key_figures['reference_gpu_bandwidth_ratio']:,.0f}× the bandwidth"
+        if "reference_gpu_bandwidth_ratio" in out.key_figures
+        else ""
     )
-    rows.insert(
-        1,
-        ["good at", "branching, sequential logic", "the same operation on a lot of data", ""],
-    )
-    out.table(
-        f"Why GPUs: this CPU (measured) against the {ref.name} (datasheet, dense)",
-        ["", "this machine", ref.name, "GPU / here"],
-        rows,
-        note="A matrix multiply is millions of independent dot products; a GPU has thousands "
-        "of simple cores to run them at once and several times the memory bandwidth.",
+    out.note(
+        f"a {ref.name} (datasheet, dense {gpu_dtype}) has {gpu / here:,.0f}× this CPU's "
+        f"measured matmul rate{bw}: thousands of simple lanes for the same operation on a lot "
+        "of data"
     )

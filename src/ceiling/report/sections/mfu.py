@@ -1,161 +1,162 @@
-"""MFU of a built-in training step, where its time goes, and the serial part of the step."""
+"""MFU of a training step (the user's model, else a demo), the waterfall from the dense peak
+to the measured step, and the serial part of the step."""
 
 from __future__ import annotations
 
 from ceiling import units
+from ceiling.errors import CeilingError
 from ceiling.report.compose import ReportContext, SectionOutput, Skip
 
 KEY = "mfu"
-TITLE = "MFU of a training step"
+TITLE = "MFU of a training step, from peak to achieved"
 
-TARGET = "gpt:tiny"
 STEPS_QUICK, STEPS_FULL = 2, 10
+DEMO_QUICK_SEQ = 128  # the demo's sequences in quick mode: the same story in half the time
 
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
-    from ceiling.profile import run as run_mod
+    from ceiling.errors import InvalidInput, UnknownName
+    from ceiling.report.work import subject
 
+    choice = ctx.work.train_model()
+    target = str(choice.value)
+    out.about(*subject([(choice, "--model", f"{target}, trained here")]))
+    out.key_figures["seq"] = ctx.work.seq
+    out.key_figures["model"] = target
     device, dtype = _device_and_dtype()
     profile_path = _profile_path(ctx, out)
-    ctx.step(f"training {TARGET} on {device} ({dtype}) and recording every op")
-    rep = run_mod.profile_target(
-        TARGET,
-        train=True,
-        device=device,
-        dtype=dtype,
-        profile=profile_path,
-        steps=STEPS_QUICK if ctx.quick else STEPS_FULL,
-    )
-    out.text(
-        "MFU (model FLOPs utilisation) is the share of the device's dense peak that the "
-        "model's own arithmetic uses: model FLOPs per step / step time / peak. 40–50 % is "
-        "good for training; below 20 % something other than arithmetic is the bottleneck. "
-        f"Here a built-in GPT-style model ({TARGET}) trains for a few steps with random "
-        "data, and every op is counted (FLOPs, bytes) and timed."
-    )
+    ctx.step(f"training {target} on {device} ({dtype}) and recording every op")
+    try:
+        seq = ctx.work.seq or (DEMO_QUICK_SEQ if choice.demo and ctx.quick else None)
+        rep = _profile(ctx, target, device, dtype, profile_path, seq)
+    except (InvalidInput, UnknownName):
+        raise
+    except CeilingError as exc:  # does not fit or run here: count it on the meta device
+        ctx.step(f"counting {target} on the meta device")
+        _counted_only(ctx, out, target, str(exc))
+        return
     c = rep.ceiling
     peak_word = "theoretical" if c.kind == "cpu" else "datasheet"
     over = bool(c.measured_peak_flops_per_s and c.measured_peak_flops_per_s > c.peak_flops_per_s)
     _key_figures(out, rep, peak_word, over)
-    out.table("Training step", ["", ""], _step_rows(rep, peak_word), note=rep.flop_convention)
-    cats = [p for p in rep.categories if (p.time_s or 0) > 0 or p.flops > 0]
-    _category_table(out, cats)
+    _waterfall(out, rep, target)
+    out.note(_method(rep, peak_word))
     if over:
         out.note(
-            f"the measured matmul ceiling ({units.format_flops_per_s(c.measured_peak_flops_per_s)})"
-            f" is above the {peak_word} peak ({units.format_flops_per_s(c.peak_flops_per_s)}): "
-            "that peak assumes a lower clock than the cores really run at, so MFU against it "
-            "reads too high; the share of the measured ceiling is the honest figure."
+            f"the measured matmul ceiling is above the {peak_word} peak, so MFU against that "
+            "peak reads high; the share of the measured ceiling is the honest figure"
         )
-    for hint in rep.hints:
-        out.text(f"Hint: {hint}")
-    if over:
-        out.text(_verdict(rep.mfu_vs_measured_peak, "of the measured ceiling"))
-    else:
-        out.text(_verdict(rep.mfu))
-    from ceiling.report import mfu_plot
+    _breakdown(ctx, out, target)
 
-    out.figure(
-        mfu_plot.time_vs_flops_figure(
-            [(p.name, p.time_s or 0.0, p.flops) for p in cats],
-            f"{TARGET} training step on {c.name}",
-        ),
-        "Share of op time against share of FLOPs per op category: categories with much "
-        "time and few FLOPs are memory- or dispatch-bound and are what fusing or batching fixes.",
+
+def _profile(ctx: ReportContext, target: str, device: str, dtype: str, profile_path, seq):
+    from ceiling.profile import run as run_mod
+
+    return run_mod.profile_target(
+        target,
+        train=True,
+        device=device,
+        dtype=dtype,
+        profile=profile_path,
+        seq=seq,
+        steps=STEPS_QUICK if ctx.quick else STEPS_FULL,
     )
-    _breakdown(ctx, out)
+
+
+def _counted_only(ctx: ReportContext, out: SectionOutput, target: str, why: str) -> None:
+    from ceiling.profile import run as run_mod
+
+    spec = ctx.work.spec or "h100-sxm"
+    rep = run_mod.profile_target(
+        target, train=True, device="meta", dtype="bf16", spec=spec, seq=ctx.work.seq, steps=1
+    )
+    out.key_figures["model_flops_per_step"] = rep.model_flops_per_step
+    out.key_figures["ran_here"] = False
+    out.highlight(
+        "model FLOPs per step (counted)", units.format_flops(rep.model_flops_per_step), "modelled"
+    )
+    out.text(f"Counted on the meta device, not run: {why}.")
 
 
 def _key_figures(out: SectionOutput, rep, peak_word: str, over: bool) -> None:
     c = rep.ceiling
-    out.key(
-        "mfu",
-        rep.mfu,
-        f"MFU, of the {peak_word} peak" + (" (reads high, see note)" if over else ""),
-        units.format_percent(rep.mfu),
-    )
-    out.key("hfu", rep.hfu, "HFU (counts recompute)", units.format_percent(rep.hfu))
-    if rep.mfu_vs_measured_peak is not None:
-        out.key(
-            "mfu_vs_measured_peak",
-            rep.mfu_vs_measured_peak,
-            "of the measured matmul ceiling",
-            units.format_percent(rep.mfu_vs_measured_peak),
-        )
+    out.key_figures["ran_here"] = True
+    if over and rep.mfu_vs_measured_peak is not None:
+        out.key("mfu", rep.mfu_vs_measured_peak, "MFU, of the measured ceiling",
+                units.format_percent(rep.mfu_vs_measured_peak))  # fmt: skip
+        out.key_figures["mfu_vs_reference_peak"] = rep.mfu
+    else:
+        out.key("mfu", rep.mfu, f"MFU, of the {peak_word} peak", units.format_percent(rep.mfu))
+        out.key_figures["mfu_vs_measured_peak"] = rep.mfu_vs_measured_peak
+    out.key_figures["hfu"] = rep.hfu
     out.key("step_s", rep.step_s, "step time", units.format_time(rep.step_s))
     if rep.tokens_per_s:
         out.key("tokens_per_s", rep.tokens_per_s, "tokens/s", f"{rep.tokens_per_s:,.0f}")
     out.key_figures["model_flops_per_step"] = rep.model_flops_per_step
     out.key_figures["analytic_flops_per_step"] = rep.analytic_flops_per_step
     out.key_figures["peak_flops_per_s"] = c.peak_flops_per_s
+    out.key_figures["measured_peak_flops_per_s"] = c.measured_peak_flops_per_s
+    out.key_figures["ceilings_from"] = c.source
     out.key_figures["device"] = rep.device
     out.key_figures["dtype"] = rep.dtype
-
-
-def _step_rows(rep, peak_word: str) -> list[list[str]]:
-    c = rep.ceiling
-    how = " (cores × clock × FLOPs per cycle)" if c.kind == "cpu" else ""
-    rows = [
-        ["device and dtype", f"{c.name}, {rep.dtype}" + (" (TF32 on)" if rep.tf32 else "")],
-        [
-            "peak for MFU",
-            f"{units.format_flops_per_s(c.peak_flops_per_s)}: {peak_word} dense "
-            f"{c.peak_key} peak{how}",
-        ],
+    out.key_figures["hints"] = list(rep.hints)
+    out.key_figures["categories"] = [
+        {"name": p.name, "time_s": p.time_s, "flops": p.flops, "bound": p.bound}
+        for p in rep.categories
     ]
-    if c.measured_peak_flops_per_s:
-        rows.append(
-            [
-                "measured matmul ceiling",
-                f"{units.format_flops_per_s(c.measured_peak_flops_per_s)} ({c.peak_key}, best "
-                "of the matmul benchmark)",
-            ]
-        )
-    rows.append(["ceilings from", c.source])
-    rows.append(["model FLOPs per step (counted)", units.format_flops(rep.model_flops_per_step)])
-    if rep.analytic_flops_per_step:
-        diff = rep.analytic_vs_counted
-        rows.append(
-            [
-                "model FLOPs per step (6N + 12·l·h·s, causal half)",
-                units.format_flops(rep.analytic_flops_per_step)
-                + (f" ({diff * 100:+.1f} % vs counted)" if diff is not None else ""),
-            ]
-        )
-    rows.append(["step time (median)", units.format_time(rep.step_s)])
-    return rows
 
 
-def _category_table(out: SectionOutput, cats) -> None:
-    total_t = sum(p.time_s or 0.0 for p in cats) or 1.0
-    total_f = sum(p.flops for p in cats) or 1.0
+def _waterfall(out: SectionOutput, rep, target: str) -> None:
+    """Peak → achieved: bars that sum to the measured step, each with what recovers it."""
+    from ceiling.report import waterfall
+
+    e = rep.explanation
+    if e is None or not e.waterfall or not rep.step_s:
+        out.note("waterfall: this step was not explained (no op ran)")
+        return
+    bars = e.waterfall
+    step = rep.step_s
+    out.key_figures["waterfall"] = [
+        {"name": b.name, "seconds": b.seconds, "share": b.seconds / step, "recover": b.recover}
+        for b in bars
+    ]
+    out.key_figures["roofs"] = waterfall.explanation_json(e)
+    losses = [b for b in bars[1:] if b.seconds > 0]
+    if losses:
+        worst = max(losses, key=lambda b: b.seconds)
+        out.key_figures["largest_loss"] = {
+            "name": worst.name,
+            "seconds": worst.seconds,
+            "share": worst.seconds / rep.step_s,
+            "recover": worst.recover,
+        }
     out.table(
-        "Where the step's op time goes, by op category",
-        ["category", "time", "share of time", "share of FLOPs", "achieved", "bound"],
-        [
-            [
-                p.name,
-                units.format_time(p.time_s or 0.0),
-                units.format_percent((p.time_s or 0.0) / total_t),
-                units.format_percent(p.flops / total_f),
-                units.format_flops_per_s(p.achieved_flops_per_s) if p.achieved_flops_per_s else "—",
-                p.bound,
-            ]
-            for p in sorted(cats, key=lambda p: -(p.time_s or 0.0))
-        ],
-        note="Op times are taken in a separate step with a synchronisation after every op, "
-        "which slows the step; shares are what matters here.",
+        "From the dense peak to the measured step (the bars sum to it)",
+        ["", "time", "share", "what would win it back"],
+        waterfall.waterfall_rows(bars, rep.step_s),
+    )
+    out.figure(
+        waterfall.waterfall_fig(bars, f"{target}: from peak to measured"),
+        "Green: the model's FLOPs at the dense peak; red: time lost; blue: time won back.",
     )
 
 
-def _verdict(mfu: float, what: str = "MFU") -> str:
-    if mfu >= 0.4:
-        return f"At {mfu * 100:.0f} % {what} the step is dominated by arithmetic at a good rate."
-    if mfu >= 0.2:
-        return f"At {mfu * 100:.0f} % {what} there is room: the table shows where the rest goes."
+def _method(rep, peak_word: str) -> str:
+    c = rep.ceiling
+    analytic = ""
+    if rep.analytic_flops_per_step and rep.analytic_vs_counted is not None:
+        analytic = f" (6N + 12·l·h·s: {rep.analytic_vs_counted * 100:+.1f} %)"
+    measured = (
+        f", measured matmul ceiling {units.format_flops_per_s(c.measured_peak_flops_per_s)}"
+        if c.measured_peak_flops_per_s
+        else ""
+    )
     return (
-        f"At {mfu * 100:.0f} % {what} something other than arithmetic dominates: look at the "
-        "memory-bound categories and the per-op overhead."
+        f"{c.name}, {rep.dtype}; MFU = model FLOPs per step / step time / the {peak_word} dense "
+        f"{c.peak_key} peak {units.format_flops_per_s(c.peak_flops_per_s)}{measured}; "
+        f"{units.format_flops(rep.model_flops_per_step)} per step counted op by op{analytic}, "
+        "a multiply-add as 2; op times from a step synchronised after every op, scaled to the "
+        "plain step"
     )
 
 
@@ -178,19 +179,16 @@ def _profile_path(ctx: ReportContext, out: SectionOutput) -> str | None:
     return str(ctx.profile_file) if ctx.profile_file else None
 
 
-def _breakdown(ctx: ReportContext, out: SectionOutput) -> None:
+def _breakdown(ctx: ReportContext, out: SectionOutput, target: str) -> None:
     """Where the step's wall time goes (data, host, device) and the Amdahl ceiling it implies."""
     if ctx.quick:
-        out.note(
-            "step breakdown (data wait, host, device compute) and its Amdahl ceiling: in "
-            f"--full mode, or `ceiling step {TARGET}`"
-        )
+        out.note(f"data wait and host time: --full, or `ceiling step {target}`")
         return
     from ceiling.profile import step_run
 
     device, dtype = _device_and_dtype()
-    ctx.step(f"step breakdown of {TARGET} with 0 and 2 loader workers")
-    rep = step_run.measure_step(TARGET, workers=(0, 2), device=device, dtype=dtype)
+    ctx.step(f"step breakdown of {target} with 0 and 2 loader workers")
+    rep = step_run.measure_step(target, workers=(0, 2), device=device, dtype=dtype)
     rows = []
     for r in rep.rows:
         rows.append(

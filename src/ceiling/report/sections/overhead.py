@@ -15,16 +15,11 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     if not found:
         raise Skip("the machine profile holds no overhead measurement (run `ceiling bench`)")
     out.text(
-        "Every op handed to PyTorch costs a fixed dispatch time on the CPU (and a kernel "
-        "launch on a GPU) before any arithmetic happens. Small ops are all overhead; a Python "
-        "loop over elements is worse still. This is why small models, per-element Python "
-        "code and tiny batches do not get faster on a GPU."
+        "Every PyTorch op pays a fixed dispatch (and on a GPU a launch) before any arithmetic: "
+        "small ops, small batches and Python loops are all overhead."
     )
-    rows = []
-    for name, o in found:
+    for _name, o in found:
         is_gpu = o["device"].startswith("cuda")
-        what = "kernel launch (incl. sync share)" if is_gpu else "dispatch"
-        rows.append([name, f"one tiny op ({what})", units.format_time(o["tiny_op_s"])])
         out.key(
             f"tiny_op_s_{o['device']}",
             o["tiny_op_s"],
@@ -39,11 +34,10 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         "Python loop vs vectorized",
         f"{cpu['loop_vs_vectorized']:,.0f}× slower",
     )
-    rows.append(["CPU", f"Python loop over {n:,} elements", units.format_time(cpu["loop_s"])])
-    rows.append(["CPU", "numpy, vectorized", units.format_time(cpu["vectorized_s"])])
-    for name, o in found:
-        rows.append([name, "torch, vectorized", units.format_time(o["device_vectorized_s"])])
-    out.table("Overheads measured here", ["device", "what", "time"], rows)
+    out.key_figures["loop_s"] = cpu["loop_s"]
+    out.key_figures["vectorized_s"] = cpu["vectorized_s"]
+    for _, o in found:
+        out.key_figures[f"torch_vectorized_s_{o['device']}"] = o["device_vectorized_s"]
     bars = [
         ("Python loop", cpu["loop_s"]),
         ("numpy (vectorized)", cpu["vectorized_s"]),
@@ -53,8 +47,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
 
     out.figure(
         overhead_plot.loop_vs_vectorized_figure(bars, n),
-        f"The same arithmetic three ways. The loop pays the interpreter for each of the "
-        f"{n:,} elements; the vectorized forms pay the dispatch once.",
+        "The same arithmetic three ways: the loop pays the interpreter per element.",
     )
     crossovers = [c for _, o in found for c in o.get("crossovers", [])]
     if crossovers:
@@ -62,18 +55,15 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
             out.key_figures[f"gpu_crossover_{c['op']}"] = c["crossover"]
             out.key_figures[f"gpu_crossover_{c['op']}_with_copies"] = c["crossover_with_transfer"]
             out.text(
-                f"{c['op']}: the GPU beats the CPU {_from(c['crossover'], c['sizes'])} with the "
-                f"data already on the GPU, {_from(c['crossover_with_transfer'], c['sizes'])} "
-                "when the copies to and from the GPU are counted. Below that the GPU does not "
-                "help."
+                f"{c['op']}: the GPU wins {_from(c['crossover'], c['sizes'])} with the data on "
+                f"it, {_from(c['crossover_with_transfer'], c['sizes'])} counting the copies."
             )
         out.figure(
             overhead_plot.crossover_figure(crossovers),
-            "Time per op on CPU and GPU against problem size: below the crossover the launch "
-            "cost and the copies outweigh the GPU's throughput.",
+            "Below the crossover, launches and copies outweigh the GPU's throughput.",
         )
     else:
-        out.note("GPU-vs-CPU crossover: skipped — it needs a CUDA GPU and none is visible here")
+        out.note("GPU-vs-CPU crossover: skipped, it needs a CUDA GPU")
     for _, o in found:
         for note in o.get("notes", []):
             if "crossover needs a GPU" not in note:

@@ -3,102 +3,128 @@
 from __future__ import annotations
 
 from ceiling import units
-from ceiling.report.compose import ReportContext, SectionOutput
+from ceiling.report.compose import ReportContext, SectionOutput, Skip
 from ceiling.report.sections._axes import plain_log_ticks
+from ceiling.report.validated import PLANNER
 
 KEY = "planner"
 TITLE = "Planning a large training run"
 
-MODEL = "llama-3-70b"
-DEVICE = "h100-sxm"
-SEQ = 4096
-GLOBAL_BATCH = 1024  # sequences: about 4M tokens per step
-BASE_GPUS = 64
-DOUBLINGS_QUICK, DOUBLINGS_FULL = 5, 7
-TOP = 5
+DOUBLINGS_QUICK, DOUBLINGS_FULL = 2, 5
+TOP = 3
 # the pipeline figure when the best plan has no pipeline: a small illustrative case
 EXAMPLE_STAGES, EXAMPLE_MICRO_BATCHES = 4, 8
 
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
-    from ceiling.hardware import catalog
     from ceiling.model import cluster as cluster_mod
-    from ceiling.model import parallel, transformer
+    from ceiling.model import parallel
     from ceiling.model import plan_search as search_mod
+    from ceiling.report.work import DEMO_GLOBAL_BATCH, DEMO_PLAN_MODEL, DEMO_SEQ, subject
 
-    cfg = transformer.get_model(MODEL)
-    spec = catalog.get_spec(DEVICE)
+    w = ctx.work
+    cfg, model = w.shape_model(DEMO_PLAN_MODEL)
+    resolved, device = w.cluster_device()
+    gpus_choice = w.cluster_gpus()
+    gpus = int(gpus_choice.value)
+    spec = resolved.spec
+    seq = w.seq or min(cfg.max_seq, DEMO_SEQ)
+    batch = w.global_batch or max(1, round(DEMO_GLOBAL_BATCH * DEMO_SEQ / seq))
     job = parallel.Job(
-        cfg, GLOBAL_BATCH, SEQ, attention=cfg.trained_attention, dropout=cfg.trained_dropout
+        cfg, batch, seq, attention=cfg.trained_attention, dropout=cfg.trained_dropout
     )
-    out.text(
-        f"Before a large run a team decides how to split the model: data parallelism (a full "
-        f"copy per device, gradients all-reduced), tensor parallelism (each layer's matrices "
-        f"split, communication inside every layer, kept within a fast NVLink node) and "
-        f"pipeline parallelism (layers split into stages, with a bubble while the pipeline "
-        f"fills and drains). Here the planner searches every valid split of {MODEL} "
-        f"({cfg.params_total / 1e9:.1f} B parameters) on {spec.name} GPUs, {SEQ:,}-token "
-        f"sequences, {GLOBAL_BATCH:,} sequences per step."
+    out.about(
+        *subject(
+            [
+                (model, "--model", cfg.name),
+                (gpus_choice, "--gpus", f"on {gpus}"),
+                (device, "--spec", f"× {_short(spec.name)}, {seq:,} tokens × {batch:,} a step"),
+            ]
+        )
     )
 
     def cluster_for(n: int):
-        return cluster_mod.make_cluster(spec, n, dtype="bf16")
+        return cluster_mod.make_cluster(spec, n, dtype="bf16", device_source=resolved.source)
 
-    ctx.step(f"searching plans for {MODEL} on {BASE_GPUS * 4} GPUs")
-    gpus = BASE_GPUS * 4
+    ctx.step(f"searching plans for {cfg.name} on {gpus} GPUs")
     cluster = cluster_for(gpus)
     res = search_mod.search(job, cluster, None, top=TOP)
+    if not res.plans:
+        raise Skip(f"no plan of {cfg.name} fits {gpus} × {spec.name}")
     best = res.plans[0]
+    out.key_figures["model"] = cfg.name
+    out.key_figures["device"] = _short(spec.name)
+    out.key_figures["gpus"] = gpus
+    out.key_figures["seq"] = seq
+    out.key_figures["global_batch"] = batch
     out.key("evaluated_plans", res.evaluated)
     out.key("fitting_plans", res.fitting)
-    out.key(
-        "best_plan",
-        _plan_dict(best),
-        f"best split on {gpus} GPUs",
-        f"d {best.plan.d} · t {best.plan.t} · p {best.plan.p}",
+    out.key_figures["best_plan"] = _plan_dict(best)
+    out.key("best_mfu", best.mfu, "predicted MFU", units.format_percent(best.mfu), "modelled",
+            PLANNER.short())  # fmt: skip
+    out.key("best_step_time_s", best.step_time_s, "predicted step",
+            units.format_time(best.step_time_s), "modelled", PLANNER.short())  # fmt: skip
+    _plans_table(out, res, gpus, spec, cluster)
+    out.note(
+        f"modelled: matmuls at {cluster.matmul_efficiency:.2f} of the dense bf16 peak "
+        f"({cluster.efficiency_source}); MFU counts model FLOPs (6N + attention); "
+        f"{PLANNER.line()}"
     )
-    out.key("best_mfu", best.mfu, "predicted MFU", units.format_percent(best.mfu))
-    out.key("best_step_time_s", best.step_time_s, "step time", units.format_time(best.step_time_s))
+    doublings = DOUBLINGS_QUICK if ctx.quick else DOUBLINGS_FULL
+    counts = [gpus * 2**i for i in range(doublings + 1)]
+    ctx.step(f"best plan at {counts[0]} … {counts[-1]} GPUs")
+    scaling = search_mod.scaling(job, cluster_for, counts, None)
+    _scaling(out, scaling, cfg.name)
+    _pipeline(ctx, out, best)
+    _straggler(ctx, out)
+
+
+def _short(name: str) -> str:
+    from ceiling.report.legibility import short_device_name
+
+    return short_device_name(name, 24)
+
+
+def layout(plan: dict) -> str:
+    """`8×2×4` with `cp 4` and `v 2` when those axes are used (plan JSON in, text out)."""
+    extra = [f"{k} {plan[k]}" for k in ("cp", "ep", "v") if plan.get(k, 1) > 1]
+    return f"{plan['d']}×{plan['t']}×{plan['p']}" + "".join(f", {e}" for e in extra)
+
+
+def _why(why: str | None) -> str:
+    """`+1% step time; pipeline imbalance: the last of ...` -> `+1% step time; pipeline
+    imbalance` (the whole reason stays in the JSON)."""
+    if not why:
+        return "best"
+    head, _, rest = why.partition("; ")
+    return f"{head}; {rest.split(':')[0]}" if rest else head
+
+
+def _plans_table(out: SectionOutput, res, gpus: int, spec, cluster) -> None:
     rows = []
     for r, why in zip(res.plans, res.why, strict=True):
         p = r.plan
         rows.append(
             [
-                f"{p.d}×{p.t}×{p.p}" + (f", v {p.v}" if p.v > 1 else ""),
+                layout(_plan_dict(r)),
                 p.micro_batch,
-                p.zero,
-                p.recompute,
+                f"z{p.zero}, {p.recompute}",
                 units.format_bytes(r.memory_bytes_per_device, binary=True),
                 units.format_time(r.step_time_s),
                 units.format_percent(r.mfu),
-                why or "best",
+                _why(why),
             ]
         )
+    out.key_figures["plans"] = [
+        {**_plan_dict(r), "why": why} for r, why in zip(res.plans, res.why, strict=True)
+    ]
     out.table(
-        f"Best plans on {gpus} × {spec.name} ({cluster.nodes} nodes of "
-        f"{cluster.devices_per_node}), of {res.evaluated:,} evaluated, {res.fitting:,} fit",
-        [
-            "d × t × p",
-            "micro-batch",
-            "ZeRO",
-            "recompute",
-            "memory per GPU",
-            "step time",
-            "MFU",
-            "why it loses",
-        ],
+        f"Best of {res.fitting:,} fitting plans ({res.evaluated:,} evaluated) on {gpus} × "
+        f"{_short(spec.name)}, {cluster.nodes} nodes of {cluster.devices_per_node} (modelled)",
+        ["d × t × p", "micro-batch", "ZeRO, recompute", "memory per GPU", "step", "MFU",
+         "why it loses"],
         rows,
-        note=f"Matmul efficiency {cluster.matmul_efficiency:.2f} of the dense bf16 peak "
-        f"({cluster.efficiency_source}); MFU counts model FLOPs only (6N + attention).",
-    )
-
-    doublings = DOUBLINGS_QUICK if ctx.quick else DOUBLINGS_FULL
-    counts = [BASE_GPUS * 2**i for i in range(doublings + 1)]
-    ctx.step(f"best plan at {counts[0]} … {counts[-1]} GPUs")
-    scaling = search_mod.scaling(job, cluster_for, counts, None)
-    _scaling(out, scaling, counts)
-    _pipeline(ctx, out, best)
-    _straggler(ctx, out)
+    )  # fmt: skip
 
 
 def _plan_dict(r) -> dict:
@@ -111,7 +137,7 @@ def _plan_dict(r) -> dict:
     }
 
 
-def _scaling(out: SectionOutput, rows, counts) -> None:
+def _scaling(out: SectionOutput, rows, model: str) -> None:
     from ceiling.report import plots
 
     ok = [r for r in rows if r.best is not None]
@@ -125,37 +151,26 @@ def _scaling(out: SectionOutput, rows, counts) -> None:
     base = ok[0].devices
     fig = plots.speedup_figure(
         {"best plan at each size": ([r.devices / base for r in ok], [r.speedup for r in ok])},
-        title=f"{MODEL}: speedup from {base} GPUs (×{base} on the axis)",
+        title=f"{model}: speedup from {base} GPUs (modelled)",
     )
     ax = fig.axes[0]
     ax.set_xlabel(f"GPUs ÷ {base}")
     plain_log_ticks(ax)
+    for r in ok:  # the efficiency beside each point, so no table repeats the figure
+        ax.annotate(f"{r.efficiency:.0%}", (r.devices / base, r.speedup),
+                    textcoords="offset points", xytext=(4, -12), fontsize=8)  # fmt: skip
     out.figure(
         fig,
-        "Predicted speedup of the best plan as the cluster doubles, against ideal scaling. "
-        "The gap grows as communication and the fixed global batch (fewer micro-batches per "
-        "pipeline, more data-parallel traffic per token) eat into each doubling.",
+        "Modelled speedup of the best plan as the cluster doubles (labels: efficiency); the "
+        "fixed global batch and communication eat into each doubling.",
     )
-    last = ok[-1]
-    out.highlight(
-        f"{last.devices} GPUs vs {base}",
-        f"{last.speedup:.1f}× ({units.format_percent(last.efficiency)} efficient)",
-    )
-    out.table(
-        "Where adding GPUs stops paying",
-        ["GPUs", "best d × t × p", "step time", "speedup", "efficiency", "MFU"],
-        [
-            [
-                r.devices,
-                f"{r.best.plan.d}×{r.best.plan.t}×{r.best.plan.p}" if r.best else "—",
-                units.format_time(r.best.step_time_s) if r.best else "no plan fits",
-                f"{r.speedup:.2f}×" if r.best else "—",
-                units.format_percent(r.efficiency) if r.best else "—",
-                units.format_percent(r.best.mfu) if r.best else "—",
-            ]
-            for r in rows
-        ],
-    )
+    out.key_figures["scaling_plans"] = [
+        {
+            "gpus": r.devices,
+            "plan": None if r.best is None else _plan_dict(r.best),
+        }
+        for r in rows
+    ]
 
 
 def _pipeline(ctx: ReportContext, out: SectionOutput, best) -> None:
@@ -176,18 +191,11 @@ def _pipeline(ctx: ReportContext, out: SectionOutput, best) -> None:
         "formula_1f1b": sim.bubble_formula(p, m),
         "formula_interleaved_v2": sim.bubble_formula(p, m, 2),
     }
-    out.text(
-        f"The pipeline bubble: with p = {p} stages and m = {m} micro-batches, each device "
-        f"idles while the pipeline fills and drains — {one.bubble_fraction:.1%} of the compute "
-        f"time with 1F1B ((p−1)/m = {sim.bubble_formula(p, m):.1%}), and "
-        f"{inter.bubble_fraction:.1%} when each device holds v = 2 interleaved chunks "
-        f"((p−1)/(v·m) = {sim.bubble_formula(p, m, 2):.1%}). The simulator finds these from "
-        "the order of events, not from the formula."
-    )
     out.figure(
         plot.pipeline_figure(one, unit_label="forward passes"),
-        f"1F1B schedule, {p} stages, {m} micro-batches, backward twice as long as forward: "
-        "blue forward, orange backward, numbers are micro-batches; white space is the bubble.",
+        f"Simulated 1F1B pipeline, {p} stages, {m} micro-batches: the white bubble is "
+        f"{one.bubble_fraction:.1%} of the time ((p−1)/m), {inter.bubble_fraction:.1%} with "
+        "2 interleaved chunks per device.",
     )
 
 
@@ -213,17 +221,9 @@ def _straggler(ctx: ReportContext, out: SectionOutput) -> None:
         "efficiency": res.efficiency,
         "efficiency_without_straggler": even.efficiency,
     }
-    out.text(
-        f"Load imbalance: parallel work ends when the slowest worker ends. In a data-parallel "
-        f"step of {n} workers where one takes {slow:g}× as long (a busier host, a slower GPU, "
-        f"longer sequences), the other {n - 1} wait at the gradient all-reduce: the step takes "
-        f"{res.step_s / even.step_s:.2f}× as long and efficiency falls from "
-        f"{even.efficiency:.0%} to {res.efficiency:.0%}. This loss comes on top of Amdahl's "
-        "serial part: it wastes parallelism already paid for."
-    )
     out.figure(
         plot.straggler_figure(res),
-        f"{n} data-parallel workers with 1 s of compute each, worker 0 {slow:g}× slower, a "
-        f"{STRAGGLER_ALLREDUCE:g} s all-reduce: blue compute, red waiting for "
-        "the slowest, green the all-reduce all of them join.",
+        f"Simulated: {n} data-parallel workers, one {slow:g}× slower; the others wait (red) at "
+        f"the all-reduce, so efficiency falls from {even.efficiency:.0%} to "
+        f"{res.efficiency:.0%}.",
     )

@@ -31,13 +31,10 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     peak, bw = dev.peak_flops_per_s[dtype], dev.bandwidth_bytes_per_s
     ridge = roofline.ridge_point(peak, bw)
     out.text(
-        "Arithmetic intensity — FLOPs per byte moved to or from memory — decides what limits "
-        "an op. Below the ridge point (peak FLOP/s ÷ bandwidth) an op waits on memory; above "
-        "it, on arithmetic. The roofs here are this machine's measured ceilings."
+        "An op with fewer FLOPs per byte moved than the ridge point waits on memory; with more, "
+        "on arithmetic. The roofs are this machine's measured ceilings."
     )
-    out.key(
-        "ridge_flops_per_byte", ridge, f"ridge point ({dev.name}, {dtype})", f"{ridge:.3g} FLOP/B"
-    )
+    out.key("ridge_flops_per_byte", ridge, f"ridge point ({dtype})", f"{ridge:.3g} FLOP/B")
     out.key_figures["peak_flops_per_s"] = peak
     out.key_figures["bandwidth_bytes_per_s"] = bw
     out.key_figures["dtype"] = dtype
@@ -51,11 +48,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     _busy_note(out, placed, measured, peak)
     sheet = (dev.datasheet_peak_flops_per_s or {}).get(dtype)
     if sheet and peak > sheet:
-        out.note(
-            f"the measured {dtype} roof ({units.format_flops_per_s(peak)}) lies above the "
-            f"theoretical one ({units.format_flops_per_s(sheet)}): that one assumes the clock the "
-            "system reports, lower than the one the cores run at (see the machine card)."
-        )
+        out.note(f"the measured {dtype} roof lies above the theoretical one (see the machine card)")
     _figure(out, dev, dtype, peak, bw, placed, measured)
     _attention(out, roofline, opcost)
 
@@ -95,29 +88,16 @@ def _ops_table(out: SectionOutput, placed, measured, device: str, dtype: str) ->
             "measured_s": m,
         }
         if op.kind in ("add", "matvec", "matmul"):
-            out.key(
-                f"intensity_{op.kind}",
-                p["intensity"],
-                f"{op.kind} intensity",
-                f"{p['intensity']:.3g} FLOP/B · {p['bound']}",
-            )
+            out.key_figures[f"intensity_{op.kind}"] = p["intensity"]
     out.key_figures["ops"] = figures
     out.table(
-        f"Elementwise add, matrix × vector, matrix × matrix on {device}, {dtype}",
-        [
-            "op",
-            "FLOPs",
-            "bytes moved",
-            "FLOP/byte",
-            "bound",
-            "predicted",
-            "measured (best)",
-            "of the roof (predicted ÷ measured)",
-        ],
+        f"Three ops on {device}, {dtype}: modelled at the roof against measured",
+        ["op", "FLOPs", "bytes", "FLOP/B", "bound", "modelled", "measured", "of the roof"],
         rows,
-        note="FLOPs count a multiply-add as 2. Bytes: each operand read once and each result "
-        "written once (perfect on-chip reuse); GB = 10⁹ bytes. Predicted: the time at the "
-        "roof, max(FLOPs ÷ peak, bytes ÷ bandwidth); measured: the best of repeated runs.",
+    )
+    out.note(
+        "bytes: each operand read once, each result written once; modelled: "
+        "max(FLOPs ÷ peak, bytes ÷ bandwidth); measured: the best of repeated runs"
     )
 
 
@@ -130,9 +110,8 @@ def _busy_note(out: SectionOutput, placed, measured, peak: float) -> None:
     ]
     if above:
         out.note(
-            f"{', '.join(above)} ran faster than the roof predicts: the roofs come from the "
-            "benchmarks earlier in this run, on a machine whose load changes, and an operand "
-            "that partly fits in the last-level cache is read faster than from memory."
+            f"{', '.join(above)} ran faster than its roof: the load changed since the "
+            "benchmarks, or an operand partly fits the last-level cache"
         )
     for p in placed:
         op, m = p["op"], measured.get(p["op"].name)
@@ -141,11 +120,8 @@ def _busy_note(out: SectionOutput, placed, measured, peak: float) -> None:
         rate = op.flops / m
         if rate < 0.5 * peak:
             out.note(
-                f"{op.name} reached {units.format_flops_per_s(rate)} here against the "
-                f"{units.format_flops_per_s(peak)} the matmul benchmark measured earlier in "
-                "this run: other work shared the cores while the ops were timed, or this size "
-                "is less efficient than the benchmark's best — `ceiling roofline --measure` "
-                "on an idle machine repeats it."
+                f"{op.name} reached {units.format_flops_per_s(rate)}, under half the matmul "
+                "benchmark's best: other work shared the cores, or this size is less efficient"
             )
 
 
@@ -176,15 +152,7 @@ def _attention(out: SectionOutput, roofline, opcost) -> None:
         out.key_figures[f"{op.kind}_bound_on_{spec.key}"] = b
     ratio = times["attention-naive"] / times["attention-fused"]
     out.key_figures["attention_naive_over_fused_time"] = ratio
-    out.table(
-        f"The memory wall: attention (batch 1, 16 heads, 2,048 tokens, head dim 64, bf16) on "
-        f"the {spec.name} datasheet roofline (ridge {peak / bw:.0f} FLOP/B)",
-        ["op", "FLOPs", "bytes moved", "FLOP/byte", "bound", "predicted"],
-        rows,
-        note="Both forms do the same FLOPs. The naive one writes the S × S scores to memory "
-        f"and reads them back; the fused (FlashAttention-style) one keeps them on chip and is "
-        f"predicted {ratio:.1f}× faster.",
-    )
+    out.key_figures["attention_rows"] = rows
     from ceiling.report import roofline_plot as plot
 
     short = spec.name.removeprefix("NVIDIA ")
@@ -195,8 +163,8 @@ def _attention(out: SectionOutput, roofline, opcost) -> None:
     )
     out.figure(
         fig,
-        "The same attention twice: written naively it sits on the sloped memory roof, "
-        "waiting on memory; fused, it moves past the ridge and under the compute roof.",
+        f"Modelled on the datasheet: the same attention naive (scores through memory) and "
+        f"fused (kept on chip, {ratio:.1f}× faster).",
     )
 
 
@@ -244,13 +212,7 @@ def _figure(out, dev, dtype, peak, bw, placed, measured) -> None:
         if p["op"].name in measured
     ]
     fig = plot.roofline_figure(roofs, points, title=f"Roofline of {dev.name} ({dtype})")
-    out.figure(
-        fig,
-        "Attainable FLOP/s = min(peak, intensity × bandwidth). Crosses: where the model puts "
-        "each op; dots: what it reached here. Ops left of the ridge sit under the "
-        "sloped memory roof (elementwise add, matrix × vector); ops right of it under the flat "
-        "compute roof (a large matrix × matrix).",
-    )
+    out.figure(fig, "Crosses: modelled; dots: measured here.")
 
 
 def _short(op) -> str:

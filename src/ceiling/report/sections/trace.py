@@ -20,13 +20,13 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
 
     ctx.step(f"reading {path}")
     r = analyze(path)
-    out.text(
-        f"The torch.profiler trace {path} ({len(r.ranks)} rank{'s' if len(r.ranks) > 1 else ''})"
-        " explained: each step's time split into compute, memory-bound work, communication "
-        "not hidden under work, copies and idle time (with what the host was doing); each op "
-        "on the roofline of the device the trace names. " + device_line(r) + "."
-    )
+    ranks = f"{len(r.ranks)} rank{'s' if len(r.ranks) > 1 else ''}"
+    out.about(f"Yours: the trace {path} ({ranks}).", False)
+    out.key_figures["trace"] = str(path)
+    out.key_figures["ranks"] = len(r.ranks)
+    out.note(device_line(r))
     rank = r.ranks[0]
+    _largest_loss(out, rank)
     out.key("step_s", rank.step_s, "step time (rank 0)", units.format_time(rank.step_s))
     out.key(
         "mfu",
@@ -56,7 +56,24 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     ctx.step("drawing the time lines, the roofline and the waterfall")
     out.figure(
         build_figure(r),
-        "Left: the first analysed step of each rank on a time line. Middle: the top ops on "
-        "the device's roofline (achieved FLOP/s against FLOP/byte). Right: from the dense "
-        "peak to the achieved MFU, what each part of the step costs.",
+        "Left: each rank's first step on a time line; middle: the top ops on the device's "
+        "roofline; right: from the dense peak to the achieved MFU.",
     )
+
+
+def _largest_loss(out: SectionOutput, rank) -> None:
+    """The part of the step, other than compute, that costs most: the verdict's number."""
+    from ceiling.trace.breakdown import COMPUTE, ORDER
+
+    wall = rank.step_s
+    parts = {cat: rank.mean(cat) for cat in ORDER if cat != COMPUTE}
+    out.key_figures["breakdown_s"] = {cat: rank.mean(cat) for cat in ORDER}
+    if not wall or not parts:
+        return
+    name, seconds = max(parts.items(), key=lambda kv: kv[1])
+    if seconds > 0:
+        out.key_figures["largest_loss"] = {
+            "name": name,
+            "seconds": seconds,
+            "share": seconds / wall,
+        }

@@ -1,0 +1,38 @@
+"""How far each model's predictions have been from published runs: the one home of these
+figures. tests/test_report_validated.py recomputes each from the validation tests' cases
+(the same rows those tests check), so a model change that moves them fails there until
+they are updated here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ValidatedError:
+    what: str
+    median_abs_error: float  # median over the runs of |predicted / published − 1|
+    runs: int
+    source: str
+
+    def line(self) -> str:
+        """`planner: median error 6 % on 10 published runs`."""
+        return (
+            f"{self.what}: median error {self.median_abs_error * 100:.0f} % on {self.runs} "
+            f"published runs ({self.source})"
+        )
+
+    def short(self) -> str:
+        return f"±{self.median_abs_error * 100:.0f} % (median, {self.runs} runs)"
+
+
+# hardware TFLOP/s per GPU of the best plan at the published layout, Narayanan et al. 2021
+# Table 1 (tests/test_parallel.py: NARAYANAN and NARAYANAN_OTHER_ROWS)
+PLANNER = ValidatedError("planner", 0.02, 10, "Megatron-LM, Narayanan et al. 2021")
+
+# expected batch-1 decode tokens/s, gpt-fast README (tests/test_decode_expected.py: PUBLISHED)
+DECODE_EXPECTED = ValidatedError("expected decode", 0.075, 3, "gpt-fast")
+
+# the decode ceiling is a bound, not a prediction: it must stay above every published run
+DECODE_CEILING_NOTE = "a bound: above all 3 published gpt-fast runs"

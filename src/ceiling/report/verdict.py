@@ -1,0 +1,157 @@
+"""The verdict that opens the page: the findings that matter most, computed from the sections.
+
+Each finding is one sentence with its number and what to do, and names the JSON key its
+number comes from (`<section>.<key>[.<sub-key>...]` under that section's key_figures).
+Findings on the user's own work rank before those on the machine or a demo; within each,
+the one with the most time at stake comes first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ceiling import units as u
+
+FINDINGS = 3
+TRACE_ADVICE = {
+    "memory-bound": "fuse elementwise ops and norms (torch.compile)",
+    "communication (exposed)": "overlap communication with compute or shrink it (fewer "
+    "tensor-parallel ranks, bucketed all-reduce)",
+    "memcpy/memset": "keep tensors on the device; pin host memory and copy asynchronously",
+    "idle": "feed the device faster: more loader workers, CUDA graphs, less Python per step",
+    "bound unknown": "look at the ops with no FLOP formula in the trace table",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    text: str
+    section: str
+    key: str  # path under the section's key_figures
+    value: float
+    stake: float  # share of time or throughput at stake, for ranking
+    users: bool  # about the user's own work, not a demo
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "json_key": f"{self.section}.{self.key}",
+            "value": self.value,
+            "about": "your work" if self.users else "this machine or a demo",
+        }
+
+
+def lookup(key_figures: dict, path: str) -> Any:
+    """The value at a dotted path in a section's key figures (list items by index)."""
+    v: Any = key_figures
+    for part in path.split("."):
+        v = v[int(part)] if isinstance(v, list) else v[part]
+    return v
+
+
+def findings(sections: list) -> list[Finding]:
+    """The FINDINGS that matter most, from SectionResult objects that ran."""
+    figures = {s.key: s.output.key_figures for s in sections if s.status == "ok"}
+    found = []
+    for fn in RULES:
+        try:
+            f = fn(figures)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError):
+            f = None  # a section without that figure has nothing to say here
+        if f is not None:
+            found.append(f)
+    found.sort(key=lambda f: (not f.users, -f.stake))
+    return found[:FINDINGS]
+
+
+def _trace(figs) -> Finding | None:
+    t = figs["trace"]
+    worst = t["largest_loss"]
+    return Finding(
+        f"Your trace's step ({u.format_time(t['step_s'])}) spends "
+        f"{u.format_percent(worst['share'])} on {worst['name']}: "
+        f"{TRACE_ADVICE.get(worst['name'], 'see the trace section')}.",
+        "trace",
+        "largest_loss.share",
+        worst["share"],
+        worst["share"],
+        True,
+    )
+
+
+def _mfu(figs) -> Finding | None:
+    m = figs["mfu"]
+    loss = m["largest_loss"]
+    return Finding(
+        f"{m['model']} trains here at {u.format_percent(m['mfu'])} MFU; its step loses "
+        f"{u.format_percent(loss['share'])} to {loss['name']}: {loss['recover']}.",
+        "mfu",
+        "largest_loss.share",
+        loss["share"],
+        loss["share"],
+        not m["demo"],
+    )
+
+
+def _decode(figs) -> Finding | None:
+    d = figs["decode"]["headline"]
+    cross = d["crossover_batch"]
+    what = (
+        f"it stays memory-bound up to batch {cross}: serve requests in batches of {cross}"
+        if cross
+        else "it is memory-bound at every batch that fits: quantise the weights (int8, int4)"
+    )
+    return Finding(
+        f"{d['model']} should decode at about {d['expected_tokens_per_s']:,.0f} tokens/s on "
+        f"{d['device']} at batch 1; {what}.",
+        "decode",
+        "headline.expected_tokens_per_s",
+        d["expected_tokens_per_s"],
+        1 - d["expected_tokens_per_s"] / d["ceiling_tokens_per_s"],
+        not d["demo"],
+    )
+
+
+def _planner(figs) -> Finding | None:
+    from ceiling.report.sections.planner import layout
+
+    p = figs["planner"]
+    best = p["best_plan"]
+    last = p["scaling"][-1]
+    return Finding(
+        f"The best split of {p['model']} on {p['gpus']} × {p['device']} ({layout(best)}) "
+        f"reaches {u.format_percent(best['mfu'])} MFU; at {last['gpus']} GPUs "
+        f"only {u.format_percent(last['efficiency'])} of the added GPUs pay: grow the "
+        "global batch before the cluster.",
+        "planner",
+        "best_plan.mfu",
+        best["mfu"],
+        1 - last["efficiency"],
+        not p["demo"],
+    )
+
+
+def _machine(figs) -> Finding | None:
+    m = figs["machine"]["best_matmul"]
+    share = m["share_of_reference"]
+    if share > 1:
+        what = "the peak assumes a lower clock than the cores run at: trust the measurement"
+    elif share < 0.6:
+        what = "check the thread count and the BLAS library (MKL, OpenBLAS) in use"
+    else:
+        what = "that is near the practical limit: gains must come from the workload"
+    return Finding(
+        f"Matmuls reach {u.format_percent(share)} of this {m['kind']}'s "
+        f"{m['reference']} {m['dtype']} peak ({u.format_flops_per_s(m['flops_per_s'])}); "
+        f"{what}.",
+        "machine",
+        "best_matmul.share_of_reference",
+        share,
+        abs(1 - share) / 2,
+        False,
+    )
+
+
+RULES: list[Callable[[dict], Finding | None]] = [_trace, _mfu, _decode, _planner, _machine]

@@ -1,0 +1,122 @@
+"""The user's work the report speaks of, and the built-in demos it falls back to.
+
+Every section asks this object, never its own constant, which model, device and cluster to
+use; each answer says whether it is the user's or a demo, so the page can label demos.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ceiling.errors import InvalidInput
+
+# the built-in demos, used where the user gave nothing
+DEMO_TRAIN_MODEL = "gpt:tiny"
+DEMO_DECODE_MODEL = "llama-3-8b"
+DEMO_PLAN_MODEL = "llama-3-70b"
+DEMO_DEVICE = "h100-sxm"
+DEMO_GPUS = 256
+DEMO_SEQ = 4096
+DEMO_GLOBAL_BATCH = 1024  # sequences: about 4M tokens per step at 4,096 tokens
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One thing a section uses: its value and whether the user gave it."""
+
+    value: object
+    demo: bool
+
+    def label(self, what: str) -> str:
+        """`value`, or `value (demo; --flag for yours)` when it is a built-in demo."""
+        return f"{self.value} (demo; {what} for yours)" if self.demo else str(self.value)
+
+
+def subject(parts: list[tuple[Choice, str, str]]) -> tuple[str, bool]:
+    """The line that says what a section speaks of, and whether it is all demo.
+
+    `parts`: (choice, its flag, how to say it) in reading order, e.g.
+    (model, "--model", "llama-3-70b"), (gpus, "--gpus", "on 256 ×")."""
+    text = " ".join(say for _, _, say in parts)
+    demos = [flag for choice, flag, _ in parts if choice.demo]
+    if len(demos) == len(parts):
+        return f"Demo: {text} ({', '.join(demos)} for yours).", True
+    if demos:
+        return f"Yours: {text} (demo {', '.join(demos)}).", False
+    return f"Yours: {text}.", False
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What `ceiling report` is asked: the mode, this machine's profile, the user's work."""
+
+    quick: bool = True
+    profile: Path | None = None  # this machine, measured before (and the cluster's device)
+    trace: Path | None = None
+    model: str | None = None  # catalog name, custom:..., hf:PATH or module:callable
+    spec: str | None = None  # the target cluster's device
+    gpus: int | None = None
+    seq: int | None = None
+    global_batch: int | None = None
+    only: tuple[str, ...] = field(default_factory=tuple)
+    save_profile_to: Path | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("gpus", "seq", "global_batch"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise InvalidInput(f"--{name.replace('_', '-')} must be ≥ 1, got {v}")
+
+    @property
+    def is_callable_model(self) -> bool:
+        """A `module:callable` (or file.py:fn) model: no transformer shape to plan or decode."""
+        m = (self.model or "").strip()
+        low = m.lower()
+        return ":" in m and not low.startswith(("hf:", "custom:", "gpt:"))
+
+    def train_model(self) -> Choice:
+        return Choice(self.model, False) if self.model else Choice(DEMO_TRAIN_MODEL, True)
+
+    def shape_model(self, demo: str):
+        """(TransformerConfig, Choice) of the user's model, else of `demo`."""
+        from ceiling.model.transformer import parse_model
+
+        if self.model and not self.is_callable_model:
+            return parse_model(self.model), Choice(self.model, False)
+        return parse_model(demo), Choice(demo, True)
+
+    def cluster_device(self):
+        """(ResolvedDevice, Choice): --spec, else the --profile's catalog GPU, else the demo."""
+        from ceiling.hardware.resolve import resolve
+
+        if self.spec is not None:
+            r = resolve(self.spec, None)
+            return r, Choice(r.spec.name, False)
+        if self.profile is not None:
+            r = _profile_gpu(self.profile)
+            if r is not None:
+                return r, Choice(r.spec.name, False)
+        r = resolve(DEMO_DEVICE, None)
+        return r, Choice(r.spec.name, True)
+
+    def cluster_gpus(self) -> Choice:
+        return Choice(self.gpus, False) if self.gpus else Choice(DEMO_GPUS, True)
+
+    @property
+    def any_work(self) -> bool:
+        return any(v is not None for v in (self.model, self.trace, self.spec, self.gpus))
+
+
+def _profile_gpu(profile: Path):
+    """The catalog entry of the profile's GPU (its links and node size are catalog data), when
+    the profile has a GPU the catalog knows; a CPU plans no cluster."""
+    from ceiling.hardware.catalog import match_driver_name
+    from ceiling.hardware.profile import load_profile
+    from ceiling.hardware.resolve import ResolvedDevice
+
+    gpus = [d for d in load_profile(profile).devices if d.kind == "cuda"]
+    spec = match_driver_name(gpus[0].name) if gpus else None
+    if spec is None:
+        return None
+    return ResolvedDevice(spec, f"datasheet spec {spec.key} (the GPU in {profile})")

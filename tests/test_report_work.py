@@ -1,0 +1,165 @@
+"""`ceiling report` about the user's work: a Hugging Face config on a 64-GPU H100 cluster, and
+a trace folder. Each page is made once (module fixtures, quick mode, a tiny model, a saved
+machine profile so nothing is benchmarked) and its sections must speak of that work; the
+verdict's lines each trace to a number in the JSON record."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ceiling.hardware.profile import MachineProfile, MeasuredDevice, save_profile
+from ceiling.report.verdict import lookup
+from test_report_sections import TEST_CPU
+from test_trace_cuda import cuda_trace
+
+pytestmark = pytest.mark.slow
+
+LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "num_hidden_layers": 2,
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "vocab_size": 256,
+    "max_position_embeddings": 256,
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
+
+
+def _profile(folder):
+    return save_profile(
+        MachineProfile(1, "x", "h", {}, [MeasuredDevice(**TEST_CPU)]), folder / "profile.json"
+    )
+
+
+def _report(folder, *args):
+    page = folder / "page.html"
+    env = {**os.environ, "CEILING_PROFILE": str(folder / "default-profile.json")}
+    cmd = [sys.executable, "-m", "ceiling", "report", "--quick", "-o", str(page), "--json"]
+    proc = subprocess.run(
+        [*cmd, "--profile", str(_profile(folder)), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=folder,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return page.read_text(encoding="utf-8"), json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def model_page(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("model")
+    config = folder / "tiny-llama"
+    config.mkdir()
+    (config / "config.json").write_text(json.dumps(LLAMA), encoding="utf-8")
+    page, record = _report(
+        folder,
+        "--model",
+        f"hf:{config}",
+        "--spec",
+        "h100-sxm",
+        "--gpus",
+        "64",
+        "--seq",
+        "32",
+        "--global-batch",
+        "64",
+        "--only",
+        "mfu,decode,planner",
+    )
+    return page, record, str(config)
+
+
+@pytest.fixture(scope="module")
+def trace_page(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("trace")
+    traces = folder / "run-traces"
+    traces.mkdir()
+    (traces / "rank0.json").write_text(json.dumps(cuda_trace()), encoding="utf-8")
+    page, record = _report(folder, "--trace", traces, "--only", "trace,planner")
+    return page, record, str(traces)
+
+
+def _sections(record):
+    return {s["key"]: s for s in record["sections"]}
+
+
+def test_every_section_speaks_of_the_users_model_and_cluster(model_page):
+    page, record, config = model_page
+    assert record["work"]["model"] == f"hf:{config}" and record["work"]["gpus"] == 64
+    secs = _sections(record)
+    for key in ("mfu", "decode", "planner"):
+        s = secs[key]
+        assert s["status"] == "ok", s["reason"]
+        assert s["demo"] is False and s["subject"].startswith("Yours:"), s["subject"]
+    assert secs["mfu"]["key_figures"]["model"] == f"hf:{config}"
+    plan = secs["planner"]["key_figures"]
+    assert plan["gpus"] == 64 and plan["device"].startswith("H100")
+    assert plan["seq"] == 32 and plan["global_batch"] == 64
+    best = plan["best_plan"]
+    assert best["d"] * best["t"] * best["p"] * best.get("cp", 1) == 64
+    head = secs["decode"]["key_figures"]["headline"]
+    assert head["device"].startswith("H100") and not head["demo"]
+    # the tiny model is small enough to decode for real here: the measured rows are its own
+    assert secs["decode"]["key_figures"]["measured"]["model"] == f"hf:{config}"
+    assert "Demo:" not in page and config in page
+
+
+def test_the_waterfall_of_that_model_sums_to_its_step(model_page):
+    _, record, _ = model_page
+    mfu = _sections(record)["mfu"]["key_figures"]
+    bars = mfu["waterfall"]
+    assert bars[0]["name"].startswith("model FLOPs at the dense peak")
+    assert sum(b["seconds"] for b in bars) == pytest.approx(
+        _sections(record)["mfu"]["key_figures"]["step_s"], rel=1e-9
+    )
+
+
+def test_modelled_figures_carry_their_validated_error(model_page):
+    _, record, _ = model_page
+    secs = _sections(record)
+    planner = {h["label"]: h for h in secs["planner"]["highlights"]}
+    assert planner["predicted MFU"]["kind"] == "modelled"
+    assert planner["predicted MFU"]["error"].startswith("±")
+    decode = [h for h in secs["decode"]["highlights"] if h["label"].startswith("expected")]
+    assert decode and decode[0]["kind"] == "modelled" and decode[0]["error"].startswith("±")
+    mfu = {h["label"]: h for h in secs["mfu"]["highlights"]}
+    assert all(h["kind"] == "measured" for h in mfu.values())
+
+
+def test_verdict_lines_are_traced_to_json_numbers(model_page, trace_page):
+    for _, record, _ in (model_page, trace_page):
+        verdict = record["verdict"]
+        assert 1 <= len(verdict) <= 3
+        secs = _sections(record)
+        for line in verdict:
+            section, _, path = line["json_key"].partition(".")
+            value = lookup(secs[section]["key_figures"], path)
+            assert value == line["value"]
+            shown = {f"{value * 100:.1f} %", f"{value:,.0f}", f"{value:,.1f}"}
+            assert any(s in line["text"] for s in shown), (line, shown)
+        # the user's work comes first
+        assert verdict[0]["about"] == "your work"
+
+
+def test_a_trace_folder_is_explained_and_leads_the_verdict(trace_page):
+    page, record, traces = trace_page
+    sec = _sections(record)["trace"]
+    assert sec["status"] == "ok", sec["reason"]
+    assert traces in sec["subject"] and sec["key_figures"]["ranks"] == 1
+    assert record["verdict"][0]["json_key"].startswith("trace.")
+    assert 'id="verdict"' in page and page.index('id="verdict"') < page.index('id="trace"')
+    # what was not given stays a demo, and says so
+    assert _sections(record)["planner"]["subject"].startswith("Demo:")
