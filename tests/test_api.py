@@ -153,3 +153,16 @@ def test_bad_arguments_raise_one_line_errors(call):
         call()
     text = str(info.value)
     assert text and "\n" not in text and "Traceback" not in text
+
+
+def test_trace_result_matches_the_command(cli, tmp_path):
+    from matplotlib.figure import Figure
+
+    from test_trace_cuda import cuda_trace
+
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(cuda_trace()))
+    r = ceiling.trace(path, spec="h100-sxm")
+    assert r.to_dict() == cli_json(cli, "trace", path, "--spec", "h100-sxm")
+    assert "<table>" in r._repr_html_()
+    assert isinstance(r.figure(), Figure)

@@ -156,3 +156,20 @@ class TraceResult:
                 hfu=r.hfu,
             )
         return out
+
+    def to_dict(self) -> dict:
+        """The `ceiling trace --json` record in plain JSON types, as every API result gives."""
+        from ceiling.records import jsonable
+
+        return jsonable(self.to_json())
+
+    def _repr_html_(self) -> str:  # a notebook's view of the result
+        from ceiling.report.notebook import record_html
+
+        return record_html(f"Trace {self.path} ({len(self.ranks)} ranks)", self.to_dict())
+
+    def figure(self):
+        """Step strips, the roofline and the first rank's waterfall (a matplotlib Figure)."""
+        from ceiling.report.trace_plot import build_figure
+
+        return build_figure(self)
