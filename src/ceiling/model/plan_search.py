@@ -11,7 +11,6 @@ by step time among those that fit in memory.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -74,31 +73,18 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
             [e for e in _divisors(d) if sh.experts % e == 0] if sh.experts > 1 else [1],
         )
         sps = allowed("sp", [True, False] if t > 1 else [False])
-        rcs = _recompute_codes(sh.layers, p, fixed)
+        rcs = _recompute_codes(sh.layers, p, fixed, job.attention)
         for v in allowed("v", vs):
             good_b = [b for b in allowed("micro_batch", bs) if v == 1 or (B // (d * b)) % p == 0]
             if not good_b or not zeros or not sps or not rcs or not eps:
                 continue
-            grid = np.array(list(itertools.product(good_b, zeros, rcs, sps, states, eps)))
-            k = len(grid)
+            encoded = [[a.encode(x)] for a, x in zip(SWITCHES, switches, strict=True)]
             for first, last in _stage_layouts(sh.layers, p, v, fixed):
                 blocks.append(
-                    np.column_stack(
-                        [
-                            np.full(k, d),
-                            np.full(k, t),
-                            np.full(k, p),
-                            grid[:, 0],
-                            np.full(k, v),
-                            grid[:, 1:],
-                            np.full(k, cp),
-                            *(
-                                np.full(k, a.encode(x))
-                                for a, x in zip(SWITCHES, switches, strict=True)
-                            ),
-                            np.full(k, first),
-                            np.full(k, last),
-                        ]
+                    _product(
+                        *([d], [t], [p], good_b, [v], zeros, rcs, sps, states, eps, [cp]),
+                        *encoded,
+                        *([first], [last]),
                     )
                 )
     if not blocks:
@@ -110,6 +96,14 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
     for key in ("sp", "tp_overlap", "cp_overlap", "prefetch"):
         out[key] = out[key].astype(bool)
     return out
+
+
+def _product(*columns) -> np.ndarray:
+    """The Cartesian product of value lists, one row per combination, the last column
+    varying fastest (itertools.product's order), built by numpy."""
+    lists = [np.asarray(c, dtype=np.int64) for c in columns]
+    index = np.indices([len(c) for c in lists]).reshape(len(lists), -1)
+    return np.stack([c[i] for c, i in zip(lists, index, strict=True)], axis=1)
 
 
 # Plan fields held at their default unless pinned: FP8 changes the numerics and the overlap
@@ -147,14 +141,17 @@ RECOMPUTE_LAYER_SHARES = (0.25, 0.5, 0.75)
 RECOMPUTE_OPS = ("ops:q+k+v", "ops:alternate")
 
 
-def _recompute_codes(layers: int, p: int, fixed: dict) -> list[int]:
+def _recompute_codes(layers: int, p: int, fixed: dict, attention: str) -> list[int]:
     """Recompute policies to try for p stages, as codes: none, selective, full, N layers of
-    each stage for a few N, two per-op policies; or the pinned one."""
+    each stage for a few N, two per-op policies; or the pinned one. With FlashAttention there
+    are no scores to drop: selective keeps what none keeps and only adds work, so it is left
+    out unless pinned."""
     if "recompute" in fixed:
         return [recompute.encode(fixed["recompute"])]
     per_stage = math.ceil(layers / p)
     ns = sorted({max(1, round(share * per_stage)) for share in RECOMPUTE_LAYER_SHARES})
-    values = [*RECOMPUTE, *(f"layers:{n}" for n in ns if n < per_stage), *RECOMPUTE_OPS]
+    modes = [m for m in RECOMPUTE if not (m == "selective" and attention == "flash")]
+    values = [*modes, *(f"layers:{n}" for n in ns if n < per_stage), *RECOMPUTE_OPS]
     return [recompute.encode(x) for x in values]
 
 

@@ -108,7 +108,7 @@ def layers_rebuilt(code, stage_layers):
 
 
 def _kept_ops(sh, code):
-    """Per op (OPS order), 1.0 where an ops policy keeps its output (arrays over plans)."""
+    """Per op (OPS order), 1.0 where an ops policy keeps its output (arrays over codes)."""
     code = np.asarray(code)
     is_ops = (code >= OPS_BASE) & (code < LAYERS_BASE)
     mask = np.where(is_ops, code - OPS_BASE, 0)
@@ -126,6 +126,13 @@ def _kept_ops(sh, code):
     return is_ops, kept
 
 
+def _per_code(code, fn):
+    """fn over the distinct codes, spread back over the plans (thousands share a few)."""
+    code = np.asarray(code)
+    uniq, inv = np.unique(code, return_inverse=True)
+    return tuple(np.asarray(v)[inv].reshape(code.shape) for v in fn(uniq))
+
+
 def ops_activation_bytes(sh, seq_len, t, sp, code, attention, dropout):
     """Bytes per token one block keeps under an ops policy (0 for other codes): the block
     input and dropout masks (as Korthikanti's count: 2h and h each, over t with sequence
@@ -136,20 +143,22 @@ def ops_activation_bytes(sh, seq_len, t, sp, code, attention, dropout):
     t = np.asarray(t, dtype=float)
     sp = np.asarray(sp, dtype=bool) & (t > 1)
     h = sh.hidden
-    is_ops, kept = _kept_ops(sh, code)
-    seq_split = np.where(sp, 1.0 / t, 1.0)
     drop = 1.0 if dropout else 0.0
-    kv_dev = np.maximum(sh.kv_dim / t, sh.head_dim)
+
+    def coefficients(codes):
+        is_ops, kept = _kept_ops(sh, codes)
+        on = is_ops.astype(float)
+        seq = on * (2.0 * h + 2.0 * drop * h) + (kept["o"] + kept["down"]) * 2.0 * h
+        return seq, kept["q"], kept["k"] + kept["v"], kept["attn"], kept["gate"] + kept["up"]
+
+    seq, q, kv, attn, ffn = _per_code(code, coefficients)
     if attention == "flash":
-        attn_out = 2.0 * sh.q_dim / t + 4.0 * sh.heads / t
+        attn_out = 2.0 * sh.q_dim + 4.0 * sh.heads
     else:
-        attn_out = 2.0 * sh.q_dim / t + (2.0 + 3.0 * drop) * sh.heads * float(seq_len) / t
-    f = sh.ffn_hidden * sh.active_experts / t
-    out = (2.0 * h + 2.0 * drop * h) * seq_split
-    out = out + kept["q"] * 2.0 * sh.q_dim / t + (kept["k"] + kept["v"]) * 2.0 * kv_dev
-    out = out + kept["attn"] * attn_out + (kept["o"] + kept["down"]) * 2.0 * h * seq_split
-    out = out + (kept["gate"] + kept["up"]) * 2.0 * f
-    return np.where(is_ops, out, 0.0)
+        attn_out = 2.0 * sh.q_dim + (2.0 + 3.0 * drop) * sh.heads * float(seq_len)
+    kv_dev = np.maximum(sh.kv_dim / t, sh.head_dim)
+    per_t = q * 2.0 * sh.q_dim + attn * attn_out + ffn * 2.0 * sh.ffn_hidden * sh.active_experts
+    return seq * np.where(sp, 1.0 / t, 1.0) + per_t / t + kv * 2.0 * kv_dev
 
 
 def rebuilt_shares(sh, code, stage_layers):
@@ -164,20 +173,25 @@ def rebuilt_shares(sh, code, stage_layers):
     code = np.asarray(code)
     layers = np.maximum(np.asarray(stage_layers, dtype=float), 1.0)
     full = np.asarray(layers_rebuilt(code, stage_layers), dtype=float) / layers
-    is_ops, kept = _kept_ops(sh, code)
     h, q, k = sh.hidden, sh.q_dim, sh.kv_dim
     f = sh.ffn_hidden * sh.active_experts
     weights = {"q": h * q, "k": h * k, "v": h * k, "o": q * h, "gate": h * f if
                sh.ffn_mats == 3 else 0.0, "up": h * f, "down": f * h}  # fmt: skip
     total = float(sum(weights.values()))
-    redo = {name: 1.0 - kept[name] for name in weights}
-    linear_ops = sum(redo[n] * w for n, w in weights.items() if n != "down") / total
-    attn_side = np.maximum.reduce([redo["q"], redo["k"], redo["v"], redo["o"]])
-    mlp_side = np.maximum(redo["up"], redo["gate"] * (sh.ffn_mats == 3))
+
+    def ops_rows(codes):
+        is_ops, kept = _kept_ops(sh, codes)
+        redo = {name: 1.0 - kept[name] for name in weights}
+        linear = sum(redo[n] * w for n, w in weights.items() if n != "down") / total
+        attn_side = np.maximum.reduce([redo["q"], redo["k"], redo["v"], redo["o"]])
+        mlp_side = np.maximum(redo["up"], redo["gate"] * (sh.ffn_mats == 3))
+        return is_ops, linear, 1.0 - kept["attn"], attn_side + mlp_side
+
+    is_ops, linear_ops, attention_ops, collectives_ops = _per_code(code, ops_rows)
     linear = np.where(is_ops, linear_ops, full)
-    attention = np.where(is_ops, 1.0 - kept["attn"], np.where(code == 1, 1.0, full))
+    attention = np.where(is_ops, attention_ops, np.where(code == 1, 1.0, full))
     pointwise = np.where(is_ops, 1.0, full)
-    collectives = np.where(is_ops, attn_side + mlp_side, 2.0 * full)
+    collectives = np.where(is_ops, collectives_ops, 2.0 * full)
     return linear, attention, pointwise, collectives
 
 
