@@ -226,6 +226,7 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
         for k, v in best.time.items()
         if v / best.step_time_s >= 0.005
     )
+    c.print(f"best plan: {best.plan.describe()}")
     c.print(f"best step {format_time(best.step_time_s)}: {parts}")
     hidden = ", ".join(f"{k.upper()} {format_time(v)}" for k, v in best.hidden.items() if v >= 1e-4)
     if hidden:
