@@ -1,4 +1,7 @@
-"""MFU for your own training loop, without ceiling's CLI.
+"""FLOPs of one step of a model, for MFU in your own training loop.
+
+`ceiling.MfuMeter` (`api/meter.py`) does it all inside the loop: it counts the first step
+under the op recorder and times the rest. By hand, with the pure meter:
 
     from ceiling.profile.meter import count_step_flops
     from ceiling.model.mfu import MfuMeter
