@@ -1,0 +1,95 @@
+"""The whole report as a result: `ceiling.report(only=["amdahl", "roofline"])`.
+
+Runs the same sections as `ceiling report` (quick mode by default) through the report's own
+entry point and returns the record; with `output` it also writes the page and its JSON.
+In a notebook the result shows the page itself.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ceiling.api.result import Result
+from ceiling.errors import InvalidInput
+
+
+@dataclass
+class ReportResult(Result):
+    """The sections run (`built.report.sections`: status, figures, tables), the verdict, and
+    where the page was written (`html_path`, None when not asked)."""
+
+    built: Any  # report.build.ReportResult
+    html_path: Path | None = None
+    title = "ceiling report"
+
+    @property
+    def verdict(self) -> list[dict[str, Any]]:
+        return self.built.verdict
+
+    @property
+    def sections(self) -> list[Any]:
+        return self.built.report.sections
+
+    def record(self) -> dict[str, Any]:
+        out = self.built.to_json()
+        if self.html_path is not None:
+            out["html"] = str(self.html_path.resolve())
+        return out
+
+    def html(self) -> str:
+        """The self-contained page (figures embedded, no network)."""
+        return self.built.html()
+
+    def _repr_html_(self) -> str:
+        page = html.escape(self.html(), quote=True)
+        return f'<iframe srcdoc="{page}" style="width:100%;height:720px;border:0"></iframe>'
+
+
+def report(
+    output: str | Path | None = None,
+    *,
+    quick: bool = True,
+    only: Iterable[str] | None = None,
+    profile: str | Path | None = None,
+    trace: str | Path | None = None,
+    model: str | None = None,
+    spec: str | None = None,
+    gpus: int | None = None,
+    seq: int | None = None,
+    global_batch: int | None = None,
+) -> ReportResult:
+    """Measure this machine and run the analyses that make sense on it (`only`: section
+    keys), about your work when given (`model`, `trace`, `spec` with `gpus`), else built-in
+    demos; `profile` uses a saved machine profile instead of measuring. With `output`
+    (a .html path) the page and its JSON record are written beside each other."""
+    from ceiling.records import check_writable, write_json_atomic, write_text_atomic
+    from ceiling.report.build import build_report
+    from ceiling.report.work import ReportOptions
+
+    page = Path(output) if output is not None else None
+    if page is not None:
+        if page.suffix.lower() not in (".html", ".htm"):
+            raise InvalidInput(f"the report is an HTML page: output must end in .html, got {page}")
+        check_writable(page, create_folders=False)
+    options = ReportOptions(
+        quick=quick,
+        profile=Path(profile) if profile is not None else None,
+        trace=Path(trace) if trace is not None else None,
+        model=model,
+        spec=spec,
+        gpus=gpus,
+        seq=seq,
+        global_batch=global_batch,
+        only=tuple(only or ()),
+    )
+    built = build_report(options)
+    result = ReportResult(built, page)
+    if page is not None:
+        json_path = page.with_suffix(".json")
+        write_text_atomic(built.html(json_name=json_path.name), page)
+        write_json_atomic(result.to_dict(), json_path)
+    return result
