@@ -1,6 +1,8 @@
 """Uneven pipeline stages: the layout rules, the step of stages with different times against
 the event simulator, the heaviest stage's memory, and interleaving beyond 8 chunks."""
 
+import json
+
 import pytest
 
 from ceiling.errors import InvalidInput
@@ -133,3 +135,23 @@ def test_interleaving_beyond_eight_chunks_is_searched():
     # The first stage holds p(1 + (p-1)/(p·v)) micro-batches of its 12 layers.
     held = float(ps.held_per_layer(8, 12, 64)[0])
     assert held == pytest.approx(8 * (1 + 7 / 96))
+
+
+def test_plan_command_shows_the_layout_and_the_recompute(cli):
+    stages = ",".join(["7"] + ["8"] * 14 + ["7"])
+    args = ["plan", "llama-3-405b", "--spec", "h100-sxm", "--gpus", "512", "--global-batch",
+            "128", "--seq", "4096", "--attention", "flash", "--no-dropout", "--fixed",
+            f"d=4,t=8,stages={stages},recompute=layers:2", "--top", "1"]  # fmt: skip
+    code, out, err = cli(*args, "--json")
+    assert code == 0, err
+    best = json.loads(out)["plans"][0]
+    assert (best["p"], best["first_stage_layers"], best["last_stage_layers"]) == (16, 7, 7)
+    assert best["recompute"] == "layers:2" and best["recompute_time_s"] > 0
+    assert best["pipeline_stages"] == {"layers": [7, 8, 7], "heaviest_memory": "middle"}
+    assert best["memory_breakdown_bytes"]["recompute_working_bytes"] > 0
+    code, out, _ = cli(*args)
+    assert code == 0
+    assert "middle pipeline stage, 7,8…8,7 layers" in " ".join(out.split())
+    assert "recompute=layers:2: rebuilding activations takes" in " ".join(out.split())
+    code, _, err = cli(*args[:-4], "--fixed", "stages=7,8,9,7", "--top", "1")
+    assert code == 2 and "middle stages must hold the same" in err
