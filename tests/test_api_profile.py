@@ -118,3 +118,9 @@ def test_mfu_meter_without_a_model_needs_the_numbers():
     assert meter.result().steps_timed == 1 and meter.mfu > 0
     with pytest.raises(ceiling.CeilingError, match="batch"), meter.step():
         pass
+
+
+def test_a_batch_the_model_cannot_take_is_one_line():
+    with pytest.raises(ceiling.CeilingError) as info:
+        ceiling.profile(torch.nn.Linear(4, 2), torch.ones(3, 5), steps=1)
+    assert "\n" not in str(info.value) and "Linear" in str(info.value)

@@ -182,11 +182,11 @@ class MfuMeter:
     def peak(self) -> tuple[float, str]:
         """The dense peak MFU is measured against, and where it comes from."""
         if self._peak is None:
-            from ceiling.api.profile import _model_place
+            from ceiling.api.profile import model_place
             from ceiling.profile.ceiling import resolve_ceiling, tf32_enabled
 
             device = self._device()
-            key = self._dtype or _model_place(self.model)[1]
+            key = self._dtype or model_place(self.model)[1]
             tf32 = key == "fp32" and tf32_enabled(device)
             c = resolve_ceiling(device, key, tf32, self._spec, self._machine_profile)
             self._peak, self._peak_source = c.peak_flops_per_s, f"{c.name}, {c.source}"

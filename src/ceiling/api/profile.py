@@ -178,8 +178,9 @@ class ProfileResult(Result):
         return fig
 
 
-def _model_place(model) -> tuple[str, str]:
-    """(device, dtype name) of the model's first floating-point parameter."""
+def model_place(model) -> tuple[str, str]:
+    """(device, dtype name) of the model's first floating-point parameter: where and in
+    what it runs unless told otherwise."""
     for p in model.parameters():
         if p.is_floating_point():
             name = str(p.dtype).removeprefix("torch.")
@@ -214,7 +215,8 @@ def profile(
     weights change: pass a copy to keep them); else a forward under no_grad. loss_fn(output,
     batch): default the output's `loss`, else its logits' mean. `forward(model, batch)`
     replaces the default call. device and dtype default to the model's own (a model on
-    "meta" is counted without running); tokens per step default to input_ids' size. The
+    "meta" is counted without running; others move the model there, in place); tokens per
+    step default to input_ids' size. The
     peak is the saved machine profile's, or a catalog device's with `spec`."""
     from torch import nn
 
@@ -227,7 +229,7 @@ def profile(
         raise InvalidInput("give the batch the model takes (a tensor, a tuple or a dict)")
     if optimizer is not None and not train:
         raise InvalidInput("an optimizer only runs in a training step: drop it or train=True")
-    own_device, own_dtype = _model_place(model)
+    own_device, own_dtype = model_place(model)
     label = name or type(model).__name__
     parts = {
         "model": model,
