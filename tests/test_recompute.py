@@ -112,3 +112,12 @@ def test_search_tries_partial_recompute_and_pins_it():
     pinned = search(job, cluster, parse_fixed("d=8,zero=3,recompute=layers:8"), top=2)
     assert {r.plan.recompute for r in pinned.plans} == {"layers:8"}
     assert pinned.plans[0].recompute_s > 0
+
+
+def test_a_policy_says_what_it_keeps_and_rebuilds():
+    swiglu = recompute.explain("ops:alternate", 3)
+    assert swiglu["kept"].endswith("outputs of q, v, attn, gate, down")
+    assert swiglu["rebuilt"].startswith("k, o, up,")
+    # GELU has no gate: every other of q, k, v, o, up, down is q, v, up.
+    assert recompute.explain("ops:alternate", 2)["kept"].endswith("q, v, attn, up")
+    assert "4 layers of each stage" in recompute.explain("layers:4", 3)["rebuilt"]

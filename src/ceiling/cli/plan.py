@@ -235,7 +235,8 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
     if best.recompute_s > 0:
         c.print(
             f"recompute={best.plan.recompute}: rebuilding activations takes "
-            f"{format_time(best.recompute_s)} of the step (inside the parts above)"
+            f"{format_time(best.recompute_s)} of the step (inside the parts above); kept: "
+            f"{best.recompute_detail['kept']}; rebuilt: {best.recompute_detail['rebuilt']}"
         )
     c.print(
         f"best: {best.tokens_per_s:,.0f} tokens/s; MFU {format_percent(best.mfu)}, "

@@ -483,6 +483,7 @@ class PlanResult:
     # the peak (`memory` is that stage's).
     stages: dict = field(default_factory=dict)
     recompute_s: float = 0.0  # rebuilding activations: inside `time`, not added to it
+    recompute_detail: dict = field(default_factory=dict)  # what is kept, what rebuilt
 
     def to_json(self, why_slower: str = "") -> dict:
         """The plan's axes (from `plan_axes`), then what it costs."""
@@ -499,6 +500,7 @@ class PlanResult:
             "time_breakdown_s": self.time,
             "hidden_comm_s": self.hidden,
             "recompute_time_s": self.recompute_s,
+            "recompute_detail": self.recompute_detail,
             "pipeline_stages": self.stages,
             "dp_comm_total_s": self.dp_comm_s,
             "tokens_per_s": self.tokens_per_s,
@@ -542,6 +544,7 @@ def result_from_arrays(job: Job, plan: Plan, r: dict, i, notes=()) -> PlanResult
         hidden={key: g(f"{key}_hidden_s") for key in ("tp", "cp", "dp")},
         stages=_stages_of(r, i),
         recompute_s=g("recompute_s"),
+        recompute_detail=recompute.explain(plan.recompute, shape_of(job.model).ffn_mats),
     )
 
 

@@ -107,21 +107,21 @@ def layers_rebuilt(code, stage_layers):
     return np.where(code == 2, stage_layers, np.minimum(n, stage_layers))
 
 
-def _kept_ops(sh, code):
+def _kept_ops(ffn_mats: int, code):
     """Per op (OPS order), 1.0 where an ops policy keeps its output (arrays over codes)."""
     code = np.asarray(code)
     is_ops = (code >= OPS_BASE) & (code < LAYERS_BASE)
     mask = np.where(is_ops, code - OPS_BASE, 0)
     alternate = (mask >> ALTERNATE_BIT) & 1
     # Linear layers in forward order; the attention core is not one of them.
-    linears = ("q", "k", "v", "o", "gate", "up", "down") if sh.ffn_mats == 3 else (
+    linears = ("q", "k", "v", "o", "gate", "up", "down") if ffn_mats == 3 else (
         "q", "k", "v", "o", "up", "down")  # fmt: skip
     odd = {name for i, name in enumerate(linears) if i % 2 == 0} | {"attn"}
     kept = {}
     for i, name in enumerate(OPS):
         bit = (mask >> i) & 1
         kept[name] = np.where(is_ops, np.maximum(bit, alternate * (name in odd)), 0).astype(float)
-    if sh.ffn_mats != 3:
+    if ffn_mats != 3:
         kept["gate"] = np.zeros_like(kept["gate"])
     return is_ops, kept
 
@@ -146,7 +146,7 @@ def ops_activation_bytes(sh, seq_len, t, sp, code, attention, dropout):
     drop = 1.0 if dropout else 0.0
 
     def coefficients(codes):
-        is_ops, kept = _kept_ops(sh, codes)
+        is_ops, kept = _kept_ops(sh.ffn_mats, codes)
         on = is_ops.astype(float)
         seq = on * (2.0 * h + 2.0 * drop * h) + (kept["o"] + kept["down"]) * 2.0 * h
         return seq, kept["q"], kept["k"] + kept["v"], kept["attn"], kept["gate"] + kept["up"]
@@ -180,7 +180,7 @@ def rebuilt_shares(sh, code, stage_layers):
     total = float(sum(weights.values()))
 
     def ops_rows(codes):
-        is_ops, kept = _kept_ops(sh, codes)
+        is_ops, kept = _kept_ops(sh.ffn_mats, codes)
         redo = {name: 1.0 - kept[name] for name in weights}
         linear = sum(redo[n] * w for n, w in weights.items() if n != "down") / total
         attn_side = np.maximum.reduce([redo["q"], redo["k"], redo["v"], redo["o"]])
@@ -199,3 +199,31 @@ def rebuilds_whole_layers(code):
     """Whether the backward rebuilds a layer's activations (their set is live once)."""
     code = np.asarray(code)
     return code >= 2
+
+
+def explain(value: str, ffn_mats: int) -> dict[str, str]:
+    """In words, what a policy keeps for the backward and what it rebuilds."""
+    if value == "none":
+        return {"kept": "every tensor the backward reads", "rebuilt": "nothing"}
+    if value == "selective":
+        return {
+            "kept": "everything but the attention core's internals",
+            "rebuilt": "the attention core (its s×s scores are not kept)",
+        }
+    if value == "full":
+        return {"kept": "each layer's input", "rebuilt": "every layer's forward"}
+    kind, _, arg = value.partition(":")
+    if kind == "layers":
+        return {
+            "kept": f"the input of {arg} layers of each stage, everything in the others",
+            "rebuilt": f"the forward of {arg} layers of each stage",
+        }
+    code = encode(value)
+    _, kept = _kept_ops(ffn_mats, np.asarray([code]))
+    names = [n for n in OPS if not (n == "gate" and ffn_mats != 3)]
+    outputs = [n for n in names if kept[n][0]]
+    redo = [n for n in names if not kept[n][0] and n != "down"]
+    return {
+        "kept": "each layer's input and the outputs of " + (", ".join(outputs) or "no op"),
+        "rebuilt": ", ".join([*redo, "the norms and activation functions"]),
+    }
