@@ -61,10 +61,17 @@ def stage_compute(job, cluster, x: SimpleNamespace) -> dict:
     # Every GEMM runs at the achieved rate of large GEMMs times its tile utilisation.
     rate16 = cluster.matmul_flops_per_s
     ridge = rate16 / cluster.memory_bytes_per_s
-    util = linear_gemm_efficiency(sh, x.tokens_mb, x.tf, cluster.device.sms, ridge)
+    sms = cluster.device.sms
+    util, logits_util = _per_shape(
+        x.tokens_mb,
+        x.tf,
+        lambda rows, t: (
+            linear_gemm_efficiency(sh, rows, t, sms, ridge),
+            gemm_tile_utilisation(rows, sh.vocab / t, sms) if sms else np.ones_like(rows),
+        ),
+    )
     rate8 = fp8_rate(cluster)
     linear_s = linear_flops / (np.where(x.fp8, rate8, rate16) * util)
-    logits_util = logits_utilisation(cluster, x)
     logits_s = per_dev * logits_hw_tok / (rate16 * logits_util)
     attn_flops = per_dev * x.layers_dev * attn_tok * (3.0 + x.rc_attention)
     if job.attention == "flash":
@@ -125,11 +132,18 @@ def fp8_rate(cluster) -> float:
     return peaks.get("fp8", 0.0) * share or cluster.matmul_flops_per_s
 
 
-def logits_utilisation(cluster, x: SimpleNamespace):
-    """Tile utilisation of the output layer's GEMM (tokens × V/t)."""
-    if not cluster.device.sms:
-        return 1.0
-    return gemm_tile_utilisation(x.tokens_mb, x.sh.vocab / x.tf, cluster.device.sms)
+def _per_shape(rows, t, fn):
+    """fn(rows, t) -> arrays, computed once per distinct (rows, t) of the plans (a search
+    has thousands of plans but a few dozen GEMM shapes) and spread back over them."""
+    rows, t = np.broadcast_arrays(np.asarray(rows, dtype=float), np.asarray(t, dtype=float))
+    if rows.size < 64:
+        return fn(rows, t)
+    # One number per shape (t < 2**20; both whole numbers, exact in a float64 below 2**53).
+    _, first, back = np.unique(
+        rows.ravel() * 2.0**20 + t.ravel(), return_index=True, return_inverse=True
+    )
+    picked = fn(rows.ravel()[first], t.ravel()[first])
+    return tuple(np.asarray(v)[back.ravel()].reshape(rows.shape) for v in picked)
 
 
 def linear_params_dev(x: SimpleNamespace):
