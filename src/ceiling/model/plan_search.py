@@ -20,6 +20,7 @@ import numpy as np
 from ceiling.errors import DoesNotFit, InvalidInput
 from ceiling.model import parallel, recompute
 from ceiling.model.parallel import RECOMPUTE, Job, Plan, PlanResult
+from ceiling.model.parallel_costs import ATTENTION_BLOCK
 from ceiling.model.pipeline_stages import balanced_layout
 from ceiling.model.plan_axes import BY_KEY, parse_fixed, plan_at  # noqa: F401  (re-exported)
 from ceiling.model.plan_rules import check_context_parallel, check_stage_layout
@@ -114,10 +115,11 @@ MAX_CONTEXT_PARALLEL = 32
 
 def context_parallel_degrees(ranks: int, seq_len: int) -> list[int]:
     """Context-parallel degrees for `ranks` devices left after t and p: divisors of it that
-    split the sequence into 2·cp equal chunks (Megatron's causal load balancing)."""
-    return [
-        c for c in _divisors(ranks) if c <= MAX_CONTEXT_PARALLEL and seq_len % (2 * c) == 0
-    ] or [1]
+    split the sequence into 2·cp equal chunks (Megatron's causal load balancing), each at
+    least one attention block long (shorter chunks leave the ring steps nothing to hide
+    behind and the attention kernel's blocks mostly empty)."""
+    most = min(MAX_CONTEXT_PARALLEL, seq_len // (2 * ATTENTION_BLOCK))
+    return [c for c in _divisors(ranks) if c <= most and seq_len % (2 * c) == 0] or [1]
 
 
 def _stage_layouts(layers: int, p: int, v: int, fixed: dict) -> list[tuple[int, int]]:
