@@ -7,9 +7,15 @@ into a temporary machine profile, so that the compute roof is the measured matmu
 ceiling, not the datasheet's; then profiles each workload against it and prints
 predicted / measured (the target is within 30 %) and checks that the waterfall's bars add
 up to the measured step. Torch runs on --threads threads (default 1): on a shared machine a
-descheduled worker thread stalls every parallel op, which no roof describes. Usage:
+descheduled worker thread stalls every parallel op, which no roof describes. With
+--clock thread every timing (steps, ops and roofs alike) reads the main thread's CPU time
+(time.thread_time) instead of the wall clock: with one torch thread all the work runs on
+it, and time spent descheduled by other processes on a loaded machine is not counted
+(their use of the shared cache still is). The load average is printed before and after.
+Usage:
 
     .venv/bin/python benchmarks/predicted_vs_measured.py [--steps 5] [--threads 1]
+        [--clock wall|thread]
 """
 
 from __future__ import annotations
@@ -116,11 +122,21 @@ def public_decode_rows() -> list[tuple]:
     return out
 
 
+def _load() -> str:
+    import os
+
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--clock", choices=("wall", "thread"), default="wall")
     args = parser.parse_args()
+    if args.clock == "thread":  # before any timing code is imported and binds its clock
+        time.perf_counter, time.perf_counter_ns = time.thread_time, time.thread_time_ns
+    print(f"load average before: {_load()}; clock: {args.clock}")
     import torch
 
     torch.set_num_threads(args.threads)
@@ -145,6 +161,7 @@ def main() -> None:
             f"{label:34} {published:10.2f} {expected:10.2f} {expected / published - 1:+7.1%} "
             f"{ceiling:9.1f}" + ("" if ceiling > published else "  CEILING BELOW PUBLISHED")
         )
+    print(f"load average after: {_load()}")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,16 @@ def test_each_op_takes_the_largest_of_three_roofs():
     assert (tiny.time_s, tiny.bound) == (pytest.approx(10e-6), "overhead")
 
 
+def test_on_a_cpu_the_per_op_floor_adds_to_the_work():
+    from dataclasses import replace
+
+    cpu = replace(ROOFS, serial_dispatch=True)  # one thread dispatches the op, then runs it
+    stream = roofline.op_time(1e6, 1e8, 1, cpu, cpu.bandwidth_bytes_per_s)
+    assert (stream.time_s, stream.bound) == (pytest.approx(1e-3 + 10e-6), "memory")
+    tiny = roofline.op_time(1e3, 1e3, 1, cpu, cpu.bandwidth_bytes_per_s)
+    assert (tiny.time_s, tiny.bound) == (pytest.approx(10e-6 + 10e-9), "overhead")
+
+
 def test_memory_roof_is_the_cache_when_the_working_set_fits():
     assert ROOFS.memory_roof(30 * 2**20) == (4e11, "last-level cache")
     assert ROOFS.memory_roof(40 * 2**20) == (1e11, "DRAM")
@@ -100,6 +110,14 @@ def test_first_touch_from_fresh_and_reused_fills():
     cost = fit(sizes, fresh, reused)
     assert cost.from_bytes == 32 * mib and cost.s_per_byte == pytest.approx(0.5e-9)
     assert cost.seconds([16 * mib, 40 * mib]) == pytest.approx(0.5e-9 * 40 * mib)
+    # page faults counted: 1 per 8 KiB above 32 MiB, each then costs 4 µs
+    faults = [s // 8192 if s >= 32 * mib else 0 for s in sizes]
+    counted = fit(sizes, fresh, reused, faults)
+    assert counted.s_per_fault == pytest.approx(0.5e-9 * 8192)
+    # an op's own faults price it whatever the size rule says (a 16 MiB block refaulted)
+    assert counted.seconds([16 * mib], page_faults=100) == pytest.approx(100 * 0.5e-9 * 8192)
+    assert counted.seconds([64 * mib], page_faults=0) == 0.0
+    assert counted.seconds([64 * mib]) == pytest.approx(0.5e-9 * 64 * mib)  # not counted
     # a caching allocator: fresh is no slower than reused (within noise)
     assert fit(sizes, [r * 1.05 for r in reused], reused).seconds([64 * mib]) == 0.0
     with pytest.raises(InvalidInput):

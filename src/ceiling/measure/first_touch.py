@@ -8,8 +8,9 @@ that a reused buffer does not pay, and that no bandwidth figure shows. A GPU's c
 allocator keeps its blocks, so there the two times below are alike.
 
 `time_first_touch` fills, at each size, a newly allocated buffer and an existing one, and
-returns both raw best times; `ceiling.model.first_touch` turns them into a cost per byte
-and the size it starts at.
+returns both raw best times and the page faults one fresh fill took (`faults_now`, where
+the operating system counts them per thread); `ceiling.model.first_touch` turns them into
+a cost per byte, the size it starts at, and a cost per page fault.
 """
 
 from __future__ import annotations
@@ -26,6 +27,18 @@ class FirstTouchSamples:
     sizes_bytes: list[int]
     fresh_s: list[float]  # best time to allocate a new buffer and fill it
     reused_s: list[float]  # best time to fill an existing buffer of the same size
+    fresh_faults: list[int] | None = None  # page faults of one fresh fill (None: not counted)
+
+
+def faults_now() -> int | None:
+    """Page faults this thread has taken so far (None where they are not counted)."""
+    try:
+        import resource
+
+        usage = resource.getrusage(resource.RUSAGE_THREAD)
+    except (ImportError, AttributeError, OSError):
+        return None
+    return usage.ru_minflt + usage.ru_majflt
 
 
 def time_first_touch(
@@ -34,7 +47,7 @@ def time_first_touch(
     """Best seconds to fill a fresh and a reused buffer of each size (fp32 ones)."""
     import torch
 
-    fresh, reused = [], []
+    fresh, reused, faults = [], [], []
     for size in sizes:
         n = max(int(size) // 4, 1)
         kept = torch.empty(n, device=device)
@@ -49,5 +62,10 @@ def time_first_touch(
             times = benchmark(fn, device=device, warmup_ms=5.0, budget_ms=budget_ms,
                               min_samples=3, flush=None)  # fmt: skip
             out.append(min(times))
+        before = faults_now()
+        new()
+        after = faults_now()
+        faults.append(None if before is None or after is None else after - before)
         del kept
-    return FirstTouchSamples([int(s) for s in sizes], fresh, reused)
+    counted = None if None in faults else faults
+    return FirstTouchSamples([int(s) for s in sizes], fresh, reused, counted)

@@ -81,11 +81,12 @@ def first_touch_row(samples: FirstTouchSamples | None) -> dict[str, Any]:
         return {}
     from ceiling.model.first_touch import fit
 
-    cost = fit(samples.sizes_bytes, samples.fresh_s, samples.reused_s)
+    cost = fit(samples.sizes_bytes, samples.fresh_s, samples.reused_s, samples.fresh_faults)
     return {
         "first_touch": samples.__dict__,
         "first_touch_s_per_byte": cost.s_per_byte,
         "first_touch_from_bytes": cost.from_bytes,
+        "first_touch_s_per_fault": cost.s_per_fault,
     }
 
 

@@ -26,6 +26,7 @@ class LocalRoofs:
     cache_bandwidth_bytes_per_s: float | None
     first_touch_s_per_byte: float = 0.0  # extra per byte of a new buffer ...
     first_touch_from_bytes: float | None = None  # ... from this size (None: none pays it)
+    first_touch_s_per_fault: float = 0.0  # one page fault (0: not counted here)
     # seconds per element of common elementwise functions (measure.functions)
     function_s_per_element: dict = field(default_factory=dict)
 
@@ -55,10 +56,11 @@ def first_touch_cost(device: str, profile=None):
 
     saved = _profiled_overhead(device, profile).get("first_touch")
     try:
-        return fit(saved["sizes_bytes"], saved["fresh_s"], saved["reused_s"])
-    except (CeilingError, KeyError, TypeError):
+        return fit(saved["sizes_bytes"], saved["fresh_s"], saved["reused_s"],
+                   saved.get("fresh_faults"))  # fmt: skip
+    except (CeilingError, KeyError, TypeError, AttributeError):
         t = time_first_touch(device, budget_ms=QUICK_BUDGET_MS / 6)
-        return fit(t.sizes_bytes, t.fresh_s, t.reused_s)
+        return fit(t.sizes_bytes, t.fresh_s, t.reused_s, t.fresh_faults)
 
 
 def quick_cache_bandwidth(device: str, cache_bytes: float | None) -> float | None:
@@ -128,7 +130,7 @@ def local_roofs(
         source = "a quick tiny-op measurement (`ceiling bench overhead` measures it properly)"
     touch = first_touch_cost(device, profile)
     return LocalRoofs(per_op, source, cache_bytes, quick_cache_bandwidth(device, cache_bytes),
-                      touch.s_per_byte, touch.from_bytes,
+                      touch.s_per_byte, touch.from_bytes, touch.s_per_fault,
                       function_costs(device, profile))  # fmt: skip
 
 

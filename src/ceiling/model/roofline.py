@@ -109,11 +109,13 @@ def place(
 #
 # Every op call also costs a fixed amount however little it does: dispatch on a CPU, a
 # kernel launch on a GPU (`ceiling bench overhead` measures it). An op's predicted time is
-# the largest of three: FLOPs / peak, bytes / bandwidth, and that per-op floor. When the
-# step's working set fits the last-level cache, its bytes come from the cache, so the
-# memory roof is the cache's bandwidth, not DRAM's. Bytes written into a buffer the op
-# has just allocated cost more where the allocator gets large blocks fresh from the
-# operating system (model.first_touch): that is part of the op's memory time. And an
+# the largest of three: FLOPs / peak, bytes / bandwidth, and that per-op floor (on a CPU,
+# where the thread that dispatches an op then runs it, the floor adds to the larger of
+# the other two instead). When the step's working set fits the last-level cache, its
+# bytes come from the cache, so the memory roof is the cache's bandwidth, not DRAM's.
+# Bytes written into a buffer the op has just allocated cost more where the allocator
+# gets large blocks fresh from the operating system (model.first_touch): that is part of
+# the op's memory time. And an
 # elementwise function (a tanh, an exp, a softmax) costs the vector units several
 # instructions per element, whatever its nominal FLOPs: its compute time is its elements
 # × the cost per element measured for that function on this device, when that is longer.
@@ -133,6 +135,9 @@ class Roofs:
     first_touch: FirstTouch = NO_FIRST_TOUCH
     # measured seconds per element of elementwise functions, by aten name ("gelu[tanh]")
     function_s_per_element: Mapping[str, float] = field(default_factory=dict)
+    # the thread that dispatches an op also runs it (a CPU): the floor adds to the work;
+    # a GPU runs one kernel while the host launches the next: the floor is a roof
+    serial_dispatch: bool = False
 
     def __post_init__(self) -> None:
         _check_positive(self.peak_flops_per_s, "peak FLOP/s")
@@ -158,9 +163,12 @@ class OpTime:
     compute_s: float
     memory_s: float
     overhead_s: float
+    serial: bool = False  # the floor is paid before the work, not under it (a CPU)
 
     @property
     def time_s(self) -> float:
+        if self.serial:
+            return self.overhead_s + max(self.compute_s, self.memory_s)
         return max(self.compute_s, self.memory_s, self.overhead_s)
 
     @property
@@ -178,7 +186,8 @@ class OpWork:
     bytes: float
     calls: int = 1
     flops_per_s: float | None = None  # its own compute roof (a matmul's rate at its shape)
-    new_buffers: tuple = ()  # bytes of each buffer it allocated (first touch)
+    new_buffers: tuple = ()  # bytes of each buffer it allocated (first touch) ...
+    page_faults: int | None = None  # ... or the page faults it took, where counted
     function: str | None = None  # the elementwise function it computes ...
     elements: int = 0  # ... over this many elements
 
@@ -193,12 +202,14 @@ def op_time(
     new_buffers=(),
     function: str | None = None,
     elements: int = 0,
+    page_faults: int | None = None,
 ) -> OpTime:
     """`calls` calls of an op doing `flops` and moving `bytes_moved` in all, its bytes at
     `bandwidth_bytes_per_s` (from Roofs.memory_roof), its FLOPs at `flops_per_s` (a matmul's
     measured rate at its own shape) or else the peak; `new_buffers`: bytes of each output
-    it allocated, whose first touch adds to its memory time; `function` over `elements`:
-    at least that many elements at the function's measured cost each."""
+    it allocated, whose first touch adds to its memory time (priced by `page_faults`, the
+    faults it took, where counted); `function` over `elements`: at least that many
+    elements at the function's measured cost each."""
     if flops < 0 or bytes_moved < 0 or calls < 0:
         raise InvalidInput(
             f"FLOPs, bytes and calls must be >= 0, got {flops}, {bytes_moved}, {calls}"
@@ -207,8 +218,9 @@ def op_time(
     rate = flops_per_s or roofs.peak_flops_per_s
     per_element = roofs.function_s_per_element.get(function, 0.0) if function else 0.0
     compute = max(flops / rate, elements * per_element)
-    memory = bytes_moved / bandwidth_bytes_per_s + roofs.first_touch.seconds(new_buffers)
-    return OpTime(compute, memory, calls * roofs.per_op_s)
+    touch = roofs.first_touch.seconds(new_buffers, page_faults)
+    memory = bytes_moved / bandwidth_bytes_per_s + touch
+    return OpTime(compute, memory, calls * roofs.per_op_s, roofs.serial_dispatch)
 
 
 @dataclass(frozen=True)
@@ -232,6 +244,6 @@ def predict_step(ops, roofs: Roofs, working_set_bytes: float) -> StepPrediction:
     for op in ops:
         w = op if isinstance(op, OpWork) else OpWork(*op)
         t = op_time(w.flops, w.bytes, w.calls, roofs, bandwidth, w.flops_per_s, w.new_buffers,
-                    w.function, w.elements)  # fmt: skip
+                    w.function, w.elements, w.page_faults)  # fmt: skip
         by_bound[t.bound] += t.time_s
     return StepPrediction(sum(by_bound.values()), by_bound, source)

@@ -53,8 +53,11 @@ def local_roofs(
         per_op_s=m.per_op_s,
         cache_bytes=m.cache_bytes,
         cache_bandwidth_bytes_per_s=m.cache_bandwidth_bytes_per_s,
-        first_touch=FirstTouch(m.first_touch_s_per_byte, m.first_touch_from_bytes),
+        first_touch=FirstTouch(
+            m.first_touch_s_per_byte, m.first_touch_from_bytes, m.first_touch_s_per_fault
+        ),
         function_s_per_element=m.function_s_per_element,
+        serial_dispatch=not device.startswith("cuda"),
     )
     return roofs, m.per_op_source
 
@@ -92,8 +95,10 @@ def explain_step(
 
 def _work(c, flops_per_s: float | None = None) -> roofline.OpWork:
     """One recorded call as the roofs see it."""
-    return roofline.OpWork(c.flops, c.bytes, 1, flops_per_s, c.new_buffers, c.function,
-                           c.elements)  # fmt: skip
+    return roofline.OpWork(
+        c.flops, c.bytes, 1, flops_per_s, new_buffers=c.new_buffers,
+        page_faults=c.page_faults, function=c.function, elements=c.elements,
+    )  # fmt: skip
 
 
 def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_s, data_wait_s):
@@ -112,7 +117,7 @@ def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_
             w = roofline.op_time(c.flops, c.bytes, 0, roofs, bandwidth, None, (), c.function,
                                  c.elements)  # fmt: skip
             other_roof_s += w.time_s
-            first_touch_s += roofs.first_touch.seconds(c.new_buffers)
+            first_touch_s += roofs.first_touch.seconds(c.new_buffers, c.page_faults)
     return waterfall.StepTimes(
         step_s=step_s,
         recorded_step_s=recorded_step_s,

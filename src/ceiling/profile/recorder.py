@@ -31,6 +31,7 @@ from torch.nn.modules.module import register_module_forward_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 
+from ceiling.measure.first_touch import faults_now
 from ceiling.profile.causal import EagerAttention
 from ceiling.profile.op_flops import (
     MODEL_CATEGORIES,
@@ -87,6 +88,7 @@ class OpCall:
     # bytes of each output the op allocated (not a view, not written in place): a new
     # buffer's first touch costs more than its bytes (model.first_touch); timed ops only
     new_buffers: tuple[int, ...] = ()
+    page_faults: int | None = None  # taken while it ran (None: not counted)
     # elementwise and norm ops: the function (aten name, "gelu[tanh]" for approximate="tanh")
     # and how many elements it computes, for its measured cost per element
     function: str | None = None
@@ -209,18 +211,23 @@ class _RecordingMode(TorchDispatchMode):
         entered = time.perf_counter()
         device = _first_device(args, kwargs)
         timed = rec.time_ops and device is not None and device.type not in ("meta",)
+        faults = None
         if timed and not _is_fake(args):
             _sync(device)
+            before = faults_now()
             t0 = time.perf_counter()
             out = func(*args, **kwargs)
             _sync(device)
             elapsed = time.perf_counter() - t0
+            after = faults_now()
+            if before is not None and after is not None:
+                faults = after - before
             if _is_fake((out,)):  # fake inputs inside lists: nothing really ran
-                elapsed = None
+                elapsed = faults = None
         else:
             out = func(*args, **kwargs)
             elapsed = None
-        rec._record(func, args, kwargs, out, elapsed)
+        rec._record(func, args, kwargs, out, elapsed, faults)
         if elapsed is not None:
             rec.overhead_s += time.perf_counter() - entered - elapsed
         return out
@@ -338,7 +345,9 @@ class OpRecorder:
             return "recompute" if self._tracker.forward_depth > 0 else "backward"
         return self._phase or "forward"
 
-    def _record(self, func, args, kwargs, out, elapsed: float | None) -> None:
+    def _record(
+        self, func, args, kwargs, out, elapsed: float | None, faults: int | None = None
+    ) -> None:
         fl = count_flops(func, args, kwargs, out)
         tr = count_traffic(func, args, kwargs, out)
         dtype = None
@@ -363,6 +372,7 @@ class OpRecorder:
                 matmul_dims=matmul_dims(func, args) if fl.category == "matmul" else None,
                 causal_skipped_flops=fl.causal_skipped,
                 new_buffers=() if elapsed is None else new_buffers(args, kwargs, out),
+                page_faults=faults,
                 **_function(func, args, kwargs, out, fl.category),
                 attention_dims=(
                     attention_dims(func, args, kwargs) if fl.category == "attention" else None
