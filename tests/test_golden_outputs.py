@@ -248,6 +248,12 @@ _change(
     "layer gathered at the loss",
     "assumptions.loss",
 )
+_change(
+    ["simulate-pipeline-1f1b", "simulate-pipeline-interleaved", "simulate-pipeline-gpipe-uneven"],
+    "simulate pipeline shows the closed form the planner uses for unequal stages, "
+    "m·max(t) + (Σt − max t)/v, beside the simulated step (null for gpipe)",
+    "makespan_closed_form_s",
+)
 
 # Facts about the machine that ran the command, not results: never compared.
 MACHINE = ("environment", "environment.*")

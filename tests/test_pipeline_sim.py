@@ -169,6 +169,15 @@ def test_simulate_pipeline_command_reports_the_exact_bubble(cli, tmp_path):
     assert data["balanced_makespan_s"] == pytest.approx(11 * 0.03375)
     # the 45 ms stage sets the pace: slower than the same work split evenly
     assert data["makespan_s"] > data["balanced_makespan_s"]
+    # The closed form m·max + (Σ - max): 8 × 45 + 3 × 30 ms, an upper bound (stage 3 idles).
+    assert data["makespan_closed_form_s"] == pytest.approx(0.45)
+    assert data["makespan_s"] <= data["makespan_closed_form_s"] + 1e-12
+    code, out, _ = cli(
+        "simulate", "pipeline", "-p", "4", "-m", "8", "--forward", "10ms,10ms,10ms,15ms", "--json"
+    )
+    data = json.loads(out)
+    # With the last stage the slowest it is exact: 8 × 45 + 3 × 30 ms.
+    assert data["makespan_s"] == pytest.approx(data["makespan_closed_form_s"]) == 0.45
     code, out, _ = cli("simulate", "pipeline", "-p", "400", "-m", "1")
     assert code == 0 and "of 400 stages shown" in " ".join(out.split())
     assert out.count("\n") < 60  # a summary table, not 400 rows

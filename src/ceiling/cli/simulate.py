@@ -103,6 +103,7 @@ def pipeline(
     plot: PlotOption = None,
 ) -> None:
     from ceiling.model.pipeline_sim import SCHEDULES, bubble_formula, simulate_pipeline
+    from ceiling.model.pipeline_stages import step_closed_form
 
     if schedule not in SCHEDULES:
         raise InvalidInput(f"--schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
@@ -118,6 +119,11 @@ def pipeline(
     r = simulate_pipeline(schedule, stages, micro_batches, fwd, bwd, chunks, parse_time(p2p))
     formula = bubble_formula(stages, micro_batches, chunks)
     uniform = len(set(fwd)) == 1 and len(set(bwd)) == 1 and parse_time(p2p) == 0
+    closed = (
+        None
+        if schedule == "gpipe"
+        else step_closed_form([f + b for f, b in zip(fwd, bwd, strict=True)], micro_batches, chunks)
+    )
     # The same total work spread evenly over the stages: what the imbalance costs.
     even = len(set(fwd)) == 1 and len(set(bwd)) == 1
     balanced = (
@@ -153,6 +159,7 @@ def pipeline(
                 "bubble_fraction": r.bubble_fraction,
                 "bubble_formula": formula,
                 "balanced_makespan_s": balanced,
+                "makespan_closed_form_s": closed,
                 "idle_fraction": r.idle_fraction,
                 "utilisation": list(r.utilisation),
                 "peak_in_flight": list(r.peak_in_flight),
@@ -201,6 +208,16 @@ def pipeline(
             f"{format_time(balanced)}, so the imbalance costs "
             f"{r.makespan_s / balanced - 1:.1%} of the step"
         )
+        if closed is not None:
+            exact = (
+                "exact: the last stage is the slowest"
+                if fwd[-1] + bwd[-1] == max(f + b for f, b in zip(fwd, bwd, strict=True))
+                else "an upper bound: stages after the slowest idle in its shadow"
+            )
+            c.print(
+                f"closed form m·max(t) + (Σt − max t)/v = {format_time(closed)} ({exact}; "
+                "the planner's step for unequal stages)"
+            )
     if plot:
         c.print(f"figure: {plot}")
 

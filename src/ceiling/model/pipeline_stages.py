@@ -113,3 +113,12 @@ def pipeline_time(t_first, t_mid, t_last, p, v, m):
     total = np.where(p > 1, t_first + middle * t_mid + t_last, t_last)
     pipeline = m * slowest + (total - slowest) / v
     return pipeline, pipeline - m * t_last
+
+
+def step_closed_form(stage_times, m: int, v: int = 1) -> float:
+    """`pipeline_time` for any list of per-stage times (forward + backward per micro-batch):
+    m·max(t) + (Σ t − max t)/v — exact for 1F1B and interleaved 1F1B when the last stage is
+    the slowest, an upper bound otherwise."""
+    times = [float(x) for x in stage_times]
+    slowest = max(times)
+    return m * slowest + (sum(times) - slowest) / v
