@@ -107,13 +107,25 @@ def activation_bytes_per_token_layer(sh: Shape, seq_len, t, sp, recompute, atten
     (grouped-query attention, never below one head per device), the FFN keeps 2·f per matrix
     input per active expert, and FlashAttention keeps no scores (only fp32 row statistics).
     `recompute`: 0 none, 1 selective, 2 full, or a `recompute` module code (arrays allowed).
+
+    Checked term by term against the fused kernels of Megatron-Core with Transformer Engine,
+    which keep the same tensors: a fused layer norm + GEMM (LayerNormLinear, LayerNormMLP)
+    keeps the norm's input (with its fp32 mean and inverse deviation, 8 bytes per token, not
+    counted) and its output for the weight gradient — with sequence parallelism the sequence
+    shard, gathered again in the backward; the attention kernel keeps Q, K and V (after the
+    rotary embedding; the fused QKV GEMM's own output is not kept apart) and its output, which
+    is the output projection's input, counted once; the MLP keeps FC1's output and the
+    activation's output (FC2's input); the fused bias-dropout-add keeps a 1-byte mask; fused
+    attention dropout regenerates its mask from the RNG state. The loss's logits are priced
+    apart (`parallel.LOSS_PEAK_BYTES_PER_VOCAB`).
     """
     t = np.asarray(t, dtype=float)
     sp = np.asarray(sp, dtype=bool) & (t > 1)
     h = sh.hidden
     drop = 1.0 if dropout else 0.0
     kv_dev = np.maximum(sh.kv_dim / t, sh.head_dim)
-    # Unsplit pieces: two layer-norm inputs, attention and MLP inputs, two dropout masks.
+    # Unsplit pieces: two layer-norm inputs, their outputs (the attention and MLP inputs),
+    # two dropout masks.
     unsplit = 2 * h + 2 * h + 2 * h + 2 * h + 2 * drop * h
     split = (
         2 * sh.q_dim / t  # Q
