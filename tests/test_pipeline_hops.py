@@ -8,7 +8,7 @@ import pytest
 from ceiling.hardware.catalog import get_spec
 from ceiling.model.cluster import make_cluster
 from ceiling.model.collectives import p2p_s
-from ceiling.model.parallel import _pipeline_sends_s
+from ceiling.model.parallel_time import pipeline_sends_s
 
 
 def _cluster(inter_bw: float):
@@ -26,17 +26,17 @@ def test_hops_inside_and_across_nodes():
     nbytes, m = 1e6, 8
     intra, inter = p2p_s(nbytes, *c.link(False)), p2p_s(nbytes, *c.link(True))
     # t·d = 4 ranks per stage on 8-device nodes: stages 0-1 | 2-3, so 1 of 3 hops crosses.
-    sends, spans = _pipeline_sends_s(c, nbytes, 2.0, 2.0, 4.0, 1.0, m)
+    sends, spans = pipeline_sends_s(c, nbytes, 2.0, 2.0, 4.0, 1.0, m)
     assert spans
     assert sends == pytest.approx(2 * (m * inter + 2 * intra + inter))
     # t·d = 8 fills a node: every hop crosses.
-    sends, _ = _pipeline_sends_s(c, nbytes, 4.0, 2.0, 4.0, 1.0, m)
+    sends, _ = pipeline_sends_s(c, nbytes, 4.0, 2.0, 4.0, 1.0, m)
     assert sends == pytest.approx(2 * (m + 3) * inter)
     # One node holds the whole pipeline (t·d·p = 8): every hop stays inside.
-    sends, spans = _pipeline_sends_s(c, nbytes, 1.0, 2.0, 4.0, 1.0, m)
+    sends, spans = pipeline_sends_s(c, nbytes, 1.0, 2.0, 4.0, 1.0, m)
     assert not spans and sends == pytest.approx(2 * (m + 3) * intra)
     # Interleaved chunks wrap from the last device to the first, across nodes here.
-    _, spans = _pipeline_sends_s(c, nbytes, 1.0, 1.0, 16.0, np.float64(2.0), m)
+    _, spans = pipeline_sends_s(c, nbytes, 1.0, 1.0, 16.0, np.float64(2.0), m)
     assert spans
 
 
