@@ -178,6 +178,14 @@ class ProfileResult(Result):
         return fig
 
 
+def profile_target(target: str, **options: Any) -> ProfileResult:
+    """A named target ("gpt:tiny", a catalog model, "hf:PATH", "module:callable"), as
+    `ceiling profile TARGET` runs it; options as `profile.run.profile_target`'s."""
+    from ceiling.profile.run import profile_target as run_target
+
+    return ProfileResult(run_target(target, **options))
+
+
 def model_place(model) -> tuple[str, str]:
     """(device, dtype name) of the model's first floating-point parameter: where and in
     what it runs unless told otherwise."""

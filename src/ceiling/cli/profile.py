@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ceiling.api.profile import ProfileResult, short_op_name
+from ceiling.api.profile import short_op_name
 from ceiling.cli.app import app
 from ceiling.cli.device_options import ProfileOption, SpecOption
 from ceiling.cli.output import (
@@ -221,10 +221,10 @@ def profile_command(
         raise InvalidInput(f"--top must be ≥ 1, got {top}")
     from rich.console import Console
 
-    from ceiling.profile.run import profile_target
+    from ceiling.api.profile import profile_target
 
     with Console(stderr=True).status(f"profiling {target} …"):
-        r = profile_target(
+        result = profile_target(
             target,
             train=train,
             device=device,
@@ -236,11 +236,12 @@ def profile_command(
             steps=steps,
             timeout_s=timeout,
         )
+    r = result.report
     figures = []
     if plot is not None:
         from ceiling.report import plots
 
-        plots.save(ProfileResult(r).figure(), plot)
+        plots.save(result.figure(), plot)
         figures.append(str(plot))
         e = r.explanation
         if e is not None and e.waterfall and r.step_s:
@@ -248,7 +249,7 @@ def profile_command(
             waterfall.waterfall_figure(e.waterfall, path, f"{r.target}: from peak to measured")
             figures.append(str(path))
     if json_out:
-        out = ProfileResult(r).to_dict()
+        out = result.to_dict()
         out["plot"] = str(plot) if plot else None
         out["figures"] = figures
         emit_json(out)
