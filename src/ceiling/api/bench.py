@@ -1,5 +1,6 @@
 """This machine's measured ceilings as results: `ceiling.bench.matmul()`, `.memory()`,
-`.overhead()`, `.comm()`.
+`.overhead()`, `.transfer()`, `.comm()`, and `.machine()` (all of them, saved as the
+machine profile).
 
 Each runs the same benchmark as `ceiling bench <part>` (quick budgets by default) and returns
 its record; Ctrl-C (a notebook's interrupt) stops the run and keeps what finished, marked
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ceiling.api.result import Result
@@ -128,6 +130,45 @@ def transfer(
 ) -> BenchResult:
     """Host-to-device, device-to-host and device-to-device copy bandwidth (GPU only)."""
     return _run("transfer", device, quick, progress)
+
+
+def machine(
+    *,
+    device: str | None = None,
+    quick: bool = True,
+    save: str | Path | None = None,
+    progress: Callable | None = None,
+) -> BenchResult:
+    """Every benchmark (matmul, memory, overhead, transfer) and the machine profile built
+    from them, saved where roofline, decode, plan and report find it ($CEILING_PROFILE or
+    ~/.cache/ceiling/profile-<host>.json) and to `save` too; `extra["profile_saved_to"]`
+    lists the files."""
+    from ceiling.hardware.profile import default_profile_path, load_profile, save_profile
+    from ceiling.measure import machine as local
+    from ceiling.measure import suite
+    from ceiling.records import check_writable
+
+    dev = local.pick_device(device)
+    # A path that cannot be written fails now, not after a minute of measuring.
+    if save is not None:
+        check_writable(save)
+    try:
+        check_writable(default_profile_path())
+    except InvalidInput as exc:
+        raise InvalidInput(f"{exc} (the default profile path; set CEILING_PROFILE)") from None
+    with (progress or _no_progress)(suite.planned_steps(suite.new_report(dev, quick))) as step:
+        report = suite.run_all(dev, quick, step)
+    saved = []
+    if report.matmul or report.memory:
+        target = default_profile_path()
+        previous = None
+        with contextlib.suppress(Exception):  # an unreadable old profile is simply replaced
+            previous = load_profile(target)
+        profile = suite.build_profile(report, previous)
+        saved.append(str(save_profile(profile, target)))
+        if save is not None:
+            saved.append(str(save_profile(suite.build_profile(report), save)))
+    return BenchResult(report, {"profile_saved_to": saved})
 
 
 def comm_rows(raw: dict[str, Any]) -> list[dict[str, Any]]:

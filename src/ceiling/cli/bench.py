@@ -177,31 +177,10 @@ def bench_all(
     """Run every benchmark and save the machine profile (used by roofline and the models)."""
     if ctx.invoked_subcommand is not None:
         return
-    from ceiling.hardware.profile import default_profile_path, load_profile, save_profile
-    from ceiling.measure import machine, suite
-    from ceiling.records import check_writable
+    from ceiling.api import bench as api_bench
 
-    dev = machine.pick_device(device)
-    # A path that cannot be written fails now, not after a minute of measuring.
-    if save is not None:
-        check_writable(save)
-    try:
-        check_writable(default_profile_path())
-    except InvalidInput as exc:
-        raise InvalidInput(f"{exc} (the default profile path; set CEILING_PROFILE)") from None
-    with _progress(suite.planned_steps(suite.new_report(dev, quick))) as progress:
-        report = suite.run_all(dev, quick, progress)
-    saved = []
-    if report.matmul or report.memory:
-        target = default_profile_path()
-        previous = None
-        with contextlib.suppress(Exception):  # an unreadable old profile is simply replaced
-            previous = load_profile(target)
-        profile = suite.build_profile(report, previous)
-        saved.append(str(save_profile(profile, target)))
-        if save is not None:
-            saved.append(str(save_profile(suite.build_profile(report), save)))
-    _finish(report, json_out, {"profile_saved_to": saved})
+    result = api_bench.machine(device=device, quick=quick, save=save, progress=_progress)
+    _finish(result.report, json_out, result.extra)
 
 
 @bench_app.command("matmul")
