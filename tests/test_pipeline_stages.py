@@ -117,6 +117,8 @@ def test_layout_rules_show_the_arithmetic():
         check_plan(job, c, Plan(4, 8, 16, first_stage_layers=60, last_stage_layers=60))
     with pytest.raises(InvalidInput, match=r"stages add up to 127 layers but the model has 126"):
         search(job, c, parse_fixed("stages=31,32,32,32,d=16,t=8"))
+    with pytest.raises(InvalidInput, match=r"first=10\*\*30|more than the model's 126 layers"):
+        search(job, c, {"first": 10**30, "last": 1})
 
 
 def test_search_takes_the_balanced_layout_and_pins_it():

@@ -38,7 +38,9 @@ def test_policies_parse_encode_and_decode(typed, canonical):
     assert Plan(8, 1, 1, recompute=value).recompute == canonical
 
 
-@pytest.mark.parametrize("bad", ["layers:0", "layers:x", "ops:", "ops:qkv+mlp", "some"])
+@pytest.mark.parametrize(
+    "bad", ["layers:0", "layers:x", "layers:99999999999999999999", "ops:", "ops:qkv+mlp", "some"]
+)
 def test_bad_policies_are_named(bad):
     with pytest.raises(InvalidInput, match="recompute"):
         parse_fixed(f"recompute={bad}")

@@ -264,6 +264,11 @@ def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:
 def _check_fixed_stages(layers: int, fixed: dict) -> None:
     """A pinned stage list must add up to the model's layers; pinned first/last must leave
     the middle stages their layers (`plan_rules.check_stage_layout`)."""
+    for key in ("first", "last"):
+        if fixed.get(key, 0) > layers:
+            raise InvalidInput(
+                f"--fixed {key}={fixed[key]} is more than the model's {layers} layers"
+            )
     total = fixed.get("stage_total")
     if total is not None and total != layers:
         raise InvalidInput(f"--fixed stages add up to {total} layers but the model has {layers}")

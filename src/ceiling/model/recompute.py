@@ -38,9 +38,10 @@ OPS = ("q", "k", "v", "attn", "o", "gate", "up", "down")
 ALTERNATE_BIT = len(OPS)
 OPS_BASE = 3
 LAYERS_BASE = 1024
+MAX_LAYERS = 2**20  # beyond any model: layers:N above it is refused, not overflowed
 _GROUPS = {"qkv": ("q", "k", "v")}
 VALUES = (
-    "none, selective, full, layers:N (N ≥ 1 layers per stage fully rebuilt) or ops:NAMES "
+    "none, selective, full, layers:N (1 ≤ N ≤ 2**20 layers per stage fully rebuilt) or ops:NAMES "
     "(outputs kept, '+'-joined: " + ", ".join((*OPS, "qkv", "alternate")) + ")"
 )
 
@@ -51,7 +52,7 @@ def parse(text: str) -> str:
     if text in MODES:
         return text
     kind, _, arg = text.partition(":")
-    if kind == "layers" and arg.isdigit() and int(arg) >= 1:
+    if kind == "layers" and arg.isdigit() and 1 <= int(arg) <= MAX_LAYERS:
         return f"layers:{int(arg)}"
     if kind == "ops" and arg:
         names: list[str] = []
