@@ -157,3 +157,19 @@ def test_plan_command_shows_the_layout_and_the_recompute(cli):
     assert "recompute=layers:2: rebuilding activations takes" in " ".join(out.split())
     code, _, err = cli(*args[:-4], "--fixed", "stages=7,8,9,7", "--top", "1")
     assert code == 2 and "middle stages must hold the same" in err
+
+
+def test_recompute_layers_n_rebuilds_n_layers_on_every_stage_whatever_it_holds():
+    job = Job(get_model("llama-3-405b"), 128, 4096, attention="flash", dropout=False)
+    cluster = make_cluster(H100, 512)
+    plan = Plan(4, 8, 16, 1, recompute="layers:2", first_stage_layers=7, last_stage_layers=7)
+    r = evaluate_plan(job, cluster, plan)
+    a = evaluate_arrays(job, cluster, plans_to_arrays([plan]))
+    m = r.micro_batches
+    last = sum(r.time[f"{k}_s"] for k in ("matmul", "attention", "elementwise", "tp_comm")) / m
+    head, rebuild = float(a["head_s"][0]) / m, r.recompute_s / m
+    plain = (last - head - rebuild) / 7  # a layer's forward and backward, not rebuilt
+    # The middle stages hold 8 layers and rebuild 2 of them, as the 7-layer ends do.
+    t_first, t_mid = 7 * plain + rebuild, 8 * plain + rebuild
+    pipeline, _ = ps.pipeline_time(t_first, t_mid, last, 16, 1, m)
+    assert r.time["bubble_s"] == pytest.approx(float(pipeline) - m * last)

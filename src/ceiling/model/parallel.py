@@ -205,11 +205,21 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
 
     # ---- pipeline: bubble and point-to-point sends ----
     # The other stages run their layers at the last stage's time per layer, without the
-    # output layer and the loss; the slowest stage sets the pace (`pipeline_stages`).
-    per_layer_mb = (stage_mb - comp["head_mb"]) / np.maximum(x.layers_dev, 1.0)
+    # output layer and the loss, and rebuild their own share of layers (recompute=layers:N
+    # rebuilds N of each stage, however many it holds); the slowest stage sets the pace
+    # (`pipeline_stages`).
+    rebuild_mb = comp["recompute_mb"] + mp["tp_mb"] * x.rc_collectives / (4.0 + x.rc_collectives)
+    per_layer_mb = (stage_mb - comp["head_mb"] - rebuild_mb) / np.maximum(x.layers_dev, 1.0)
+    last_rebuilt = recompute.layers_rebuilt(x.rc, x.layers_dev)
+
+    def stage_mb_of(layers):
+        by_layers = recompute.layers_rebuilt(x.rc, layers) / np.maximum(last_rebuilt, 1.0)
+        share = np.where(x.rc >= recompute.LAYERS_BASE, by_layers, layers / x.layers_dev)
+        return layers * per_layer_mb + rebuild_mb * share
+
     first_l, mid_l, _ = x.stage_layers
     pipeline_s, bubble_s = pipeline_stages.pipeline_time(
-        first_l * per_layer_mb, mid_l * per_layer_mb, stage_mb, x.pf, x.vf, x.m
+        stage_mb_of(first_l), stage_mb_of(mid_l), stage_mb, x.pf, x.vf, x.m
     )
     one_send = x.tokens_mb * x.sh.hidden * 2.0 / x.tf
     p2p_total, pp_spans = pipeline_sends_s(cluster, one_send, x.dg, x.tf, x.pf, x.vf, x.m)
@@ -258,8 +268,7 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
         "bubble_s": bubble_s,
         "head_s": comp["head_mb"] * x.m,  # output layer and loss (in matmul and elementwise)
         # Rebuilding activations, inside the compute and tensor-parallel terms.
-        "recompute_s": x.m
-        * (comp["recompute_mb"] + mp["tp_mb"] * x.rc_collectives / (4.0 + x.rc_collectives)),
+        "recompute_s": x.m * rebuild_mb,
         "stage_layers": np.stack(np.broadcast_arrays(*x.stage_layers), axis=-1),
         "p2p_s": p2p_total,
         "dp_comm_s": dp["dp_total"],
