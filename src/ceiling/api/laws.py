@@ -12,15 +12,20 @@ from ceiling.model import laws
 DEFAULT_NS = (1, 2, 4, 8, 16, 64, 256, 1024)
 
 
+CLI_WAYS = "P, --parallel/-p P, or --serial/-s (1 - P)"
+
+
 def fractions(
-    parallel: float | None, serial: float | None, positional: float | None = None
+    parallel: float | None,
+    serial: float | None,
+    positional: float | None = None,
+    ways: str = "parallel=P or serial=(1 - P)",
 ) -> tuple[float, float]:
-    """(parallel, serial) fractions from exactly one of the parallel share and the serial one."""
+    """(parallel, serial) fractions from exactly one of the parallel share and the serial one
+    (`ways`: how the caller's user gives them, for the message)."""
     given = [v for v in (positional, parallel) if v is not None]
     if len(given) + (serial is not None) != 1:
-        raise InvalidInput(
-            "give the parallel fraction once: P, --parallel/-p P, or --serial/-s (1 - P)"
-        )
+        raise InvalidInput(f"give the parallel fraction once: {ways}")
     if serial is not None:
         laws.check_fraction(serial, "serial fraction")
         return 1.0 - serial, serial
@@ -126,11 +131,10 @@ def amdahl(
     *,
     serial: float | None = None,
     ns: Iterable[float] | None = None,
-    positional: float | None = None,
 ) -> AmdahlResult:
     """Amdahl's law for parallel fraction `parallel` (or `serial` = 1 - p) at worker counts
     `ns` (default 1..1024)."""
-    p, _ = fractions(parallel, serial, positional)
+    p, _ = fractions(parallel, serial)
     counts = worker_counts(ns)
     return AmdahlResult(
         p=p,
@@ -146,9 +150,8 @@ def gustafson(
     *,
     serial: float | None = None,
     ns: Iterable[float] | None = None,
-    positional: float | None = None,
 ) -> GustafsonResult:
     """Gustafson's law for the parallel fraction of the scaled run (or its serial share
     α = `serial`) at worker counts `ns` (default 1..1024)."""
-    p, alpha = fractions(parallel, serial, positional)
+    p, alpha = fractions(parallel, serial)
     return GustafsonResult(alpha=alpha, p=p, rows=laws.gustafson_table(alpha, worker_counts(ns)))

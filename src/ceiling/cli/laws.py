@@ -68,12 +68,11 @@ def amdahl(
 
     P is the parallel fraction (as --parallel/-p); --serial/-s gives 1 - P instead.
     """
+    from ceiling.api.laws import CLI_WAYS, fractions
     from ceiling.api.laws import amdahl as amdahl_law
 
-    r = amdahl_law(parallel, serial=serial, ns=_ns(n), positional=fraction)
-    p, rows, ceiling, n90, n99 = (
-        r.p, r.rows, r.ceiling, r.n_for_90pct_of_ceiling, r.n_for_99pct_of_ceiling
-    )  # fmt: skip
+    r = amdahl_law(fractions(parallel, serial, fraction, CLI_WAYS)[0], ns=_ns(n))
+    p, ceiling = r.p, r.ceiling
     if plot is not None:
         from ceiling.report import plots
 
@@ -86,14 +85,17 @@ def amdahl(
         table(
             f"Amdahl's law, parallel p = {p:g}, serial {1 - p:g} (fixed problem)",
             ["N", "speedup", "efficiency"],
-            [[f"{r.n:g}", f"{r.speedup:.2f}×", f"{r.efficiency * 100:.1f} %"] for r in rows],
+            [[f"{x.n:g}", f"{x.speedup:.2f}×", f"{x.efficiency * 100:.1f} %"] for x in r.rows],
         )
     )
     if ceiling == float("inf"):
         c.print("ceiling: none (p = 1: speedup grows with N without bound)")
     else:
         c.print(f"ceiling 1/(1-p) = {ceiling:.4g}× however many workers")
-        c.print(f"90 % of the ceiling needs N ≥ {n90}; 99 % needs N ≥ {n99}")
+        c.print(
+            f"90 % of the ceiling needs N ≥ {r.n_for_90pct_of_ceiling}; "
+            f"99 % needs N ≥ {r.n_for_99pct_of_ceiling}"
+        )
     if plot:
         c.print(f"figure: {plot}")
 
@@ -112,10 +114,11 @@ def gustafson(
     P is the parallel fraction of the scaled run (as --parallel/-p); --serial/-s gives its
     serial share α = 1 - P instead.
     """
+    from ceiling.api.laws import CLI_WAYS, fractions
     from ceiling.api.laws import gustafson as gustafson_law
 
-    r = gustafson_law(parallel, serial=serial, ns=_ns(n), positional=fraction)
-    parallel_share, alpha, rows = r.p, r.alpha, r.rows
+    r = gustafson_law(serial=fractions(parallel, serial, fraction, CLI_WAYS)[1], ns=_ns(n))
+    parallel_share, alpha = r.p, r.alpha
     if plot is not None:
         from ceiling.report import plots
 
@@ -129,7 +132,7 @@ def gustafson(
             f"Gustafson's law, parallel p = {parallel_share:g}, serial α = {alpha:g} "
             "(problem grows with N)",
             ["N", "scaled speedup", "efficiency"],
-            [[f"{r.n:g}", f"{r.speedup:.2f}×", f"{r.efficiency * 100:.1f} %"] for r in rows],
+            [[f"{x.n:g}", f"{x.speedup:.2f}×", f"{x.efficiency * 100:.1f} %"] for x in r.rows],
         )
     )
     c.print(
