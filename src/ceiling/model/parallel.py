@@ -204,23 +204,7 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
     stage_mb = comp["compute_mb"] + mp["tp_mb"] + mp["cp_mb"] + mp["ep_mb"]
 
     # ---- pipeline: bubble and point-to-point sends ----
-    # The other stages run their layers at the last stage's time per layer, without the
-    # output layer and the loss, and rebuild their own share of layers (recompute=layers:N
-    # rebuilds N of each stage, however many it holds); the slowest stage sets the pace
-    # (`pipeline_stages`).
-    rebuild_mb = comp["recompute_mb"] + mp["tp_mb"] * x.rc_collectives / (4.0 + x.rc_collectives)
-    per_layer_mb = (stage_mb - comp["head_mb"] - rebuild_mb) / np.maximum(x.layers_dev, 1.0)
-    last_rebuilt = recompute.layers_rebuilt(x.rc, x.layers_dev)
-
-    def stage_mb_of(layers):
-        by_layers = recompute.layers_rebuilt(x.rc, layers) / np.maximum(last_rebuilt, 1.0)
-        share = np.where(x.rc >= recompute.LAYERS_BASE, by_layers, layers / x.layers_dev)
-        return layers * per_layer_mb + rebuild_mb * share
-
-    first_l, mid_l, _ = x.stage_layers
-    pipeline_s, bubble_s = pipeline_stages.pipeline_time(
-        stage_mb_of(first_l), stage_mb_of(mid_l), stage_mb, x.pf, x.vf, x.m
-    )
+    pipeline_s, bubble_s, rebuild_mb = _pipeline(x, comp, mp, stage_mb)
     one_send = x.tokens_mb * x.sh.hidden * 2.0 / x.tf
     p2p_total, pp_spans = pipeline_sends_s(cluster, one_send, x.dg, x.tf, x.pf, x.vf, x.m)
     dp = data_parallel(job, cluster, x, comp["compute_mb"])
@@ -284,6 +268,30 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
         "dp_spans_nodes": dp["dp_spans"] & (x.dg > 1),
         "pp_spans_nodes": pp_spans & (x.pf > 1),
     }
+
+
+def _pipeline(x: SimpleNamespace, comp: dict, mp: dict, stage_mb):
+    """(the pipeline's time for a step, of it the last stage's idle time, the time a
+    micro-batch spends rebuilding activations on the last stage).
+
+    The other stages run their layers at the last stage's time per layer, without the output
+    layer and the loss, and rebuild their own share of layers (recompute=layers:N rebuilds N
+    of each stage, however many it holds); the slowest stage sets the pace
+    (`pipeline_stages.pipeline_time`)."""
+    rebuild_mb = comp["recompute_mb"] + mp["tp_mb"] * x.rc_collectives / (4.0 + x.rc_collectives)
+    per_layer_mb = (stage_mb - comp["head_mb"] - rebuild_mb) / np.maximum(x.layers_dev, 1.0)
+    last_rebuilt = recompute.layers_rebuilt(x.rc, x.layers_dev)
+
+    def stage_mb_of(layers):
+        by_layers = recompute.layers_rebuilt(x.rc, layers) / np.maximum(last_rebuilt, 1.0)
+        share = np.where(x.rc >= recompute.LAYERS_BASE, by_layers, layers / x.layers_dev)
+        return layers * per_layer_mb + rebuild_mb * share
+
+    first_l, mid_l, _ = x.stage_layers
+    pipeline_s, bubble_s = pipeline_stages.pipeline_time(
+        stage_mb_of(first_l), stage_mb_of(mid_l), stage_mb, x.pf, x.vf, x.m
+    )
+    return pipeline_s, bubble_s, rebuild_mb
 
 
 def _layout(job: Job, plans: Mapping) -> SimpleNamespace:

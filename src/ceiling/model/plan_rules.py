@@ -75,18 +75,8 @@ def check_plan(job, cluster, plan) -> list[str]:
             f"ZeRO-{plan.zero} shards gradients, which pipeline parallelism accumulates over "
             f"micro-batches; with p({plan.p}) > 1 use zero=0 or 1"
         )
-    notes = []
-    if (
-        plan.first_stage_layers
-        and plan.p > 2
-        and (sh.layers - plan.first_stage_layers - plan.last_stage_layers) % (plan.p - 2)
-    ):
-        rest = sh.layers - plan.first_stage_layers - plan.last_stage_layers
-        notes.append(
-            f"uneven middle stages: {rest} layers over p-2 = {plan.p - 2} stages; the fullest "
-            f"has {math.ceil(rest / (plan.p - 2))} and sets the pace"
-        )
-    elif not plan.first_stage_layers and sh.layers % chunks:
+    notes = _stage_notes(sh.layers, plan)
+    if not plan.first_stage_layers and sh.layers % chunks:
         most = math.ceil(sh.layers / chunks)
         notes.append(
             f"uneven stages: layers({sh.layers}) % (p({plan.p}) × v({plan.v}) = {chunks}) = "
@@ -122,6 +112,17 @@ def _check_context_and_fp8(job, cluster, plan) -> None:
         raise InvalidInput(
             f"fp8={plan.fp8} needs FP8 tensor cores; {cluster.device.name} has {have}"
         )
+
+
+def _stage_notes(layers: int, plan) -> list[str]:
+    """A pinned layout whose middle stages cannot be equal: the fullest sets the pace."""
+    rest = layers - plan.first_stage_layers - plan.last_stage_layers
+    if not plan.first_stage_layers or plan.p < 3 or not rest % (plan.p - 2):
+        return []
+    return [
+        f"uneven middle stages: {rest} layers over p-2 = {plan.p - 2} stages; the fullest "
+        f"has {math.ceil(rest / (plan.p - 2))} and sets the pace"
+    ]
 
 
 def check_stage_layout(layers: int, plan) -> None:
