@@ -21,6 +21,9 @@ import pytest
 pytestmark = pytest.mark.slow
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+WINDOW = "1200,2400"  # a desktop window: the page's column is narrower than it
+MAX_WORDS = 1800  # visible words of the default page
+MIN_TEXT_PX = 10.0
 FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -47,11 +50,13 @@ document.addEventListener("securitypolicyviolation", function (e) {
 addEventListener("load", function () {
   var sections = Array.prototype.map.call(document.querySelectorAll("main > section"),
     function (s) {
+      var at = s.getBoundingClientRect();
       return {key: s.id, status: s.dataset.status, declared: Number(s.dataset.figures),
+        top: at.top + window.scrollY, height: at.height,
         images: Array.prototype.map.call(s.querySelectorAll("img"), function (i) {
           var box = i.getBoundingClientRect();
           return {loaded: i.complete && i.naturalWidth > 0, width: box.width,
-                  height: box.height, alt: i.alt};
+                  height: box.height, natural: i.naturalWidth, alt: i.alt};
         })};
     });
   var pre = document.createElement("pre");
@@ -81,7 +86,7 @@ def browser() -> str:
 
 
 @pytest.fixture(scope="module")
-def full_report(tmp_path_factory, browser):
+def full_report(tmp_path_factory):
     """The default quick report, made by the real command, as a new user gets it."""
     folder = tmp_path_factory.mktemp("report")
     page = folder / "ceiling-report.html"
@@ -109,13 +114,12 @@ def _run_browser(browser: str, args: list[str], tmp: Path) -> subprocess.Complet
     )
 
 
-def _dom_check(browser: str, page: Path, tmp: Path) -> dict:
+def _dom_check(browser: str, page: Path, tmp: Path, window: str = WINDOW) -> dict:
     html = page.read_text(encoding="utf-8")
     instrumented = tmp / "instrumented.html"
     instrumented.write_text(html.replace("<head>", "<head>\n" + CHECKER, 1), encoding="utf-8")
-    proc = _run_browser(
-        browser, ["--virtual-time-budget=10000", "--dump-dom", instrumented.as_uri()], tmp
-    )
+    args = [f"--window-size={window}", "--virtual-time-budget=10000", "--dump-dom"]
+    proc = _run_browser(browser, [*args, instrumented.as_uri()], tmp)
     found = re.search(r'<pre id="ceiling-check">(.*?)</pre>', proc.stdout, re.S)
     assert found, f"chromium did not render the page: {proc.stderr[-2000:]}"
     text = found.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
@@ -182,3 +186,82 @@ def test_page_needs_no_javascript(full_report):
     assert "<script" not in html.lower()
     for src in re.findall(r'\bsrc="([^"]*)"', html):
         assert src.startswith("data:image/")
+
+
+def visible_words(html: str) -> int:
+    """Words a reader sees: no head, styles, scripts, tags or figure data."""
+    import html as html_mod
+
+    body = re.sub(r"<head>.*?</head>", " ", html, flags=re.S)
+    body = re.sub(r"<(style|script)\b.*?</\1>", " ", body, flags=re.S)
+    text = html_mod.unescape(re.sub(r"<[^>]+>", " ", body))
+    return len(text.split())
+
+
+def test_default_page_has_at_most_1800_words(full_report):
+    page, _, _ = full_report
+    words = visible_words(page.read_text(encoding="utf-8"))
+    assert words <= MAX_WORDS, f"{words} visible words"
+
+
+def test_word_count_sees_text_and_not_figures():
+    html = '<head><title>t</title><style>p {}</style></head><p>two words</p><img alt="x y z">'
+    assert visible_words(html) == 2
+
+
+def test_verdict_opens_the_page_and_each_line_is_a_json_number(full_report):
+    from ceiling.report.verdict import lookup
+
+    page, record, _ = full_report
+    html = page.read_text(encoding="utf-8")
+    assert html.index('id="verdict"') < html.index("<main>")
+    sections = {s["key"]: s for s in record["sections"]}
+    assert 1 <= len(record["verdict"]) <= 3
+    for line in record["verdict"]:
+        section, _, path = line["json_key"].partition(".")
+        assert lookup(sections[section]["key_figures"], path) == line["value"]
+        assert f'data-key="{line["json_key"]}"' in html
+    # no work given: every section that speaks of a model says it is a demo
+    demos = [s for s in sections.values() if s.get("subject")]
+    assert demos and all(s["subject"].startswith("Demo:") for s in demos)
+
+
+def test_every_figure_is_legible_at_100_percent(full_report):
+    _, record, _ = full_report
+    figures = [(s["key"], f) for s in record["sections"] for f in s["figures"]]
+    assert figures
+    for key, f in figures:
+        leg = f["legibility"]
+        assert leg["min_text_px"] >= MIN_TEXT_PX, (key, f["caption"], leg)
+        assert leg["legend_overlaps"] == 0, (key, f["caption"], leg)
+        assert leg["hidden_markers"] == 0, (key, f["caption"], leg)
+
+
+def test_rendered_figure_text_and_a_screenshot_of_each_section(full_report, browser, tmp_path):
+    """In the browser, each figure's smallest text at the size the page shows it, and one
+    screenshot per section (into $CEILING_TEST_OUTPUT when set, else a temporary folder)."""
+    import matplotlib.image
+
+    page, record, _ = full_report
+    check = _dom_check(browser, page, tmp_path)
+    expected = {s["key"]: s for s in record["sections"]}
+    for shown in check["sections"]:
+        for img, fig in zip(shown["images"], expected[shown["key"]]["figures"], strict=True):
+            leg = fig["legibility"]
+            natural_px = leg["min_text_px"] / leg["page_scale"]
+            rendered = natural_px * img["width"] / img["natural"]
+            assert rendered >= MIN_TEXT_PX - 0.05, (shown["key"], fig["caption"], rendered)
+    bottom = int(max(s["top"] + s["height"] for s in check["sections"])) + 40
+    width = int(WINDOW.split(",")[0])
+    shot = tmp_path / "page.png"
+    args = [f"--window-size={width},{bottom}", f"--screenshot={shot}", page.as_uri()]
+    _run_browser(browser, args, tmp_path)
+    pixels = matplotlib.image.imread(shot)
+    out = Path(os.environ.get("CEILING_TEST_OUTPUT") or tmp_path) / "report-sections"
+    out.mkdir(parents=True, exist_ok=True)
+    for s in check["sections"]:
+        top, height = int(s["top"]), int(s["height"])
+        part = pixels[top : top + height]
+        assert part.shape[0] > 20 and part[..., :3].std() > 0.02, f"section {s['key']} is blank"
+        matplotlib.image.imsave(out / f"{s['key']}.png", part)
+    assert sorted(p.stem for p in out.glob("*.png")) == sorted(expected)

@@ -47,7 +47,7 @@ def measure(fig, renderer=None) -> dict[str, Any]:
     scale = _page_scale(fig, renderer)
     sizes = [t.get_fontsize() for t in _texts(fig)]
     return {
-        "width_px": round(_width_in(fig, renderer) * PX_PER_INCH * 1.0, 1),
+        "width_px": round(_width_in(fig, renderer) * PX_PER_INCH, 1),
         "page_scale": round(scale, 3),
         "min_text_px": round(min(sizes) * PX_PER_PT * scale, 2) if sizes else None,
         "legend_overlaps": sum(_legend_hits(ax, renderer) for ax in fig.axes)
@@ -62,7 +62,11 @@ def _draw(fig):
 
 
 def _width_in(fig, renderer) -> float:
-    return fig.get_tightbbox(renderer).width
+    """Width of the saved figure: its tight box plus the padding savefig adds each side."""
+    import matplotlib
+
+    pad = matplotlib.rcParams["savefig.pad_inches"]
+    return fig.get_tightbbox(renderer).width + 2 * float(pad)
 
 
 def _page_scale(fig, renderer) -> float:
