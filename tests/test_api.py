@@ -60,10 +60,11 @@ def test_amdahl_and_gustafson_match_the_commands(cli):
 
 def test_fit_matches_the_command(cli):
     path = GOLDEN / "scaling_times.csv"
-    from ceiling.cli.fit import read_measurements
+    from ceiling.api.measurements import read_measurements
 
     ns, times, _, _ = read_measurements(path)
     r = ceiling.fit(ns, times, predict=[64, 128], source=str(path))
+    assert ceiling.fit(path, predict=[64, 128]) == r  # the file itself
     assert r.mode == "strong" and r.measure == "time"
     assert r.fit.amdahl is not None and 0 < r.fit.amdahl.p < 1
     assert r.to_dict() == cli_json(cli, "fit", path, "--predict", "64,128")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ceiling.api.result import Result
@@ -109,7 +110,7 @@ class FitResult(Result):
 
 
 def fit(
-    ns: Sequence[float],
+    ns: Sequence[float] | str | Path,
     times: Sequence[float] | None = None,
     *,
     throughputs: Sequence[float] | None = None,
@@ -120,8 +121,14 @@ def fit(
 ) -> FitResult:
     """Fit Amdahl, Gustafson (weak scaling only) and the USL to run times (or throughputs,
     per `time_unit`) measured at worker counts `ns`; rows may repeat an N. `mode`: "strong"
-    (a fixed problem) or "weak" (the problem grows with N)."""
+    (a fixed problem) or "weak" (the problem grows with N). `ns` may instead be the path
+    of a CSV or JSON file of both (see `fit_file`)."""
     from ceiling.model.scaling import fit_scaling
+
+    if isinstance(ns, (str, Path)):
+        if times is not None or throughputs is not None:
+            raise InvalidInput("give the measurements once: a file, or ns with times")
+        return fit_file(ns, mode=mode, time_unit=time_unit, predict=predict)
 
     if (times is None) == (throughputs is None):
         raise InvalidInput("give either times or throughputs (exactly one)")
@@ -143,3 +150,28 @@ def fit(
         raise type(exc)(f"{source}: {exc}") from None
     limits = _limits(result, time_unit, unit_s)
     return FitResult(result, mode, measure, time_unit, limits, source)
+
+
+def fit_file(
+    path: str | Path,
+    *,
+    mode: str | None = None,
+    time_unit: str = "s",
+    predict: Sequence[float] | None = None,
+) -> FitResult:
+    """`fit` of a CSV or JSON file with a column N (or workers, gpus, ...) and a column time
+    (or throughput), in `time_unit`; a `ceiling scale --json` result is read as it is, its
+    mode kept unless `mode` is given. Rows may repeat an N."""
+    from ceiling.api.measurements import read_measurements
+
+    unit_seconds(time_unit)  # a bad unit is refused before the file is read
+    ns, values, measure, file_mode = read_measurements(Path(path))
+    kw = {"times": values} if measure == "time" else {"throughputs": values}
+    return fit(
+        ns,
+        mode=mode or file_mode or "strong",
+        time_unit=time_unit,
+        predict=predict,
+        source=str(path),
+        **kw,
+    )
