@@ -27,6 +27,7 @@ class Choice:
 
     value: object
     demo: bool
+    why: str | None = None  # why a demo stands in although the user gave something
 
     def label(self, what: str) -> str:
         """`value`, or `value (demo; --flag for yours)` when it is a built-in demo."""
@@ -39,11 +40,14 @@ def subject(parts: list[tuple[Choice, str, str]]) -> tuple[str, bool]:
     `parts`: (choice, its flag, how to say it) in reading order, e.g.
     (model, "--model", "llama-3-70b"), (gpus, "--gpus", "on 256 ×")."""
     text = " ".join(say for _, _, say in parts)
-    demos = [flag for choice, flag, _ in parts if choice.demo]
-    if len(demos) == len(parts):
-        return f"Demo: {text} ({', '.join(demos)} for yours).", True
-    if demos:
-        return f"Yours: {text} (demo {', '.join(demos)}).", False
+    demos = [flag for choice, flag, _ in parts if choice.demo and not choice.why]
+    whys = "".join(f"; {c.why}" for c, _, _ in parts if c.demo and c.why)
+    if all(c.demo for c, _, _ in parts):
+        hint = f"{', '.join(demos)} for yours" if demos else ""
+        return f"Demo: {text} ({(hint + whys).removeprefix('; ')}).", True
+    if demos or whys:
+        said = f"demo {', '.join(demos)}{whys}".replace("demo ; ", "demo: ")
+        return f"Yours: {text} ({said}).", False
     return f"Yours: {text}.", False
 
 
@@ -84,7 +88,8 @@ class ReportOptions:
 
         if self.model and not self.is_callable_model:
             return parse_model(self.model), Choice(self.model, False)
-        return parse_model(demo), Choice(demo, True)
+        why = "a module:callable model has no transformer shape" if self.model else None
+        return parse_model(demo), Choice(demo, True, why)
 
     def cluster_device(self):
         """(ResolvedDevice, Choice): --spec, else the --profile's catalog GPU, else the demo."""
