@@ -137,6 +137,10 @@ def test_modelled_figures_carry_their_validated_error(model_page):
     assert decode and decode[0]["kind"] == "modelled" and decode[0]["error"].startswith("±")
     mfu = {h["label"]: h for h in secs["mfu"]["highlights"]}
     assert all(h["kind"] == "measured" for h in mfu.values())
+    # in tables too: the modelled columns are named, and shown hatched on the page
+    measured = next(t for t in secs["decode"]["tables"] if "decoding here" in t["title"])
+    assert measured["modelled_columns"] == ["expected", "ceiling", "limited by"]
+    assert "MFU" in secs["planner"]["tables"][0]["modelled_columns"]
 
 
 def test_verdict_lines_are_traced_to_json_numbers(model_page, trace_page):

@@ -47,6 +47,8 @@ class Table:
     columns: list[str]
     rows: list[list[str]]
     note: str | None = None
+    # columns holding modelled or datasheet figures (shown hatched), the rest measured
+    modelled: tuple[int, ...] = ()
 
 
 @dataclass
@@ -109,8 +111,17 @@ class SectionOutput:
     ) -> None:
         self.highlights.append(Highlight(label, display, kind, error))
 
-    def table(self, title: str, columns: list[str], rows: Iterable[Iterable[Any]], note=None):
-        t = Table(title, list(columns), [[_cell(v) for v in r] for r in rows], note=note)
+    def table(
+        self,
+        title: str,
+        columns: list[str],
+        rows: Iterable[Iterable[Any]],
+        note=None,
+        modelled: Iterable[int] = (),
+    ):
+        """A table; `modelled`: indices of the columns that are modelled or datasheet."""
+        cells = [[_cell(v) for v in r] for r in rows]
+        t = Table(title, list(columns), cells, note=note, modelled=tuple(modelled))
         self.tables.append(t)
         self.blocks.append(("table", t))
 
@@ -150,7 +161,13 @@ class SectionResult:
             ],
             "text": o.paragraphs,
             "tables": [
-                {"title": t.title, "columns": t.columns, "rows": t.rows, "note": t.note}
+                {
+                    "title": t.title,
+                    "columns": t.columns,
+                    "rows": t.rows,
+                    "note": t.note,
+                    "modelled_columns": [t.columns[i] for i in t.modelled],
+                }
                 for t in o.tables
             ],
             "figures": [

@@ -129,15 +129,20 @@ def _table(t: Table) -> str:
     out = [f'<p class="table-title">{escape(t.title)}</p>', '<div class="table-wrap"><table>']
     headed = any(c for c in t.columns)
     if headed:
-        out.append(
-            "<thead><tr>" + "".join(f"<th>{escape(c)}</th>" for c in t.columns) + "</tr></thead>"
+        modelled = ' class="modelled"'
+        heads = "".join(
+            f"<th{modelled if i in t.modelled else ''}>{escape(c)}</th>"
+            for i, c in enumerate(t.columns)
         )
+        out.append(f"<thead><tr>{heads}</tr></thead>")
     out.append("<tbody>")
     for row in t.rows:
         cells = []
-        for v in row:
+        for i, v in enumerate(row):
             # label/value tables (no header) read best left-aligned throughout
-            cls = ' class="num"' if headed and _NUMERIC.match(v.strip()) else ""
+            kinds = ["num"] if headed and _NUMERIC.match(v.strip()) else []
+            kinds += ["modelled"] if i in t.modelled else []
+            cls = f' class="{" ".join(kinds)}"' if kinds else ""
             cells.append(f"<td{cls}>{escape(v)}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")

@@ -60,6 +60,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         ["device", "ceiling", "expected", "compute-bound from batch",
          f"largest batch at {LONG_CONTEXT:,} context"],
         rows,
+        modelled=(1, 2, 3, 4),
     )  # fmt: skip
     kv = next((e["kv_bytes_per_token"] for e in keyed.values()), None)
     out.note(
@@ -290,6 +291,7 @@ def _measured_table(out: SectionOutput, comp, expected, model) -> None:
         "tokens/s",
         ["batch", "measured", "expected", "ceiling", "limited by"],
         rows,
+        modelled=(2, 3, 4),
     )
 
 

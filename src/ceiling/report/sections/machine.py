@@ -214,6 +214,7 @@ def _measured(out: SectionOutput, profile, cpu) -> None:
         "Measured ceilings against the theoretical (CPU) or datasheet (GPU) figure",
         ["device", "what", "measured", "reference", "of reference"],
         rows,
+        modelled=(3,),
     )
     out.note(
         "matmul: best FLOP/s over the size sweep, 2·M·N·K FLOPs; bandwidth: STREAM triad, "

@@ -124,6 +124,7 @@ def _plans_table(out: SectionOutput, res, gpus: int, spec, cluster) -> None:
         ["d × t × p", "micro-batch", "ZeRO, recompute", "memory per GPU", "step", "MFU",
          "why it loses"],
         rows,
+        modelled=range(7),
     )  # fmt: skip
 
 

@@ -94,6 +94,7 @@ def _ops_table(out: SectionOutput, placed, measured, device: str, dtype: str) ->
         f"Three ops on {device}, {dtype}: modelled at the roof against measured",
         ["op", "FLOPs", "bytes", "FLOP/B", "bound", "modelled", "measured", "of the roof"],
         rows,
+        modelled=(4, 5),
     )
     out.note(
         "bytes: each operand read once, each result written once; modelled: "

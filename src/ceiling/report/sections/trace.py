@@ -37,9 +37,8 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     out.key_figures["model_flops_per_step"] = rank.model_flops_per_step
     out.table(f"Rank {rank.rank}: the mean step", ["", "time", "share"], step_rows(rank))
     cols = ["op × calls", "shapes", "FLOPs", "time", "roof time", "lost", "bound"]
-    out.table(
-        f"Rank {rank.rank}: ops losing most time against their roof", cols, op_rows(rank, TOP_OPS)
-    )
+    title = f"Rank {rank.rank}: ops losing most time against their roof"
+    out.table(title, cols, op_rows(rank, TOP_OPS), modelled=(4, 6))
     c = r.cross
     if c is not None:
         out.table("Ranks", ["rank", "step time", "busy (less waiting)"], cross_rows(r))
