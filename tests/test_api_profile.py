@@ -124,3 +124,17 @@ def test_a_batch_the_model_cannot_take_is_one_line():
     with pytest.raises(ceiling.CeilingError) as info:
         ceiling.profile(torch.nn.Linear(4, 2), torch.ones(3, 5), steps=1)
     assert "\n" not in str(info.value) and "Linear" in str(info.value)
+
+
+def test_decode_measured_here():
+    r = ceiling.decode("gpt:tiny", batch=[1], measure=True, device="cpu")
+    assert isinstance(r, ceiling.api.decode_measured.MeasuredDecodeResult)
+    (row,) = r.to_dict()["rows"]
+    assert row["batch"] == 1 and row["measured_tokens_per_s"] > 0
+    assert row["tokens_per_s"] == row["measured_tokens_per_s"] <= row["best_tokens_per_s"]
+    assert r.to_dict()["measured"] is True and r.why_low()
+    assert r.figure().axes
+    with pytest.raises(ceiling.CeilingError, match="drop --spec"):
+        ceiling.decode("gpt:tiny", spec="h100-sxm", measure=True)
+    with pytest.raises(ceiling.CeilingError, match="measure"):
+        ceiling.decode("gpt:tiny", spec="h100-sxm", device="cpu")

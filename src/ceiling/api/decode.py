@@ -153,11 +153,17 @@ def decode(
     kv_dtype: str | None = None,
     activations: str | None = None,
     tp: int = 1,
-) -> DecodeResult:
+    measure: bool = False,
+    device: str | None = None,
+):
     """Decode ceilings of `model` (a catalog name, "custom:..." or "hf:PATH") on a catalog
     device (`spec`) or the saved machine profile: tokens/s against `batch` (default 1, 8, 64,
     256), `context` tokens in each KV cache (default 0), time to first token for `prompt`
-    tokens, `weights`/`kv_dtype`/`activations` dtypes, `tp` devices per replica."""
+    tokens, `weights`/`kv_dtype`/`activations` dtypes, `tp` devices per replica.
+
+    measure=True builds the model here with random weights and times real decode steps on
+    `device` (cpu or cuda[:N]; default cuda if present) beside this machine's ceiling: a
+    `MeasuredDecodeResult` (see `api/decode_measured.py`)."""
     from ceiling.hardware.resolve import resolve
     from ceiling.model import decode_expected as expected
     from ceiling.model.decode import DecodeSetup, decode_ceiling
@@ -165,6 +171,15 @@ def decode(
 
     cfg = parse_model(model)
     batches, explicit = _batches(batch)
+    if measure:
+        from ceiling.api.decode_measured import decode_measured, refuse_with_measure
+
+        refuse_with_measure(spec, tp, kv_dtype, activations, prompt)
+        return decode_measured(
+            cfg, batches, context or 0, weights=weights, device=device, profile=profile
+        )
+    if device is not None:
+        raise InvalidInput("device is where measure=True runs: drop it, or measure")
     resolved = resolve(spec, profile)
     dev = resolved.spec
     setup = DecodeSetup(

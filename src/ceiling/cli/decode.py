@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ceiling.api.decode import DEFAULT_BATCHES, FIT_CONTEXT, FLOP_NOTE, ceiling_json, config_json
+from ceiling.api.decode import DEFAULT_BATCHES, FIT_CONTEXT, FLOP_NOTE, config_json
+from ceiling.api.decode_measured import decode_measured, refuse_with_measure
 from ceiling.cli.app import app
 from ceiling.cli.device_options import ProfileOption, SpecOption
 from ceiling.cli.output import (
@@ -22,7 +23,6 @@ from ceiling.cli.output import (
 from ceiling.errors import InvalidInput
 from ceiling.model.transformer import CUSTOM_HELP, TransformerConfig, all_models, parse_model
 from ceiling.report import decode_expected as expected_report
-from ceiling.report.decode_expected import why_measured_low
 from ceiling.report.waterfall import waterfall_rows
 from ceiling.units import (
     format_bandwidth,
@@ -33,7 +33,6 @@ from ceiling.units import (
     format_time,
     parse_count,
 )
-from ceiling.vocabulary import normalize_dtype
 
 DECODE_HELP = f"""Decode (and prefill) ceilings of an LLM on a device: tokens/s against batch size.
 
@@ -166,7 +165,7 @@ def decode(
     prompt_tokens = parse_count(prompt) if prompt is not None else None
     if measure:
         cfg = parse_model(model)
-        _refuse_with_measure(spec, tp, kv_dtype, activations, prompt)
+        refuse_with_measure(spec, tp, kv_dtype, activations, prompt)
         _measure(cfg, batches or list(DEFAULT_BATCHES), ctx or 0, weights, device, profile,
                  json_out, plot)  # fmt: skip
         return
@@ -194,26 +193,6 @@ def decode(
         con.print(f"note: {note}")
     if plot:
         con.print(f"figure: {plot}")
-
-
-def _refuse_with_measure(spec, tp, kv_dtype, activations, prompt) -> None:
-    """Flags that --measure cannot honour, refused before anything runs."""
-    if spec is not None:
-        raise InvalidInput(
-            "--measure compares with this machine's ceiling: drop --spec (or pass --profile)"
-        )
-    if tp != 1:
-        raise InvalidInput("--measure runs on one device: drop --tp")
-    for flag, value in (
-        ("--kv-dtype", kv_dtype),
-        ("--activations", activations),
-        ("--prompt", prompt),
-    ):
-        if value is not None:
-            raise InvalidInput(
-                f"--measure keeps weights, activations and KV cache in one dtype and times "
-                f"decode steps only: drop {flag}"
-            )
 
 
 def _rows_table(c, ttft: bool):
@@ -245,102 +224,24 @@ def _rows_table(c, ttft: bool):
     )
 
 
-def _plot(cfg, dev, setup, c, path, measured=None, in_cache=False) -> None:
-    from ceiling.api.decode import decode_figure
-    from ceiling.report.plots import save
-
-    save(decode_figure(cfg, dev, setup, c, measured, in_cache), path)
-
-
 def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> None:
     from rich.progress import Progress
 
-    from ceiling.measure.decode import (
-        MEASURED_DTYPES,
-        check_device,
-        compare_decode,
-        decode_matmul_rates,
-        default_device,
-        local_ceiling,
-        run_decode,
-    )
-
-    dev_name = check_device(device or default_device())
-    if weights is not None:
-        weights = normalize_dtype(weights, MEASURED_DTYPES, what="--weights", usage=" to measure")
-    local = local_ceiling(dev_name, profile)
     # drawn on a terminal only: elsewhere a refusal must stay the one line on stderr
     progress = Progress(console=_stderr_console(), transient=True, disable=not sys.stderr.isatty())
     with progress:
         task = progress.add_task(f"decoding {cfg.name}", total=len(batches))
-        run = run_decode(
-            cfg,
-            sorted(set(batches)),
-            ctx,
-            dev_name,
-            weights,
+        result = decode_measured(
+            cfg, batches, ctx, weights=weights, device=device, profile=profile,
             on_batch=lambda _b: progress.advance(task),
-        )
-    from ceiling.measure.roofs import local_roofs
-
-    roofs = local_roofs(dev_name, local.cache_bytes, profile)
-    rates = decode_matmul_rates(run, local.cache_bytes)
-    cmp = compare_decode(run, local, roofs, rates)
-    c = cmp.ceiling
+        )  # fmt: skip
+    run, cmp, c = result.run, result.comparison, result.ceiling
     if plot is not None:
-        from ceiling.model.decode import DecodeSetup
+        from ceiling.report.plots import save
 
-        setup = DecodeSetup(weights_dtype=run.dtype, context=ctx, weights_counted="read")
-        measured = ([r.batch for r in cmp.rows], [r.measured_tokens_per_s for r in cmp.rows])
-        _plot(cfg, local.spec, setup, c, plot, measured, cmp.in_cache)
+        save(result.figure(), plot)
     if json_out:
-        out = ceiling_json(cfg, c)
-        out.update(
-            {
-                "measured": True,
-                "method_version": run.method_version,
-                "environment": run.environment,
-                "measure_device": run.device,
-                "ceiling_source": cmp.ceiling_source,
-                "cache_bytes": cmp.cache_bytes,
-                "in_cache": cmp.in_cache,
-                "notes": cmp.notes,
-                "why_low": why_measured_low(cmp, roofs),
-                "per_op_s": roofs.per_op_s,
-                "cache_bandwidth_bytes_per_s": roofs.cache_bandwidth_bytes_per_s,
-                "rows": [
-                    {
-                        **cr.to_json(),
-                        # the plain rate keys are measured; the ceiling's carry "ceiling_"
-                        "tokens_per_s": mr.measured_tokens_per_s,
-                        "tokens_per_s_per_sequence": mr.measured_tokens_per_s / mr.batch,
-                        "ceiling_tokens_per_s_per_sequence": mr.ceiling_tokens_per_s / mr.batch,
-                        "step_time_s": mr.step_time_s,
-                        "bound": mr.bound,
-                        "measured_tokens_per_s": mr.measured_tokens_per_s,
-                        "best_tokens_per_s": mr.best_tokens_per_s,
-                        "ceiling_tokens_per_s": mr.ceiling_tokens_per_s,
-                        "memory_roof_tokens_per_s": mr.memory_roof_tokens_per_s,
-                        "compute_roof_tokens_per_s": mr.compute_roof_tokens_per_s,
-                        "share_of_ceiling": mr.share_of_ceiling,
-                        "mbu": mr.mbu,
-                        "mfu": mr.mfu,
-                        "noisy": mr.noisy,
-                        "samples": mr.samples,
-                        "ceiling_step_time_s": cr.step_time_s,
-                        "expected_tokens_per_s": mr.expected_tokens_per_s,
-                        "expected_limited_by": mr.expected_limited_by,
-                        "waterfall": [
-                            {"name": b.name, "seconds": b.seconds, "recover": b.recover}
-                            for b in mr.waterfall or []
-                        ],
-                    }
-                    for mr, cr in zip(cmp.rows, c.rows, strict=True)
-                ],
-                "plot": str(plot) if plot else None,
-            }
-        )
-        emit_json(out)
+        emit_json({**result.to_dict(), "plot": str(plot) if plot else None})
         return
     con = console()
     con.print(
@@ -390,7 +291,7 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
     )
     for note in cmp.notes:
         con.print(f"note: {note}")
-    con.print(f"why: {why_measured_low(cmp, roofs)}")
+    con.print(f"why: {result.why_low()}")
     first = min(cmp.rows, key=lambda row: row.batch)
     if first.waterfall:
         bars = waterfall_rows(first.waterfall, first.step_time_s)
