@@ -59,6 +59,8 @@ def test_meta_model_is_counted_without_running():
 
 
 def test_profile_refuses_what_is_not_a_model():
+    with pytest.raises(ceiling.CeilingError, match="profile_target"):
+        ceiling.profile("gpt:tiny", None)
     with pytest.raises(ceiling.CeilingError, match=r"nn\.Module"):
         ceiling.profile(lambda x: x, torch.ones(2))
     with pytest.raises(ceiling.CeilingError, match="optimizer"):

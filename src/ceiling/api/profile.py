@@ -231,6 +231,11 @@ def profile(
     from ceiling.profile.run import profile_target
     from ceiling.profile.targets import from_parts
 
+    if isinstance(model, str):
+        raise InvalidInput(
+            f"ceiling.profile takes a live nn.Module; profile the named target {model!r} "
+            "with ceiling.api.profile.profile_target(name, train=..., batch=..., seq=...)"
+        )
     if not isinstance(model, nn.Module):
         raise InvalidInput(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if batch is None:
