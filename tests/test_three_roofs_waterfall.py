@@ -193,6 +193,13 @@ def test_profile_and_step_waterfalls_sum_to_the_measured_step_with_fake_timings(
         assert bars[waterfall.FIRST_TOUCH] == pytest.approx(0.5e-9 * 4e6)
         assert bars.get("waiting for data", 0.0) == data_wait
         assert waterfall.from_result(SimpleNamespace(explanation=e)) == e.waterfall
+    from ceiling.report.waterfall import explanation_json
+
+    d = explanation_json(e)
+    assert d["first_touch"]["s_per_byte"] == 0.5e-9 and d["function_s_per_element"] == {
+        "gelu": 1e-9
+    }
+    assert sum(b["seconds"] for b in d["waterfall"]) == pytest.approx(0.024, abs=1e-15)
     # the prediction: mm at its own rate (8 ms); gelu's bytes and its new buffer's first
     # touch (2.08 ms) above its 1 ms of function; add's and the unknown op's bytes
     p = e.prediction

@@ -107,7 +107,7 @@ def function_costs(device: str, profile=None) -> dict[str, float]:
     try:
         n, best = float(saved["elements"]), dict(saved["best_s"])
     except (KeyError, TypeError, ValueError):
-        t = time_functions(device, budget_ms=QUICK_BUDGET_MS / 12)
+        t = time_functions(device, budget_ms=QUICK_BUDGET_MS / 3)
         n, best = t.elements, t.best_s
     return {k: float(v) / n for k, v in best.items() if isinstance(v, (int, float)) and v > 0}
 

@@ -23,6 +23,13 @@ def explanation_json(e) -> dict | None:
         "cache_bandwidth_bytes_per_s": e.roofs.cache_bandwidth_bytes_per_s,
         "memory_roof_bytes_per_s": e.memory_roof_bytes_per_s,
         "memory_roof_source": e.memory_source,
+        "first_touch": {
+            "s_per_byte": e.roofs.first_touch.s_per_byte,
+            "from_bytes": e.roofs.first_touch.from_bytes,
+            "s_per_fault": e.roofs.first_touch.s_per_fault,
+        },
+        "function_s_per_element": dict(e.roofs.function_s_per_element),
+        "dispatch_adds_to_work": e.roofs.serial_dispatch,
         "matmul_shapes_measured": e.matmul_shapes_measured,
         "waterfall": (
             None
