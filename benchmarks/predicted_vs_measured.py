@@ -7,15 +7,15 @@ into a temporary machine profile, so that the compute roof is the measured matmu
 ceiling, not the datasheet's; then profiles each workload against it and prints
 predicted / measured (the target is within 30 %) and checks that the waterfall's bars add
 up to the measured step. Torch runs on --threads threads (default 1): on a shared machine a
-descheduled worker thread stalls every parallel op, which no roof describes. With
---clock thread every timing (steps, ops and roofs alike) reads the main thread's CPU time
-(time.thread_time) instead of the wall clock: with one torch thread all the work runs on
-it, and time spent descheduled by other processes on a loaded machine is not counted
-(their use of the shared cache still is). The load average is printed before and after.
-Usage:
+descheduled worker thread stalls every parallel op, which no roof describes. Every timing
+(steps, ops and roofs alike) reads the main thread's CPU time (time.thread_time, --clock
+thread, the default with one thread): all the work runs on that thread, and time spent
+descheduled by other processes on a loaded machine is not counted (their use of the
+shared cache still is). --clock wall reads the wall clock, as the commands do; it is the
+only clock for more than one thread. The load average is printed before and after. Usage:
 
     .venv/bin/python benchmarks/predicted_vs_measured.py [--steps 5] [--threads 1]
-        [--clock wall|thread]
+        [--clock thread|wall]
 """
 
 from __future__ import annotations
@@ -132,8 +132,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--clock", choices=("wall", "thread"), default="wall")
+    parser.add_argument("--clock", choices=("thread", "wall"), default=None)
     args = parser.parse_args()
+    args.clock = args.clock or ("thread" if args.threads == 1 else "wall")
+    if args.clock == "thread" and args.threads != 1:
+        parser.error("--clock thread times one thread: use it with --threads 1")
     if args.clock == "thread":  # before any timing code is imported and binds its clock
         time.perf_counter, time.perf_counter_ns = time.thread_time, time.thread_time_ns
     print(f"load average before: {_load()}; clock: {args.clock}")
