@@ -90,8 +90,9 @@ def three_roofs_figure(
             label="expected (modelled)")  # fmt: skip
     ax.plot(batches, measured, "s", ms=6, color="tab:green", label="measured", zorder=3)
     for b, m, lab in zip(batches, measured, labels, strict=True):
-        ax.annotate(lab, (b, m), textcoords="offset points", xytext=(0, -14), ha="center",
+        ax.annotate(lab, (b, m), textcoords="offset points", xytext=(7, 4), ha="left",
                     fontsize=8, color="tab:green")  # fmt: skip
+    ax.set_xlim(min(batches) / 1.4, max(batches) * 2.2)  # room for the labels on the right
     _axes(ax, title)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return fig

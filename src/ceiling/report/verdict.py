@@ -138,6 +138,8 @@ def _machine(figs) -> Finding | None:
     share = m["share_of_reference"]
     if share > 1:
         what = "the peak assumes a lower clock than the cores run at: trust the measurement"
+    elif share < 0.6 and figs["machine"].get("measured_busy"):
+        what = "other work shared the cores: measure again on an idle machine (`ceiling bench`)"
     elif share < 0.6:
         what = "check the thread count and the BLAS library (MKL, OpenBLAS) in use"
     else:

@@ -93,6 +93,7 @@ def _noise_note(out: SectionOutput, profile, measured_now: bool) -> None:
     cores = os.cpu_count() or 1
     busy = load is not None and load > 0.75 * cores
     out.key_figures["noisy_measurements"] = len(noisy)
+    out.key_figures["measured_busy"] = bool(busy or noisy)
     if load is not None:
         out.key_figures["load_average_1min"] = load
     if busy or noisy:

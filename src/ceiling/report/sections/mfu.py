@@ -137,7 +137,8 @@ def _waterfall(out: SectionOutput, rep, target: str) -> None:
     )
     out.figure(
         waterfall.waterfall_fig(bars, f"{target}: from peak to measured"),
-        "Green: the model's FLOPs at the dense peak; red: time lost; blue: time won back.",
+        "Green: the model's FLOPs at the dense peak; red: time lost; blue: a negative bar, "
+        "where the roofs over-predict.",
     )
 
 
