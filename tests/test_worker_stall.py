@@ -10,17 +10,17 @@ import sys
 import pytest
 
 from ceiling.errors import InvalidInput
-from ceiling.measure import distributed, rendezvous
+from ceiling.measure import distributed, rendezvous, stall
 from ceiling.measure.stall import StallWatch
 
 
-def beat(cpu_s, line, in_collective=False, where="job.py:12 in step"):
-    return {
-        "cpu_s": cpu_s,
-        "pos": ["job.py", line, 0],
-        "in_collective": in_collective,
-        "where": where,
-    }
+def beat(cpu_s, line, in_collective=False, where="job.py:12 in step", t=None):
+    """A worker's beat: `cpu_s` its threads' CPU time, `t` its clock (default: the reader's)."""
+    out = {"cpu_s": cpu_s, "pos": ["job.py", line, 0], "in_collective": in_collective}
+    out["where"] = where
+    if t is not None:
+        out["t"] = t
+    return out
 
 
 def feed(watch, seconds, beats_at):
@@ -64,6 +64,78 @@ def test_data_in_flight_counts_as_progress_and_a_dead_collective_does_not():
     feed(w, 60, lambda t: {r: beat(0.5, 5, in_collective=True) for r in (0, 1)})
     assert w.hung([0, 1], 60.0) == [0, 1]
     assert "every rank waited in a collective that never completed" in w.describe([0, 1])
+
+
+def test_the_beats_own_cost_idle_threads_and_polling_are_not_progress():
+    """A sleeping rank's process still uses CPU time: its beating thread, gloo's loop thread
+    (about 5 ms a second on a loaded machine), a rendezvous store's polling wait. Summed
+    over the stall window that once passed for work, and a hung rank was never named."""
+    w = StallWatch(2, stall_s=5)
+    creeping = lambda t: {0: beat(0.01 * t, 5, in_collective=True), 1: beat(0.008 * t, 9)}  # noqa: E731
+    feed(w, 4, creeping)
+    assert w.hung([0, 1], 4.0) == []
+    feed(w, 6, creeping)
+    assert w.hung([0, 1], 6.0) == [1]
+
+
+def test_a_stopped_rank_is_named_while_the_others_wait_idle_in_the_collective():
+    """A stopped worker (SIGSTOP) beats no more; its last beat was inside the collective,
+    like the others', which keep beating without working: it alone is to blame."""
+    w = StallWatch(3, stall_s=30)
+    feed(
+        w,
+        40,
+        lambda t: {
+            0: beat(0.004 * t, 5, True, t=float(t)),
+            1: beat(0.3, 5, True, t=0.0),  # the same beat, read again and again
+            2: beat(0.004 * t, 5, True, t=float(t)),
+        },
+    )
+    assert w.hung([0, 1, 2], 40.0) == [1]
+    msg = w.describe([1], 40.0)
+    assert msg.startswith("worker rank 1 of 3 made no progress for 30 s (at job.py:12 in step")
+    assert "it stopped beating" in msg and msg.endswith("the other ranks waited for it)")
+
+
+def test_a_beat_leaves_out_the_beating_threads_own_cpu_time():
+    import threading
+    import time
+
+    seen = {}
+    start = time.process_time()
+
+    def burn_then_beat():
+        end = time.thread_time() + 0.3
+        while time.thread_time() < end:
+            pass
+        seen.update(stall.beat())
+
+    t = threading.Thread(target=burn_then_beat)
+    t.start()
+    t.join()
+    assert seen["cpu_s"] - start < 0.15  # the 0.3 s burnt by the beating thread is not in it
+    assert seen["where"] and seen["pos"] is not None and seen["t"] > 0
+
+
+def test_importing_torch_distributed_is_not_waiting_in_a_collective(tmp_path, monkeypatch):
+    """A rank stopped while it imports torch.distributed must be blamed, not taken for one
+    waiting for the others: only a call into torch.distributed is a collective."""
+    package = tmp_path / "torch" / "distributed"
+    package.mkdir(parents=True)
+    (package / "fake_collective.py").write_text(
+        "from ceiling.measure import stall\n"
+        "AT_IMPORT = stall._main_thread_state()\n"
+        "def wait():\n"
+        "    return stall._main_thread_state()\n"
+    )
+    monkeypatch.syspath_prepend(str(package))
+    try:
+        import fake_collective
+
+        assert fake_collective.AT_IMPORT["in_collective"] is False
+        assert fake_collective.wait()["in_collective"] is True
+    finally:
+        sys.modules.pop("fake_collective", None)
 
 
 def test_a_rank_that_has_not_beaten_yet_is_left_to_the_deadline():

@@ -482,7 +482,7 @@ def _watch(
             if culprits:
                 stop_processes(procs)
                 drain()
-                raise WorkerFailed(f"{watch.describe(culprits)}; all ranks were stopped")
+                raise WorkerFailed(f"{watch.describe(culprits, now)}; all ranks were stopped")
         elapsed = now - start
         if elapsed > job.timeout_s:
             running = [str(r) for r, c in enumerate(codes) if c is None]
