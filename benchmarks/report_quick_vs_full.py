@@ -3,11 +3,12 @@ bandwidth side by side, measured alternately in one run, and the quick report's 
 
 Usage: .venv/bin/python benchmarks/report_quick_vs_full.py [--rounds 2] [--report]
 
-Each round runs the quick matmul and memory benchmarks, then the full ones, on this
-machine's CPU; each keeps its best over the rounds (a loaded machine only slows a run
-down). The check: every quick figure within 5 % of the full one. With --report it also
-times `ceiling report --quick` (a saved profile is not used: the page measures the machine)
-and prints each section's own time, so the sum can be read apart from process start-up.
+Each round runs the quick matmul benchmark then the full one, then the same for memory, on
+this machine's CPU; each keeps its best over the rounds (a loaded machine only slows a run
+down, so on a busy machine run more rounds). The check: every quick figure within 5 % of
+the full one. With --report it also times `ceiling report --quick` (a saved profile is not
+used: the page measures the machine) and prints each section's own time, so the sum can be
+read apart from process start-up.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from ceiling.measure import suite
 TOLERANCE = 0.05
 
 
-def figures(quick: bool) -> dict[str, float]:
-    """Best matmul FLOP/s per dtype and the bandwidth ceiling, as the report's profile has."""
-    report = suite.run_all("cpu", quick=quick, parts=("matmul", "memory"))
+def figures(quick: bool, part: str) -> dict[str, float]:
+    """Best matmul FLOP/s per dtype or the bandwidth ceiling, as the report's profile has."""
+    report = suite.run_all("cpu", quick=quick, parts=(part,))
     profile = suite.build_profile(report)
     dev = profile.device("cpu")
     out = {f"matmul {dt} (FLOP/s)": v for dt, v in dev.peak_flops_per_s.items()}
@@ -41,11 +42,12 @@ def compare(rounds: int) -> bool:
     best: dict[str, dict[str, float]] = {"quick": {}, "full": {}}
     took = {"quick": 0.0, "full": 0.0}
     for _ in range(rounds):
-        for mode in ("quick", "full"):
-            t0 = time.perf_counter()
-            for k, v in figures(mode == "quick").items():
-                best[mode][k] = max(best[mode].get(k, 0.0), v)
-            took[mode] += time.perf_counter() - t0
+        for part in ("matmul", "memory"):  # quick and full back to back: the same load
+            for mode in ("quick", "full"):
+                t0 = time.perf_counter()
+                for k, v in figures(mode == "quick", part).items():
+                    best[mode][k] = max(best[mode].get(k, 0.0), v)
+                took[mode] += time.perf_counter() - t0
     ok = True
     print(f"{'figure':28} {'quick':>12} {'full':>12} {'quick/full':>10}")
     for k in sorted(best["full"]):
