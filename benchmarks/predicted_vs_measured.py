@@ -146,7 +146,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         profile = quick_profile(Path(tmp) / "profile.json")
         rows = training_rows(profile, args.steps) + decode_rows(profile)
-    print("measured: the fastest step (the roofs are best rates too); median beside it")
+    print(
+        "measured: the fastest step; predicted: each op at its roofs, matmul and attention "
+        "shapes at their median call (a step sums many calls, so it gets each one's typical "
+        "time, not every call's luckiest); median step beside it"
+    )
     print(
         f"{'workload':34} {'predicted':>10} {'measured':>10} {'pred/meas':>9} {'median':>10}  bound"
     )

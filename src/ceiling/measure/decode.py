@@ -380,8 +380,9 @@ def _expected(ceiling, cfg, roofs, in_cache: bool, rates: dict | None) -> list:
 
 
 def decode_matmul_rates(run: DecodeRun, cache_bytes: float | None) -> dict:
-    """Best FLOP/s of each matmul shape the run's decode steps ran, timed alone; when the
-    weights do not fit the cache, with weights read from memory as a decode step reads them."""
+    """FLOP/s of each matmul shape the run's decode steps ran, timed alone (its median
+    call); when the weights do not fit the cache, with weights read from memory as a
+    decode step reads them."""
     from ceiling.measure.roofs import matmul_rates
     from ceiling.model.decode_expected import decoder_matmuls
 

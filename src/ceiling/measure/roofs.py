@@ -140,12 +140,18 @@ MAX_SHAPES = 24  # distinct matmul shapes timed per step, the largest by FLOPs f
 MAX_COPIES = 64  # operand copies rotated to keep a small matmul's operands out of cache
 
 
+def _typical(times: list[float]) -> float:
+    """The median call: a step sums many calls of each shape, so its time holds each one's
+    typical time, not the luckiest (which no step gets for all its calls at once)."""
+    return sorted(times)[len(times) // 2]
+
+
 def matmul_rates(
     shapes, device: str, dtype, budget_ms: float = 15.0, cold_bytes: float | None = None
 ) -> dict:
-    """Best FLOP/s of one (M, K) × (K, N) matmul per (M, N, K), laid out as nn.Linear has
-    it (a weight of N rows of K), into an existing output: the compute roof of a matmul of
-    that shape on this device, which small and skinny shapes keep below peak.
+    """FLOP/s of one (M, K) × (K, N) matmul per (M, N, K) (its median call), laid out as
+    nn.Linear has it (a weight of N rows of K), into an existing output: the compute roof
+    of a matmul of that shape on this device, which small and skinny shapes keep below peak.
 
     `cold_bytes` (the last-level cache, when the step's data do not fit it): each call
     reads operands the previous calls have pushed out of a cache that size, as each of the
@@ -169,14 +175,14 @@ def matmul_rates(
 
         times = benchmark(mm, device=device, inputs=inputs, warmup_ms=2.0,
                           budget_ms=budget_ms, min_samples=max(5, copies))  # fmt: skip
-        rates[(m, n, k)] = 2.0 * m * n * k / min(times)
+        rates[(m, n, k)] = 2.0 * m * n * k / _typical(times)
     return rates
 
 
 def attention_times(dims, device: str, dtype, budget_ms: float = 15.0) -> dict:
-    """Best seconds of one fused attention call per shape (op_flops.attention_dims), timed
-    alone: the library's attention kernel at that shape, its compute roof on this device.
-    A backward is timed as the gradients of one forward kept for the purpose."""
+    """Seconds of one fused attention call per shape (op_flops.attention_dims; its median
+    call), timed alone: the library's attention kernel at that shape, its compute roof on
+    this device. A backward is timed as the gradients of one forward kept for the purpose."""
     import torch
     import torch.nn.functional as F
 
@@ -200,5 +206,5 @@ def attention_times(dims, device: str, dtype, budget_ms: float = 15.0) -> dict:
 
         times = benchmark(call, device=device, warmup_ms=1.0, budget_ms=budget_ms,
                           min_samples=3)  # fmt: skip
-        out[key] = min(times)
+        out[key] = _typical(times)
     return out
