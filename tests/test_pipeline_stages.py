@@ -12,7 +12,7 @@ from ceiling.model.cluster import make_cluster
 from ceiling.model.parallel import Job, Plan, check_plan, evaluate_arrays, evaluate_plan
 from ceiling.model.pipeline_sim import simulate_pipeline
 from ceiling.model.plan_axes import parse_fixed, plans_to_arrays
-from ceiling.model.plan_search import search
+from ceiling.model.plan_search import enumerate_plans, search
 from ceiling.model.transformer import get_model
 
 H100 = get_spec("h100-sxm")
@@ -173,3 +173,91 @@ def test_recompute_layers_n_rebuilds_n_layers_on_every_stage_whatever_it_holds()
     t_first, t_mid = 7 * plain + rebuild, 8 * plain + rebuild
     pipeline, _ = ps.pipeline_time(t_first, t_mid, last, 16, 1, m)
     assert r.time["bubble_s"] == pytest.approx(float(pipeline) - m * last)
+
+
+def test_uneven_chunks_run_as_traced_by_hand_in_the_simulator():
+    # p = 2, v = 2, m = 2; a layer's forward takes 1 and its backward 2. Device 0 holds 1 and
+    # 2 layers in its chunks (the lighter first), device 1 holds 2 and 1 (the lighter last).
+    # Traced by hand: device 1 runs F0c0 1-3, F1c0 3-5, F0c1 5-6, B0c1 6-8, F1c1 8-9,
+    # B1c1 9-11, B0c0 12-16, B1c0 16-20; device 0 ends with B1c0 20-22.
+    r = simulate_pipeline("interleaved", 2, 2, [[1, 2], [2, 1]], [[2, 4], [4, 2]], chunks=2)
+    dev1 = [(x.kind, x.micro_batch, x.chunk, x.start_s, x.end_s) for x in r.passes if x.device]
+    assert dev1 == [
+        ("F", 0, 0, 1, 3), ("F", 1, 0, 3, 5), ("F", 0, 1, 5, 6), ("B", 0, 1, 6, 8),
+        ("F", 1, 1, 8, 9), ("B", 1, 1, 9, 11), ("B", 0, 0, 12, 16), ("B", 1, 0, 16, 20),
+    ]  # fmt: skip
+    assert r.makespan_s == 22.0
+    with pytest.raises(InvalidInput, match="one per chunk, got 3 for v = 2"):
+        simulate_pipeline("interleaved", 2, 2, [[1, 2, 3], 1], 2.0, chunks=2)
+
+
+@pytest.mark.parametrize("m", [4, 8])
+def test_interleaved_uneven_chunks_step_agrees_with_the_simulator_hand_checked(m):
+    # Llama 3's layout in small: p = 4, v = 2; chunks of 2 layers, the first device's first
+    # chunk and the last device's last chunk a layer lighter, the output layer and loss (2
+    # layers' worth) in that last chunk: layers [1, 2], [2, 2], [2, 2], [2, 1 + 2].
+    # A layer's forward and backward take 3. By hand: the last device is the slowest, busy
+    # m × 5 × 3; the fill and drain pass the first chunk of each other device once:
+    # (1 + 2 + 2) × 3 = 15. Step 15·m + 15: 75 for m = 4, 135 for m = 8.
+    chunks = [[1, 2], [2, 2], [2, 2], [2, 3]]
+    sim = simulate_pipeline(
+        "interleaved", 4, m, chunks, [[2 * x for x in c] for c in chunks], chunks=2
+    )
+    assert sim.makespan_s == 15 * m + 15
+    firsts = [3.0 * c[0] for c in chunks]
+    assert ps.step_closed_form([15.0, 12.0, 12.0, 15.0], m, 2, firsts) == 15 * m + 15
+    pipeline, idle = ps.pipeline_time(9.0, 12.0, 15.0, 4, 2, m, (3.0, 6.0, 6.0))
+    assert (float(pipeline), float(idle)) == (15 * m + 15, 15)
+    # Taken as equal chunks, the first device's fill would be 9/2, not 3.
+    assert float(ps.pipeline_time(9.0, 12.0, 15.0, 4, 2, m)[0]) == 15 * m + 16.5
+
+
+def test_chunks_split_each_device_evenly_the_lighter_beside_embedding_and_loss():
+    # Megatron-Core's account-for-embedding/loss split of 126 layers, p = 16, v = 4: 32
+    # chunks of 2 except the very first and the very last, of 1.
+    first, mid, last = (float(x) for x in ps.chunk_layers(7, 8, 7, 4))
+    assert (first, mid, last) == (1.0, 2.0, 2.0)
+    assert [float(x) for x in ps.chunk_layers(8, 8, 8, 4)] == [2.0, 2.0, 2.0]
+
+
+def test_planned_interleaved_uneven_step_is_bounded_by_the_simulated_pipeline():
+    # Llama 3 405B as it ran: 126 layers on 16 stages, 7, 8 × 14, 7, interleaved (v = 4).
+    job = Job(get_model("llama-3-405b"), 2048, 8192, attention="flash", dropout=False)
+    cluster = make_cluster(H100, 16384)
+    plan = Plan(128, 8, 16, 1, v=4, zero=1, recompute="none", first_stage_layers=7,
+                last_stage_layers=7)  # fmt: skip
+    r = evaluate_plan(job, cluster, plan)
+    arrays = evaluate_arrays(job, cluster, plans_to_arrays([plan]))
+    m = r.micro_batches
+    last = sum(r.time[f"{k}_s"] for k in ("matmul", "attention", "elementwise", "tp_comm")) / m
+    head = float(arrays["head_s"][0]) / m
+    per_layer = (last - head) / 7
+    # Chunks in layers: [1, 2, 2, 2], [2, 2, 2, 2] × 14, [2, 2, 2, 1 + the head's share].
+    chunks = [[per_layer * n for n in (1, 2, 2, 2)]]
+    chunks += [[2 * per_layer] * 4] * 14 + [[2 * per_layer] * 3 + [per_layer + head]]
+    sim = simulate_pipeline(
+        "interleaved", 16, m, [[x / 3 for x in c] for c in chunks],
+        [[2 * x / 3 for x in c] for c in chunks], chunks=4,
+    )  # fmt: skip
+    planned = last * m + r.time["bubble_s"]
+    # The middle stages (8 layers) outpace the last (7 + the output layer): an upper bound,
+    # within one chunk of the simulated step.
+    assert sim.makespan_s <= planned <= sim.makespan_s + 2 * per_layer
+    assert r.stages["layers"] == [7, 8, 7]
+
+
+def test_search_interleaves_the_balanced_layout_with_lighter_end_chunks():
+    job = Job(get_model("llama-3-405b"), 2048, 8192, attention="flash", dropout=False)
+    cluster = make_cluster(H100, 16384)
+    res = search(job, cluster, parse_fixed("d=128,t=8,p=16,stages=balanced,v=4"), top=1)
+    best = res.plans[0].plan
+    assert (best.v, best.first_stage_layers, best.last_stage_layers) == (4, 7, 7)
+    pinned = search(
+        job, cluster, parse_fixed("d=128,t=8,stages=7,8,8,8,8,8,8,8,8,8,8,8,8,8,8,7,v=2")
+    )
+    assert pinned.plans[0].plan.v == 2
+    # Searched freely, the interleaved uneven layouts are among the candidates.
+    cand = enumerate_plans(job, cluster, parse_fixed("d=128,t=8,p=16"))
+    assert {(4, 7, 7), (2, 7, 7)} <= set(zip(cand["v"], cand["first"], cand["last"], strict=True))
+    with pytest.raises(InvalidInput, match="leaves every chunk a layer"):
+        search(job, cluster, parse_fixed("d=128,t=8,p=16,v=8"))

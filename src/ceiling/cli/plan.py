@@ -30,23 +30,26 @@ hf:PATH (a Hugging Face config.json, or the folder holding one).
 
 --fixed pins plan fields and searches the rest: d, t, p, b (micro-batch), v, ep (expert
 parallelism: experts spread over ep of the d data-parallel ranks; must divide d and the
-experts), zero (0-3 or fsdp), recompute (none | selective: the attention core rebuilt | full:
-whole layers rebuilt | layers:N: N layers of each pipeline stage rebuilt whole, the rest kept
-| ops:NAMES: the outputs of the '+'-joined ops kept and the rest of each layer rebuilt from
-them — q, k, v, attn, o, gate, up, down, qkv, alternate = every other linear layer and the
-attention output, as torchtitan's per-op policy; ops:qkv is MaxText's save_qkv_proj),
-stages (even | balanced: the embedding and the loss counted as a layer each, so the first
-and last stage get fewer layers | the layers of each stage, 7,8,...,8,7, the middle ones
-equal; or first=F,last=L), v (any count of equal chunks per stage, e.g. 12 for 96 layers on
-8 stages), sp (on|off), state_bytes (16
-or 18 per parameter), cp (context parallelism: each sequence split over cp ranks, K/V passed
-round a ring; devices = d·t·p·cp), fp8 (off|linear: the linear layers' GEMMs in FP8 as
-Transformer Engine runs them, attention, logits, optimizer and communication 16-bit, casts
-costed; held off unless pinned; --dtype fp8 pins it), tp_overlap (on|off: tensor-parallel
-collectives hidden behind their GEMMs), cp_overlap (on|off: the K/V ring behind attention),
-prefetch (on|off: ZeRO-3 gathers the next layer while this one computes). The switches hold
-their default unless pinned. Example: --fixed d=32,t=8,p=2,recompute=full,sp=off; a mixture
-of experts: --fixed ep=8; long context: --fixed cp=2,tp_overlap=on,fp8=linear
+experts), zero (0-3 or fsdp), recompute (none | selective: the attention core rebuilt |
+full: whole layers rebuilt | layers:N: N layers of each pipeline stage rebuilt whole, the
+rest kept | ops:NAMES: the outputs of the '+'-joined ops kept and the rest of each layer
+rebuilt from them — q, k, v, attn, o, gate, up, down, qkv, alternate = every other linear
+layer and the attention output, as torchtitan's per-op policy; ops:qkv is MaxText's
+save_qkv_proj), stages (even | balanced: the embedding and the loss counted as a layer each,
+so the first and last stage get fewer layers | the layers of each stage, 7,8,...,8,7, the
+middle ones equal; or first=F,last=L), v (chunks per stage, interleaved: e.g. 12 for 96
+layers on 8 stages; with uneven stages each stage's layers split as evenly as whole layers
+allow, the first stage's lighter chunk first and the last stage's last, as Megatron-Core
+builds stages=balanced with a virtual pipeline: Llama 3 405B's 7,8,…,8,7 with v=4), sp
+(on|off), state_bytes (16 or 18 per parameter), cp (context parallelism: each sequence split
+over cp ranks, K/V passed round a ring; devices = d·t·p·cp), fp8 (off|linear: the linear
+layers' GEMMs in FP8 as Transformer Engine runs them, attention, logits, optimizer and
+communication 16-bit, casts costed; held off unless pinned; --dtype fp8 pins it), tp_overlap
+(on|off: tensor-parallel collectives hidden behind their GEMMs), cp_overlap (on|off: the K/V
+ring behind attention), prefetch (on|off: ZeRO-3 gathers the next layer while this one
+computes). The switches hold their default unless pinned. Example: --fixed
+d=32,t=8,p=2,recompute=full,sp=off; a mixture of experts: --fixed ep=8; long context:
+--fixed cp=2,tp_overlap=on,fp8=linear
 
 Time per step splits into 16-bit GEMMs (at the device's matmul efficiency times each GEMM's
 tile utilisation over the SMs), attention (causal blocks at the fused kernel's efficiency),

@@ -288,9 +288,16 @@ def _pipeline(x: SimpleNamespace, comp: dict, mp: dict, stage_mb):
         return layers * per_layer_mb + rebuild_mb * share
 
     first_l, mid_l, _ = x.stage_layers
-    pipeline_s, bubble_s = pipeline_stages.pipeline_time(
-        stage_mb_of(first_l), stage_mb_of(mid_l), stage_mb, x.pf, x.vf, x.m
+    times = (stage_mb_of(first_l), stage_mb_of(mid_l), stage_mb)
+    # A device's first chunk: its share of the device's time by layers (the last device's
+    # output layer and loss spread with them: exact for v = 1, an upper bound above).
+    chunk0 = tuple(
+        t * c / np.maximum(n, 1.0)
+        for t, c, n in zip(
+            times, pipeline_stages.chunk_layers(*x.stage_layers, x.vf), x.stage_layers, strict=True
+        )
     )
+    pipeline_s, bubble_s = pipeline_stages.pipeline_time(*times, x.pf, x.vf, x.m, chunk0)
     return pipeline_s, bubble_s, rebuild_mb
 
 

@@ -4,7 +4,8 @@ Pipeline: p devices, m micro-batches, v model chunks per device (interleaving). 
 runs its forward and backward passes in the fixed order its schedule prescribes; a pass
 starts when the device is free and its input has arrived (the previous virtual stage's
 forward, or the next one's backward, plus the point-to-point latency). Times per device are
-given per stage; with v chunks each chunk takes 1/v of its device's time.
+given per stage; with v chunks each chunk takes 1/v of its device's time, or its own time
+where chunks are uneven (a device holding a layer fewer in one chunk).
 
 Schedules (Huang et al. 2019 GPipe; Narayanan et al. 2021 1F1B and interleaved 1F1B):
 - gpipe: every forward, then every backward.
@@ -57,14 +58,28 @@ class PipelineResult:
     passes: tuple[Pass, ...]
 
 
-def _check_times(name: str, times: Sequence[float], p: int) -> tuple[float, ...]:
+def _check_times(name: str, times, p: int, v: int) -> tuple[tuple[float, ...], ...]:
+    """Per device, the time of each of its v chunks: a device's number is split evenly over
+    its chunks; a sequence of v numbers gives each chunk its own (uneven chunks)."""
+    if _is_number(times):
+        times = [times] * p
     if len(times) != p:
         raise InvalidInput(f"{name}: need one time per stage, got {len(times)} for {p} stages")
-    out = tuple(float(x) for x in times)
-    for x in out:
-        if not x >= 0 or x == float("inf"):
-            raise InvalidInput(f"{name}: stage times must be finite and ≥ 0, got {x!r}")
-    return out
+    out = []
+    for device in times:
+        if _is_number(device):
+            chunks = (float(device) / v,) * v
+        elif len(device) == v:
+            chunks = tuple(float(x) for x in device)
+        else:
+            raise InvalidInput(
+                f"{name}: a stage's chunk times need one per chunk, got {len(device)} for v = {v}"
+            )
+        for x in chunks:
+            if not x >= 0 or x == float("inf"):
+                raise InvalidInput(f"{name}: stage times must be finite and ≥ 0, got {x!r}")
+        out.append(chunks)
+    return tuple(out)
 
 
 def _order(schedule: str, k: int, p: int, m: int, v: int) -> list[tuple[str, int, int]]:
@@ -103,12 +118,13 @@ def simulate_pipeline(
     schedule: str,
     stages: int,
     micro_batches: int,
-    forward_s: Sequence[float] | float,
-    backward_s: Sequence[float] | float,
+    forward_s: Sequence[float | Sequence[float]] | float,
+    backward_s: Sequence[float | Sequence[float]] | float,
     chunks: int = 1,
     p2p_s: float = 0.0,
 ) -> PipelineResult:
-    """Simulate one step; forward_s/backward_s per device (a number means every device)."""
+    """Simulate one step; forward_s/backward_s per device (a number means every device),
+    each a device's time split evenly over its chunks or a sequence of its v chunks' times."""
     if schedule not in SCHEDULES:
         raise InvalidInput(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     p, m, v = stages, micro_batches, chunks
@@ -129,10 +145,10 @@ def simulate_pipeline(
         )
     if not p2p_s >= 0 or p2p_s == float("inf"):
         raise InvalidInput(f"point-to-point time must be finite and ≥ 0, got {p2p_s!r}")
-    fwd = _check_times("forward", [forward_s] * p if _is_number(forward_s) else forward_s, p)
-    bwd = _check_times("backward", [backward_s] * p if _is_number(backward_s) else backward_s, p)
-    f_chunk = [x / v for x in fwd]
-    b_chunk = [x / v for x in bwd]
+    f_chunk = _check_times("forward", forward_s, p, v)
+    b_chunk = _check_times("backward", backward_s, p, v)
+    fwd = [sum(x) for x in f_chunk]
+    bwd = [sum(x) for x in b_chunk]
 
     orders = [_order(schedule, k, p, m, v) for k in range(p)]
     passes, free = _run_events(orders, p, v, f_chunk, b_chunk, p2p_s, schedule)
@@ -194,7 +210,7 @@ def _run_events(orders, p, v, f_chunk, b_chunk, p2p_s, schedule):
                 # Crossing to another device costs the point-to-point time.
                 ready = dep_end + (0.0 if dep[2] % p == k else p2p_s)
             start = max(free[k], ready)
-            end = start + (f_chunk[k] if kind == "F" else b_chunk[k])
+            end = start + (f_chunk[k][chunk] if kind == "F" else b_chunk[k][chunk])
             key = (kind, mb, vs)
             done[key] = end
             free[k] = end

@@ -97,28 +97,57 @@ def held_per_layer(p, v, m):
     return held(0.0), held(np.minimum(1.0, p - 1.0)), held(p - 1.0)
 
 
-def pipeline_time(t_first, t_mid, t_last, p, v, m):
-    """(time of one step's pipeline, of it the idle time of the last stage) for per-micro-batch
-    stage times (forward + backward) of the first, every middle and the last device.
+def chunk_layers(first, mid, last, v):
+    """Layers in the first chunk of the first, a middle and the last device when each device
+    splits its layers over its v chunks as evenly as whole layers allow: the first device's
+    lighter chunk comes first (beside the embedding), the last device's last (beside the loss).
 
-    The step is set by the slowest stage: m·max(t) plus the fill and drain, the other stages'
-    times once, each chunk a 1/v share: m·max(t) + (Σ t − max t)/v. Equal stages give
-    (m + (p-1)/v)·t, Narayanan et al. 2021's (p-1)/(v·m) bubble. Exact (against
-    `pipeline_sim`) when the last stage is the slowest, as with the output layer and the loss
-    on it; an upper bound otherwise (stages after a slower one partly idle in its shadow)."""
+    Megatron-Core builds that split with ``--account-for-embedding-in-pipeline-split`` and
+    ``--account-for-loss-in-pipeline-split`` under a virtual pipeline: (l + 2)/p per device,
+    that over v per chunk, one layer fewer in the first virtual stage and in the last
+    (``transformer_block.get_num_layers_to_build``; Llama 3 405B's 7, 8 × 14, 7 with chunks
+    of 4 is 3+4, 4+4, ..., 4+3); ``--pipeline-model-parallel-layout`` writes any split out.
+    ``--decoder-first/last-pipeline-num-layers`` instead needs every device's layers divisible
+    by v (equal chunks on each device)."""
+    v = np.asarray(v, dtype=float)
+    first, mid, last = (np.asarray(x, dtype=float) for x in (first, mid, last))
+    return np.floor(first / v + 1e-9), np.ceil(mid / v - 1e-9), np.ceil(last / v - 1e-9)
+
+
+def pipeline_time(t_first, t_mid, t_last, p, v, m, chunk0=None):
+    """(time of one step's pipeline, of it the idle time of the last stage) for per-micro-batch
+    stage times (forward + backward) of the first, every middle and the last device, and the
+    time of each one's first chunk (`chunk0`; default a 1/v share: equal chunks).
+
+    The step is set by the slowest stage: m·max(t) plus the fill and drain, which pass every
+    other stage's first chunk once each way: m·max(t) + Σ chunk0 − the slowest's chunk0.
+    Equal chunks give m·max(t) + (Σ t − max t)/v, and equal stages (m + (p-1)/v)·t, Narayanan
+    et al. 2021's (p-1)/(v·m) bubble. Exact (against `pipeline_sim`) when the last stage is the
+    slowest, as with the output layer and the loss on it; an upper bound otherwise (stages
+    after a slower one partly idle in its shadow)."""
     p, v, m = (np.asarray(x, dtype=float) for x in (p, v, m))
+    if chunk0 is None:
+        chunk0 = (t_first / v, t_mid / v, t_last / v)
+    c_first, c_mid, c_last = chunk0
     middle = np.maximum(p - 2.0, 0.0)
     slowest = np.maximum(np.maximum(t_first, t_last), np.where(p > 2, t_mid, 0.0))
     slowest = np.where(p > 1, slowest, t_last)
-    total = np.where(p > 1, t_first + middle * t_mid + t_last, t_last)
-    pipeline = m * slowest + (total - slowest) / v
+    # The slowest stage's own first chunk is not in the fill: the last of equals is taken.
+    slowest_chunk = np.where(
+        t_last >= slowest, c_last, np.where((p > 2) & (t_mid >= slowest), c_mid, c_first)
+    )
+    chunks = np.where(p > 1, c_first + middle * c_mid + c_last - slowest_chunk, 0.0)
+    pipeline = m * slowest + chunks
     return pipeline, pipeline - m * t_last
 
 
-def step_closed_form(stage_times, m: int, v: int = 1) -> float:
-    """`pipeline_time` for any list of per-stage times (forward + backward per micro-batch):
-    m·max(t) + (Σ t − max t)/v — exact for 1F1B and interleaved 1F1B when the last stage is
-    the slowest, an upper bound otherwise."""
+def step_closed_form(stage_times, m: int, v: int = 1, chunk0=None) -> float:
+    """`pipeline_time` for any list of per-stage times (forward + backward per micro-batch)
+    and, for uneven chunks, each stage's first chunk's time: m·max(t) + Σ chunk0 − the
+    slowest's — exact for 1F1B and interleaved 1F1B when the last stage is the slowest, an
+    upper bound otherwise."""
     times = [float(x) for x in stage_times]
+    firsts = [x / v for x in times] if chunk0 is None else [float(x) for x in chunk0]
     slowest = max(times)
-    return m * slowest + (sum(times) - slowest) / v
+    at = len(times) - 1 - times[::-1].index(slowest)
+    return m * slowest + sum(firsts) - firsts[at]

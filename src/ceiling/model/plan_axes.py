@@ -105,7 +105,8 @@ AXES: tuple[Axis, ...] = (
          "a whole number ≥ 1", _whole(1), 1),
     Axis("micro_batch", "micro_batch", "a replica's batch into micro-batches of this many "
          "sequences", "a whole number ≥ 1", _whole(1), 1, aliases=("b", "mb"), shown="b"),
-    Axis("v", "v", "each stage into v interleaved chunks (interleaved 1F1B)",
+    Axis("v", "v", "each stage into v interleaved chunks (interleaved 1F1B; an uneven stage's "
+         "chunks within a layer of each other)",
          "a whole number ≥ 1", _whole(1), 1),
     Axis("ep", "ep", "the experts over ep of the d replicas (expert parallelism)",
          "a whole number ≥ 1", _whole(1), 1),

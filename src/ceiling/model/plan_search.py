@@ -1,8 +1,8 @@
 """Search every valid split of a training job over a cluster and rank the plans that fit.
 
 The candidates are enumerated already valid — t divides the heads, the KV heads (or is a
-multiple of them) and the FFN width; p·v ≤ layers (uneven stages allowed: the fullest sets
-the pace); d·b divides the global batch;
+multiple of them) and the FFN width; p·v ≤ layers (uneven stages allowed, interleaved too:
+the fullest sets the pace); d·b divides the global batch;
 the interleaved schedule gets m divisible by p; ZeRO-2/3 only without pipelining — so no
 time is spent on plans that cannot run. All of them are then evaluated in one vectorised
 pass of `parallel.evaluate_arrays` (the same code that evaluates a single plan), and ranked
@@ -65,8 +65,7 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
         d = n // (t * p * cp)
         if ("d" in fixed and fixed["d"] != d) or B % d:
             continue
-        # Interleaving only with chunks of equal size; plain 1F1B takes uneven stages.
-        vs = [1] + [v for v in range(2, sh.layers // p + 1) if p > 1 and sh.layers % (p * v) == 0]
+        vs = _chunk_counts(sh.layers, p, fixed)
         bs = [b for b in _divisors(B // d) if b <= MAX_MICRO_BATCH]
         zeros = allowed("zero", [0, 1] if p > 1 else [0, 1, 2, 3])
         eps = allowed(
@@ -122,19 +121,51 @@ def context_parallel_degrees(ranks: int, seq_len: int) -> list[int]:
     return [c for c in _divisors(ranks) if c <= most and seq_len % (2 * c) == 0] or [1]
 
 
+def _chunk_counts(layers: int, p: int, fixed: dict) -> list[int]:
+    """Chunks per device (v) worth trying on p stages: 1, those that cut the layers into
+    p·v equal chunks, and those that cut the middle stages of the balanced (or pinned)
+    uneven layout into equal chunks, its ends then a layer lighter in one chunk (any count
+    that leaves every chunk a layer, when v is pinned)."""
+    if p == 1:
+        return [1]
+    even = {v for v in range(2, layers // p + 1) if layers % (p * v) == 0}
+    pinned = "first" in fixed or "last" in fixed
+    first, last = (
+        (fixed.get("first", 0), fixed.get("last", 0)) if pinned else balanced_layout(layers, p)
+    )
+    if not first or not last:
+        return [1, *sorted(even)]
+    mid = math.ceil((layers - first - last) / (p - 2)) if p > 2 else max(first, last)
+    room = range(2, min(first, last, mid) + 1)
+    lighter = set(room) if "v" in fixed else {v for v in room if mid % v == 0}
+    return [1, *sorted(even | lighter)]
+
+
 def _stage_layouts(layers: int, p: int, v: int, fixed: dict) -> list[tuple[int, int]]:
-    """(first, last) stage layouts to try: the even split and the balanced rule
-    (`pipeline_stages.balanced_layout`, with chunks of equal size when v > 1), or the pinned
-    layout or rule."""
+    """(first, last) stage layouts to try with v chunks per device: the even split (equal
+    chunks only when v > 1) and the balanced rule (`pipeline_stages.balanced_layout`; with
+    v > 1 its middle stages in equal chunks, the ends a layer lighter in one chunk:
+    `pipeline_stages.chunk_layers`), or the pinned layout or rule."""
     if "first" in fixed or "last" in fixed:
-        return [(fixed.get("first", 0), fixed.get("last", 0))] if p > 1 else []
+        pinned = fixed.get("first", 0), fixed.get("last", 0)
+        layout = SimpleNamespace(
+            first_stage_layers=pinned[0], last_stage_layers=pinned[1], p=p, v=v
+        )
+        try:
+            check_stage_layout(layers, layout)
+        except InvalidInput:
+            return []
+        return [pinned] if p > 1 else []
     balanced = balanced_layout(layers, p)
     first, last = balanced
-    middle = (layers - first - last) % max(1, (p - 2) * v) if p > 2 else 0
-    usable = balanced != (0, 0) and first % v == 0 and last % v == 0 and middle == 0
+    rest = layers - first - last
+    even_middle = p == 2 or rest % (p - 2) == 0
+    middle_ok = even_middle and (p == 2 or "v" in fixed or (rest // (p - 2)) % v == 0)
+    usable = balanced != (0, 0) and min(first, last) >= v and middle_ok
+    even = [(0, 0)] if v == 1 or layers % (p * v) == 0 else []
     if fixed.get("stages") == "balanced":
-        return [balanced] if usable or balanced == (0, 0) else []
-    return [(0, 0), balanced] if usable else [(0, 0)]
+        return [balanced] if usable else even if balanced == (0, 0) else []
+    return even + ([balanced] if usable else [])
 
 
 # Layers-per-stage shares the search tries for recompute=layers:N.
@@ -321,12 +352,13 @@ def _no_valid_plan_message(job: Job, cluster, fixed: dict) -> str:
     if v > 1 and "p" in fixed and sh.layers % (fixed["p"] * v):
         p = fixed["p"]
         return (
-            f"{head}: the interleaved schedule needs equal chunks: layers({sh.layers}) % "
-            f"(p({p}) × v({v}) = {p * v}) = {sh.layers % (p * v)}"
+            f"{head}: the interleaved schedule needs equal chunks, layers({sh.layers}) % "
+            f"(p({p}) × v({v}) = {p * v}) = {sh.layers % (p * v)}, or an uneven layout that "
+            f"leaves every chunk a layer (stages=balanced, or stages=F,M,…,M,L with F, M, L ≥ v)"
         )
     return (
         f"{head}: d·t·p must equal the device count, t divide heads({sh.heads}) and "
-        f"ffn_hidden({sh.ffn_hidden}), p·v ≤ layers({sh.layers}) (equal chunks when v > 1), "
+        f"ffn_hidden({sh.ffn_hidden}), p·v ≤ layers({sh.layers}) (a layer in every chunk), "
         f"d·micro_batch divide global_batch({B}), m divisible by p when v > 1"
     )
 
