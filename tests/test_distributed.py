@@ -73,6 +73,66 @@ def test_local_ranks_meet_through_a_file_and_talk_over_loopback(tmp_path, monkey
     assert env["GLOO_SOCKET_IFNAME"] == rendezvous.loopback_interface()
 
 
+def _torchrun_env(tmp_path, world="2", local_world="2", agents="1") -> dict[str, str]:
+    """The variables torchrun gives local rank 1, its folder for the attempt made."""
+    rank_dir = tmp_path / "run_abc" / "attempt_0" / "1"
+    rank_dir.mkdir(parents=True, exist_ok=True)
+    return {
+        "RANK": "1",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": world,
+        "LOCAL_WORLD_SIZE": local_world,
+        "GROUP_WORLD_SIZE": agents,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29500",
+        "TORCHELASTIC_USE_AGENT_STORE": "True",
+        "TORCHELASTIC_ERROR_FILE": str(rank_dir / "error.json"),
+    }
+
+
+def test_torchrun_ranks_all_on_this_machine_meet_through_a_file(tmp_path):
+    from ceiling.measure import rendezvous
+
+    attempt = tmp_path / "run_abc" / "attempt_0"
+    assert rendezvous.store_file(_torchrun_env(tmp_path)) == str(attempt / "ceiling-store")
+    # ranks on other machines, or no folder from torchrun: its TCP store
+    assert rendezvous.store_file(_torchrun_env(tmp_path, world="4", local_world="2")) is None
+    assert rendezvous.store_file(_torchrun_env(tmp_path, agents="2")) is None
+    assert rendezvous.store_file({**_torchrun_env(tmp_path), "TORCHELASTIC_ERROR_FILE": ""}) is None
+    local = {**_torchrun_env(tmp_path), rendezvous.STORE_VAR: "/run/x"}
+    assert rendezvous.store_file(local) == "/run/x"
+
+
+def test_a_torchrun_rank_on_one_machine_opens_no_tcp_store(tmp_path, monkeypatch):
+    """torch's TCP store client looks up the host name of the address it connects to (a
+    reverse DNS query for 127.0.0.1): a rank whose peers are all on this machine must not
+    make one. MASTER_PORT leads nowhere here, so a TCP rendezvous could not succeed."""
+    import importlib
+
+    import torch.distributed as dist
+
+    from ceiling.measure import rendezvous
+
+    def no_tcp_store(*_args, **_kwargs):
+        raise AssertionError("a TCP store was made (it looks up the peer's host name)")
+
+    env = _torchrun_env(tmp_path, world="1", local_world="1")
+    env.update(RANK="0", LOCAL_RANK="0", MASTER_PORT="1")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "unset below")
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME")
+    monkeypatch.delenv(rendezvous.STORE_VAR, raising=False)
+    for module in (dist, importlib.import_module("torch.distributed.rendezvous")):
+        monkeypatch.setattr(module, "TCPStore", no_tcp_store)
+    rendezvous.init_group("gloo", timeout_s=20)
+    try:
+        assert dist.get_world_size() == 1
+        assert os.environ.get("GLOO_SOCKET_IFNAME") == rendezvous.loopback_interface()
+    finally:
+        dist.destroy_process_group()
+
+
 def test_a_failing_rank_is_named_and_the_others_stopped(jobs_on_path):
     seen, pids = [], []
     with pytest.raises(WorkerFailed) as err:

@@ -6,10 +6,18 @@ none can be taken by another program or reached from the network, and no host na
 looked up (torch's TCP store does a reverse DNS lookup of every peer's address). Gloo's
 links between local ranks are bound to the loopback interface (GLOO_SOCKET_IFNAME).
 
-Under torchrun (or any launcher setting RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT),
-the variables are checked first, so a bad value or a busy port is one line; rank 0 opens
-the store's listening socket itself: on the loopback address alone when MASTER_ADDR is one
-(every rank on this machine), on every interface only when other machines must reach it.
+Under torchrun with every rank on this machine (one agent, LOCAL_WORLD_SIZE ==
+WORLD_SIZE), the ranks meet the same way, through a store file in the folder torchrun made
+for this attempt (each rank's TORCHELASTIC_ERROR_FILE lies in it; a fresh folder per run
+and restart, so no stale file), and gloo is bound to loopback: torch's TCP store client
+looks up the host name of the address it connects to (a reverse DNS query for 127.0.0.1,
+which waits for a DNS server on a machine without one), and gloo's default device looks up
+this machine's name; neither happens then.
+
+Otherwise under torchrun (or any launcher setting RANK, WORLD_SIZE, MASTER_ADDR and
+MASTER_PORT), the variables are checked first, so a bad value or a busy port is one line;
+rank 0 opens the store's listening socket itself: on the loopback address alone when
+MASTER_ADDR is one, on every interface only when other machines must reach it.
 """
 
 from __future__ import annotations
@@ -20,11 +28,14 @@ import os
 import socket
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 from ceiling.errors import InvalidInput
 
 # The run's store file, set by the local launcher in each worker's environment.
 STORE_VAR = "CEILING_DIST_STORE"
+# The store file's name in torchrun's folder for the attempt, when every rank is local.
+TORCHRUN_STORE = "ceiling-store"
 
 
 def loopback_interface() -> str | None:
@@ -110,14 +121,32 @@ def _listen(addr: str, port: int) -> socket.socket:
     return sock
 
 
+def store_file(env: dict[str, str] | None = None) -> str | None:
+    """The store file the ranks meet through, or None when they need a TCP store: the local
+    launcher's, or one in torchrun's folder for this attempt when every rank is local."""
+    env = dict(os.environ if env is None else env)
+    if env.get(STORE_VAR):
+        return env[STORE_VAR]
+    error_file = env.get("TORCHELASTIC_ERROR_FILE", "")
+    world = env.get("WORLD_SIZE")
+    one_agent = env.get("GROUP_WORLD_SIZE", "1") == "1"
+    if not error_file or not one_agent or env.get("LOCAL_WORLD_SIZE") != world:
+        return None
+    attempt = Path(error_file).parent.parent  # <log dir>/<run>_xxxx/attempt_N/<rank>/
+    return str(attempt / TORCHRUN_STORE) if attempt.is_dir() else None
+
+
 def init_group(backend: str, timeout_s: float) -> None:
-    """init_process_group for this rank: through the local store file, or through a TCP
-    store on MASTER_ADDR:MASTER_PORT."""
+    """init_process_group for this rank: through a store file (see `store_file`), or
+    through a TCP store on MASTER_ADDR:MASTER_PORT."""
     import torch.distributed as dist
 
     timeout = timedelta(seconds=max(timeout_s, 1.0))
-    store_path = os.environ.get(STORE_VAR)
+    store_path = store_file()
     if store_path:
+        lo = loopback_interface()
+        if lo and "GLOO_SOCKET_IFNAME" not in os.environ:
+            os.environ["GLOO_SOCKET_IFNAME"] = lo  # every rank is here: no name to look up
         world = int(os.environ["WORLD_SIZE"])
         store = dist.FileStore(store_path, world)
         dist.init_process_group(
