@@ -167,3 +167,25 @@ def test_a_trace_folder_is_explained_and_leads_the_verdict(trace_page):
     assert 'id="verdict"' in page and page.index('id="verdict"') < page.index('id="trace"')
     # what was not given stays a demo, and says so
     assert _sections(record)["planner"]["subject"].startswith("Demo:")
+
+
+def test_decode_table_and_figure_share_one_classification(model_page):
+    """Each measured batch is labelled by the largest of its three roofs, the same word in the
+    table, the JSON and (drawn from the same list) the figure."""
+    from ceiling.report.sections.decode import limited_by
+
+    _, record, _ = model_page
+    dec = _sections(record)["decode"]
+    rows = dec["key_figures"]["measured"]["rows"]
+    table = next(t for t in dec["tables"] if "decoding here" in t["title"])
+    col = table["columns"].index("limited by")
+    assert [r[col].removesuffix(" (noisy)") for r in table["rows"]] == [
+        r["limited_by"] for r in rows
+    ]
+    assert {r["limited_by"] for r in rows} <= {"compute", "memory", "overhead", "all-reduce"}
+    assert len(dec["figures"]) == 2  # the target device's roofs, and the measured batches'
+
+    class Expected:
+        limited_by = "launches"
+
+    assert limited_by(Expected(), None) == "overhead"  # the per-op floor, said as a roof

@@ -15,6 +15,7 @@ TITLE = "LLM decoding: ceiling and expected speed"
 BATCHES = [1, 4, 16, 64, 256]
 LONG_CONTEXT = 4096
 DEMO_MEASURED = "gpt:small"
+TENSOR_PARALLEL = (1, 2, 4, 8)  # GPUs tried, fewest first, until the weights fit
 MEASURE_MAX_PARAMS = 200e6  # a larger model of the user's is not decoded for real here
 MEASURED_BATCHES_QUICK = [1, 16]
 MEASURED_BATCHES_FULL = [1, 2, 4, 8, 16, 32]
@@ -46,8 +47,9 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     rows, keyed = [], {}
     for label, spec, here in devices:
         ctx.step(f"decode ceiling of {cfg.name} on {label}")
-        entry, row = _one_device(decode, cfg, spec, setup, here)
-        rows.append([label if here else _short(spec.name), *row])
+        entry, row = _one_device(out, decode, cfg, spec, setup, here)
+        tp = f" × {entry['tp']} (tensor-parallel)" if entry and entry["tp"] > 1 else ""
+        rows.append([(label if here else _short(spec.name)) + tp, *row])
         if entry is not None:
             keyed[label] = entry
     out.key_figures["model"] = cfg.name
@@ -75,24 +77,40 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     _measured(ctx, out, local)
 
 
-def _one_device(decode, cfg, spec, setup, here: bool):
-    """(key figures or None, table cells) of the model on one device."""
+def _fitting(out: SectionOutput, decode, cfg, spec, setup, tps):
+    """The ceiling at the fewest tensor-parallel devices (of `tps`) that hold the weights."""
+    import dataclasses
+
+    why = None
+    for tp in tps:
+        s = dataclasses.replace(_setup_for(decode, spec, setup), tp=tp)
+        try:
+            return decode.decode_ceiling(cfg, spec, BATCHES, s, drop_unfit=True), s
+        except CeilingError as exc:
+            why = str(exc)
+    out.note(why or "")
+    return None, None
+
+
+def _one_device(out: SectionOutput, decode, cfg, spec, setup, here: bool):
+    """(key figures or None, table cells) of the model on one device; on a GPU too small
+    for the weights, on the fewest tensor-parallel GPUs (up to 8) that hold them."""
+    import dataclasses
+
     from ceiling.model.decode_expected import costs_for, expected_rows
 
-    s = _setup_for(decode, spec, setup)
+    res, s = _fitting(out, decode, cfg, spec, setup, (1,) if here else TENSOR_PARALLEL)
+    if res is None:
+        return None, ["does not fit", "—", "—", "—"]
     try:
-        res = decode.decode_ceiling(cfg, spec, BATCHES, s, drop_unfit=True)
-    except CeilingError as exc:
-        return None, [f"does not fit: {exc}".split(":")[0], "—", "—", "—"]
-    try:
-        long_max = decode.decode_ceiling(
-            cfg, spec, [1], _setup_for(decode, spec, decode.DecodeSetup(context=LONG_CONTEXT - 1))
-        ).max_batch
+        long = dataclasses.replace(s, context=LONG_CONTEXT - 1)
+        long_max = decode.decode_ceiling(cfg, spec, [1], long).max_batch
     except CeilingError:
         long_max = 0
     b1 = res.rows[0]
     exp = expected_rows(res, cfg.layers, costs_for(spec))[0]
     entry = {
+        "tp": s.tp,
         "ceiling_tokens_per_s": b1.tokens_per_s,
         "expected_tokens_per_s": exp.tokens_per_s,
         "expected_limited_by": exp.limited_by,
@@ -111,15 +129,16 @@ def _one_device(decode, cfg, spec, setup, here: bool):
 
 
 def _headline(out: SectionOutput, cfg, spec, head: dict, demo: bool) -> None:
+    tp = f" × {head['tp']}" if head["tp"] > 1 else ""
     out.key_figures["headline"] = {
         "model": cfg.name,
-        "device": _short(spec.name),
+        "device": _short(spec.name) + tp,
         "expected_tokens_per_s": head["expected_tokens_per_s"],
         "ceiling_tokens_per_s": head["ceiling_tokens_per_s"],
         "crossover_batch": head["crossover_batch"],
         "demo": demo,
     }
-    name = _short(spec.name)
+    name = _short(spec.name) + tp
     out.highlight(
         f"expected, batch 1, {name}",
         f"{head['expected_tokens_per_s']:,.0f} tokens/s",
@@ -169,16 +188,14 @@ def _figure(ctx, out, decode, cfg, spec, setup) -> None:
     """The model on the target device: both roofs, the ceiling and the crossover."""
     from ceiling.report import decode_plot as plot
 
-    s = _setup_for(decode, spec, setup)
-    try:
-        res = decode.decode_ceiling(cfg, spec, BATCHES, s, drop_unfit=True)
-    except CeilingError:
+    res, s = _fitting(SectionOutput(), decode, cfg, spec, setup, TENSOR_PARALLEL)
+    if res is None:  # the table's note says why
         return
     ctx.step("drawing the decode ceilings")
     grid = _grid(res.max_batch)
     fig = plot.decode_figure(
         decode.roof_curves(cfg, spec, s, grid),
-        f"{cfg.name} on {_short(spec.name)} (modelled)",
+        f"{cfg.name} on {_short(spec.name)}{f' × {s.tp}' if s.tp > 1 else ''} (modelled)",
         res.crossover_batch,
     )
     plain_log_ticks(fig.axes[0], "x")
