@@ -204,3 +204,23 @@ def test_specs_list_has_one_16_bit_column(cli):
     assert "bf16" in head and "fp8" in head and "fp16" not in head
     v100 = next(line for line in out.splitlines() if " v100 " in line)
     assert "125.0 fp16" in v100  # no bf16 on a V100: its fp16 figure, labelled
+
+
+def test_every_spec_option_says_it_takes_a_file_and_a_key_in_it(cli, tmp_path):
+    """--spec takes FILE.toml#KEY wherever it is taken; its help says so alike."""
+    from ceiling.hardware.spec_template import template_text
+
+    paths = {path for path, p in _options(typer.main.get_command(app)) if "--spec" in p.opts}
+    named = {f"ceiling {c}" for c in ("plan", "decode", "roofline", "profile", "bench comm")}
+    assert named <= paths
+    for path, param in _options(typer.main.get_command(app)):
+        if path in named and "--spec" in param.opts:
+            assert "FILE.toml#KEY picks one of several devices" in param.help, path
+    two = tmp_path / "two.toml"
+    text = template_text()
+    two.write_text(text + "\n" + text.replace("[my-gpu", "[slow-gpu").replace("= 800", "= 8"))
+    for key, bf16_tflops in (("my-gpu", 800), ("slow-gpu", 8)):
+        data = _json(cli, "roofline", "--spec", f"{two}#{key}", "--op", "matmul:4096x4096x4096")
+        assert data["peak_flops_per_s"] == bf16_tflops * 1e12, key
+    code, _, err = cli("roofline", "--spec", str(two), "--op", "add:1M")
+    assert code == 2 and f"pick one with {two}#my-gpu" in err

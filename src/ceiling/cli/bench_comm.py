@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.bench import bench_app
+from ceiling.cli.device_options import SPEC_FORMS
 from ceiling.cli.output import LIST_HELP, JsonOption, comma_list, console, emit_json, table
 from ceiling.errors import InvalidInput
 
@@ -49,8 +50,8 @@ def bench_comm(
         typer.Option(
             "--spec",
             metavar="NAME",
-            help="The device whose link bounds busbw (catalog name or FILE.toml; default: "
-            "the GPU's own entry, found by its driver name).",
+            help=f"The device whose link bounds busbw: {SPEC_FORMS}. Default: the GPU's own "
+            "entry, found by its driver name.",
         ),
     ] = None,
     json_out: JsonOption = False,

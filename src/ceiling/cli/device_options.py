@@ -11,13 +11,17 @@ from typing import Annotated
 
 import typer
 
+# What --spec takes, said alike by every command that has it.
+SPEC_FORMS = (
+    "a catalog name (`ceiling specs`), a driver name, or FILE.toml (FILE.toml#KEY picks "
+    "one of several devices in it)"
+)
 SpecOption = Annotated[
     str | None,
     typer.Option(
         "--spec",
         metavar="NAME",
-        help="Device datasheet: a catalog name (`ceiling specs`), a driver name or a .toml "
-        "file. Not with --profile.",
+        help=f"Device datasheet: {SPEC_FORMS}. Not with --profile.",
     ),
 ]
 ProfileOption = Annotated[
