@@ -37,7 +37,7 @@ def make_legible(fig) -> dict[str, Any]:
     for ax in fig.axes:
         if ax.get_legend() is not None and _legend_hits(ax, renderer):
             _move_legend(ax, renderer)
-    renderer = _draw(fig)
+    # extents are computed when asked for: what moved is measured without drawing again
     return measure(fig, renderer)
 
 
@@ -47,9 +47,9 @@ def measure(fig, renderer=None) -> dict[str, Any]:
     scale = _page_scale(fig, renderer)
     sizes = [t.get_fontsize() for t in _texts(fig)]
     return {
-        "width_px": round(_width_in(fig, renderer) * PX_PER_INCH, 1),
-        "page_scale": round(scale, 3),
-        "min_text_px": round(min(sizes) * PX_PER_PT * scale, 2) if sizes else None,
+        "width_px": round(float(_width_in(fig, renderer)) * PX_PER_INCH, 1),
+        "page_scale": round(float(scale), 3),
+        "min_text_px": round(float(min(sizes) * PX_PER_PT * scale), 2) if sizes else None,
         "legend_overlaps": sum(_legend_hits(ax, renderer) for ax in fig.axes)
         + sum(_figure_legend_hits(fig, leg, renderer) for leg in fig.legends),
         "hidden_markers": sum(_hidden_markers(ax) for ax in fig.axes),
@@ -109,7 +109,9 @@ def _points(ax) -> list[tuple[float, float]]:
         if isinstance(patch, Rectangle) and patch.get_visible():
             e = patch.get_window_extent()
             pts.extend([(e.x0, e.y0), (e.x1, e.y1), (e.x0, e.y1), (e.x1, e.y0)])
-    return [(x, y) for x, y in pts if np.isfinite(x) and np.isfinite(y) and box.contains(x, y)]
+    xy = np.asarray(pts, float).reshape(-1, 2)
+    xy = xy[np.isfinite(xy).all(axis=1)]
+    return [tuple(p) for p in xy[_within(box, xy)]]
 
 
 def _legend_hits(ax, renderer) -> int:
@@ -117,14 +119,23 @@ def _legend_hits(ax, renderer) -> int:
     leg = ax.get_legend()
     if leg is None or not leg.get_visible():
         return 0
-    e = leg.get_window_extent(renderer)
-    return sum(1 for x, y in _points(ax) if e.x0 <= x <= e.x1 and e.y0 <= y <= e.y1)
+    return _inside(leg.get_window_extent(renderer), _points(ax))
+
+
+def _inside(extent, pts) -> int:
+    """How many of the display points lie in the box."""
+    import numpy as np
+
+    return int(_within(extent, np.asarray(pts, float).reshape(-1, 2)).sum())
+
+
+def _within(box, xy):
+    x, y = xy[:, 0], xy[:, 1]
+    return (x >= box.x0) & (x <= box.x1) & (y >= box.y0) & (y <= box.y1)
 
 
 def _figure_legend_hits(fig, leg, renderer) -> int:
-    e = leg.get_window_extent(renderer)
-    pts = [p for ax in fig.axes for p in _points(ax)]
-    return sum(1 for x, y in pts if e.x0 <= x <= e.x1 and e.y0 <= y <= e.y1)
+    return _inside(leg.get_window_extent(renderer), [p for ax in fig.axes for p in _points(ax)])
 
 
 def short_device_name(name: str, limit: int = 18) -> str:
@@ -144,8 +155,8 @@ def _move_legend(ax, renderer) -> None:
     size = leg.get_texts()[0].get_fontsize() if leg.get_texts() else None
     title = leg.get_title().get_text() or None
     for loc in INSIDE:
+        # a legend's box is placed when its extent is asked for: no drawing needed
         ax.legend(handles, labels, loc=loc, fontsize=size, title=title)
-        ax.figure.canvas.draw()
         if not _legend_hits(ax, renderer):
             return
     right = _is_rightmost(ax)
