@@ -15,6 +15,7 @@ from typing import Any
 from ceiling import units as u
 
 FINDINGS = 3
+OVER_PREDICTED = 0.1  # negative waterfall bars beyond this share of the step are said so
 TRACE_ADVICE = {
     "memory-bound": "fuse elementwise ops and norms (torch.compile)",
     "communication (exposed)": "overlap communication with compute or shrink it (fewer "
@@ -84,9 +85,15 @@ def _trace(figs) -> Finding | None:
 def _mfu(figs) -> Finding | None:
     m = figs["mfu"]
     loss = m["largest_loss"]
+    over = -sum(min(b["share"], 0.0) for b in m["waterfall"])
+    caveat = (
+        f" (the roofs over-predict the step by {u.format_percent(over)})"
+        if over > OVER_PREDICTED
+        else ""
+    )
     return Finding(
         f"{m['model']} trains here at {u.format_percent(m['mfu'])} MFU; its step loses "
-        f"{u.format_percent(loss['share'])} to {loss['name']}: {loss['recover']}.",
+        f"{u.format_percent(loss['share'])} to {loss['name']}{caveat}: {loss['recover']}.",
         "mfu",
         "largest_loss.share",
         loss["share"],

@@ -1,0 +1,76 @@
+"""The verdict: findings computed from the sections' key figures, the user's work first, the
+most time at stake next, each naming the JSON key its number comes from."""
+
+from __future__ import annotations
+
+from ceiling.report.compose import SectionOutput, SectionResult
+from ceiling.report.verdict import findings, lookup
+
+
+def _section(key: str, figures: dict, status: str = "ok") -> SectionResult:
+    return SectionResult(key, key, status, None, 0.0, SectionOutput(key_figures=figures))
+
+
+MACHINE = {
+    "best_matmul": {
+        "kind": "CPU",
+        "dtype": "fp32",
+        "flops_per_s": 50e9,
+        "reference": "theoretical",
+        "share_of_reference": 0.5,
+    },
+    "measured_busy": False,
+}
+MFU = {
+    "model": "gpt:tiny",
+    "demo": True,
+    "mfu": 0.12,
+    "largest_loss": {"name": "per-op overhead", "share": 0.38, "recover": "batch larger"},
+    "waterfall": [{"share": 0.12}, {"share": 0.38}, {"share": 0.5}],
+}
+PLANNER = {
+    "model": "llama-3-70b",
+    "demo": False,
+    "gpus": 64,
+    "device": "H100 SXM5 80GB",
+    "best_plan": {"d": 8, "t": 4, "p": 2, "cp": 1, "mfu": 0.45},
+    "scaling": [{"gpus": 64, "efficiency": 1.0}, {"gpus": 256, "efficiency": 0.8}],
+}
+
+
+def test_the_users_work_comes_first_then_the_most_at_stake():
+    got = findings(
+        [_section("machine", MACHINE), _section("mfu", MFU), _section("planner", PLANNER)]
+    )
+    assert [f.section for f in got] == ["planner", "mfu", "machine"]
+    assert got[0].text.startswith("The best split of llama-3-70b on 64 × H100 SXM5 80GB (8×4×2)")
+    assert "45.0 % MFU" in got[0].text and "at 256 GPUs only 80.0 %" in got[0].text
+    assert got[1].text == (
+        "gpt:tiny trains here at 12.0 % MFU; its step loses 38.0 % to per-op overhead: "
+        "batch larger."
+    )
+    assert "check the thread count" in got[2].text
+
+
+def test_each_finding_names_the_key_of_its_number():
+    sections = [_section("mfu", MFU), _section("planner", PLANNER)]
+    for f in findings(sections):
+        figures = {s.key: s.output.key_figures for s in sections}[f.section]
+        assert lookup(figures, f.key) == f.value == f.to_json()["value"]
+        assert f.to_json()["json_key"] == f"{f.section}.{f.key}"
+
+
+def test_sections_that_did_not_run_or_lack_the_figure_say_nothing():
+    assert findings([_section("mfu", MFU, status="skipped"), _section("planner", {})]) == []
+
+
+def test_a_busy_machine_is_blamed_before_the_blas_library():
+    busy = {**MACHINE, "measured_busy": True}
+    (f,) = findings([_section("machine", busy)])
+    assert "other work shared the cores" in f.text
+
+
+def test_roofs_that_over_predict_the_step_are_said_so():
+    over = {**MFU, "waterfall": [{"share": 0.1}, {"share": 1.2}, {"share": -0.3}]}
+    (f,) = findings([_section("mfu", over)])
+    assert "(the roofs over-predict the step by 30.0 %)" in f.text
