@@ -153,3 +153,15 @@ def test_no_valid_plan_names_the_failing_constraint():
         search(job, make_cluster(A100, 1000))
     with pytest.raises(InvalidInput, match=r"layers\(96\) % \(p\(16\) × v\(5\) = 80\) = 16"):
         search(job, make_cluster(A100, 1024), {"d": 8, "t": 8, "p": 16, "v": 5})
+
+
+def test_a_ring_across_nodes_does_not_make_node_local_tensor_parallelism_read_as_spanning():
+    from ceiling.model.plan_search import explain_loss
+
+    job = Job(get_model("llama-3-70b"), 64, 8192, attention="flash", dropout=False)
+    c = make_cluster(get_spec("h100-sxm"), 64)
+    worse = evaluate_plan(job, c, Plan(1, 4, 4, 1, v=5, zero=1, recompute="none", cp=4))
+    best = evaluate_plan(job, c, Plan(4, 1, 4, 1, v=5, zero=1, recompute="none", cp=4))
+    assert any("ring (t=4 × cp=4) spans nodes" in n for n in worse.notes)
+    why = explain_loss(worse, best)
+    assert "TP t=4" in why and "across nodes" not in why

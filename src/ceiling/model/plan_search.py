@@ -23,7 +23,7 @@ from ceiling.model.parallel import RECOMPUTE, Job, Plan, PlanResult
 from ceiling.model.parallel_costs import ATTENTION_BLOCK
 from ceiling.model.pipeline_stages import balanced_layout
 from ceiling.model.plan_axes import BY_KEY, parse_fixed, plan_at  # noqa: F401  (re-exported)
-from ceiling.model.plan_rules import check_context_parallel, check_stage_layout
+from ceiling.model.plan_rules import check_context_parallel, check_fp8_params, check_stage_layout
 from ceiling.model.scaling import karp_flatt
 
 MAX_MICRO_BATCH = 64
@@ -93,7 +93,7 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
     columns = ("d", "t", "p", "micro_batch", "v", "zero", "recompute", "sp", "state_bytes", "ep")
     columns += ("cp", *(axis.key for axis in SWITCHES), "first", "last")
     out = {key: rows[:, k] for k, key in enumerate(columns)}
-    for key in ("sp", "tp_overlap", "cp_overlap", "prefetch"):
+    for key in ("sp", "fp8_params", "tp_overlap", "cp_overlap", "prefetch"):
         out[key] = out[key].astype(bool)
     return out
 
@@ -108,7 +108,7 @@ def _product(*columns) -> np.ndarray:
 
 # Plan fields held at their default unless pinned: FP8 changes the numerics and the overlap
 # switches need kernel support, so a plan never turns them on silently.
-SWITCHES = tuple(BY_KEY[k] for k in ("fp8", "tp_overlap", "cp_overlap", "prefetch"))
+SWITCHES = tuple(BY_KEY[k] for k in ("fp8", "fp8_params", "tp_overlap", "cp_overlap", "prefetch"))
 MAX_CONTEXT_PARALLEL = 32
 
 
@@ -260,6 +260,7 @@ def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:
     if p is not None and p > sh.layers:
         raise InvalidInput(f"every pipeline stage needs a layer: p({p}) > layers({sh.layers})")
     check_context_parallel(job.seq_len, fixed.get("cp", 1))
+    check_fp8_params(fixed.get("fp8", "off"), fixed.get("fp8_params", False))
     _check_fixed_stages(sh.layers, fixed)
     if t is not None and p is not None and d is not None:
         parallel.check_plan(
@@ -278,6 +279,7 @@ def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:
                 ep=fixed.get("ep", 1),
                 cp=fixed.get("cp", 1),
                 fp8=fixed.get("fp8", "off"),
+                fp8_params=fixed.get("fp8_params", False),
             )
             if "micro_batch" in fixed
             else Plan(
@@ -426,8 +428,10 @@ def explain_loss(x: PlanResult, best: PlanResult) -> str:
 
 
 def _node(x: PlanResult) -> int:
-    # The node size is not on the result; tensor spans are flagged by notes.
-    return 10**9 if not any("spans nodes" in n for n in x.notes) else 0
+    # The node size is not on the result; a tensor group that spans nodes is flagged by its
+    # own note (other groups, such as a context-parallel ring, have theirs).
+    spans = any(n.startswith("tensor parallelism") and "spans nodes" in n for n in x.notes)
+    return 0 if spans else 10**9
 
 
 @dataclass(frozen=True)
