@@ -10,7 +10,7 @@ from ceiling.report.validated import PLANNER
 KEY = "planner"
 TITLE = "Planning a large training run"
 
-DOUBLINGS_QUICK, DOUBLINGS_FULL = 2, 5
+DOUBLINGS_QUICK, DOUBLINGS_FULL = 1, 5
 TOP = 3
 # the pipeline figure when the best plan has no pipeline: a small illustrative case
 EXAMPLE_STAGES, EXAMPLE_MICRO_BATCHES = 4, 8

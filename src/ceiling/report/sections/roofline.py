@@ -179,7 +179,7 @@ def _measure(ctx: ReportContext, out: SectionOutput, ops, dev) -> dict[str, floa
     found = {}
     for op in ops:
         ctx.step(f"timing {op.name} on {device}")
-        stats = ops_mod.time_op(op, device, budget_ms=300.0 if ctx.quick else 1000.0)
+        stats = ops_mod.time_op(op, device, budget_ms=150.0 if ctx.quick else 1000.0)
         found[op.name] = stats.min
     return found
 
