@@ -60,6 +60,29 @@ def test_fp8_time_split_by_hand():
     assert on.step_time_s < off.step_time_s
 
 
+def test_fp8_params_keep_the_weights_in_fp8_by_hand():
+    # 2 layers of 12·h² linear weights; d = 4 replicas, ZeRO-1, 16-bit gradients.
+    job = Job(SMALL, 8, 2048, attention="flash", dropout=False)
+    c = make_cluster(H100_NO_TILES, 4)
+    base = dict(micro_batch=1, zero=1, recompute="none", state_bytes_per_param=16, fp8="linear")
+    copies = evaluate_plan(job, c, Plan(4, 1, 1, **base))
+    kept = evaluate_plan(job, c, Plan(4, 1, 1, fp8_params=True, **base))
+    linear = 2 * 12 * 1024**2
+    # Transformer Engine's default: the 16-bit weight plus its FP8 cast and transpose (2 bytes);
+    # fp8_params: the FP8 weight (1 byte) in place of the 16-bit one, and its transpose (1).
+    assert copies.memory["fp8_weight_bytes"] == 2 * linear
+    assert kept.memory["fp8_weight_bytes"] == 1 * linear
+    assert copies.memory["weight_bytes"] - kept.memory["weight_bytes"] == linear
+    assert copies.memory_bytes_per_device - kept.memory_bytes_per_device == 2 * linear
+    # Time: the weights' per-step cast (4 bytes each) becomes a transpose (2: read, write) ...
+    cast_saved = (copies.time["fp8_cast_s"] - kept.time["fp8_cast_s"]) * c.memory_bytes_per_s
+    assert cast_saved == pytest.approx(2 * linear)
+    # ... and the updated weights are gathered in FP8: a byte less per linear weight.
+    assert kept.dp_comm_s < copies.dp_comm_s
+    with pytest.raises(InvalidInput, match="fp8_params=on keeps FP8 weights"):
+        par.check_plan(job, c, Plan(4, 1, 1, fp8_params=True))
+
+
 def test_fp8_needs_a_device_with_fp8():
     job = Job(SMALL, 8, 2048)
     with pytest.raises(InvalidInput, match="fp8=linear needs FP8"):

@@ -44,7 +44,9 @@ builds stages=balanced with a virtual pipeline: Llama 3 405B's 7,8,…,8,7 with 
 (on|off), state_bytes (16 or 18 per parameter), cp (context parallelism: each sequence split
 over cp ranks, K/V passed round a ring; devices = d·t·p·cp), fp8 (off|linear: the linear
 layers' GEMMs in FP8 as Transformer Engine runs them, attention, logits, optimizer and
-communication 16-bit, casts costed; held off unless pinned; --dtype fp8 pins it), tp_overlap
+communication 16-bit, casts costed; held off unless pinned; --dtype fp8 pins it),
+fp8_params (on|off: FP8 linear weights kept in FP8 only, as NeMo's fp8_params: no 16-bit
+copy, their transpose cached, updated weights gathered in FP8), tp_overlap
 (on|off: tensor-parallel collectives hidden behind their GEMMs), cp_overlap (on|off: the K/V
 ring behind attention), prefetch (on|off: ZeRO-3 gathers the next layer while this one
 computes). The switches hold their default unless pinned. Example: --fixed
@@ -276,9 +278,10 @@ def _memory_line(best) -> str:
     of_them = ", ".join(f"{label} {gib(mem[key])}" for key, label in within if mem.get(key))
     if of_them:
         parts[-1] += f" (of them {of_them})"
+    fp8_copies = "FP8 weight transposes" if pl.fp8_params else "FP8 weight copies"
     optional = (
         ("gathered_weight_bytes", "gathered weights"),
-        ("fp8_weight_bytes", "FP8 weight copies"),
+        ("fp8_weight_bytes", fp8_copies),
     )
     parts += [f"{label} {gib(mem[key])}" for key, label in optional if mem.get(key)]
     zero = sharded.get(pl.zero, ", everything sharded over d (ZeRO-3)")

@@ -124,6 +124,7 @@ class Plan:
     ep: int = 1  # expert parallelism: experts spread over ep of the d data-parallel ranks
     cp: int = 1  # context parallelism: each sequence split over cp ranks (ring attention)
     fp8: str = "off"  # "linear": the linear layers' GEMMs in FP8, everything else 16-bit
+    fp8_params: bool = False  # FP8 linear weights kept in FP8 only (no 16-bit copy)
     tp_overlap: bool = False  # tensor-parallel collectives overlapped with their GEMMs
     cp_overlap: bool = True  # the K/V ring overlapped with attention compute
     fsdp_prefetch: bool = True  # ZeRO-3 gathers the next layer while this one computes
@@ -315,7 +316,7 @@ def _layout(job: Job, plans: Mapping) -> SimpleNamespace:
     switches = {
         a.key: np.asarray(plans.get(a.key, a.encode(a.default)))
         for a in AXES
-        if a.key in ("fp8", "tp_overlap", "cp_overlap", "prefetch")
+        if a.key in ("fp8", "fp8_params", "tp_overlap", "cp_overlap", "prefetch")
     }
     first, last = (np.asarray(plans.get(k, 0)) for k in ("first", "last"))
     # Time terms are the last stage's (its layers, the output layer and the loss); memory
@@ -340,7 +341,9 @@ def _layout(job: Job, plans: Mapping) -> SimpleNamespace:
         # Gradients are reduced, and ZeRO shards, over the d·cp ranks holding the same
         # weights (Megatron-Core's data-parallel group with context parallelism).
         cp=cp, cpf=cp.astype(float), dg=df * cp, d_expert=df * cp / epf,
-        fp8=switches["fp8"] == 1, tp_overlap=switches["tp_overlap"].astype(bool),
+        fp8=switches["fp8"] == 1,
+        fp8_params=(switches["fp8"] == 1) & switches["fp8_params"].astype(bool),
+        tp_overlap=switches["tp_overlap"].astype(bool),
         cp_overlap=switches["cp_overlap"].astype(bool),
         prefetch=switches["prefetch"].astype(bool),
     )  # fmt: skip
@@ -363,6 +366,7 @@ def _memory(job: Job, cluster, x: SimpleNamespace) -> dict:
         state_pieces_per_param(x.state, x.zero, x.d_expert),
         strict=True,
     )
+    pieces = list(pieces)
     weight_bytes, grad_bytes, optim_bytes = (dense_dev * a + expert_dev * e for a, e in pieces)
     # ZeRO-3 holds the gathered 16-bit weights of the unit it runs and of the next: two
     # blocks, or at the loss the output layer with the last block (FSDP keeps the root
@@ -370,8 +374,17 @@ def _memory(job: Job, cluster, x: SimpleNamespace) -> dict:
     block = x.dense_layer + experts_layer
     head = sh.vocab * sh.hidden
     gathered = np.where(x.zero == 3, 2.0 * (block + np.maximum(block, head)) / x.tf, 0.0)
-    # FP8 (Transformer Engine) keeps each linear weight cast to FP8 and its transpose.
-    fp8_weights = np.where(x.fp8, 2.0 * linear_params_dev(x), 0.0)
+    # FP8 (Transformer Engine 1.x, linear.py) keeps each linear weight's 16-bit copy and, over
+    # a step's micro-batches, its FP8 cast and that cast's transpose (Hopper's FP8 GEMMs take
+    # one layout; the backward's dgrad needs the other): 2 bytes more. With fp8_params
+    # (te.fp8_model_init) the weight is the FP8 tensor itself, 1 byte in place of 2, a view
+    # into the distributed optimizer's uint8 parameter buffer (NeMo distributed_adam.py), and
+    # only its transpose is cached (Float8Tensor.transpose_2d(cache=True)); the fp32 master
+    # stays in the optimizer state (NeMo sets store_params for fp8_params).
+    linear = linear_params_dev(x, st["layers"])
+    fp8_weights = np.where(x.fp8, np.where(x.fp8_params, 1.0, 2.0) * linear, 0.0)
+    kept_in_fp8 = np.where(x.fp8_params, linear * pieces[0][0] / 2.0, 0.0)
+    weight_bytes, state_bytes = weight_bytes - kept_in_fp8, state_bytes - kept_in_fp8
     memory = state_bytes + st["activations"] + gathered + fp8_weights
     usable = cluster.memory_bytes * (1.0 - job.headroom)
     return {

@@ -341,10 +341,17 @@ def fp8_amax_bytes_per_layer():
     return LINEAR_LAYERS_PER_BLOCK * 3 * FP8_AMAX_HISTORY * 4.0 * 2
 
 
-def fp8_weight_cast_bytes(linear_params):
+# Weights kept in FP8 (fp8_params) need only their transpose rebuilt after each update:
+# read one FP8 byte, write one.
+FP8_TRANSPOSE_BYTES = 2.0
+
+
+def fp8_weight_cast_bytes(linear_params, fp8_params=False):
     """Bytes to cast a device's linear weights to FP8 once per step (Transformer Engine
-    keeps the cast weights over the micro-batches of a step)."""
-    return FP8_CAST_BYTES * np.asarray(linear_params, dtype=float)
+    keeps the cast weights over the micro-batches of a step), or, for weights kept in FP8,
+    to rebuild their cached transpose (Float8Tensor.transpose_2d with cache, TE 1.x)."""
+    per_param = np.where(fp8_params, FP8_TRANSPOSE_BYTES, FP8_CAST_BYTES)
+    return per_param * np.asarray(linear_params, dtype=float)
 
 
 def cp_ring_bytes_per_layer(sh: Shape, tokens, t, cp):

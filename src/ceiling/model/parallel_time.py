@@ -94,7 +94,7 @@ def stage_compute(job, cluster, x: SimpleNamespace) -> dict:
     elementwise_mb = ew_bytes_mb / cluster.memory_bytes_per_s
     cast_fwd, cast_bwd = fp8_cast_bytes_per_token(sh, x.tf)
     cast_tok = (1.0 + full) * cast_fwd + cast_bwd
-    weight_casts = fp8_weight_cast_bytes(linear_params_dev(x)) / x.m
+    weight_casts = fp8_weight_cast_bytes(linear_params_dev(x), x.fp8_params) / x.m
     amax = x.layers_dev * fp8_amax_bytes_per_layer()
     fp8_cast_mb = (
         np.where(x.fp8, (x.tokens_mb * x.layers_dev * cast_tok + weight_casts + amax), 0.0)
@@ -146,11 +146,20 @@ def _per_shape(rows, t, fn):
     return tuple(np.asarray(v)[back.ravel()].reshape(rows.shape) for v in picked)
 
 
-def linear_params_dev(x: SimpleNamespace):
-    """Linear-layer weights on the most loaded device (all its experts included)."""
+def linear_params_dev(x: SimpleNamespace, layers=None):
+    """Linear-layer weights on the most loaded device, or on one holding `layers` layers (all
+    its experts included)."""
     sh = x.sh
     experts = sh.params_experts_layer * (1.0 / x.epf - sh.active_experts / sh.experts)
-    return x.layers_dev * (sh.params_layer_matmul_active + experts) / x.tf
+    held = x.layers_dev if layers is None else layers
+    return held * (sh.params_layer_matmul_active + experts) / x.tf
+
+
+def dense_linear_params_dev(x: SimpleNamespace):
+    """The linear weights of the dense (not expert) part of the most loaded device."""
+    sh = x.sh
+    active_experts = sh.params_experts_layer * sh.active_experts / sh.experts
+    return x.layers_dev * (sh.params_layer_matmul_active - active_experts) / x.tf
 
 
 def model_parallel_comm(cluster, x: SimpleNamespace, comp: dict) -> dict:
@@ -201,7 +210,10 @@ def data_parallel(job, cluster, x: SimpleNamespace, compute_mb) -> dict:
     bw, lat = link(cluster, dp_spans)
     grad_elem = np.where(x.state == 18, 4.0, 2.0)
     g_dense, g_expert = x.dense_dev * grad_elem, x.expert_dev * grad_elem
-    w_dense, w_expert = x.dense_dev * 2.0, x.expert_dev * 2.0
+    # Updated weights are gathered in 16 bits, or in FP8 where kept in FP8 (fp8_params: the
+    # distributed optimizer gathers the FP8 bytes, NeMo's param_sync_dtype uint8).
+    fp8_kept = np.where(x.fp8_params, dense_linear_params_dev(x), 0.0)
+    w_dense, w_expert = x.dense_dev * 2.0 - fp8_kept, x.expert_dev * 2.0
     d, de = x.dg, x.d_expert
     allreduce = allreduce_s(g_dense, d, bw, lat) + allreduce_s(g_expert, de, bw, lat)
     reduce_scatter = ring_gather_s(g_dense, d, bw, lat) + ring_gather_s(g_expert, de, bw, lat)

@@ -127,6 +127,10 @@ AXES: tuple[Axis, ...] = (
     Axis("fp8", "fp8", "nothing: the linear layers' GEMMs run in FP8 (Transformer Engine); "
          "attention, logits, optimizer and communication stay 16/32-bit", "off or linear",
          lambda f: f in FP8, "off", choices=FP8),
+    Axis("fp8_params", "fp8_params", "nothing: FP8 linear layers keep their weights in FP8 "
+         "only (Transformer Engine's fp8_model_init, NeMo's fp8_params): no 16-bit copy, the "
+         "FP8 transpose cached for the backward, updated weights gathered in FP8", "on or off",
+         _switch, False),
     Axis("tp_overlap", "tp_overlap", "nothing: tensor-parallel collectives overlapped with the "
          "GEMMs that use them (Megatron/TE userbuffers)", "on or off", _switch, False),
     Axis("cp_overlap", "cp_overlap", "nothing: the K/V ring overlapped with attention compute",
@@ -184,6 +188,7 @@ def plan_fields(plan) -> dict:
 # Values too ordinary to show in a plan's one-line description, and when a switch matters.
 _QUIET = {"cp": 1, "fp8": "off", "first_stage_layers": 0, "last_stage_layers": 0}
 _SWITCH_NEEDS = {
+    "fp8_params": lambda plan: plan.fp8 != "off" and plan.fp8_params,
     "tp_overlap": lambda plan: plan.t > 1 and plan.tp_overlap,
     "cp_overlap": lambda plan: plan.cp > 1 and not plan.cp_overlap,
     "fsdp_prefetch": lambda plan: plan.zero == 3 and not plan.fsdp_prefetch,

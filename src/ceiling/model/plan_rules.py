@@ -107,6 +107,7 @@ def _check_context_and_fp8(job, cluster, plan) -> None:
     that causal attention's work is balanced, as Megatron-Core does); FP8 needs a device
     with an FP8 rate."""
     check_context_parallel(job.seq_len, plan.cp)
+    check_fp8_params(plan.fp8, plan.fp8_params)
     if plan.fp8 != "off" and "fp8" not in cluster.device.peak_flops_per_s:
         have = ", ".join(sorted(cluster.device.peak_flops_per_s))
         raise InvalidInput(
@@ -153,6 +154,12 @@ def check_stage_layout(layers: int, plan) -> None:
             f"every middle stage needs v({v}) layers: layers({layers}) - first({first}) - "
             f"last({last}) = {rest} < {(p - 2) * v} for {p - 2} middle stages"
         )
+
+
+def check_fp8_params(fp8: str, fp8_params: bool) -> None:
+    """Weights kept in FP8 only make sense where the linear layers run in FP8."""
+    if fp8_params and fp8 == "off":
+        raise InvalidInput("fp8_params=on keeps FP8 weights for FP8 linear layers: pin fp8=linear")
 
 
 def check_context_parallel(seq_len: int, cp: int) -> None:
