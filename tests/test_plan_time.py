@@ -11,6 +11,7 @@ from ceiling.hardware.catalog import get_spec
 from ceiling.model import parallel as par
 from ceiling.model import parallel_costs as costs
 from ceiling.model.cluster import make_cluster
+from ceiling.model.eager_kernels import eager_extra_bytes_per_token
 from ceiling.model.parallel import Job, Plan, evaluate_plan
 from ceiling.model.transformer import get_model, parse_model
 
@@ -81,6 +82,47 @@ def test_fp8_params_keep_the_weights_in_fp8_by_hand():
     assert kept.dp_comm_s < copies.dp_comm_s
     with pytest.raises(InvalidInput, match="fp8_params=on keeps FP8 weights"):
         par.check_plan(job, c, Plan(4, 1, 1, fp8_params=True))
+
+
+def test_eager_pointwise_bytes_by_hand():
+    # SMALL: h = q = k = 1024 (no grouped KV), GELU, RMSNorm, rotary. Per token, beyond the
+    # fused kernels: two RMSNorms written as ops, (36 - 4)·h forward and (76 - 4)·h backward
+    # each; the rotary embedding on Q and K, 20 bytes an element each way; the attention
+    # output's contiguous copy, 4·q each way; GELU is one kernel eager or not.
+    fwd, bwd = eager_extra_bytes_per_token(par.shape_of(SMALL), 1, False, dropout=False)
+    assert float(fwd) == 2 * 32 * 1024 + 20 * 2048 + 4 * 1024 == 110592
+    assert float(bwd) == 2 * 72 * 1024 + 20 * 2048 + 4 * 1024 == 192512
+    # Grouped KV (2 KV heads of 128 for 8 query heads) and SwiGLU (FFN 2048): repeat_kv
+    # copies K and V to the query width, 2·(2·256 + 2·1024) each way; silu and the product
+    # are two kernels: 4 bytes an FFN element more forward, 10 backward.
+    gqa = parse_model(
+        "custom:layers=2,hidden=1024,heads=8,kv_heads=2,ffn_hidden=2048,ffn_kind=swiglu,"
+        "vocab=1000,max_seq=2048,norm=rmsnorm,bias=false"
+    )
+    fwd2, bwd2 = eager_extra_bytes_per_token(par.shape_of(gqa), 1, False, dropout=False)
+    assert float(fwd2) == 2 * 32 * 1024 + 20 * 1280 + 2 * (512 + 2048) + 4 * 1024 + 4 * 2048
+    assert float(bwd2) == 2 * 72 * 1024 + 20 * 1280 + 2 * (512 + 2048) + 4 * 1024 + 10 * 2048
+    # LayerNorm and learned positions: one native kernel each, nothing added but the copy.
+    gpt = parse_model("custom:layers=2,hidden=1024,heads=8,vocab=1000,max_seq=2048,"
+                      "norm=layernorm,learned_positions=true")  # fmt: skip
+    assert float(eager_extra_bytes_per_token(par.shape_of(gpt), 1, False, False)[0]) == 4096
+
+
+def test_eager_kernels_are_priced_at_the_memory_bandwidth_and_shown_apart():
+    job = Job(SMALL, 8, 2048, attention="flash", dropout=False)
+    c = make_cluster(H100_NO_TILES, 1)
+    fused = evaluate_plan(job, c, Plan(1, 1, 1, 1, recompute="none"))
+    eager = evaluate_plan(job, c, Plan(1, 1, 1, 1, recompute="none", kernels="eager"))
+    tokens_layers = 8 * 2048 * 2
+    expected = tokens_layers * (110592 + 192512) / c.memory_bytes_per_s
+    assert fused.time["eager_kernels_s"] == 0
+    assert eager.time["eager_kernels_s"] == pytest.approx(expected)
+    assert eager.step_time_s > fused.step_time_s
+    # Full recompute runs the eager forward once more in the backward.
+    full = evaluate_plan(job, c, Plan(1, 1, 1, 1, recompute="full", kernels="eager"))
+    again = tokens_layers * 110592 / c.memory_bytes_per_s
+    assert full.time["eager_kernels_s"] == pytest.approx(expected + again)
+    assert "kernels=eager" in eager.plan.describe()
 
 
 def test_fp8_needs_a_device_with_fp8():

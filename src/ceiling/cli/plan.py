@@ -46,7 +46,9 @@ over cp ranks, K/V passed round a ring; devices = d·t·p·cp), fp8 (off|linear:
 layers' GEMMs in FP8 as Transformer Engine runs them, attention, logits, optimizer and
 communication 16-bit, casts costed; held off unless pinned; --dtype fp8 pins it),
 fp8_params (on|off: FP8 linear weights kept in FP8 only, as NeMo's fp8_params: no 16-bit
-copy, their transpose cached, updated weights gathered in FP8), tp_overlap
+copy, their transpose cached, updated weights gathered in FP8), kernels (fused|eager: eager
+PyTorch without torch.compile runs every pointwise op — RMSNorm's pieces, rotary, SiLU·mul,
+casts — as its own kernel through HBM, priced at the memory bandwidth), tp_overlap
 (on|off: tensor-parallel collectives hidden behind their GEMMs), cp_overlap (on|off: the K/V
 ring behind attention), prefetch (on|off: ZeRO-3 gathers the next layer while this one
 computes). The switches hold their default unless pinned. Example: --fixed
@@ -55,8 +57,8 @@ d=32,t=8,p=2,recompute=full,sp=off; a mixture of experts: --fixed ep=8; long con
 
 Time per step splits into 16-bit GEMMs (at the device's matmul efficiency times each GEMM's
 tile utilisation over the SMs), attention (causal blocks at the fused kernel's efficiency),
-FP8 GEMMs and casts, memory-bound kernels, and the communication left exposed; what overlap
-hides is shown beside it.
+FP8 GEMMs and casts, memory-bound kernels (and eager kernels' extra traffic), and the
+communication left exposed; what overlap hides is shown beside it.
 
 FLOPs count a multiply-add as 2; peaks are dense. Memory in GiB (2^30 bytes)."""
 

@@ -125,6 +125,7 @@ class Plan:
     cp: int = 1  # context parallelism: each sequence split over cp ranks (ring attention)
     fp8: str = "off"  # "linear": the linear layers' GEMMs in FP8, everything else 16-bit
     fp8_params: bool = False  # FP8 linear weights kept in FP8 only (no 16-bit copy)
+    kernels: str = "fused"  # "eager": every pointwise op its own kernel (PyTorch, no compile)
     tp_overlap: bool = False  # tensor-parallel collectives overlapped with their GEMMs
     cp_overlap: bool = True  # the K/V ring overlapped with attention compute
     fsdp_prefetch: bool = True  # ZeRO-3 gathers the next layer while this one computes
@@ -244,6 +245,7 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
         "fp8_matmul_s": comp["fp8_matmul_mb"] * x.m,
         "fp8_cast_s": comp["fp8_cast_mb"] * x.m,
         "elementwise_s": comp["elementwise_mb"] * x.m,
+        "eager_kernels_s": comp["eager_mb"] * x.m,
         "tp_comm_s": mp["tp_mb"] * x.m,
         "cp_comm_s": mp["cp_mb"] * x.m,
         "ep_comm_s": mp["ep_mb"] * x.m,
@@ -316,7 +318,7 @@ def _layout(job: Job, plans: Mapping) -> SimpleNamespace:
     switches = {
         a.key: np.asarray(plans.get(a.key, a.encode(a.default)))
         for a in AXES
-        if a.key in ("fp8", "fp8_params", "tp_overlap", "cp_overlap", "prefetch")
+        if a.key in ("fp8", "fp8_params", "kernels", "tp_overlap", "cp_overlap", "prefetch")
     }
     first, last = (np.asarray(plans.get(k, 0)) for k in ("first", "last"))
     # Time terms are the last stage's (its layers, the output layer and the loss); memory
@@ -343,6 +345,7 @@ def _layout(job: Job, plans: Mapping) -> SimpleNamespace:
         cp=cp, cpf=cp.astype(float), dg=df * cp, d_expert=df * cp / epf,
         fp8=switches["fp8"] == 1,
         fp8_params=(switches["fp8"] == 1) & switches["fp8_params"].astype(bool),
+        eager=switches["kernels"] == 1,
         tp_overlap=switches["tp_overlap"].astype(bool),
         cp_overlap=switches["cp_overlap"].astype(bool),
         prefetch=switches["prefetch"].astype(bool),
@@ -483,6 +486,7 @@ TIME_TERMS = (
     "fp8_matmul_s",
     "fp8_cast_s",
     "elementwise_s",
+    "eager_kernels_s",
     "tp_comm_s",
     "cp_comm_s",
     "ep_comm_s",

@@ -41,6 +41,8 @@ class Shape:
     tied_embeddings: bool
     q_dim: int  # heads × head_dim (TransformerConfig.q_dim)
     kv_dim: int  # kv_heads × head_dim
+    rmsnorm: bool = True  # RMSNorm (written as ops in eager PyTorch) or LayerNorm (one kernel)
+    rotary: bool = True  # rotary embedding applied to Q and K (not learned positions)
 
 
 def shape_of(model) -> Shape:
@@ -69,6 +71,8 @@ def shape_of(model) -> Shape:
         tied_embeddings=model.tied_embeddings,
         q_dim=model.q_dim,
         kv_dim=model.kv_dim,
+        rmsnorm=model.norm == "rmsnorm",
+        rotary=not model.learned_positions,
     )
 
 

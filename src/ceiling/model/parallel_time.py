@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ceiling.model.collectives import all_to_all_s, allreduce_s, p2p_s, ring_gather_s
+from ceiling.model.eager_kernels import eager_extra_bytes_per_token
 from ceiling.model.parallel_costs import (
     causal_attention_share,
     cp_ring_bytes_per_layer,
@@ -92,6 +93,12 @@ def stage_compute(job, cluster, x: SimpleNamespace) -> dict:
     loss_bytes_tok = LOSS_BYTES_PER_VOCAB * sh.vocab / x.tf
     ew_bytes_mb = x.tokens_mb * (x.layers_dev * (ew_fwd + ew_bwd + ew_recompute) + loss_bytes_tok)
     elementwise_mb = ew_bytes_mb / cluster.memory_bytes_per_s
+    # Eager PyTorch: each pointwise op its own kernel, its input and output through HBM
+    # (`eager_kernels`); the rebuilt ones again in the backward.
+    eager_fwd, eager_bwd = eager_extra_bytes_per_token(sh, x.tf, x.sp, job.dropout)
+    eager_tok = (1.0 + x.rc_pointwise) * eager_fwd + eager_bwd
+    eager_mb = np.where(x.eager, x.tokens_mb * x.layers_dev * eager_tok, 0.0)
+    eager_mb = eager_mb / cluster.memory_bytes_per_s
     cast_fwd, cast_bwd = fp8_cast_bytes_per_token(sh, x.tf)
     cast_tok = (1.0 + full) * cast_fwd + cast_bwd
     weight_casts = fp8_weight_cast_bytes(linear_params_dev(x), x.fp8_params) / x.m
@@ -117,9 +124,12 @@ def stage_compute(job, cluster, x: SimpleNamespace) -> dict:
         # What the backward spends rebuilding activations (inside the terms above).
         "recompute_mb": linear_s * full / (3.0 + full)
         + attention_s * x.rc_attention / (3.0 + x.rc_attention)
-        + x.tokens_mb * x.layers_dev * ew_recompute / cluster.memory_bytes_per_s,
+        + x.tokens_mb * x.layers_dev * ew_recompute / cluster.memory_bytes_per_s
+        + np.where(x.eager, x.tokens_mb * x.layers_dev * x.rc_pointwise * eager_fwd, 0.0)
+        / cluster.memory_bytes_per_s,
         "elementwise_mb": elementwise_mb,
-        "compute_mb": matmul_mb + attention_s + fp8_mb + fp8_cast_mb + elementwise_mb,
+        "eager_mb": eager_mb,
+        "compute_mb": matmul_mb + attention_s + fp8_mb + fp8_cast_mb + elementwise_mb + eager_mb,
     }
 
 

@@ -21,6 +21,7 @@ from ceiling.model.pipeline_stages import parse_stages
 RECOMPUTE = ("none", "selective", "full")
 STATE_BYTES = (16, 18)
 FP8 = ("off", "linear")
+KERNELS = ("fused", "eager")
 _ON = ("on", "true", "1", "yes")
 _OFF = ("off", "false", "0", "no")
 
@@ -131,6 +132,10 @@ AXES: tuple[Axis, ...] = (
          "only (Transformer Engine's fp8_model_init, NeMo's fp8_params): no 16-bit copy, the "
          "FP8 transpose cached for the backward, updated weights gathered in FP8", "on or off",
          _switch, False),
+    Axis("kernels", "kernels", "nothing: pointwise ops run fused (Megatron-Core/Transformer "
+         "Engine, torch.compile) or eager, one kernel each reading and writing HBM (PyTorch "
+         "without compile)", "fused or eager", lambda k: k in KERNELS, "fused",
+         choices=KERNELS),
     Axis("tp_overlap", "tp_overlap", "nothing: tensor-parallel collectives overlapped with the "
          "GEMMs that use them (Megatron/TE userbuffers)", "on or off", _switch, False),
     Axis("cp_overlap", "cp_overlap", "nothing: the K/V ring overlapped with attention compute",
@@ -186,7 +191,13 @@ def plan_fields(plan) -> dict:
 
 
 # Values too ordinary to show in a plan's one-line description, and when a switch matters.
-_QUIET = {"cp": 1, "fp8": "off", "first_stage_layers": 0, "last_stage_layers": 0}
+_QUIET = {
+    "cp": 1,
+    "fp8": "off",
+    "kernels": "fused",
+    "first_stage_layers": 0,
+    "last_stage_layers": 0,
+}
 _SWITCH_NEEDS = {
     "fp8_params": lambda plan: plan.fp8 != "off" and plan.fp8_params,
     "tp_overlap": lambda plan: plan.t > 1 and plan.tp_overlap,

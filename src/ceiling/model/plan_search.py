@@ -108,7 +108,9 @@ def _product(*columns) -> np.ndarray:
 
 # Plan fields held at their default unless pinned: FP8 changes the numerics and the overlap
 # switches need kernel support, so a plan never turns them on silently.
-SWITCHES = tuple(BY_KEY[k] for k in ("fp8", "fp8_params", "tp_overlap", "cp_overlap", "prefetch"))
+SWITCHES = tuple(
+    BY_KEY[k] for k in ("fp8", "fp8_params", "kernels", "tp_overlap", "cp_overlap", "prefetch")
+)
 MAX_CONTEXT_PARALLEL = 32
 
 
@@ -373,6 +375,7 @@ _OTHER_REASONS = {
     "attention_s": lambda pl, share: f"attention kernels {share:.0%} of step",
     "fp8_matmul_s": lambda pl, share: f"FP8 GEMMs {share:.0%} of step",
     "fp8_cast_s": lambda pl, share: f"FP8 casts {share:.0%} of step",
+    "eager_kernels_s": lambda pl, share: f"unfused eager kernels {share:.0%} of step",
 }
 
 
