@@ -315,3 +315,22 @@ def test_skinny_gemms_fall_under_the_memory_roof():
     skinny = float(costs.linear_gemm_efficiency(sh, 64, 8, None, ridge))
     assert skinny == pytest.approx(float(costs.gemm_intensity(64, 2304, 16384)) / ridge, rel=0.1)
     assert float(costs.linear_gemm_efficiency(sh, 8192, 8, None, ridge)) == 1.0
+
+
+def test_the_command_pins_eager_kernels_and_fp8_weights(cli):
+    import json
+
+    args = ["plan", "llama-3-8b", "--spec", "h100-sxm", "-n", "8", "--global-batch", "16"]
+    args += ["--seq", "8192", "--attention", "flash", "--no-dropout", "-k", "1", "--fixed"]
+    code, out, err = cli(*args, "d=8,zero=3,b=2,kernels=eager,fp8=linear,fp8_params=on", "--json")
+    assert code == 0, err
+    best = json.loads(out)["plans"][0]
+    assert (best["kernels"], best["fp8_params"]) == ("eager", True)
+    assert best["time_breakdown_s"]["eager_kernels_s"] > 0
+    code, out, _ = cli(*args, "d=8,zero=3,b=2,kernels=eager,fp8=linear,fp8_params=on")
+    text = " ".join(out.split())
+    assert code == 0 and "eager kernels" in text and "FP8 weight transposes" in text
+    code, _, err = cli(*args, "d=8,fp8_params=on")
+    assert code == 2 and "pin fp8=linear" in err
+    code, _, err = cli(*args, "d=8,kernels=jit")
+    assert code == 2 and "kernels must be one of fused or eager" in err
