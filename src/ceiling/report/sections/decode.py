@@ -36,8 +36,8 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         )
     )
     out.text(
-        "A decode step reads every weight once for the whole batch but does 2 FLOPs per "
-        "weight per sequence: memory-bound until the batch reaches the crossover."
+        "A decode step reads every weight once for the whole batch: memory-bound until the "
+        "crossover batch."
     )
     local = _local(ctx, out)
     devices = [(resolved.spec.name, resolved.spec, False)]

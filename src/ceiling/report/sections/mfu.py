@@ -153,11 +153,10 @@ def _method(rep, peak_word: str) -> str:
         else ""
     )
     return (
-        f"{c.name}, {rep.dtype}; MFU = model FLOPs per step / step time / the {peak_word} dense "
-        f"{c.peak_key} peak {units.format_flops_per_s(c.peak_flops_per_s)}{measured}; "
-        f"{units.format_flops(rep.model_flops_per_step)} per step counted op by op{analytic}, "
-        "a multiply-add as 2; op times from a step synchronised after every op, scaled to the "
-        "plain step"
+        f"{c.name}, {rep.dtype}; MFU = model FLOPs / step time / {peak_word} dense peak "
+        f"{units.format_flops_per_s(c.peak_flops_per_s)}{measured}; "
+        f"{units.format_flops(rep.model_flops_per_step)} per step counted{analytic}; op times "
+        "from a step synchronised after each op, scaled to the plain step"
     )
 
 

@@ -32,9 +32,8 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
 
     cores = scale.cpu_cores()
     out.text(
-        "The same step on 1, 2, 4 … workers, with Amdahl, the Universal Scalability Law and "
-        "Karp–Flatt fitted to the times: first a step whose serial share is known, to check "
-        "the method; then the same Python on threads and on processes."
+        "A step with a known serial share on 1 … 8 workers, fitted with Amdahl, the USL and "
+        "Karp–Flatt to check the method; then one Python loop on threads and on processes."
     )
     out.key("cores", cores)
 
