@@ -25,7 +25,8 @@ def report(
         bool,
         typer.Option(
             "--quick/--full",
-            help="Quick benchmarks and analyses (default, a few minutes at most) or the full ones.",
+            help="Quick benchmarks and analyses (default, under a minute on 2 cores) or the "
+            "full ones.",
         ),
     ] = True,
     profile: Annotated[
