@@ -10,13 +10,19 @@ layers given an explicit causal mask (boolean or additive, padding on top allowe
 eager attention (matmul, mask, softmax, matmul).
 
 A mask is causal when every pair above the (bottom-right aligned) diagonal is masked, for
-every batch row and head. Masks whose values cannot be read (meta or fake tensors) are
-undecided and counted in full.
+every batch row and head. On meta and fake tensors (`--device meta`) a mask is read from the
+values its making fixes (`ceiling.profile.shadow_values`): SDPA's own mask on its math path,
+a `tril` of ones, a comparison of positions; and eager attention is followed through storages
+there as on a real device, so every device counts one model alike. A mask whose values
+depend on data that holds none (a padding mask in a batch on meta) is undecided and counted
+in full.
 """
 
 from __future__ import annotations
 
 import torch
+
+from ceiling.profile.shadow_values import outside_modes, storage_id, value_of
 
 HALF = "causal-half"
 
@@ -30,10 +36,11 @@ def kept_share(lq: int, lk: int) -> float:
     return 1.0 - lq / (2.0 * lk)
 
 
-def _readable(t: torch.Tensor) -> bool:
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    return not isinstance(t, FakeTensor) and t.device.type != "meta" and not t.is_nested
+def _values(t) -> torch.Tensor | None:
+    """The values of `t` (replayed ones on meta and fake tensors), None when unknown."""
+    if not isinstance(t, torch.Tensor) or t.is_nested:
+        return None
+    return value_of(t)
 
 
 def _masked(mask: torch.Tensor, removes: bool) -> torch.Tensor:
@@ -58,8 +65,14 @@ def is_causal_mask(mask, lq: int, lk: int, removes: bool = False) -> bool | None
         return False
     if tuple(mask.shape[-2:]) != (lq, lk) or lq < 2:
         return False
-    if not _readable(mask):
+    mask = _values(mask)
+    if mask is None:
         return None
+    with outside_modes():  # a fake-tensor mode around the step would take the values' ops
+        return _masks_upper(mask, lq, lk, removes)
+
+
+def _masks_upper(mask: torch.Tensor, lq: int, lk: int, removes: bool) -> bool:
     # one element first: the top-right pair is masked in every causal mask, and almost never
     # in an activation that only looks like one (a residual add of the same shape)
     corner = mask[(0,) * (mask.dim() - 2) + (0, lk - 1)]
@@ -110,9 +123,9 @@ _WALK_BACK = 4  # elementwise steps allowed between a score matmul and its mask
 
 
 def _address(t) -> int | None:
-    if not isinstance(t, torch.Tensor) or not _readable(t):
+    if not isinstance(t, torch.Tensor) or t.is_nested:
         return None
-    return t.untyped_storage().data_ptr()
+    return storage_id(t)
 
 
 def _tensors(args, kwargs) -> list[torch.Tensor]:
@@ -128,7 +141,9 @@ class EagerAttention:
 
     def __init__(self) -> None:
         self._tags: dict[int, tuple[int, int]] = {}  # storage -> (Lq, Lk) of masked scores
-        self._producer: dict[int, tuple[int, str, int | None]] = {}  # -> (index, op, source)
+        # storage -> (index of the matmul it comes from, elementwise steps since): decided
+        # when the buffer is made, as its source may be freed (and its address reused) later
+        self._origin: dict[int, tuple[int, int]] = {}
         self.marked: dict[int, float] = {}
 
     def observe(self, name: str, args, kwargs, out, index: int) -> list[tuple[int, float]]:
@@ -152,8 +167,7 @@ class EagerAttention:
             if tag:
                 self._walk_back(tensors[0], tag, found)
         if where not in {_address(t) for t in tensors}:  # a new buffer, not a view or in-place
-            source = next((_address(t) for t in tensors if t.shape == first.shape), None)
-            self._producer[where] = (index, name, source)
+            self._new_buffer(where, name, index, tensors, first.shape)
             self._tags.pop(where, None)
         if tag:
             self._tags[where] = tag
@@ -188,16 +202,19 @@ class EagerAttention:
                     return tag
         return None
 
+    def _new_buffer(self, where, name, index, tensors, shape) -> None:
+        """Where a new buffer comes from: a matmul, or a few elementwise steps after one."""
+        self._origin.pop(where, None)
+        if name in _MATMULS:
+            self._origin[where] = (index, 0)
+            return
+        source = next((_address(t) for t in tensors if t.shape == shape), None)
+        entry = self._origin.get(source)
+        if entry is not None and entry[1] + 1 < _WALK_BACK:
+            self._origin[where] = (entry[0], entry[1] + 1)
+
     def _walk_back(self, t, tag, found) -> None:
         """Mark the matmul that made `t`, through a few elementwise steps (scale, dropout)."""
-        where = _address(t)
-        for _ in range(_WALK_BACK):
-            entry = self._producer.get(where)
-            if entry is None:
-                return
-            index, name, source = entry
-            if name in _MATMULS:
-                if index not in self.marked:
-                    found.append((index, kept_share(*tag)))
-                return
-            where = source
+        entry = self._origin.get(_address(t))
+        if entry is not None and entry[0] not in self.marked:
+            found.append((entry[0], kept_share(*tag)))

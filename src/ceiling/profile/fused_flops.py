@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from ceiling.profile import causal
+from ceiling.profile.shadow_values import outside_modes, value_of
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,10 @@ def _used(offs, extent: int) -> tuple[int, bool]:
     """How much of the grouped dimension the groups cover: offs[-1] when readable."""
     if offs is None:
         return extent, True
-    if causal._readable(offs) and offs.numel():
-        return int(offs[-1]), True
+    known = value_of(offs)
+    if known is not None and known.numel():
+        with outside_modes():
+            return int(known[-1]), True
     return extent, False  # fake offsets: assume every row belongs to a group
 
 

@@ -39,6 +39,7 @@ from ceiling.profile.op_flops import (
     count_flops,
     matmul_dims,
 )
+from ceiling.profile.shadow_values import replay
 from ceiling.profile.traffic import count_traffic, tensor_bytes
 
 METHOD_VERSION = 1
@@ -348,6 +349,7 @@ class OpRecorder:
     def _record(
         self, func, args, kwargs, out, elapsed: float | None, faults: int | None = None
     ) -> None:
+        replay(func, args, kwargs, out)  # a mask's values on meta: read as on any device
         fl = count_flops(func, args, kwargs, out)
         tr = count_traffic(func, args, kwargs, out)
         dtype = None
