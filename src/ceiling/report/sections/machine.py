@@ -307,7 +307,6 @@ def _versus_gpu(out: SectionOutput, profile, cpu=None) -> None:
         else ""
     )
     out.note(
-        f"a {ref.name} (datasheet, dense {gpu_dtype}) has {gpu / here:,.0f}× this CPU's "
-        f"measured matmul rate{bw}: thousands of simple lanes for the same operation on a lot "
-        "of data"
+        f"{ref.name} (datasheet, dense {gpu_dtype}): {gpu / here:,.0f}× this CPU's measured "
+        f"matmul rate{bw}"
     )

@@ -11,6 +11,7 @@ KEY = "mfu"
 TITLE = "MFU of a training step, from peak to achieved"
 
 STEPS_QUICK, STEPS_FULL = 2, 10
+SMALL_BAR = 0.05  # a bar under this share of the step shows no remedy on the page
 DEMO_QUICK_SEQ = 128  # the demo's sequences in quick mode: the same story in half the time
 
 
@@ -130,10 +131,14 @@ def _waterfall(out: SectionOutput, rep, target: str) -> None:
             "share": worst.seconds / rep.step_s,
             "recover": worst.recover,
         }
+    rows = waterfall.waterfall_rows(bars, rep.step_s)
+    for row, b in zip(rows, bars, strict=True):
+        if abs(b.seconds) < SMALL_BAR * rep.step_s:  # the remedy of a small bar: in the JSON
+            row[-1] = "—"
     out.table(
         "From the dense peak to the measured step (the bars sum to it)",
         ["", "time", "share", "what would win it back"],
-        waterfall.waterfall_rows(bars, rep.step_s),
+        rows,
     )
     out.figure(
         waterfall.waterfall_fig(bars, f"{target}: from peak to measured"),

@@ -31,8 +31,8 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     peak, bw = dev.peak_flops_per_s[dtype], dev.bandwidth_bytes_per_s
     ridge = roofline.ridge_point(peak, bw)
     out.text(
-        "An op with fewer FLOPs per byte moved than the ridge point waits on memory; with more, "
-        "on arithmetic. The roofs are this machine's measured ceilings."
+        "Left of the ridge point an op waits on memory, right of it on arithmetic; the roofs "
+        "are this machine's measured ceilings."
     )
     out.key("ridge_flops_per_byte", ridge, f"ridge point ({dtype})", f"{ridge:.3g} FLOP/B")
     out.key_figures["peak_flops_per_s"] = peak
