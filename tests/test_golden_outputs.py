@@ -249,6 +249,16 @@ _change(
     "assumptions.loss",
 )
 _change(
+    _PLANS,
+    "FP8 GEMMs plan at their own share of the FP8 peak: the 16-bit share times the device's "
+    "published FP8/16-bit GEMM ratio (clusters.toml, with its source), shown with where it "
+    "comes from; FP8 plans' times follow",
+    "assumptions.fp8_matmul_efficiency",
+    "assumptions.fp8_efficiency_source",
+    "cluster.fp8_matmul_ratio",
+    "cluster.sources.fp8",
+)
+_change(
     ["simulate-pipeline-1f1b", "simulate-pipeline-interleaved", "simulate-pipeline-gpipe-uneven"],
     "simulate pipeline shows the closed form the planner uses for unequal stages, "
     "m·max(t) + (Σt − max t)/v, beside the simulated step (null for gpipe)",

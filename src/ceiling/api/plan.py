@@ -150,6 +150,7 @@ def assumptions(cluster, job, recipe: bool) -> dict:
     return {
         "matmul_efficiency": cluster.matmul_efficiency,
         "efficiency_source": cluster.efficiency_source,
+    fp8 = "fp8" in cluster.device.peak_flops_per_s
         "memory_efficiency": cluster.memory_efficiency,
         "attention": job.attention,
         "dropout": job.dropout,
@@ -167,6 +168,9 @@ def assumptions(cluster, job, recipe: bool) -> dict:
         "gemm_shape": "each GEMM at the matmul efficiency times its tile utilisation over "
         "the device's SMs (padding and wave quantisation)",
         "flops": "a multiply-add counts as 2; peaks are dense",
+        # FP8 GEMMs' share of the FP8 peak and where it comes from (None: the device has no FP8).
+        "fp8_matmul_efficiency": cluster.fp8_efficiency if fp8 else None,
+        "fp8_efficiency_source": cluster.fp8_efficiency_source if fp8 else None,
     }
 
 

@@ -189,6 +189,12 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
             if assumptions["attention_and_dropout_from"] != "the command line"
             else ""
         )
+        + (
+            f"; FP8 GEMMs at {cluster.fp8_efficiency:.2f} of the FP8 peak "
+            f"({cluster.fp8_efficiency_source})"
+            if any(r.plan.fp8 != "off" for r in result.plans)
+            else ""
+        )
     )
     short = {"none": "none", "selective": "sel", "full": "full"}  # others as they are
     cols = ["#", "d×t×p", "v", "b/m", "memory saving", "GiB", "step", "MFU", "TF/s"]

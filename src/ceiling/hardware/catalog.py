@@ -158,6 +158,7 @@ CLUSTER_FIELDS = {
     "intra_collective_efficiency": _NUMBER,
     "inter_collective_efficiency": _NUMBER,
     "matmul_efficiency": _NUMBER,
+    "fp8_matmul_ratio": _NUMBER,
     "memory_efficiency": _NUMBER,
     "step_jitter": _NUMBER,
     "sources": _TABLE,

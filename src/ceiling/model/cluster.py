@@ -40,7 +40,10 @@ class ClusterSpec:
     memory_efficiency: float
     step_jitter: float = 0.0  # relative standard deviation of one device's step time
     attention_efficiency: float = 0.5  # achieved/peak of fused (flash) attention kernels
-    fp8_matmul_efficiency: float | None = None  # achieved/FP8 peak; None: matmul_efficiency
+    fp8_matmul_efficiency: float | None = None  # measured achieved/FP8 peak (a profile's)
+    # FP8 GEMMs' share of the FP8 peak over 16-bit GEMMs' share of theirs (published, per
+    # device in clusters.toml); None: none published, FP8 GEMMs take the 16-bit share.
+    fp8_matmul_ratio: float | None = None
     dtype: str = "bf16"
     efficiency_source: str = "catalog default"
     sources: dict[str, str] = field(default_factory=dict)
@@ -75,6 +78,9 @@ class ClusterSpec:
         fp8 = self.fp8_matmul_efficiency
         if fp8 is not None and not 0 < fp8 <= 1:
             raise InvalidInput(f"fp8_matmul_efficiency must be in (0, 1], got {fp8!r}")
+        ratio = self.fp8_matmul_ratio
+        if ratio is not None and not (math.isfinite(ratio) and ratio > 0):
+            raise InvalidInput(f"fp8_matmul_ratio must be > 0, got {ratio!r}")
         if not 0 <= self.step_jitter < 1:
             raise InvalidInput(f"step_jitter must be in [0, 1), got {self.step_jitter!r}")
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
@@ -95,6 +101,7 @@ class ClusterSpec:
             "memory_efficiency": self.memory_efficiency,
             "attention_efficiency": self.attention_efficiency,
             "fp8_matmul_efficiency": self.fp8_matmul_efficiency,
+            "fp8_matmul_ratio": self.fp8_matmul_ratio,
             "efficiency_source": self.efficiency_source,
             "device_source": self.device_source,
             "sources": self.sources,
@@ -112,6 +119,27 @@ class ClusterSpec:
     @property
     def matmul_flops_per_s(self) -> float:
         return self.peak_flops_per_s * self.matmul_efficiency
+
+    @property
+    def fp8_efficiency(self) -> float:
+        """Achieved share of the dense FP8 peak for large FP8 GEMMs: a profile's measured
+        figure, else the 16-bit share times the device's published FP8/16-bit ratio, else the
+        16-bit share."""
+        if self.fp8_matmul_efficiency is not None:
+            return self.fp8_matmul_efficiency
+        return min(1.0, self.matmul_efficiency * (self.fp8_matmul_ratio or 1.0))
+
+    @property
+    def fp8_efficiency_source(self) -> str:
+        """Where `fp8_efficiency` comes from, in words."""
+        if self.fp8_matmul_efficiency is not None:
+            return "measured FP8 matmul rate of the profile"
+        if self.fp8_matmul_ratio is not None:
+            return (
+                f"the 16-bit share × {self.fp8_matmul_ratio:.3g}, the published FP8/16-bit "
+                f"GEMM ratio for {self.device.key}"
+            )
+        return f"the 16-bit share: no FP8 GEMM figure published for {self.device.key}"
 
     @property
     def memory_bytes_per_s(self) -> float:
@@ -238,6 +266,7 @@ def make_cluster(
         ),
         step_jitter=float(d.get("step_jitter", base["step_jitter"])),
         attention_efficiency=float(d.get("attention_efficiency", base["attention_efficiency"])),
+        fp8_matmul_ratio=float(d["fp8_matmul_ratio"]) if "fp8_matmul_ratio" in d else None,
         dtype=dtype,
         efficiency_source=efficiency_source,
         sources=sources,

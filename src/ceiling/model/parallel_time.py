@@ -134,12 +134,12 @@ def stage_compute(job, cluster, x: SimpleNamespace) -> dict:
 
 
 def fp8_rate(cluster) -> float:
-    """Achieved FP8 GEMM rate: the FP8 peak at the measured FP8 share (a profile's) or the
-    matmul efficiency; the 16-bit rate where the device has no FP8 (`check_plan` refuses
-    such plans)."""
+    """Achieved FP8 GEMM rate: the FP8 peak at FP8 GEMMs' own share of it (a profile's
+    measured share, or the 16-bit share scaled by the device's published FP8/16-bit ratio:
+    `ClusterSpec.fp8_efficiency`); the 16-bit rate where the device has no FP8 (`check_plan`
+    refuses such plans)."""
     peaks = cluster.device.peak_flops_per_s
-    share = cluster.fp8_matmul_efficiency or cluster.matmul_efficiency
-    return peaks.get("fp8", 0.0) * share or cluster.matmul_flops_per_s
+    return peaks.get("fp8", 0.0) * cluster.fp8_efficiency or cluster.matmul_flops_per_s
 
 
 def _per_shape(rows, t, fn):
