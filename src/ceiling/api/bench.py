@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ceiling.api.arguments import BadArgument
 from ceiling.api.result import Result
 from ceiling.errors import InvalidInput
 
@@ -52,8 +53,8 @@ def _no_progress(_total: int | None = None):
 def matmul_dim(value: int, what: str) -> int:
     if value > MAX_MATMUL_DIM:
         shown = f"{value:,}" if value < 10**15 else f"a {len(str(value))}-digit number"
-        raise InvalidInput(
-            f"{what}: {shown} is beyond any device's memory (at most {MAX_MATMUL_DIM:,})"
+        raise BadArgument(
+            what, f"asks for {shown}, beyond any device's memory (at most {MAX_MATMUL_DIM:,})"
         )
     return value
 
@@ -90,16 +91,16 @@ def matmul(
     dtype_list = [check_dtype(d) for d in dtypes] if dtypes else None
     shape_list = [parse_shape(s) if isinstance(s, str) else tuple(s) for s in shapes or []]
     for m_n_k in shape_list:
-        matmul_dim(max(m_n_k), "--shape")
+        matmul_dim(max(m_n_k), "shapes")
     size_list = None
     if sizes is not None:
         size_list = list(sizes)
         if not size_list:
-            raise InvalidInput("--sizes: no size given (e.g. 1024,2048)")
+            raise BadArgument("sizes", "must give at least one size (e.g. 1024 and 2048)")
         for n in size_list:
             if not isinstance(n, int) or n <= 0:
-                raise InvalidInput(f"--sizes: sizes must be positive whole numbers, got {n!r}")
-            matmul_dim(n, "--sizes")
+                raise BadArgument("sizes", f"must be positive whole numbers, got {n!r}")
+            matmul_dim(n, "sizes")
     return _run(
         "matmul", device, quick, progress, dtypes=dtype_list, sizes=size_list, shapes=shape_list
     )
@@ -324,7 +325,7 @@ def comm(
         raise InvalidInput(f"device must be auto, cpu or cuda, got {device!r}")
     op_list = [o.replace("-", "_") for o in (list(ops) if ops is not None else ALL_COLLECTIVES)]
     if not op_list:
-        raise InvalidInput("give at least one collective with --ops")
+        raise BadArgument("ops", "must name at least one collective")
     named = None
     if spec is not None:  # a bad name fails now, not after the sweep
         from ceiling.hardware.catalog import get_spec
@@ -334,7 +335,7 @@ def comm(
         top = comm_bench.DEFAULT_MAX_BYTES[device_kind(device)]
         sizes = comm_bench.default_sizes(4 * 2**10, int(top))
     if not 0 < stall_timeout_s < float("inf"):
-        raise InvalidInput(f"--stall-timeout must be a positive number, got {stall_timeout_s:g}")
+        raise BadArgument("stall_timeout_s", f"must be a positive number, got {stall_timeout_s:g}")
     raw = comm_bench.run_comm_benchmark(
         workers, op_list, list(sizes), iters=iters, device=device, timeout_s=timeout_s,
         stall_s=stall_timeout_s, on_progress=on_progress or (lambda _m: None),

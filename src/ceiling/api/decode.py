@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ceiling.api.arguments import BadArgument
 from ceiling.api.result import Result
 from ceiling.errors import InvalidInput
 
@@ -134,7 +135,7 @@ def _batches(batch: Iterable[int] | int | None) -> tuple[list[int], bool]:
         return list(DEFAULT_BATCHES), False
     values = [batch] if isinstance(batch, int) else list(batch)
     if not values:
-        raise InvalidInput("--batch needs at least one batch size, e.g. --batch 1,8,64")
+        raise BadArgument("batch", "needs at least one batch size (e.g. 1, 8 and 64)")
     for b in values:
         if not isinstance(b, int) or b < 1:
             raise InvalidInput(f"batch sizes must be whole numbers ≥ 1, got {b!r}")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ceiling.api.arguments import BadArgument
 from ceiling.api.result import Result
 from ceiling.errors import DoesNotFit, InvalidInput
 
@@ -20,7 +21,7 @@ def unit_seconds(unit: str) -> float:
     from ceiling.units import parse_time
 
     if unit not in TIME_UNITS:
-        raise InvalidInput(f"--time-unit must be one of {', '.join(TIME_UNITS)}, got {unit!r}")
+        raise BadArgument("time_unit", f"must be one of {', '.join(TIME_UNITS)}, got {unit!r}")
     return parse_time(f"1{unit}")
 
 

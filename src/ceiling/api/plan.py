@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ceiling.api.arguments import BadArgument
 from ceiling.api.result import Result
 from ceiling.errors import InvalidInput
 
@@ -21,9 +22,10 @@ def _count(value: Any, what: str, hi: int) -> int:
 
         value = parse_count(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= hi:
-        raise InvalidInput(
-            f"{what} must be between 1 and {hi:,} (more is beyond any cluster or training "
-            f"run), got {value!r}"
+        raise BadArgument(
+            what,
+            f"must be between 1 and {hi:,} (more is beyond any cluster or training run), "
+            f"got {value!r}",
         )
     return value
 
@@ -83,7 +85,7 @@ def build_cluster(
             f"{device.name} has no {dtype} peak (it has {have}); pass --dtype with one of those"
         )
     if mm_eff is not None and not 0 < mm_eff <= 1:
-        raise InvalidInput(f"--matmul-efficiency must be in (0, 1], got {mm_eff}")
+        raise BadArgument("matmul_efficiency", f"must be in (0, 1], got {mm_eff}")
     cluster = make_cluster(
         device,
         gpus,
@@ -104,7 +106,7 @@ def _loss(loss: str) -> str:
     from ceiling.model.parallel import LOSS
 
     if loss not in LOSS:
-        raise InvalidInput(f"--loss must be one of {', '.join(LOSS)}, got {loss!r}")
+        raise BadArgument("loss", f"must be one of {', '.join(LOSS)}, got {loss!r}")
     return loss
 
 
@@ -116,15 +118,16 @@ def training_job(
     from ceiling.model.parallel import ATTENTION, Job
 
     if attention is not None and attention not in ATTENTION:
-        raise InvalidInput(f"--attention must be one of {', '.join(ATTENTION)}, got {attention!r}")
+        raise BadArgument("attention", f"must be one of {', '.join(ATTENTION)}, got {attention!r}")
     recipe = attention is None and dropout is None
     s = seq if seq is not None else min(cfg.max_seq, 4096)
     if s < 1:
-        raise InvalidInput(f"--seq must be ≥ 1, got {s}")
+        raise BadArgument("seq", f"must be ≥ 1, got {s}")
     if s > cfg.max_seq:
-        raise InvalidInput(
-            f"--seq {s} > {cfg.name}'s {cfg.max_seq} positions; plan a longer context with "
-            f"custom:...,max_seq={s}"
+        raise BadArgument(
+            "seq",
+            f"{s} > {cfg.name}'s {cfg.max_seq} positions; plan a longer context with "
+            f"custom:...,max_seq={s}",
         )
     if isinstance(tokens, str):
         from ceiling.units import parse_count
@@ -132,7 +135,7 @@ def training_job(
         tokens = parse_count(tokens)
     job = Job(
         cfg,
-        _count(global_batch, "--global-batch", MAX_GLOBAL_BATCH)
+        _count(global_batch, "global_batch", MAX_GLOBAL_BATCH)
         if global_batch
         else max(1, round(4 * 2**20 / s)),
         s,
@@ -147,10 +150,10 @@ def training_job(
 
 
 def assumptions(cluster, job, recipe: bool) -> dict:
+    fp8 = "fp8" in cluster.device.peak_flops_per_s
     return {
         "matmul_efficiency": cluster.matmul_efficiency,
         "efficiency_source": cluster.efficiency_source,
-    fp8 = "fp8" in cluster.device.peak_flops_per_s
         "memory_efficiency": cluster.memory_efficiency,
         "attention": job.attention,
         "dropout": job.dropout,
@@ -165,12 +168,12 @@ def assumptions(cluster, job, recipe: bool) -> dict:
         "tp_overlap": "as each plan's tp_overlap (off unless pinned: tensor-parallel "
         "collectives exposed; on: all but the first of t chunks hidden behind the GEMMs)",
         "attention_efficiency": cluster.attention_efficiency,
-        "gemm_shape": "each GEMM at the matmul efficiency times its tile utilisation over "
-        "the device's SMs (padding and wave quantisation)",
-        "flops": "a multiply-add counts as 2; peaks are dense",
         # FP8 GEMMs' share of the FP8 peak and where it comes from (None: the device has no FP8).
         "fp8_matmul_efficiency": cluster.fp8_efficiency if fp8 else None,
         "fp8_efficiency_source": cluster.fp8_efficiency_source if fp8 else None,
+        "gemm_shape": "each GEMM at the matmul efficiency times its tile utilisation over "
+        "the device's SMs (padding and wave quantisation)",
+        "flops": "a multiply-add counts as 2; peaks are dense",
     }
 
 
@@ -266,14 +269,14 @@ def plan(
     from ceiling.vocabulary import normalize_dtype
 
     if not 0 <= scaling <= MAX_DOUBLINGS:
-        raise InvalidInput(
-            f"--scaling must be between 0 and {MAX_DOUBLINGS} doublings, got {scaling}"
+        raise BadArgument(
+            "scaling", f"must be between 0 and {MAX_DOUBLINGS} doublings, got {scaling}"
         )
     cfg = parse_model(model)
     job, recipe = training_job(
         cfg, seq, global_batch, attention, dropout, headroom, dp_overlap, tokens, loss
     )
-    n = _count(gpus, "--gpus", MAX_DEVICES)
+    n = _count(gpus, "gpus", MAX_DEVICES)
     pins = parse_fixed(_fixed_text(fixed))
     if normalize_dtype(dtype, what="--dtype") == "fp8":
         # Real FP8 runs put only the linear layers' GEMMs in FP8; the rest stays 16-bit.

@@ -98,17 +98,20 @@ for _name in COMMAND_MODULES:
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; user mistakes become one line on stderr and exit code 2."""
     from ceiling.cli import streams
+    from ceiling.cli.argument_names import said_on_the_command_line
     from ceiling.cli.params import check_numbers_everywhere
     from ceiling.report.plots import take_unwritten
 
     take_unwritten()
+    argv = sys.argv[1:] if argv is None else argv
+    command = None
     try:
         with streams.tolerant_terminal():
             command = check_numbers_everywhere(typer.main.get_command(app))
             rv = command.main(args=argv, prog_name="ceiling", standalone_mode=False)
             streams.flush_stdout()
     except CeilingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {said_on_the_command_line(exc, command, argv)}", file=sys.stderr)
         sys.exit(2)
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] != "torch":

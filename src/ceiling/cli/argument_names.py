@@ -1,0 +1,47 @@
+"""The flag that sets a Python argument, for an API error raised under a command.
+
+The public functions refuse a value by its argument's name (`ceiling.api.arguments`); on the
+command line the same message names the command's option instead. The option is found on the
+command that ran: the one whose parameter has the argument's name, or that name without the
+plural or the "_s" (seconds) the function's argument carries (`--shape` sets `shapes`,
+`--stall-timeout` sets `stall_timeout_s`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _invoked(command: Any, argv: list[str]) -> Any:
+    """The (sub)command the words of argv name, below the root group `command`."""
+    for word in argv:
+        sub = getattr(command, "commands", {}).get(word)
+        if sub is None:
+            if not word.startswith("-"):
+                break
+            continue
+        command = sub
+    return command
+
+
+def flag_for(command: Any, argv: list[str], argument: str) -> str | None:
+    """The option (`--gpus`) of the invoked command that sets `argument`, if it has one."""
+    names = (argument, argument.removesuffix("_s"), argument.removesuffix("s"))
+    params = getattr(_invoked(command, argv), "params", [])
+    for name in names:
+        for param in params:
+            flags = [o for o in getattr(param, "opts", []) if o.startswith("--")]
+            if param.name == name and flags:
+                return flags[0]
+    return None
+
+
+def said_on_the_command_line(exc: Exception, command: Any, argv: list[str]) -> str:
+    """The error's text, naming flags where the API named arguments."""
+    from ceiling.api.arguments import BadArgument
+
+    if isinstance(exc, BadArgument):
+        flag = flag_for(command, argv, exc.argument)
+        if flag is not None:
+            return exc.named(flag)
+    return str(exc)
