@@ -50,3 +50,16 @@ def test_an_argument_the_command_has_no_flag_for_keeps_its_python_name():
     assert flag_for(command, ["plan", "gpt2", "-n", "8"], "gpus") == "--gpus"
     refused = BadArgument("no_such_option", "must be 1, got 2")
     assert said_on_the_command_line(refused, command, ["plan"]) == str(refused)
+
+
+def test_a_shared_dtype_check_names_the_argument_or_the_flag(cli):
+    from ceiling.errors import CeilingError
+
+    with pytest.raises(CeilingError, match=r"^dtype 'fp128' cannot be used"):
+        ceiling.plan("llama-2-7b", 8, spec="h100-sxm", dtype="fp128")
+    code, _, err = cli("plan", *PLAN, "--gpus", "8", "--dtype", "fp128")
+    assert code == 2 and err.startswith("error: --dtype 'fp128' cannot be used")
+    with pytest.raises(BadArgument, match=r"^dtype bf16: NVIDIA V100 .* has no such peak"):
+        ceiling.plan("llama-2-7b", 8, spec="v100-sxm2", dtype="bf16")
+    code, _, err = cli("plan", "llama-2-7b", "--spec", "v100-sxm2", "-n", "8", "--dtype", "bf16")
+    assert code == 2 and err.startswith("error: --dtype bf16: NVIDIA V100")

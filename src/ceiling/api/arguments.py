@@ -8,7 +8,10 @@ checked twice.
 
 from __future__ import annotations
 
-from ceiling.errors import InvalidInput
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ceiling.errors import CeilingError, InvalidInput
 from ceiling.text import printable
 
 
@@ -20,6 +23,23 @@ class BadArgument(InvalidInput):
         self.argument, self.problem = argument, problem
         super().__init__(f"{argument} {problem}")
 
-    def named(self, name: str) -> str:
-        """The message with the argument called `name` (a flag, on the command line)."""
-        return printable(f"{name} {self.problem}")
+
+@contextmanager
+def argument_named(argument: str) -> Iterator[None]:
+    """A shared check (the dtype vocabulary's) that names what it refuses `argument`: its
+    error keeps its type and is renamed on the command line as a BadArgument is."""
+    try:
+        yield
+    except CeilingError as exc:
+        text = str(exc)
+        if text.startswith(f"{argument} ") and not hasattr(exc, "argument"):
+            exc.argument, exc.problem = argument, text[len(argument) + 1 :]
+        raise
+
+
+def renamed(exc: BaseException, name: str) -> str | None:
+    """The error's message with its argument called `name`; None when it names none."""
+    problem = getattr(exc, "problem", None)
+    if getattr(exc, "argument", None) is None or problem is None:
+        return None
+    return printable(f"{name} {problem}")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ceiling.api.arguments import argument_named
 from ceiling.api.decode import ceiling_json, decode_figure
 from ceiling.api.result import Result
 from ceiling.errors import InvalidInput
@@ -155,7 +156,8 @@ def decode_measured(
 
     dev_name = check_device(device or default_device())
     if weights is not None:
-        weights = normalize_dtype(weights, MEASURED_DTYPES, what="--weights", usage=" to measure")
+        with argument_named("weights"):
+            weights = normalize_dtype(weights, MEASURED_DTYPES, what="weights", usage=" to measure")
     local = local_ceiling(dev_name, profile)
     run = run_decode(cfg, sorted(set(batches)), context, dev_name, weights, on_batch=on_batch)
     roofs = local_roofs(dev_name, local.cache_bytes, profile)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ceiling.api.arguments import BadArgument
+from ceiling.api.arguments import BadArgument, argument_named
 from ceiling.api.result import Result
 from ceiling.errors import InvalidInput
 
@@ -60,7 +60,8 @@ def build_cluster(
     )
     from ceiling.vocabulary import normalize_dtype
 
-    dtype = normalize_dtype(dtype, what="--dtype")
+    with argument_named("dtype"):
+        dtype = normalize_dtype(dtype)
     mm_eff, mem_eff, source, fp8_eff = matmul_efficiency, None, None, None
     resolved = resolve(spec, profile)
     device = resolved.spec
@@ -81,9 +82,7 @@ def build_cluster(
             source = f"measured by `ceiling bench` ({resolved.profile_path})"
     if dtype not in device.peak_flops_per_s:
         have = ", ".join(device.dtypes)
-        raise InvalidInput(
-            f"{device.name} has no {dtype} peak (it has {have}); pass --dtype with one of those"
-        )
+        raise BadArgument("dtype", f"{dtype}: {device.name} has no such peak (it has {have})")
     if mm_eff is not None and not 0 < mm_eff <= 1:
         raise BadArgument("matmul_efficiency", f"must be in (0, 1], got {mm_eff}")
     cluster = make_cluster(
@@ -278,7 +277,9 @@ def plan(
     )
     n = _count(gpus, "gpus", MAX_DEVICES)
     pins = parse_fixed(_fixed_text(fixed))
-    if normalize_dtype(dtype, what="--dtype") == "fp8":
+    with argument_named("dtype"):
+        fp8 = normalize_dtype(dtype) == "fp8"
+    if fp8:
         # Real FP8 runs put only the linear layers' GEMMs in FP8; the rest stays 16-bit.
         dtype = "bf16"
         pins.setdefault("fp8", "linear")

@@ -38,10 +38,9 @@ def flag_for(command: Any, argv: list[str], argument: str) -> str | None:
 
 def said_on_the_command_line(exc: Exception, command: Any, argv: list[str]) -> str:
     """The error's text, naming flags where the API named arguments."""
-    from ceiling.api.arguments import BadArgument
+    from ceiling.api.arguments import renamed
 
-    if isinstance(exc, BadArgument):
-        flag = flag_for(command, argv, exc.argument)
-        if flag is not None:
-            return exc.named(flag)
-    return str(exc)
+    argument = getattr(exc, "argument", None)
+    flag = flag_for(command, argv, argument) if isinstance(argument, str) else None
+    said = renamed(exc, flag) if flag is not None else None
+    return said if said is not None else str(exc)
