@@ -112,6 +112,31 @@ def test_multi_head_attention_counts_alike_on_meta_and_cpu(train, is_causal, flo
     assert counts["meta"] == counts["cpu"] == (projections + half, half)
 
 
+class _BufferMaskAttention(nn.Module):
+    """Eager attention under a causal mask registered as a buffer, as nanoGPT writes it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(D, 3 * D, bias=False)
+        self.register_buffer("bias", torch.tril(torch.ones(T, T)).view(1, 1, T, T))
+
+    def forward(self, x):
+        q, k, v = (t.view(B, T, 4, D // 4).transpose(1, 2) for t in self.qkv(x).split(D, 2))
+        scores = (q @ k.transpose(-2, -1)).masked_fill(self.bias == 0, float("-inf"))
+        return scores.softmax(-1) @ v
+
+
+def test_causal_mask_held_in_a_buffer_counts_alike_on_meta_and_cpu():
+    x = torch.randn(B, T, D)
+    counts = {}
+    for device in ("cpu", "meta"):
+        parts = {"model": _BufferMaskAttention(), "batch": x, "loss_fn": lambda out, _b: out.sum()}
+        counts[device] = _count(from_parts("nanogpt-attention", parts), device)
+    projection = 2 * B * T * D * 3 * D * 2  # forward and the weight's gradient only
+    half = _attention() / 2 / LAYERS
+    assert counts["meta"] == counts["cpu"] == (projection + half, half)
+
+
 def test_values_of_a_mask_made_on_fake_tensors_are_read():
     from torch._subclasses.fake_tensor import FakeTensorMode
 

@@ -37,11 +37,15 @@ class StepRunner:
             # CPU would (fused attention rather than its unfused math fallback)
             from torch._subclasses.fake_tensor import FakeTensorMode
 
+            from ceiling.profile import shadow_values
+
             self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-            on_meta = workload.build(device, dtype)
+            # buffers made from positions (a causal mask) keep their values, read as on a CPU
+            on_meta, buffers = shadow_values.build_keeping_buffers(workload.build, device, dtype)
             with self.fake_mode:
                 self.model = on_meta.to_empty(device="cpu")
                 self.batch = move_batch(workload.batch, torch.device("cpu"), dtype)
+            shadow_values.give_buffers(self.model, buffers)
         else:
             self.fake_mode = None
             self.model = workload.build(device, dtype)

@@ -8,6 +8,9 @@ inputs: they come from factory ops (ones, arange, full, tril, ...) and from ops 
 made that way. Each such op is replayed on the CPU, on the values of its inputs, and the
 result is kept beside the value-less tensor for as long as that tensor lives.
 
+A mask registered as a buffer (nanoGPT's `bias`, a `tril` of ones) is replayed while the model
+is built, and its values follow it onto the fake tensors the meta step runs on.
+
 Nothing else is replayed: an op with any input that holds no value and has no replayed one
 (the weights, the batch, every activation), a random op, an uninitialised buffer, or an
 output larger than `LIMIT_BYTES`. A tensor written in place by an op that is not replayed
@@ -17,7 +20,7 @@ loses its value, with every view of its storage.
 from __future__ import annotations
 
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.weak import WeakIdKeyDictionary
 
@@ -102,4 +105,42 @@ def _forget(written: list[torch.Tensor]) -> None:
         _VALUES.pop(t, None)
 
 
-__all__ = ["LIMIT_BYTES", "holds_values", "outside_modes", "replay", "storage_id", "value_of"]
+class _Replaying(TorchDispatchMode):
+    """Replays ops while a model is built, its parameters' copies excepted (they are the
+    weights, and would double the memory of a model moved to meta)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if not any(isinstance(x, torch.nn.Parameter) for x in tree_flatten((args, kwargs))[0]):
+            replay(func, args, kwargs, out)
+        return out
+
+
+def build_keeping_buffers(build, *args, **kwargs) -> tuple[torch.nn.Module, dict]:
+    """`build(*args, **kwargs)` (a model, on meta) and the values of its buffers (a causal
+    mask registered as one, `tril` of ones) as its making fixed them, by buffer name."""
+    with _Replaying():
+        model = build(*args, **kwargs)
+    return model, {name: value_of(b) for name, b in model.named_buffers()}
+
+
+def give_buffers(model: torch.nn.Module, values: dict) -> None:
+    """Attach `values` (from build_keeping_buffers) to the model's value-less buffers of the
+    same names and shapes: the model moved (`to_empty`) onto fake tensors."""
+    for name, b in model.named_buffers():
+        v = values.get(name)
+        if v is not None and not holds_values(b) and tuple(v.shape) == tuple(b.shape):
+            _VALUES[b] = v
+
+
+__all__ = [
+    "LIMIT_BYTES",
+    "build_keeping_buffers",
+    "give_buffers",
+    "holds_values",
+    "outside_modes",
+    "replay",
+    "storage_id",
+    "value_of",
+]
