@@ -13,6 +13,7 @@ from ceiling.model.plan_search import search
 from ceiling.report import validated
 from test_decode_expected import PUBLISHED, _one
 from test_parallel import A100, NARAYANAN, NARAYANAN_OTHER_ROWS, gpt
+from test_plan_validation_v2 import validation_rows
 
 # the figure is printed as a whole percent: it must match the recomputed one to that
 PRINTED = 0.005
@@ -28,7 +29,7 @@ def _planner_errors() -> list[float]:
         fixed = dict(d=gpus // (t * p), t=t, p=p, recompute="full")
         best = search(Job(gpt(layers, h, a), batch, 2048), make_cluster(A100, gpus), fixed, top=1)
         errors.append(best.plans[0].hw_tflops_per_device / reported - 1)
-    return errors
+    return errors + [error for *_, error in validation_rows()]
 
 
 @pytest.mark.slow
