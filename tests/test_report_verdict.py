@@ -71,6 +71,24 @@ def test_a_busy_machine_is_blamed_before_the_blas_library():
 
 
 def test_roofs_that_over_predict_the_step_are_said_so():
-    over = {**MFU, "waterfall": [{"share": 0.1}, {"share": 1.2}, {"share": -0.3}]}
+    over = {
+        **MFU,
+        "waterfall": [{"share": 0.3}, {"share": 0.38}, {"share": 0.47}, {"share": -0.15}],
+    }
     (f,) = findings([_section("mfu", over)])
-    assert "(the roofs over-predict the step by 30.0 %)" in f.text
+    assert f.text == (
+        "gpt:tiny trains here at 12.0 % MFU; its step loses 38.0 % to per-op overhead, though "
+        "the roofs over-predict the step by 15.0 %: batch larger."
+    )
+
+
+def test_a_part_larger_than_the_step_is_named_without_its_share():
+    # the roofs put per-op overhead at 1.035 steps: no step loses more than all of itself
+    loss = {"name": "per-op overhead", "share": 1.035, "recover": "batch larger"}
+    waterfall = [{"share": 0.1}, {"share": 1.035}, {"share": 0.05}, {"share": -0.185}]
+    (f,) = findings([_section("mfu", {**MFU, "largest_loss": loss, "waterfall": waterfall})])
+    assert f.text == (
+        "gpt:tiny trains here at 12.0 % MFU; its largest part is per-op overhead, but the roofs "
+        "over-predict the step by 18.5 %: batch larger."
+    )
+    assert "103.5" not in f.text and f.value == 1.035 and f.stake == 1.0

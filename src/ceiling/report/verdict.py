@@ -86,18 +86,19 @@ def _mfu(figs) -> Finding | None:
     m = figs["mfu"]
     loss = m["largest_loss"]
     over = -sum(min(b["share"], 0.0) for b in m["waterfall"])
-    caveat = (
-        f" (the roofs over-predict the step by {u.format_percent(over)})"
-        if over > OVER_PREDICTED
-        else ""
-    )
+    said = f"the roofs over-predict the step by {u.format_percent(over)}"
+    if loss["share"] > 1:  # no part of a step is more than all of it: name it, no share
+        what = f"its largest part is {loss['name']}, but {said}"
+    else:
+        what = f"its step loses {u.format_percent(loss['share'])} to {loss['name']}" + (
+            f", though {said}" if over > OVER_PREDICTED else ""
+        )
     return Finding(
-        f"{m['model']} trains here at {u.format_percent(m['mfu'])} MFU; its step loses "
-        f"{u.format_percent(loss['share'])} to {loss['name']}{caveat}: {loss['recover']}.",
+        f"{m['model']} trains here at {u.format_percent(m['mfu'])} MFU; {what}: {loss['recover']}.",
         "mfu",
         "largest_loss.share",
         loss["share"],
-        loss["share"],
+        min(loss["share"], 1.0),
         not m["demo"],
     )
 
