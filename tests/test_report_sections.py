@@ -206,3 +206,32 @@ def test_scaling_fit_line_says_no_crosstalk_plainly():
     assert _fit_line(flat) == "USL σ = 0.1, κ ≈ 0 (no peak within reach)"
     peaked = {"usl": {"sigma": 0.1, "kappa": 0.002, "n_star": 20.0}}
     assert _fit_line(peaked) == "USL σ = 0.1, κ = 0.002, N* ≈ 20"
+
+
+def test_decode_serving_batch_is_what_fits_or_the_crossover_whichever_binds():
+    import dataclasses
+
+    from ceiling.hardware.catalog import get_spec
+    from ceiling.model import decode
+    from ceiling.model.transformer import parse_model
+    from ceiling.report.sections.decode import serving_batch
+
+    cfg = parse_model("llama-3-8b")
+    h100 = get_spec("h100-sxm")
+    setup = decode.DecodeSetup(weights_dtype="bf16")
+    kv = cfg.kv_bytes_per_token(2)  # bf16 cache, bytes per token of context
+    s = serving_batch(decode, cfg, h100, setup, 4096)
+    # memory binds: the weights plus `batch` caches of 4,096 tokens fit, one more does not
+    weights = cfg.params_total * 2
+    assert weights + s["batch"] * 4096 * kv <= h100.memory_bytes
+    assert weights + (s["batch"] + 1) * 4096 * kv > h100.memory_bytes
+    assert s["bound_by"] == "memory capacity" and s["crossover_batch"] is None
+    assert s["tokens_per_s"] == pytest.approx(s["batch"] * s["tokens_per_s_per_sequence"])
+    # a device 100× slower at multiplies turns compute-bound long before memory runs out
+    slow = dataclasses.replace(
+        h100, peak_flops_per_s={k: v / 100 for k, v in h100.peak_flops_per_s.items()}
+    )
+    t = serving_batch(decode, cfg, slow, setup, 4096)
+    assert t["bound_by"] == "compute" and t["batch"] == t["crossover_batch"] < t["max_batch"]
+    # a context longer than the model holds: no batch (the section sizes at max_seq)
+    assert serving_batch(decode, cfg, h100, setup, 10**6)["max_batch"] == 0

@@ -92,3 +92,55 @@ def test_a_part_larger_than_the_step_is_named_without_its_share():
         "over-predict the step by 18.5 %: batch larger."
     )
     assert "103.5" not in f.text and f.value == 1.035 and f.stake == 1.0
+
+
+def _decode_figures(**serving) -> dict:
+    base = {"context": 4096, "max_batch": 130, "crossover_batch": None, "batch": 130}
+    return {
+        "headline": {
+            "model": "llama-3-8b",
+            "device": "H100",
+            "expected_tokens_per_s": 135.0,
+            "ceiling_tokens_per_s": 210.0,
+            "crossover_batch": 317,
+            "serving": {**base, **serving},
+            "demo": True,
+        }
+    }
+
+
+def test_decode_advice_is_the_batch_whose_kv_caches_fit_at_the_stated_context():
+    fig = _decode_figures(
+        bound_by="memory capacity", tokens_per_s=4050.0, tokens_per_s_per_sequence=31.2
+    )
+    (f,) = findings([_section("decode", fig)])
+    assert f.text == (
+        "llama-3-8b should decode at about 135 tokens/s on H100 at batch 1; at 4,096 tokens of "
+        "context the KV caches of 130 sequences fit beside the weights, still memory-bound: "
+        "about 4,050 tokens/s in all (30×) but 31 tokens/s each, so batch up to 130 if that "
+        "latency is acceptable."
+    )
+    assert "317" not in f.text  # the short-prompt crossover is no batch to serve
+
+
+def test_decode_advice_stops_at_the_crossover_when_it_comes_before_memory_runs_out():
+    fig = _decode_figures(
+        max_batch=900,
+        crossover_batch=200,
+        batch=200,
+        bound_by="compute",
+        tokens_per_s=13_500.0,
+        tokens_per_s_per_sequence=67.5,
+    )
+    (f,) = findings([_section("decode", fig)])
+    assert f.text.endswith(
+        "at 4,096 tokens of context it turns compute-bound at batch 200: about 13,500 tokens/s "
+        "in all (100×) but 68 tokens/s each, so batch up to 200; more only adds latency."
+    )
+
+
+def test_decode_advice_when_no_second_sequence_fits():
+    (f,) = findings([_section("decode", _decode_figures(max_batch=1, batch=1))])
+    assert "only one sequence's KV cache fits beside the weights: quantise" in f.text
+    (f,) = findings([_section("decode", _decode_figures(max_batch=0, batch=0))])
+    assert "not one sequence's KV cache fits" in f.text

@@ -105,20 +105,42 @@ def _mfu(figs) -> Finding | None:
 
 def _decode(figs) -> Finding | None:
     d = figs["decode"]["headline"]
-    cross = d["crossover_batch"]
-    what = (
-        f"it stays memory-bound up to batch {cross}: serve requests in batches of {cross}"
-        if cross
-        else "it is memory-bound at every batch that fits: quantise the weights (int8, int4)"
-    )
     return Finding(
         f"{d['model']} should decode at about {d['expected_tokens_per_s']:,.0f} tokens/s on "
-        f"{d['device']} at batch 1; {what}.",
+        f"{d['device']} at batch 1; {_serving(d['serving'], d['expected_tokens_per_s'])}.",
         "decode",
         "headline.expected_tokens_per_s",
         d["expected_tokens_per_s"],
         1 - d["expected_tokens_per_s"] / d["ceiling_tokens_per_s"],
         not d["demo"],
+    )
+
+
+def _serving(s: dict, batch1_tokens_per_s: float) -> str:
+    """The batch to serve at the stated context, from the decode model's numbers: the KV
+    caches that fit beside the weights or the compute-bound crossover, whichever binds."""
+    at = f"at {s['context']:,} tokens of context"
+    cap = s["max_batch"]
+    if cap is not None and cap < 2:
+        fits = "not one sequence's" if cap < 1 else "only one sequence's"
+        return (
+            f"{at} {fits} KV cache fits beside the weights: quantise the weights or the cache "
+            "(int8), or split the model over more GPUs"
+        )
+    if s["batch"] is None:
+        return f"{at} it stays memory-bound at any batch (its memory size is not stated)"
+    if s["batch"] < 2:
+        return f"{at} it is compute-bound from batch 1: a larger batch only adds latency"
+    b, total = s["batch"], s["tokens_per_s"]
+    speed = (
+        f"about {total:,.0f} tokens/s in all ({total / batch1_tokens_per_s:,.0f}×) but "
+        f"{s['tokens_per_s_per_sequence']:,.0f} tokens/s each, so batch up to {b}"
+    )
+    if s["bound_by"] == "compute":
+        return f"{at} it turns compute-bound at batch {b}: {speed}; more only adds latency"
+    return (
+        f"{at} the KV caches of {b} sequences fit beside the weights, still memory-bound: "
+        f"{speed} if that latency is acceptable"
     )
 
 

@@ -60,7 +60,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     out.table(
         f"{cfg.name}, bf16 weights, short prompt: tokens/s at batch 1",
         ["device", "ceiling", "expected", "compute-bound from batch",
-         f"largest batch at {LONG_CONTEXT:,} context"],
+         f"largest batch at {serving_context(cfg):,} context"],
         rows,
         modelled=(1, 2, 3, 4),
     )  # fmt: skip
@@ -95,20 +95,15 @@ def _fitting(out: SectionOutput, decode, cfg, spec, setup, tps):
 def _one_device(out: SectionOutput, decode, cfg, spec, setup, here: bool):
     """(key figures or None, table cells) of the model on one device; on a GPU too small
     for the weights, on the fewest tensor-parallel GPUs (up to 8) that hold them."""
-    import dataclasses
-
     from ceiling.model.decode_expected import costs_for, expected_rows
 
     res, s = _fitting(out, decode, cfg, spec, setup, (1,) if here else TENSOR_PARALLEL)
     if res is None:
         return None, ["does not fit", "—", "—", "—"]
-    try:
-        long = dataclasses.replace(s, context=LONG_CONTEXT - 1)
-        long_max = decode.decode_ceiling(cfg, spec, [1], long).max_batch
-    except CeilingError:
-        long_max = 0
     b1 = res.rows[0]
     exp = expected_rows(res, cfg.layers, costs_for(spec))[0]
+    serving = serving_batch(decode, cfg, spec, s, serving_context(cfg))
+    long_max = serving["max_batch"]
     entry = {
         "tp": s.tp,
         "ceiling_tokens_per_s": b1.tokens_per_s,
@@ -116,7 +111,7 @@ def _one_device(out: SectionOutput, decode, cfg, spec, setup, here: bool):
         "expected_limited_by": exp.limited_by,
         "crossover_batch": res.crossover_batch,
         "kv_bytes_per_token": res.kv_bytes_per_token,
-        f"max_batch_at_{LONG_CONTEXT}_context": long_max,
+        "serving": serving,
         "rows": [r.to_json() for r in res.rows],
     }
     row = [
@@ -128,6 +123,39 @@ def _one_device(out: SectionOutput, decode, cfg, spec, setup, here: bool):
     return entry, row
 
 
+def serving_context(cfg) -> int:
+    """The context a serving batch is sized at: LONG_CONTEXT, or the model's longest."""
+    return min(LONG_CONTEXT, cfg.max_seq)
+
+
+def serving_batch(decode, cfg, spec, setup, context: int) -> dict:
+    """The largest batch worth serving with `context` tokens per sequence: the most KV
+    caches that fit beside the weights, or the batch where decoding turns compute-bound,
+    whichever comes first; with the expected speed there, in all and per sequence."""
+    import dataclasses
+
+    from ceiling.model.decode_expected import costs_for, expected_rows
+
+    long = dataclasses.replace(setup, context=context - 1)
+    out = {"context": context, "max_batch": 0, "crossover_batch": None, "batch": 0}
+    try:
+        at = decode.decode_ceiling(cfg, spec, [1], long)
+    except CeilingError:  # not one sequence's cache fits, or the context is too long
+        return out
+    cap, cross = at.max_batch, at.crossover_batch_with_kv
+    bounds = [b for b in (cap, cross) if b is not None]
+    batch = min(bounds) if bounds else None  # None: no memory size, never compute-bound
+    out.update(max_batch=cap, crossover_batch=cross, batch=batch)
+    if batch is None or batch < 1:
+        return out
+    rows = expected_rows(decode.decode_ceiling(cfg, spec, [batch], long), cfg.layers,
+                         costs_for(spec))  # fmt: skip
+    out["bound_by"] = "compute" if cross is not None and cross == batch else "memory capacity"
+    out["tokens_per_s"] = rows[0].tokens_per_s
+    out["tokens_per_s_per_sequence"] = rows[0].tokens_per_s / batch
+    return out
+
+
 def _headline(out: SectionOutput, cfg, spec, head: dict, demo: bool) -> None:
     tp = f" × {head['tp']}" if head["tp"] > 1 else ""
     out.key_figures["headline"] = {
@@ -136,6 +164,7 @@ def _headline(out: SectionOutput, cfg, spec, head: dict, demo: bool) -> None:
         "expected_tokens_per_s": head["expected_tokens_per_s"],
         "ceiling_tokens_per_s": head["ceiling_tokens_per_s"],
         "crossover_batch": head["crossover_batch"],
+        "serving": head["serving"],
         "demo": demo,
     }
     name = _short(spec.name) + tp
