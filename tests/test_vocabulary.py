@@ -9,7 +9,9 @@ from ceiling.vocabulary import (
     DTYPES,
     PRECISIONS,
     STORAGE_DTYPES,
+    UnknownDtype,
     dtype_bytes,
+    element_bytes,
     normalize_dtype,
     torch_dtype,
 )
@@ -42,7 +44,7 @@ def test_unknown_or_unusable_names_say_what_is_accepted():
 
 
 def test_table_is_consistent():
-    assert set(DTYPES) <= set(STORAGE_DTYPES) == set(PRECISIONS)
+    assert set(DTYPES) <= set(STORAGE_DTYPES) <= set(PRECISIONS)
     assert "int4" not in DTYPES and dtype_bytes("int4") == 0.5
     assert dtype_bytes("torch.bfloat16") == 2 and dtype_bytes("tf32") == 4
 
@@ -75,3 +77,32 @@ def _json(cli, *args):
 )  # fmt: skip
 def test_every_command_accepts_the_same_spellings(cli, command, flag, alias, canonical):
     assert _json(cli, *command, flag, alias) == _json(cli, *command, flag, canonical)
+
+
+@pytest.mark.parametrize(
+    ("name", "size"),
+    [("Float", 4), ("BFloat16", 2), ("Half", 2), ("Double", 8), ("Long", 8), ("Int", 4),
+     ("Short", 2), ("Char", 1), ("Byte", 1), ("Bool", 1), ("torch.int64", 8), ("fp8", 1)],
+)  # fmt: skip
+def test_element_bytes_knows_the_c10_names_a_trace_writes(name, size):
+    assert element_bytes(name) == size
+
+
+def test_element_bytes_of_an_unknown_name_is_none():
+    assert element_bytes("") is None and element_bytes("complex32") is None
+
+
+def test_integer_element_types_are_not_storage_or_compute_dtypes():
+    for name in ("int64", "int32", "int16", "uint8", "bool"):
+        assert name not in STORAGE_DTYPES and name not in DTYPES
+    with pytest.raises(UnknownDtype):
+        normalize_dtype("long", STORAGE_DTYPES)
+
+
+@pytest.mark.parametrize(("dtype", "size"), [("Long", 8), ("Byte", 1), ("BFloat16", 2)])
+def test_a_collective_is_sized_by_its_recorded_dtype(dtype, size):
+    from ceiling.trace.collectives import message_bytes
+
+    args = {"In msg nelems": 1000, "Out msg nelems": 4000, "dtype": dtype}
+    assert message_bytes("all_reduce", args) == 1000 * size
+    assert message_bytes("all_gather", args) == 4000 * size

@@ -7,7 +7,9 @@ storage in bytes per element and its torch dtype. Input is normalised once, at t
 
 Sources: IEEE 754-2008 (fp64/fp32/fp16), Google's bfloat16, NVIDIA's TF32 (fp32 storage,
 inputs of tensor-core matmuls rounded to a 10-bit mantissa), OCP 8-bit floating point
-(fp8 E4M3/E5M2); int4 packs two values per byte (group scales not counted).
+(fp8 E4M3/E5M2); int4 packs two values per byte (group scales not counted). The integer
+and boolean element types a trace records (indices, masks, NCCL buffers) are listed for
+their storage only: no peak, no weights or KV cache in them.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Precision:
     aliases: tuple[str, ...] = ()
     has_peak: bool = True  # the catalog lists a dense FLOP/s peak under `name`
     is_float: bool = True
+    is_storage: bool = True  # weights or a KV cache may be stored in it
 
 
 PRECISIONS: dict[str, Precision] = {
@@ -48,21 +51,36 @@ PRECISIONS: dict[str, Precision] = {
             "float8_e4m3fn",
             ("float8", "float8_e4m3fn", "float8_e5m2", "fp8_e4m3", "fp8_e5m2", "e4m3", "e5m2"),
         ),
-        Precision("int8", 1, "int8", ("i8",), is_float=False),
+        Precision("int8", 1, "int8", ("i8", "char"), is_float=False),
         Precision("int4", 0.5, None, ("i4",), has_peak=False, is_float=False),
+        # c10 scalar type names as NCCL traces write them: Long, Int, Short, Char, Byte, Bool
+        *(
+            Precision(name, size, name, aliases, has_peak=False, is_float=False, is_storage=False)
+            for name, size, aliases in (
+                ("int64", 8, ("long",)),
+                ("int32", 4, ("int",)),
+                ("int16", 2, ("short",)),
+                ("uint8", 1, ("byte",)),
+                ("bool", 1, ()),
+            )
+        ),
     )
 }
 
 # Compute dtypes: the keys of the catalog's and the machine profile's FLOP/s peaks.
 DTYPES: tuple[str, ...] = tuple(p.name for p in PRECISIONS.values() if p.has_peak)
 # What a tensor may be stored in (weights, KV cache).
-STORAGE_DTYPES: tuple[str, ...] = tuple(PRECISIONS)
+STORAGE_DTYPES: tuple[str, ...] = tuple(p.name for p in PRECISIONS.values() if p.is_storage)
 # Float dtypes a model's activations and a torch model may use.
 FLOAT_DTYPES: tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
 
 _SPELLINGS: dict[str, str] = {
     spelling: p.name for p in PRECISIONS.values() for spelling in (p.name, *p.aliases)
 }
+
+
+def _canonical(value: object) -> str | None:
+    return _SPELLINGS.get(str(value).strip().lower().removeprefix("torch."))
 
 
 def normalize_dtype(
@@ -74,8 +92,7 @@ def normalize_dtype(
     Anything else raises InvalidInput naming what is accepted.
     """
     choices = tuple(allowed) if allowed is not None else DTYPES
-    text = str(value).strip().lower().removeprefix("torch.")
-    name = _SPELLINGS.get(text)
+    name = _canonical(value)
     if name is None or name not in choices:
         raise UnknownDtype(
             f"{what} {value!r} cannot be used{usage}; use one of {', '.join(choices)} "
@@ -87,6 +104,13 @@ def normalize_dtype(
 def dtype_bytes(dtype: str) -> float:
     """Storage bytes per element of a dtype (any accepted spelling)."""
     return PRECISIONS[normalize_dtype(dtype, STORAGE_DTYPES)].bytes
+
+
+def element_bytes(name: str) -> float | None:
+    """Storage bytes per element of any element type by any spelling ('Long', 'half',
+    'torch.int32'); None for a name outside the vocabulary."""
+    canonical = _canonical(name)
+    return PRECISIONS[canonical].bytes if canonical is not None else None
 
 
 def torch_dtype(dtype: str):

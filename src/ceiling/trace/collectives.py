@@ -7,32 +7,14 @@ from math import prod
 
 from ceiling.trace.events import KERNEL, collective_op, is_comm_kernel, is_host_collective
 from ceiling.trace.results import Collective
-
-_NCCL_DTYPE_BYTES = {
-    "float": 4,
-    "float32": 4,
-    "bfloat16": 2,
-    "half": 2,
-    "float16": 2,
-    "double": 8,
-    "float64": 8,
-    "long": 8,
-    "int64": 8,
-    "int": 4,
-    "int32": 4,
-    "char": 1,
-    "byte": 1,
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-}
+from ceiling.vocabulary import element_bytes
 
 
 def message_bytes(op: str, args: dict) -> float | None:
     """The nccl-tests size: the gathered output for all-gather, else the input buffer."""
     n_in, n_out = args.get("In msg nelems"), args.get("Out msg nelems")
     n = n_out if op == "all_gather" and n_out else n_in
-    size = _NCCL_DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
+    size = element_bytes(args.get("dtype", ""))
     if isinstance(n, (int, float)) and n > 0 and size:
         return float(n) * size
     dims, types = args.get("Input Dims"), args.get("Input type")
