@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ceiling.model.attention import attention_flops
 from ceiling.profile import causal
 from ceiling.profile.shadow_values import outside_modes, value_of
 
@@ -48,8 +49,8 @@ def _mask_share(mask, mask_type, lq: int, lk: int) -> tuple[float, bool]:
 
 
 def _attention_core(q_lens, k_lens, width: int, share: float) -> tuple[float, float]:
-    """Q·Kᵀ and P·V over all heads: 2·Lq·Lk·width each; returns (counted, skipped)."""
-    full = sum(4.0 * lq * lk * width for lq, lk in zip(q_lens, k_lens, strict=True))
+    """Q·Kᵀ and P·V over all heads, per sequence; returns (counted, skipped)."""
+    full = sum(attention_flops(lq, lk, width) for lq, lk in zip(q_lens, k_lens, strict=True))
     return full * share, full * (1.0 - share)
 
 

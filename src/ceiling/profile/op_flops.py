@@ -374,7 +374,9 @@ def _query_key(func, args, kwargs):
 _KINDS: dict = {}  # OpOverload -> how its FLOPs are counted; decided once per op
 
 
-def _kind(func) -> tuple[str, str]:
+def flop_kind(func) -> tuple[str, str]:
+    """How an aten OpOverload's FLOPs are counted (free, memory, fused, registry, exact,
+    estimated, ...) and the name its rule goes by; decided once per op."""
     kind = _KINDS.get(func)
     if kind is None:
         name = func._overloadpacket.__name__
@@ -409,7 +411,7 @@ def _kind(func) -> tuple[str, str]:
 
 def count_flops(func, args, kwargs, out) -> FlopCount:
     """FLOPs of one call; `func` is an aten OpOverload, args and out as dispatched."""
-    kind, name = _kind(func)
+    kind, name = flop_kind(func)
     if kind == "free":
         return FlopCount(0.0, True, "view")
     if kind == "fused":

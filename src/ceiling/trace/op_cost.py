@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ceiling.profile.op_flops import _kind, count_flops
+from ceiling.profile.op_flops import count_flops, flop_kind
 from ceiling.profile.traffic import count_traffic
 
 _NO_RULE = ("unknown", "other")  # kinds op_flops has no formula for
@@ -105,7 +105,7 @@ _MISSING = object()
 @functools.cache
 def _kind_only(packet) -> OpCost | None:
     func = getattr(packet, packet.overloads()[0])
-    kind, _ = _kind(func)
+    kind, _ = flop_kind(func)
     if kind in _NO_RULE:
         return None
     if kind in ("free", "memory"):
@@ -126,7 +126,7 @@ def _replay(name, dims, types, concrete, strides) -> OpCost | None:
     func = _overload(packet, types)
     if func is None:
         return _kind_only(packet)
-    kind, _ = _kind(func)
+    kind, _ = flop_kind(func)
     if kind in _NO_RULE:
         return None
     call = _rebuild(func, dims, types, concrete, strides)
