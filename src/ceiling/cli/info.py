@@ -375,6 +375,11 @@ def resolved_note(name: str, spec) -> str | None:
     return f"{name} is {spec.key}{also}"
 
 
+def _each_way(bytes_per_s: float | None, missing: str) -> str:
+    """A link's one-way bandwidth as the catalog lists it."""
+    return f"{format_bandwidth(bytes_per_s)} each way" if bytes_per_s else missing
+
+
 def _show_one(spec) -> None:
     c = console()
     rows = [[d, f"{spec.peak_flops_per_s[d] / 1e12:,.2f}"] for d in spec.dtypes]
@@ -386,21 +391,11 @@ def _show_one(spec) -> None:
             caption="Dense (2:4-sparse figures halved); int8 in operations/s.",
         )
     )
-    link = (
-        f"{format_bandwidth(spec.link_bandwidth_bytes_per_s)} each way"
-        if spec.link_bandwidth_bytes_per_s
-        else "none listed"
-    )
     facts = [
         ["memory", f"{spec.memory_bytes / GiB:g} GiB = {spec.memory_bytes / GB:.1f} GB"],
         ["memory bandwidth", format_bandwidth(spec.memory_bandwidth_bytes_per_s)],
-        ["device-to-device link", link],
-        [
-            "host link (PCIe)",
-            f"{format_bandwidth(spec.pcie_bandwidth_bytes_per_s)} each way"
-            if spec.pcie_bandwidth_bytes_per_s
-            else "not listed",
-        ],
+        ["device-to-device link", _each_way(spec.link_bandwidth_bytes_per_s, "none listed")],
+        ["host link (PCIe)", _each_way(spec.pcie_bandwidth_bytes_per_s, "not listed")],
         ["L2", format_bytes(spec.l2_bytes, binary=True) if spec.l2_bytes else "not listed"],
         ["SMs / CUs", str(spec.sms) if spec.sms else "not listed"],
         ["driver names", ", ".join(spec.driver_names) or "—"],
