@@ -11,7 +11,10 @@ import pytest
         (["simulate", "straggler", "--jitter", "inf"], ["--jitter", "finite"]),
         (["simulate", "straggler", "--seed", "99999999999999999999"], ["--seed", "at most"]),
         (["scale", "synthetic", "--serial", "-inf"], ["--serial", "finite"]),
-        (["plan", "llama-3-8b", "--spec", "h100-sxm", "--gpus", "1e308"], ["1,048,576"]),
+        (
+            ["plan", "llama-3-8b", "--spec", "h100-sxm", "--gpus", "1e308"],
+            ["--gpus must be between 1 and 1,048,576", "got '1e308'"],
+        ),
         (
             ["plan", "llama-3-8b", "--spec", "h100-sxm", "--gpus", "8", "--global-batch", "1e308"],
             ["--global-batch must be between 1 and 16,777,216"],
@@ -21,6 +24,14 @@ import pytest
         (["repeat", "matmul", "--timeout", "nan"], ["--timeout", "finite"]),
         (["bench", "comm", "--quick", "--min-bytes", "nan"], ["byte size"]),
         (["bench", "comm", "--quick", "--max-bytes", "-1"], ["cannot be negative"]),
+        (
+            ["plan", "llama-3-8b", "--spec", "h100-sxm", "--gpus", "8", "--scaling", "9"],
+            ["--scaling must be between 0 and 8 doublings, got 9"],
+        ),
+        (
+            ["bench", "comm", "--device", "cpu", "--quick", "--stall-timeout", "0"],
+            ["--stall-timeout must be a positive number, got 0"],
+        ),
     ],
 )
 def test_a_number_out_of_its_range_is_one_line(cli, argv, words):

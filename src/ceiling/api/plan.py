@@ -17,6 +17,7 @@ MAX_DOUBLINGS = 8
 
 
 def _count(value: Any, what: str, hi: int) -> int:
+    given = value  # refused as written: '1e308', not its 309 digits
     if isinstance(value, str):
         from ceiling.units import parse_count
 
@@ -25,7 +26,7 @@ def _count(value: Any, what: str, hi: int) -> int:
         raise BadArgument(
             what,
             f"must be between 1 and {hi:,} (more is beyond any cluster or training run), "
-            f"got {value!r}",
+            f"got {given!r}",
         )
     return value
 
@@ -236,12 +237,12 @@ class PlanResult(Result):
 
 def plan(
     model: str,
-    gpus: int,
+    gpus: int | str,
     *,
     spec: str | None = None,
     profile: Path | str | None = None,
     gpus_per_node: int | None = None,
-    global_batch: int | None = None,
+    global_batch: int | str | None = None,
     seq: int | None = None,
     top: int = 5,
     fixed: str | dict | None = None,

@@ -7,12 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ceiling.api.plan import MAX_DEVICES, MAX_DOUBLINGS, MAX_GLOBAL_BATCH
 from ceiling.cli.app import app
 from ceiling.cli.device_options import ProfileOption, SpecOption
 from ceiling.cli.output import JsonOption, console, emit_json, table
-from ceiling.cli.params import count_in_range
-from ceiling.errors import InvalidInput
 from ceiling.units import format_bytes, format_percent, format_time
 
 PLAN_HELP = """Plan training of MODEL on N devices: data (d), tensor (t) and pipeline (p)
@@ -65,99 +62,105 @@ FLOPs count a multiply-add as 2; peaks are dense. Memory in GiB (2^30 bytes)."""
 ModelArg = Annotated[
     str, typer.Argument(help="Catalog name, custom:layers=..,hidden=..,... or hf:PATH.")
 ]
-
-
-def _int(text: str, what: str) -> int:
-    hi = MAX_DEVICES if what == "--gpus" else MAX_GLOBAL_BATCH
-    return count_in_range(text, what, 1, hi, "more is beyond any cluster or training run")
+GpusOption = Annotated[str, typer.Option("--gpus", "-n", help="Devices in the cluster.")]
+GpusPerNodeOption = Annotated[
+    int | None, typer.Option("--gpus-per-node", help="Devices per node (default: catalog).")
+]
+GlobalBatchOption = Annotated[
+    str | None,
+    typer.Option("--global-batch", "-b", help="Sequences per step (default ≈4M tokens)."),
+]
+SeqOption = Annotated[
+    int | None, typer.Option("--seq", "-s", help="Sequence length (default min(max, 4096)).")
+]
+TopOption = Annotated[int, typer.Option("--top", "-k", help="How many plans to show.")]
+FixedOption = Annotated[
+    str | None, typer.Option("--fixed", help="Pin plan fields: d=..,t=..,p=..,b=..,...")
+]
+AttentionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--attention",
+        help="unfused: s×s scores in memory (Megatron-LM kernels); flash: FlashAttention. "
+        "Default: what the model's published run used (catalog), else unfused.",
+    ),
+]
+DropoutOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--dropout/--no-dropout",
+        help="Whether the model trains with dropout. Default: its published run's choice.",
+    ),
+]
+LossOption = Annotated[
+    str,
+    typer.Option(
+        "--loss",
+        help="The cross-entropy kernel, for the logits' memory on the last stage: fp32 "
+        "(Megatron-LM: fp32 softmax and gradient in place, 6 bytes per token per "
+        "vocabulary entry at the peak), eager (PyTorch F.cross_entropy on upcast logits, "
+        "as torchtitan: 12), fused (gradient written over the 16-bit logits: 2).",
+    ),
+]
+NoDpOverlapOption = Annotated[
+    bool,
+    typer.Option("--no-dp-overlap", help="Gradient reduction waits for the whole backward to end."),
+]
+HeadroomOption = Annotated[
+    float, typer.Option("--headroom", help="Share of device memory kept free.")
+]
+MatmulEfficiencyOption = Annotated[
+    float | None,
+    typer.Option("--matmul-efficiency", help="Achieved/peak for training GEMMs, in (0, 1]."),
+]
+IntraBwOption = Annotated[
+    str | None, typer.Option("--intra-bw", help="Intra-node bandwidth per device, one way.")
+]
+InterBwOption = Annotated[
+    str | None, typer.Option("--inter-bw", help="Inter-node bandwidth per device, one way.")
+]
+DtypeOption = Annotated[str, typer.Option("--dtype", help="Training compute dtype.")]
+TokensOption = Annotated[
+    str | None, typer.Option("--tokens", help="Token budget: report time to train it.")
+]
+ScalingOption = Annotated[
+    int, typer.Option("--scaling", help="Also plan at 2N, 4N, ... (this many doublings).")
+]
 
 
 @app.command(help=PLAN_HELP)
 def plan(
     model: ModelArg,
-    gpus: Annotated[str, typer.Option("--gpus", "-n", help="Devices in the cluster.")],
+    gpus: GpusOption,
     spec: SpecOption = None,
     profile: ProfileOption = None,
-    gpus_per_node: Annotated[
-        int | None, typer.Option("--gpus-per-node", help="Devices per node (default: catalog).")
-    ] = None,
-    global_batch: Annotated[
-        str | None,
-        typer.Option("--global-batch", "-b", help="Sequences per step (default ≈4M tokens)."),
-    ] = None,
-    seq: Annotated[
-        int | None, typer.Option("--seq", "-s", help="Sequence length (default min(max, 4096)).")
-    ] = None,
-    top: Annotated[int, typer.Option("--top", "-k", help="How many plans to show.")] = 5,
-    fixed: Annotated[
-        str | None, typer.Option("--fixed", help="Pin plan fields: d=..,t=..,p=..,b=..,...")
-    ] = None,
-    attention: Annotated[
-        str | None,
-        typer.Option(
-            "--attention",
-            help="unfused: s×s scores in memory (Megatron-LM kernels); flash: FlashAttention. "
-            "Default: what the model's published run used (catalog), else unfused.",
-        ),
-    ] = None,
-    dropout: Annotated[
-        bool | None,
-        typer.Option(
-            "--dropout/--no-dropout",
-            help="Whether the model trains with dropout. Default: its published run's choice.",
-        ),
-    ] = None,
-    loss: Annotated[
-        str,
-        typer.Option(
-            "--loss",
-            help="The cross-entropy kernel, for the logits' memory on the last stage: fp32 "
-            "(Megatron-LM: fp32 softmax and gradient in place, 6 bytes per token per "
-            "vocabulary entry at the peak), eager (PyTorch F.cross_entropy on upcast logits, "
-            "as torchtitan: 12), fused (gradient written over the 16-bit logits: 2).",
-        ),
-    ] = "fp32",
-    no_dp_overlap: Annotated[
-        bool,
-        typer.Option(
-            "--no-dp-overlap", help="Gradient reduction waits for the whole backward to end."
-        ),
-    ] = False,
-    headroom: Annotated[
-        float, typer.Option("--headroom", help="Share of device memory kept free.")
-    ] = 0.10,
-    matmul_efficiency: Annotated[
-        float | None,
-        typer.Option("--matmul-efficiency", help="Achieved/peak for training GEMMs, in (0, 1]."),
-    ] = None,
-    intra_bw: Annotated[
-        str | None, typer.Option("--intra-bw", help="Intra-node bandwidth per device, one way.")
-    ] = None,
-    inter_bw: Annotated[
-        str | None, typer.Option("--inter-bw", help="Inter-node bandwidth per device, one way.")
-    ] = None,
-    dtype: Annotated[str, typer.Option("--dtype", help="Training compute dtype.")] = "bf16",
-    tokens: Annotated[
-        str | None, typer.Option("--tokens", help="Token budget: report time to train it.")
-    ] = None,
-    scaling: Annotated[
-        int,
-        typer.Option("--scaling", help="Also plan at 2N, 4N, ... (this many doublings)."),
-    ] = 0,
+    gpus_per_node: GpusPerNodeOption = None,
+    global_batch: GlobalBatchOption = None,
+    seq: SeqOption = None,
+    top: TopOption = 5,
+    fixed: FixedOption = None,
+    attention: AttentionOption = None,
+    dropout: DropoutOption = None,
+    loss: LossOption = "fp32",
+    no_dp_overlap: NoDpOverlapOption = False,
+    headroom: HeadroomOption = 0.10,
+    matmul_efficiency: MatmulEfficiencyOption = None,
+    intra_bw: IntraBwOption = None,
+    inter_bw: InterBwOption = None,
+    dtype: DtypeOption = "bf16",
+    tokens: TokensOption = None,
+    scaling: ScalingOption = 0,
     json_out: JsonOption = False,
 ) -> None:
     from ceiling.api.plan import plan as plan_training
 
-    if not 0 <= scaling <= MAX_DOUBLINGS:
-        raise InvalidInput(
-            f"--scaling must be between 0 and {MAX_DOUBLINGS} doublings, got {scaling}"
-        )
+    # the counts and the doublings are checked (and refused by flag) in the API
     r = plan_training(
-        model, _int(gpus, "--gpus"), spec=spec, profile=profile, gpus_per_node=gpus_per_node,
-        global_batch=_int(global_batch, "--global-batch") if global_batch else None, seq=seq,
-        top=top, fixed=fixed, attention=attention, dropout=dropout, dp_overlap=not no_dp_overlap,
-        headroom=headroom, matmul_efficiency=matmul_efficiency, intra_bw=intra_bw,
-        inter_bw=inter_bw, dtype=dtype, tokens=tokens, scaling=scaling, loss=loss,
+        model, gpus, spec=spec, profile=profile, gpus_per_node=gpus_per_node,
+        global_batch=global_batch, seq=seq, top=top, fixed=fixed, attention=attention,
+        dropout=dropout, dp_overlap=not no_dp_overlap, headroom=headroom,
+        matmul_efficiency=matmul_efficiency, intra_bw=intra_bw, inter_bw=inter_bw, dtype=dtype,
+        tokens=tokens, scaling=scaling, loss=loss,
     )  # fmt: skip
     if json_out:
         emit_json(r.to_dict())
@@ -167,20 +170,29 @@ def plan(
 
 def _render(cfg, job, cluster, result, rows, assumptions) -> None:
     c = console()
+    for line in _context_lines(cfg, job, cluster, result, assumptions):
+        c.print(line)
+    c.print(_plans_table(result))
+    for i, why in enumerate(result.why[1:], 2):
+        c.print(f"#{i} vs #1: {why}")
+    for line in _best_lines(job, result.plans[0]):
+        c.print(line)
+    if rows:
+        _render_scaling(c, rows)
+
+
+def _context_lines(cfg, job, cluster, result, assumptions) -> list[str]:
+    """The model and job, the cluster, and what was assumed about them."""
     dev = cluster.device
-    c.print(
+    return [
         f"{cfg.name}: {cfg.params_total / 1e9:.1f}B parameters; global batch {job.global_batch} "
-        f"× {job.seq_len} tokens = {job.global_batch * job.seq_len / 1e6:.2f}M tokens per step"
-    )
-    c.print(
+        f"× {job.seq_len} tokens = {job.global_batch * job.seq_len / 1e6:.2f}M tokens per step",
         f"cluster: {cluster.devices} × {dev.name} ({cluster.device_source}) = "
         f"{cluster.nodes} node(s) of "
         f"{cluster.devices_per_node}; {cluster.dtype} peak {cluster.peak_flops_per_s / 1e12:.0f} "
         f"TFLOP/s dense; links {cluster.intra_node_bandwidth_bytes_per_s / 1e9:.0f} GB/s inside "
         f"a node, {cluster.inter_node_bandwidth_bytes_per_s / 1e9:.1f} GB/s per device between "
-        "nodes (one way)"
-    )
-    c.print(
+        "nodes (one way)",
         f"assumed: matmul efficiency {cluster.matmul_efficiency:.2f} "
         f"({cluster.efficiency_source}), {job.attention} attention, "
         f"{'with' if job.dropout else 'no'} dropout, {job.headroom:.0%} memory headroom"
@@ -194,8 +206,11 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
             f"({cluster.fp8_efficiency_source})"
             if any(r.plan.fp8 != "off" for r in result.plans)
             else ""
-        )
-    )
+        ),
+    ]
+
+
+def _plans_table(result):
     short = {"none": "none", "selective": "sel", "full": "full"}  # others as they are
     cols = ["#", "d×t×p", "v", "b/m", "memory saving", "GiB", "step", "MFU", "TF/s"]
     body = []
@@ -221,37 +236,38 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
                 f"{r.hw_tflops_per_device:.0f}",
             ]
         )
-    c.print(
-        table(
-            f"{result.fitting} of {result.evaluated} valid plans fit; fastest per d×t×p×cp",
-            cols,
-            body,
-            caption="b/m: micro-batch / micro-batches per step; memory saving: ZeRO stage, "
-            "recomputation, sequence parallelism; GiB per device; TF/s: hardware TFLOP/s per "
-            "device, recomputation counted",
-        )
+    return table(
+        f"{result.fitting} of {result.evaluated} valid plans fit; fastest per d×t×p×cp",
+        cols,
+        body,
+        caption="b/m: micro-batch / micro-batches per step; memory saving: ZeRO stage, "
+        "recomputation, sequence parallelism; GiB per device; TF/s: hardware TFLOP/s per "
+        "device, recomputation counted",
     )
-    for i, why in enumerate(result.why[1:], 2):
-        c.print(f"#{i} vs #1: {why}")
-    best = result.plans[0]
+
+
+def _best_lines(job, best) -> list[str]:
+    """Where the best plan's step time and memory go, and what it delivers."""
     parts = ", ".join(
         f"{k.removesuffix('_s').replace('_', ' ')} {v / best.step_time_s:.0%}"
         for k, v in best.time.items()
         if v / best.step_time_s >= 0.005
     )
-    c.print(f"best plan: {best.plan.describe()}")
-    c.print(f"best step {format_time(best.step_time_s)}: {parts}")
+    lines = [
+        f"best plan: {best.plan.describe()}",
+        f"best step {format_time(best.step_time_s)}: {parts}",
+    ]
     hidden = ", ".join(f"{k.upper()} {format_time(v)}" for k, v in best.hidden.items() if v >= 1e-4)
     if hidden:
-        c.print(f"communication hidden behind compute (not in the step): {hidden}")
-    c.print(_memory_line(best))
+        lines.append(f"communication hidden behind compute (not in the step): {hidden}")
+    lines.append(_memory_line(best))
     if best.recompute_s > 0:
-        c.print(
+        lines.append(
             f"recompute={best.plan.recompute}: rebuilding activations takes "
             f"{format_time(best.recompute_s)} of the step (inside the parts above); kept: "
             f"{best.recompute_detail['kept']}; rebuilt: {best.recompute_detail['rebuilt']}"
         )
-    c.print(
+    lines.append(
         f"best: {best.tokens_per_s:,.0f} tokens/s; MFU {format_percent(best.mfu)}, "
         f"HFU {format_percent(best.hfu)}, {best.hw_tflops_per_device:.0f} TFLOP/s per device"
         + (
@@ -261,10 +277,7 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
             else ""
         )
     )
-    for note in best.notes:
-        c.print(f"note: {note}")
-    if rows:
-        _render_scaling(c, rows)
+    return lines + [f"note: {note}" for note in best.notes]
 
 
 def _memory_line(best) -> str:

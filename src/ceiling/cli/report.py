@@ -96,7 +96,7 @@ def report(
     from ceiling.cli.app import require_torch
 
     require_torch()  # every measured section needs it: refuse before any section runs
-    from ceiling.cli.plan import MAX_DEVICES, MAX_GLOBAL_BATCH
+    from ceiling.api.plan import MAX_DEVICES, MAX_GLOBAL_BATCH
     from ceiling.report.build import check_options, choose_sections
     from ceiling.report.work import ReportOptions
 
