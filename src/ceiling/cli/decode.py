@@ -102,59 +102,67 @@ def _header(c, cfg: TransformerConfig, source: str, fit: tuple[int, int | None])
     return lines
 
 
+ModelArg = Annotated[
+    str, typer.Argument(help="Catalog name, gpt:small, custom:KEY=VALUE,... or hf:PATH.")
+]
+BatchOption = Annotated[
+    list[str] | None,
+    typer.Option("--batch", help=f"Batch sizes, {LIST_HELP} (default 1,8,64,256)."),
+]
+ContextOption = Annotated[
+    str | None,
+    typer.Option(
+        "--context",
+        help="Tokens already in each KV cache (default 0: weights only, like published batch-1 "
+        f"figures; the largest batch that fits is then given at context {FIT_CONTEXT}, or "
+        "the model's maximum when shorter).",
+        show_default=False,
+    ),
+]
+PromptOption = Annotated[
+    str | None,
+    typer.Option("--prompt", help="Prompt tokens for time to first token (default: context)."),
+]
+WeightsOption = Annotated[
+    str | None,
+    typer.Option("--weights", help="Weight dtype: fp32 fp16 bf16 fp8 int8 int4 (default bf16)."),
+]
+KvDtypeOption = Annotated[
+    str | None,
+    typer.Option("--kv-dtype", help="KV cache dtype (default: the activation dtype)."),
+]
+ActivationsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--activations", help="Activation dtype for int8/int4/fp8 weights: bf16 fp16 fp32."
+    ),
+]
+TpOption = Annotated[
+    int, typer.Option("--tp", help="Tensor-parallel degree (devices per replica).")
+]
+MeasureOption = Annotated[
+    bool, typer.Option("--measure", help="Time real decode steps here beside the ceiling.")
+]
+DeviceOption = Annotated[
+    str | None,
+    typer.Option("--device", help="With --measure: cpu or cuda[:N] (default: cuda if present)."),
+]
+
+
 @app.command(help=DECODE_HELP)
 def decode(
-    model: Annotated[
-        str, typer.Argument(help="Catalog name, gpt:small, custom:KEY=VALUE,... or hf:PATH.")
-    ],
+    model: ModelArg,
     spec: SpecOption = None,
     profile: ProfileOption = None,
-    batch: Annotated[
-        list[str] | None,
-        typer.Option("--batch", help=f"Batch sizes, {LIST_HELP} (default 1,8,64,256)."),
-    ] = None,
-    context: Annotated[
-        str | None,
-        typer.Option(
-            "--context",
-            help="Tokens already in each KV cache (default 0: weights only, like published batch-1 "
-            f"figures; the largest batch that fits is then given at context {FIT_CONTEXT}, or "
-            "the model's maximum when shorter).",
-            show_default=False,
-        ),
-    ] = None,
-    prompt: Annotated[
-        str | None,
-        typer.Option("--prompt", help="Prompt tokens for time to first token (default: context)."),
-    ] = None,
-    weights: Annotated[
-        str | None,
-        typer.Option(
-            "--weights", help="Weight dtype: fp32 fp16 bf16 fp8 int8 int4 (default bf16)."
-        ),
-    ] = None,
-    kv_dtype: Annotated[
-        str | None,
-        typer.Option("--kv-dtype", help="KV cache dtype (default: the activation dtype)."),
-    ] = None,
-    activations: Annotated[
-        str | None,
-        typer.Option(
-            "--activations", help="Activation dtype for int8/int4/fp8 weights: bf16 fp16 fp32."
-        ),
-    ] = None,
-    tp: Annotated[
-        int, typer.Option("--tp", help="Tensor-parallel degree (devices per replica).")
-    ] = 1,
-    measure: Annotated[
-        bool, typer.Option("--measure", help="Time real decode steps here beside the ceiling.")
-    ] = False,
-    device: Annotated[
-        str | None,
-        typer.Option(
-            "--device", help="With --measure: cpu or cuda[:N] (default: cuda if present)."
-        ),
-    ] = None,
+    batch: BatchOption = None,
+    context: ContextOption = None,
+    prompt: PromptOption = None,
+    weights: WeightsOption = None,
+    kv_dtype: KvDtypeOption = None,
+    activations: ActivationsOption = None,
+    tp: TpOption = 1,
+    measure: MeasureOption = False,
+    device: DeviceOption = None,
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
@@ -173,26 +181,30 @@ def decode(
         model, spec=spec, profile=profile, batch=batches, context=ctx, prompt=prompt_tokens,
         weights=weights, kv_dtype=kv_dtype, activations=activations, tp=tp,
     )  # fmt: skip
-    cfg, c = result.model, result.ceiling
-    fit = (result.max_batch_context, result.max_batch)
+    if _saved_or_emitted(result, plot, json_out):
+        return
+    c, fit = result.ceiling, (result.max_batch_context, result.max_batch)
+    con = console()
+    for line in _header(c, result.model, result.device_source, fit):
+        con.print(line)
+    # A 1-token "prompt" (context 0, no --prompt) is one decode step, not a prefill: no column.
+    con.print(_rows_table(c, ttft=prompt_tokens is not None or c.prompt_tokens > 1))
+    con.print(table(*expected_report.expected_table(result.expected, result.costs), compact=True))
+    for note in c.notes:
+        con.print(f"note: {note}")
+    if plot:
+        con.print(f"figure: {plot}")
+
+
+def _saved_or_emitted(result, plot, json_out: bool) -> bool:
+    """Save the figure when asked; True when the JSON was written (nothing else to show)."""
     if plot is not None:
         from ceiling.report.plots import save
 
         save(result.figure(), plot)
     if json_out:
         emit_json({**result.to_dict(), "plot": str(plot) if plot else None})
-        return
-    expected_rows, costs = result.expected, result.costs
-    con = console()
-    for line in _header(c, cfg, result.device_source, fit):
-        con.print(line)
-    # A 1-token "prompt" (context 0, no --prompt) is one decode step, not a prefill: no column.
-    con.print(_rows_table(c, ttft=prompt_tokens is not None or c.prompt_tokens > 1))
-    con.print(table(*expected_report.expected_table(expected_rows, costs), compact=True))
-    for note in c.notes:
-        con.print(f"note: {note}")
-    if plot:
-        con.print(f"figure: {plot}")
+    return json_out
 
 
 def _rows_table(c, ttft: bool):
@@ -236,12 +248,7 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
             on_batch=lambda _b: progress.advance(task),
         )  # fmt: skip
     run, cmp, c = result.run, result.comparison, result.ceiling
-    if plot is not None:
-        from ceiling.report.plots import save
-
-        save(result.figure(), plot)
-    if json_out:
-        emit_json({**result.to_dict(), "plot": str(plot) if plot else None})
+    if _saved_or_emitted(result, plot, json_out):
         return
     con = console()
     con.print(
