@@ -17,6 +17,7 @@ from ceiling.cli.output import (
     PlotOption,
     console,
     emit_json,
+    figure_and_json,
     joined,
     table,
 )
@@ -181,7 +182,7 @@ def decode(
         model, spec=spec, profile=profile, batch=batches, context=ctx, prompt=prompt_tokens,
         weights=weights, kv_dtype=kv_dtype, activations=activations, tp=tp,
     )  # fmt: skip
-    if _saved_or_emitted(result, plot, json_out):
+    if figure_and_json(result, plot, json_out):
         return
     c, fit = result.ceiling, (result.max_batch_context, result.max_batch)
     con = console()
@@ -194,17 +195,6 @@ def decode(
         con.print(f"note: {note}")
     if plot:
         con.print(f"figure: {plot}")
-
-
-def _saved_or_emitted(result, plot, json_out: bool) -> bool:
-    """Save the figure when asked; True when the JSON was written (nothing else to show)."""
-    if plot is not None:
-        from ceiling.report.plots import save
-
-        save(result.figure(), plot)
-    if json_out:
-        emit_json({**result.to_dict(), "plot": str(plot) if plot else None})
-    return json_out
 
 
 def _rows_table(c, ttft: bool):
@@ -248,7 +238,7 @@ def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> Non
             on_batch=lambda _b: progress.advance(task),
         )  # fmt: skip
     run, cmp, c = result.run, result.comparison, result.ceiling
-    if _saved_or_emitted(result, plot, json_out):
+    if figure_and_json(result, plot, json_out):
         return
     con = console()
     con.print(

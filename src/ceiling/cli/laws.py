@@ -13,7 +13,7 @@ from ceiling.cli.output import (
     PlotOption,
     comma_list,
     console,
-    emit_json,
+    figure_and_json,
     table,
 )
 from ceiling.units import parse_count
@@ -73,12 +73,7 @@ def amdahl(
 
     r = amdahl_law(fractions(parallel, serial, fraction, CLI_WAYS)[0], ns=_ns(n))
     p, ceiling = r.p, r.ceiling
-    if plot is not None:
-        from ceiling.report import plots
-
-        plots.save(r.figure(), plot)
-    if json_out:
-        emit_json({**r.to_dict(), "plot": str(plot) if plot else None})
+    if figure_and_json(r, plot, json_out):
         return
     c = console()
     c.print(
@@ -119,12 +114,7 @@ def gustafson(
 
     r = gustafson_law(serial=fractions(parallel, serial, fraction, CLI_WAYS)[1], ns=_ns(n))
     parallel_share, alpha = r.p, r.alpha
-    if plot is not None:
-        from ceiling.report import plots
-
-        plots.save(r.figure(), plot)
-    if json_out:
-        emit_json({**r.to_dict(), "plot": str(plot) if plot else None})
+    if figure_and_json(r, plot, json_out):
         return
     c = console()
     c.print(

@@ -57,6 +57,18 @@ def emit_json(obj: Any) -> None:
     sys.stdout.write("\n")
 
 
+def figure_and_json(result: Any, plot: Path | None, json_out: bool) -> bool:
+    """Write the result's figure to --plot when asked, and its JSON (naming the figure) on
+    --json; True when the JSON was written and nothing else is to be shown."""
+    if plot is not None:
+        from ceiling.report import plots
+
+        plots.save(result.figure(), plot)
+    if json_out:
+        emit_json({**result.to_dict(), "plot": str(plot) if plot else None})
+    return json_out
+
+
 def console():
     """The terminal: no markup (a user's "[red]" is text) and no control characters (a
     user's escape sequence is shown, not obeyed) in anything printed as a string."""

@@ -14,7 +14,7 @@ from ceiling.cli.output import (
     PlotOption,
     comma_list,
     console,
-    emit_json,
+    figure_and_json,
     table,
 )
 from ceiling.units import (
@@ -98,12 +98,7 @@ def roofline(
     from ceiling.api.roofline import roofline as place_ops
 
     result = place_ops(op_list(op), dtype=dtype, spec=spec, profile=profile, measure=measure)
-    if plot is not None:
-        from ceiling.report import plots
-
-        plots.save(result.figure(), plot)
-    if json_out:
-        emit_json({**result.to_dict(), "plot": str(plot) if plot else None})
+    if figure_and_json(result, plot, json_out):
         return
     _render(result.roofs, result.ops, result.dtype, result.ridge_flops_per_byte, measure, plot)
 
