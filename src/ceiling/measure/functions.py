@@ -12,6 +12,7 @@ aten op names as the recorder names them (`gelu[tanh]`: gelu with approximate="t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ceiling.measure.timer import benchmark
@@ -51,21 +52,42 @@ class FunctionTimes:
     best_s: dict[str, float]  # per function, for `elements` elements
 
 
-MIN_SAMPLES = 25  # a parallel op stalls when a worker thread is descheduled: take the
-# best of enough calls that some ran undisturbed on a shared machine
+ROUNDS = 4  # each function is timed in turns with the others, so a burst of load on a
+# shared machine (a worker thread descheduled: a call stalls for a scheduler slice) spoils
+# one turn of every function rather than every call of one
+MIN_SAMPLES = 3  # per turn
+MAX_SAMPLES = 10  # per turn: more calls in a row add no undisturbed turn, only stalls
+QUICK_BUDGET_MS = 4.0  # per function, what a profile without a machine profile spends
+FULL_SAMPLES = (10, 10_000)  # `ceiling bench` in full: per turn, as many as its budget holds
 
 
-def time_functions(device: str = "cpu", budget_ms: float = 20.0) -> FunctionTimes:
-    """Best seconds of each function over ELEMENTS fp32 elements (a ROWS × COLS block)."""
+def time_functions(
+    device: str = "cpu",
+    budget_ms: float = 20.0,
+    min_samples: int = MIN_SAMPLES,
+    max_samples: int = MAX_SAMPLES,
+    rounds: int = ROUNDS,
+) -> FunctionTimes:
+    """Best seconds of each function over ELEMENTS fp32 elements (a ROWS × COLS block),
+    over `rounds` turns of all functions, each turn a share of `budget_ms` per function."""
     import torch
 
     gen = torch.Generator(device="cpu").manual_seed(0)
     x = torch.randn(ROWS, COLS, generator=gen).to(device)
     g = torch.randn(ROWS, COLS, generator=gen).to(device)
     a = x.abs() + 0.5  # positive: log, sqrt and rsqrt of real numbers
-    best = {}
-    for name, fn in _functions(x, g, a).items():
-        times = benchmark(fn, device=device, warmup_ms=1.0, budget_ms=budget_ms,
-                          min_samples=MIN_SAMPLES, flush=None)  # fmt: skip
-        best[name] = min(times)
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for name, fn in _functions(x, g, a).items():
+            times = benchmark(fn, device=device, warmup_ms=0.0, budget_ms=budget_ms / rounds,
+                              min_samples=min_samples, max_samples=max_samples,
+                              flush=None)  # fmt: skip
+            best[name] = min(min(times), best.get(name, math.inf))
     return FunctionTimes(ELEMENTS, best)
+
+
+def quick_function_times(device: str = "cpu") -> FunctionTimes:
+    """time_functions at the quick budget, measured once per process, device and threads."""
+    from ceiling.measure.once import measured_once
+
+    return measured_once("functions", device, lambda: time_functions(device, QUICK_BUDGET_MS))

@@ -9,8 +9,13 @@ from typing import Any
 
 from ceiling.errors import WrongResult
 from ceiling.measure import machine
-from ceiling.measure.first_touch import FirstTouchSamples, time_first_touch
-from ceiling.measure.functions import FunctionTimes, time_functions
+from ceiling.measure.first_touch import FirstTouchSamples, quick_first_touch, time_first_touch
+from ceiling.measure.functions import (
+    FULL_SAMPLES,
+    FunctionTimes,
+    quick_function_times,
+    time_functions,
+)
 from ceiling.measure.stats import summarize
 from ceiling.measure.timer import HostTimer, benchmark, device_sync
 
@@ -245,8 +250,11 @@ def run_overhead(
         notes.append("GPU-vs-CPU crossover needs a GPU; skipped")
     if not math.isfinite(loop_s / vec_s):
         raise WrongResult("vectorized time was zero")
-    first_touch = time_first_touch(device, budget_ms=budget_ms / 5)
-    functions = time_functions(device, budget_ms=budget_ms / 10)
+    if quick:  # the figures a profile measures without a machine profile: taken once
+        first_touch, functions = quick_first_touch(device), quick_function_times(device)
+    else:
+        first_touch = time_first_touch(device, budget_ms=budget_ms / 5)
+        functions = time_functions(device, budget_ms / 10, *FULL_SAMPLES)
     return OverheadResult(
         device=device,
         tiny_op_s=tiny_med,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ceiling.errors import CeilingError
+from ceiling.measure.once import measured_once
 from ceiling.measure.timer import benchmark
 
 CACHE_SHARE = 0.25  # a buffer this share of the cache stays resident between passes
@@ -50,8 +51,9 @@ def _profiled_per_op_s(device: str, profile: str | Path | None) -> float | None:
 
 
 def first_touch_cost(device: str, profile=None):
-    """model.first_touch.FirstTouch: from the machine profile's raw times, else measured."""
-    from ceiling.measure.first_touch import time_first_touch
+    """model.first_touch.FirstTouch: from the machine profile's raw times, else measured
+    (once per process, device and thread count)."""
+    from ceiling.measure.first_touch import quick_first_touch
     from ceiling.model.first_touch import fit
 
     saved = _profiled_overhead(device, profile).get("first_touch")
@@ -59,16 +61,23 @@ def first_touch_cost(device: str, profile=None):
         return fit(saved["sizes_bytes"], saved["fresh_s"], saved["reused_s"],
                    saved.get("fresh_faults"))  # fmt: skip
     except (CeilingError, KeyError, TypeError, AttributeError):
-        t = time_first_touch(device, budget_ms=QUICK_BUDGET_MS / 6)
+        t = quick_first_touch(device)
         return fit(t.sizes_bytes, t.fresh_s, t.reused_s, t.fresh_faults)
 
 
 def quick_cache_bandwidth(device: str, cache_bytes: float | None) -> float | None:
-    """Best bytes/s of summing a buffer a quarter of the last-level cache (read-only, hot)."""
-    import torch
-
+    """Best bytes/s of summing a buffer a quarter of the last-level cache (read-only, hot),
+    measured once per process, device, thread count and cache size."""
     if not cache_bytes:
         return None
+    return measured_once(
+        "cache_bandwidth", device, lambda: _time_cache_bandwidth(device, cache_bytes), cache_bytes
+    )
+
+
+def _time_cache_bandwidth(device: str, cache_bytes: float) -> float:
+    import torch
+
     n = max(int(cache_bytes * CACHE_SHARE) // 4, 1024)
     x = torch.ones(n, dtype=torch.float32, device=device)
     times = benchmark(
@@ -78,6 +87,11 @@ def quick_cache_bandwidth(device: str, cache_bytes: float | None) -> float | Non
 
 
 AUTOGRAD_CHAIN = 100  # tiny ops per timed chain (each adds one op to the backward pass)
+
+
+def quick_autograd_op(device: str) -> float:
+    """time_autograd_op at the quick budget, measured once per process, device and threads."""
+    return measured_once("autograd_op", device, lambda: time_autograd_op(device))
 
 
 def time_autograd_op(device: str, budget_ms: float = QUICK_BUDGET_MS) -> float:
@@ -100,14 +114,14 @@ def time_autograd_op(device: str, budget_ms: float = QUICK_BUDGET_MS) -> float:
 
 def function_costs(device: str, profile=None) -> dict[str, float]:
     """Seconds per element of each function of measure.functions: from the machine
-    profile's raw times, else measured quickly."""
-    from ceiling.measure.functions import time_functions
+    profile's raw times, else measured quickly (once per process, device and threads)."""
+    from ceiling.measure.functions import quick_function_times
 
     saved = _profiled_overhead(device, profile).get("functions")
     try:
         n, best = float(saved["elements"]), dict(saved["best_s"])
     except (KeyError, TypeError, ValueError):
-        t = time_functions(device, budget_ms=QUICK_BUDGET_MS / 3)
+        t = quick_function_times(device)
         n, best = t.elements, t.best_s
     return {k: float(v) / n for k, v in best.items() if isinstance(v, (int, float)) and v > 0}
 
@@ -120,13 +134,17 @@ def local_roofs(
     from ceiling.measure.overhead import time_tiny_op
 
     if train:
-        per_op = time_autograd_op(device)
+        per_op = quick_autograd_op(device)
         source = "a quick tiny-op measurement with autograd (forward and backward ops)"
     else:
         per_op = _profiled_per_op_s(device, profile)
         source = "machine profile (`ceiling bench overhead`)"
     if per_op is None:
-        per_op, _best = time_tiny_op(device, warmup_ms=10.0, budget_ms=QUICK_BUDGET_MS)
+        per_op, _best = measured_once(
+            "tiny_op",
+            device,
+            lambda: time_tiny_op(device, warmup_ms=10.0, budget_ms=QUICK_BUDGET_MS),
+        )
         source = "a quick tiny-op measurement (`ceiling bench overhead` measures it properly)"
     touch = first_touch_cost(device, profile)
     return LocalRoofs(per_op, source, cache_bytes, quick_cache_bandwidth(device, cache_bytes),

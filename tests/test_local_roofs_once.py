@@ -1,0 +1,93 @@
+"""Local roofs are measured once per process, device and thread count, or read from the
+machine profile: counted with fake measurements, so nothing here depends on the machine."""
+
+from __future__ import annotations
+
+import pytest
+
+from ceiling.measure import first_touch, functions, once, roofs
+from ceiling.measure.first_touch import FirstTouchSamples
+from ceiling.measure.functions import FunctionTimes
+
+MiB = 2**20
+NO_PROFILE = "/nonexistent/ceiling-profile.json"
+
+
+@pytest.fixture(autouse=True)
+def fresh_process():
+    once.forget()
+    yield
+    once.forget()
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Fake first-touch and function timings that count their calls."""
+    calls = {"functions": 0, "first_touch": 0}
+
+    def fake_functions(device="cpu", budget_ms=20.0, *samples):
+        calls["functions"] += 1
+        return FunctionTimes(1000, {"exp": 2e-6, "tanh": 8e-6})
+
+    def fake_first_touch(device="cpu", sizes=(), budget_ms=40.0, warmup_ms=5.0):
+        calls["first_touch"] += 1
+        sizes = [16 * MiB, 32 * MiB, 64 * MiB]
+        return FirstTouchSamples(sizes, [1e-3, 4e-3, 8e-3], [1e-3, 2e-3, 4e-3], [0, 512, 1024])
+
+    monkeypatch.setattr(functions, "time_functions", fake_functions)
+    monkeypatch.setattr(first_touch, "time_first_touch", fake_first_touch)
+    return calls
+
+
+def test_a_second_call_takes_the_figure_already_measured(counted):
+    first = roofs.function_costs("cpu", NO_PROFILE)
+    again = roofs.function_costs("cpu", NO_PROFILE)
+    assert counted["functions"] == 1
+    assert first == again == pytest.approx({"exp": 2e-9, "tanh": 8e-9})
+    touch = roofs.first_touch_cost("cpu", NO_PROFILE)
+    assert roofs.first_touch_cost("cpu", NO_PROFILE) == touch
+    assert counted["first_touch"] == 1
+    assert touch.from_bytes == 32 * MiB and touch.s_per_byte == pytest.approx(2e-3 / (32 * MiB))
+
+
+def test_another_device_or_thread_count_is_measured_again(counted, monkeypatch):
+    roofs.function_costs("cpu", NO_PROFILE)
+    roofs.function_costs("cuda:0", NO_PROFILE)
+    assert counted["functions"] == 2
+    monkeypatch.setattr(once, "thread_count", lambda: 64)
+    roofs.function_costs("cpu", NO_PROFILE)
+    roofs.function_costs("cpu", NO_PROFILE)
+    assert counted["functions"] == 3
+    once.forget()
+    roofs.function_costs("cpu", NO_PROFILE)
+    assert counted["functions"] == 4
+
+
+def test_a_machine_profile_with_the_figures_is_read_not_measured(counted, monkeypatch):
+    saved = {
+        "functions": {"elements": 100, "best_s": {"gelu": 3e-7}},
+        "first_touch": {
+            "sizes_bytes": [16 * MiB, 64 * MiB],
+            "fresh_s": [1e-3, 9e-3],
+            "reused_s": [1e-3, 1e-3],
+        },
+    }
+    monkeypatch.setattr(roofs, "_profiled_overhead", lambda device, profile: saved)
+    assert roofs.function_costs("cpu") == pytest.approx({"gelu": 3e-9})
+    assert roofs.first_touch_cost("cpu").from_bytes == 64 * MiB
+    assert counted == {"functions": 0, "first_touch": 0}
+
+
+def test_measured_once_keys_on_what_else_the_figure_depends_on():
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return len(calls)
+
+    assert once.measured_once("x", "cpu", measure, 1024) == 1
+    assert once.measured_once("x", "cpu", measure, 1024) == 1
+    assert once.measured_once("x", "cpu", measure, 2048) == 2
+    once.remember("x", "cpu", 7, 4096)
+    assert once.measured_once("x", "cpu", measure, 4096) == 7
+    assert len(calls) == 2
