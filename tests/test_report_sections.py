@@ -107,6 +107,11 @@ def test_amdahl_and_planner_need_no_measurement(cli, tmp_path, profile_file):
     best = plan["key_figures"]["best_plan"]
     assert best["d"] * best["t"] * best["p"] * best.get("cp", 1) == 256
     assert best["t"] <= 8  # tensor parallelism stays inside an 8-GPU node
+    # the best plan's time parts sum to its step; its text says where time and memory go
+    assert sum(best["time_breakdown_s"].values()) == pytest.approx(best["step_time_s"])
+    assert set(best["hidden_comm_s"]) == {"tp", "cp", "dp"}
+    (said,) = [t for t in plan["text"] if t.startswith("Best plan:")]
+    assert "communication exposed" in said and "GiB usable" in said
     pipe = plan["key_figures"]["pipeline"]
     # uniform stages: the simulated bubble is exactly the closed form
     assert pipe["bubble_1f1b"] == pytest.approx(pipe["formula_1f1b"])
@@ -235,3 +240,38 @@ def test_decode_serving_batch_is_what_fits_or_the_crossover_whichever_binds():
     assert t["bound_by"] == "compute" and t["batch"] == t["crossover_batch"] < t["max_batch"]
     # a context longer than the model holds: no batch (the section sizes at max_seq)
     assert serving_batch(decode, cfg, h100, setup, 10**6)["max_batch"] == 0
+
+
+def test_planner_text_shows_stages_recompute_fp8_and_the_heaviest_stage():
+    from ceiling.hardware.catalog import get_spec
+    from ceiling.model import cluster as cluster_mod
+    from ceiling.model import parallel
+    from ceiling.model.transformer import parse_model
+    from ceiling.report.sections.planner import best_plan_text
+
+    job = parallel.Job(parse_model("llama-3-70b"), 128, 8192, attention="flash", dropout=False)
+    cluster = cluster_mod.make_cluster(get_spec("h100-sxm"), 64)
+    plan = parallel.Plan(d=1, t=4, p=8, cp=2, v=2, zero=1, recompute="layers:2", fp8="linear",
+                         first_stage_layers=9, last_stage_layers=9)  # fmt: skip
+    r = parallel.evaluate_plan(job, cluster, plan)
+    text = best_plan_text(r, cluster)
+    step = r.step_time_s
+    # 80 layers: 9 on the first and last stage, (80 - 18) / 6 = 10.33 -> 10 or 11 between
+    assert text.startswith(f"Best plan: stages of 9,{r.stages['layers'][1]}…")
+    assert (
+        f"recompute=layers:2 rebuilds the forward of 2 layers of each stage "
+        f"({r.recompute_s / step:.0%} of the step)" in text
+    )
+    assert f"16-bit matmuls {r.time['matmul_s'] / step:.0%}" in text
+    assert f"FP8 GEMMs {r.time['fp8_matmul_s'] / step:.0%}, FP8 casts" in text
+    assert (
+        f"at {cluster.fp8_efficiency:.2f} of the FP8 peak ({cluster.fp8_efficiency_source})" in text
+    )
+    comm = sum(r.time[k] for k in ("dp_exposed_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "p2p_s"))
+    assert f"communication exposed {comm / step:.0%}" in text
+    assert f"hidden CP {r.hidden['cp'] / step:.0%}" in text
+    where = r.stages["heaviest_memory"]
+    assert (
+        f"Memory of the {where} stage ({r.usable_bytes_per_device / 2**30:.1f} GiB usable)" in text
+    )
+    assert f"FP8 copies {r.memory['fp8_weight_bytes'] / 2**30:.1f} GiB" in text

@@ -59,12 +59,13 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     out.key_figures["global_batch"] = batch
     out.key("evaluated_plans", res.evaluated)
     out.key("fitting_plans", res.fitting)
-    out.key_figures["best_plan"] = _plan_dict(best)
+    out.key_figures["best_plan"] = {**_plan_dict(best), **_breakdowns(best, cluster)}
     out.key("best_mfu", best.mfu, "predicted MFU", units.format_percent(best.mfu), "modelled",
             PLANNER.short())  # fmt: skip
     out.key("best_step_time_s", best.step_time_s, "predicted step",
             units.format_time(best.step_time_s), "modelled", PLANNER.short())  # fmt: skip
-    _plans_table(out, res, gpus, spec, cluster)
+    _plans_table(out, res, cluster)
+    out.text(best_plan_text(best, cluster))
     out.note(
         f"modelled: matmuls at {cluster.matmul_efficiency:.2f} of the dense bf16 peak "
         f"({cluster.efficiency_source}); MFU counts model FLOPs (6N + attention); "
@@ -86,8 +87,10 @@ def _short(name: str) -> str:
 
 
 def layout(plan: dict) -> str:
-    """`8×2×4` with `cp 4` and `v 2` when those axes are used (plan JSON in, text out)."""
+    """`8×2×4` with `cp 4`, `v 2` and `fp8 linear` when used (plan JSON in, text out)."""
     extra = [f"{k} {plan[k]}" for k in ("cp", "ep", "v") if plan.get(k, 1) > 1]
+    if plan.get("fp8", "off") != "off":
+        extra.append(f"fp8 {plan['fp8']}")
     return f"{plan['d']}×{plan['t']}×{plan['p']}" + "".join(f", {e}" for e in extra)
 
 
@@ -100,7 +103,7 @@ def _why(why: str | None) -> str:
     return f"{head}; {rest.split(':')[0]}" if rest else head
 
 
-def _plans_table(out: SectionOutput, res, gpus: int, spec, cluster) -> None:
+def _plans_table(out: SectionOutput, res, cluster) -> None:
     rows = []
     for r, why in zip(res.plans, res.why, strict=True):
         p = r.plan
@@ -119,13 +122,106 @@ def _plans_table(out: SectionOutput, res, gpus: int, spec, cluster) -> None:
         {**_plan_dict(r), "why": why} for r, why in zip(res.plans, res.why, strict=True)
     ]
     out.table(
-        f"Best of {res.fitting:,} fitting plans ({res.evaluated:,} evaluated) on {gpus} × "
-        f"{_short(spec.name)}, {cluster.nodes} nodes of {cluster.devices_per_node} (modelled)",
+        f"Best of {res.fitting:,} fitting plans ({res.evaluated:,} evaluated) on "
+        f"{cluster.nodes} nodes of {cluster.devices_per_node} (modelled)",
         ["d × t × p", "micro-batch", "ZeRO, recompute", "memory per GPU", "step", "MFU",
          "why it loses"],
         rows,
         modelled=range(7),
     )  # fmt: skip
+
+
+# the parts of a step, in the words the page uses; communication: what overlap leaves exposed
+COMPUTE_PARTS = {
+    "matmul_s": "matmuls",
+    "fp8_matmul_s": "FP8 GEMMs",
+    "fp8_cast_s": "FP8 casts",
+    "attention_s": "attention",
+    "elementwise_s": "elementwise",
+    "eager_kernels_s": "eager kernels",
+    "optimizer_s": "optimizer",
+    "bubble_s": "bubble",
+    "straggler_s": "stragglers",
+}
+COMM_PARTS = {"dp_exposed_s": "DP", "tp_comm_s": "TP", "cp_comm_s": "CP", "ep_comm_s": "EP",
+              "p2p_s": "p2p"}  # fmt: skip
+SHOWN_SHARE = 0.005  # a part under this share of the step is left to the JSON
+
+
+def best_plan_text(best, cluster) -> str:
+    """What the best plan does with its step and its memory, in three sentences: stages
+    and recomputation, the time split with communication exposed and hidden (and FP8's
+    efficiency where FP8 runs), the heaviest stage's memory."""
+    pl, step = best.plan, best.step_time_s
+
+    def shares(items) -> list[str]:
+        return [f"{name} {v / step:.0%}" for name, v in items if v / step >= SHOWN_SHARE]
+
+    first, mid, last = best.stages.get("layers", (0, 0, 0))
+    if pl.p == 1:
+        head = "Best plan: no pipeline"
+    elif first == mid == last:
+        head = f"Best plan: {mid} layers per stage"
+    else:  # uneven: the first, the middle and the last stage
+        middle = {2: "", 3: f"{mid},"}.get(pl.p, f"{mid}…{mid},")
+        head = f"Best plan: stages of {first},{middle}{last} layers"
+    if best.recompute_s > 0:
+        head += (
+            f"; recompute={pl.recompute} rebuilds {best.recompute_detail['rebuilt']} "
+            f"({best.recompute_s / step:.0%} of the step)"
+        )
+    names = {**COMPUTE_PARTS, "matmul_s": "16-bit matmuls"} if pl.fp8 != "off" else COMPUTE_PARTS
+    compute = shares((name, best.time.get(k, 0.0)) for k, name in names.items())
+    comm = [(name, best.time.get(k, 0.0)) for k, name in COMM_PARTS.items()]
+    exposed = sum(v for _, v in comm)
+    hidden = [(k.upper(), v) for k, v in best.hidden.items()]
+    time = f"step: {', '.join(compute)}; communication exposed {exposed / step:.0%}"
+    time += f" ({', '.join(shares(comm))})" if shares(comm) else ""
+    if shares(hidden):
+        time += f", hidden {', '.join(shares(hidden))}"
+    if pl.fp8 != "off":
+        time += (
+            f"; FP8 GEMMs at {cluster.fp8_efficiency:.2f} of the FP8 peak "
+            f"({cluster.fp8_efficiency_source})"
+        )
+    return f"{head}; {time}. {_memory_text(best)}."
+
+
+def _memory_text(best) -> str:
+    """The heaviest stage's memory, largest terms as a user trims them."""
+    mem, pl = best.memory, best.plan
+
+    def gib(x: float) -> str:
+        return f"{x / 2**30:.1f}"
+
+    grad = "fp32" if pl.state_bytes_per_param == 18 else "16-bit"
+    terms = [
+        ("weights", mem["weight_bytes"]),
+        (f"{grad} gradients", mem["gradient_bytes"]),
+        ("Adam", mem["optimizer_bytes"]),
+        ("activations", mem["activation_bytes"]),
+        ("gathered weights", mem.get("gathered_weight_bytes", 0.0)),
+        ("FP8 copies", mem.get("fp8_weight_bytes", 0.0)),
+    ]
+    where = f"{best.stages.get('heaviest_memory', 'last')} stage" if pl.p > 1 else "GPU"
+    return (
+        f"Memory of the {where} ({gib(best.usable_bytes_per_device)} GiB usable): "
+        + ", ".join(f"{name} {gib(v)}" for name, v in terms if v > 0)
+        + " GiB"
+    )
+
+
+def _breakdowns(best, cluster) -> dict:
+    """The best plan's time, hidden communication, memory, stages and recomputation (JSON)."""
+    j = best.to_json()
+    keep = ("time_breakdown_s", "hidden_comm_s", "memory_breakdown_bytes",
+            "usable_bytes_per_device", "pipeline_stages", "recompute_time_s",
+            "recompute_detail")  # fmt: skip
+    out = {k: j[k] for k in keep}
+    if best.plan.fp8 != "off":
+        out["fp8_efficiency"] = cluster.fp8_efficiency
+        out["fp8_efficiency_source"] = cluster.fp8_efficiency_source
+    return out
 
 
 def _plan_dict(r) -> dict:
@@ -162,8 +258,8 @@ def _scaling(out: SectionOutput, rows, model: str) -> None:
                     textcoords="offset points", xytext=(4, -12), fontsize=8)  # fmt: skip
     out.figure(
         fig,
-        "Modelled speedup of the best plan as the cluster doubles (labels: efficiency); the "
-        "fixed global batch and communication eat into each doubling.",
+        "Modelled speedup of the best plan per doubling (labels: efficiency): the global "
+        "batch is fixed.",
     )
     out.key_figures["scaling_plans"] = [
         {
@@ -194,9 +290,9 @@ def _pipeline(ctx: ReportContext, out: SectionOutput, best) -> None:
     }
     out.figure(
         plot.pipeline_figure(one, unit_label="forward passes"),
-        f"Simulated 1F1B pipeline, {p} stages, {m} micro-batches: the white bubble is "
-        f"{one.bubble_fraction:.1%} of the time ((p−1)/m), {inter.bubble_fraction:.1%} with "
-        "2 interleaved chunks per device.",
+        f"Simulated 1F1B, {p} stages, {m} micro-batches: the bubble (white) is "
+        f"{one.bubble_fraction:.1%} ((p−1)/m); {inter.bubble_fraction:.1%} with 2 chunks per "
+        "device.",
     )
 
 
@@ -224,7 +320,6 @@ def _straggler(ctx: ReportContext, out: SectionOutput) -> None:
     }
     out.figure(
         plot.straggler_figure(res),
-        f"Simulated: {n} data-parallel workers, one {slow:g}× slower; the others wait (red) at "
-        f"the all-reduce, so efficiency falls from {even.efficiency:.0%} to "
-        f"{res.efficiency:.0%}.",
+        f"Simulated: of {n} data-parallel workers one is {slow:g}× slower; the rest wait (red) "
+        f"at the all-reduce: efficiency {even.efficiency:.0%} → {res.efficiency:.0%}.",
     )
