@@ -91,3 +91,18 @@ def test_measured_once_keys_on_what_else_the_figure_depends_on():
     once.remember("x", "cpu", 7, 4096)
     assert once.measured_once("x", "cpu", measure, 4096) == 7
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_the_bench_suite_leaves_its_figures_for_a_later_profile(counted, monkeypatch, quick):
+    from ceiling.measure import overhead
+
+    monkeypatch.setattr(overhead, "time_tiny_op", lambda *a: (1e-6, 1e-6))
+    monkeypatch.setattr(overhead, "time_loop_vs_vectorized", lambda *a: (1.0, 1e-3, 1e-3))
+    monkeypatch.setattr(overhead, "time_functions", functions.time_functions)
+    monkeypatch.setattr(overhead, "time_first_touch", first_touch.time_first_touch)
+    result = overhead.run_overhead("cpu", budget_ms=10.0, quick=quick)
+    assert result.functions.best_s == {"exp": 2e-6, "tanh": 8e-6}
+    roofs.function_costs("cpu", NO_PROFILE)
+    roofs.first_touch_cost("cpu", NO_PROFILE)
+    assert counted == {"functions": 1, "first_touch": 1}
