@@ -74,11 +74,16 @@ def speedup_figure(
             )
     if points:
         ax.plot(points[0], points[1], "ko", ms=4, label="measured")
+    speedup_axes(ax, title)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def speedup_axes(ax, title: str) -> None:
+    """Speedup against workers, both on log₂ scales: the axes every scaling figure shares."""
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xlabel("workers N")
     ax.set_ylabel("speedup S(N) (×)")
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    return fig

@@ -82,12 +82,7 @@ def scaling_figure(summary: dict[str, Any], title: str = "Measured scaling"):
         ax.axvline(u["n_star"], color="0.5", ls="--", lw=1)
         ax.annotate(f"N* ≈ {u['n_star']:.3g}", (u["n_star"], lo), fontsize=8, color="0.4")
     ax.plot(ns, [p["speedup"] for p in points], "ko", ms=4, label="measured")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
-    ax.set_xlabel("workers N")
-    ax.set_ylabel("speedup S(N) (×)")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
+    plots.speedup_axes(ax, title)
     ax.legend(fontsize=7)
 
     kf = [(p["n"], p["karp_flatt"]) for p in points if p.get("karp_flatt") is not None]
