@@ -10,7 +10,8 @@ import typer
 
 from ceiling.api.fit import TIME_UNITS
 from ceiling.cli.app import app
-from ceiling.cli.output import LIST_HELP, JsonOption, PlotOption, console, emit_json, joined
+from ceiling.cli.output import JsonOption, PlotOption, console, emit_json
+from ceiling.cli.scale import PredictOption, predicted_ns
 from ceiling.errors import InvalidInput
 
 
@@ -38,9 +39,7 @@ def fit(
             "Times and limits are reported in it.",
         ),
     ] = "s",
-    predict: Annotated[
-        list[str] | None, typer.Option(help=f"Worker counts to predict, {LIST_HELP}.")
-    ] = None,
+    predict: PredictOption = None,
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
@@ -50,15 +49,11 @@ def fit(
     --json` result is accepted as it is.
     """
     from ceiling.api.fit import fit_file, unit_seconds
-    from ceiling.cli.scale import parse_counts
     from ceiling.report import scaling_summary
 
     if weak and mode not in (None, "weak"):
         raise InvalidInput(f"--weak and --mode {mode} disagree: give one")
-    predict = joined(predict)
-    predict_ns = (
-        [float(n) for n in parse_counts(predict, "predicted worker counts")] if predict else None
-    )
+    predict_ns = predicted_ns(predict)
     result = fit_file(file, mode="weak" if weak else mode, time_unit=time_unit, predict=predict_ns)
     mode, measure = result.mode, result.measure
     rows = sum(p.samples for p in result.fit.points)

@@ -32,6 +32,17 @@ def parse_counts(text: str, what: str = "worker counts") -> list[int]:
     return sorted(set(values))
 
 
+PredictOption = Annotated[
+    list[str] | None, typer.Option(help=f"Worker counts to predict, {LIST_HELP}.")
+]
+
+
+def predicted_ns(predict: list[str] | None) -> list[float] | None:
+    """The worker counts of --predict (comma lists or repeated), None when not given."""
+    text = joined(predict)
+    return [float(n) for n in parse_counts(text, "predicted worker counts")] if text else None
+
+
 @app.command()
 def scale(
     workload: Annotated[str, typer.Argument(help=WORKLOAD_HELP)],
@@ -89,9 +100,7 @@ def scale(
             "hung worker is named); local runs."
         ),
     ] = 30.0,
-    predict: Annotated[
-        list[str] | None, typer.Option(help=f"Worker counts to predict, {LIST_HELP}.")
-    ] = None,
+    predict: PredictOption = None,
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
@@ -100,7 +109,7 @@ def scale(
     Processes are torch.distributed workers (gloo on CPU, NCCL on GPU) spawned here, at most
     8 per core; run the same command under `torchrun` to span machines (rank 0 prints).
     """
-    workers, predict = joined(workers) or "1,2,4", joined(predict)
+    workers = joined(workers) or "1,2,4"
     from ceiling.measure import scale as scale_run
     from ceiling.report import scaling_summary
     from ceiling.units import parse_bytes
@@ -137,9 +146,7 @@ def scale(
         stall_s=stall_timeout,
         options=options,
     )
-    predict_ns = (
-        [float(n) for n in parse_counts(predict, "predicted worker counts")] if predict else None
-    )
+    predict_ns = predicted_ns(predict)
     raw = _run_with_progress(cfg, scale_run)
     if raw is None:  # a rank other than 0 under torchrun: rank 0 reports
         return
