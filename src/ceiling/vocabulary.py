@@ -79,7 +79,10 @@ _SPELLINGS: dict[str, str] = {
 }
 
 
-def _canonical(value: object) -> str | None:
+def canonical_dtype(value: object) -> str | None:
+    """The canonical name of any element type by any spelling ('torch.int64' -> 'int64',
+    'Half' -> 'fp16'); None for a name outside the vocabulary. Refuses nothing: callers that
+    accept only some dtypes use normalize_dtype."""
     return _SPELLINGS.get(str(value).strip().lower().removeprefix("torch."))
 
 
@@ -92,7 +95,7 @@ def normalize_dtype(
     Anything else raises InvalidInput naming what is accepted.
     """
     choices = tuple(allowed) if allowed is not None else DTYPES
-    name = _canonical(value)
+    name = canonical_dtype(value)
     if name is None or name not in choices:
         raise UnknownDtype(
             f"{what} {value!r} cannot be used{usage}; use one of {', '.join(choices)} "
@@ -109,7 +112,7 @@ def dtype_bytes(dtype: str) -> float:
 def element_bytes(name: str) -> float | None:
     """Storage bytes per element of any element type by any spelling ('Long', 'half',
     'torch.int32'); None for a name outside the vocabulary."""
-    canonical = _canonical(name)
+    canonical = canonical_dtype(name)
     return PRECISIONS[canonical].bytes if canonical is not None else None
 
 

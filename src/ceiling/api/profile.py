@@ -11,8 +11,10 @@ from typing import Any
 
 from ceiling.api.result import Result
 from ceiling.errors import InvalidInput
+from ceiling.vocabulary import canonical_dtype
 
-DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64"}
+# what a live model's parameters may be held in for a profile
+MODEL_DTYPES = ("fp32", "bf16", "fp16", "fp64")
 
 
 def _ops_json(rows) -> list[dict]:
@@ -191,10 +193,11 @@ def model_place(model) -> tuple[str, str]:
     what it runs unless told otherwise."""
     for p in model.parameters():
         if p.is_floating_point():
-            name = str(p.dtype).removeprefix("torch.")
-            if name not in DTYPE_NAMES:
-                raise InvalidInput(f"the model's parameters are {name}: give dtype=")
-            return str(p.device), DTYPE_NAMES[name]
+            name = canonical_dtype(p.dtype)
+            if name not in MODEL_DTYPES:
+                held = str(p.dtype).removeprefix("torch.")
+                raise InvalidInput(f"the model's parameters are {held}: give dtype=")
+            return str(p.device), name
     return "cpu", "fp32"
 
 

@@ -20,6 +20,7 @@ import torch
 
 from ceiling.profile.op_flops import count_flops, flop_kind
 from ceiling.profile.traffic import count_traffic
+from ceiling.vocabulary import DTYPES, canonical_dtype
 
 _NO_RULE = ("unknown", "other")  # kinds op_flops has no formula for
 
@@ -41,16 +42,6 @@ _DTYPES = {
     "c10::Float8_e4m3fn": torch.float8_e4m3fn,
     "c10::Float8_e5m2": torch.float8_e5m2,
 }
-# the vocabulary of hardware.catalog
-_DTYPE_KEYS = {
-    torch.float32: "fp32",
-    torch.float64: "fp64",
-    torch.float16: "fp16",
-    torch.bfloat16: "bf16",
-    torch.float8_e4m3fn: "fp8",
-    torch.float8_e5m2: "fp8",
-    torch.int8: "int8",
-}
 
 
 @dataclass(frozen=True)
@@ -63,9 +54,15 @@ class OpCost:
     dtype: str | None  # catalog dtype key of the first floating tensor input
 
 
+def _peak_key(dt: torch.dtype) -> str | None:
+    """The catalog's name for a torch dtype with a FLOP/s peak (fp32, bf16, fp8, int8...)."""
+    name = canonical_dtype(dt)
+    return name if name in DTYPES else None
+
+
 def dtype_key(type_name: str) -> str | None:
     dt = _DTYPES.get(type_name)
-    return _DTYPE_KEYS.get(dt) if dt is not None else None
+    return _peak_key(dt) if dt is not None else None
 
 
 def element_size(type_name: str) -> int | None:
@@ -202,7 +199,7 @@ def _rebuild(func, dims, types, concrete, strides):
         if t in _DTYPES and isinstance(d, (list, tuple)):
             value = _meta(d, _DTYPES[t], s)
             if first_dtype is None and value.is_floating_point():
-                first_dtype = _DTYPE_KEYS.get(value.dtype)
+                first_dtype = _peak_key(value.dtype)
         elif t == "TensorList" and isinstance(d, (list, tuple)):
             # the trace gives no dtype per list element: float32 is assumed
             value = [_meta(x, torch.float32, ()) for x in d if isinstance(x, (list, tuple))]
