@@ -132,9 +132,7 @@ def measured_vs_peak(cpu) -> dict | None:
     from ceiling.hardware.profile import default_profile_path, load_profile
 
     path = default_profile_path()
-    if not path.exists():
-        return None
-    try:
+    try:  # none saved, or unreadable: nothing to compare
         profile = load_profile(path)
     except CeilingError:
         return None
