@@ -67,7 +67,7 @@ def bench_comm(
     """
     from ceiling.api import bench as api_bench
     from ceiling.measure import comm
-    from ceiling.units import format_bytes, format_time, parse_bytes
+    from ceiling.units import parse_bytes
 
     if device not in ("auto", "cpu", "cuda"):
         raise InvalidInput(f"device must be auto, cpu or cuda, got {device!r}")
@@ -75,18 +75,11 @@ def bench_comm(
     op_list = [o.replace("-", "_") for o in given]
     if not op_list:
         raise InvalidInput("give at least one collective with --ops")
-    if spec is not None:  # a bad name fails now, not after the sweep
-        from ceiling.hardware.catalog import get_spec
-
-        get_spec(spec)
     # read even with --quick, so that a bad value is refused rather than ignored
     low = int(parse_bytes(min_bytes))
     kind = api_bench.device_kind(device)
     top = comm.DEFAULT_MAX_BYTES[kind] if max_bytes is None else parse_bytes(max_bytes)
-    if quick:
-        sizes = [4 * 2**10, 256 * 2**10, 4 * 2**20]
-    else:
-        sizes = comm.default_sizes(low, int(top))
+    sizes = [4 * 2**10, 256 * 2**10, 4 * 2**20] if quick else comm.default_sizes(low, int(top))
     result = _run(api_bench, workers, op_list, sizes, iters, device, spec,
                   (timeout, stall_timeout))  # fmt: skip
     if result is None:  # not rank 0 under torchrun
@@ -94,6 +87,13 @@ def bench_comm(
     if json_out:
         emit_json(result.to_dict())
         return
+    _render(result)
+
+
+def _render(result) -> None:
+    """The sweep's table, the α–β fit per collective, the link busbw is set against."""
+    from ceiling.units import format_bytes, format_time
+
     raw, rows, fits = result.raw, result.rows, result.latency_bandwidth
     link_note, ring_notes, telemetry = result.link_note, result.ring_notes, result.telemetry
     c = console()
