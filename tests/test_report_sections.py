@@ -219,7 +219,7 @@ def test_decode_serving_batch_is_what_fits_or_the_crossover_whichever_binds():
     from ceiling.hardware.catalog import get_spec
     from ceiling.model import decode
     from ceiling.model.transformer import parse_model
-    from ceiling.report.sections.decode import serving_batch
+    from ceiling.report.sections.decode import serving_batch, serving_context
 
     cfg = parse_model("llama-3-8b")
     h100 = get_spec("h100-sxm")
@@ -238,8 +238,11 @@ def test_decode_serving_batch_is_what_fits_or_the_crossover_whichever_binds():
     )
     t = serving_batch(decode, cfg, slow, setup, 4096)
     assert t["bound_by"] == "compute" and t["batch"] == t["crossover_batch"] < t["max_batch"]
-    # a context longer than the model holds: no batch (the section sizes at max_seq)
+    # a context longer than the model holds: no batch, so the section sizes at most at max_seq
     assert serving_batch(decode, cfg, h100, setup, 10**6)["max_batch"] == 0
+    assert serving_context(cfg, None) == 4096  # no --seq: a 4,096-token context
+    assert serving_context(cfg, 2048) == 2048  # the user's --seq
+    assert serving_context(cfg, 10**6) == cfg.max_seq
 
 
 def test_planner_text_shows_stages_recompute_fp8_and_the_heaviest_stage():

@@ -44,10 +44,11 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     if local is not None:
         devices.append(("this machine", local.spec, True))
     setup = decode.DecodeSetup(weights_dtype="bf16", context=0)
+    context = serving_context(cfg, ctx.work.seq)
     rows, keyed = [], {}
     for label, spec, here in devices:
         ctx.step(f"decode ceiling of {cfg.name} on {label}")
-        entry, row = _one_device(out, decode, cfg, spec, setup, here)
+        entry, row = _one_device(out, decode, cfg, spec, setup, here, context)
         tp = f" × {entry['tp']} (tensor-parallel)" if entry and entry["tp"] > 1 else ""
         rows.append([(label if here else _short(spec.name)) + tp, *row])
         if entry is not None:
@@ -60,7 +61,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     out.table(
         f"{cfg.name}, bf16 weights, short prompt: tokens/s at batch 1",
         ["device", "ceiling", "expected", "compute-bound from batch",
-         f"largest batch at {serving_context(cfg):,} context"],
+         f"largest batch at {context:,} context"],
         rows,
         modelled=(1, 2, 3, 4),
     )  # fmt: skip
@@ -92,7 +93,7 @@ def _fitting(out: SectionOutput, decode, cfg, spec, setup, tps):
     return None, None
 
 
-def _one_device(out: SectionOutput, decode, cfg, spec, setup, here: bool):
+def _one_device(out: SectionOutput, decode, cfg, spec, setup, here: bool, context: int):
     """(key figures or None, table cells) of the model on one device; on a GPU too small
     for the weights, on the fewest tensor-parallel GPUs (up to 8) that hold them."""
     from ceiling.model.decode_expected import costs_for, expected_rows
@@ -102,7 +103,7 @@ def _one_device(out: SectionOutput, decode, cfg, spec, setup, here: bool):
         return None, ["does not fit", "—", "—", "—"]
     b1 = res.rows[0]
     exp = expected_rows(res, cfg.layers, costs_for(spec))[0]
-    serving = serving_batch(decode, cfg, spec, s, serving_context(cfg))
+    serving = serving_batch(decode, cfg, spec, s, context)
     long_max = serving["max_batch"]
     entry = {
         "tp": s.tp,
@@ -123,9 +124,10 @@ def _one_device(out: SectionOutput, decode, cfg, spec, setup, here: bool):
     return entry, row
 
 
-def serving_context(cfg) -> int:
-    """The context a serving batch is sized at: LONG_CONTEXT, or the model's longest."""
-    return min(LONG_CONTEXT, cfg.max_seq)
+def serving_context(cfg, seq: int | None) -> int:
+    """The context a serving batch is sized at: the user's --seq, else LONG_CONTEXT, at most
+    the model's longest."""
+    return min(seq or LONG_CONTEXT, cfg.max_seq)
 
 
 def serving_batch(decode, cfg, spec, setup, context: int) -> dict:
