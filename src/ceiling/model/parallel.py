@@ -180,8 +180,6 @@ class Job:
 
 # ---- the whole plan ---------------------------------------------------------------------
 
-RECOMPUTE_CODE = {name: code for code, name in enumerate(RECOMPUTE)}
-
 
 def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
     """Evaluate plans given as arrays (or scalars) keyed by axis (`plan_axes`: d, t, p,
