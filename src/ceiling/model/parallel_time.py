@@ -27,6 +27,7 @@ from ceiling.model.parallel_costs import (
     layer_forward_flops_per_token,
     linear_gemm_efficiency,
 )
+from ceiling.model.roofline import ridge_point
 
 # Communication hidden behind compute is not free: collective kernels take SMs and memory
 # bandwidth from the kernels they overlap. A modelling assumption: a fifth of the hidden
@@ -61,7 +62,7 @@ def stage_compute(job, cluster, x: SimpleNamespace) -> dict:
     linear_flops = per_dev * x.layers_dev * ((3.0 + full) * linear_tok + padded_tok)
     # Every GEMM runs at the achieved rate of large GEMMs times its tile utilisation.
     rate16 = cluster.matmul_flops_per_s
-    ridge = rate16 / cluster.memory_bytes_per_s
+    ridge = ridge_point(rate16, cluster.memory_bytes_per_s)
     sms = cluster.device.sms
     util, logits_util = _per_shape(
         x.tokens_mb,
