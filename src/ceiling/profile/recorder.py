@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch.nn.modules.module import register_module_forward_hook
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 from torch.utils.module_tracker import ModuleTracker
 
 from ceiling.measure.first_touch import faults_now
@@ -263,8 +264,6 @@ def _function(func, args, kwargs, out, category: str) -> dict:
     """The function an elementwise or norm op computes, and over how many elements."""
     if category not in _FUNCTION_CATEGORIES:
         return {}
-    from torch.utils._pytree import tree_leaves
-
     name = func._overloadpacket.__name__
     if kwargs.get("approximate") == "tanh" or any(a == "tanh" for a in args if isinstance(a, str)):
         name += "[tanh]"
@@ -276,7 +275,6 @@ def _function(func, args, kwargs, out, category: str) -> dict:
 
 def new_buffers(args, kwargs, out) -> tuple[int, ...]:
     """Bytes of each output whose storage no input has: a buffer the op allocated."""
-    from torch.utils._pytree import tree_leaves
 
     def storage(t: torch.Tensor) -> int:
         return t.untyped_storage().data_ptr()
