@@ -198,8 +198,9 @@ def model_parallel_comm(cluster, x: SimpleNamespace, comp: dict) -> dict:
     cp_bw, cp_lat = link(cluster, x.tf * x.cpf > per_node)
     passes = 3.0 + x.rc_attention  # forward, backward (2), recomputed forward
     ring_bytes = cp_ring_bytes_per_layer(x.sh, x.tokens_mb, x.tf, x.cpf)
-    steps = np.maximum(x.cpf - 1.0, 0.0)
-    cp_mb = x.layers_dev * passes * (ring_bytes / cp_bw + steps * cp_lat)
+    steps = np.maximum(x.cpf - 1.0, 0.0)  # each a point-to-point send of 1/cp of the K/V
+    send = p2p_s(ring_bytes / np.maximum(steps, 1.0), cp_bw, cp_lat)
+    cp_mb = x.layers_dev * passes * steps * send
     cp_hidden = np.where(x.cp_overlap, np.minimum(cp_mb, comp["attention_mb"]), 0.0)
     ep_bw, ep_lat = link(cluster, x.tf * x.epf > per_node)
     routed = MOE_CAPACITY_FACTOR * x.tokens_mb * x.sh.active_experts * h * 2.0 / x.tf
