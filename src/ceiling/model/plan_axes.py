@@ -18,7 +18,7 @@ from ceiling.errors import InvalidInput
 from ceiling.model import recompute
 from ceiling.model.pipeline_stages import parse_stages
 
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = recompute.MODES
 STATE_BYTES = (16, 18)
 FP8 = ("off", "linear")
 KERNELS = ("fused", "eager")
