@@ -20,6 +20,7 @@ loses its value, with every view of its storage.
 from __future__ import annotations
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.weak import WeakIdKeyDictionary
@@ -35,8 +36,6 @@ outside_modes = _disable_current_modes
 
 
 def holds_values(t: torch.Tensor) -> bool:
-    from torch._subclasses.fake_tensor import FakeTensor
-
     return not isinstance(t, FakeTensor) and t.device.type != "meta"
 
 
