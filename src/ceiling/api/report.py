@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ceiling.api.arguments import BadArgument
 from ceiling.api.result import Result
 from ceiling.errors import InvalidInput
 
@@ -49,6 +50,23 @@ class ReportResult(Result):
         return f'<iframe srcdoc="{page}" style="width:100%;height:720px;border:0"></iframe>'
 
 
+def check_page(output: Path) -> Path:
+    """The report's page path, refused now (not after the sections ran) unless it is an
+    .html file in an existing folder that takes new files (the JSON record goes beside it)."""
+    from ceiling.records import check_writable
+
+    if output.suffix.lower() not in (".html", ".htm"):
+        raise BadArgument(
+            "output", f"must end in .html (the report is an HTML page), got {str(output)!r}"
+        )
+    if not output.parent.exists():
+        raise InvalidInput(f"folder {str(output.parent)!r} for the report does not exist")
+    if output.is_dir():
+        raise InvalidInput(f"{str(output)!r} is a folder, not a file name")
+    check_writable(output, create_folders=False)
+    return output
+
+
 def report(
     output: str | Path | None = None,
     *,
@@ -66,15 +84,11 @@ def report(
     keys), about your work when given (`model`, `trace`, `spec` with `gpus`), else built-in
     demos; `profile` uses a saved machine profile instead of measuring. With `output`
     (a .html path) the page and its JSON record are written beside each other."""
-    from ceiling.records import check_writable, write_json_atomic, write_text_atomic
+    from ceiling.records import write_json_atomic, write_text_atomic
     from ceiling.report.build import build_report
     from ceiling.report.work import ReportOptions
 
-    page = Path(output) if output is not None else None
-    if page is not None:
-        if page.suffix.lower() not in (".html", ".htm"):
-            raise InvalidInput(f"the report is an HTML page: output must end in .html, got {page}")
-        check_writable(page, create_folders=False)
+    page = check_page(Path(output)) if output is not None else None
     options = ReportOptions(
         quick=quick,
         profile=Path(profile) if profile is not None else None,

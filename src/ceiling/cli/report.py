@@ -13,7 +13,7 @@ import typer
 from ceiling.cli.app import app
 from ceiling.cli.output import LIST_HELP, JsonOption, emit_json, joined, table
 from ceiling.errors import InvalidInput
-from ceiling.records import check_writable, write_json_atomic, write_text_atomic
+from ceiling.records import write_json_atomic, write_text_atomic
 
 DEFAULT_OUTPUT = "ceiling-report.html"
 QUALIFYING_NOTES = ("measured on a busy machine", "measured above the theoretical peak")
@@ -97,10 +97,11 @@ def report(
 
     require_torch()  # every measured section needs it: refuse before any section runs
     from ceiling.api.plan import MAX_DEVICES, MAX_GLOBAL_BATCH
+    from ceiling.api.report import check_page
     from ceiling.report.build import check_options, choose_sections
     from ceiling.report.work import ReportOptions
 
-    output = _check_output(output)
+    output = check_page(output)
     json_path = output.with_suffix(".json")
     options = ReportOptions(
         quick=quick,
@@ -177,20 +178,6 @@ def _stdout_to_stderr():
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
-
-
-def _check_output(output: Path) -> Path:
-    if output.suffix.lower() not in (".html", ".htm"):
-        raise InvalidInput(
-            f"the report is an HTML page: --output must end in .html, got {str(output)!r}"
-        )
-    if not output.parent.exists():
-        raise InvalidInput(f"folder {str(output.parent)!r} for the report does not exist")
-    if output.is_dir():
-        raise InvalidInput(f"{str(output)!r} is a folder, not a file name")
-    # the page and its JSON record go to the same folder: it must take new files now
-    check_writable(output, create_folders=False)
-    return output
 
 
 def _run_with_progress(options, specs):
