@@ -44,19 +44,22 @@ def _profiled_overhead(device: str, profile: str | Path | None) -> dict:
     return overhead if isinstance(overhead, dict) else {}
 
 
-def _profiled_per_op_s(device: str, profile: str | Path | None) -> float | None:
+def _profiled_per_op_s(overhead: dict) -> float | None:
     """The median tiny-op time `ceiling bench` saved in the machine profile, if any."""
-    value = _profiled_overhead(device, profile).get("tiny_op_s")
+    value = overhead.get("tiny_op_s")
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def first_touch_cost(device: str, profile=None):
-    """model.first_touch.FirstTouch: from the machine profile's raw times, else measured
-    (once per process, device and thread count)."""
+def first_touch_cost(device: str, profile=None, overhead: dict | None = None):
+    """model.first_touch.FirstTouch: from the machine profile's raw times (`overhead`: its
+    saved overhead figures, when already read), else measured (once per process, device and
+    thread count)."""
     from ceiling.measure.first_touch import quick_first_touch
     from ceiling.model.first_touch import fit
 
-    saved = _profiled_overhead(device, profile).get("first_touch")
+    if overhead is None:
+        overhead = _profiled_overhead(device, profile)
+    saved = overhead.get("first_touch")
     try:
         return fit(saved["sizes_bytes"], saved["fresh_s"], saved["reused_s"],
                    saved.get("fresh_faults"))  # fmt: skip
@@ -112,12 +115,15 @@ def time_autograd_op(device: str, budget_ms: float = QUICK_BUDGET_MS) -> float:
     return sorted(times)[len(times) // 2] / (2 * AUTOGRAD_CHAIN)
 
 
-def function_costs(device: str, profile=None) -> dict[str, float]:
+def function_costs(device: str, profile=None, overhead: dict | None = None) -> dict[str, float]:
     """Seconds per element of each function of measure.functions: from the machine
-    profile's raw times, else measured quickly (once per process, device and threads)."""
+    profile's raw times (`overhead`: as first_touch_cost), else measured quickly (once per
+    process, device and threads)."""
     from ceiling.measure.functions import quick_function_times
 
-    saved = _profiled_overhead(device, profile).get("functions")
+    if overhead is None:
+        overhead = _profiled_overhead(device, profile)
+    saved = overhead.get("functions")
     try:
         n, best = float(saved["elements"]), dict(saved["best_s"])
     except (KeyError, TypeError, ValueError):
@@ -133,11 +139,12 @@ def local_roofs(
     the machine profile or a quick measurement; the cache's bandwidth measured quickly."""
     from ceiling.measure.overhead import time_tiny_op
 
+    overhead = _profiled_overhead(device, profile)  # the profile file, read once
     if train:
         per_op = quick_autograd_op(device)
         source = "a quick tiny-op measurement with autograd (forward and backward ops)"
     else:
-        per_op = _profiled_per_op_s(device, profile)
+        per_op = _profiled_per_op_s(overhead)
         source = "machine profile (`ceiling bench overhead`)"
     if per_op is None:
         per_op, _best = measured_once(
@@ -146,10 +153,10 @@ def local_roofs(
             lambda: time_tiny_op(device, warmup_ms=10.0, budget_ms=QUICK_BUDGET_MS),
         )
         source = "a quick tiny-op measurement (`ceiling bench overhead` measures it properly)"
-    touch = first_touch_cost(device, profile)
+    touch = first_touch_cost(device, overhead=overhead)
     return LocalRoofs(per_op, source, cache_bytes, quick_cache_bandwidth(device, cache_bytes),
                       touch.s_per_byte, touch.from_bytes, touch.s_per_fault,
-                      function_costs(device, profile))  # fmt: skip
+                      function_costs(device, overhead=overhead))  # fmt: skip
 
 
 MAX_SHAPES = 24  # distinct matmul shapes timed per step, the largest by FLOPs first
