@@ -110,7 +110,7 @@ ADAM_UPDATE_BYTES = 26
 
 @dataclass(frozen=True)
 class Plan:
-    """How one training step is split over d·t·p devices."""
+    """How one training step is split over d·t·p·cp devices."""
 
     d: int
     t: int
