@@ -74,6 +74,14 @@ def test_fit_matches_the_command(cli):
     assert all(" ms per run" in line for line in ms.limits.values())
 
 
+def test_fit_of_a_weak_scale_result_keeps_its_mode(tmp_path):
+    path = tmp_path / "scale.json"
+    points = [{"N": n, "time": 1.0 + 0.02 * n} for n in (1, 2, 4, 8)]
+    path.write_text(json.dumps({"mode": "weak", "points": points}))
+    assert ceiling.fit(path).mode == "weak"
+    assert ceiling.fit(path, mode="strong").mode == "strong"
+
+
 def test_roofline_matches_the_command(cli):
     ops = ["add:100M", "matvec:8192", "matmul:4096x4096x4096"]
     r = ceiling.roofline(ops, spec="h100-sxm")
@@ -143,6 +151,7 @@ def test_notebook_view_escapes_user_text():
         lambda: ceiling.plan("llama-3-8b", 0, spec="h100-sxm"),
         lambda: ceiling.plan("llama-3-8b", 64, spec="h100-sxm", fixed={"q": 2}),
         lambda: ceiling.bench.matmul(sizes=[0]),
+        lambda: ceiling.bench.matmul(shapes=[(0, 1, 1)]),
         lambda: ceiling.bench.matmul(dtypes=["fp13"]),
         lambda: ceiling.bench.comm(device="tpu"),
         lambda: ceiling.MfuMeter(),

@@ -23,3 +23,12 @@ def test_report_writes_the_page_and_returns_its_record(tmp_path):
         ceiling.report(tmp_path / "r.pdf")
     with pytest.raises(CeilingError):
         ceiling.report(only=["no-such-section"])
+
+
+def test_report_only_takes_one_name_or_a_comma_list():
+    # "amdahl" is one section, not six letters
+    r = ceiling.report(only="amdahl")
+    assert [s["key"] for s in r.to_dict()["sections"]] == ["amdahl"]
+    with pytest.raises(CeilingError) as info:
+        ceiling.report(only="amdahl,no-such-section")
+    assert "no-such-section" in str(info.value) and "'a'" not in str(info.value)

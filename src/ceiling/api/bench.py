@@ -89,7 +89,9 @@ def matmul(
     from ceiling.measure.matmul import check_dtype, parse_shape
 
     dtype_list = [check_dtype(d) for d in dtypes] if dtypes else None
-    shape_list = [parse_shape(s) if isinstance(s, str) else tuple(s) for s in shapes or []]
+    # a tuple is read as its "MxNxK" text, so both forms are checked the same way
+    shape_list = [parse_shape(s if isinstance(s, str) else "x".join(map(str, s)))
+                  for s in shapes or []]  # fmt: skip
     for m_n_k in shape_list:
         matmul_dim(max(m_n_k), "shapes")
     size_list = None

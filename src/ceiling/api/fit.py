@@ -115,15 +115,16 @@ def fit(
     times: Sequence[float] | None = None,
     *,
     throughputs: Sequence[float] | None = None,
-    mode: str = "strong",
+    mode: str | None = None,
     time_unit: str = "s",
     predict: Sequence[float] | None = None,
     source: str | None = None,
 ) -> FitResult:
     """Fit Amdahl, Gustafson (weak scaling only) and the USL to run times (or throughputs,
     per `time_unit`) measured at worker counts `ns`; rows may repeat an N. `mode`: "strong"
-    (a fixed problem) or "weak" (the problem grows with N). `ns` may instead be the path
-    of a CSV or JSON file of both (see `fit_file`)."""
+    (a fixed problem; the default) or "weak" (the problem grows with N). `ns` may instead be
+    the path of a CSV or JSON file of both (see `fit_file`: a scale result keeps its mode
+    unless `mode` is given)."""
     from ceiling.model.scaling import fit_scaling
 
     if isinstance(ns, (str, Path)):
@@ -131,6 +132,7 @@ def fit(
             raise InvalidInput("give the measurements once: a file, or ns with times")
         return fit_file(ns, mode=mode, time_unit=time_unit, predict=predict)
 
+    mode = mode or "strong"
     if (times is None) == (throughputs is None):
         raise InvalidInput("give either times or throughputs (exactly one)")
     unit_s = unit_seconds(time_unit)

@@ -98,7 +98,7 @@ def report(
         gpus=gpus,
         seq=seq,
         global_batch=global_batch,
-        only=tuple(only or ()),
+        only=tuple(only.split(",") if isinstance(only, str) else only or ()),  # "a,b" too
     )
     built = build_report(options)
     result = ReportResult(built, page)
