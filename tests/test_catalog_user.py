@@ -134,13 +134,14 @@ def test_catalog_directory_cannot_redefine_a_built_in_name(tmp_path, monkeypatch
 def test_a_device_file_carries_its_cluster_defaults(tmp_path, entry_file):
     text = ENTRY + (
         "\n[lab-gpu.cluster]\ndevices_per_node = 4\ninter_node_gb_per_s = 25\n"
-        'matmul_efficiency = 0.5\n\n[lab-gpu.cluster.sources]\nnetwork = "2x 400G per node"\n'
+        "matmul_efficiency = 0.5\nattention_efficiency = 0.4\n\n"
+        '[lab-gpu.cluster.sources]\nnetwork = "2x 400G per node"\n'
     )
     spec = get_spec(str(_write(tmp_path, text)))
     cluster = make_cluster(spec, 8)
     assert (cluster.nodes, cluster.devices_per_node) == (2, 4)
     assert cluster.inter_node_bandwidth_bytes_per_s == 25e9
-    assert cluster.matmul_efficiency == 0.5
+    assert cluster.matmul_efficiency == 0.5 and cluster.attention_efficiency == 0.4
     assert "lab-gpu.cluster" in cluster.efficiency_source
     assert cluster.sources["network"] == "2x 400G per node"
     bad = _write(tmp_path, text.replace("devices_per_node", "device_per_node"), "bad.toml")

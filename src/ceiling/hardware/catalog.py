@@ -159,6 +159,7 @@ CLUSTER_FIELDS = {
     "inter_collective_efficiency": _NUMBER,
     "matmul_efficiency": _NUMBER,
     "fp8_matmul_ratio": _NUMBER,
+    "attention_efficiency": _NUMBER,
     "memory_efficiency": _NUMBER,
     "step_jitter": _NUMBER,
     "sources": _TABLE,
