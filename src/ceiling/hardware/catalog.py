@@ -53,6 +53,9 @@ class DeviceSpec:
     l2_bytes: float | None = None
     sms: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
+    # what the driver reports (CUDA compute capability / HIP major.minor; AMD's LLVM target)
+    compute_capability: str | None = None
+    gcn_arch: str | None = None
     pcie_bandwidth_bytes_per_s: float | None = None
     # Node and network defaults for the planner, in clusters.toml's keys and units; empty
     # means the shipped defaults for this key apply.
@@ -114,6 +117,7 @@ _SOURCE_FIELDS = {
     "pcie": ("pcie_bandwidth_bytes_per_s",),
     "l2": ("l2_bytes",),
     "sms": ("sms",),
+    "arch": ("compute_capability", "gcn_arch"),
 }
 
 # The schema of one entry: field -> what it holds (for messages). Numbers in datasheet units.
@@ -136,6 +140,8 @@ _FIELDS = {
     "pcie_gb_per_s_one_way": _NUMBER,
     "l2_mib": _NUMBER,
     "sms": _WHOLE,
+    "compute_capability": _TEXT,
+    "gcn_arch": _TEXT,
     "dense_tflops": _TABLE,
     "sources": _TABLE,
     "cluster": _TABLE,
@@ -231,6 +237,8 @@ def _spec_from_table(key: str, t: dict, where: str | None = None) -> DeviceSpec:
             pcie_bandwidth_bytes_per_s=_optional(t, "pcie_gb_per_s_one_way", _GB),
             l2_bytes=_optional(t, "l2_mib", _MIB),
             sms=t.get("sms"),
+            compute_capability=t.get("compute_capability"),
+            gcn_arch=t.get("gcn_arch"),
             cluster_defaults=dict(t.get("cluster", {})),
         )
     except InvalidInput as exc:  # the spec's own range checks, said for this file

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ceiling.errors import CeilingError, UnsupportedOnDevice
 from ceiling.trace import optree
-from ceiling.trace.rank import MODEL_CATEGORIES, Roof, analyze_rank
+from ceiling.trace.links import Links
+from ceiling.trace.rank import MODEL_CATEGORIES, Roof, analyze_rank, record_precisions
 from ceiling.trace.ranks import cross_rank
 from ceiling.trace.reader import read_traces, trace_files, without_gc
 from ceiling.trace.results import TraceDevice, TraceResult
@@ -40,13 +41,16 @@ def _analyze(path, spec, profile, dtype) -> TraceResult:
         if skipped:
             notes.append(f"{skipped} JSON file(s) in the folder are not traces: passed over")
     records = [optree.counted_ops(t.cpu_ops, cost) for t in traces]
+    links = [Links(t, r) for t, r in zip(traces, records, strict=True)]  # may add records
+    precisions = [record_precisions(t, li) for t, li in zip(traces, links, strict=True)]
     spec_obj, device = _device(traces, spec, profile, notes)
     roof = None
     if spec_obj is not None:
         from ceiling.hardware.catalog import normalize_dtype
         from ceiling.model.mfu import peak_key
 
-        key = peak_key(normalize_dtype(dtype or _main_dtype(records)), False, spec_obj.kind)
+        main = dtype or _main_dtype(records, precisions)
+        key = peak_key(normalize_dtype(main), False, spec_obj.kind)
         try:
             main = spec_obj.peak(key)
         except UnsupportedOnDevice as exc:
@@ -54,7 +58,10 @@ def _analyze(path, spec, profile, dtype) -> TraceResult:
         else:
             device.peak_key, device.peak_flops_per_s = key, main
             roof = Roof(_peak_of(spec_obj), main, spec_obj.memory_bandwidth_bytes_per_s)
-    ranks = [analyze_rank(t, r, roof, t.rank) for t, r in zip(traces, records, strict=True)]
+    ranks = [
+        analyze_rank(t, r, roof, t.rank, li, p)
+        for t, r, li, p in zip(traces, records, links, precisions, strict=True)
+    ]
     if not all(r.shapes_recorded for r in ranks):
         notes.append(
             "shapes were not recorded (torch.profiler record_shapes=False): FLOPs, MFU and "
@@ -78,13 +85,15 @@ def _peak_of(spec_obj):
     return peak
 
 
-def _main_dtype(records) -> str:
+def _main_dtype(records, precisions) -> str:
+    """The dtype most model FLOPs ran in (the kernel's precision over the op's dtype)."""
     flops: dict[str, float] = defaultdict(float)
-    for recs in records:
-        for r in recs:
+    for recs, ran_in in zip(records, precisions, strict=True):
+        for i, r in enumerate(recs):
             c = r.cost
-            if c is not None and c.category in MODEL_CATEGORIES and c.dtype:
-                flops[c.dtype] += c.flops or 1.0
+            dt = ran_in.get(i) or (c.dtype if c is not None else None)
+            if c is not None and c.category in MODEL_CATEGORIES and dt:
+                flops[dt] += c.flops or 1.0
     return max(flops, key=flops.get) if flops else "fp32"
 
 
@@ -98,27 +107,38 @@ def _device(traces, spec, profile, notes):
         s = resolve_device(spec, profile, prefer=prefer)
         source = f"--spec {spec}" if spec is not None else f"machine profile {profile}"
         return s, _trace_device(s, source)
-    names = sorted({n for t in traces for n in t.device_names})
-    if not names and (here := _this_machine(traces)) is not None:
+    on_gpu = any(t.on_gpu for t in traces)
+    props = [d for t in traces for d in t.devices[:1]] or [
+        {"name": n} for t in traces for n in t.device_names[:1]
+    ]
+    if not props and not on_gpu and (here := _this_machine(traces)) is not None:
         return here, _trace_device(here, "this machine's profile (the trace was recorded here)")
-    if not names:
+    if not props:
+        if on_gpu:
+            notes.append(
+                "the trace does not name its GPU (no deviceProperties): pass --spec NAME "
+                "(`ceiling specs` lists them) for MFU and the roofline"
+            )
+            return None, TraceDevice(None, "not named in the trace")
         notes.append(
             "the trace names no device (a CPU run): pass --spec NAME or --profile FILE for "
             "MFU and the roofline"
         )
         return None, TraceDevice(None, "none")
-    from ceiling.hardware.catalog import match_driver_name
+    from ceiling.hardware.identify import identify
 
-    s = match_driver_name(names[0])
-    if s is None:
+    found = identify(props[0])
+    name = str(props[0].get("name") or "unnamed device")
+    if found is None:
         notes.append(
-            f"device {names[0]!r} from the trace is not in the catalog: pass --spec NAME "
-            "(`ceiling specs` lists them) for MFU and the roofline"
+            f"device {name!r} from the trace is not in the catalog: MFU and the roofline are "
+            "unavailable; pass --spec NAME (`ceiling specs` lists them)"
         )
-        return None, TraceDevice(names[0], "trace deviceProperties (not in the catalog)")
+        return None, TraceDevice(name, "trace deviceProperties (not in the catalog)")
+    names = sorted({str(p.get("name")) for p in props})
     if len(names) > 1:
-        notes.append(f"the trace names several devices ({', '.join(names)}); using {s.name}")
-    return s, _trace_device(s, f"trace deviceProperties {names[0]!r}")
+        notes.append(f"the trace names several devices ({', '.join(names)}); using {name}")
+    return found.spec, _trace_device(found.spec, f"trace deviceProperties, {found.how}")
 
 
 def _this_machine(traces):

@@ -101,6 +101,7 @@ class RankTrace:
     world_size: int | None = None
     backend: str | None = None
     device_names: list[str] = field(default_factory=list)
+    devices: list[dict] = field(default_factory=list)  # the header's deviceProperties
     host_name: str | None = None
     record_shapes: bool | None = None
 

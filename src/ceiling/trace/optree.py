@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from ceiling.trace.events import Event
 
-_BOOKKEEPING = ("autograd::", "profiler::", "torch::autograd::")
-_NEST_TOLERANCE_S = 2e-9  # Kineto rounds to the nanosecond: a child may end 1 ns late
+BOOKKEEPING = ("autograd::", "profiler::", "torch::autograd::")
+NEST_TOLERANCE_S = 2e-9  # Kineto rounds to the nanosecond: a child may end 1 ns late
 
 
 @dataclass
@@ -39,7 +39,7 @@ def _children(ops: list[Event]) -> tuple[list[int], dict[int, list[int]]]:
     stack: list[int] = []
     for i in order:
         e = ops[i]
-        while stack and ops[stack[-1]].end_s + _NEST_TOLERANCE_S < e.end_s:
+        while stack and ops[stack[-1]].end_s + NEST_TOLERANCE_S < e.end_s:
             stack.pop()
         (children[stack[-1]] if stack else roots).append(i)
         stack.append(i)
@@ -78,7 +78,7 @@ def counted_ops(cpu_ops: list[Event], cost: Callable[[str, dict], object | None]
                 out.append(OpRecord(e, c, _subtree_ids(ops, children, i)))
             elif children.get(i):
                 todo.extend(reversed(children[i]))
-            elif "::" in e.name and not e.name.startswith(_BOOKKEEPING):
+            elif "::" in e.name and not e.name.startswith(BOOKKEEPING):
                 out.append(OpRecord(e, None, _subtree_ids(ops, children, i)))
     out.sort(key=lambda r: r.event.start_s)
     return out

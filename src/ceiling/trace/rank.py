@@ -6,12 +6,13 @@ per dtype and memory bandwidth, or None when no device is known).
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 
 from ceiling.model import roofline
 from ceiling.profile.op_flops import MODEL_CATEGORIES
 from ceiling.trace import breakdown as bd
+from ceiling.trace import kernels
 from ceiling.trace.collectives import collectives
 from ceiling.trace.events import (
     DATA_LOADER,
@@ -22,7 +23,10 @@ from ceiling.trace.events import (
     is_comm_kernel,
     is_host_collective,
 )
+from ceiling.trace.gpu_steps import gpu_lag_s, gpu_steps
 from ceiling.trace.intervals import clip, measure, subtract, union
+from ceiling.trace.kernel_rows import hta_figures, kernel_rows
+from ceiling.trace.links import Links
 from ceiling.trace.op_rows import Roof, op_rows
 from ceiling.trace.optree import OpRecord
 from ceiling.trace.results import RankResult, StepResult
@@ -45,31 +49,31 @@ def _bound(rec: OpRecord, roof: Roof | None) -> str:
     return bd.COMPUTE if b == "compute" else bd.MEMORY_BOUND
 
 
-class _Index:
-    """Links between events: External id -> counted op; correlation -> launch time."""
+def kernel_bound(op_bound: str | None, kernel_category: str) -> str:
+    """The op's roofline bound when known, else what the kernel's category implies."""
+    if op_bound is not None and op_bound != bd.UNKNOWN_BOUND:
+        return op_bound
+    if kernels.is_compute(kernel_category):
+        return bd.COMPUTE
+    if kernels.is_memory(kernel_category):
+        return bd.MEMORY_BOUND
+    return bd.UNKNOWN_BOUND
 
-    def __init__(self, trace: RankTrace, records: list[OpRecord]) -> None:
-        self.record_of_ext: dict = {}
-        for i, r in enumerate(records):
-            for ext in r.ext_ids:
-                self.record_of_ext[ext] = i
-        self.launch: dict = {}
-        self.launch_ext: dict = {}  # correlation -> the launch's External id
-        for e in trace.runtime:
-            corr = e.args.get("correlation")
-            if corr is not None:
-                self.launch[corr] = e.start_s
-                self.launch_ext[corr] = e.args.get("External id")
 
-    def record(self, e: Event) -> int | None:
-        """The counted op behind a device event: its own External id, else its launch's."""
-        ext = e.args.get("External id")
-        if ext is None or ext not in self.record_of_ext:
-            ext = self.launch_ext.get(e.args.get("correlation"))
-        return self.record_of_ext.get(ext)
-
-    def launched_at(self, e: Event) -> float:
-        return self.launch.get(e.args.get("correlation"), e.start_s)
+def record_precisions(trace: RankTrace, links: Links) -> dict[int, str]:
+    """Counted op -> the precision its GEMM/convolution/attention kernels' names show (TF32
+    for an fp32 matmul on tensor cores), where they show one."""
+    out: dict[int, str] = {}
+    for e in trace.device_events:
+        if e.cat != KERNEL:
+            continue
+        cat = kernels.category(e.name, e.cat)
+        if not kernels.is_compute(cat):
+            continue
+        i = links.record(e)
+        if i is not None and i not in out and (p := kernels.precision(e.name)) is not None:
+            out[i] = p
+    return out
 
 
 class _Steps:
@@ -96,27 +100,55 @@ def _start(e: Event) -> float:
     return e.start_s
 
 
+class _Timeline:
+    """Device events sorted by start, for the events overlapping a window."""
+
+    def __init__(self, events: list[Event]) -> None:
+        self.events = sorted(events, key=_start)
+        self.starts = [e.start_s for e in self.events]
+        self.longest = max((e.dur_s for e in self.events), default=0.0)
+
+    def overlapping(self, window) -> list[Event]:
+        lo = bisect_left(self.starts, window[0] - self.longest)
+        hi = bisect_left(self.starts, window[1])
+        return [e for e in self.events[lo:hi] if e.end_s > window[0]]
+
+
 def analyze_rank(
-    trace: RankTrace, records: list[OpRecord], roof: Roof | None, rank: int
+    trace: RankTrace,
+    records: list[OpRecord],
+    roof: Roof | None,
+    rank: int,
+    links: Links,
+    precisions: dict[int, str],
 ) -> RankResult:
-    idx = _Index(trace, records)
     spans = [(s.start_s, s.end_s) for s in trace.steps]
     names = [s.name for s in trace.steps]
-    if not spans:  # no ProfilerStep: the whole trace is one step
+    notes: list[str] = []
+    if trace.on_gpu:
+        g = gpu_steps(spans, names, trace.device_events, links.launched_at)
+        windows, which, notes = g.windows, g.steps, g.notes
+    elif spans:
+        windows, which = spans, list(range(len(spans)))
+    else:  # no ProfilerStep on a host trace: the whole trace is one step
+        windows = [(min(e.start_s for e in trace.events), max(e.end_s for e in trace.events))]
+        which = [-1]
+        notes.append("no ProfilerStep in the trace: one window, from the first event to the last")
+    if not spans:  # the ops and the host's time line of the whole trace
         spans = [(min(e.start_s for e in trace.events), max(e.end_s for e in trace.events))]
-        names = ["whole trace"]
+        names = ["GPU-active span" if trace.on_gpu else "whole trace"]
     steps_ix = _Steps(spans)
     bounds = [_bound(r, roof) for r in records]
     rec_step = [steps_ix.of(r.event.start_s) for r in records]
     recs_in = steps_ix.bucket(range(len(records)), lambda i: records[i].event.start_s)
-    dev_in = steps_ix.bucket(trace.device_events, idx.launched_at)
     host = _HostEvents(trace, steps_ix)
+    timeline = _Timeline(trace.device_events)
+    kept_steps = sorted({max(k, 0) for k in which})
     steps = []
-    for k, name in enumerate(names):
-        end = max([spans[k][1]] + [e.end_s for e in dev_in[k]])
-        window = (spans[k][0], end)
+    for window, k in zip(windows, which, strict=True):
+        k = max(k, 0)
         if trace.on_gpu:
-            step = _device_step(dev_in[k], idx, bounds, window, host, k)
+            step = _device_step(timeline.overlapping(window), links, bounds, window, host)
         else:
             step = _host_step(
                 [records[i] for i in recs_in[k]],
@@ -124,31 +156,37 @@ def analyze_rank(
                 host.collectives[k],
                 window,
             )
-        step.name, step.start_s = name, window[0]
+        step.name, step.start_s = names[k], window[0]
         step.host_seconds = _host_timeline(host, k, spans[k])
-        _flops(step, [records[i] for i in recs_in[k]], roof)
+        _flops(step, [(records[i], precisions.get(i)) for i in recs_in[k]], roof)
         steps.append(step)
     shapes = any("Input Dims" in e.args for e in trace.cpu_ops)
+    rec_step = [s if s in kept_steps else -1 for s in rec_step]
+    in_windows = [e for w in windows for e in timeline.overlapping(w) if e.start_s >= w[0]]
     return RankResult(
         rank=rank,
         path=trace.path,
         device_name=trace.device_names[0] if trace.device_names else None,
         on_gpu=trace.on_gpu,
         steps=steps,
-        ops=op_rows(records, rec_step, _op_times(trace, records, idx), roof),
-        collectives=collectives(trace, idx, records, steps_ix),
+        ops=op_rows(records, rec_step, _op_times(trace, records, links), roof),
+        collectives=collectives(trace, links, records, steps_ix),
         shapes_recorded=shapes,
+        kernels=kernel_rows(in_windows, links, records) if trace.on_gpu else [],
+        gpu_lag_s=gpu_lag_s(trace.device_events, links.launched_at) if trace.on_gpu else None,
+        notes=notes,
+        hta=hta_figures(steps, windows) if trace.on_gpu else None,
     )
 
 
 class _HostEvents:
-    """Host-side spans the steps need, bucketed by step once."""
+    """Host-side spans the steps need: data loading and device waits (all of them, since a
+    GPU window is not a host step), gloo collectives and the step's own thread by step."""
 
     def __init__(self, trace: RankTrace, steps_ix: _Steps) -> None:
         ann = trace.annotations
-        self.data = steps_ix.bucket([e for e in ann if DATA_LOADER.search(e.name)], _start)
-        syncs = [e for e in trace.runtime if SYNC_CALLS.match(e.name)]
-        self.syncs = steps_ix.bucket(syncs, _start)
+        self.data = [(e.start_s, e.end_s) for e in ann if DATA_LOADER.search(e.name)]
+        self.sync_ends = sorted(e.end_s for e in trace.runtime if SYNC_CALLS.match(e.name))
         self.collectives = steps_ix.bucket([e for e in ann if is_host_collective(e)], _start)
         # the thread that ran each step (its ProfilerStep span)
         threads = {(s.pid, s.tid) for s in trace.steps}
@@ -156,40 +194,39 @@ class _HostEvents:
         self.thread = steps_ix.bucket(mine, _start)
 
 
-def _op_times(trace: RankTrace, records: list[OpRecord], idx: _Index) -> list[float]:
+def _op_times(trace: RankTrace, records: list[OpRecord], links: Links) -> list[float]:
     """Device time of each counted op's kernels on a GPU trace; its own span on the host."""
     if not trace.on_gpu:
         return [r.event.dur_s for r in records]
     times = [0.0] * len(records)
     for e in trace.device_events:
-        i = idx.record(e)
+        i = links.record(e)
         if i is not None:
             times[i] += e.dur_s
     return times
 
 
-def _device_step(events, idx, bounds, window, host: _HostEvents, k: int) -> StepResult:
+def _device_step(events, links: Links, bounds, window, host: _HostEvents) -> StepResult:
     busy: dict[str, list] = defaultdict(list)
     comm, memcpy, next_launch = [], [], {}
     starts: dict[float, float] = {}
     for e in events:
         iv = (e.start_s, e.end_s)
-        starts.setdefault(e.start_s, idx.launched_at(e))
+        starts.setdefault(e.start_s, links.launched_at(e))
         if e.cat != KERNEL:
             memcpy.append(iv)
         elif is_comm_kernel(e.name):
             comm.append(iv)
         else:
-            i = idx.record(e)
-            busy[bounds[i] if i is not None else bd.UNKNOWN_BOUND].append(iv)
+            i = links.record(e)
+            cat = kernels.category(e.name, e.cat)
+            busy[kernel_bound(bounds[i] if i is not None else None, cat)].append(iv)
     split = bd.split(window, busy, comm, memcpy)
     all_busy = [iv for v in busy.values() for iv in v] + comm + memcpy
     gaps = bd.idle_gaps(window, all_busy)
     for g in gaps:
         next_launch[g] = starts.get(g[1])
-    data = [(e.start_s, e.end_s) for e in host.data[k]]
-    syncs = [e.end_s for e in host.syncs[k]]
-    reasons = bd.idle_reasons(gaps, data, syncs, next_launch)
+    reasons = bd.idle_reasons(gaps, host.data, host.sync_ends, next_launch)
     return _step_result(split, reasons)
 
 
@@ -244,10 +281,15 @@ def _host_timeline(host: _HostEvents, k: int, span) -> dict[str, float]:
     return out
 
 
-def _flops(step: StepResult, recs: list[OpRecord], roof: Roof | None) -> None:
-    model = hardware = other = 0.0
+def _flops(step: StepResult, recs: list[tuple[OpRecord, str | None]], roof: Roof | None) -> None:
+    """Model FLOPs per dtype the matmuls ran in (a kernel's precision over the op's input
+    dtype: fp32 GEMMs on TF32 tensor cores count against the TF32 peak), and MFU as the time
+    those FLOPs need at each dtype's dense peak over the step's time."""
+    model: dict[str, float] = defaultdict(float)
+    hardware: dict[str, float] = defaultdict(float)
+    other = 0.0
     known = bool(recs)
-    for r in recs:
+    for r, ran_in in recs:
         c = r.cost
         if c is None:
             continue
@@ -255,13 +297,19 @@ def _flops(step: StepResult, recs: list[OpRecord], roof: Roof | None) -> None:
             if c.flops is None:
                 known = False
                 continue
-            model += c.flops - c.recomputed_flops
-            hardware += c.flops
+            dtype = ran_in or c.dtype or "fp32"
+            model[dtype] += c.flops - c.recomputed_flops
+            hardware[dtype] += c.flops
         elif c.flops is not None:
             other += c.flops
     if not known:
         return
-    step.model_flops, step.hardware_flops, step.other_flops = model, hardware, other
+    step.model_flops, step.hardware_flops = sum(model.values()), sum(hardware.values())
+    step.other_flops, step.model_flops_by_dtype = other, dict(model)
     if roof is not None and step.wall_s > 0:
-        step.mfu = model / step.wall_s / roof.main_peak_flops_per_s
-        step.hfu = hardware / step.wall_s / roof.main_peak_flops_per_s
+
+        def at_peak(flops: dict[str, float]) -> float:
+            return sum(f / (roof.peak(d) or roof.main_peak_flops_per_s) for d, f in flops.items())
+
+        step.mfu = at_peak(model) / step.wall_s
+        step.hfu = at_peak(hardware) / step.wall_s

@@ -92,6 +92,7 @@ def read_trace(path: str | Path) -> RankTrace:
         world_size=_int_or_none(dist.get("world_size")),
         backend=dist.get("backend"),
         device_names=[str(d.get("name")) for d in devices if isinstance(d, dict) and d.get("name")],
+        devices=[d for d in devices if isinstance(d, dict)],
         host_name=header.get("host_name"),
         record_shapes=None if shapes is None else bool(shapes),
     )
@@ -230,6 +231,11 @@ class _Parser:
         args = e.get("args")
         if args.__class__ is not dict:
             args = {}
+        elif "External id" not in args:
+            for old in _OLD_EXTERNAL_ID:  # PyTorch 1.8-era spellings
+                if old in args:
+                    args["External id"] = args.pop(old)
+                    break
         for key in _LINKS:  # ids that index tables later: hashable or dropped
             if key in args and args[key].__class__ not in (int, str):
                 del args[key]
@@ -245,6 +251,7 @@ class _Parser:
 
 
 _LINKS = ("External id", "correlation")
+_OLD_EXTERNAL_ID = ("external id", "External ID")
 
 
 def _hashable(value):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 # bumped whenever what is counted or how time is split changes, so old results stay comparable
-METHOD_VERSION = 1
+METHOD_VERSION = 2
 
 
 @dataclass
@@ -36,6 +36,8 @@ class StepResult:
     other_flops: float | None
     mfu: float | None  # None without a device peak or without FLOPs
     hfu: float | None
+    # model FLOPs by the dtype the matmuls ran in (TF32 when fp32 GEMMs ran on tensor cores)
+    model_flops_by_dtype: dict[str, float] = field(default_factory=dict)
     # busy intervals per category, for the figure; left out of the JSON
     timeline: dict[str, list[tuple[float, float]]] = field(default_factory=dict, repr=False)
 
@@ -62,6 +64,23 @@ class OpRow:
 
 
 @dataclass
+class KernelRow:
+    """One kernel name summed over the analysed windows."""
+
+    name: str
+    category: str  # GEMM, convolution, attention, NCCL <op>, memcpy HtoD, elementwise, ...
+    dtype: str | None  # the precision a GEMM/convolution kernel's name shows
+    calls: int
+    time_s: float
+    share: float  # of all device-event time in the windows
+    op: str | None  # the op that launched it most often
+    flops: float | None  # where the shapes tell (the kernel is its op call's only one)
+    bytes: float | None
+    achieved_flops_per_s: float | None = None
+    achieved_bytes_per_s: float | None = None
+
+
+@dataclass
 class Collective:
     op: str
     start_s: float
@@ -80,6 +99,10 @@ class RankResult:
     ops: list[OpRow]
     collectives: list[Collective]
     shapes_recorded: bool
+    kernels: list[KernelRow] = field(default_factory=list)
+    gpu_lag_s: float | None = None  # median launch -> kernel start: the GPU behind the host
+    notes: list[str] = field(default_factory=list)
+    hta: dict[str, float] | None = None  # HTA's figures on the same windows (kernel_rows)
 
     @property
     def step_s(self) -> float:
