@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from ceiling.errors import InvalidInput
 from ceiling.model.attention import attention_flops
 
+# The op categories whose FLOPs are model FLOPs (MFU's numerator); the rest is overhead.
+MODEL_CATEGORIES = ("matmul", "attention")
+
 # Attention conventions for the scores (Q·Kᵀ) and weighted sum (·V) matmuls:
 # "full" counts every position pair (PaLM's 12·l·a·d·s; published MFU figures use it);
 # "causal-half" counts the pairs a causal mask keeps, about half of them.

@@ -30,6 +30,7 @@ from math import prod
 import torch
 from torch.utils import flop_counter
 
+from ceiling.model.mfu import MODEL_CATEGORIES  # noqa: F401  (re-exported for the profiler)
 from ceiling.profile import causal, fused_flops
 from ceiling.profile.fused_flops import argument
 
@@ -46,7 +47,6 @@ class FlopCount:
     causal_skipped: float = 0.0  # pairs a causal mask removes: full convention = flops + this
 
 
-MODEL_CATEGORIES = ("matmul", "attention")
 UNKNOWN = "unknown"
 
 # Fused attention ops, forward and backward, whose FLOPs the registry does not know.

@@ -87,6 +87,9 @@ def _roofline(ax, r: TraceResult, top: int) -> None:
 
 
 def _waterfall(ax, rank: RankResult) -> None:
+    if rank.mfu is None:  # no peak (or no FLOPs): where the step's time goes, not a waterfall
+        _time_split(ax, rank)
+        return
     ax.set_title(f"rank {rank.rank}: dense peak to MFU")
     level = 1.0
     labels, idx = ["dense peak"], 0
@@ -102,6 +105,15 @@ def _waterfall(ax, rank: RankResult) -> None:
         labels.append(f"MFU {rank.mfu * 100:.2g} %")
     ax.set_xticks(range(len(labels)), labels, rotation=40, ha="right", fontsize=7)
     ax.set_ylabel("fraction of the dense peak")
+
+
+def _time_split(ax, rank: RankResult) -> None:
+    ax.set_title(f"rank {rank.rank}: where the step's time goes (no MFU: peak or FLOPs unknown)")
+    wall = rank.step_s or 1.0
+    shares = [(cat, rank.mean(cat) / wall) for cat in ORDER]
+    ax.bar(range(len(shares)), [v for _, v in shares], color=[COLOURS[c] for c, _ in shares])
+    ax.set_xticks(range(len(shares)), [c for c, _ in shares], rotation=40, ha="right", fontsize=7)
+    ax.set_ylabel("share of the step")
 
 
 def trace_figure(r: TraceResult, path: str | Path, top: int = 12) -> Path:

@@ -80,6 +80,65 @@ def op_rows(rank: RankResult, top: int) -> list[list[str]]:
     return rows
 
 
+def kernel_table(rank: RankResult, top: int) -> tuple[list[str], list[list[str]]]:
+    """(columns, rows): the top kernels by device time, HTA's first view; the achieved rate
+    only where some kernel has one (a memcpy's bytes, a one-kernel op's FLOPs)."""
+    rows = []
+    for k in rank.kernels[:top]:
+        if k.achieved_flops_per_s:
+            achieved = u.format_flops_per_s(k.achieved_flops_per_s)
+        elif k.achieved_bytes_per_s:
+            achieved = u.format_bandwidth(k.achieved_bytes_per_s)
+        else:
+            achieved = "—"
+        rows.append(
+            [
+                f"{short_kernel_name(k.name)} ×{k.calls}",
+                k.category + (f" {k.dtype}" if k.dtype else ""),
+                u.format_time(k.time_s),
+                _pct(k.share),
+                (k.op or "—").removeprefix("aten::")[:20],
+                achieved,
+            ]
+        )
+    columns = ["kernel × calls", "category", "time", "share", "op", "achieved"]
+    if all(r[-1] == "—" for r in rows):
+        columns, rows = columns[:-1], [r[:-1] for r in rows]
+    return columns, rows
+
+
+def short_kernel_name(name: str, width: int = 26) -> str:
+    """A kernel's function name without 'void', namespaces, parameters and long templates."""
+    text = name.removeprefix("void ").replace("(anonymous namespace)::", "").split("(", 1)[0]
+    fn, bracket, rest = text.partition("<")
+    text = fn.rsplit("::", 1)[-1] + bracket + rest
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def gpu_lines(rank: RankResult) -> list[str]:
+    """How far the GPU runs behind the host, and HTA's figures on the same windows."""
+    out = []
+    if rank.gpu_lag_s is not None:
+        lag = u.format_time(rank.gpu_lag_s)
+        if rank.gpu_lag_s > 1e-3:
+            out.append(
+                f"the GPU runs {lag} behind the CPU (median launch to kernel start): the host "
+                "keeps the queue full, so the run is not launch-bound"
+            )
+        else:
+            out.append(f"median launch to kernel start: {lag} (the GPU waits on the host)")
+    h = rank.hta
+    if h:
+        out.append(
+            f"as Holistic Trace Analysis defines them, over the {u.format_time(h['window_s'])} "
+            f"analysed: idle {_pct(h['idle_time'])}, compute {_pct(h['compute_time'])}, "
+            f"non-compute {_pct(h['non_compute_time'])}, communication under computation "
+            f"{_pct(h['comp_comm_overlap'])} (HTA windows the kernels of every step but the "
+            "last; ceiling the GPU windows of the whole steps)"
+        )
+    return out
+
+
 def cross_rows(r: TraceResult) -> list[list[str]]:
     c = r.cross
     if c is None:
@@ -117,6 +176,11 @@ def render(r: TraceResult, top: int = 10) -> None:
                 step_rows(rank),
             )
         )
+        for line in [*rank.notes, *gpu_lines(rank)]:
+            out.print(f"rank {rank.rank}: {line}")
+        if rank.kernels:
+            title = f"Rank {rank.rank}: top kernels by device time"
+            out.print(table(title, *kernel_table(rank, top)))
         cols = ["op × calls", "shapes", "FLOPs", "time", "roof time", "lost", "bound"]
         out.print(
             table(

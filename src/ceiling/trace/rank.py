@@ -10,7 +10,7 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 
 from ceiling.model import roofline
-from ceiling.profile.op_flops import MODEL_CATEGORIES
+from ceiling.model.mfu import MODEL_CATEGORIES
 from ceiling.trace import breakdown as bd
 from ceiling.trace import kernels
 from ceiling.trace.collectives import collectives

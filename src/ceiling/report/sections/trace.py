@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from ceiling import units
 from ceiling.report.compose import ReportContext, SectionOutput, Skip
-from ceiling.report.trace_tables import cross_rows, device_line, op_rows, step_rows
+from ceiling.report.trace_tables import (
+    cross_rows,
+    device_line,
+    gpu_lines,
+    kernel_table,
+    op_rows,
+    step_rows,
+)
 
 KEY = "trace"
 TITLE = "Your run, from its trace"
@@ -27,15 +34,21 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     out.note(device_line(r))
     rank = r.ranks[0]
     _largest_loss(out, rank)
-    out.key("step_s", rank.step_s, "step time (rank 0)", units.format_time(rank.step_s))
+    out.key_figures["rank"] = rank.rank
+    out.key("step_s", rank.step_s, f"step time (rank {rank.rank})", units.format_time(rank.step_s))
     out.key(
         "mfu",
         rank.mfu,
-        "MFU (rank 0)",
+        f"MFU (rank {rank.rank})",
         "unknown" if rank.mfu is None else units.format_percent(rank.mfu),
     )
     out.key_figures["model_flops_per_step"] = rank.model_flops_per_step
     out.table(f"Rank {rank.rank}: the mean step", ["", "time", "share"], step_rows(rank))
+    for line in [*rank.notes, *gpu_lines(rank)]:
+        out.note(line)
+    if rank.kernels:
+        title = f"Rank {rank.rank}: top kernels by device time"
+        out.table(title, *kernel_table(rank, TOP_OPS))
     cols = ["op × calls", "shapes", "FLOPs", "time", "roof time", "lost", "bound"]
     title = f"Rank {rank.rank}: ops losing most time against their roof"
     out.table(title, cols, op_rows(rank, TOP_OPS), modelled=(4, 6))
@@ -56,7 +69,8 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     out.figure(
         build_figure(r),
         "Left: each rank's first step on a time line; middle: the top ops on the device's "
-        "roofline; right: from the dense peak to the achieved MFU.",
+        "roofline; right: from the dense peak to the achieved MFU (where the step's time goes "
+        "when no peak is known).",
     )
 
 

@@ -1,0 +1,240 @@
+"""`ceiling trace` on real GPU traces recorded by others (tests/data/traces-real/README.md).
+
+The expected answers are computed here from the raw events, with code of the test's own: the
+GPU work a step launched (a device event whose launching runtime call, found by
+`correlation`, lies inside the step's `ProfilerStep` span), when that work ends on the GPU, and
+how much of the time between two such ends no device event covers.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ceiling.hardware.catalog import get_spec
+from ceiling.hardware.identify import identify
+from ceiling.trace import breakdown as bd
+from ceiling.trace.analyze import analyze
+
+DATA = Path(__file__).parent / "data" / "traces-real"
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime")
+
+
+def _events(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as f:
+        return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+
+
+def _union_length(intervals) -> float:
+    total, end = 0.0, None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
+def raw_gpu_steps(path: Path) -> tuple[float, float, int]:
+    """(GPU step period s, GPU idle share, whole steps) from the raw events: the steps after
+    the first (whose GPU start the trace does not hold), each from the previous step's GPU end
+    to its own."""
+    ev = _events(path)
+    launch = {
+        e["args"]["correlation"]: e["ts"]
+        for e in ev
+        if e.get("cat") in RUNTIME_CATS and "correlation" in e.get("args", {})
+    }
+    device = [e for e in ev if e.get("cat") in DEVICE_CATS]
+    spans = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in ev
+        if e.get("cat") in ("user_annotation", "cpu_op")
+        and re.match(r"ProfilerStep#\d+$", e["name"])
+    )
+    ends = []
+    for a, b in spans:
+        mine = [
+            e["ts"] + e["dur"]
+            for e in device
+            if a <= launch.get(e["args"].get("correlation"), e["ts"]) < b
+        ]
+        ends.append(max(mine))
+    lo, hi = ends[0], ends[-1]
+    busy = [
+        (max(e["ts"], lo), min(e["ts"] + e["dur"], hi))
+        for e in device
+        if e["ts"] < hi and e["ts"] + e["dur"] > lo
+    ]
+    n = len(ends) - 1
+    return (hi - lo) * 1e-6 / n, 1 - _union_length(busy) / (hi - lo), n
+
+
+def raw_active_span(path: Path) -> tuple[float, float]:
+    """(GPU-active span s, idle share) of a trace without steps."""
+    device = [e for e in _events(path) if e.get("cat") in DEVICE_CATS]
+    lo = min(e["ts"] for e in device)
+    hi = max(e["ts"] + e["dur"] for e in device)
+    busy = [(e["ts"], e["ts"] + e["dur"]) for e in device]
+    return (hi - lo) * 1e-6, 1 - _union_length(busy) / (hi - lo)
+
+
+STEPPED = ["a100_ddp_nccl_rank0.json.gz", "v100_bmm_rank1.json.gz", "sampled_2rank/rank-0.json.gz"]
+
+
+def _idle_share(rank) -> float:
+    wall = sum(s.wall_s for s in rank.steps)
+    return sum(s.seconds[bd.IDLE] for s in rank.steps) / wall
+
+
+@pytest.mark.parametrize("name", STEPPED)
+def test_gpu_step_period_and_idle_match_the_raw_events(name):
+    period, idle, n = raw_gpu_steps(DATA / name)
+    rank = analyze(DATA / name).ranks[0]
+    assert len(rank.steps) == n
+    assert rank.step_s == pytest.approx(period, rel=0.05)
+    assert _idle_share(rank) == pytest.approx(idle, abs=0.03)
+    # HTA's idle_time on the same windows is the same figure
+    assert rank.hta["idle_time"] == pytest.approx(idle, abs=0.01)
+    assert any("partial" in note for note in rank.notes)
+
+
+@pytest.mark.parametrize("name", ["alexnet_a100_nosteps.json.gz", "gp100_gpu_annotations.json.gz"])
+def test_a_trace_without_steps_is_its_gpu_active_span(name):
+    span, idle = raw_active_span(DATA / name)
+    rank = analyze(DATA / name).ranks[0]
+    assert len(rank.steps) == 1
+    assert rank.step_s == pytest.approx(span, rel=1e-4)  # seconds since 1970: ~0.2 µs steps
+    assert _idle_share(rank) == pytest.approx(idle, abs=0.01)
+    assert any("GPU-active span" in note for note in rank.notes)
+
+
+@pytest.mark.parametrize("name", [*STEPPED, "mi250_minitoy_rocm6.json.gz"])
+def test_kernel_time_is_attributed_and_bounded(name):
+    rank = analyze(DATA / name).ranks[0]
+    work = sum(rank.mean(k) for k in bd.WORK)
+    known = rank.mean(bd.COMPUTE) + rank.mean(bd.MEMORY_BOUND)
+    assert known >= 0.75 * work
+    kernels = [k for k in rank.kernels if k.category != "other"]
+    with_op = sum(k.time_s for k in kernels if k.op is not None)
+    assert with_op >= 0.75 * sum(k.time_s for k in kernels)
+
+
+def test_batch_norm_kernels_keep_their_op():
+    """cudnn_batch_norm has no cost rule but child ops: its own kernels stay in the table."""
+    rank = analyze(DATA / "a100_ddp_nccl_rank0.json.gz").ranks[0]
+    names = {o.name for o in rank.ops}
+    assert {"aten::cudnn_batch_norm", "aten::cudnn_batch_norm_backward"} <= names
+    bn = sum(o.time_s for o in rank.ops if "batch_norm" in o.name)
+    assert bn > 0.1 * sum(o.time_s for o in rank.ops)
+
+
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("a100_ddp_nccl_rank0.json.gz", "a100-40gb"),
+        ("v100_bmm_rank1.json.gz", "v100"),
+        ("gp100_gpu_annotations.json.gz", "quadro-gp100"),
+        ("mi250_minitoy_rocm6.json.gz", "mi250"),
+    ],
+)
+def test_devices_are_identified_from_their_properties(name, key):
+    r = analyze(DATA / name)
+    assert r.device.name == get_spec(key).name
+    assert r.device.peak_flops_per_s is not None
+
+
+def test_a_gpu_trace_that_names_no_device_is_not_called_a_cpu_run():
+    r = analyze(DATA / "sampled_2rank")
+    assert not any("CPU run" in n for n in r.notes)
+    assert any("does not name its GPU" in n and "--spec" in n for n in r.notes)
+    assert [x.rank for x in r.ranks] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    "props, key",
+    [
+        (
+            {
+                "name": "Tesla V100-SXM2-16GB",
+                "computeMajor": 7,
+                "computeMinor": 0,
+                "numSms": 80,
+                "totalGlobalMem": 16935682048,
+            },
+            "v100",
+        ),
+        (
+            {
+                "name": "Tesla V100-DGXS-32GB",
+                "computeMajor": 7,
+                "computeMinor": 0,
+                "numSms": 80,
+                "totalGlobalMem": 34089730048,
+            },
+            "v100",
+        ),
+        (
+            {
+                "name": "NVIDIA A100-PG509-200",
+                "computeMajor": 8,
+                "computeMinor": 0,
+                "numSms": 108,
+                "totalGlobalMem": 42297524224,
+            },
+            "a100-40gb",
+        ),
+        ({"name": "NVIDIA A100-SXM4-80GB"}, "a100-80gb"),
+        (
+            {
+                "name": "AMD Radeon Graphics",
+                "computeMajor": 9,
+                "computeMinor": 0,
+                "numSms": 110,
+                "warpSize": 64,
+                "totalGlobalMem": 68702699520,
+            },
+            "mi250x",
+        ),
+        (
+            {
+                "name": "AMD Radeon Graphics",
+                "gcnArchName": "gfx942:sramecc+:xnack-",
+                "numSms": 304,
+                "totalGlobalMem": 206158430208,
+            },
+            "mi300x",
+        ),
+    ],
+)
+def test_identify_by_architecture_and_sm_count(props, key):
+    assert identify(props).spec.key == key
+
+
+def test_an_unknown_device_is_still_analysed():
+    assert identify({"name": "Imaginary GPU", "computeMajor": 99, "numSms": 7}) is None
+
+
+def test_kernel_view_names_categories_precision_and_ops():
+    rank = analyze(DATA / "a100_ddp_nccl_rank0.json.gz").ranks[0]
+    top = rank.kernels[0]
+    assert top.category == "NCCL all_reduce" and top.op == "c10d::allreduce_"
+    gemms = [k for k in rank.kernels if k.category == "GEMM"]
+    assert gemms and all(k.dtype == "tf32" for k in gemms if "tensorop_s1688" in k.name)
+    assert sum(k.share for k in rank.kernels) == pytest.approx(1.0)
+    copies = [k for k in rank.kernels if k.category.startswith("memcpy")]
+    assert copies and all(k.achieved_bytes_per_s for k in copies)
+
+
+def test_cli_prints_the_kernel_view_and_the_lag(cli):
+    code, out, err = cli("trace", DATA / "sampled_2rank")
+    assert code == 0, err
+    assert "top kernels by device time" in out and "ncclKernel" in out
+    assert "behind the CPU" in out  # its GPU runs ~11 ms behind its host
