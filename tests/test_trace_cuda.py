@@ -367,3 +367,70 @@ def test_the_api_reads_like_the_command(tmp_path):
 
     r = ceiling.trace(_write(tmp_path / "t.json", cuda_trace()), spec="h100-sxm")
     assert r.ranks[0].mfu == pytest.approx(2.0 * N**3 / 0.95e-3 / get_spec("h100-sxm").peak("bf16"))
+
+
+def test_fp32_gemms_on_tensor_cores_count_against_the_tf32_peak(tmp_path):
+    doc = cuda_trace(device="NVIDIA A100-SXM4-80GB")
+    for e in doc["traceEvents"]:
+        if e["name"] == "aten::addmm":
+            e["args"]["Input type"] = ["float"] * 3 + ["Scalar"] * 2
+        if e["name"].startswith("sm90_xmma_gemm"):
+            e["name"] = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4>"
+    r = analyze(_write(tmp_path / "t.json", doc))
+    a100, gemm = get_spec("a100-80gb"), 2.0 * N**3
+    assert r.device.peak_key == "tf32"
+    step = r.ranks[0].steps[0]
+    assert step.model_flops_by_dtype == {"tf32": pytest.approx(gemm)}
+    assert r.ranks[0].mfu == pytest.approx(gemm / 0.95e-3 / a100.peak("tf32"))
+    (gemm_row,) = [k for k in r.ranks[0].kernels if k.category == "GEMM"]
+    assert gemm_row.dtype == "tf32" and gemm_row.op == "aten::addmm"
+    assert gemm_row.achieved_flops_per_s == pytest.approx(gemm / 300e-6)
+
+
+def _queued_run(steps=4, host_us=100, kernel_us=150, trailing=False) -> dict:
+    """A loop whose host runs ahead: each host step launches one kernel at +10 µs, the GPU
+    runs each kernel as soon as the previous one ends, so kernel k starts 50·k µs after its
+    launch. Optionally a last host step cut short, which launched a 1 µs kernel."""
+    ev, end = [], None
+    n = steps + (1 if trailing else 0)
+    for k in range(n):
+        t0, corr = k * host_us, 200 + k
+        dur = 1 if trailing and k == steps else kernel_us
+        span = 12 if trailing and k == steps else host_us
+        ev.append(_x("user_annotation", f"ProfilerStep#{k}", t0, span))
+        ev.append(_x("cpu_op", "aten::relu", t0 + 8, 4, **{"External id": 10 + k}))
+        ev.append(_launch(t0 + 10, corr, 10 + k))
+        start = t0 + 15 if end is None else max(t0 + 15, end)
+        ev.append(_kernel("vectorized_elementwise_kernel<relu>", start, dur, corr, 10 + k))
+        end = start + dur
+    return {"schemaVersion": 1, "traceEvents": ev}
+
+
+def test_steps_are_windowed_on_the_gpu_when_it_runs_behind(tmp_path):
+    rank = analyze(_write(tmp_path / "t.json", _queued_run())).ranks[0]
+    # step 0 partial (its GPU start unknown); steps 1-3 end at 315, 465, 615 µs
+    assert [s.name for s in rank.steps] == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+    assert rank.step_s / US == pytest.approx(150)
+    assert all(s.seconds[bd.IDLE] == pytest.approx(0, abs=1e-12) for s in rank.steps)
+    assert rank.gpu_lag_s / US == pytest.approx(80)  # median of 5, 55, 105, 155 µs
+    assert any("ProfilerStep#0 dropped as partial" in n for n in rank.notes)
+
+
+def test_a_trailing_step_cut_short_is_dropped_and_said(tmp_path):
+    rank = analyze(_write(tmp_path / "t.json", _queued_run(trailing=True))).ranks[0]
+    assert rank.steps[-1].name == "ProfilerStep#3"
+    assert rank.step_s / US == pytest.approx(150)
+    assert any("ProfilerStep#4" in n and "profiler stopped" in n for n in rank.notes)
+
+
+def test_pytorch_1_8_spelling_of_the_external_id(tmp_path):
+    doc = cuda_trace()
+    for e in doc["traceEvents"]:
+        args = e.get("args")
+        if isinstance(args, dict) and "External id" in args:
+            args["external id"] = args.pop("External id")
+        if e["cat"] == "cuda_runtime":
+            e["args"].pop("correlation", None)  # only the External id links them now
+    step = analyze(_write(tmp_path / "t.json", doc)).ranks[0].steps[0]
+    assert step.seconds[bd.COMPUTE] / US == pytest.approx(300)
+    assert step.seconds[bd.MEMORY_BOUND] / US == pytest.approx(150)

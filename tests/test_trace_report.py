@@ -30,8 +30,9 @@ def test_trace_section_explains_the_run(cli, tmp_path, trace_file):
     assert sec["status"] == "ok"
     mfu = 2.0 * N**3 / 0.95e-3 / get_spec("h100-sxm").peak("bf16")
     assert sec["key_figures"]["mfu"] == pytest.approx(mfu)
-    assert [t["title"] for t in sec["tables"]][:2] == [
+    assert [t["title"] for t in sec["tables"]][:3] == [
         "Rank 0: the mean step",
+        "Rank 0: top kernels by device time",
         "Rank 0: ops losing most time against their roof",
     ]
     assert len(sec["figures"]) == 1

@@ -144,6 +144,7 @@ def analyze_rank(
     host = _HostEvents(trace, steps_ix)
     timeline = _Timeline(trace.device_events)
     kept_steps = sorted({max(k, 0) for k in which})
+    shapes = any("Input Dims" in e.args for e in trace.cpu_ops)
     steps = []
     for window, k in zip(windows, which, strict=True):
         k = max(k, 0)
@@ -158,9 +159,9 @@ def analyze_rank(
             )
         step.name, step.start_s = names[k], window[0]
         step.host_seconds = _host_timeline(host, k, spans[k])
-        _flops(step, [(records[i], precisions.get(i)) for i in recs_in[k]], roof)
+        if shapes:  # without them no op can be counted: FLOPs unknown, not zero
+            _flops(step, [(records[i], precisions.get(i)) for i in recs_in[k]], roof)
         steps.append(step)
-    shapes = any("Input Dims" in e.args for e in trace.cpu_ops)
     rec_step = [s if s in kept_steps else -1 for s in rec_step]
     in_windows = [e for w in windows for e in timeline.overlapping(w) if e.start_s >= w[0]]
     return RankResult(
