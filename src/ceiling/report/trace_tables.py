@@ -130,11 +130,11 @@ def gpu_lines(rank: RankResult) -> list[str]:
     h = rank.hta
     if h:
         out.append(
-            f"as Holistic Trace Analysis defines them, over the {u.format_time(h['window_s'])} "
-            f"analysed: idle {_pct(h['idle_time'])}, compute {_pct(h['compute_time'])}, "
-            f"non-compute {_pct(h['non_compute_time'])}, communication under computation "
-            f"{_pct(h['comp_comm_overlap'])} (HTA windows the kernels of every step but the "
-            "last; ceiling the GPU windows of the whole steps)"
+            f"as Holistic Trace Analysis defines them, on its window (the "
+            f"{u.format_time(h['kernel_time_s'])} of GPU work launched before the last step): "
+            f"idle {_pct(h['idle_time'])}, compute {_pct(h['compute_time'])}, non-compute "
+            f"{_pct(h['non_compute_time'])}, communication under computation "
+            f"{_pct(h['comp_comm_overlap'])}; the step split above uses whole GPU steps"
         )
     return out
 

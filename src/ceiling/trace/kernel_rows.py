@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from ceiling.trace import breakdown as bd
 from ceiling.trace import kernels
-from ceiling.trace.events import KERNEL
-from ceiling.trace.results import KernelRow, StepResult
+from ceiling.trace.events import KERNEL, is_comm_kernel
+from ceiling.trace.intervals import intersect, measure, union
+from ceiling.trace.results import KernelRow
 
 
 def kernel_rows(events, links, records) -> list[KernelRow]:
@@ -74,24 +74,37 @@ def _add_cost(row: KernelRow, e, rec, kernels_of_call: int) -> None:
         row.bytes = None if c.bytes is None else row.bytes + c.bytes
 
 
-def hta_figures(steps: list[StepResult], windows) -> dict[str, float] | None:
-    """Holistic Trace Analysis's temporal breakdown and communication-computation overlap,
-    as ratios, over the analysed GPU windows (HTA: first to last kernel of every step but the
-    last): idle_time, compute_time (any non-communication, non-memcpy kernel),
-    non_compute_time (communication not hidden, memcpy/memset), comp_comm_overlap
-    (communication time under computation / all communication time)."""
-    wall = sum(s.wall_s for s in steps)
-    if wall <= 0:
+def hta_figures(trace, links) -> dict[str, float] | None:
+    """Holistic Trace Analysis's temporal breakdown and communication-computation overlap, as
+    ratios, on HTA's own window: the device events launched before the last ProfilerStep
+    began (every event without steps), from the first one's start to the last one's end.
+    idle_time: no device event runs; compute_time: a kernel other than communication or
+    memcpy/memset runs; non_compute_time: the rest; comp_comm_overlap: the share of
+    communication time during which a computation kernel also runs. (ceiling's own step split
+    uses whole GPU steps instead, see gpu_steps.)"""
+    events = trace.device_events
+    if trace.steps:
+        cut = trace.steps[-1].start_s
+        launch = links.launch
+        events = [e for e in events if launch.get(e.args.get("correlation"), cut) < cut]
+    if not events:
         return None
-    compute = sum(s.seconds.get(k, 0.0) for s in steps for k in bd.WORK)
-    idle = sum(s.seconds.get(bd.IDLE, 0.0) for s in steps)
-    comm = sum(s.comm_s for s in steps)
+    lo, hi = min(e.start_s for e in events), max(e.end_s for e in events)
+    if hi <= lo:
+        return None
+    comm = union((e.start_s, e.end_s) for e in events if e.cat == KERNEL and is_comm_kernel(e.name))
+    compute = union(
+        (e.start_s, e.end_s) for e in events if e.cat == KERNEL and not is_comm_kernel(e.name)
+    )
+    busy = measure(union((e.start_s, e.end_s) for e in events))
+    wall = hi - lo
+    comm_s = measure(comm)
     return {
-        "window_s": wall,
-        "window_start_s": windows[0][0],
-        "window_end_s": windows[-1][1],
-        "idle_time": idle / wall,
-        "compute_time": compute / wall,
-        "non_compute_time": max(wall - compute - idle, 0.0) / wall,
-        "comp_comm_overlap": sum(s.comm_overlapped_s for s in steps) / comm if comm else 0.0,
+        "window_start_s": lo,
+        "window_end_s": hi,
+        "kernel_time_s": wall,
+        "idle_time": (wall - busy) / wall,
+        "compute_time": measure(compute) / wall,
+        "non_compute_time": (busy - measure(compute)) / wall,
+        "comp_comm_overlap": measure(intersect(comm, compute)) / comm_s if comm_s else 0.0,
     }

@@ -176,7 +176,7 @@ def analyze_rank(
         kernels=kernel_rows(in_windows, links, records) if trace.on_gpu else [],
         gpu_lag_s=gpu_lag_s(trace.device_events, links.launched_at) if trace.on_gpu else None,
         notes=notes,
-        hta=hta_figures(steps, windows) if trace.on_gpu else None,
+        hta=hta_figures(trace, links) if trace.on_gpu else None,
     )
 
 
