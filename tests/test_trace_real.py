@@ -258,3 +258,32 @@ def test_cli_prints_the_kernel_view_and_the_lag(cli):
     assert code == 0, err
     assert "top kernels by device time" in out and "ncclKernel" in out
     assert "behind the CPU" in out  # its GPU runs ~11 ms behind its host
+
+
+def _same(a, b) -> None:
+    assert [r.rank for r in a.ranks] == [r.rank for r in b.ranks]
+    for x, y in zip(a.ranks, b.ranks, strict=True):
+        assert x.step_s == y.step_s and x.hta == y.hta
+        assert [k.name for k in x.kernels] == [k.name for k in y.kernels]
+    assert a.cross.straggler == b.cross.straggler
+
+
+def test_ranks_read_in_worker_processes_give_the_serial_answer():
+    folder = DATA / "sampled_2rank"
+    _same(analyze(folder, workers=1), analyze(folder, workers=2))
+
+
+def test_ranks_read_on_a_local_dask_cluster_give_the_serial_answer():
+    pytest.importorskip("dask.distributed")
+    seen = []
+    folder = DATA / "sampled_2rank"
+    on_dask = analyze(folder, dask="local", progress=lambda done, total: seen.append(done))
+    _same(analyze(folder, workers=1), on_dask)
+    assert seen == [1]  # the first rank is read here, the other on the cluster
+
+
+def test_workers_must_be_a_whole_number():
+    from ceiling.errors import CeilingError
+
+    with pytest.raises(CeilingError, match="workers"):
+        analyze(DATA / "sampled_2rank", workers=0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -67,6 +68,30 @@ def figure_and_json(result: Any, plot: Path | None, json_out: bool) -> bool:
     if json_out:
         emit_json({**result.to_dict(), "plot": str(plot) if plot else None})
     return json_out
+
+
+@contextmanager
+def rank_progress(label: str):
+    """A progress bar on stderr (a terminal only) fed as `progress(done, total)`."""
+    import sys
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=Console(file=sys.stderr),
+        transient=True,
+        disable=not sys.stderr.isatty(),
+    ) as bar:
+        task = bar.add_task(label, total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield progress
 
 
 def console():

@@ -28,15 +28,38 @@ def trace_command(
             help="Dtype of the peak for MFU (default: most matmul FLOPs'; tf32 if TF32 was on)."
         ),
     ] = None,
-    top: Annotated[int, typer.Option(min=1, help="Ops shown per rank.")] = 10,
+    top: Annotated[int, typer.Option(min=1, help="Ops and kernels shown per rank.")] = 10,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Rank files read at once in local processes (default: a core each)."
+        ),
+    ] = None,
+    dask: Annotated[
+        str | None,
+        typer.Option(
+            help="Read the ranks on a Dask cluster: its scheduler's address, or 'local' "
+            "(needs pip install 'ceiling-perf[cluster]')."
+        ),
+    ] = None,
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
     """Per step and rank: compute, memory-bound, communication (exposed/overlapped), memcpy,
     idle with its host reason; MFU; each op on the device's roofline; stragglers."""
+    from ceiling.cli.output import rank_progress
     from ceiling.trace.analyze import analyze
 
-    result = analyze(path, spec=spec, profile=profile, dtype=dtype)
+    with rank_progress("reading rank traces") as progress:
+        result = analyze(
+            path,
+            spec=spec,
+            profile=profile,
+            dtype=dtype,
+            workers=workers,
+            dask=dask,
+            progress=progress,
+        )
     if plot is not None:
         from ceiling.report.trace_plot import trace_figure
 

@@ -12,10 +12,10 @@ import types
 
 
 class _CallableModule(types.ModuleType):
-    def __call__(self, path, spec=None, profile=None, dtype=None):
+    def __call__(self, path, spec=None, profile=None, dtype=None, workers=None, dask=None):
         from ceiling.trace.analyze import analyze
 
-        return analyze(path, spec=spec, profile=profile, dtype=dtype)
+        return analyze(path, spec=spec, profile=profile, dtype=dtype, workers=workers, dask=dask)
 
 
 sys.modules[__name__].__class__ = _CallableModule

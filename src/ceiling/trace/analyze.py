@@ -3,15 +3,13 @@ roofline, split each step's time, compare the ranks."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 
-from ceiling.errors import CeilingError, UnsupportedOnDevice
-from ceiling.trace import optree
-from ceiling.trace.links import Links
-from ceiling.trace.rank import MODEL_CATEGORIES, Roof, analyze_rank, record_precisions
+from ceiling.errors import CeilingError, InvalidInput, UnsupportedOnDevice
+from ceiling.trace.engines import default_workers, run_ranks
+from ceiling.trace.rank_summary import Prepared
 from ceiling.trace.ranks import cross_rank
-from ceiling.trace.reader import read_traces, trace_files, without_gc
+from ceiling.trace.reader import NotATrace, read_trace, trace_files, without_gc
 from ceiling.trace.results import TraceDevice, TraceResult
 
 
@@ -20,47 +18,68 @@ def analyze(
     spec: str | None = None,
     profile: str | Path | None = None,
     dtype: str | None = None,
+    workers: int | None = None,
+    dask: str | None = None,
+    progress=None,
 ) -> TraceResult:
     """Explain a torch.profiler trace (a file, .json.gz, or a folder of per-rank files).
 
     The device is `spec` (a catalog name), else `profile` (a saved machine profile), else
     the device the trace names (its deviceProperties), matched in the catalog. `dtype`
     overrides the dtype MFU is measured against (default: the one most matmul FLOPs use).
+    The ranks of a folder are read `workers` at a time in local processes (default: one per
+    core), or on the Dask cluster at `dask` ("local", or a scheduler's address);
+    `progress(done, total)` is called as ranks finish.
     """
     with without_gc():
-        return _analyze(path, spec, profile, dtype)
+        return _analyze(path, spec, profile, dtype, workers, dask, progress)
 
 
-def _analyze(path, spec, profile, dtype) -> TraceResult:
+def _analyze(path, spec, profile, dtype, workers, dask, progress) -> TraceResult:
     notes: list[str] = []
-    traces = read_traces(path)
-    cost = _cost_rule(traces)
-    if Path(path).is_dir():
-        skipped = len(trace_files(path)) - len(traces)
-        if skipped:
-            notes.append(f"{skipped} JSON file(s) in the folder are not traces: passed over")
-    records = [optree.counted_ops(t.cpu_ops, cost) for t in traces]
-    links = [Links(t, r) for t, r in zip(traces, records, strict=True)]  # may add records
-    precisions = [record_precisions(t, li) for t, li in zip(traces, links, strict=True)]
-    spec_obj, device = _device(traces, spec, profile, notes)
-    roof = None
+    files = trace_files(path)
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+    ):
+        raise InvalidInput(f"workers must be a whole number ≥ 1, got {workers!r}")
+    # The first trace decides the device and the dtype of the peak for every rank.
+    first, first_error, skipped = None, None, 0
+    for f in files:
+        try:
+            first = Prepared.of(read_trace(f))
+            break
+        except NotATrace as exc:
+            if len(files) == 1:
+                raise
+            first_error, skipped = first_error or exc, skipped + 1
+    if first is None:
+        raise first_error
+    spec_obj, device = _device([first.trace], spec, profile, notes)
+    key = None
     if spec_obj is not None:
         from ceiling.hardware.catalog import normalize_dtype
         from ceiling.model.mfu import peak_key
 
-        main = dtype or _main_dtype(records, precisions)
-        key = peak_key(normalize_dtype(main), False, spec_obj.kind)
+        key = peak_key(normalize_dtype(dtype or first.main_dtype()), False, spec_obj.kind)
         try:
             main = spec_obj.peak(key)
         except UnsupportedOnDevice as exc:
             notes.append(f"{exc}: no MFU or roofline")
+            key = None
         else:
             device.peak_key, device.peak_flops_per_s = key, main
-            roof = Roof(_peak_of(spec_obj), main, spec_obj.memory_bandwidth_bytes_per_s)
-    ranks = [
-        analyze_rank(t, r, roof, t.rank, li, p)
-        for t, r, li, p in zip(traces, records, links, precisions, strict=True)
-    ]
+    summaries = [(first.trace.rank, first.summary(spec_obj, key))]
+    del first  # the first trace is let go like every other
+    rest = [str(f) for f in files[skipped + 1 :]]
+    n = workers if workers is not None else default_workers(len(rest))
+    for done in run_ranks(rest, spec_obj, key, n, dask, progress):
+        if done is None:
+            skipped += 1
+        else:
+            summaries.append(done)
+    if skipped:
+        notes.append(f"{skipped} JSON file(s) in the folder are not traces: passed over")
+    ranks = _numbered(summaries)
     if not all(r.shapes_recorded for r in ranks):
         notes.append(
             "shapes were not recorded (torch.profiler record_shapes=False): FLOPs, MFU and "
@@ -75,36 +94,15 @@ def _analyze(path, spec, profile, dtype) -> TraceResult:
     )
 
 
-def _cost_rule(traces):
-    """The op cost rule: shapes are replayed on torch's meta device; a trace without any
-    recorded shapes has nothing to replay, so torch is not even loaded for it (the kernels'
-    names still tell what each one is)."""
-    if not any("Input Dims" in e.args for t in traces for e in t.cpu_ops):
-        return lambda name, args: None
-    from ceiling.trace.op_cost import cost
-
-    return cost
-
-
-def _peak_of(spec_obj):
-    def peak(dtype_key: str | None) -> float | None:
-        if dtype_key is None:
-            return None
-        return spec_obj.peak_flops_per_s.get(dtype_key)
-
-    return peak
-
-
-def _main_dtype(records, precisions) -> str:
-    """The dtype most model FLOPs ran in (the kernel's precision over the op's dtype)."""
-    flops: dict[str, float] = defaultdict(float)
-    for recs, ran_in in zip(records, precisions, strict=True):
-        for i, r in enumerate(recs):
-            c = r.cost
-            dt = ran_in.get(i) or (c.dtype if c is not None else None)
-            if c is not None and c.category in MODEL_CATEGORIES and dt:
-                flops[dt] += c.flops or 1.0
-    return max(flops, key=flops.get) if flops else "fp32"
+def _numbered(summaries) -> list:
+    """Ranks by the headers' `distributedInfo`, else by file order."""
+    named = [r for r, _ in summaries]
+    ranks = [s for _, s in summaries]
+    if None in named or len(set(named)) != len(named):
+        named = list(range(len(ranks)))
+    for r, k in zip(ranks, named, strict=True):
+        r.rank = k
+    return sorted(ranks, key=lambda r: r.rank)
 
 
 def _device(traces, spec, profile, notes):

@@ -38,28 +38,6 @@ def trace_files(path: str | Path) -> list[Path]:
     return [p]
 
 
-def read_traces(path: str | Path) -> list[RankTrace]:
-    """Every rank's trace at `path`, ordered by rank (the file's `distributedInfo`, else
-    file order). In a folder, JSON files that are not traces at all (no `traceEvents`) are
-    passed over when others are traces; a damaged trace is always an error."""
-    files = trace_files(path)
-    traces, first_error = [], None
-    for f in files:
-        try:
-            traces.append(read_trace(f))
-        except NotATrace as exc:
-            if len(files) == 1:
-                raise
-            first_error = first_error or exc
-    if not traces:
-        raise first_error
-    ranks = [t.rank for t in traces]
-    if None in ranks or len(set(ranks)) != len(ranks):
-        for i, t in enumerate(traces):
-            t.rank = i
-    return sorted(traces, key=lambda t: t.rank)
-
-
 class NotATrace(MalformedFile):
     """Valid JSON, but not a profiler trace."""
 

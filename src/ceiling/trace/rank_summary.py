@@ -1,0 +1,85 @@
+"""One rank's trace file read and reduced to its `RankResult`, then let go.
+
+This is the unit of work that runs in a worker process (or on a Dask cluster) when a job left
+one trace per rank: everything a rank needs arrives as plain data (the file, the device spec,
+the dtype of the peak), and only the summary travels back, so memory holds one trace per
+worker however many ranks there are.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ceiling.model.mfu import MODEL_CATEGORIES
+from ceiling.trace import optree
+from ceiling.trace.events import RankTrace
+from ceiling.trace.links import Links
+from ceiling.trace.op_rows import Roof
+from ceiling.trace.rank import analyze_rank, record_precisions
+from ceiling.trace.reader import NotATrace, read_trace, without_gc
+from ceiling.trace.results import RankResult
+
+
+@dataclass
+class Prepared:
+    """A rank's trace with its counted ops, their links to the kernels and the precision the
+    kernels' names show."""
+
+    trace: RankTrace
+    records: list
+    links: Links
+    precisions: dict[int, str]
+
+    @classmethod
+    def of(cls, trace: RankTrace) -> Prepared:
+        records = optree.counted_ops(trace.cpu_ops, cost_rule(trace))
+        links = Links(trace, records)  # may add records
+        return cls(trace, records, links, record_precisions(trace, links))
+
+    def main_dtype(self) -> str:
+        """The dtype most model FLOPs ran in (the kernel's precision over the op's dtype)."""
+        flops: dict[str, float] = defaultdict(float)
+        for i, r in enumerate(self.records):
+            c = r.cost
+            dt = self.precisions.get(i) or (c.dtype if c is not None else None)
+            if c is not None and c.category in MODEL_CATEGORIES and dt:
+                flops[dt] += c.flops or 1.0
+        return max(flops, key=flops.get) if flops else "fp32"
+
+    def summary(self, spec, peak_key: str | None) -> RankResult:
+        t = self.trace
+        rank = -1 if t.rank is None else t.rank
+        return analyze_rank(
+            t, self.records, roof(spec, peak_key), rank, self.links, self.precisions
+        )
+
+
+def cost_rule(trace: RankTrace):
+    """The op cost rule: shapes are replayed on torch's meta device; a trace without any
+    recorded shapes has nothing to replay, so torch is not even loaded for it (the kernels'
+    names still tell what each one is)."""
+    if not any("Input Dims" in e.args for e in trace.cpu_ops):
+        return lambda name, args: None
+    from ceiling.trace.op_cost import cost
+
+    return cost
+
+
+def roof(spec, peak_key: str | None) -> Roof | None:
+    """The device's roofline: each dtype's dense peak, the main one MFU is measured against."""
+    if spec is None or peak_key is None:
+        return None
+    peaks = dict(spec.peak_flops_per_s)
+    return Roof(peaks.get, peaks[peak_key], spec.memory_bandwidth_bytes_per_s)
+
+
+def rank_summary(path: str, spec, peak_key: str | None) -> tuple[int | None, RankResult] | None:
+    """(the rank the file's header names, its summary), or None when the file is JSON but no
+    profiler trace (a folder may hold other files)."""
+    with without_gc():
+        try:
+            trace = read_trace(path)
+        except NotATrace:
+            return None
+        return trace.rank, Prepared.of(trace).summary(spec, peak_key)
