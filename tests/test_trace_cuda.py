@@ -434,3 +434,39 @@ def test_pytorch_1_8_spelling_of_the_external_id(tmp_path):
     step = analyze(_write(tmp_path / "t.json", doc)).ranks[0].steps[0]
     assert step.seconds[bd.COMPUTE] / US == pytest.approx(300)
     assert step.seconds[bd.MEMORY_BOUND] / US == pytest.approx(150)
+
+
+def test_calibration_reads_the_efficiencies_the_run_achieved(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    _write(folder / "rank0.json", cuda_trace(rank=0, nccl_start=450))
+    _write(folder / "rank1.json", cuda_trace(rank=1, nccl_start=650))
+    cal = analyze(folder).calibration()
+    h100 = get_spec("h100-sxm")
+    # the 4096³ bf16 GEMM ran 300 µs on each rank; add moved 3·N² bf16 in 100 µs, mul 2·N² in 50
+    assert cal.matmul_efficiency == pytest.approx(2.0 * N**3 / (300e-6 * h100.peak("bf16")))
+    bw = h100.memory_bandwidth_bytes_per_s
+    assert cal.memory_efficiency == pytest.approx(5 * N * N * 2 / (150e-6 * bw))
+    # the all-reduce's transfer: 50 µs for N·256 bf16 values between 2 ranks
+    busbw = N * 256 * 2 / 50e-6 * 2 * (2 - 1) / 2
+    assert cal.collective_efficiency == pytest.approx(busbw / h100.link_bandwidth_bytes_per_s)
+    assert cal.attention_efficiency is None and cal.world_size == 2
+
+
+def test_plan_takes_the_calibrated_efficiencies_and_says_so(tmp_path, cli):
+    import ceiling
+
+    path = _write(tmp_path / "t.json", cuda_trace())
+    cal = analyze(path).calibration()
+    r = ceiling.plan("llama-3-8b", 8, spec="h100-sxm", calibrate=path)
+    assert r.cluster.matmul_efficiency == pytest.approx(cal.matmul_efficiency)
+    assert r.cluster.memory_efficiency == pytest.approx(cal.memory_efficiency)
+    told = r.assumptions["calibrated_from"]
+    assert set(told["taken"]) == {"matmul_efficiency", "memory_efficiency"}
+    assert "attention_efficiency" in told["kept_defaults"]
+    plain = ceiling.plan("llama-3-8b", 8, spec="h100-sxm")
+    assert plain.best.step_time_s != r.best.step_time_s
+    code, out, err = cli("plan", "llama-3-8b", "--gpus", "8", "--spec", "h100-sxm",
+                         "--calibrate", path)  # fmt: skip
+    assert code == 0, err
+    assert "calibrated from" in out and "matmul_efficiency" in out

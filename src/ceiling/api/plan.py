@@ -257,12 +257,15 @@ def plan(
     tokens: float | str | None = None,
     loss: str = "fp32",
     scaling: int = 0,
+    calibrate: Path | str | None = None,
 ) -> PlanResult:
     """Plan training of `model` (catalog name, "custom:..." or "hf:PATH") on `gpus` devices
     of a catalog `spec` (or the saved profile's device): every valid data/tensor/pipeline/
     expert split evaluated for memory and step time, the `top` fastest that fit ranked.
     `fixed` pins plan fields ("d=8,t=8" or {"t": 8}); `scaling` also plans at 2N, 4N, ...;
-    link bandwidths are text with a unit ("100GB/s") or bytes/s."""
+    link bandwidths are text with a unit ("100GB/s") or bytes/s. `calibrate` is a
+    torch.profiler trace of the user's own run: the GEMM, attention, memory and collective
+    efficiencies it achieved replace the defaults (the assumptions say which were taken)."""
     from ceiling.model.plan_search import parse_fixed, search
     from ceiling.model.plan_search import scaling as scaling_rows
     from ceiling.model.transformer import parse_model
@@ -285,13 +288,45 @@ def plan(
         dtype = "bf16"
         pins.setdefault("fp8", "linear")
 
+    cal = _calibration(calibrate, spec) if calibrate is not None else None
+
     def cluster_for(count: int):
-        return build_cluster(
+        cluster = build_cluster(
             spec, profile, count, gpus_per_node, intra_bw, inter_bw, matmul_efficiency, dtype
         )
+        if cal is None:
+            return cluster
+        from ceiling.trace.calibration import calibrated
+
+        return calibrated(cluster, cal)
 
     cluster = cluster_for(n)
     result = search(job, cluster, pins, top=top)
     doublings = [n * 2**i for i in range(scaling + 1)]
     rows = scaling_rows(job, cluster_for, doublings, pins) if scaling else []
-    return PlanResult(cfg, job, cluster, result, rows, assumptions(cluster, job, recipe), pins)
+    told = assumptions(cluster, job, recipe)
+    if cal is not None:
+        told["calibrated_from"] = {
+            "trace": str(calibrate),
+            "taken": {k: getattr(cal, k) for k in cal.taken},
+            "how": cal.basis,
+            "kept_defaults": [
+                k
+                for k in (
+                    "matmul_efficiency",
+                    "attention_efficiency",
+                    "memory_efficiency",
+                    "collective_efficiency",
+                )
+                if k not in cal.taken
+            ],
+        }
+    return PlanResult(cfg, job, cluster, result, rows, told, pins)
+
+
+def _calibration(trace_path: Path | str, spec: str | None):
+    """The efficiencies measured in the user's trace (on its own device, or `spec`'s)."""
+    from ceiling.trace.analyze import analyze
+
+    with argument_named("calibrate"):
+        return analyze(trace_path, spec=spec).calibration()

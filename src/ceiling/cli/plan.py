@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -126,6 +127,14 @@ TokensOption = Annotated[
 ScalingOption = Annotated[
     int, typer.Option("--scaling", help="Also plan at 2N, 4N, ... (this many doublings).")
 ]
+CalibrateOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--calibrate",
+        help="A torch.profiler trace of your own run: the GEMM, attention, memory and "
+        "collective efficiencies it achieved replace the defaults.",
+    ),
+]
 
 
 @app.command(help=PLAN_HELP)
@@ -150,6 +159,7 @@ def plan(
     dtype: DtypeOption = "bf16",
     tokens: TokensOption = None,
     scaling: ScalingOption = 0,
+    calibrate: CalibrateOption = None,
     json_out: JsonOption = False,
 ) -> None:
     from ceiling.api.plan import plan as plan_training
@@ -160,7 +170,7 @@ def plan(
         global_batch=global_batch, seq=seq, top=top, fixed=fixed, attention=attention,
         dropout=dropout, dp_overlap=not no_dp_overlap, headroom=headroom,
         matmul_efficiency=matmul_efficiency, intra_bw=intra_bw, inter_bw=inter_bw, dtype=dtype,
-        tokens=tokens, scaling=scaling, loss=loss,
+        tokens=tokens, scaling=scaling, loss=loss, calibrate=calibrate,
     )  # fmt: skip
     if json_out:
         emit_json(r.to_dict())
@@ -172,6 +182,10 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
     c = console()
     for line in _context_lines(cfg, job, cluster, result, assumptions):
         c.print(line)
+    if cal := assumptions.get("calibrated_from"):
+        taken = ", ".join(f"{k} {v:.3f}" for k, v in cal["taken"].items()) or "nothing"
+        kept = ", ".join(cal["kept_defaults"]) or "none"
+        c.print(f"calibrated from {cal['trace']}: took {taken}; kept the defaults of {kept}")
     c.print(_plans_table(result))
     for i, why in enumerate(result.why[1:], 2):
         c.print(f"#{i} vs #1: {why}")

@@ -170,4 +170,5 @@ def _trace_device(s, source: str) -> TraceDevice:
         kind=s.kind,
         bandwidth_bytes_per_s=s.memory_bandwidth_bytes_per_s,
         link_bandwidth_bytes_per_s=s.link_bandwidth_bytes_per_s,
+        peaks_flops_per_s=dict(s.peak_flops_per_s),
     )

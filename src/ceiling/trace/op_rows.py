@@ -31,9 +31,12 @@ def shapes_text(args: dict) -> str:
     )
 
 
-def op_rows(records, rec_step, op_time, roof: Roof | None) -> list[OpRow]:
+def op_rows(records, rec_step, op_time, roof: Roof | None, precisions=None) -> list[OpRow]:
+    """`precisions`: record index -> the dtype its kernels ran in (TF32 for an fp32 GEMM on
+    tensor cores), which places the op under that dtype's peak."""
     groups: dict[tuple, OpRow] = {}
-    for r, s, t in zip(records, rec_step, op_time, strict=True):
+    precisions = precisions or {}
+    for i, (r, s, t) in enumerate(zip(records, rec_step, op_time, strict=True)):
         if s < 0 or r.comm:
             continue
         c = r.cost
@@ -43,7 +46,7 @@ def op_rows(records, rec_step, op_time, roof: Roof | None) -> list[OpRow]:
             row = groups[key] = OpRow(
                 name=r.name,
                 shapes=key[1],
-                dtype=c.dtype if c else None,
+                dtype=precisions.get(i) or (c.dtype if c else None),
                 category=c.category if c else "unknown",
                 calls=0,
                 time_s=0.0,

@@ -19,6 +19,7 @@ class TraceDevice:
     peak_flops_per_s: float | None = None
     bandwidth_bytes_per_s: float | None = None
     link_bandwidth_bytes_per_s: float | None = None
+    peaks_flops_per_s: dict[str, float] = field(default_factory=dict)  # dense, per dtype
 
 
 @dataclass
@@ -100,6 +101,7 @@ class RankResult:
     collectives: list[Collective]
     shapes_recorded: bool
     kernels: list[KernelRow] = field(default_factory=list)
+    world_size: int | None = None  # the job's ranks, as the header says (a folder may hold some)
     gpu_lag_s: float | None = None  # median launch -> kernel start: the GPU behind the host
     notes: list[str] = field(default_factory=list)
     hta: dict[str, float] | None = None  # HTA's figures on the same windows (kernel_rows)
@@ -190,6 +192,12 @@ class TraceResult:
         from ceiling.report.notebook import record_html
 
         return record_html(f"Trace {self.path} ({len(self.ranks)} ranks)", self.to_dict())
+
+    def calibration(self):
+        """The efficiencies this run achieved, for the planner (`plan(..., calibrate=)`)."""
+        from ceiling.trace.calibration import calibration
+
+        return calibration(self)
 
     def figure(self):
         """Step strips, the roofline and the first rank's waterfall (a matplotlib Figure)."""

@@ -1,0 +1,136 @@
+"""The efficiencies a user's own run achieved, read from its trace, for the planner to use in
+place of the catalog's defaults (`ceiling plan MODEL --calibrate TRACE`).
+
+Each is achieved over attainable, time-weighted over the analysed steps of every rank: GEMMs'
+model FLOPs over the time their kernels ran times the dense peak of the dtype they ran in;
+the same for attention; memory-bound ops' bytes over their time times the memory bandwidth;
+collectives' bus bandwidth (nccl-tests convention) over the link's one-way bandwidth, from
+messages of at least 1 MB (smaller ones measure latency, not bandwidth). A figure the trace
+cannot give (no shapes, no such ops, one rank) is None and the planner keeps its default. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ceiling.trace.results import TraceResult
+
+MIN_MESSAGE_BYTES = 1e6
+_MEMORY_CATEGORIES = ("elementwise", "norm", "reduction", "memory")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    matmul_efficiency: float | None
+    attention_efficiency: float | None
+    memory_efficiency: float | None
+    collective_efficiency: float | None
+    world_size: int  # ranks of the traced job: whether its collectives left a node
+    source: str
+    basis: dict[str, str] = field(default_factory=dict)  # how each figure was measured
+
+    @property
+    def taken(self) -> list[str]:
+        return [
+            name
+            for name in (
+                "matmul_efficiency",
+                "attention_efficiency",
+                "memory_efficiency",
+                "collective_efficiency",
+            )
+            if getattr(self, name) is not None
+        ]
+
+
+def _compute_share(result: TraceResult, category: str) -> tuple[float | None, str]:
+    peaks = result.device.peaks_flops_per_s
+    flops = ideal = time = 0.0
+    for rank in result.ranks:
+        for row in rank.ops:
+            peak = peaks.get(row.dtype or "")
+            if row.category != category or not row.flops or row.time_s <= 0 or not peak:
+                continue
+            flops += row.flops
+            ideal += row.time_s * peak
+            time += row.time_s
+    if ideal <= 0:
+        return None, ""
+    return min(flops / ideal, 1.0), f"{category} ops, {time * 1e3:.3g} ms of kernels"
+
+
+def _memory_share(result: TraceResult) -> tuple[float | None, str]:
+    bw = result.device.bandwidth_bytes_per_s
+    moved = ideal = 0.0
+    for rank in result.ranks:
+        for row in rank.ops:
+            if row.category not in _MEMORY_CATEGORIES or not row.bytes or row.time_s <= 0:
+                continue
+            moved += row.bytes
+            ideal += row.time_s * bw
+    if not bw or ideal <= 0:
+        return None, ""
+    return min(moved / ideal, 1.0), f"memory-bound ops, {moved / 1e9:.3g} GB moved"
+
+
+def _collective_share(result: TraceResult) -> tuple[float | None, str]:
+    c = result.cross
+    if c is None:
+        return None, ""
+    rows = [
+        r
+        for r in c.collectives
+        if r.of_link is not None and r.bytes is not None and r.bytes >= MIN_MESSAGE_BYTES
+    ]
+    weight = sum(r.bytes * r.calls for r in rows)
+    if not weight:
+        return None, ""
+    share = sum(r.of_link * r.bytes * r.calls for r in rows) / weight
+    ops = ", ".join(sorted({r.op for r in rows}))
+    return min(share, 1.0), f"bus bandwidth of {ops} over the link, messages ≥ 1 MB"
+
+
+def calibration(result: TraceResult) -> Calibration:
+    """What the traced run achieved; None where the trace cannot tell."""
+    if result.device.peak_flops_per_s is None:
+        from ceiling.errors import InvalidInput
+
+        raise InvalidInput(
+            f"{result.path}: the trace's device is unknown, so no efficiency can be read "
+            "from it; pass its device (--spec NAME)"
+        )
+    basis: dict[str, str] = {}
+    figures = {}
+    for name, (value, how) in (
+        ("matmul_efficiency", _compute_share(result, "matmul")),
+        ("attention_efficiency", _compute_share(result, "attention")),
+        ("memory_efficiency", _memory_share(result)),
+        ("collective_efficiency", _collective_share(result)),
+    ):
+        figures[name] = value
+        if value is not None:
+            basis[name] = how
+    world = max([r.world_size or 0 for r in result.ranks] + [len(result.ranks)])
+    return Calibration(
+        **figures, world_size=world, source=f"measured in the trace {result.path}", basis=basis
+    )
+
+
+def calibrated(cluster, cal: Calibration):
+    """The cluster with the traced run's efficiencies in place of its defaults. Collectives
+    of a job that fit in one of the cluster's nodes calibrate the intra-node links; of a
+    larger job, the inter-node ones."""
+    from dataclasses import replace
+
+    changes = {
+        name: value
+        for name in ("matmul_efficiency", "attention_efficiency", "memory_efficiency")
+        if (value := getattr(cal, name)) is not None
+    }
+    if cal.collective_efficiency is not None:
+        inside = cal.world_size <= cluster.devices_per_node
+        key = "intra_collective_efficiency" if inside else "inter_collective_efficiency"
+        changes[key] = cal.collective_efficiency
+    if "matmul_efficiency" in changes:
+        changes["efficiency_source"] = cal.source
+    return replace(cluster, **changes)
