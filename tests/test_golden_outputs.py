@@ -121,6 +121,15 @@ _change(
     "sources.pcie_bandwidth_bytes_per_s",
 )
 _change(
+    _SPECS,
+    "each entry names its architecture (CUDA compute capability, AMD's gfx target), which "
+    "identifies a trace's device when the driver's name is not in the catalog, with its source",
+    "compute_capability",
+    "gcn_arch",
+    "sources.compute_capability",
+    "sources.gcn_arch",
+)
+_change(
     _PLANS,
     "every output says which device rule picked its device (datasheet or profile)",
     "cluster.device_source",
