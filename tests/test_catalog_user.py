@@ -65,6 +65,7 @@ def test_every_catalog_entry_round_trips_through_a_file(tmp_path, spec):
         assert getattr(again, f) == pytest.approx(getattr(spec, f)), f
     assert again.sources == spec.sources
     assert (again.name, again.kind, again.driver_names) == (spec.name, spec.kind, spec.driver_names)
+    assert (again.compute_capability, again.gcn_arch) == (spec.compute_capability, spec.gcn_arch)
 
 
 def test_spec_file_is_read_wherever_a_name_is(entry_file):

@@ -21,8 +21,9 @@ from ceiling.trace import breakdown as bd
 from ceiling.trace.analyze import analyze
 
 DATA = Path(__file__).parent / "data" / "traces-real"
-DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime")
+# today's category names and PyTorch 1.8's
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset")
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime", "Runtime")
 
 
 def _events(path: Path) -> list[dict]:
@@ -56,7 +57,7 @@ def raw_gpu_steps(path: Path) -> tuple[float, float, int]:
     spans = sorted(
         (e["ts"], e["ts"] + e["dur"])
         for e in ev
-        if e.get("cat") in ("user_annotation", "cpu_op")
+        if e.get("cat") in ("user_annotation", "cpu_op", "Operator")
         and re.match(r"ProfilerStep#\d+$", e["name"])
     )
     ends = []
@@ -86,7 +87,12 @@ def raw_active_span(path: Path) -> tuple[float, float]:
     return (hi - lo) * 1e-6, 1 - _union_length(busy) / (hi - lo)
 
 
-STEPPED = ["a100_ddp_nccl_rank0.json.gz", "v100_bmm_rank1.json.gz", "sampled_2rank/rank-0.json.gz"]
+STEPPED = [
+    "a100_ddp_nccl_rank0.json.gz",
+    "v100_bmm_rank1.json.gz",
+    "sampled_2rank/rank-0.json.gz",
+    "v100_resnet50_kineto_pt18.json.gz",
+]
 
 
 def _idle_share(rank) -> float:
@@ -114,6 +120,7 @@ HTA_0_5_0 = {
     "alexnet_a100_nosteps.json.gz": (0, 99.49, 0.08, 0.43, 0.0),
     "gp100_gpu_annotations.json.gz": (0, 96.24, 3.75, 0.01, 0.0),
     "mi250_minitoy_rocm6.json.gz": (0, 98.53, 1.08, 0.39, 0.0),
+    "v100_resnet50_kineto_pt18.json.gz": (0, 24.32, 73.23, 2.45, 0.0),
 }
 
 

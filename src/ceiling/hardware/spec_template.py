@@ -46,6 +46,9 @@ _COMMENTS = {
     "pcie_gb_per_s_one_way": "host link, one direction (PCIe 4.0 x16: 32, 5.0 x16: 64)",
     "l2_mib": "last-level on-chip cache",
     "sms": "streaming multiprocessors (NVIDIA) or compute units (AMD)",
+    "compute_capability": "CUDA compute capability (HIP's major.minor on AMD): with the SM "
+    "count it identifies the device in a trace",
+    "gcn_arch": "AMD's LLVM target, e.g. gfx942",
 }
 _OPTIONAL = ("link_gb_per_s_one_way", "pcie_gb_per_s_one_way", "l2_mib", "sms")
 
@@ -119,6 +122,9 @@ def _device_lines(spec: DeviceSpec) -> list[str]:
             lines.append(f"# {_line(name, '...')}  (not known: leave out)")
         else:
             lines.append(_line(name, _number(value)))
+    for name in ("compute_capability", "gcn_arch"):
+        if (value := getattr(spec, name)) is not None:
+            lines.append(_line(name, _text(value)))
     return lines
 
 
