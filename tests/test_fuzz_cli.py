@@ -135,7 +135,8 @@ COMMANDS = {
         "--global-batch=64|1024 --seq=2048|4096 --top=1|5 --fixed=tp=2|pp=2 "
         "--attention=flash|unfused --dropout --no-dp-overlap --headroom=0.1|0.5 "
         "--matmul-efficiency=0.5|0.9 --intra-bw=900GB/s --inter-bw=50GB/s|1B/s "
-        "--dtype=bf16|fp8|zz --tokens=1T|15e12 --scaling=0|3 --loss=eager|fused|zz --json",
+        "--dtype=bf16|fp8|zz --tokens=1T|15e12 --scaling=0|3 --loss=eager|fused|zz "
+        "--calibrate=@traces --json",
         always="--gpus --spec",
     ),
     "profile": Command(
@@ -183,7 +184,9 @@ COMMANDS = {
     ),
     "trace": Command(
         positional="@traces",
-        options="--spec=@specs --profile=@profiles --dtype=bf16|zz --top=3|10 --json --plot=@plots",
+        options="--spec=@specs --profile=@profiles --dtype=bf16|zz --top=3|10 --workers=1|2|0 "
+        "--json --plot=@plots",
+        skip={"--dask": "starts a cluster: tests/test_trace_real.py runs it on a local one"},
         examples=20,
     ),
     "simulate pipeline": Command(

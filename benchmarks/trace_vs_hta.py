@@ -1,0 +1,95 @@
+"""`ceiling trace` beside Holistic Trace Analysis on the same files: wall time and peak memory,
+each tool in a fresh process, side by side in one run.
+
+    .venv/bin/python benchmarks/trace_vs_hta.py [--hta-python PATH] [--mb 200] [FILES...]
+
+Default files: the real traces in tests/data/traces-real; --mb N adds a synthetic trace of
+about N MB (benchmarks/trace_read_speed.py's generator). HTA is not a dependency of ceiling:
+give the Python of an environment that has it (`pip install HolisticTraceAnalysis`), else
+only ceiling is timed. HTA runs `get_temporal_breakdown` and `get_comm_comp_overlap`;
+ceiling runs its whole analysis (steps, ops, kernels, HTA's figures, ranks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REAL = ROOT / "tests" / "data" / "traces-real"
+
+CEILING = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+from ceiling.trace.analyze import analyze
+analyze(sys.argv[1])
+print(json.dumps({"wall_s": time.perf_counter() - t0,
+                  "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+"""
+
+HTA = """
+import json, logging, os, resource, shutil, sys, tempfile, time, warnings
+logging.disable(logging.CRITICAL); warnings.filterwarnings("ignore")
+path = sys.argv[1]
+folder = tempfile.mkdtemp()
+if os.path.isdir(path):
+    for f in os.listdir(path):
+        shutil.copy(os.path.join(path, f), folder)
+else:
+    name = "rank-0.json" + (".gz" if path.endswith(".gz") else "")
+    shutil.copy(path, os.path.join(folder, name))
+t0 = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+a = TraceAnalysis(trace_dir=folder)
+a.get_temporal_breakdown(visualize=False)
+a.get_comm_comp_overlap(visualize=False)
+print(json.dumps({"wall_s": time.perf_counter() - t0,
+                  "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+"""
+
+
+def _run(python: str, script: str, path: Path) -> dict | None:
+    out = subprocess.run(
+        [python, "-c", script, str(path)], capture_output=True, text=True, timeout=3600
+    )
+    if out.returncode:
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _cell(r: dict | None) -> str:
+    if r is None:
+        return f"{'failed':>22}"
+    return f"{r['wall_s']:8.2f} s {r['peak_bytes'] / 2**20:7.0f} MiB"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="*", type=Path)
+    ap.add_argument("--hta-python", help="a Python with HolisticTraceAnalysis installed")
+    ap.add_argument("--mb", type=float, default=0, help="also a synthetic trace of this size")
+    args = ap.parse_args()
+    files = args.files or sorted(p for p in REAL.iterdir() if p.name != "README.md")
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.mb:
+            sys.path.insert(0, str(Path(__file__).parent))
+            from trace_read_speed import write_trace
+
+            big = Path(tmp) / f"synthetic_{args.mb:g}MB.json"
+            write_trace(str(big), args.mb)
+            files.append(big)
+        print(f"{'trace':40} {'ceiling':>22} {'HTA':>22}  ratio")
+        for f in files:
+            mine = _run(sys.executable, CEILING, f)
+            hta = _run(args.hta_python, HTA, f) if args.hta_python else None
+            ratio = f"{hta['wall_s'] / mine['wall_s']:.2f}x" if mine and hta else "—"
+            print(f"{f.name[:40]:40} {_cell(mine)} {_cell(hta)}  {ratio}")
+    print("ratio: HTA's time over ceiling's (above 1: ceiling is faster)")
+
+
+if __name__ == "__main__":
+    main()
