@@ -22,8 +22,8 @@ from pathlib import Path
 
 from ceiling.hardware.catalog import get_spec
 from ceiling.model.cluster import make_cluster
-from ceiling.model.parallel import Job, evaluate_plan
-from ceiling.model.plan_search import _plan_at, enumerate_plans, evaluate_candidates, search
+from ceiling.model.plan.search import _plan_at, enumerate_plans, evaluate_candidates, search
+from ceiling.model.plan.step import Job, evaluate_plan
 from ceiling.model.transformer import get_model
 
 REPEATS = 5

@@ -7,12 +7,12 @@ import pytest
 
 from ceiling.errors import InvalidInput
 from ceiling.hardware.catalog import get_spec
-from ceiling.model import parallel as par
 from ceiling.model.cluster import make_cluster
-from ceiling.model.parallel import Job, Plan, evaluate_plan
 from ceiling.model.pipeline_sim import simulate_pipeline
-from ceiling.model.plan_axes import plans_to_arrays
-from ceiling.model.plan_search import search
+from ceiling.model.plan import step as par
+from ceiling.model.plan.axes import plans_to_arrays
+from ceiling.model.plan.search import search
+from ceiling.model.plan.step import Job, Plan, evaluate_plan
 from ceiling.model.transformer import get_model, parse_model
 
 GiB = 2**30

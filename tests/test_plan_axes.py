@@ -3,8 +3,8 @@
 import pytest
 
 from ceiling.errors import InvalidInput
-from ceiling.model.parallel import Plan
-from ceiling.model.plan_axes import AXES, parse_fixed, plan_at, plan_fields, plans_to_arrays
+from ceiling.model.plan.axes import AXES, parse_fixed, plan_at, plan_fields, plans_to_arrays
+from ceiling.model.plan.step import Plan
 
 PLANS = [
     Plan(16, 8, 8, 2, 3, 1, "full", True, 16, 1),

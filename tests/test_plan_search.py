@@ -5,8 +5,8 @@ import pytest
 from ceiling.errors import DoesNotFit, InvalidInput
 from ceiling.hardware.catalog import get_spec
 from ceiling.model.cluster import make_cluster
-from ceiling.model.parallel import Job, Plan, evaluate_plan
-from ceiling.model.plan_search import enumerate_plans, parse_fixed, scaling, search
+from ceiling.model.plan.search import enumerate_plans, parse_fixed, scaling, search
+from ceiling.model.plan.step import Job, Plan, evaluate_plan
 from ceiling.model.transformer import get_model
 
 A100 = get_spec("a100-80gb")
@@ -46,8 +46,8 @@ def test_every_enumerated_plan_is_valid():
     job = Job(get_model("llama-2-70b"), 512, 4096)
     cluster = make_cluster(get_spec("h100-sxm"), 128)
     cand = enumerate_plans(job, cluster)
-    from ceiling.model.parallel import check_plan
-    from ceiling.model.plan_axes import plan_at
+    from ceiling.model.plan.axes import plan_at
+    from ceiling.model.plan.step import check_plan
 
     n = len(cand["d"])
     assert n > 100
@@ -65,7 +65,7 @@ def test_tensor_parallel_across_nodes_loses_and_says_why():
     free = search(job, make_cluster(A100, 1024), top=1)
     assert res.plans[0].step_time_s > free.plans[0].step_time_s
     assert any("spans nodes" in n for n in res.plans[0].notes)
-    from ceiling.model.plan_search import explain_loss
+    from ceiling.model.plan.search import explain_loss
 
     why = explain_loss(res.plans[0], free.plans[0])
     assert "TP across nodes" in why and "communication" in why
@@ -139,7 +139,7 @@ def test_scaling_speeds_up_then_flattens_with_a_fixed_batch():
 
 
 def test_divisors():
-    from ceiling.model.plan_search import _divisors
+    from ceiling.model.plan.search import _divisors
 
     assert _divisors(1) == [1]
     assert _divisors(36) == [1, 2, 3, 4, 6, 9, 12, 18, 36]
@@ -156,7 +156,7 @@ def test_no_valid_plan_names_the_failing_constraint():
 
 
 def test_a_ring_across_nodes_does_not_make_node_local_tensor_parallelism_read_as_spanning():
-    from ceiling.model.plan_search import explain_loss
+    from ceiling.model.plan.search import explain_loss
 
     job = Job(get_model("llama-3-70b"), 64, 8192, attention="flash", dropout=False)
     c = make_cluster(get_spec("h100-sxm"), 64)

@@ -8,11 +8,11 @@ import pytest
 
 from ceiling.errors import InvalidInput
 from ceiling.hardware.catalog import get_spec
-from ceiling.model import parallel as par
-from ceiling.model import parallel_costs as costs
 from ceiling.model.cluster import make_cluster
-from ceiling.model.eager_kernels import eager_extra_bytes_per_token
-from ceiling.model.parallel import Job, Plan, evaluate_plan
+from ceiling.model.plan import costs
+from ceiling.model.plan import step as par
+from ceiling.model.plan.eager_kernels import eager_extra_bytes_per_token
+from ceiling.model.plan.step import Job, Plan, evaluate_plan
 from ceiling.model.transformer import get_model, parse_model
 
 H100 = get_spec("h100-sxm")
@@ -294,7 +294,7 @@ def test_fp8_gemms_take_the_published_ratio_or_else_the_16_bit_share(cli):
 
 
 def test_a_plan_losing_to_its_exposed_ring_says_so():
-    from ceiling.model.plan_search import explain_loss
+    from ceiling.model.plan.search import explain_loss
 
     job = Job(get_model("llama-3-70b"), 32, 8192, attention="flash", dropout=False)
     c = make_cluster(H100, 256)

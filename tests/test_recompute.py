@@ -5,12 +5,12 @@ import pytest
 
 from ceiling.errors import InvalidInput
 from ceiling.hardware.catalog import get_spec
-from ceiling.model import parallel as par
-from ceiling.model import recompute
 from ceiling.model.cluster import make_cluster
-from ceiling.model.parallel import Job, Plan, evaluate_plan
-from ceiling.model.plan_axes import parse_fixed
-from ceiling.model.plan_search import search
+from ceiling.model.plan import recompute
+from ceiling.model.plan import step as par
+from ceiling.model.plan.axes import parse_fixed
+from ceiling.model.plan.search import search
+from ceiling.model.plan.step import Job, Plan, evaluate_plan
 from ceiling.model.transformer import get_model, parse_model
 
 GPT_22B = parse_model(

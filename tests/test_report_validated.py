@@ -8,8 +8,8 @@ import statistics
 import pytest
 
 from ceiling.model.cluster import make_cluster
-from ceiling.model.parallel import Job
-from ceiling.model.plan_search import search
+from ceiling.model.plan.search import search
+from ceiling.model.plan.step import Job
 from ceiling.report import validated
 from test_decode_expected import PUBLISHED, _one
 from test_parallel import A100, NARAYANAN, NARAYANAN_OTHER_ROWS, gpt

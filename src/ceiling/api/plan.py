@@ -103,7 +103,7 @@ def build_cluster(
 
 
 def _loss(loss: str) -> str:
-    from ceiling.model.parallel import LOSS
+    from ceiling.model.plan.step import LOSS
 
     if loss not in LOSS:
         raise BadArgument("loss", f"must be one of {', '.join(LOSS)}, got {loss!r}")
@@ -115,7 +115,7 @@ def training_job(
 ):
     """The Job to plan and whether its kernel and dropout come from the model's published
     training recipe (catalog data) rather than the caller."""
-    from ceiling.model.parallel import ATTENTION, Job
+    from ceiling.model.plan.step import ATTENTION, Job
 
     if attention is not None and attention not in ATTENTION:
         raise BadArgument("attention", f"must be one of {', '.join(ATTENTION)}, got {attention!r}")
@@ -263,8 +263,8 @@ def plan(
     expert split evaluated for memory and step time, the `top` fastest that fit ranked.
     `fixed` pins plan fields ("d=8,t=8" or {"t": 8}); `scaling` also plans at 2N, 4N, ...;
     link bandwidths are text with a unit ("100GB/s") or bytes/s."""
-    from ceiling.model.plan_search import parse_fixed, search
-    from ceiling.model.plan_search import scaling as scaling_rows
+    from ceiling.model.plan.search import parse_fixed, search
+    from ceiling.model.plan.search import scaling as scaling_rows
     from ceiling.model.transformer import parse_model
     from ceiling.vocabulary import normalize_dtype
 

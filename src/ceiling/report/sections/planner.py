@@ -18,8 +18,8 @@ EXAMPLE_STAGES, EXAMPLE_MICRO_BATCHES = 4, 8
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
     from ceiling.model import cluster as cluster_mod
-    from ceiling.model import parallel
-    from ceiling.model import plan_search as search_mod
+    from ceiling.model.plan import search as search_mod
+    from ceiling.model.plan import step as parallel
     from ceiling.report.work import DEMO_GLOBAL_BATCH, DEMO_PLAN_MODEL, DEMO_SEQ, subject
 
     w = ctx.work

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from ceiling.errors import InvalidInput
-from ceiling.model.parallel_costs import shape_of
+from ceiling.model.plan.costs import shape_of
 
 
 def check_plan(job, cluster, plan) -> list[str]:

@@ -18,12 +18,13 @@ from types import SimpleNamespace
 import numpy as np
 
 from ceiling.errors import DoesNotFit, InvalidInput
-from ceiling.model import parallel, recompute
-from ceiling.model.parallel import RECOMPUTE, Job, Plan, PlanResult
-from ceiling.model.parallel_costs import ATTENTION_BLOCK
-from ceiling.model.pipeline_stages import balanced_layout
-from ceiling.model.plan_axes import BY_KEY, parse_fixed, plan_at  # noqa: F401  (re-exported)
-from ceiling.model.plan_rules import check_context_parallel, check_fp8_params, check_stage_layout
+from ceiling.model.plan import recompute
+from ceiling.model.plan import step as parallel
+from ceiling.model.plan.axes import BY_KEY, parse_fixed, plan_at  # noqa: F401  (re-exported)
+from ceiling.model.plan.costs import ATTENTION_BLOCK
+from ceiling.model.plan.pipeline import balanced_layout
+from ceiling.model.plan.rules import check_context_parallel, check_fp8_params, check_stage_layout
+from ceiling.model.plan.step import RECOMPUTE, Job, Plan, PlanResult
 from ceiling.model.scaling import karp_flatt
 
 MAX_MICRO_BATCH = 64

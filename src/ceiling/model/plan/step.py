@@ -33,8 +33,19 @@ from types import SimpleNamespace
 import numpy as np
 
 from ceiling.errors import InvalidInput
-from ceiling.model import pipeline_stages, plan_axes, recompute
-from ceiling.model.parallel_costs import (
+from ceiling.model.plan import axes as plan_axes
+from ceiling.model.plan import pipeline as pipeline_stages
+from ceiling.model.plan import recompute
+from ceiling.model.plan.axes import AXES, RECOMPUTE, STATE_BYTES
+from ceiling.model.plan.communication import (
+    OVERLAP_COST,
+    data_parallel,
+    linear_params_dev,
+    model_parallel_comm,
+    pipeline_sends_s,
+    stage_compute,
+)
+from ceiling.model.plan.costs import (
     Shape,
     activation_bytes_per_token_layer,
     fp8_saved_input_bytes,
@@ -48,16 +59,7 @@ from ceiling.model.parallel_costs import (
     state_bytes_per_param,
     state_pieces_per_param,
 )
-from ceiling.model.parallel_time import (
-    OVERLAP_COST,
-    data_parallel,
-    linear_params_dev,
-    model_parallel_comm,
-    pipeline_sends_s,
-    stage_compute,
-)
-from ceiling.model.plan_axes import AXES, RECOMPUTE, STATE_BYTES
-from ceiling.model.plan_rules import check_plan
+from ceiling.model.plan.rules import check_plan
 
 __all__ = [
     "ATTENTION",

@@ -3,7 +3,7 @@ FLOPs, memory traffic of the non-matmul kernels, and ring collectives.
 
 Pure formulas over a transformer's shape; every one accepts numpy arrays for the plan
 fields (t, sp, recompute, ...), so `parallel.evaluate_arrays` prices thousands of plans at
-once. Notation and sources: see `ceiling.model.parallel`.
+once. Notation and sources: see `ceiling.model.plan.step`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ceiling.model.attention import attention_flops
-from ceiling.model.recompute import LAYERS_BASE, OPS_BASE, ops_activation_bytes
+from ceiling.model.plan.recompute import LAYERS_BASE, OPS_BASE, ops_activation_bytes
 
 # ---- shapes ---------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ communication of each parallelism axis with what overlap hides of it.
 
 `parallel.evaluate_arrays` combines these into the step; every function takes the plans'
 layout (`parallel._layout`: numpy arrays, one entry per plan). Notation and sources: see
-`ceiling.model.parallel`; per-piece formulas: `ceiling.model.parallel_costs`.
+`ceiling.model.plan.step`; per-piece formulas: `ceiling.model.plan.costs`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ceiling.model.collectives import all_to_all_s, allreduce_s, p2p_s, ring_gather_s
-from ceiling.model.eager_kernels import eager_extra_bytes_per_token
-from ceiling.model.parallel_costs import (
+from ceiling.model.plan.costs import (
     causal_attention_share,
     cp_ring_bytes_per_layer,
     fp8_amax_bytes_per_layer,
@@ -27,6 +26,7 @@ from ceiling.model.parallel_costs import (
     layer_forward_flops_per_token,
     linear_gemm_efficiency,
 )
+from ceiling.model.plan.eager_kernels import eager_extra_bytes_per_token
 from ceiling.model.roofline import ridge_point
 
 # Communication hidden behind compute is not free: collective kernels take SMs and memory

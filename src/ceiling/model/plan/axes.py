@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ceiling.errors import InvalidInput
-from ceiling.model import recompute
-from ceiling.model.pipeline_stages import parse_stages
+from ceiling.model.plan import recompute
+from ceiling.model.plan.pipeline import parse_stages
 
 RECOMPUTE = recompute.MODES
 STATE_BYTES = (16, 18)
