@@ -267,13 +267,14 @@ def test_a_measured_profile_sets_the_fp8_share_apart_from_the_16_bit_one(tmp_pat
 
 
 def test_fp8_gemms_take_the_published_ratio_or_else_the_16_bit_share(cli):
-    from ceiling.api.plan import build_cluster
+    from ceiling.hardware.resolve import resolve
+    from ceiling.model.plan.training import plan_cluster
 
     h100 = make_cluster(H100, 8)
     assert h100.fp8_matmul_ratio == 0.883 and h100.sources["fp8"]
     assert h100.fp8_efficiency == pytest.approx(0.75 * 0.883)
     # A given 16-bit efficiency carries the ratio with it; a measured FP8 share replaces both.
-    given = build_cluster("h100-sxm", None, 8, None, None, None, 0.6, "bf16")
+    given = plan_cluster(resolve("h100-sxm"), 8, matmul_efficiency=0.6)
     assert given.fp8_efficiency == pytest.approx(0.6 * 0.883)
     measured = dataclasses.replace(h100, fp8_matmul_efficiency=0.5)
     assert measured.fp8_efficiency == 0.5 and "measured" in measured.fp8_efficiency_source
