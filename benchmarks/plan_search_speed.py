@@ -45,7 +45,7 @@ ALL_AXES_ON = {"fp8": "linear", "tp_overlap": True}
 def case(
     label: str, model, gpus: int, batch: int, seq=2048, device="a100-80gb", fixed=None
 ) -> None:
-    job = Job(model, batch, seq)
+    job = Job(model, batch, seq, attention="unfused")
     cluster = make_cluster(get_spec(device), gpus)
     cand = enumerate_plans(job, cluster, fixed)
     n = len(cand["d"])

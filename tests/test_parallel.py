@@ -40,7 +40,7 @@ def test_memory_per_device_reproduces_korthikanti_fig1(row):
     model = gpt(layers, hidden, heads)
     # Enough micro-batches for the steady state the figure assumes (with m·v chunk passes
     # fewer than an interleaved warm-up, every forward runs before the first backward).
-    job = Job(model, global_batch=b * p * 4, seq_len=2048)
+    job = Job(model, global_batch=b * p * 4, seq_len=2048, attention="unfused")
     cluster = make_cluster(A100, 8 * p)
     tp_only = evaluate_plan(
         job, cluster, Plan(1, 8, p, b, v, recompute="none", sequence_parallel=False)
@@ -96,7 +96,7 @@ def test_zero_stage_state_bytes():
 def test_hardware_flops_with_full_recompute_is_megatrons_formula():
     layers, h, a, V, s, B = 48, 8192, 64, 51200, 2048, 1536
     model = gpt(layers, h, a)
-    job = Job(model, B, s)
+    job = Job(model, B, s, attention="unfused")
     r = evaluate_plan(job, make_cluster(A100, 512), Plan(32, 8, 2, 1, recompute="full"))
     hw = r.hw_tflops_per_device * 1e12 * r.step_time_s * 512
     # Biases and layer norms add ~0.01 %; the formula ignores them.
@@ -109,7 +109,7 @@ def test_hardware_flops_with_full_recompute_is_megatrons_formula():
 def test_bubble_time_is_the_closed_form_share():
     # Equal stages but the last, which also runs the output layer and the loss: the bubble is
     # the other p-1 stages' time once, over v — (p-1)/(v·m) of a stage without the head.
-    job = Job(gpt(48, 8192, 64), 1536, 2048)
+    job = Job(gpt(48, 8192, 64), 1536, 2048, attention="unfused")
     cluster = make_cluster(A100, 512)
     for v in (1, 2, 3):
         plan = Plan(8, 8, 8, 4, v, recompute="full")
@@ -135,7 +135,7 @@ NARAYANAN = [
 @pytest.mark.parametrize("extra", [{}, {"sp": False}, {"micro_batch": 1, "v": 1, "zero": 0}])
 def test_throughput_predicts_narayanan_table1_within_15_percent(row, extra):
     layers, h, a, t, p, d, B, reported = row
-    job = Job(gpt(layers, h, a), B, 2048)
+    job = Job(gpt(layers, h, a), B, 2048, attention="unfused")
     cluster = make_cluster(A100, d * t * p)
     best = search(job, cluster, dict(d=d, t=t, p=p, recompute="full", **extra), top=1).plans[0]
     assert best.hw_tflops_per_device == pytest.approx(reported, rel=0.15)
@@ -157,14 +157,14 @@ NARAYANAN_OTHER_ROWS = [
 @pytest.mark.parametrize("row", NARAYANAN_OTHER_ROWS)
 def test_throughput_predicts_the_other_narayanan_rows_within_15_percent(row):
     a, h, layers, t, p, gpus, B, reported = row
-    job = Job(gpt(layers, h, a), B, 2048)
+    job = Job(gpt(layers, h, a), B, 2048, attention="unfused")
     fixed = dict(d=gpus // (t * p), t=t, p=p, recompute="full")
     best = search(job, make_cluster(A100, gpus), fixed, top=1).plans[0]
     assert best.hw_tflops_per_device == pytest.approx(reported, rel=0.15)
 
 
 def test_explained_errors_show_the_arithmetic():
-    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    job = Job(get_model("gpt3-175b"), 1536, 2048, attention="unfused")
     c = make_cluster(A100, 1024)
     with pytest.raises(InvalidInput, match=r"heads\(96\) % t\(5\) = 1"):
         par.check_plan(job, make_cluster(A100, 40), Plan(8, 5, 1))
@@ -218,7 +218,7 @@ def test_flash_attention_removes_the_score_traffic_and_memory():
     model = gpt(48, 6144, 64)
     c = make_cluster(A100, 8)
     plan = Plan(1, 8, 1, 1, recompute="none")
-    unfused = evaluate_plan(Job(model, 8, 2048), c, plan)
+    unfused = evaluate_plan(Job(model, 8, 2048, attention="unfused"), c, plan)
     flash = evaluate_plan(Job(model, 8, 2048, attention="flash"), c, plan)
     assert flash.memory["activation_bytes"] < unfused.memory["activation_bytes"]
     assert flash.time["elementwise_s"] < unfused.time["elementwise_s"]
@@ -226,7 +226,7 @@ def test_flash_attention_removes_the_score_traffic_and_memory():
 
 
 def test_vectorised_and_single_evaluation_agree():
-    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    job = Job(get_model("gpt3-175b"), 1536, 2048, attention="unfused")
     c = make_cluster(A100, 1024)
     plans = [Plan(16, 8, 8, 1, 6, 1, "selective", True), Plan(128, 8, 1, 2, 1, 3, "full", False)]
     arr = par.evaluate_arrays(job, c, plans_to_arrays(plans))
@@ -237,7 +237,7 @@ def test_vectorised_and_single_evaluation_agree():
 
 
 def test_token_budget_gives_time_to_train():
-    job = Job(get_model("gpt3-175b"), 1536, 2048, token_budget=300e9)
+    job = Job(get_model("gpt3-175b"), 1536, 2048, token_budget=300e9, attention="unfused")
     r = evaluate_plan(job, make_cluster(A100, 1024), Plan(16, 8, 8, 1, 6, 1))
     assert r.time_to_train_s == pytest.approx(300e9 / r.tokens_per_s)
     assert r.tokens_per_s == pytest.approx(1536 * 2048 / r.step_time_s)
@@ -264,7 +264,9 @@ def test_expert_parallelism_spreads_experts_and_pays_all_to_all():
     )
     assert no_ep.time["ep_comm_s"] == 0 < ep.time["ep_comm_s"]
     with pytest.raises(InvalidInput, match="mixture-of-experts"):
-        par.check_plan(Job(get_model("llama-2-7b"), 256, 4096), c, Plan(8, 8, 1, ep=2))
+        par.check_plan(
+            Job(get_model("llama-2-7b"), 256, 4096, attention="unfused"), c, Plan(8, 8, 1, ep=2)
+        )
     with pytest.raises(InvalidInput, match=r"d\(4\) % ep\(8\) = 4"):
         par.check_plan(job, c, Plan(4, 8, 2, ep=8))
 
@@ -288,7 +290,7 @@ def test_expert_capacity_pads_the_expert_matmuls():
 @pytest.mark.parametrize("zero", [0, 1, 2, 3])
 def test_memory_split_adds_up_and_shards_with_zero(zero):
     model = get_model("llama-2-7b")
-    job = Job(model, 256, 4096)
+    job = Job(model, 256, 4096, attention="unfused")
     r = evaluate_plan(job, make_cluster(A100, 64), Plan(64, 1, 1, 1, zero=zero))
     m = r.memory
     n = m["params_per_device"]

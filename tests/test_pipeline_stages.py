@@ -109,7 +109,7 @@ def test_the_heaviest_stage_sets_the_memory_peak():
 
 
 def test_layout_rules_show_the_arithmetic():
-    job = Job(get_model("llama-3-405b"), 128, 4096)
+    job = Job(get_model("llama-3-405b"), 128, 4096, attention="unfused")
     c = make_cluster(H100, 512)
     with pytest.raises(InvalidInput, match="both the first and the last"):
         check_plan(job, c, Plan(4, 8, 16, first_stage_layers=7))

@@ -1,5 +1,6 @@
 """One question, one answer: the same model, machine profile and GPU count give the same plan
-from `ceiling plan --json`, `ceiling.plan()` and the report's planner section."""
+from `ceiling plan --json`, `ceiling.plan()` and the report's planner section; and a model
+given as a Hugging Face config gets the plan of the catalog model with its shapes."""
 
 from __future__ import annotations
 
@@ -66,3 +67,38 @@ def test_report_command_and_api_give_one_plan_for_one_profile(cli, tmp_path, h10
     assert [p["why"] or None for p in figures["plans"]] == why
     scaled = [(s["gpus"], s["mfu"]) for s in figures["scaling"]]
     assert scaled == [(r["devices"], r["best"]["mfu"]) for r in command["scaling"]]
+
+
+def test_a_hugging_face_config_plans_as_the_catalog_model_of_its_shapes(cli, tmp_path):
+    from ceiling.model.transformer import parse_model
+
+    cfg = parse_model(MODEL)
+    # Llama 3 8B's config.json as Hugging Face publishes it (the fields the planner reads)
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "num_hidden_layers": cfg.layers,
+        "hidden_size": cfg.hidden,
+        "num_attention_heads": cfg.heads,
+        "num_key_value_heads": cfg.kv_heads,
+        "intermediate_size": cfg.ffn_hidden,
+        "vocab_size": cfg.vocab,
+        "max_position_embeddings": cfg.max_seq,
+        "tie_word_embeddings": cfg.tied_embeddings,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-5,
+        "attention_dropout": 0.0,
+        "attention_bias": False,
+        "torch_dtype": "bfloat16",
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    plans = {}
+    for name in (MODEL, f"hf:{tmp_path}"):
+        code, out, err = cli("plan", name, "--spec", "h100-sxm", "-n", "64", "--json")
+        assert code == 0, err
+        plans[name] = json.loads(out)
+    catalog, hf = plans[MODEL], plans[f"hf:{tmp_path}"]
+    assert hf["params_total"] == catalog["params_total"]
+    assert hf["assumptions"] == catalog["assumptions"]
+    assert hf["plans"] == catalog["plans"]
+    assert hf["scaling"] == catalog["scaling"]

@@ -14,7 +14,7 @@ A100 = get_spec("a100-80gb")
 
 @pytest.fixture(scope="module")
 def gpt3_search():
-    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    job = Job(get_model("gpt3-175b"), 1536, 2048, attention="unfused")
     return job, make_cluster(A100, 1024), search(job, make_cluster(A100, 1024), top=5)
 
 
@@ -43,7 +43,7 @@ def test_search_results_match_single_plan_evaluation(gpt3_search):
 
 
 def test_every_enumerated_plan_is_valid():
-    job = Job(get_model("llama-2-70b"), 512, 4096)
+    job = Job(get_model("llama-2-70b"), 512, 4096, attention="unfused")
     cluster = make_cluster(get_spec("h100-sxm"), 128)
     cand = enumerate_plans(job, cluster)
     from ceiling.model.plan.axes import plan_at
@@ -60,7 +60,7 @@ def test_every_enumerated_plan_is_valid():
 
 
 def test_tensor_parallel_across_nodes_loses_and_says_why():
-    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    job = Job(get_model("gpt3-175b"), 1536, 2048, attention="unfused")
     res = search(job, make_cluster(A100, 1024), {"t": 16}, top=1)
     free = search(job, make_cluster(A100, 1024), top=1)
     assert res.plans[0].step_time_s > free.plans[0].step_time_s
@@ -72,7 +72,7 @@ def test_tensor_parallel_across_nodes_loses_and_says_why():
 
 
 def test_fixed_pins_fields_and_searches_the_rest():
-    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    job = Job(get_model("gpt3-175b"), 1536, 2048, attention="unfused")
     c = make_cluster(A100, 1024)
     res = search(job, c, parse_fixed("d=16,t=8,p=8,recompute=full"), top=3)
     for r in res.plans:
@@ -108,13 +108,13 @@ def test_parse_fixed():
 
 
 def test_nothing_fits_is_explained():
-    job = Job(get_model("gpt3-175b"), 64, 2048)
+    job = Job(get_model("gpt3-175b"), 64, 2048, attention="unfused")
     with pytest.raises(DoesNotFit, match=r"no plan fits: .* needs [\d.]+ GiB per device"):
         search(job, make_cluster(A100, 8))
 
 
 def test_impossible_pins_are_explained():
-    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    job = Job(get_model("gpt3-175b"), 1536, 2048, attention="unfused")
     c = make_cluster(A100, 1024)
     with pytest.raises(InvalidInput, match=r"heads\(96\) % t\(7\) = 5"):
         search(job, c, {"t": 7})
@@ -125,7 +125,7 @@ def test_impossible_pins_are_explained():
 
 
 def test_scaling_speeds_up_then_flattens_with_a_fixed_batch():
-    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    job = Job(get_model("gpt3-175b"), 1536, 2048, attention="unfused")
     rows = scaling(job, lambda n: make_cluster(A100, n), [512, 1024, 2048, 4096, 8192])
     speed = [r.speedup for r in rows]
     assert speed[0] == 1.0
@@ -147,7 +147,7 @@ def test_divisors():
 
 
 def test_no_valid_plan_names_the_failing_constraint():
-    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    job = Job(get_model("gpt3-175b"), 1536, 2048, attention="unfused")
     # 1000 = 2³·5³: d = 1000/(t·p) always keeps a factor 5, which 1536 = 2⁹·3 lacks.
     with pytest.raises(InvalidInput, match=r"none divides the global batch of 1536"):
         search(job, make_cluster(A100, 1000))

@@ -128,7 +128,7 @@ def test_eager_kernels_are_priced_at_the_memory_bandwidth_and_shown_apart():
 
 
 def test_fp8_needs_a_device_with_fp8():
-    job = Job(SMALL, 8, 2048)
+    job = Job(SMALL, 8, 2048, attention="unfused")
     with pytest.raises(InvalidInput, match="fp8=linear needs FP8"):
         par.check_plan(job, make_cluster(get_spec("a100-80gb"), 1), Plan(1, 1, 1, fp8="linear"))
 
@@ -233,7 +233,9 @@ def test_flash_attention_runs_the_causal_blocks_at_its_own_efficiency():
     expected = flops * (2048 + 128) / 4096 / (989.5e12 * c.attention_efficiency)
     assert r.time["attention_s"] == pytest.approx(expected)
     unfused = evaluate_plan(
-        Job(SMALL, 8, 2048, dropout=False), c, Plan(1, 1, 1, 1, recompute="none")
+        Job(SMALL, 8, 2048, dropout=False, attention="unfused"),
+        c,
+        Plan(1, 1, 1, 1, recompute="none"),
     )
     assert unfused.time["attention_s"] == pytest.approx(flops / c.matmul_flops_per_s)
 

@@ -51,7 +51,7 @@ def test_memory_of_recompute_layers_n_by_hand():
     # 12 of the 48 layers keep only their input (2h/t bytes per token), the other 36 keep
     # everything: h(34/t + 5as/(ht)) bytes per token (unfused attention, dropout).
     h, a, s, t = 6144, 64, 2048, 8
-    job = Job(GPT_22B, 8, s)
+    job = Job(GPT_22B, 8, s, attention="unfused")
     cluster = make_cluster(get_spec("a100-80gb"), 64)
     r = evaluate_plan(job, cluster, Plan(8, 8, 1, 1, recompute="layers:12"))
     kept_all = h * (34 / t + 5 * a * s / (h * t))  # 108,032 bytes per token

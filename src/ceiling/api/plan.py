@@ -52,16 +52,13 @@ def _loss(loss: str) -> str:
 def training_job(
     cfg, seq, global_batch, attention, dropout, headroom, dp_overlap, tokens, loss="fp32"
 ):
-    """The Job to plan (its arguments checked, `model.plan.training.training_job` the rest)
-    and whether its kernel and dropout come from the model's published training recipe
-    (catalog data) rather than the caller."""
+    """The Job to plan (its arguments checked, `model.plan.training.training_job` the rest)."""
     from ceiling.model.plan.step import ATTENTION
     from ceiling.model.plan.training import default_seq
     from ceiling.model.plan.training import training_job as job_of
 
     if attention is not None and attention not in ATTENTION:
         raise BadArgument("attention", f"must be one of {', '.join(ATTENTION)}, got {attention!r}")
-    recipe = attention is None and dropout is None
     s = seq if seq is not None else default_seq(cfg)
     if s < 1:
         raise BadArgument("seq", f"must be ≥ 1, got {s}")
@@ -86,10 +83,10 @@ def training_job(
         token_budget=float(tokens) if tokens else None,
         loss=_loss(loss),
     )
-    return job, recipe
+    return job
 
 
-def assumptions(cluster, job, recipe: bool) -> dict:
+def assumptions(cluster, job, attention_given: bool, dropout_given: bool) -> dict:
     fp8 = "fp8" in cluster.device.peak_flops_per_s
     return {
         "matmul_efficiency": cluster.matmul_efficiency,
@@ -97,9 +94,11 @@ def assumptions(cluster, job, recipe: bool) -> dict:
         "memory_efficiency": cluster.memory_efficiency,
         "attention": job.attention,
         "dropout": job.dropout,
-        "attention_and_dropout_from": "the model's published training recipe"
-        if recipe
-        else "the command line",
+        "attention_from": "given"
+        if attention_given
+        else "the default for every model "
+        "(FlashAttention-like: no s×s scores kept; --attention unfused for Megatron-LM's)",
+        "dropout_from": "given" if dropout_given else "the model's config",
         "headroom": job.headroom,
         "loss": job.loss,
         "dp_overlap": "gradient reduction overlaps the last micro-batch's backward"
@@ -214,7 +213,7 @@ def plan(
             "scaling", f"must be between 0 and {MAX_DOUBLINGS} doublings, got {scaling}"
         )
     cfg = parse_model(model)
-    job, recipe = training_job(
+    job = training_job(
         cfg, seq, global_batch, attention, dropout, headroom, dp_overlap, tokens, loss
     )
     n = _count(gpus, "gpus", MAX_DEVICES)
@@ -243,6 +242,6 @@ def plan(
         cluster,
         planned.search,
         planned.scaling,
-        assumptions(cluster, job, recipe),
+        assumptions(cluster, job, attention is not None, dropout is not None),
         planned.pins,
     )

@@ -81,15 +81,15 @@ AttentionOption = Annotated[
     str | None,
     typer.Option(
         "--attention",
-        help="unfused: s×s scores in memory (Megatron-LM kernels); flash: FlashAttention. "
-        "Default: what the model's published run used (catalog), else unfused.",
+        help="flash (the default, for every model): FlashAttention or a kernel like it, no "
+        "s×s scores in memory; unfused: the scores in memory (Megatron-LM's 2021 kernels).",
     ),
 ]
 DropoutOption = Annotated[
     bool | None,
     typer.Option(
         "--dropout/--no-dropout",
-        help="Whether the model trains with dropout. Default: its published run's choice.",
+        help="Whether the model trains with dropout. Default: as its config says.",
     ),
 ]
 LossOption = Annotated[
@@ -196,11 +196,7 @@ def _context_lines(cfg, job, cluster, result, assumptions) -> list[str]:
         f"assumed: matmul efficiency {cluster.matmul_efficiency:.2f} "
         f"({cluster.efficiency_source}), {job.attention} attention, "
         f"{'with' if job.dropout else 'no'} dropout, {job.headroom:.0%} memory headroom"
-        + (
-            " (attention kernel and dropout: the model's published recipe)"
-            if assumptions["attention_and_dropout_from"] != "the command line"
-            else ""
-        )
+        + (" (the default attention kernel)" if assumptions["attention_from"] != "given" else "")
         + (
             f"; FP8 GEMMs at {cluster.fp8_efficiency:.2f} of the FP8 peak "
             f"({cluster.fp8_efficiency_source})"

@@ -63,6 +63,7 @@ from ceiling.model.plan.rules import check_plan
 
 __all__ = [
     "ATTENTION",
+    "DEFAULT_ATTENTION",
     "OVERLAP_COST",
     "RECOMPUTE",
     "STATE_BYTES",
@@ -87,6 +88,11 @@ __all__ = [
 ]
 
 ATTENTION = ("unfused", "flash")
+# The attention kernel assumed unless one is asked for (`--attention`), whatever the model and
+# wherever it comes from (catalog, custom:, hf:): FlashAttention, or a kernel like it that keeps
+# no s×s scores — what Megatron-Core with Transformer Engine, torchtitan (SDPA), NeMo and
+# Hugging Face (sdpa) run today. "unfused" is Megatron-LM's 2021 kernels (Narayanan et al.).
+DEFAULT_ATTENTION = "flash"
 
 # Bytes per token per vocabulary entry (over t) the loss holds at its peak on the last stage.
 LOSS_PEAK_BYTES_PER_VOCAB = {
@@ -156,7 +162,7 @@ class Job:
     model: object  # ceiling.model.transformer.TransformerConfig
     global_batch: int  # sequences per optimizer step
     seq_len: int
-    attention: str = "unfused"  # "flash": no s×s scores in memory (FlashAttention)
+    attention: str = DEFAULT_ATTENTION  # "unfused": the s×s scores in memory
     dropout: bool = True  # dropout masks after attention, its scores and the MLP
     headroom: float = 0.10  # share of device memory kept free (allocator, buffers, context)
     overlap_dp: bool = True  # gradient reduction overlaps the last micro-batch's backward

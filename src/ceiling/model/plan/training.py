@@ -14,7 +14,7 @@ from typing import Any
 
 from ceiling.errors import InvalidInput
 from ceiling.model.plan.search import SearchResult, scaling, search
-from ceiling.model.plan.step import Job
+from ceiling.model.plan.step import DEFAULT_ATTENTION, Job
 
 # Without --seq and --global-batch: at most 4,096 tokens a sequence, about 4M tokens a step.
 DEFAULT_SEQ = 4096
@@ -41,13 +41,15 @@ def training_job(
     token_budget: float | None = None,
     loss: str = "fp32",
 ) -> Job:
-    """The Job to plan, with the defaults above for what is not given."""
+    """The Job to plan, with the defaults above for what is not given: the attention kernel
+    `step.DEFAULT_ATTENTION` for every model, dropout as the model's config says (its
+    published training run's)."""
     s = seq if seq is not None else default_seq(cfg)
     return Job(
         cfg,
         global_batch or default_global_batch(s),
         s,
-        attention=attention if attention is not None else cfg.trained_attention,
+        attention=attention if attention is not None else DEFAULT_ATTENTION,
         dropout=dropout if dropout is not None else cfg.trained_dropout,
         headroom=headroom,
         overlap_dp=overlap_dp,
