@@ -22,7 +22,8 @@ from pathlib import Path
 
 from ceiling.hardware.catalog import get_spec
 from ceiling.model.cluster import make_cluster
-from ceiling.model.plan.search import _plan_at, enumerate_plans, evaluate_candidates, search
+from ceiling.model.plan.axes import plan_at
+from ceiling.model.plan.search import enumerate_plans, evaluate_candidates, search
 from ceiling.model.plan.step import Job, evaluate_plan
 from ceiling.model.transformer import get_model
 
@@ -54,7 +55,7 @@ def case(
     t_full, t_med = best_of(lambda: search(job, cluster, fixed, top=5))
     best = search(job, cluster, fixed, top=1).plans[0]
     k = min(n, ONE_AT_A_TIME)
-    singles = [_plan_at(cand, i) for i in range(0, n, max(1, n // k))][:k]
+    singles = [plan_at(cand, i) for i in range(0, n, max(1, n // k))][:k]
     t_single, _ = best_of(lambda: [evaluate_plan(job, cluster, pl) for pl in singles], 1)
     print(f"{label}: {n} valid plans")
     print(

@@ -228,7 +228,10 @@ def test_flash_attention_removes_the_score_traffic_and_memory():
 def test_vectorised_and_single_evaluation_agree():
     job = Job(get_model("gpt3-175b"), 1536, 2048, attention="unfused")
     c = make_cluster(A100, 1024)
-    plans = [Plan(16, 8, 8, 1, 6, 1, "selective", True), Plan(128, 8, 1, 2, 1, 3, "full", False)]
+    plans = [
+        Plan(16, 8, 8, 1, 6, zero=1, recompute="selective", sequence_parallel=True),
+        Plan(128, 8, 1, 2, 1, zero=3, recompute="full", sequence_parallel=False),
+    ]
     arr = par.evaluate_arrays(job, c, plans_to_arrays(plans))
     for i, plan in enumerate(plans):
         one = evaluate_plan(job, c, plan)
@@ -238,7 +241,7 @@ def test_vectorised_and_single_evaluation_agree():
 
 def test_token_budget_gives_time_to_train():
     job = Job(get_model("gpt3-175b"), 1536, 2048, token_budget=300e9, attention="unfused")
-    r = evaluate_plan(job, make_cluster(A100, 1024), Plan(16, 8, 8, 1, 6, 1))
+    r = evaluate_plan(job, make_cluster(A100, 1024), Plan(16, 8, 8, 1, 6, zero=1))
     assert r.time_to_train_s == pytest.approx(300e9 / r.tokens_per_s)
     assert r.tokens_per_s == pytest.approx(1536 * 2048 / r.step_time_s)
 

@@ -55,7 +55,7 @@ def test_every_enumerated_plan_is_valid():
         check_plan(
             job,
             cluster,
-            plan_at(cand, i, Plan),
+            plan_at(cand, i),
         )
 
 
@@ -79,7 +79,7 @@ def test_fixed_pins_fields_and_searches_the_rest():
         assert (r.plan.d, r.plan.t, r.plan.p, r.plan.recompute) == (16, 8, 8, "full")
     whole = parse_fixed("d=16,t=8,p=8,b=2,v=3,zero=1,recompute=selective,sp=on")
     (one,) = search(job, c, whole, top=3).plans
-    assert one.plan == Plan(16, 8, 8, 2, 3, 1, "selective", True)
+    assert one.plan == Plan(16, 8, 8, 2, 3, zero=1, recompute="selective", sequence_parallel=True)
 
 
 def test_parse_fixed():

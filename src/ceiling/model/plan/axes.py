@@ -1,16 +1,18 @@
-"""The planner's axes, each declared once: name, `--fixed` key, valid values, what it splits.
+"""A training plan and its axes, each declared once: the `Plan` field, its `--fixed` key,
+valid values, default, what it splits, and how a plan's one-line description shows it.
 
-A training plan is one value per axis (like torchtitan's ParallelDims). Everything that
-lists the axes — the Plan's validation and description, `--fixed` parsing, the candidate
-arrays the search evaluates, the JSON of a plan — reads this table. The cost terms of an
-axis live in `parallel.evaluate_arrays` (memory, time) and its cross-axis validity rules in
-`parallel.check_plan` (and, for the search, `plan_search.enumerate_plans`).
+A training plan is one value per axis (like torchtitan's ParallelDims). Everything that lists
+the axes — the Plan's fields, defaults and validation, its description and JSON, `--fixed`
+parsing and its help, the candidate arrays the search enumerates and evaluates — reads the
+`Axis` each field of `Plan` carries. An axis's memory and time terms live in the module of
+their group (`memory`, `compute`, `communication`, `pipeline`), reading it from the `Layout`;
+its cross-axis validity rules in `rules`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field, fields, replace
 
 import numpy as np
 
@@ -18,7 +20,6 @@ from ceiling.errors import InvalidInput
 from ceiling.model.plan import recompute
 from ceiling.model.plan.pipeline import parse_stages
 
-RECOMPUTE = recompute.MODES
 STATE_BYTES = (16, 18)
 FP8 = ("off", "linear")
 KERNELS = ("fused", "eager")
@@ -38,24 +39,38 @@ def _switch(value: object) -> bool:
     return isinstance(value, (bool, np.bool_))
 
 
+def _always(plan) -> bool:
+    return True
+
+
+_NOTHING = object()  # no value is too ordinary to show
+
+
 @dataclass(frozen=True)
 class Axis:
-    """One dimension of a plan."""
+    """One dimension of a plan (declared on its `Plan` field by `axis`)."""
 
-    field: str  # the Plan attribute and the plan JSON key
     key: str  # the `--fixed` key and the candidate arrays' key
-    splits: str  # what the axis divides, in words
-    values: str  # the valid values, in words (error messages)
+    help: str  # what it does, in words (`--fixed` help)
+    values: str  # the valid values, in words (error messages, `--fixed` help)
     valid: Callable[[object], bool]
     default: object
     aliases: tuple[str, ...] = ()
     choices: tuple = ()  # a value's array code is its index here (empty: the value itself)
     shown: str | None = None  # label in a plan's one-line description; None: the key
     codec: object = None  # a module with encode, decode and parse (values that are not codes)
+    words: Mapping[str, object] = field(default_factory=dict)  # `--fixed` words: fsdp -> 3
+    quiet: object = _NOTHING  # a value the one-line description leaves out
+    said_when: Callable[[object], bool] = _always  # whether the description shows it at all
+    field: str = ""  # the Plan attribute and the plan JSON key (set from the Plan field)
 
     def check(self, value: object) -> None:
         if not self.valid(value):
             raise InvalidInput(f"{self.field} must be {self.values}, got {value!r}")
+
+    @property
+    def is_switch(self) -> bool:
+        return isinstance(self.default, bool)
 
     def encode(self, value):
         if self.codec is not None:
@@ -67,7 +82,7 @@ class Axis:
             return self.codec.decode(code)
         if self.choices:
             return self.choices[int(code)]
-        return bool(code) if isinstance(self.default, bool) else int(code)
+        return bool(code) if self.is_switch else int(code)
 
     def parse(self, text: str):
         """A `--fixed` value, validated."""
@@ -80,12 +95,12 @@ class Axis:
                     f"--fixed: {self.key} must be one of {self.values}, got {text!r}"
                 )
             return text
-        if isinstance(self.default, bool):
+        if self.is_switch:
             if text not in _ON + _OFF:
                 raise InvalidInput(f"--fixed: {self.key} must be on or off, got {text!r}")
             return text in _ON
-        if self.key == "zero" and text == "fsdp":
-            return 3
+        if text in self.words:
+            return self.words[text]
         try:
             num = float(text)
         except ValueError:
@@ -96,61 +111,137 @@ class Axis:
             raise InvalidInput(f"--fixed: {self.key} must be {self.values}, got {text}")
         return int(num)
 
+    def fixed_help(self) -> str:
+        """`b (micro_batch; a whole number ≥ 1): a replica's batch ...` for `--fixed` help."""
+        names = "; ".join(x for x in dict.fromkeys((*self.aliases, self.field)) if x != self.key)
+        names = f"{names}; " if names else ""
+        return f"{self.key} ({names}{self.values}): {self.help}"
 
-AXES: tuple[Axis, ...] = (
-    Axis("d", "d", "the global batch into replicas (data parallelism)", "a whole number ≥ 1",
-         _whole(1), 1),
-    Axis("t", "t", "each layer's heads, KV heads and FFN width over devices (tensor "
-         "parallelism)", "a whole number ≥ 1", _whole(1), 1),
-    Axis("p", "p", "the layers into consecutive stages (pipeline parallelism)",
-         "a whole number ≥ 1", _whole(1), 1),
-    Axis("micro_batch", "micro_batch", "a replica's batch into micro-batches of this many "
-         "sequences", "a whole number ≥ 1", _whole(1), 1, aliases=("b", "mb"), shown="b"),
-    Axis("v", "v", "each stage into v interleaved chunks (interleaved 1F1B; an uneven stage's "
-         "chunks within a layer of each other)",
-         "a whole number ≥ 1", _whole(1), 1),
-    Axis("ep", "ep", "the experts over ep of the d replicas (expert parallelism)",
-         "a whole number ≥ 1", _whole(1), 1),
-    Axis("zero", "zero", "optimizer state (1), gradients (2) and weights (3 = FSDP) over d",
-         "0, 1, 2 or 3 (3 = FSDP)", lambda z: z in (0, 1, 2, 3), 0),
-    Axis("recompute", "recompute", "activations kept (none) or rebuilt in the backward: the "
-         "attention core (selective), whole layers (full; layers:N of each stage) or all but "
-         "the outputs of chosen ops (ops:qkv, ops:alternate, ...)", recompute.VALUES,
-         recompute.valid, "selective", codec=recompute),
-    Axis("sequence_parallel", "sp", "norms, dropout and residuals over the t devices "
-         "(sequence parallelism)", "on or off", lambda s: isinstance(s, (bool, np.bool_)),
-         True, aliases=("sequence_parallel",)),
-    Axis("state_bytes_per_param", "state_bytes", "nothing: weights + gradients + Adam state "
-         "per parameter", "16 or 18 (2+2+12 as ZeRO counts; 2+4+12 with fp32 gradients)",
-         lambda s: s in STATE_BYTES, 18, aliases=("state",)),
-    Axis("cp", "cp", "each sequence into cp chunks over cp ranks (context parallelism: ring "
-         "exchange of K/V)", "a whole number ≥ 1", _whole(1), 1, aliases=("context_parallel",)),
-    Axis("fp8", "fp8", "nothing: the linear layers' GEMMs run in FP8 (Transformer Engine); "
-         "attention, logits, optimizer and communication stay 16/32-bit", "off or linear",
-         lambda f: f in FP8, "off", choices=FP8),
-    Axis("fp8_params", "fp8_params", "nothing: FP8 linear layers keep their weights in FP8 "
-         "only (Transformer Engine's fp8_model_init, NeMo's fp8_params): no 16-bit copy, the "
-         "FP8 transpose cached for the backward, updated weights gathered in FP8", "on or off",
-         _switch, False),
-    Axis("kernels", "kernels", "nothing: pointwise ops run fused (Megatron-Core/Transformer "
-         "Engine, torch.compile) or eager, one kernel each reading and writing HBM (PyTorch "
-         "without compile)", "fused or eager", lambda k: k in KERNELS, "fused",
-         choices=KERNELS),
-    Axis("tp_overlap", "tp_overlap", "nothing: tensor-parallel collectives overlapped with the "
-         "GEMMs that use them (Megatron/TE userbuffers)", "on or off", _switch, False),
-    Axis("cp_overlap", "cp_overlap", "nothing: the K/V ring overlapped with attention compute",
-         "on or off", _switch, True),
-    Axis("fsdp_prefetch", "prefetch", "nothing: ZeRO-3 gathers the next layer's weights while "
-         "this one computes", "on or off", _switch, True, aliases=("fsdp_prefetch",)),
-    Axis("first_stage_layers", "first", "nothing: the layers on the first pipeline stage "
-         "(0: the even share); the middle stages split the rest", "a whole number ≥ 0",
-         _whole(0), 0),
-    Axis("last_stage_layers", "last", "nothing: the layers on the last pipeline stage (0: the "
-         "even share), which also computes the output layer and the loss", "a whole number ≥ 0",
-         _whole(0), 0),
-)  # fmt: skip
+
+def axis(key: str, default: object, help: str, values: str, valid, **more):
+    """A Plan field that is a plan axis: its default, and its `Axis` as the field's metadata."""
+    declared = Axis(key, help, values, valid, default, **more)
+    return field(default=default, metadata={"axis": declared})
+
+
+_WHOLE = "a whole number ≥ 1"
+_ON_OFF = "on or off"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one training step is split over d·t·p·cp devices: one value per axis."""
+
+    # fmt: off
+    d: int = axis("d", 1, "data parallelism: the global batch split over d replicas",
+                  _WHOLE, _whole(1))
+    t: int = axis("t", 1, "tensor parallelism: each layer's heads, KV heads and FFN width "
+                  "split over t devices", _WHOLE, _whole(1))
+    p: int = axis("p", 1, "pipeline parallelism: the layers split into p consecutive stages",
+                  _WHOLE, _whole(1))
+    micro_batch: int = axis("micro_batch", 1, "sequences per micro-batch (a replica's batch "
+                            "runs as global_batch/(d·b) of them)", _WHOLE, _whole(1),
+                            aliases=("b", "mb"), shown="b")
+    v: int = axis("v", 1, "chunks per pipeline stage, interleaved 1F1B (e.g. 12 for 96 layers "
+                  "on 8 stages); uneven stages split their layers as evenly as whole layers "
+                  "allow, the first stage's lighter chunk first and the last stage's last, as "
+                  "Megatron-Core builds stages=balanced with a virtual pipeline",
+                  _WHOLE, _whole(1), quiet=1)
+    _: KW_ONLY
+    ep: int = axis("ep", 1, "expert parallelism: the experts spread over ep of the d "
+                   "data-parallel ranks (must divide d and the experts)", _WHOLE, _whole(1),
+                   quiet=1)
+    zero: int = axis("zero", 0, "ZeRO sharding over d: optimizer state (1), also gradients "
+                     "(2), also weights (3 = FSDP)", "0, 1, 2 or 3 (3 = FSDP)",
+                     lambda z: z in (0, 1, 2, 3), words={"fsdp": 3})
+    recompute: str = axis("recompute", "selective", "activations kept (none) or rebuilt in "
+                          "the backward: the attention core (selective), whole layers (full), "
+                          "N layers of each stage (layers:N), or all but the outputs of the "
+                          "'+'-joined ops (ops:NAMES; alternate = every other linear layer "
+                          "and the attention output, torchtitan's per-op policy; ops:qkv is "
+                          "MaxText's save_qkv_proj)", recompute.VALUES, recompute.valid,
+                          codec=recompute)
+    sequence_parallel: bool = axis("sp", True, "sequence parallelism: norms, dropout and "
+                                   "residuals split over the t devices", _ON_OFF, _switch,
+                                   said_when=lambda plan: plan.t > 1)
+    state_bytes_per_param: int = axis("state_bytes", 18, "weights + gradients + Adam state "
+                                      "per parameter", "16 or 18 (2+2+12 as ZeRO counts; "
+                                      "2+4+12 with fp32 gradients)", lambda s: s in STATE_BYTES,
+                                      aliases=("state",), said_when=lambda plan: False)
+    cp: int = axis("cp", 1, "context parallelism: each sequence split over cp ranks, K/V "
+                   "passed round a ring (devices = d·t·p·cp)", _WHOLE, _whole(1),
+                   aliases=("context_parallel",), quiet=1)
+    fp8: str = axis("fp8", "off", "the linear layers' GEMMs in FP8 as Transformer Engine runs "
+                    "them, casts costed; attention, logits, optimizer and communication stay "
+                    "16/32-bit (--dtype fp8 pins it)", "off or linear", lambda f: f in FP8,
+                    choices=FP8, quiet="off")
+    fp8_params: bool = axis("fp8_params", False, "FP8 linear weights kept in FP8 only "
+                            "(Transformer Engine's fp8_model_init, NeMo's fp8_params): no "
+                            "16-bit copy, the FP8 transpose cached for the backward, updated "
+                            "weights gathered in FP8", _ON_OFF, _switch,
+                            said_when=lambda plan: plan.fp8 != "off" and plan.fp8_params)
+    kernels: str = axis("kernels", "fused", "pointwise ops fused (Megatron-Core/Transformer "
+                        "Engine, torch.compile) or eager: each its own kernel through HBM "
+                        "(PyTorch without compile: RMSNorm's pieces, rotary, SiLU·mul, casts)",
+                        "fused or eager", lambda k: k in KERNELS, choices=KERNELS,
+                        quiet="fused")
+    tp_overlap: bool = axis("tp_overlap", False, "tensor-parallel collectives hidden behind "
+                            "the GEMMs that use them (Megatron/TE userbuffers)", _ON_OFF,
+                            _switch, said_when=lambda plan: plan.t > 1 and plan.tp_overlap)
+    cp_overlap: bool = axis("cp_overlap", True, "the K/V ring hidden behind attention",
+                            _ON_OFF, _switch,
+                            said_when=lambda plan: plan.cp > 1 and not plan.cp_overlap)
+    fsdp_prefetch: bool = axis("prefetch", True, "ZeRO-3 gathers the next layer's weights "
+                               "while this one computes", _ON_OFF, _switch,
+                               said_when=lambda plan: plan.zero == 3 and not plan.fsdp_prefetch)
+    first_stage_layers: int = axis("first", 0, "layers on the first pipeline stage (0: the "
+                                   "even share); the middle stages split the rest",
+                                   "a whole number ≥ 0", _whole(0), quiet=0)
+    last_stage_layers: int = axis("last", 0, "layers on the last pipeline stage (0: the even "
+                                  "share), which also computes the output layer and the loss",
+                                  "a whole number ≥ 0", _whole(0), quiet=0)
+    # fmt: on
+
+    def __post_init__(self) -> None:
+        for a in AXES:
+            a.check(getattr(self, a.field))
+
+    @property
+    def devices(self) -> int:
+        return self.d * self.t * self.p * self.cp
+
+    def describe(self) -> str:
+        """'d=16,t=8,p=2,b=1,zero=1,recompute=full,sp=on': the axes that say something."""
+        parts = []
+        for a in AXES:
+            value = getattr(self, a.field)
+            if value == a.quiet or not a.said_when(self):
+                continue
+            if isinstance(value, (bool, np.bool_)):
+                value = "on" if value else "off"
+            parts.append(f"{a.shown or a.key}={value}")
+        return ",".join(parts)
+
+    def to_json(self) -> dict:
+        """The plan's axes as {field: value}: its JSON everywhere."""
+        return {a.field: getattr(self, a.field) for a in AXES}
+
+
+AXES: tuple[Axis, ...] = tuple(
+    replace(f.metadata["axis"], field=f.name) for f in fields(Plan) if "axis" in f.metadata
+)
 BY_KEY: dict[str, Axis] = {a.key: a for a in AXES}
 FIXED_KEYS: dict[str, str] = {name: a.key for a in AXES for name in (a.key, a.field, *a.aliases)}
+STAGES_HELP = (
+    "stages (even | balanced: the embedding and the loss counted as a layer each, so the "
+    "first and last stage get fewer layers | the layers of each stage, 7,8,...,8,7, the "
+    "middle ones equal): pins first, last and p"
+)
+
+
+def fixed_help() -> str:
+    """The `--fixed` keys, one sentence each, from the axes."""
+    return "; ".join([*(a.fixed_help() for a in AXES), STAGES_HELP])
 
 
 def parse_fixed(text: str | None) -> dict:
@@ -185,53 +276,11 @@ def _stage_lists_joined(parts: list[str]) -> list[str]:
     return out
 
 
-def plan_fields(plan) -> dict:
-    """A plan's axes as {field: value}: its JSON everywhere."""
-    return {a.field: getattr(plan, a.field) for a in AXES}
-
-
-# Values too ordinary to show in a plan's one-line description, and when a switch matters.
-_QUIET = {
-    "cp": 1,
-    "fp8": "off",
-    "kernels": "fused",
-    "first_stage_layers": 0,
-    "last_stage_layers": 0,
-}
-_SWITCH_NEEDS = {
-    "fp8_params": lambda plan: plan.fp8 != "off" and plan.fp8_params,
-    "tp_overlap": lambda plan: plan.t > 1 and plan.tp_overlap,
-    "cp_overlap": lambda plan: plan.cp > 1 and not plan.cp_overlap,
-    "fsdp_prefetch": lambda plan: plan.zero == 3 and not plan.fsdp_prefetch,
-}
-
-
-def describe(plan) -> str:
-    """'d=16,t=8,p=2,b=1,zero=1,recompute=full,sp=on': the axes that say something."""
-    parts = []
-    for a in AXES:
-        value = getattr(plan, a.field)
-        if a.field in ("v", "ep") and value == 1:
-            continue
-        if a.field == "sequence_parallel":
-            if plan.t == 1:
-                continue
-            value = "on" if value else "off"
-        if a.field == "state_bytes_per_param" or value == _QUIET.get(a.field, ()):
-            continue
-        if a.field in _SWITCH_NEEDS and not _SWITCH_NEEDS[a.field](plan):
-            continue
-        if isinstance(value, (bool, np.bool_)):
-            value = "on" if value else "off"
-        parts.append(f"{a.shown or a.key}={value}")
-    return ",".join(parts)
-
-
-def plans_to_arrays(plans: Sequence) -> dict[str, np.ndarray]:
-    """Plans as the candidate arrays `parallel.evaluate_arrays` takes (axis key -> array)."""
+def plans_to_arrays(plans: Sequence[Plan]) -> dict[str, np.ndarray]:
+    """Plans as the candidate arrays `step.evaluate_arrays` takes (axis key -> array)."""
     return {a.key: np.array([a.encode(getattr(p, a.field)) for p in plans]) for a in AXES}
 
 
-def plan_at(arrays: Mapping[str, np.ndarray], i: int, plan_type):
+def plan_at(arrays: Mapping[str, np.ndarray], i: int) -> Plan:
     """The i-th plan of candidate arrays."""
-    return plan_type(**{a.field: a.decode(arrays[a.key][i]) for a in AXES if a.key in arrays})
+    return Plan(**{a.field: a.decode(arrays[a.key][i]) for a in AXES if a.key in arrays})

@@ -24,7 +24,7 @@ from ceiling.model.plan.axes import BY_KEY, parse_fixed, plan_at  # noqa: F401  
 from ceiling.model.plan.costs import ATTENTION_BLOCK
 from ceiling.model.plan.pipeline import balanced_layout
 from ceiling.model.plan.rules import check_context_parallel, check_fp8_params, check_stage_layout
-from ceiling.model.plan.step import RECOMPUTE, Job, Plan, PlanResult
+from ceiling.model.plan.step import Job, Plan, PlanResult
 from ceiling.model.scaling import karp_flatt
 
 MAX_MICRO_BATCH = 64
@@ -186,13 +186,9 @@ def _recompute_codes(layers: int, p: int, fixed: dict, attention: str) -> list[i
         return [recompute.encode(fixed["recompute"])]
     per_stage = math.ceil(layers / p)
     ns = sorted({max(1, round(share * per_stage)) for share in RECOMPUTE_LAYER_SHARES})
-    modes = [m for m in RECOMPUTE if not (m == "selective" and attention == "flash")]
+    modes = [m for m in recompute.MODES if not (m == "selective" and attention == "flash")]
     values = [*modes, *(f"layers:{n}" for n in ns if n < per_stage), *RECOMPUTE_OPS]
     return [recompute.encode(x) for x in values]
-
-
-def _plan_at(c: dict, i: int) -> Plan:
-    return plan_at(c, i, Plan)
 
 
 @dataclass(frozen=True)
@@ -222,7 +218,7 @@ def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> Search
     n = len(step)
     if not fits.any():
         i = int(np.argmin(r["memory_bytes"]))
-        plan = _plan_at(cand, i)
+        plan = plan_at(cand, i)
         need = float(r["memory_bytes"][i])
         usable = float(r["usable_bytes"][i])
         raise DoesNotFit(
@@ -243,7 +239,7 @@ def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> Search
             break
     results = []
     for i in chosen:
-        plan = _plan_at(cand, i)
+        plan = plan_at(cand, i)
         notes = parallel.check_plan(job, cluster, plan)
         results.append(parallel.result_from_arrays(job, plan, r, i, notes))
     why = tuple("" if k == 0 else explain_loss(x, results[0]) for k, x in enumerate(results))

@@ -33,10 +33,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from ceiling.errors import InvalidInput
-from ceiling.model.plan import axes as plan_axes
 from ceiling.model.plan import pipeline as pipeline_stages
 from ceiling.model.plan import recompute
-from ceiling.model.plan.axes import AXES, RECOMPUTE, STATE_BYTES
+from ceiling.model.plan.axes import AXES, Plan, plans_to_arrays
 from ceiling.model.plan.communication import (
     OVERLAP_COST,
     data_parallel,
@@ -65,8 +64,6 @@ __all__ = [
     "ATTENTION",
     "DEFAULT_ATTENTION",
     "OVERLAP_COST",
-    "RECOMPUTE",
-    "STATE_BYTES",
     "Job",
     "Plan",
     "PlanResult",
@@ -114,45 +111,6 @@ LOSS = tuple(LOSS_PEAK_BYTES_PER_VOCAB)
 # Bytes per parameter of the fp32 Adam update: read master weights, momentum, variance (3×4)
 # and the gradient; write the three back (3×4) and the 16-bit weights (2).
 ADAM_UPDATE_BYTES = 26
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How one training step is split over d·t·p·cp devices."""
-
-    d: int
-    t: int
-    p: int
-    micro_batch: int = 1
-    v: int = 1  # model chunks per device; > 1 is the interleaved 1F1B schedule
-    zero: int = 0  # 0 plain data parallel, 1 optimizer, 2 + gradients, 3 + weights (FSDP)
-    recompute: str = "selective"
-    sequence_parallel: bool = True
-    state_bytes_per_param: int = 18
-    ep: int = 1  # expert parallelism: experts spread over ep of the d data-parallel ranks
-    cp: int = 1  # context parallelism: each sequence split over cp ranks (ring attention)
-    fp8: str = "off"  # "linear": the linear layers' GEMMs in FP8, everything else 16-bit
-    fp8_params: bool = False  # FP8 linear weights kept in FP8 only (no 16-bit copy)
-    kernels: str = "fused"  # "eager": every pointwise op its own kernel (PyTorch, no compile)
-    tp_overlap: bool = False  # tensor-parallel collectives overlapped with their GEMMs
-    cp_overlap: bool = True  # the K/V ring overlapped with attention compute
-    fsdp_prefetch: bool = True  # ZeRO-3 gathers the next layer while this one computes
-    first_stage_layers: int = 0  # layers on the first pipeline stage; 0: the even share
-    last_stage_layers: int = 0  # layers on the last pipeline stage; 0: the even share
-
-    def __post_init__(self) -> None:
-        for axis in AXES:
-            axis.check(getattr(self, axis.field))
-
-    @property
-    def devices(self) -> int:
-        return self.d * self.t * self.p * self.cp
-
-    def describe(self) -> str:
-        return plan_axes.describe(self)
-
-    def to_json(self) -> dict:
-        return plan_axes.plan_fields(self)
 
 
 @dataclass(frozen=True)
@@ -562,7 +520,7 @@ class PlanResult:
 
 def evaluate_plan(job: Job, cluster, plan: Plan) -> PlanResult:
     notes = check_plan(job, cluster, plan)
-    r = evaluate_arrays(job, cluster, {a.key: a.encode(getattr(plan, a.field)) for a in AXES})
+    r = evaluate_arrays(job, cluster, plans_to_arrays([plan]))
     return result_from_arrays(job, plan, r, 0 if np.ndim(r["step_s"]) else None, notes)
 
 
