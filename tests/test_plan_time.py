@@ -313,7 +313,13 @@ def test_a_plan_losing_to_its_exposed_ring_says_so():
 def test_the_command_shows_the_new_fields_in_help_json_and_text(cli):
     code, out, _ = cli("plan", "--help")
     assert code == 0
-    for word in ("cp (context", "fp8 (off|linear", "tp_overlap", "cp_overlap", "prefetch"):
+    for word in (
+        "cp (context_parallel",
+        "fp8 (off or linear",
+        "tp_overlap",
+        "cp_overlap",
+        "prefetch",
+    ):
         assert word in " ".join(out.split()), word
     args = ["plan", "llama-3-70b", "--spec", "h100-sxm", "-n", "64", "--global-batch", "128"]
     args += ["--seq", "8192", "--fixed", "cp=2,t=4,p=4,v=5,b=1,recompute=none,tp_overlap=on"]

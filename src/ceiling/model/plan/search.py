@@ -20,7 +20,7 @@ import numpy as np
 from ceiling.errors import DoesNotFit, InvalidInput
 from ceiling.model.plan import recompute
 from ceiling.model.plan import step as parallel
-from ceiling.model.plan.axes import BY_KEY, parse_fixed, plan_at  # noqa: F401  (re-exported)
+from ceiling.model.plan.axes import AXES, BY_KEY, parse_fixed, plan_at  # noqa: F401  (re-exported)
 from ceiling.model.plan.costs import ATTENTION_BLOCK
 from ceiling.model.plan.pipeline import balanced_layout
 from ceiling.model.plan.rules import check_context_parallel, check_fp8_params, check_stage_layout
@@ -36,7 +36,8 @@ def _divisors(n: int) -> list[int]:
 
 
 def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, np.ndarray]:
-    """Every valid plan for the cluster as arrays keyed by axis (`plan_axes.AXES`)."""
+    """Every valid plan for the cluster as arrays keyed by axis (`axes.AXES`): the searched
+    axes' values that pass the rules (`rules`), the others at their pinned value or default."""
     fixed = dict(fixed or {})
     sh = parallel.shape_of(job.model)
     n = cluster.devices
@@ -52,10 +53,9 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
         and (sh.kv_heads % t == 0 or t % sh.kv_heads == 0)
         and sh.ffn_hidden % t == 0
     ]
-    states = allowed("state_bytes", [fixed.get("state_bytes", 18)])
-    # Columns in this order; each block below is the product of the values allowed per axis.
+    # Axes the search does not vary hold their pinned value or their default.
+    held = {a.key: [a.encode(fixed.get(a.key, a.default))] for a in AXES}
     blocks = []
-    switches = [fixed.get(a.key, a.default) for a in SWITCHES]
     layouts = [
         (t, p, cp)
         for t in allowed("t", ts)
@@ -79,24 +79,17 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
             good_b = [b for b in allowed("micro_batch", bs) if v == 1 or (B // (d * b)) % p == 0]
             if not good_b or not zeros or not sps or not rcs or not eps:
                 continue
-            encoded = [[a.encode(x)] for a, x in zip(SWITCHES, switches, strict=True)]
             for first, last in _stage_layouts(sh.layers, p, v, fixed):
-                blocks.append(
-                    _product(
-                        *([d], [t], [p], good_b, [v], zeros, rcs, sps, states, eps, [cp]),
-                        *encoded,
-                        *([first], [last]),
-                    )
-                )
+                tried = {"d": [d], "t": [t], "p": [p], "cp": [cp], "v": [v], "micro_batch": good_b,
+                         "zero": zeros, "recompute": rcs, "sp": sps, "ep": eps,
+                         "first": [first], "last": [last]}  # fmt: skip
+                blocks.append(_product(*(tried.get(a.key, held[a.key]) for a in AXES)))
     if not blocks:
         return {}
     rows = np.concatenate(blocks).astype(np.int64)
-    columns = ("d", "t", "p", "micro_batch", "v", "zero", "recompute", "sp", "state_bytes", "ep")
-    columns += ("cp", *(axis.key for axis in SWITCHES), "first", "last")
-    out = {key: rows[:, k] for k, key in enumerate(columns)}
-    for key in ("sp", "fp8_params", "tp_overlap", "cp_overlap", "prefetch"):
-        out[key] = out[key].astype(bool)
-    return out
+    return {
+        a.key: rows[:, k].astype(bool) if a.is_switch else rows[:, k] for k, a in enumerate(AXES)
+    }
 
 
 def _product(*columns) -> np.ndarray:
@@ -107,11 +100,6 @@ def _product(*columns) -> np.ndarray:
     return np.stack([c[i] for c, i in zip(lists, index, strict=True)], axis=1)
 
 
-# Plan fields held at their default unless pinned: FP8 changes the numerics and the overlap
-# switches need kernel support, so a plan never turns them on silently.
-SWITCHES = tuple(
-    BY_KEY[k] for k in ("fp8", "fp8_params", "kernels", "tp_overlap", "cp_overlap", "prefetch")
-)
 MAX_CONTEXT_PARALLEL = 32
 
 
@@ -262,29 +250,10 @@ def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:
     check_fp8_params(fixed.get("fp8", "off"), fixed.get("fp8_params", False))
     _check_fixed_stages(sh.layers, fixed)
     if t is not None and p is not None and d is not None:
-        parallel.check_plan(
-            job,
-            cluster,
-            Plan(
-                d=d,
-                t=t,
-                p=p,
-                micro_batch=fixed.get("micro_batch", 1),
-                v=fixed.get("v", 1),
-                zero=fixed.get("zero", 0),
-                recompute=fixed.get("recompute", "selective"),
-                sequence_parallel=fixed.get("sp", t > 1),
-                state_bytes_per_param=fixed.get("state_bytes", 18),
-                ep=fixed.get("ep", 1),
-                cp=fixed.get("cp", 1),
-                fp8=fixed.get("fp8", "off"),
-                fp8_params=fixed.get("fp8_params", False),
-            )
-            if "micro_batch" in fixed
-            else Plan(
-                d=d, t=t, p=p, micro_batch=1, v=1, ep=fixed.get("ep", 1), cp=fixed.get("cp", 1)
-            ),
-        )
+        given = {BY_KEY[k].field: x for k, x in fixed.items() if k in BY_KEY}
+        if "micro_batch" not in fixed:  # v needs m divisible by p, which a b may give
+            given.pop("v", None)
+        parallel.check_plan(job, cluster, Plan(**given))
     pinned = [x for x in (d, t, p, fixed.get("cp")) if x is not None]
     prod = int(np.prod(pinned)) if pinned else 1
     if n % prod:
