@@ -9,6 +9,7 @@ from ceiling.errors import InvalidInput
 from ceiling.hardware.catalog import get_spec
 from ceiling.model.cluster import make_cluster
 from ceiling.model.pipeline_sim import simulate_pipeline
+from ceiling.model.plan import costs
 from ceiling.model.plan import step as par
 from ceiling.model.plan.axes import plans_to_arrays
 from ceiling.model.plan.search import search
@@ -57,12 +58,12 @@ def test_memory_per_device_reproduces_korthikanti_fig1(row):
 
 def test_activation_formulas_reduce_to_korthikanti_table2():
     h, a, s, t = 6144, 64, 2048, 8
-    sh = par.shape_of(gpt(48, h, a))
+    sh = costs.shape_of(gpt(48, h, a))
     # Biases are not activations; a GPT block with q = k = h and f = 4h gives the table.
     ratio = 5 * a * s / h
 
     def per(tp, sp, rc):
-        return float(par.activation_bytes_per_token_layer(sh, s, tp, sp, rc, "unfused", True) / h)
+        return float(costs.activation_bytes_per_token_layer(sh, s, tp, sp, rc, "unfused", True) / h)
 
     assert per(1, False, 0) == pytest.approx(34 + ratio)
     assert per(t, False, 0) == pytest.approx(10 + 24 / t + ratio / t)
@@ -75,16 +76,16 @@ def test_activation_formulas_reduce_to_korthikanti_table2():
 
 def test_interleaving_in_flight_factor_matches_the_simulator():
     layers, p, v, m = 96, 8, 3, 32
-    held = float(par.in_flight_layers(layers, p, v, m))
+    held = float(costs.in_flight_layers(layers, p, v, m))
     assert held == pytest.approx(layers * (1 + (p - 1) / (p * v)))
     sim = simulate_pipeline("interleaved", p, m, 1.0, 2.0, chunks=v)
     assert held == pytest.approx(sim.peak_in_flight[0] * layers / (p * v))
-    assert float(par.in_flight_layers(layers, 8, 1, 4)) == pytest.approx(layers * 4 / 8)
+    assert float(costs.in_flight_layers(layers, 8, 1, 4)) == pytest.approx(layers * 4 / 8)
 
 
 def test_zero_stage_state_bytes():
     d = 64
-    f = par.state_bytes_per_param
+    f = costs.state_bytes_per_param
     assert float(f(16, 0, d)) == 16
     assert float(f(16, 1, d)) == pytest.approx(4 + 12 / d)
     assert float(f(16, 2, d)) == pytest.approx(2 + 14 / d)
@@ -100,7 +101,7 @@ def test_hardware_flops_with_full_recompute_is_megatrons_formula():
     r = evaluate_plan(job, make_cluster(A100, 512), Plan(32, 8, 2, 1, recompute="full"))
     hw = r.hw_tflops_per_device * 1e12 * r.step_time_s * 512
     # Biases and layer norms add ~0.01 %; the formula ignores them.
-    assert hw == pytest.approx(par.megatron_hw_flops_per_step(layers, h, V, s, B), rel=1e-3)
+    assert hw == pytest.approx(costs.megatron_hw_flops_per_step(layers, h, V, s, B), rel=1e-3)
     mfu = r.tokens_per_s * model.flops_per_token(s, training=True) / (512 * 312e12)
     assert r.mfu == pytest.approx(mfu, rel=1e-3)  # layer-norm weights aside
     assert r.hfu > r.mfu  # full recompute does 4/3 of the model's work
@@ -185,11 +186,11 @@ def test_explained_errors_show_the_arithmetic():
 
 
 def test_grouped_query_attention_shrinks_kv_activations_but_not_below_one_head():
-    llama = par.shape_of(get_model("llama-2-70b"))  # 64 heads, 8 KV heads
-    mha = par.shape_of(get_model("llama-2-70b").replace(kv_heads=64))
+    llama = costs.shape_of(get_model("llama-2-70b"))  # 64 heads, 8 KV heads
+    mha = costs.shape_of(get_model("llama-2-70b").replace(kv_heads=64))
 
     def kv_part(sh, t):
-        return float(par.activation_bytes_per_token_layer(sh, 4096, t, True, 1, "flash", False))
+        return float(costs.activation_bytes_per_token_layer(sh, 4096, t, True, 1, "flash", False))
 
     assert kv_part(llama, 8) < kv_part(mha, 8)
     # t = 16 > 8 KV heads: each device still holds one whole KV head.
@@ -260,7 +261,7 @@ def test_expert_parallelism_spreads_experts_and_pays_all_to_all():
     c = make_cluster(get_spec("h100-sxm"), 64)
     no_ep = evaluate_plan(job, c, Plan(8, 8, 1, 1, zero=1))
     ep = evaluate_plan(job, c, Plan(8, 8, 1, 1, zero=1, ep=8))
-    sh = par.shape_of(mix)
+    sh = costs.shape_of(mix)
     saved = mix.layers * sh.params_experts_layer / 8 * (1 - 1 / 8)
     assert no_ep.memory["params_per_device"] - ep.memory["params_per_device"] == pytest.approx(
         saved
@@ -281,9 +282,9 @@ def test_expert_capacity_pads_the_expert_matmuls():
     c = make_cluster(dataclasses.replace(get_spec("h100-sxm"), sms=None), 64)
     r = evaluate_plan(job, c, Plan(8, 8, 1, 1, zero=1, recompute="none"))
     tokens = 256 * 4096
-    sh = par.shape_of(mix)
-    linear = float(par.layer_forward_flops_per_token(sh, 4096)) - float(
-        par.layer_attention_flops_per_token(sh, 4096)
+    sh = costs.shape_of(mix)
+    linear = float(costs.layer_forward_flops_per_token(sh, 4096)) - float(
+        costs.layer_attention_flops_per_token(sh, 4096)
     )
     useful = tokens * (mix.layers * 3 * linear + 6 * mix.hidden * mix.vocab)
     padded = tokens * mix.layers * 3 * 0.25 * 2 * mix.active_experts * mix.params_expert

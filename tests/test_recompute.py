@@ -6,8 +6,7 @@ import pytest
 from ceiling.errors import InvalidInput
 from ceiling.hardware.catalog import get_spec
 from ceiling.model.cluster import make_cluster
-from ceiling.model.plan import recompute
-from ceiling.model.plan import step as par
+from ceiling.model.plan import costs, recompute
 from ceiling.model.plan.axes import parse_fixed
 from ceiling.model.plan.search import search
 from ceiling.model.plan.step import Job, Plan, evaluate_plan
@@ -73,11 +72,13 @@ def test_memory_of_recompute_layers_n_by_hand():
 def test_ops_policies_keep_the_named_outputs_by_hand():
     # Llama 3 8B (h 4096, q 4096, k = v = 1024, f 14336, SwiGLU), t = 1, FlashAttention,
     # no dropout. Bytes per token a layer keeps:
-    sh = par.shape_of(get_model("llama-3-8b"))
+    sh = costs.shape_of(get_model("llama-3-8b"))
 
     def kept(policy):
         code = recompute.encode(recompute.parse(policy))
-        return float(par.activation_bytes_per_token_layer(sh, 8192, 1, False, code, "flash", False))
+        return float(
+            costs.activation_bytes_per_token_layer(sh, 8192, 1, False, code, "flash", False)
+        )
 
     block_input = 2 * 4096
     # MaxText's save_qkv_proj: the block input and Q, K, V.
@@ -92,7 +93,7 @@ def test_ops_policies_keep_the_named_outputs_by_hand():
 
 
 def test_ops_policy_rebuilds_the_unkept_projections():
-    sh = par.shape_of(get_model("llama-3-8b"))
+    sh = costs.shape_of(get_model("llama-3-8b"))
     code = recompute.encode("ops:q+k+v")
     linear, attention, pointwise, collectives = recompute.rebuilt_shares(sh, code, 32)
     h, q, k, f = 4096, 4096, 1024, 14336

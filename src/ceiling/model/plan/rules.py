@@ -24,7 +24,7 @@ def check_plan(job, cluster, plan) -> list[str]:
             f"devices but the cluster has {n}; every device must hold a share of the work"
         )
     _check_context_and_fp8(job, cluster, plan)
-    check_stage_layout(sh.layers, plan)
+    check_stage_layout(sh.layers, plan.first_stage_layers, plan.last_stage_layers, plan.p, plan.v)
     if sh.heads % plan.t:
         raise InvalidInput(
             f"tensor parallelism must divide the attention heads: "
@@ -126,10 +126,9 @@ def _stage_notes(layers: int, plan) -> list[str]:
     ]
 
 
-def check_stage_layout(layers: int, plan) -> None:
-    """An uneven layout (first and last stage layers) needs a pipeline, both counts, a layer
-    per chunk on every stage, and layers to spare for the middle stages."""
-    first, last, p, v = plan.first_stage_layers, plan.last_stage_layers, plan.p, plan.v
+def check_stage_layout(layers: int, first: int, last: int, p: int, v: int) -> None:
+    """An uneven layout (`first` and `last` stage layers) needs a pipeline, both counts, a
+    layer per chunk on every stage, and layers to spare for the middle stages."""
     if not first and not last:
         return
     if not first or not last:

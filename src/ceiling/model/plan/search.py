@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -134,16 +133,13 @@ def _chunk_counts(layers: int, p: int, fixed: dict) -> list[int]:
 
 def _stage_layouts(layers: int, p: int, v: int, fixed: dict) -> list[tuple[int, int]]:
     """(first, last) stage layouts to try with v chunks per device: the even split (equal
-    chunks only when v > 1) and the balanced rule (`pipeline_stages.balanced_layout`; with
+    chunks only when v > 1) and the balanced rule (`pipeline.balanced_layout`; with
     v > 1 its middle stages in equal chunks, the ends a layer lighter in one chunk:
-    `pipeline_stages.chunk_layers`), or the pinned layout or rule."""
+    `pipeline.chunk_layers`), or the pinned layout or rule."""
     if "first" in fixed or "last" in fixed:
         pinned = fixed.get("first", 0), fixed.get("last", 0)
-        layout = SimpleNamespace(
-            first_stage_layers=pinned[0], last_stage_layers=pinned[1], p=p, v=v
-        )
         try:
-            check_stage_layout(layers, layout)
+            check_stage_layout(layers, *pinned, p, v)
         except InvalidInput:
             return []
         return [pinned] if p > 1 else []
@@ -264,7 +260,7 @@ def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:
 
 def _check_fixed_stages(layers: int, fixed: dict) -> None:
     """A pinned stage list must add up to the model's layers; pinned first/last must leave
-    the middle stages their layers (`plan_rules.check_stage_layout`)."""
+    the middle stages their layers (`rules.check_stage_layout`)."""
     for key in ("first", "last"):
         if fixed.get(key, 0) > layers:
             raise InvalidInput(
@@ -274,13 +270,8 @@ def _check_fixed_stages(layers: int, fixed: dict) -> None:
     if total is not None and total != layers:
         raise InvalidInput(f"--fixed stages add up to {total} layers but the model has {layers}")
     if ("first" in fixed or "last" in fixed) and "p" in fixed:
-        layout = SimpleNamespace(
-            first_stage_layers=fixed.get("first", 0),
-            last_stage_layers=fixed.get("last", 0),
-            p=fixed["p"],
-            v=fixed.get("v", 1),
-        )
-        check_stage_layout(layers, layout)
+        first, last = fixed.get("first", 0), fixed.get("last", 0)
+        check_stage_layout(layers, first, last, fixed["p"], fixed.get("v", 1))
 
 
 def _no_valid_plan_message(job: Job, cluster, fixed: dict) -> str:
