@@ -23,8 +23,8 @@ from pathlib import Path
 from ceiling.hardware.catalog import get_spec
 from ceiling.model.cluster import make_cluster
 from ceiling.model.plan.axes import plan_at
-from ceiling.model.plan.search import enumerate_plans, evaluate_candidates, search
-from ceiling.model.plan.step import Job, evaluate_plan
+from ceiling.model.plan.search import enumerate_plans, search
+from ceiling.model.plan.step import Job, evaluate_arrays, evaluate_plan
 from ceiling.model.transformer import get_model
 
 REPEATS = 5
@@ -51,7 +51,7 @@ def case(
     cand = enumerate_plans(job, cluster, fixed)
     n = len(cand["d"])
     t_enum, _ = best_of(lambda: enumerate_plans(job, cluster, fixed))
-    t_eval, _ = best_of(lambda: evaluate_candidates(job, cluster, cand))
+    t_eval, _ = best_of(lambda: evaluate_arrays(job, cluster, cand))
     t_full, t_med = best_of(lambda: search(job, cluster, fixed, top=5))
     best = search(job, cluster, fixed, top=1).plans[0]
     k = min(n, ONE_AT_A_TIME)

@@ -275,10 +275,6 @@ class TrainingMemory:
     def model_state_bytes(self) -> float:
         return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
 
-    @property
-    def total_bytes(self) -> float:
-        return self.model_state_bytes + self.activations_bytes + self.logits_bytes
-
 
 # ---- catalog --------------------------------------------------------------------------
 

@@ -33,7 +33,6 @@ class ModelParallelComm:
     cp_mb: np.ndarray  # the context-parallel K/V ring left exposed
     cp_hidden_mb: np.ndarray
     ep_mb: np.ndarray  # expert all-to-alls
-    tp_spans: np.ndarray  # the tensor-parallel group crosses nodes
 
 
 @dataclass(frozen=True)
@@ -44,14 +43,13 @@ class DataParallelComm:
     hidden: np.ndarray
     total: np.ndarray
     exposed: np.ndarray
-    spans: np.ndarray  # the data-parallel group crosses nodes
 
 
 def model_parallel_comm(cluster, x: Layout, comp: Compute) -> ModelParallelComm:
     """Per micro-batch: tensor-parallel collectives (2 forward, 2 backward, 2 more to
     recompute; all-gather + reduce-scatter with sequence parallelism, the same bytes), the
     context-parallel K/V ring, expert all-to-alls (dispatch and combine around each MoE
-    block); what of them is hidden behind compute, and whether the TP group spans nodes.
+    block), and what of them is hidden behind compute.
 
     Overlap: tensor-parallel traffic hides behind the linear GEMMs that consume or produce
     it when `tp_overlap` is on (Megatron-Core/Transformer Engine userbuffers), all but the
@@ -85,7 +83,6 @@ def model_parallel_comm(cluster, x: Layout, comp: Compute) -> ModelParallelComm:
         cp_mb=cp_mb - (1.0 - OVERLAP_COST) * cp_hidden,
         cp_hidden_mb=cp_hidden,
         ep_mb=x.layers_dev * n_coll * a2a,
-        tp_spans=tp_spans,
     )
 
 
@@ -129,7 +126,6 @@ def data_parallel(job, cluster, x: Layout, compute_mb) -> DataParallelComm:
         hidden=np.where(zero == 3, x.m * z3_hidden, hidden),
         total=dp_total,
         exposed=dp_exposed,
-        spans=dp_spans,
     )
 
 

@@ -183,10 +183,6 @@ class SearchResult:
     fitting: int  # of those, how many fit in memory
 
 
-def evaluate_candidates(job: Job, cluster, cand: dict) -> dict:
-    return parallel.evaluate_arrays(job, cluster, cand)
-
-
 def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> SearchResult:
     """Rank the plans that fit, fastest first; DoesNotFit explains when none does."""
     if top < 1:
@@ -196,7 +192,7 @@ def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> Search
     cand = enumerate_plans(job, cluster, fixed)
     if not cand:
         raise InvalidInput(_no_valid_plan_message(job, cluster, fixed))
-    r = evaluate_candidates(job, cluster, cand)
+    r = parallel.evaluate_arrays(job, cluster, cand)
     fits = np.asarray(r["fits"])
     step = np.asarray(r["step_s"])
     n = len(step)

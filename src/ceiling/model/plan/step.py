@@ -115,7 +115,7 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
     # ---- pipeline: bubble and point-to-point sends ----
     pipeline_s, bubble_s, rebuild_mb = pipeline_step(x, comp, mp, stage_mb)
     one_send = x.tokens_mb * x.sh.hidden * 2.0 / t
-    p2p_total, pp_spans = pipeline_sends_s(cluster, one_send, x.dg, t, p, x.plan.v, m)
+    p2p_total, _ = pipeline_sends_s(cluster, one_send, x.dg, t, p, x.plan.v, m)
     dp = data_parallel(job, cluster, x, comp.compute_mb)
 
     # ---- optimizer update (memory-bound over this device's shard) ----
@@ -165,9 +165,6 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
         "mfu": model_flops / (step_s * devices * peak),
         "hfu": hw_flops_total / (step_s * devices * peak),
         "hw_flops_per_device_per_s": hw_flops_total / (step_s * devices),
-        "tp_spans_nodes": mp.tp_spans & (t > 1),
-        "dp_spans_nodes": dp.spans & (x.dg > 1),
-        "pp_spans_nodes": pp_spans & (p > 1),
     }
 
 
@@ -309,8 +306,3 @@ def _stages_of(r: dict, i) -> dict:
         "layers": [int(x) for x in row],
         "heaviest_memory": ("first", "middle", "last")[which],
     }
-
-
-def bubble_fraction(p: int, m: int, v: int = 1) -> float:
-    """Pipeline bubble over ideal compute: (p-1)/(v·m)."""
-    return (p - 1) / (v * m)
