@@ -133,9 +133,9 @@ class PlanResult(Result):
     and cluster they were planned for, and the same job on 2N, 4N, ... (`scaling`)."""
 
     model: Any  # TransformerConfig
-    job: Any  # model.parallel.Job
+    job: Any  # model.plan.step.Job
     cluster: Any  # model.cluster.Cluster
-    search: Any  # model.plan_search result
+    search: Any  # model.plan.search.SearchResult
     scaling: list[Any]
     assumptions: dict[str, Any]
     fixed: dict[str, Any]

@@ -1,3 +1,11 @@
-"""The training planner: a plan's axes (`axes`), its validity rules (`rules`), what it costs
-(`step`, from the terms in `costs`, `communication`, `pipeline`, `recompute`,
-`eager_kernels`) and the search over every valid plan (`search`)."""
+"""The training planner.
+
+- `axes`: the `Plan` and its axes, each declared once (`Axis` on each field);
+- `rules`: what a plan's axes must divide, with the arithmetic;
+- `layout`: the plans of one pass as arrays (`Layout`), what every term reads;
+- `memory`, `compute`, `communication`, `pipeline`: the terms of each group, per-piece
+  formulas in `costs`, `recompute` (policies) and `eager_kernels`;
+- `step`: the `Job`, the terms combined into memory and step time, a plan's `PlanResult`;
+- `search`: every valid plan enumerated, evaluated in one pass and ranked;
+- `training`: the one call `ceiling plan`, `ceiling.plan()` and the report make.
+"""

@@ -248,7 +248,7 @@ def parse_fixed(text: str | None) -> dict:
     """'d=32,t=8,p=2,recompute=full,zero=fsdp,sp=off' -> {'d': 32, ...} (validated).
 
     `stages=even|balanced|31,32,32,31` (the stage layout) pins first and last (and p), or
-    asks for the balanced rule (`pipeline_stages`)."""
+    asks for the balanced rule (`pipeline.balanced_layout`)."""
     out: dict = {}
     known = ", ".join(BY_KEY) + ", stages"
     for part in _stage_lists_joined([x.strip() for x in (text or "").split(",")]):

@@ -1,7 +1,7 @@
 """The cross-axis validity rules of a plan: what must divide what, with the arithmetic.
 
-The axes themselves (names, valid values) are declared in `plan_axes`; the search enumerates
-only plans that pass these rules (`plan_search.enumerate_plans`).
+The axes themselves (names, valid values) are declared in `axes`; the search enumerates
+only plans that pass these rules (`search.enumerate_plans`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ multiple of them) and the FFN width; p·v ≤ layers (uneven stages allowed, int
 the fullest sets the pace); d·b divides the global batch;
 the interleaved schedule gets m divisible by p; ZeRO-2/3 only without pipelining — so no
 time is spent on plans that cannot run. All of them are then evaluated in one vectorised
-pass of `parallel.evaluate_arrays` (the same code that evaluates a single plan), and ranked
+pass of `step.evaluate_arrays` (the same code that evaluates a single plan), and ranked
 by step time among those that fit in memory.
 """
 

@@ -233,7 +233,7 @@ class PlanResult:
     recompute_detail: dict = field(default_factory=dict)  # what is kept, what rebuilt
 
     def to_json(self, why_slower: str = "") -> dict:
-        """The plan's axes (from `plan_axes`), then what it costs."""
+        """The plan's axes (from `axes`), then what it costs."""
         return {
             **self.plan.to_json(),
             "micro_batches": self.micro_batches,
