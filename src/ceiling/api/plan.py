@@ -204,7 +204,7 @@ def plan(
     link bandwidths are text with a unit ("100GB/s") or bytes/s."""
     from ceiling.hardware.resolve import resolve
     from ceiling.model.plan.axes import parse_fixed
-    from ceiling.model.plan.training import plan_training
+    from ceiling.model.plan.training import datasheet_of, peak_dtype, plan_training
     from ceiling.model.transformer import parse_model
     from ceiling.vocabulary import normalize_dtype
 
@@ -222,19 +222,26 @@ def plan(
         raise BadArgument("matmul_efficiency", f"must be in (0, 1], got {matmul_efficiency}")
     with argument_named("dtype"):
         dtype = normalize_dtype(dtype)
-        planned = plan_training(
-            job,
-            resolve(spec, profile),
-            n,
-            pins=pins,
-            top=top,
-            doublings=scaling,
-            dtype=dtype,
-            gpus_per_node=gpus_per_node,
-            intra_bytes_per_s=_bandwidth(intra_bw),
-            inter_bytes_per_s=_bandwidth(inter_bw),
-            matmul_efficiency=matmul_efficiency,
+    device = resolve(spec, profile)
+    datasheet = datasheet_of(device)
+    if peak_dtype(dtype) not in datasheet.peak_flops_per_s:
+        have = ", ".join(datasheet.dtypes)
+        raise BadArgument(
+            "dtype", f"{peak_dtype(dtype)}: {datasheet.name} has no such peak (it has {have})"
         )
+    planned = plan_training(
+        job,
+        device,
+        n,
+        pins=pins,
+        top=top,
+        doublings=scaling,
+        dtype=dtype,
+        gpus_per_node=gpus_per_node,
+        intra_bytes_per_s=_bandwidth(intra_bw),
+        inter_bytes_per_s=_bandwidth(inter_bw),
+        matmul_efficiency=matmul_efficiency,
+    )
     cluster = planned.cluster
     return PlanResult(
         cfg,

@@ -58,6 +58,29 @@ def training_job(
     )
 
 
+def peak_dtype(dtype: str) -> str:
+    """The dtype of the peak a plan in `dtype` is measured against: fp8 plans run their
+    linear layers' GEMMs in FP8 (the fp8 axis) and everything else in bf16, as real FP8 runs
+    do."""
+    return "bf16" if dtype == "fp8" else dtype
+
+
+def datasheet_of(device):
+    """The catalog entry whose links, node and peaks the planner takes for a resolved device:
+    the spec itself, or a measured profile's GPU as the catalog knows it."""
+    if not device.from_profile:
+        return device.spec
+    from ceiling.hardware.catalog import match_driver_name
+
+    spec = match_driver_name(device.measured.name)
+    if spec is None:
+        raise InvalidInput(
+            f"the profiled device {device.measured.name!r} is not in the catalog, so its links "
+            "and node are unknown; pass --spec NAME"
+        )
+    return spec
+
+
 def plan_cluster(
     device,
     gpus: int,
@@ -77,19 +100,16 @@ def plan_cluster(
         make_cluster,
     )
 
-    spec, mm_eff, mem_eff, source, fp8_eff = device.spec, matmul_efficiency, None, None, None
+    spec, mm_eff, mem_eff, source, fp8_eff = (
+        datasheet_of(device),
+        matmul_efficiency,
+        None,
+        None,
+        None,
+    )
     if device.from_profile:
-        from ceiling.hardware.catalog import match_driver_name
-
-        measured = device.measured
-        spec = match_driver_name(measured.name)
-        if spec is None:
-            raise InvalidInput(
-                f"the profiled device {measured.name!r} is not in the catalog, so its links "
-                "and node are unknown; pass --spec NAME"
-            )
-        prof_mm, mem_eff = efficiencies_from_profile(measured, spec, dtype)
-        fp8_eff = fp8_efficiency_from_profile(measured, spec)
+        prof_mm, mem_eff = efficiencies_from_profile(device.measured, spec, dtype)
+        fp8_eff = fp8_efficiency_from_profile(device.measured, spec)
         if mm_eff is None:
             mm_eff = prof_mm
             source = f"measured by `ceiling bench` ({device.profile_path})"
@@ -139,8 +159,8 @@ def plan_training(
     the linear layers' GEMMs in FP8 and the rest in bf16, as real FP8 runs do."""
     pins = dict(pins or {})
     if dtype == "fp8":
-        dtype = "bf16"
         pins.setdefault("fp8", "linear")
+    dtype = peak_dtype(dtype)
 
     def cluster_for(count: int):
         return plan_cluster(device, count, dtype=dtype, **cluster_options)
