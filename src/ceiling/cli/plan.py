@@ -190,9 +190,11 @@ def _context_lines(cfg, job, cluster, result, assumptions) -> list[str]:
         f"a node, {cluster.inter_node_bandwidth_bytes_per_s / 1e9:.1f} GB/s per device between "
         "nodes (one way)",
         f"assumed: matmul efficiency {cluster.matmul_efficiency:.2f} "
-        f"({cluster.efficiency_source}), {job.attention} attention, "
-        f"{'with' if job.dropout else 'no'} dropout, {job.headroom:.0%} memory headroom"
-        + (" (the default attention kernel)" if assumptions["attention_from"] != "given" else "")
+        f"({cluster.efficiency_source}), {job.attention} attention"
+        + (" (the default kernel)" if assumptions["attention_from"] != "given" else "")
+        + f", {'with' if job.dropout else 'no'} dropout"
+        + (" (the model's config)" if assumptions["dropout_from"] != "given" else "")
+        + f", {job.headroom:.0%} memory headroom"
         + (
             f"; FP8 GEMMs at {cluster.fp8_efficiency:.2f} of the FP8 peak "
             f"({cluster.fp8_efficiency_source})"
