@@ -100,13 +100,8 @@ def plan_cluster(
         make_cluster,
     )
 
-    spec, mm_eff, mem_eff, source, fp8_eff = (
-        datasheet_of(device),
-        matmul_efficiency,
-        None,
-        None,
-        None,
-    )
+    spec = datasheet_of(device)
+    mm_eff, mem_eff, source, fp8_eff = matmul_efficiency, None, None, None
     if device.from_profile:
         prof_mm, mem_eff = efficiencies_from_profile(device.measured, spec, dtype)
         fp8_eff = fp8_efficiency_from_profile(device.measured, spec)
