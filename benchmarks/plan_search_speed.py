@@ -22,8 +22,9 @@ from pathlib import Path
 
 from ceiling.hardware.catalog import get_spec
 from ceiling.model.cluster import make_cluster
-from ceiling.model.parallel import Job, evaluate_plan
-from ceiling.model.plan_search import _plan_at, enumerate_plans, evaluate_candidates, search
+from ceiling.model.plan.axes import plan_at
+from ceiling.model.plan.search import enumerate_plans, search
+from ceiling.model.plan.step import Job, evaluate_arrays, evaluate_plan
 from ceiling.model.transformer import get_model
 
 REPEATS = 5
@@ -45,16 +46,16 @@ ALL_AXES_ON = {"fp8": "linear", "tp_overlap": True}
 def case(
     label: str, model, gpus: int, batch: int, seq=2048, device="a100-80gb", fixed=None
 ) -> None:
-    job = Job(model, batch, seq)
+    job = Job(model, batch, seq, attention="unfused")
     cluster = make_cluster(get_spec(device), gpus)
     cand = enumerate_plans(job, cluster, fixed)
     n = len(cand["d"])
     t_enum, _ = best_of(lambda: enumerate_plans(job, cluster, fixed))
-    t_eval, _ = best_of(lambda: evaluate_candidates(job, cluster, cand))
+    t_eval, _ = best_of(lambda: evaluate_arrays(job, cluster, cand))
     t_full, t_med = best_of(lambda: search(job, cluster, fixed, top=5))
     best = search(job, cluster, fixed, top=1).plans[0]
     k = min(n, ONE_AT_A_TIME)
-    singles = [_plan_at(cand, i) for i in range(0, n, max(1, n // k))][:k]
+    singles = [plan_at(cand, i) for i in range(0, n, max(1, n // k))][:k]
     t_single, _ = best_of(lambda: [evaluate_plan(job, cluster, pl) for pl in singles], 1)
     print(f"{label}: {n} valid plans")
     print(

@@ -273,6 +273,22 @@ _change(
     "m·max(t) + (Σt − max t)/v, beside the simulated step (null for gpipe)",
     "makespan_closed_form_s",
 )
+_change(
+    _PLANS,
+    "the attention kernel is one documented default for every model, wherever it comes from "
+    "(catalog, custom:, hf:): flash, unless --attention says otherwise; dropout follows the "
+    "model's config. Each says where it came from (it was one 'published training recipe' "
+    "that hf: and catalog models of the same shapes answered differently)",
+    "assumptions.attention_and_dropout_from",
+    "assumptions.attention_from",
+    "assumptions.dropout_from",
+)
+_change(
+    "plan-gpt3-a100-fixed",
+    "GPT-3 175B takes the default attention kernel (flash) like every model; it took the "
+    "unfused Megatron-LM kernels as its catalog recipe (--attention unfused gives them)",
+    "assumptions.attention",
+)
 
 # Facts about the machine that ran the command, not results: never compared.
 MACHINE = ("environment", "environment.*")

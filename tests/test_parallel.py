@@ -7,12 +7,13 @@ import pytest
 
 from ceiling.errors import InvalidInput
 from ceiling.hardware.catalog import get_spec
-from ceiling.model import parallel as par
 from ceiling.model.cluster import make_cluster
-from ceiling.model.parallel import Job, Plan, evaluate_plan
 from ceiling.model.pipeline_sim import simulate_pipeline
-from ceiling.model.plan_axes import plans_to_arrays
-from ceiling.model.plan_search import search
+from ceiling.model.plan import costs
+from ceiling.model.plan import step as par
+from ceiling.model.plan.axes import plans_to_arrays
+from ceiling.model.plan.search import search
+from ceiling.model.plan.step import Job, Plan, evaluate_plan
 from ceiling.model.transformer import get_model, parse_model
 
 GiB = 2**30
@@ -40,7 +41,7 @@ def test_memory_per_device_reproduces_korthikanti_fig1(row):
     model = gpt(layers, hidden, heads)
     # Enough micro-batches for the steady state the figure assumes (with m·v chunk passes
     # fewer than an interleaved warm-up, every forward runs before the first backward).
-    job = Job(model, global_batch=b * p * 4, seq_len=2048)
+    job = Job(model, global_batch=b * p * 4, seq_len=2048, attention="unfused")
     cluster = make_cluster(A100, 8 * p)
     tp_only = evaluate_plan(
         job, cluster, Plan(1, 8, p, b, v, recompute="none", sequence_parallel=False)
@@ -57,12 +58,12 @@ def test_memory_per_device_reproduces_korthikanti_fig1(row):
 
 def test_activation_formulas_reduce_to_korthikanti_table2():
     h, a, s, t = 6144, 64, 2048, 8
-    sh = par.shape_of(gpt(48, h, a))
+    sh = costs.shape_of(gpt(48, h, a))
     # Biases are not activations; a GPT block with q = k = h and f = 4h gives the table.
     ratio = 5 * a * s / h
 
     def per(tp, sp, rc):
-        return float(par.activation_bytes_per_token_layer(sh, s, tp, sp, rc, "unfused", True) / h)
+        return float(costs.activation_bytes_per_token_layer(sh, s, tp, sp, rc, "unfused", True) / h)
 
     assert per(1, False, 0) == pytest.approx(34 + ratio)
     assert per(t, False, 0) == pytest.approx(10 + 24 / t + ratio / t)
@@ -75,16 +76,16 @@ def test_activation_formulas_reduce_to_korthikanti_table2():
 
 def test_interleaving_in_flight_factor_matches_the_simulator():
     layers, p, v, m = 96, 8, 3, 32
-    held = float(par.in_flight_layers(layers, p, v, m))
+    held = float(costs.in_flight_layers(layers, p, v, m))
     assert held == pytest.approx(layers * (1 + (p - 1) / (p * v)))
     sim = simulate_pipeline("interleaved", p, m, 1.0, 2.0, chunks=v)
     assert held == pytest.approx(sim.peak_in_flight[0] * layers / (p * v))
-    assert float(par.in_flight_layers(layers, 8, 1, 4)) == pytest.approx(layers * 4 / 8)
+    assert float(costs.in_flight_layers(layers, 8, 1, 4)) == pytest.approx(layers * 4 / 8)
 
 
 def test_zero_stage_state_bytes():
     d = 64
-    f = par.state_bytes_per_param
+    f = costs.state_bytes_per_param
     assert float(f(16, 0, d)) == 16
     assert float(f(16, 1, d)) == pytest.approx(4 + 12 / d)
     assert float(f(16, 2, d)) == pytest.approx(2 + 14 / d)
@@ -96,11 +97,11 @@ def test_zero_stage_state_bytes():
 def test_hardware_flops_with_full_recompute_is_megatrons_formula():
     layers, h, a, V, s, B = 48, 8192, 64, 51200, 2048, 1536
     model = gpt(layers, h, a)
-    job = Job(model, B, s)
+    job = Job(model, B, s, attention="unfused")
     r = evaluate_plan(job, make_cluster(A100, 512), Plan(32, 8, 2, 1, recompute="full"))
     hw = r.hw_tflops_per_device * 1e12 * r.step_time_s * 512
     # Biases and layer norms add ~0.01 %; the formula ignores them.
-    assert hw == pytest.approx(par.megatron_hw_flops_per_step(layers, h, V, s, B), rel=1e-3)
+    assert hw == pytest.approx(costs.megatron_hw_flops_per_step(layers, h, V, s, B), rel=1e-3)
     mfu = r.tokens_per_s * model.flops_per_token(s, training=True) / (512 * 312e12)
     assert r.mfu == pytest.approx(mfu, rel=1e-3)  # layer-norm weights aside
     assert r.hfu > r.mfu  # full recompute does 4/3 of the model's work
@@ -109,7 +110,7 @@ def test_hardware_flops_with_full_recompute_is_megatrons_formula():
 def test_bubble_time_is_the_closed_form_share():
     # Equal stages but the last, which also runs the output layer and the loss: the bubble is
     # the other p-1 stages' time once, over v — (p-1)/(v·m) of a stage without the head.
-    job = Job(gpt(48, 8192, 64), 1536, 2048)
+    job = Job(gpt(48, 8192, 64), 1536, 2048, attention="unfused")
     cluster = make_cluster(A100, 512)
     for v in (1, 2, 3):
         plan = Plan(8, 8, 8, 4, v, recompute="full")
@@ -135,7 +136,7 @@ NARAYANAN = [
 @pytest.mark.parametrize("extra", [{}, {"sp": False}, {"micro_batch": 1, "v": 1, "zero": 0}])
 def test_throughput_predicts_narayanan_table1_within_15_percent(row, extra):
     layers, h, a, t, p, d, B, reported = row
-    job = Job(gpt(layers, h, a), B, 2048)
+    job = Job(gpt(layers, h, a), B, 2048, attention="unfused")
     cluster = make_cluster(A100, d * t * p)
     best = search(job, cluster, dict(d=d, t=t, p=p, recompute="full", **extra), top=1).plans[0]
     assert best.hw_tflops_per_device == pytest.approx(reported, rel=0.15)
@@ -157,14 +158,14 @@ NARAYANAN_OTHER_ROWS = [
 @pytest.mark.parametrize("row", NARAYANAN_OTHER_ROWS)
 def test_throughput_predicts_the_other_narayanan_rows_within_15_percent(row):
     a, h, layers, t, p, gpus, B, reported = row
-    job = Job(gpt(layers, h, a), B, 2048)
+    job = Job(gpt(layers, h, a), B, 2048, attention="unfused")
     fixed = dict(d=gpus // (t * p), t=t, p=p, recompute="full")
     best = search(job, make_cluster(A100, gpus), fixed, top=1).plans[0]
     assert best.hw_tflops_per_device == pytest.approx(reported, rel=0.15)
 
 
 def test_explained_errors_show_the_arithmetic():
-    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    job = Job(get_model("gpt3-175b"), 1536, 2048, attention="unfused")
     c = make_cluster(A100, 1024)
     with pytest.raises(InvalidInput, match=r"heads\(96\) % t\(5\) = 1"):
         par.check_plan(job, make_cluster(A100, 40), Plan(8, 5, 1))
@@ -185,11 +186,11 @@ def test_explained_errors_show_the_arithmetic():
 
 
 def test_grouped_query_attention_shrinks_kv_activations_but_not_below_one_head():
-    llama = par.shape_of(get_model("llama-2-70b"))  # 64 heads, 8 KV heads
-    mha = par.shape_of(get_model("llama-2-70b").replace(kv_heads=64))
+    llama = costs.shape_of(get_model("llama-2-70b"))  # 64 heads, 8 KV heads
+    mha = costs.shape_of(get_model("llama-2-70b").replace(kv_heads=64))
 
     def kv_part(sh, t):
-        return float(par.activation_bytes_per_token_layer(sh, 4096, t, True, 1, "flash", False))
+        return float(costs.activation_bytes_per_token_layer(sh, 4096, t, True, 1, "flash", False))
 
     assert kv_part(llama, 8) < kv_part(mha, 8)
     # t = 16 > 8 KV heads: each device still holds one whole KV head.
@@ -218,7 +219,7 @@ def test_flash_attention_removes_the_score_traffic_and_memory():
     model = gpt(48, 6144, 64)
     c = make_cluster(A100, 8)
     plan = Plan(1, 8, 1, 1, recompute="none")
-    unfused = evaluate_plan(Job(model, 8, 2048), c, plan)
+    unfused = evaluate_plan(Job(model, 8, 2048, attention="unfused"), c, plan)
     flash = evaluate_plan(Job(model, 8, 2048, attention="flash"), c, plan)
     assert flash.memory["activation_bytes"] < unfused.memory["activation_bytes"]
     assert flash.time["elementwise_s"] < unfused.time["elementwise_s"]
@@ -226,9 +227,12 @@ def test_flash_attention_removes_the_score_traffic_and_memory():
 
 
 def test_vectorised_and_single_evaluation_agree():
-    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    job = Job(get_model("gpt3-175b"), 1536, 2048, attention="unfused")
     c = make_cluster(A100, 1024)
-    plans = [Plan(16, 8, 8, 1, 6, 1, "selective", True), Plan(128, 8, 1, 2, 1, 3, "full", False)]
+    plans = [
+        Plan(16, 8, 8, 1, 6, zero=1, recompute="selective", sequence_parallel=True),
+        Plan(128, 8, 1, 2, 1, zero=3, recompute="full", sequence_parallel=False),
+    ]
     arr = par.evaluate_arrays(job, c, plans_to_arrays(plans))
     for i, plan in enumerate(plans):
         one = evaluate_plan(job, c, plan)
@@ -237,8 +241,8 @@ def test_vectorised_and_single_evaluation_agree():
 
 
 def test_token_budget_gives_time_to_train():
-    job = Job(get_model("gpt3-175b"), 1536, 2048, token_budget=300e9)
-    r = evaluate_plan(job, make_cluster(A100, 1024), Plan(16, 8, 8, 1, 6, 1))
+    job = Job(get_model("gpt3-175b"), 1536, 2048, token_budget=300e9, attention="unfused")
+    r = evaluate_plan(job, make_cluster(A100, 1024), Plan(16, 8, 8, 1, 6, zero=1))
     assert r.time_to_train_s == pytest.approx(300e9 / r.tokens_per_s)
     assert r.tokens_per_s == pytest.approx(1536 * 2048 / r.step_time_s)
 
@@ -257,14 +261,16 @@ def test_expert_parallelism_spreads_experts_and_pays_all_to_all():
     c = make_cluster(get_spec("h100-sxm"), 64)
     no_ep = evaluate_plan(job, c, Plan(8, 8, 1, 1, zero=1))
     ep = evaluate_plan(job, c, Plan(8, 8, 1, 1, zero=1, ep=8))
-    sh = par.shape_of(mix)
+    sh = costs.shape_of(mix)
     saved = mix.layers * sh.params_experts_layer / 8 * (1 - 1 / 8)
     assert no_ep.memory["params_per_device"] - ep.memory["params_per_device"] == pytest.approx(
         saved
     )
     assert no_ep.time["ep_comm_s"] == 0 < ep.time["ep_comm_s"]
     with pytest.raises(InvalidInput, match="mixture-of-experts"):
-        par.check_plan(Job(get_model("llama-2-7b"), 256, 4096), c, Plan(8, 8, 1, ep=2))
+        par.check_plan(
+            Job(get_model("llama-2-7b"), 256, 4096, attention="unfused"), c, Plan(8, 8, 1, ep=2)
+        )
     with pytest.raises(InvalidInput, match=r"d\(4\) % ep\(8\) = 4"):
         par.check_plan(job, c, Plan(4, 8, 2, ep=8))
 
@@ -276,9 +282,9 @@ def test_expert_capacity_pads_the_expert_matmuls():
     c = make_cluster(dataclasses.replace(get_spec("h100-sxm"), sms=None), 64)
     r = evaluate_plan(job, c, Plan(8, 8, 1, 1, zero=1, recompute="none"))
     tokens = 256 * 4096
-    sh = par.shape_of(mix)
-    linear = float(par.layer_forward_flops_per_token(sh, 4096)) - float(
-        par.layer_attention_flops_per_token(sh, 4096)
+    sh = costs.shape_of(mix)
+    linear = float(costs.layer_forward_flops_per_token(sh, 4096)) - float(
+        costs.layer_attention_flops_per_token(sh, 4096)
     )
     useful = tokens * (mix.layers * 3 * linear + 6 * mix.hidden * mix.vocab)
     padded = tokens * mix.layers * 3 * 0.25 * 2 * mix.active_experts * mix.params_expert
@@ -288,7 +294,7 @@ def test_expert_capacity_pads_the_expert_matmuls():
 @pytest.mark.parametrize("zero", [0, 1, 2, 3])
 def test_memory_split_adds_up_and_shards_with_zero(zero):
     model = get_model("llama-2-7b")
-    job = Job(model, 256, 4096)
+    job = Job(model, 256, 4096, attention="unfused")
     r = evaluate_plan(job, make_cluster(A100, 64), Plan(64, 1, 1, 1, zero=zero))
     m = r.memory
     n = m["params_per_device"]

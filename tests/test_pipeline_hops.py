@@ -8,7 +8,7 @@ import pytest
 from ceiling.hardware.catalog import get_spec
 from ceiling.model.cluster import make_cluster
 from ceiling.model.collectives import p2p_s
-from ceiling.model.parallel_time import pipeline_sends_s
+from ceiling.model.plan.communication import pipeline_sends_s
 
 
 def _cluster(inter_bw: float):

@@ -7,12 +7,12 @@ import pytest
 
 from ceiling.errors import InvalidInput
 from ceiling.hardware.catalog import get_spec
-from ceiling.model import pipeline_stages as ps
 from ceiling.model.cluster import make_cluster
-from ceiling.model.parallel import Job, Plan, check_plan, evaluate_arrays, evaluate_plan
 from ceiling.model.pipeline_sim import simulate_pipeline
-from ceiling.model.plan_axes import parse_fixed, plans_to_arrays
-from ceiling.model.plan_search import enumerate_plans, search
+from ceiling.model.plan import pipeline as ps
+from ceiling.model.plan.axes import parse_fixed, plans_to_arrays
+from ceiling.model.plan.search import enumerate_plans, search
+from ceiling.model.plan.step import Job, Plan, check_plan, evaluate_arrays, evaluate_plan
 from ceiling.model.transformer import get_model
 
 H100 = get_spec("h100-sxm")
@@ -109,7 +109,7 @@ def test_the_heaviest_stage_sets_the_memory_peak():
 
 
 def test_layout_rules_show_the_arithmetic():
-    job = Job(get_model("llama-3-405b"), 128, 4096)
+    job = Job(get_model("llama-3-405b"), 128, 4096, attention="unfused")
     c = make_cluster(H100, 512)
     with pytest.raises(InvalidInput, match="both the first and the last"):
         check_plan(job, c, Plan(4, 8, 16, first_stage_layers=7))

@@ -56,6 +56,8 @@ def test_fixed_narayanan_row_predicts_reported_tflops(cli):
         "2048",
         "--fixed",
         "d=32,t=8,p=2,recompute=full",
+        "--attention",  # Megatron-LM's 2021 kernels
+        "unfused",
         "--json",
     )
     assert code == 0, err
@@ -123,22 +125,27 @@ def test_sequence_longer_than_the_model_is_refused(cli):
     )
 
 
-def test_attention_and_dropout_default_to_the_models_published_recipe(cli):
+def test_attention_is_one_default_for_every_model_and_dropout_the_models_config(cli):
     args = ["plan", "mpt-7b", "--spec", "a100-80gb", "--gpus", "8", "--global-batch", "256"]
     args += ["--seq", "2048", "--top", "1", "--json"]
     code, out, err = cli(*args)
     assert code == 0, err
-    recipe = json.loads(out)
-    # MPT-7B trained with FlashAttention and no dropout (catalog data, with its source)
-    assert recipe["assumptions"]["attention"] == "flash"
-    assert recipe["assumptions"]["dropout"] is False
+    default = json.loads(out)
+    # the attention kernel is the one default; MPT-7B's config has no dropout
+    assert default["assumptions"]["attention"] == "flash"
+    assert default["assumptions"]["attention_from"].startswith("the default for every model")
+    assert default["assumptions"]["dropout"] is False
+    assert default["assumptions"]["dropout_from"] == "the model's config"
     code, out, _ = cli(*args, "--attention", "flash", "--no-dropout")
     explicit = json.loads(out)
-    assert explicit["assumptions"]["attention_and_dropout_from"] == "the command line"
-    assert explicit["plans"][0]["mfu"] == recipe["plans"][0]["mfu"]
+    assert explicit["assumptions"]["attention_from"] == "given"
+    assert explicit["assumptions"]["dropout_from"] == "given"
+    assert explicit["plans"][0]["mfu"] == default["plans"][0]["mfu"]
     code, out, _ = cli(*args, "--attention", "unfused", "--dropout")
     megatron = json.loads(out)
     # s×s scores through memory and dropout masks cost time: the same job runs slower
-    assert megatron["plans"][0]["step_time_s"] > recipe["plans"][0]["step_time_s"]
+    assert megatron["plans"][0]["step_time_s"] > default["plans"][0]["step_time_s"]
+    # a model of Megatron-LM's time takes the same default kernel; its dropout is its own
     code, out, _ = cli("plan", "gpt3-175b", "--spec", "a100-80gb", "--gpus", "1024", "--json")
-    assert json.loads(out)["assumptions"]["attention"] == "unfused"
+    gpt3 = json.loads(out)["assumptions"]
+    assert (gpt3["attention"], gpt3["dropout"]) == ("flash", True)

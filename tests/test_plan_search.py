@@ -5,8 +5,8 @@ import pytest
 from ceiling.errors import DoesNotFit, InvalidInput
 from ceiling.hardware.catalog import get_spec
 from ceiling.model.cluster import make_cluster
-from ceiling.model.parallel import Job, Plan, evaluate_plan
-from ceiling.model.plan_search import enumerate_plans, parse_fixed, scaling, search
+from ceiling.model.plan.search import enumerate_plans, parse_fixed, scaling, search
+from ceiling.model.plan.step import Job, Plan, evaluate_plan
 from ceiling.model.transformer import get_model
 
 A100 = get_spec("a100-80gb")
@@ -14,7 +14,7 @@ A100 = get_spec("a100-80gb")
 
 @pytest.fixture(scope="module")
 def gpt3_search():
-    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    job = Job(get_model("gpt3-175b"), 1536, 2048, attention="unfused")
     return job, make_cluster(A100, 1024), search(job, make_cluster(A100, 1024), top=5)
 
 
@@ -43,11 +43,11 @@ def test_search_results_match_single_plan_evaluation(gpt3_search):
 
 
 def test_every_enumerated_plan_is_valid():
-    job = Job(get_model("llama-2-70b"), 512, 4096)
+    job = Job(get_model("llama-2-70b"), 512, 4096, attention="unfused")
     cluster = make_cluster(get_spec("h100-sxm"), 128)
     cand = enumerate_plans(job, cluster)
-    from ceiling.model.parallel import check_plan
-    from ceiling.model.plan_axes import plan_at
+    from ceiling.model.plan.axes import plan_at
+    from ceiling.model.plan.step import check_plan
 
     n = len(cand["d"])
     assert n > 100
@@ -55,31 +55,31 @@ def test_every_enumerated_plan_is_valid():
         check_plan(
             job,
             cluster,
-            plan_at(cand, i, Plan),
+            plan_at(cand, i),
         )
 
 
 def test_tensor_parallel_across_nodes_loses_and_says_why():
-    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    job = Job(get_model("gpt3-175b"), 1536, 2048, attention="unfused")
     res = search(job, make_cluster(A100, 1024), {"t": 16}, top=1)
     free = search(job, make_cluster(A100, 1024), top=1)
     assert res.plans[0].step_time_s > free.plans[0].step_time_s
     assert any("spans nodes" in n for n in res.plans[0].notes)
-    from ceiling.model.plan_search import explain_loss
+    from ceiling.model.plan.search import explain_loss
 
     why = explain_loss(res.plans[0], free.plans[0])
     assert "TP across nodes" in why and "communication" in why
 
 
 def test_fixed_pins_fields_and_searches_the_rest():
-    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    job = Job(get_model("gpt3-175b"), 1536, 2048, attention="unfused")
     c = make_cluster(A100, 1024)
     res = search(job, c, parse_fixed("d=16,t=8,p=8,recompute=full"), top=3)
     for r in res.plans:
         assert (r.plan.d, r.plan.t, r.plan.p, r.plan.recompute) == (16, 8, 8, "full")
     whole = parse_fixed("d=16,t=8,p=8,b=2,v=3,zero=1,recompute=selective,sp=on")
     (one,) = search(job, c, whole, top=3).plans
-    assert one.plan == Plan(16, 8, 8, 2, 3, 1, "selective", True)
+    assert one.plan == Plan(16, 8, 8, 2, 3, zero=1, recompute="selective", sequence_parallel=True)
 
 
 def test_parse_fixed():
@@ -108,13 +108,13 @@ def test_parse_fixed():
 
 
 def test_nothing_fits_is_explained():
-    job = Job(get_model("gpt3-175b"), 64, 2048)
+    job = Job(get_model("gpt3-175b"), 64, 2048, attention="unfused")
     with pytest.raises(DoesNotFit, match=r"no plan fits: .* needs [\d.]+ GiB per device"):
         search(job, make_cluster(A100, 8))
 
 
 def test_impossible_pins_are_explained():
-    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    job = Job(get_model("gpt3-175b"), 1536, 2048, attention="unfused")
     c = make_cluster(A100, 1024)
     with pytest.raises(InvalidInput, match=r"heads\(96\) % t\(7\) = 5"):
         search(job, c, {"t": 7})
@@ -125,7 +125,7 @@ def test_impossible_pins_are_explained():
 
 
 def test_scaling_speeds_up_then_flattens_with_a_fixed_batch():
-    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    job = Job(get_model("gpt3-175b"), 1536, 2048, attention="unfused")
     rows = scaling(job, lambda n: make_cluster(A100, n), [512, 1024, 2048, 4096, 8192])
     speed = [r.speedup for r in rows]
     assert speed[0] == 1.0
@@ -139,7 +139,7 @@ def test_scaling_speeds_up_then_flattens_with_a_fixed_batch():
 
 
 def test_divisors():
-    from ceiling.model.plan_search import _divisors
+    from ceiling.model.plan.search import _divisors
 
     assert _divisors(1) == [1]
     assert _divisors(36) == [1, 2, 3, 4, 6, 9, 12, 18, 36]
@@ -147,7 +147,7 @@ def test_divisors():
 
 
 def test_no_valid_plan_names_the_failing_constraint():
-    job = Job(get_model("gpt3-175b"), 1536, 2048)
+    job = Job(get_model("gpt3-175b"), 1536, 2048, attention="unfused")
     # 1000 = 2³·5³: d = 1000/(t·p) always keeps a factor 5, which 1536 = 2⁹·3 lacks.
     with pytest.raises(InvalidInput, match=r"none divides the global batch of 1536"):
         search(job, make_cluster(A100, 1000))
@@ -156,7 +156,7 @@ def test_no_valid_plan_names_the_failing_constraint():
 
 
 def test_a_ring_across_nodes_does_not_make_node_local_tensor_parallelism_read_as_spanning():
-    from ceiling.model.plan_search import explain_loss
+    from ceiling.model.plan.search import explain_loss
 
     job = Job(get_model("llama-3-70b"), 64, 8192, attention="flash", dropout=False)
     c = make_cluster(get_spec("h100-sxm"), 64)

@@ -8,11 +8,11 @@ import pytest
 
 from ceiling.errors import InvalidInput
 from ceiling.hardware.catalog import get_spec
-from ceiling.model import parallel as par
-from ceiling.model import parallel_costs as costs
 from ceiling.model.cluster import make_cluster
-from ceiling.model.eager_kernels import eager_extra_bytes_per_token
-from ceiling.model.parallel import Job, Plan, evaluate_plan
+from ceiling.model.plan import communication, costs
+from ceiling.model.plan import step as par
+from ceiling.model.plan.eager_kernels import eager_extra_bytes_per_token
+from ceiling.model.plan.step import Job, Plan, evaluate_plan
 from ceiling.model.transformer import get_model, parse_model
 
 H100 = get_spec("h100-sxm")
@@ -25,7 +25,7 @@ SMALL = parse_model(
 
 
 def test_fp8_cast_bytes_per_token_by_hand():
-    sh = par.shape_of(SMALL)
+    sh = costs.shape_of(SMALL)
     fwd, bwd = costs.fp8_cast_bytes_per_token(sh, 1)
     # Linear inputs: QKV h, projection q, FFN up h, FFN down f = 1024+1024+1024+4096 = 7168
     # elements; output gradients: 3072 + 1024 + 4096 + 1024 = 9216; 4 bytes each (read 2,
@@ -91,7 +91,7 @@ def test_eager_pointwise_bytes_by_hand():
     # fused kernels: two RMSNorms written as ops, (36 - 4)·h forward and (76 - 4)·h backward
     # each; the rotary embedding on Q and K, 20 bytes an element each way; the attention
     # output's contiguous copy, 4·q each way; GELU is one kernel eager or not.
-    fwd, bwd = eager_extra_bytes_per_token(par.shape_of(SMALL), 1, False, dropout=False)
+    fwd, bwd = eager_extra_bytes_per_token(costs.shape_of(SMALL), 1, False, dropout=False)
     assert float(fwd) == 2 * 32 * 1024 + 20 * 2048 + 4 * 1024 == 110592
     assert float(bwd) == 2 * 72 * 1024 + 20 * 2048 + 4 * 1024 == 192512
     # Grouped KV (2 KV heads of 128 for 8 query heads) and SwiGLU (FFN 2048): repeat_kv
@@ -101,13 +101,13 @@ def test_eager_pointwise_bytes_by_hand():
         "custom:layers=2,hidden=1024,heads=8,kv_heads=2,ffn_hidden=2048,ffn_kind=swiglu,"
         "vocab=1000,max_seq=2048,norm=rmsnorm,bias=false"
     )
-    fwd2, bwd2 = eager_extra_bytes_per_token(par.shape_of(gqa), 1, False, dropout=False)
+    fwd2, bwd2 = eager_extra_bytes_per_token(costs.shape_of(gqa), 1, False, dropout=False)
     assert float(fwd2) == 2 * 32 * 1024 + 20 * 1280 + 2 * (512 + 2048) + 4 * 1024 + 4 * 2048
     assert float(bwd2) == 2 * 72 * 1024 + 20 * 1280 + 2 * (512 + 2048) + 4 * 1024 + 10 * 2048
     # LayerNorm and learned positions: one native kernel each, nothing added but the copy.
     gpt = parse_model("custom:layers=2,hidden=1024,heads=8,vocab=1000,max_seq=2048,"
                       "norm=layernorm,learned_positions=true")  # fmt: skip
-    assert float(eager_extra_bytes_per_token(par.shape_of(gpt), 1, False, False)[0]) == 4096
+    assert float(eager_extra_bytes_per_token(costs.shape_of(gpt), 1, False, False)[0]) == 4096
 
 
 def test_eager_kernels_are_priced_at_the_memory_bandwidth_and_shown_apart():
@@ -128,13 +128,13 @@ def test_eager_kernels_are_priced_at_the_memory_bandwidth_and_shown_apart():
 
 
 def test_fp8_needs_a_device_with_fp8():
-    job = Job(SMALL, 8, 2048)
+    job = Job(SMALL, 8, 2048, attention="unfused")
     with pytest.raises(InvalidInput, match="fp8=linear needs FP8"):
         par.check_plan(job, make_cluster(get_spec("a100-80gb"), 1), Plan(1, 1, 1, fp8="linear"))
 
 
 def test_context_parallel_ring_volume_per_layer_by_hand():
-    sh = par.shape_of(get_model("llama-3-70b"))  # 8 KV heads of 128: k = 1024
+    sh = costs.shape_of(get_model("llama-3-70b"))  # 8 KV heads of 128: k = 1024
     # b = 1, s = 8192, t = 4 (k/t = 256 per device), c = 2: (c-1)/c · 2·b·s·k/t · 2 bytes.
     per_rank_tokens = 8192 // 2
     ring = costs.cp_ring_bytes_per_layer(sh, per_rank_tokens, 4, 2)
@@ -166,7 +166,7 @@ def test_context_parallel_time_memory_and_devices():
     assert rx.hidden["cp"] == 0
     # With overlap it hides behind attention; a share OVERLAP_COST still counts.
     assert r2.hidden["cp"] == pytest.approx(m2 * per_mb_s)
-    assert r2.time["cp_comm_s"] == pytest.approx(par.OVERLAP_COST * m2 * per_mb_s)
+    assert r2.time["cp_comm_s"] == pytest.approx(communication.OVERLAP_COST * m2 * per_mb_s)
     with pytest.raises(InvalidInput, match=r"× cp\(2\) = 128 devices"):
         par.check_plan(job, c, dataclasses.replace(cp2, d=4))
     with pytest.raises(InvalidInput, match=r"seq_len\(8192\) % \(2 × cp\(3\)\)"):
@@ -182,7 +182,9 @@ def test_tensor_parallel_overlap_hides_all_but_one_chunk():
     assert off.hidden["tp"] == 0
     # GEMMs are long enough here: (t-1)/t of the traffic hides, OVERLAP_COST of it counts.
     assert on.hidden["tp"] == pytest.approx(total * 3 / 4)
-    assert on.time["tp_comm_s"] == pytest.approx(total - (1 - par.OVERLAP_COST) * total * 3 / 4)
+    assert on.time["tp_comm_s"] == pytest.approx(
+        total - (1 - communication.OVERLAP_COST) * total * 3 / 4
+    )
     assert on.step_time_s < off.step_time_s
     assert "tp_overlap=on" in on.plan.describe() and "tp_overlap" not in off.plan.describe()
 
@@ -214,7 +216,7 @@ def test_small_gemms_run_further_from_peak():
     c = make_cluster(H100, 8)
     plan = Plan(1, 8, 1, 1, recompute="none")
     big, small = evaluate_plan(job_big, c, plan), evaluate_plan(job_small, c, plan)
-    sh = par.shape_of(get_model("llama-2-7b"))
+    sh = costs.shape_of(get_model("llama-2-7b"))
     # Per token the linear layers cost the same FLOPs; the short micro-batch is slower per token.
     per_token_big = big.time["matmul_s"] / (64 * 4096)
     per_token_small = small.time["matmul_s"] / (64 * 256)
@@ -229,11 +231,15 @@ def test_flash_attention_runs_the_causal_blocks_at_its_own_efficiency():
     job = Job(SMALL, 8, 2048, attention="flash", dropout=False)
     c = make_cluster(H100_NO_TILES, 1)
     r = evaluate_plan(job, c, Plan(1, 1, 1, 1, recompute="none"))
-    flops = 8 * 2048 * 2 * 3 * float(par.layer_attention_flops_per_token(par.shape_of(SMALL), 2048))
+    flops = (
+        8 * 2048 * 2 * 3 * float(costs.layer_attention_flops_per_token(costs.shape_of(SMALL), 2048))
+    )
     expected = flops * (2048 + 128) / 4096 / (989.5e12 * c.attention_efficiency)
     assert r.time["attention_s"] == pytest.approx(expected)
     unfused = evaluate_plan(
-        Job(SMALL, 8, 2048, dropout=False), c, Plan(1, 1, 1, 1, recompute="none")
+        Job(SMALL, 8, 2048, dropout=False, attention="unfused"),
+        c,
+        Plan(1, 1, 1, 1, recompute="none"),
     )
     assert unfused.time["attention_s"] == pytest.approx(flops / c.matmul_flops_per_s)
 
@@ -256,7 +262,7 @@ def test_a_measured_profile_sets_the_fp8_share_apart_from_the_16_bit_one(tmp_pat
     assert c.matmul_efficiency == pytest.approx(800 / 989.5)
     assert c.fp8_matmul_efficiency == pytest.approx(1300 / 1979)
     best = res.best
-    sh = par.shape_of(get_model("llama-2-7b"))
+    sh = costs.shape_of(get_model("llama-2-7b"))
     util = float(costs.linear_gemm_efficiency(sh, 4096, 2, H100.sms))
     linear = 64 * 4096 * 32 * 3 * 2 * get_model("llama-2-7b").params_layer_matmul_active / 16
     assert best.time["fp8_matmul_s"] == pytest.approx(linear / (1300e12 * util))
@@ -267,13 +273,14 @@ def test_a_measured_profile_sets_the_fp8_share_apart_from_the_16_bit_one(tmp_pat
 
 
 def test_fp8_gemms_take_the_published_ratio_or_else_the_16_bit_share(cli):
-    from ceiling.api.plan import build_cluster
+    from ceiling.hardware.resolve import resolve
+    from ceiling.model.plan.training import plan_cluster
 
     h100 = make_cluster(H100, 8)
     assert h100.fp8_matmul_ratio == 0.883 and h100.sources["fp8"]
     assert h100.fp8_efficiency == pytest.approx(0.75 * 0.883)
     # A given 16-bit efficiency carries the ratio with it; a measured FP8 share replaces both.
-    given = build_cluster("h100-sxm", None, 8, None, None, None, 0.6, "bf16")
+    given = plan_cluster(resolve("h100-sxm"), 8, matmul_efficiency=0.6)
     assert given.fp8_efficiency == pytest.approx(0.6 * 0.883)
     measured = dataclasses.replace(h100, fp8_matmul_efficiency=0.5)
     assert measured.fp8_efficiency == 0.5 and "measured" in measured.fp8_efficiency_source
@@ -294,7 +301,7 @@ def test_fp8_gemms_take_the_published_ratio_or_else_the_16_bit_share(cli):
 
 
 def test_a_plan_losing_to_its_exposed_ring_says_so():
-    from ceiling.model.plan_search import explain_loss
+    from ceiling.model.plan.search import explain_loss
 
     job = Job(get_model("llama-3-70b"), 32, 8192, attention="flash", dropout=False)
     c = make_cluster(H100, 256)
@@ -310,7 +317,13 @@ def test_a_plan_losing_to_its_exposed_ring_says_so():
 def test_the_command_shows_the_new_fields_in_help_json_and_text(cli):
     code, out, _ = cli("plan", "--help")
     assert code == 0
-    for word in ("cp (context", "fp8 (off|linear", "tp_overlap", "cp_overlap", "prefetch"):
+    for word in (
+        "cp (context_parallel",
+        "fp8 (off or linear",
+        "tp_overlap",
+        "cp_overlap",
+        "prefetch",
+    ):
         assert word in " ".join(out.split()), word
     args = ["plan", "llama-3-70b", "--spec", "h100-sxm", "-n", "64", "--global-batch", "128"]
     args += ["--seq", "8192", "--fixed", "cp=2,t=4,p=4,v=5,b=1,recompute=none,tp_overlap=on"]
@@ -337,7 +350,7 @@ def test_skinny_gemms_fall_under_the_memory_roof():
     assert float(costs.gemm_intensity(m, n, k)) == pytest.approx(
         m * n * k / (m * k + k * n + m * n)
     )
-    sh = par.shape_of(get_model("llama-3-405b"))
+    sh = costs.shape_of(get_model("llama-3-405b"))
     # 64 tokens a device: every GEMM's intensity is about 60 FLOP/byte, under an H100's
     # ridge of about 260 (0.75 × 989.5 TFLOP/s over 0.85 × 3.35 TB/s): memory-bound.
     ridge = 0.75 * 989.5e12 / (0.85 * 3.35e12)

@@ -14,8 +14,8 @@ import pytest
 
 from ceiling.hardware.catalog import get_spec
 from ceiling.model.cluster import make_cluster
-from ceiling.model.parallel import Job
-from ceiling.model.plan_search import search
+from ceiling.model.plan.search import search
+from ceiling.model.plan.step import Job
 from ceiling.model.transformer import get_model, parse_model
 
 A100, H100 = get_spec("a100-80gb"), get_spec("h100-sxm")

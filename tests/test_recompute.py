@@ -5,12 +5,11 @@ import pytest
 
 from ceiling.errors import InvalidInput
 from ceiling.hardware.catalog import get_spec
-from ceiling.model import parallel as par
-from ceiling.model import recompute
 from ceiling.model.cluster import make_cluster
-from ceiling.model.parallel import Job, Plan, evaluate_plan
-from ceiling.model.plan_axes import parse_fixed
-from ceiling.model.plan_search import search
+from ceiling.model.plan import costs, recompute
+from ceiling.model.plan.axes import parse_fixed
+from ceiling.model.plan.search import search
+from ceiling.model.plan.step import Job, Plan, evaluate_plan
 from ceiling.model.transformer import get_model, parse_model
 
 GPT_22B = parse_model(
@@ -51,7 +50,7 @@ def test_memory_of_recompute_layers_n_by_hand():
     # 12 of the 48 layers keep only their input (2h/t bytes per token), the other 36 keep
     # everything: h(34/t + 5as/(ht)) bytes per token (unfused attention, dropout).
     h, a, s, t = 6144, 64, 2048, 8
-    job = Job(GPT_22B, 8, s)
+    job = Job(GPT_22B, 8, s, attention="unfused")
     cluster = make_cluster(get_spec("a100-80gb"), 64)
     r = evaluate_plan(job, cluster, Plan(8, 8, 1, 1, recompute="layers:12"))
     kept_all = h * (34 / t + 5 * a * s / (h * t))  # 108,032 bytes per token
@@ -73,11 +72,13 @@ def test_memory_of_recompute_layers_n_by_hand():
 def test_ops_policies_keep_the_named_outputs_by_hand():
     # Llama 3 8B (h 4096, q 4096, k = v = 1024, f 14336, SwiGLU), t = 1, FlashAttention,
     # no dropout. Bytes per token a layer keeps:
-    sh = par.shape_of(get_model("llama-3-8b"))
+    sh = costs.shape_of(get_model("llama-3-8b"))
 
     def kept(policy):
         code = recompute.encode(recompute.parse(policy))
-        return float(par.activation_bytes_per_token_layer(sh, 8192, 1, False, code, "flash", False))
+        return float(
+            costs.activation_bytes_per_token_layer(sh, 8192, 1, False, code, "flash", False)
+        )
 
     block_input = 2 * 4096
     # MaxText's save_qkv_proj: the block input and Q, K, V.
@@ -92,7 +93,7 @@ def test_ops_policies_keep_the_named_outputs_by_hand():
 
 
 def test_ops_policy_rebuilds_the_unkept_projections():
-    sh = par.shape_of(get_model("llama-3-8b"))
+    sh = costs.shape_of(get_model("llama-3-8b"))
     code = recompute.encode("ops:q+k+v")
     linear, attention, pointwise, collectives = recompute.rebuilt_shares(sh, code, 32)
     h, q, k, f = 4096, 4096, 1024, 14336

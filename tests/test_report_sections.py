@@ -248,7 +248,7 @@ def test_decode_serving_batch_is_what_fits_or_the_crossover_whichever_binds():
 def test_planner_text_shows_stages_recompute_fp8_and_the_heaviest_stage():
     from ceiling.hardware.catalog import get_spec
     from ceiling.model import cluster as cluster_mod
-    from ceiling.model import parallel
+    from ceiling.model.plan import step as parallel
     from ceiling.model.transformer import parse_model
     from ceiling.report.sections.planner import best_plan_text
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ceiling.api.arguments import BadArgument, argument_named
 from ceiling.api.result import Result
-from ceiling.errors import InvalidInput
 
 # Beyond these no cluster or training run exists, and the search's work grows with them.
 MAX_DEVICES = 2**20
@@ -42,68 +41,8 @@ def _bandwidth(value: str | float | None) -> float | None:
     return parse_bandwidth(value)
 
 
-def build_cluster(
-    spec: str | None,
-    profile: Path | str | None,
-    gpus: int,
-    gpus_per_node: int | None,
-    intra_bw: str | float | None,
-    inter_bw: str | float | None,
-    matmul_efficiency: float | None,
-    dtype: str,
-):
-    """The cluster from a catalog spec, or a measured profile (its efficiencies measured)."""
-    from ceiling.hardware.resolve import resolve
-    from ceiling.model.cluster import (
-        efficiencies_from_profile,
-        fp8_efficiency_from_profile,
-        make_cluster,
-    )
-    from ceiling.vocabulary import normalize_dtype
-
-    with argument_named("dtype"):
-        dtype = normalize_dtype(dtype)
-    mm_eff, mem_eff, source, fp8_eff = matmul_efficiency, None, None, None
-    resolved = resolve(spec, profile)
-    device = resolved.spec
-    if resolved.from_profile:
-        from ceiling.hardware.catalog import match_driver_name
-
-        measured = resolved.measured
-        device = match_driver_name(measured.name)
-        if device is None:
-            raise InvalidInput(
-                f"the profiled device {measured.name!r} is not in the catalog, so its links "
-                "and node are unknown; pass --spec NAME"
-            )
-        prof_mm, mem_eff = efficiencies_from_profile(measured, device, dtype)
-        fp8_eff = fp8_efficiency_from_profile(measured, device)
-        if mm_eff is None:
-            mm_eff = prof_mm
-            source = f"measured by `ceiling bench` ({resolved.profile_path})"
-    if dtype not in device.peak_flops_per_s:
-        have = ", ".join(device.dtypes)
-        raise BadArgument("dtype", f"{dtype}: {device.name} has no such peak (it has {have})")
-    if mm_eff is not None and not 0 < mm_eff <= 1:
-        raise BadArgument("matmul_efficiency", f"must be in (0, 1], got {mm_eff}")
-    cluster = make_cluster(
-        device,
-        gpus,
-        gpus_per_node,
-        intra_node_bandwidth_bytes_per_s=_bandwidth(intra_bw),
-        inter_node_bandwidth_bytes_per_s=_bandwidth(inter_bw),
-        matmul_efficiency=mm_eff,
-        memory_efficiency=mem_eff,
-        dtype=dtype,
-        efficiency_source=source,
-        device_source=resolved.source,
-    )
-    # A measured FP8 rate prices FP8 GEMMs at their own share of the FP8 peak.
-    return replace(cluster, fp8_matmul_efficiency=fp8_eff) if fp8_eff else cluster
-
-
 def _loss(loss: str) -> str:
-    from ceiling.model.parallel import LOSS
+    from ceiling.model.plan.step import LOSS
 
     if loss not in LOSS:
         raise BadArgument("loss", f"must be one of {', '.join(LOSS)}, got {loss!r}")
@@ -113,14 +52,14 @@ def _loss(loss: str) -> str:
 def training_job(
     cfg, seq, global_batch, attention, dropout, headroom, dp_overlap, tokens, loss="fp32"
 ):
-    """The Job to plan and whether its kernel and dropout come from the model's published
-    training recipe (catalog data) rather than the caller."""
-    from ceiling.model.parallel import ATTENTION, Job
+    """The Job to plan (its arguments checked, `model.plan.training.training_job` the rest)."""
+    from ceiling.model.plan.step import ATTENTION
+    from ceiling.model.plan.training import default_seq
+    from ceiling.model.plan.training import training_job as job_of
 
     if attention is not None and attention not in ATTENTION:
         raise BadArgument("attention", f"must be one of {', '.join(ATTENTION)}, got {attention!r}")
-    recipe = attention is None and dropout is None
-    s = seq if seq is not None else min(cfg.max_seq, 4096)
+    s = seq if seq is not None else default_seq(cfg)
     if s < 1:
         raise BadArgument("seq", f"must be ≥ 1, got {s}")
     if s > cfg.max_seq:
@@ -133,23 +72,21 @@ def training_job(
         from ceiling.units import parse_count
 
         tokens = parse_count(tokens)
-    job = Job(
+    job = job_of(
         cfg,
-        _count(global_batch, "global_batch", MAX_GLOBAL_BATCH)
-        if global_batch
-        else max(1, round(4 * 2**20 / s)),
         s,
-        attention=attention if attention is not None else cfg.trained_attention,
-        dropout=dropout if dropout is not None else cfg.trained_dropout,
+        _count(global_batch, "global_batch", MAX_GLOBAL_BATCH) if global_batch else None,
+        attention=attention,
+        dropout=dropout,
         headroom=headroom,
         overlap_dp=dp_overlap,
         token_budget=float(tokens) if tokens else None,
         loss=_loss(loss),
     )
-    return job, recipe
+    return job
 
 
-def assumptions(cluster, job, recipe: bool) -> dict:
+def assumptions(cluster, job, attention_given: bool, dropout_given: bool) -> dict:
     fp8 = "fp8" in cluster.device.peak_flops_per_s
     return {
         "matmul_efficiency": cluster.matmul_efficiency,
@@ -157,9 +94,11 @@ def assumptions(cluster, job, recipe: bool) -> dict:
         "memory_efficiency": cluster.memory_efficiency,
         "attention": job.attention,
         "dropout": job.dropout,
-        "attention_and_dropout_from": "the model's published training recipe"
-        if recipe
-        else "the command line",
+        "attention_from": "given"
+        if attention_given
+        else "the default for every model "
+        "(FlashAttention-like: no s×s scores kept; --attention unfused for Megatron-LM's)",
+        "dropout_from": "given" if dropout_given else "the model's config",
         "headroom": job.headroom,
         "loss": job.loss,
         "dp_overlap": "gradient reduction overlaps the last micro-batch's backward"
@@ -194,9 +133,9 @@ class PlanResult(Result):
     and cluster they were planned for, and the same job on 2N, 4N, ... (`scaling`)."""
 
     model: Any  # TransformerConfig
-    job: Any  # model.parallel.Job
+    job: Any  # model.plan.step.Job
     cluster: Any  # model.cluster.Cluster
-    search: Any  # model.plan_search result
+    search: Any  # model.plan.search.SearchResult
     scaling: list[Any]
     assumptions: dict[str, Any]
     fixed: dict[str, Any]
@@ -266,8 +205,9 @@ def plan(
     link bandwidths are text with a unit ("100GB/s") or bytes/s. `calibrate` is a
     torch.profiler trace of the user's own run: the GEMM, attention, memory and collective
     efficiencies it achieved replace the defaults (the assumptions say which were taken)."""
-    from ceiling.model.plan_search import parse_fixed, search
-    from ceiling.model.plan_search import scaling as scaling_rows
+    from ceiling.hardware.resolve import resolve
+    from ceiling.model.plan.axes import parse_fixed
+    from ceiling.model.plan.training import datasheet_of, peak_dtype, plan_training
     from ceiling.model.transformer import parse_model
     from ceiling.vocabulary import normalize_dtype
 
@@ -276,52 +216,46 @@ def plan(
             "scaling", f"must be between 0 and {MAX_DOUBLINGS} doublings, got {scaling}"
         )
     cfg = parse_model(model)
-    job, recipe = training_job(
+    job = training_job(
         cfg, seq, global_batch, attention, dropout, headroom, dp_overlap, tokens, loss
     )
     n = _count(gpus, "gpus", MAX_DEVICES)
     pins = parse_fixed(_fixed_text(fixed))
+    if matmul_efficiency is not None and not 0 < matmul_efficiency <= 1:
+        raise BadArgument("matmul_efficiency", f"must be in (0, 1], got {matmul_efficiency}")
     with argument_named("dtype"):
-        fp8 = normalize_dtype(dtype) == "fp8"
-    if fp8:
-        # Real FP8 runs put only the linear layers' GEMMs in FP8; the rest stays 16-bit.
-        dtype = "bf16"
-        pins.setdefault("fp8", "linear")
-
+        dtype = normalize_dtype(dtype)
+    device = resolve(spec, profile)
     cal = _calibration(calibrate, spec) if calibrate is not None else None
-
-    def cluster_for(count: int):
-        cluster = build_cluster(
-            spec, profile, count, gpus_per_node, intra_bw, inter_bw, matmul_efficiency, dtype
-        )
-        if cal is None:
-            return cluster
-        from ceiling.trace.calibration import calibrated
-
-        return calibrated(cluster, cal)
-
-    cluster = cluster_for(n)
-    result = search(job, cluster, pins, top=top)
-    doublings = [n * 2**i for i in range(scaling + 1)]
-    rows = scaling_rows(job, cluster_for, doublings, pins) if scaling else []
-    told = assumptions(cluster, job, recipe)
     if cal is not None:
-        told["calibrated_from"] = {
-            "trace": str(calibrate),
-            "taken": {k: getattr(cal, k) for k in cal.taken},
-            "how": cal.basis,
-            "kept_defaults": [
-                k
-                for k in (
-                    "matmul_efficiency",
-                    "attention_efficiency",
-                    "memory_efficiency",
-                    "collective_efficiency",
-                )
-                if k not in cal.taken
-            ],
-        }
-    return PlanResult(cfg, job, cluster, result, rows, told, pins)
+        from functools import partial
+
+        from ceiling.trace.calibration import calibrated
+    datasheet = datasheet_of(device)
+    if peak_dtype(dtype) not in datasheet.peak_flops_per_s:
+        have = ", ".join(datasheet.dtypes)
+        raise BadArgument(
+            "dtype", f"{peak_dtype(dtype)}: {datasheet.name} has no such peak (it has {have})"
+        )
+    planned = plan_training(
+        job,
+        device,
+        n,
+        pins=pins,
+        top=top,
+        doublings=scaling,
+        dtype=dtype,
+        gpus_per_node=gpus_per_node,
+        intra_bytes_per_s=_bandwidth(intra_bw),
+        inter_bytes_per_s=_bandwidth(inter_bw),
+        matmul_efficiency=matmul_efficiency,
+        adjust_cluster=None if cal is None else partial(calibrated, cal=cal),
+    )
+    cluster = planned.cluster
+    told = assumptions(cluster, job, attention is not None, dropout is not None)
+    if cal is not None:
+        told["calibrated_from"] = _calibration_told(calibrate, cal)
+    return PlanResult(cfg, job, cluster, planned.search, planned.scaling, told, planned.pins)
 
 
 def _calibration(trace_path: Path | str, spec: str | None):
@@ -330,3 +264,13 @@ def _calibration(trace_path: Path | str, spec: str | None):
 
     with argument_named("calibrate"):
         return analyze(trace_path, spec=spec).calibration()
+
+
+def _calibration_told(trace_path, cal) -> dict:
+    figures = ("matmul_efficiency", "attention_efficiency", "memory_efficiency")
+    return {
+        "trace": str(trace_path),
+        "taken": {k: getattr(cal, k) for k in cal.taken},
+        "how": cal.basis,
+        "kept_defaults": [k for k in (*figures, "collective_efficiency") if k not in cal.taken],
+    }

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperCommand
 
 from ceiling.cli.app import app
 from ceiling.cli.device_options import ProfileOption, SpecOption
@@ -26,32 +27,10 @@ that fit are ranked by step time, with why each loses to the best.
 MODEL is a catalog name (`ceiling models`), custom:layers=..,hidden=..,heads=..,... or
 hf:PATH (a Hugging Face config.json, or the folder holding one).
 
---fixed pins plan fields and searches the rest: d, t, p, b (micro-batch), v, ep (expert
-parallelism: experts spread over ep of the d data-parallel ranks; must divide d and the
-experts), zero (0-3 or fsdp), recompute (none | selective: the attention core rebuilt |
-full: whole layers rebuilt | layers:N: N layers of each pipeline stage rebuilt whole, the
-rest kept | ops:NAMES: the outputs of the '+'-joined ops kept and the rest of each layer
-rebuilt from them — q, k, v, attn, o, gate, up, down, qkv, alternate = every other linear
-layer and the attention output, as torchtitan's per-op policy; ops:qkv is MaxText's
-save_qkv_proj), stages (even | balanced: the embedding and the loss counted as a layer each,
-so the first and last stage get fewer layers | the layers of each stage, 7,8,...,8,7, the
-middle ones equal; or first=F,last=L), v (chunks per stage, interleaved: e.g. 12 for 96
-layers on 8 stages; with uneven stages each stage's layers split as evenly as whole layers
-allow, the first stage's lighter chunk first and the last stage's last, as Megatron-Core
-builds stages=balanced with a virtual pipeline: Llama 3 405B's 7,8,…,8,7 with v=4), sp
-(on|off), state_bytes (16 or 18 per parameter), cp (context parallelism: each sequence split
-over cp ranks, K/V passed round a ring; devices = d·t·p·cp), fp8 (off|linear: the linear
-layers' GEMMs in FP8 as Transformer Engine runs them, attention, logits, optimizer and
-communication 16-bit, casts costed; held off unless pinned; --dtype fp8 pins it),
-fp8_params (on|off: FP8 linear weights kept in FP8 only, as NeMo's fp8_params: no 16-bit
-copy, their transpose cached, updated weights gathered in FP8), kernels (fused|eager: eager
-PyTorch without torch.compile runs every pointwise op — RMSNorm's pieces, rotary, SiLU·mul,
-casts — as its own kernel through HBM, priced at the memory bandwidth), tp_overlap
-(on|off: tensor-parallel collectives hidden behind their GEMMs), cp_overlap (on|off: the K/V
-ring behind attention), prefetch (on|off: ZeRO-3 gathers the next layer while this one
-computes). The switches hold their default unless pinned. Example: --fixed
-d=32,t=8,p=2,recompute=full,sp=off; a mixture of experts: --fixed ep=8; long context:
---fixed cp=2,tp_overlap=on,fp8=linear
+--fixed pins plan fields and searches the rest. Its keys: {fixed_keys}. Axes searched
+unless pinned: d, t, p, b, v, ep, zero, recompute, sp, cp and the stage layout; the others hold
+their default unless pinned. Example: --fixed d=32,t=8,p=2,recompute=full,sp=off; a mixture
+of experts: --fixed ep=8; long context: --fixed cp=2,tp_overlap=on,fp8=linear
 
 Time per step splits into 16-bit GEMMs (at the device's matmul efficiency times each GEMM's
 tile utilisation over the SMs), attention (causal blocks at the fused kernel's efficiency),
@@ -59,6 +38,23 @@ FP8 GEMMs and casts, memory-bound kernels (and eager kernels' extra traffic), an
 communication left exposed; what overlap hides is shown beside it.
 
 FLOPs count a multiply-add as 2; peaks are dense. Memory in GiB (2^30 bytes)."""
+
+
+class PlanCommand(TyperCommand):
+    """`ceiling plan`, whose help lists the `--fixed` keys from the plan axes (`Axis.help`),
+    built when the help is read: the axes need numpy, which other commands never load."""
+
+    @property
+    def help(self) -> str | None:
+        from ceiling.model.plan.axes import fixed_help
+
+        text = self._help_template
+        return text.replace("{fixed_keys}", fixed_help()) if text else text
+
+    @help.setter
+    def help(self, text: str | None) -> None:
+        self._help_template = text
+
 
 ModelArg = Annotated[
     str, typer.Argument(help="Catalog name, custom:layers=..,hidden=..,... or hf:PATH.")
@@ -76,21 +72,21 @@ SeqOption = Annotated[
 ]
 TopOption = Annotated[int, typer.Option("--top", "-k", help="How many plans to show.")]
 FixedOption = Annotated[
-    str | None, typer.Option("--fixed", help="Pin plan fields: d=..,t=..,p=..,b=..,...")
+    str | None, typer.Option("--fixed", help="Pin plan axes: d=..,t=..,p=..,b=..,... (keys above).")
 ]
 AttentionOption = Annotated[
     str | None,
     typer.Option(
         "--attention",
-        help="unfused: s×s scores in memory (Megatron-LM kernels); flash: FlashAttention. "
-        "Default: what the model's published run used (catalog), else unfused.",
+        help="flash (the default, for every model): FlashAttention or a kernel like it, no "
+        "s×s scores in memory; unfused: the scores in memory (Megatron-LM's 2021 kernels).",
     ),
 ]
 DropoutOption = Annotated[
     bool | None,
     typer.Option(
         "--dropout/--no-dropout",
-        help="Whether the model trains with dropout. Default: its published run's choice.",
+        help="Whether the model trains with dropout. Default: as its config says.",
     ),
 ]
 LossOption = Annotated[
@@ -137,7 +133,7 @@ CalibrateOption = Annotated[
 ]
 
 
-@app.command(help=PLAN_HELP)
+@app.command(cls=PlanCommand, help=PLAN_HELP)
 def plan(
     model: ModelArg,
     gpus: GpusOption,
@@ -208,13 +204,11 @@ def _context_lines(cfg, job, cluster, result, assumptions) -> list[str]:
         f"a node, {cluster.inter_node_bandwidth_bytes_per_s / 1e9:.1f} GB/s per device between "
         "nodes (one way)",
         f"assumed: matmul efficiency {cluster.matmul_efficiency:.2f} "
-        f"({cluster.efficiency_source}), {job.attention} attention, "
-        f"{'with' if job.dropout else 'no'} dropout, {job.headroom:.0%} memory headroom"
-        + (
-            " (attention kernel and dropout: the model's published recipe)"
-            if assumptions["attention_and_dropout_from"] != "the command line"
-            else ""
-        )
+        f"({cluster.efficiency_source}), {job.attention} attention"
+        + (" (the default kernel)" if assumptions["attention_from"] != "given" else "")
+        + f", {'with' if job.dropout else 'no'} dropout"
+        + (" (the model's config)" if assumptions["dropout_from"] != "given" else "")
+        + f", {job.headroom:.0%} memory headroom"
         + (
             f"; FP8 GEMMs at {cluster.fp8_efficiency:.2f} of the FP8 peak "
             f"({cluster.fp8_efficiency_source})"

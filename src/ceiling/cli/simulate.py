@@ -103,7 +103,7 @@ def pipeline(
     plot: PlotOption = None,
 ) -> None:
     from ceiling.model.pipeline_sim import SCHEDULES, bubble_formula, simulate_pipeline
-    from ceiling.model.pipeline_stages import step_closed_form
+    from ceiling.model.plan.pipeline import step_closed_form
 
     if schedule not in SCHEDULES:
         raise InvalidInput(f"--schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")

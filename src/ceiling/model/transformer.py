@@ -32,14 +32,11 @@ NORM_KINDS = ("layernorm", "rmsnorm")
 # gradients) + 12 (fp32 master weights, momentum, variance) — ZeRO paper, section 3.1.
 ADAM_MIXED_BYTES_PER_PARAM = 16
 
-TRAINED_ATTENTION = ("unfused", "flash")
-
 CUSTOM_HELP = (
     "custom:KEY=VALUE,... with keys layers, hidden, heads (required) and kv_heads, head_dim "
     "(default hidden/heads), ffn_hidden (default 4·hidden), ffn_kind gelu|swiglu, vocab "
     "(default 32000), tied_embeddings, max_seq (default 4096), experts, active_experts, "
-    "norm layernorm|rmsnorm, bias, learned_positions, trained_attention unfused|flash, "
-    "trained_dropout; booleans as true/false"
+    "norm layernorm|rmsnorm, bias, learned_positions, trained_dropout; booleans as true/false"
 )
 
 
@@ -65,10 +62,9 @@ class TransformerConfig:
     learned_positions: bool = False
     name: str = ""
     source: str = field(default="", compare=False)
-    # How the model's published training run computed attention ("flash": no s×s scores in
-    # memory, FlashAttention or xFormers' memory-efficient kernel) and whether it used
-    # dropout. A property of the training stack, not the shape: the planner's defaults.
-    trained_attention: str = field(default="unfused", compare=False)
+    # Whether the model's published training run used dropout (its config's dropout
+    # probabilities): the planner's default. The attention kernel is not the model's: the
+    # planner assumes one for every model (`plan.step.DEFAULT_ATTENTION`).
     trained_dropout: bool = field(default=True, compare=False)
 
     def __post_init__(self) -> None:
@@ -86,11 +82,6 @@ class TransformerConfig:
             )
         if self.norm not in NORM_KINDS:
             raise InvalidInput(f"norm must be one of {', '.join(NORM_KINDS)}, got {self.norm!r}")
-        if self.trained_attention not in TRAINED_ATTENTION:
-            raise InvalidInput(
-                f"trained_attention must be one of {', '.join(TRAINED_ATTENTION)}, "
-                f"got {self.trained_attention!r}"
-            )
         if self.heads % self.kv_heads:
             raise InvalidInput(
                 f"kv_heads must divide heads: heads({self.heads}) % kv_heads({self.kv_heads}) "
@@ -284,10 +275,6 @@ class TrainingMemory:
     def model_state_bytes(self) -> float:
         return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
 
-    @property
-    def total_bytes(self) -> float:
-        return self.model_state_bytes + self.activations_bytes + self.logits_bytes
-
 
 # ---- catalog --------------------------------------------------------------------------
 
@@ -356,19 +343,14 @@ def get_model(name: str) -> TransformerConfig:
     )
 
 
+_SWITCHES = ("tied_embeddings", "bias", "learned_positions", "trained_dropout")
+
+
 def _parse_value(key: str, text: str):
     t = text.strip()
-    if t.lower() in ("true", "yes", "1") and key in (
-        "tied_embeddings",
-        "bias",
-        "learned_positions",
-    ):
+    if t.lower() in ("true", "yes", "1") and key in _SWITCHES:
         return True
-    if t.lower() in ("false", "no", "0") and key in (
-        "tied_embeddings",
-        "bias",
-        "learned_positions",
-    ):
+    if t.lower() in ("false", "no", "0") and key in _SWITCHES:
         return False
     if key in ("ffn_kind", "norm"):
         return t.lower()

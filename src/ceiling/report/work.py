@@ -17,8 +17,6 @@ DEMO_DECODE_MODEL = "llama-3-8b"
 DEMO_PLAN_MODEL = "llama-3-70b"
 DEMO_DEVICE = "h100-sxm"
 DEMO_GPUS = 256
-DEMO_SEQ = 4096
-DEMO_GLOBAL_BATCH = 1024  # sequences: about 4M tokens per step at 4,096 tokens
 
 
 @dataclass(frozen=True)
@@ -114,8 +112,9 @@ class ReportOptions:
 
 
 def _profile_gpu(profile: Path):
-    """The catalog entry of the profile's GPU (its links and node size are catalog data), when
-    the profile has a GPU the catalog knows; a CPU plans no cluster."""
+    """The catalog entry of the profile's GPU (its links and node size are catalog data), with
+    the GPU's measurement (the planner takes its efficiencies, as `ceiling plan --profile`
+    does), when the profile has a GPU the catalog knows; a CPU plans no cluster."""
     from ceiling.hardware.catalog import match_driver_name
     from ceiling.hardware.profile import load_profile
     from ceiling.hardware.resolve import ResolvedDevice
@@ -124,4 +123,4 @@ def _profile_gpu(profile: Path):
     spec = match_driver_name(gpus[0].name) if gpus else None
     if spec is None:
         return None
-    return ResolvedDevice(spec, f"datasheet spec {spec.key} (the GPU in {profile})")
+    return ResolvedDevice(spec, f"measured profile {profile}", Path(profile), gpus[0])

@@ -17,43 +17,36 @@ EXAMPLE_STAGES, EXAMPLE_MICRO_BATCHES = 4, 8
 
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
-    from ceiling.model import cluster as cluster_mod
-    from ceiling.model import parallel
-    from ceiling.model import plan_search as search_mod
-    from ceiling.report.work import DEMO_GLOBAL_BATCH, DEMO_PLAN_MODEL, DEMO_SEQ, subject
+    from ceiling.model.plan.training import plan_training, training_job
+    from ceiling.report.work import DEMO_PLAN_MODEL, subject
 
     w = ctx.work
     cfg, model = w.shape_model(DEMO_PLAN_MODEL)
     resolved, device = w.cluster_device()
     gpus_choice = w.cluster_gpus()
     gpus = int(gpus_choice.value)
-    spec = resolved.spec
-    seq = w.seq or min(cfg.max_seq, DEMO_SEQ)
-    batch = w.global_batch or max(1, round(DEMO_GLOBAL_BATCH * DEMO_SEQ / seq))
-    job = parallel.Job(
-        cfg, batch, seq, attention=cfg.trained_attention, dropout=cfg.trained_dropout
-    )
+    job = training_job(cfg, w.seq, w.global_batch)
+    seq, batch = job.seq_len, job.global_batch
+    spec_name = resolved.spec.name
     out.about(
         *subject(
             [
                 (model, "--model", cfg.name),
                 (gpus_choice, "--gpus", f"on {gpus}"),
-                (device, "--spec", f"× {_short(spec.name)}, {seq:,} tokens × {batch:,} a step"),
+                (device, "--spec", f"× {_short(spec_name)}, {seq:,} tokens × {batch:,} a step"),
             ]
         )
     )
-
-    def cluster_for(n: int):
-        return cluster_mod.make_cluster(spec, n, dtype="bf16", device_source=resolved.source)
-
-    ctx.step(f"searching plans for {cfg.name} on {gpus} GPUs")
-    cluster = cluster_for(gpus)
-    res = search_mod.search(job, cluster, None, top=TOP)
+    doublings = DOUBLINGS_QUICK if ctx.quick else DOUBLINGS_FULL
+    ctx.step(f"searching plans for {cfg.name} on {gpus} … {gpus * 2**doublings} GPUs")
+    # the same call as `ceiling plan` and `ceiling.plan()`: the same plan for the same inputs
+    planned = plan_training(job, resolved, gpus, top=TOP, doublings=doublings)
+    cluster, res = planned.cluster, planned.search
     if not res.plans:
-        raise Skip(f"no plan of {cfg.name} fits {gpus} × {spec.name}")
+        raise Skip(f"no plan of {cfg.name} fits {gpus} × {spec_name}")
     best = res.plans[0]
     out.key_figures["model"] = cfg.name
-    out.key_figures["device"] = _short(spec.name)
+    out.key_figures["device"] = _short(spec_name)
     out.key_figures["gpus"] = gpus
     out.key_figures["seq"] = seq
     out.key_figures["global_batch"] = batch
@@ -71,11 +64,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         f"({cluster.efficiency_source}); MFU counts model FLOPs (6N + attention); "
         f"{PLANNER.line()}"
     )
-    doublings = DOUBLINGS_QUICK if ctx.quick else DOUBLINGS_FULL
-    counts = [gpus * 2**i for i in range(doublings + 1)]
-    ctx.step(f"best plan at {counts[0]} … {counts[-1]} GPUs")
-    scaling = search_mod.scaling(job, cluster_for, counts, None)
-    _scaling(out, scaling, cfg.name)
+    _scaling(out, planned.scaling, cfg.name)
     _pipeline(ctx, out, best)
     _straggler(ctx, out)
 

@@ -3,7 +3,7 @@ one kernel per op, instead of fused.
 
 A fused stack (Megatron-Core with Transformer Engine, or torch.compile) reads a block's
 16-bit activations once per norm, activation or residual and writes the result once: that is
-what `parallel_costs.layer_elementwise_bytes_per_token` prices. Eager PyTorch (torchtitan's
+what `costs.layer_elementwise_bytes_per_token` prices. Eager PyTorch (torchtitan's
 Llama without torch.compile) launches one kernel per op, and each reads its inputs from HBM
 and writes its output back. The ops as torchtitan's Llama runs them (torchtitan 9dec370,
 ``models/norms.py`` RMSNorm, ``models/llama/model.py``), per element of the tensor they act on:
@@ -51,7 +51,7 @@ FUSED_GATED_FFN = 6.0
 
 def eager_extra_bytes_per_token(sh, t, sp, dropout: bool):
     """HBM bytes per token one block's eager pointwise ops move beyond the fused kernels
-    `parallel_costs.layer_elementwise_bytes_per_token` prices: (forward, backward), on one of
+    `costs.layer_elementwise_bytes_per_token` prices: (forward, backward), on one of
     t tensor-parallel devices (norms and residuals split over t with sequence parallelism)."""
     t = np.asarray(t, dtype=float)
     sp = np.asarray(sp, dtype=bool) & (t > 1)

@@ -11,10 +11,17 @@ everywhere, the fullest setting the pace. Every function takes numpy arrays.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ceiling.errors import InvalidInput
+from ceiling.model.plan import recompute
+
+if TYPE_CHECKING:
+    from ceiling.model.plan.communication import ModelParallelComm
+    from ceiling.model.plan.compute import Compute
+    from ceiling.model.plan.layout import Layout
 
 
 def balanced_layout(layers: int, p: int) -> tuple[int, int]:
@@ -151,3 +158,38 @@ def step_closed_form(stage_times, m: int, v: int = 1, chunk0=None) -> float:
     slowest = max(times)
     at = len(times) - 1 - times[::-1].index(slowest)
     return m * slowest + sum(firsts) - firsts[at]
+
+
+def pipeline_step(x: Layout, comp: Compute, mp: ModelParallelComm, stage_mb):
+    """(the pipeline's time for a step, of it the last stage's idle time, the time a
+    micro-batch spends rebuilding activations on the last stage).
+
+    The other stages run their layers at the last stage's time per layer, without the output
+    layer and the loss, and rebuild their own share of layers (recompute=layers:N rebuilds N
+    of each stage, however many it holds); the slowest stage sets the pace
+    (`pipeline_time`)."""
+    rebuild_mb = comp.recompute_mb + mp.tp_mb * x.rc_collectives / (4.0 + x.rc_collectives)
+    per_layer_mb = (stage_mb - comp.head_mb - rebuild_mb) / np.maximum(x.layers_dev, 1.0)
+    last_rebuilt = recompute.layers_rebuilt(x.plan.recompute, x.layers_dev)
+
+    def stage_mb_of(layers):
+        by_layers = recompute.layers_rebuilt(x.plan.recompute, layers) / np.maximum(
+            last_rebuilt, 1.0
+        )
+        share = np.where(
+            x.plan.recompute >= recompute.LAYERS_BASE, by_layers, layers / x.layers_dev
+        )
+        return layers * per_layer_mb + rebuild_mb * share
+
+    first_l, mid_l, _ = x.stage_layers
+    times = (stage_mb_of(first_l), stage_mb_of(mid_l), stage_mb)
+    # A device's first chunk: its share of the device's time by layers (the last device's
+    # output layer and loss spread with them: exact for v = 1, an upper bound above).
+    chunk0 = tuple(
+        t * c / np.maximum(n, 1.0)
+        for t, c, n in zip(
+            times, chunk_layers(*x.stage_layers, x.plan.v), x.stage_layers, strict=True
+        )
+    )
+    pipeline_s, bubble_s = pipeline_time(*times, x.plan.p, x.plan.v, x.m, chunk0)
+    return pipeline_s, bubble_s, rebuild_mb

@@ -2,8 +2,8 @@
 FLOPs, memory traffic of the non-matmul kernels, and ring collectives.
 
 Pure formulas over a transformer's shape; every one accepts numpy arrays for the plan
-fields (t, sp, recompute, ...), so `parallel.evaluate_arrays` prices thousands of plans at
-once. Notation and sources: see `ceiling.model.parallel`.
+fields (t, sp, recompute, ...), so `step.evaluate_arrays` prices thousands of plans at
+once. Notation and sources: see `ceiling.model.plan.step`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ceiling.model.attention import attention_flops
-from ceiling.model.recompute import LAYERS_BASE, OPS_BASE, ops_activation_bytes
+from ceiling.model.plan.recompute import LAYERS_BASE, OPS_BASE, ops_activation_bytes
 
 # ---- shapes ---------------------------------------------------------------------------
 
@@ -121,7 +121,7 @@ def activation_bytes_per_token_layer(sh: Shape, seq_len, t, sp, recompute, atten
     is the output projection's input, counted once; the MLP keeps FC1's output and the
     activation's output (FC2's input); the fused bias-dropout-add keeps a 1-byte mask; fused
     attention dropout regenerates its mask from the RNG state. The loss's logits are priced
-    apart (`parallel.LOSS_PEAK_BYTES_PER_VOCAB`).
+    apart (`memory.LOSS_PEAK_BYTES_PER_VOCAB`).
     """
     t = np.asarray(t, dtype=float)
     sp = np.asarray(sp, dtype=bool) & (t > 1)
@@ -150,7 +150,7 @@ def activation_bytes_per_token_layer(sh: Shape, seq_len, t, sp, recompute, atten
     kept_input = np.where(sp, 2.0 * h / t, 2.0 * h)
     ops = ops_activation_bytes(sh, seq_len, t, sp, rc, attention, dropout)
     kept = np.where(rc == 2, kept_input, np.where(rc == 1, full - selective_drop, full))
-    # ops:... keeps the chosen outputs; layers:N counts as none here (`parallel._memory`
+    # ops:... keeps the chosen outputs; layers:N counts as none here (`memory.memory`
     # rebuilds N layers of each stage).
     return np.where((rc >= OPS_BASE) & (rc < LAYERS_BASE), ops, kept)
 

@@ -1,7 +1,7 @@
 """The cross-axis validity rules of a plan: what must divide what, with the arithmetic.
 
-The axes themselves (names, valid values) are declared in `plan_axes`; the search enumerates
-only plans that pass these rules (`plan_search.enumerate_plans`).
+The axes themselves (names, valid values) are declared in `axes`; the search enumerates
+only plans that pass these rules (`search.enumerate_plans`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from ceiling.errors import InvalidInput
-from ceiling.model.parallel_costs import shape_of
+from ceiling.model.plan.costs import shape_of
 
 
 def check_plan(job, cluster, plan) -> list[str]:
@@ -24,7 +24,7 @@ def check_plan(job, cluster, plan) -> list[str]:
             f"devices but the cluster has {n}; every device must hold a share of the work"
         )
     _check_context_and_fp8(job, cluster, plan)
-    check_stage_layout(sh.layers, plan)
+    check_stage_layout(sh.layers, plan.first_stage_layers, plan.last_stage_layers, plan.p, plan.v)
     if sh.heads % plan.t:
         raise InvalidInput(
             f"tensor parallelism must divide the attention heads: "
@@ -126,10 +126,9 @@ def _stage_notes(layers: int, plan) -> list[str]:
     ]
 
 
-def check_stage_layout(layers: int, plan) -> None:
-    """An uneven layout (first and last stage layers) needs a pipeline, both counts, a layer
-    per chunk on every stage, and layers to spare for the middle stages."""
-    first, last, p, v = plan.first_stage_layers, plan.last_stage_layers, plan.p, plan.v
+def check_stage_layout(layers: int, first: int, last: int, p: int, v: int) -> None:
+    """An uneven layout (`first` and `last` stage layers) needs a pipeline, both counts, a
+    layer per chunk on every stage, and layers to spare for the middle stages."""
     if not first and not last:
         return
     if not first or not last:

@@ -5,7 +5,7 @@ multiple of them) and the FFN width; p·v ≤ layers (uneven stages allowed, int
 the fullest sets the pace); d·b divides the global batch;
 the interleaved schedule gets m divisible by p; ZeRO-2/3 only without pipelining — so no
 time is spent on plans that cannot run. All of them are then evaluated in one vectorised
-pass of `parallel.evaluate_arrays` (the same code that evaluates a single plan), and ranked
+pass of `step.evaluate_arrays` (the same code that evaluates a single plan), and ranked
 by step time among those that fit in memory.
 """
 
@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import numpy as np
 
 from ceiling.errors import DoesNotFit, InvalidInput
-from ceiling.model import parallel, recompute
-from ceiling.model.parallel import RECOMPUTE, Job, Plan, PlanResult
-from ceiling.model.parallel_costs import ATTENTION_BLOCK
-from ceiling.model.pipeline_stages import balanced_layout
-from ceiling.model.plan_axes import BY_KEY, parse_fixed, plan_at  # noqa: F401  (re-exported)
-from ceiling.model.plan_rules import check_context_parallel, check_fp8_params, check_stage_layout
+from ceiling.model.plan import recompute
+from ceiling.model.plan import step as parallel
+from ceiling.model.plan.axes import AXES, BY_KEY, parse_fixed, plan_at  # noqa: F401  (re-exported)
+from ceiling.model.plan.costs import ATTENTION_BLOCK
+from ceiling.model.plan.pipeline import balanced_layout
+from ceiling.model.plan.rules import check_context_parallel, check_fp8_params, check_stage_layout
+from ceiling.model.plan.step import Job, Plan, PlanResult
 from ceiling.model.scaling import karp_flatt
 
 MAX_MICRO_BATCH = 64
@@ -35,7 +35,8 @@ def _divisors(n: int) -> list[int]:
 
 
 def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, np.ndarray]:
-    """Every valid plan for the cluster as arrays keyed by axis (`plan_axes.AXES`)."""
+    """Every valid plan for the cluster as arrays keyed by axis (`axes.AXES`): the searched
+    axes' values that pass the rules (`rules`), the others at their pinned value or default."""
     fixed = dict(fixed or {})
     sh = parallel.shape_of(job.model)
     n = cluster.devices
@@ -51,10 +52,9 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
         and (sh.kv_heads % t == 0 or t % sh.kv_heads == 0)
         and sh.ffn_hidden % t == 0
     ]
-    states = allowed("state_bytes", [fixed.get("state_bytes", 18)])
-    # Columns in this order; each block below is the product of the values allowed per axis.
+    # Axes the search does not vary hold their pinned value or their default.
+    held = {a.key: [a.encode(fixed.get(a.key, a.default))] for a in AXES}
     blocks = []
-    switches = [fixed.get(a.key, a.default) for a in SWITCHES]
     layouts = [
         (t, p, cp)
         for t in allowed("t", ts)
@@ -78,24 +78,17 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
             good_b = [b for b in allowed("micro_batch", bs) if v == 1 or (B // (d * b)) % p == 0]
             if not good_b or not zeros or not sps or not rcs or not eps:
                 continue
-            encoded = [[a.encode(x)] for a, x in zip(SWITCHES, switches, strict=True)]
             for first, last in _stage_layouts(sh.layers, p, v, fixed):
-                blocks.append(
-                    _product(
-                        *([d], [t], [p], good_b, [v], zeros, rcs, sps, states, eps, [cp]),
-                        *encoded,
-                        *([first], [last]),
-                    )
-                )
+                tried = {"d": [d], "t": [t], "p": [p], "cp": [cp], "v": [v], "micro_batch": good_b,
+                         "zero": zeros, "recompute": rcs, "sp": sps, "ep": eps,
+                         "first": [first], "last": [last]}  # fmt: skip
+                blocks.append(_product(*(tried.get(a.key, held[a.key]) for a in AXES)))
     if not blocks:
         return {}
     rows = np.concatenate(blocks).astype(np.int64)
-    columns = ("d", "t", "p", "micro_batch", "v", "zero", "recompute", "sp", "state_bytes", "ep")
-    columns += ("cp", *(axis.key for axis in SWITCHES), "first", "last")
-    out = {key: rows[:, k] for k, key in enumerate(columns)}
-    for key in ("sp", "fp8_params", "tp_overlap", "cp_overlap", "prefetch"):
-        out[key] = out[key].astype(bool)
-    return out
+    return {
+        a.key: rows[:, k].astype(bool) if a.is_switch else rows[:, k] for k, a in enumerate(AXES)
+    }
 
 
 def _product(*columns) -> np.ndarray:
@@ -106,11 +99,6 @@ def _product(*columns) -> np.ndarray:
     return np.stack([c[i] for c, i in zip(lists, index, strict=True)], axis=1)
 
 
-# Plan fields held at their default unless pinned: FP8 changes the numerics and the overlap
-# switches need kernel support, so a plan never turns them on silently.
-SWITCHES = tuple(
-    BY_KEY[k] for k in ("fp8", "fp8_params", "kernels", "tp_overlap", "cp_overlap", "prefetch")
-)
 MAX_CONTEXT_PARALLEL = 32
 
 
@@ -145,16 +133,13 @@ def _chunk_counts(layers: int, p: int, fixed: dict) -> list[int]:
 
 def _stage_layouts(layers: int, p: int, v: int, fixed: dict) -> list[tuple[int, int]]:
     """(first, last) stage layouts to try with v chunks per device: the even split (equal
-    chunks only when v > 1) and the balanced rule (`pipeline_stages.balanced_layout`; with
+    chunks only when v > 1) and the balanced rule (`pipeline.balanced_layout`; with
     v > 1 its middle stages in equal chunks, the ends a layer lighter in one chunk:
-    `pipeline_stages.chunk_layers`), or the pinned layout or rule."""
+    `pipeline.chunk_layers`), or the pinned layout or rule."""
     if "first" in fixed or "last" in fixed:
         pinned = fixed.get("first", 0), fixed.get("last", 0)
-        layout = SimpleNamespace(
-            first_stage_layers=pinned[0], last_stage_layers=pinned[1], p=p, v=v
-        )
         try:
-            check_stage_layout(layers, layout)
+            check_stage_layout(layers, *pinned, p, v)
         except InvalidInput:
             return []
         return [pinned] if p > 1 else []
@@ -185,13 +170,9 @@ def _recompute_codes(layers: int, p: int, fixed: dict, attention: str) -> list[i
         return [recompute.encode(fixed["recompute"])]
     per_stage = math.ceil(layers / p)
     ns = sorted({max(1, round(share * per_stage)) for share in RECOMPUTE_LAYER_SHARES})
-    modes = [m for m in RECOMPUTE if not (m == "selective" and attention == "flash")]
+    modes = [m for m in recompute.MODES if not (m == "selective" and attention == "flash")]
     values = [*modes, *(f"layers:{n}" for n in ns if n < per_stage), *RECOMPUTE_OPS]
     return [recompute.encode(x) for x in values]
-
-
-def _plan_at(c: dict, i: int) -> Plan:
-    return plan_at(c, i, Plan)
 
 
 @dataclass(frozen=True)
@@ -200,10 +181,6 @@ class SearchResult:
     why: tuple[str, ...]  # for each plan, why it loses to the first ("" for the best)
     evaluated: int  # valid plans evaluated
     fitting: int  # of those, how many fit in memory
-
-
-def evaluate_candidates(job: Job, cluster, cand: dict) -> dict:
-    return parallel.evaluate_arrays(job, cluster, cand)
 
 
 def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> SearchResult:
@@ -215,13 +192,13 @@ def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> Search
     cand = enumerate_plans(job, cluster, fixed)
     if not cand:
         raise InvalidInput(_no_valid_plan_message(job, cluster, fixed))
-    r = evaluate_candidates(job, cluster, cand)
+    r = parallel.evaluate_arrays(job, cluster, cand)
     fits = np.asarray(r["fits"])
     step = np.asarray(r["step_s"])
     n = len(step)
     if not fits.any():
         i = int(np.argmin(r["memory_bytes"]))
-        plan = _plan_at(cand, i)
+        plan = plan_at(cand, i)
         need = float(r["memory_bytes"][i])
         usable = float(r["usable_bytes"][i])
         raise DoesNotFit(
@@ -242,7 +219,7 @@ def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> Search
             break
     results = []
     for i in chosen:
-        plan = _plan_at(cand, i)
+        plan = plan_at(cand, i)
         notes = parallel.check_plan(job, cluster, plan)
         results.append(parallel.result_from_arrays(job, plan, r, i, notes))
     why = tuple("" if k == 0 else explain_loss(x, results[0]) for k, x in enumerate(results))
@@ -265,29 +242,10 @@ def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:
     check_fp8_params(fixed.get("fp8", "off"), fixed.get("fp8_params", False))
     _check_fixed_stages(sh.layers, fixed)
     if t is not None and p is not None and d is not None:
-        parallel.check_plan(
-            job,
-            cluster,
-            Plan(
-                d=d,
-                t=t,
-                p=p,
-                micro_batch=fixed.get("micro_batch", 1),
-                v=fixed.get("v", 1),
-                zero=fixed.get("zero", 0),
-                recompute=fixed.get("recompute", "selective"),
-                sequence_parallel=fixed.get("sp", t > 1),
-                state_bytes_per_param=fixed.get("state_bytes", 18),
-                ep=fixed.get("ep", 1),
-                cp=fixed.get("cp", 1),
-                fp8=fixed.get("fp8", "off"),
-                fp8_params=fixed.get("fp8_params", False),
-            )
-            if "micro_batch" in fixed
-            else Plan(
-                d=d, t=t, p=p, micro_batch=1, v=1, ep=fixed.get("ep", 1), cp=fixed.get("cp", 1)
-            ),
-        )
+        given = {BY_KEY[k].field: x for k, x in fixed.items() if k in BY_KEY}
+        if "micro_batch" not in fixed:  # v needs m divisible by p, which a b may give
+            given.pop("v", None)
+        parallel.check_plan(job, cluster, Plan(**given))
     pinned = [x for x in (d, t, p, fixed.get("cp")) if x is not None]
     prod = int(np.prod(pinned)) if pinned else 1
     if n % prod:
@@ -298,7 +256,7 @@ def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:
 
 def _check_fixed_stages(layers: int, fixed: dict) -> None:
     """A pinned stage list must add up to the model's layers; pinned first/last must leave
-    the middle stages their layers (`plan_rules.check_stage_layout`)."""
+    the middle stages their layers (`rules.check_stage_layout`)."""
     for key in ("first", "last"):
         if fixed.get(key, 0) > layers:
             raise InvalidInput(
@@ -308,13 +266,8 @@ def _check_fixed_stages(layers: int, fixed: dict) -> None:
     if total is not None and total != layers:
         raise InvalidInput(f"--fixed stages add up to {total} layers but the model has {layers}")
     if ("first" in fixed or "last" in fixed) and "p" in fixed:
-        layout = SimpleNamespace(
-            first_stage_layers=fixed.get("first", 0),
-            last_stage_layers=fixed.get("last", 0),
-            p=fixed["p"],
-            v=fixed.get("v", 1),
-        )
-        check_stage_layout(layers, layout)
+        first, last = fixed.get("first", 0), fixed.get("last", 0)
+        check_stage_layout(layers, first, last, fixed["p"], fixed.get("v", 1))
 
 
 def _no_valid_plan_message(job: Job, cluster, fixed: dict) -> str:

@@ -1,0 +1,11 @@
+"""The training planner.
+
+- `axes`: the `Plan` and its axes, each declared once (`Axis` on each field);
+- `rules`: what a plan's axes must divide, with the arithmetic;
+- `layout`: the plans of one pass as arrays (`Layout`), what every term reads;
+- `memory`, `compute`, `communication`, `pipeline`: the terms of each group, per-piece
+  formulas in `costs`, `recompute` (policies) and `eager_kernels`;
+- `step`: the `Job`, the terms combined into memory and step time, a plan's `PlanResult`;
+- `search`: every valid plan enumerated, evaluated in one pass and ranked;
+- `training`: the one call `ceiling plan`, `ceiling.plan()` and the report make.
+"""

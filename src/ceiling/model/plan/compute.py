@@ -1,0 +1,166 @@
+"""The compute of one training step on the most loaded device, per micro-batch: GEMMs (16-bit
+or FP8, at their tile utilisation), attention kernels, memory-bound kernels (eager ones
+apart), FP8 casts, and what of it rebuilds activations.
+
+`step.evaluate_arrays` combines these with `communication`, `memory` and `pipeline`; every
+function takes the plans' `Layout`. Notation and sources: see `ceiling.model.plan.step`;
+per-piece formulas: `ceiling.model.plan.costs`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ceiling.model.plan.costs import (
+    causal_attention_share,
+    fp8_amax_bytes_per_layer,
+    fp8_cast_bytes_per_token,
+    fp8_weight_cast_bytes,
+    gemm_tile_utilisation,
+    layer_attention_flops_per_token,
+    layer_elementwise_bytes_per_token,
+    layer_forward_flops_per_token,
+    linear_gemm_efficiency,
+)
+from ceiling.model.plan.eager_kernels import eager_extra_bytes_per_token
+from ceiling.model.plan.layout import Layout
+from ceiling.model.roofline import ridge_point
+
+# Mixture-of-experts capacity factor: tokens an expert is sized for over its even share.
+MOE_CAPACITY_FACTOR = 1.25
+
+# Bytes per token per vocabulary entry that the loss moves (forward 16, backward 8).
+LOSS_BYTES_PER_VOCAB = 24
+
+
+@dataclass(frozen=True)
+class Compute:
+    """Seconds per micro-batch on the most loaded stage (`_mb`), and FLOPs per token."""
+
+    fwd_tok: float  # a layer's forward matmul FLOPs per token
+    layer_hw_tok: np.ndarray  # a layer's FLOPs per token: forward, backward, recompute
+    logits_hw_tok: float  # the output layer's FLOPs per token, forward and backward
+    matmul_mb: np.ndarray  # 16-bit GEMMs (the output layer's included)
+    attention_mb: np.ndarray
+    fp8_matmul_mb: np.ndarray
+    fp8_cast_mb: np.ndarray
+    gemm_mb: np.ndarray  # every GEMM, 16-bit or FP8: what tensor-parallel traffic hides behind
+    head_mb: np.ndarray  # the output layer and the loss: what the other stages do not run
+    recompute_mb: np.ndarray  # rebuilding activations (inside the terms above)
+    elementwise_mb: np.ndarray
+    eager_mb: np.ndarray  # eager kernels' traffic beyond the fused ones'
+    compute_mb: np.ndarray  # all of it
+
+
+def stage_compute(job, cluster, x: Layout) -> Compute:
+    """Per micro-batch on the slowest stage: linear-layer GEMMs (16-bit, or FP8 with the
+    casts they need), attention, the output layer (recomputation counted, expert capacity
+    padding included) and memory-bound kernels (the loss on the last stage included)."""
+    sh, s = x.sh, job.seq_len
+    fwd_tok = layer_forward_flops_per_token(sh, s)
+    attn_tok = layer_attention_flops_per_token(sh, s)
+    linear_tok = fwd_tok - attn_tok
+    full = x.rc_linear  # share of the linear layers' forward run again (`recompute`)
+    recompute_tok = full * linear_tok + x.rc_attention * attn_tok
+    layer_hw_tok = 3.0 * fwd_tok + recompute_tok  # forward, backward (2×), recompute
+    logits_hw_tok = 6.0 * sh.hidden * sh.vocab  # forward 2hV + backward 4hV, never recomputed
+    per_dev = x.tokens_mb / x.plan.t
+    # Experts run with a capacity: each processes up to capacity_factor × its even share of
+    # tokens, padded, so the busiest sets the pace (Fedus et al. 2021, Switch Transformer).
+    expert_tok = 2.0 * sh.active_experts * sh.params_experts_layer / sh.experts
+    padded_tok = (MOE_CAPACITY_FACTOR - 1.0) * expert_tok * (3.0 + full)
+    linear_flops = per_dev * x.layers_dev * ((3.0 + full) * linear_tok + padded_tok)
+    # Every GEMM runs at the achieved rate of large GEMMs times its tile utilisation.
+    rate16 = cluster.matmul_flops_per_s
+    ridge = ridge_point(rate16, cluster.memory_bytes_per_s)
+    sms = cluster.device.sms
+    util, logits_util = _per_shape(
+        x.tokens_mb,
+        x.plan.t,
+        lambda rows, t: (
+            linear_gemm_efficiency(sh, rows, t, sms, ridge),
+            gemm_tile_utilisation(rows, sh.vocab / t, sms) if sms else np.ones_like(rows),
+        ),
+    )
+    rate8 = fp8_rate(cluster)
+    linear_s = linear_flops / (np.where(x.fp8, rate8, rate16) * util)
+    logits_s = per_dev * logits_hw_tok / (rate16 * logits_util)
+    attn_flops = per_dev * x.layers_dev * attn_tok * (3.0 + x.rc_attention)
+    if job.attention == "flash":
+        # Causal blocks only, at the fused kernel's own rate.
+        attention_s = (
+            attn_flops
+            * causal_attention_share(s)
+            / (cluster.peak_flops_per_s * cluster.attention_efficiency)
+        )
+    else:  # batched GEMMs over the whole s×s score matrix (masked after)
+        attention_s = attn_flops / rate16
+    ew_fwd, ew_bwd, ew_scores = layer_elementwise_bytes_per_token(
+        sh, s, x.plan.t, x.sp, job.attention, job.dropout
+    )
+    ew_recompute = x.rc_pointwise * (ew_fwd - ew_scores) + x.rc_attention * ew_scores
+    # The loss on the last stage: 16-bit logits written and read, upcast to fp32, softmax read
+    # and written (16·V bytes per token forward), its gradient 8·V back; split over t.
+    loss_bytes_tok = LOSS_BYTES_PER_VOCAB * sh.vocab / x.plan.t
+    ew_bytes_mb = x.tokens_mb * (x.layers_dev * (ew_fwd + ew_bwd + ew_recompute) + loss_bytes_tok)
+    elementwise_mb = ew_bytes_mb / cluster.memory_bytes_per_s
+    # Eager PyTorch: each pointwise op its own kernel, its input and output through HBM
+    # (`eager_kernels`); the rebuilt ones again in the backward.
+    eager_fwd, eager_bwd = eager_extra_bytes_per_token(sh, x.plan.t, x.sp, job.dropout)
+    eager_tok = (1.0 + x.rc_pointwise) * eager_fwd + eager_bwd
+    eager_mb = np.where(x.eager, x.tokens_mb * x.layers_dev * eager_tok, 0.0)
+    eager_mb = eager_mb / cluster.memory_bytes_per_s
+    cast_fwd, cast_bwd = fp8_cast_bytes_per_token(sh, x.plan.t)
+    cast_tok = (1.0 + full) * cast_fwd + cast_bwd
+    weight_casts = fp8_weight_cast_bytes(x.linear_params(), x.fp8_params) / x.m
+    amax = x.layers_dev * fp8_amax_bytes_per_layer()
+    fp8_cast_mb = (
+        np.where(x.fp8, (x.tokens_mb * x.layers_dev * cast_tok + weight_casts + amax), 0.0)
+        / cluster.memory_bytes_per_s
+    )
+    matmul_mb = np.where(x.fp8, 0.0, linear_s) + logits_s
+    fp8_mb = np.where(x.fp8, linear_s, 0.0)
+    return Compute(
+        fwd_tok=fwd_tok,
+        layer_hw_tok=layer_hw_tok,
+        logits_hw_tok=logits_hw_tok,
+        matmul_mb=matmul_mb,
+        attention_mb=attention_s,
+        fp8_matmul_mb=fp8_mb,
+        fp8_cast_mb=fp8_cast_mb,
+        gemm_mb=linear_s + logits_s,
+        head_mb=logits_s + x.tokens_mb * loss_bytes_tok / cluster.memory_bytes_per_s,
+        recompute_mb=linear_s * full / (3.0 + full)
+        + attention_s * x.rc_attention / (3.0 + x.rc_attention)
+        + x.tokens_mb * x.layers_dev * ew_recompute / cluster.memory_bytes_per_s
+        + np.where(x.eager, x.tokens_mb * x.layers_dev * x.rc_pointwise * eager_fwd, 0.0)
+        / cluster.memory_bytes_per_s,
+        elementwise_mb=elementwise_mb,
+        eager_mb=eager_mb,
+        compute_mb=matmul_mb + attention_s + fp8_mb + fp8_cast_mb + elementwise_mb + eager_mb,
+    )
+
+
+def fp8_rate(cluster) -> float:
+    """Achieved FP8 GEMM rate: the FP8 peak at FP8 GEMMs' own share of it (a profile's
+    measured share, or the 16-bit share scaled by the device's published FP8/16-bit ratio:
+    `ClusterSpec.fp8_efficiency`); the 16-bit rate where the device has no FP8 (`check_plan`
+    refuses such plans)."""
+    peaks = cluster.device.peak_flops_per_s
+    return peaks.get("fp8", 0.0) * cluster.fp8_efficiency or cluster.matmul_flops_per_s
+
+
+def _per_shape(rows, t, fn):
+    """fn(rows, t) -> arrays, computed once per distinct (rows, t) of the plans (a search
+    has thousands of plans but a few dozen GEMM shapes) and spread back over them."""
+    rows, t = np.broadcast_arrays(np.asarray(rows, dtype=float), np.asarray(t, dtype=float))
+    if rows.size < 64:
+        return fn(rows, t)
+    # One number per shape (t < 2**20; both whole numbers, exact in a float64 below 2**53).
+    _, first, back = np.unique(
+        rows.ravel() * 2.0**20 + t.ravel(), return_index=True, return_inverse=True
+    )
+    picked = fn(rows.ravel()[first], t.ravel()[first])
+    return tuple(np.asarray(v)[back.ravel()].reshape(rows.shape) for v in picked)

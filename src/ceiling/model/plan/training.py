@@ -1,0 +1,172 @@
+"""One training plan from a model, a device and a device count: the function `ceiling plan`,
+`ceiling.plan()` and the report's planner section all call, so the same inputs give the same
+plan, step time and MFU wherever they are asked.
+
+The caller resolves the device (`hardware.resolve`: a datasheet spec, or a measured profile
+whose matmul and memory efficiencies then replace the `clusters.toml` defaults) and checks
+its own arguments; everything from there on happens here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ceiling.errors import InvalidInput
+from ceiling.model.plan.search import SearchResult, scaling, search
+from ceiling.model.plan.step import DEFAULT_ATTENTION, Job
+
+# Without --seq and --global-batch: at most 4,096 tokens a sequence, about 4M tokens a step.
+DEFAULT_SEQ = 4096
+DEFAULT_TOKENS_PER_STEP = 4 * 2**20
+
+
+def default_seq(cfg) -> int:
+    return min(cfg.max_seq, DEFAULT_SEQ)
+
+
+def default_global_batch(seq: int) -> int:
+    return max(1, round(DEFAULT_TOKENS_PER_STEP / seq))
+
+
+def training_job(
+    cfg,
+    seq: int | None = None,
+    global_batch: int | None = None,
+    *,
+    attention: str | None = None,
+    dropout: bool | None = None,
+    headroom: float = 0.10,
+    overlap_dp: bool = True,
+    token_budget: float | None = None,
+    loss: str = "fp32",
+) -> Job:
+    """The Job to plan, with the defaults above for what is not given: the attention kernel
+    `step.DEFAULT_ATTENTION` for every model, dropout as the model's config says (its
+    published training run's)."""
+    s = seq if seq is not None else default_seq(cfg)
+    return Job(
+        cfg,
+        global_batch or default_global_batch(s),
+        s,
+        attention=attention if attention is not None else DEFAULT_ATTENTION,
+        dropout=dropout if dropout is not None else cfg.trained_dropout,
+        headroom=headroom,
+        overlap_dp=overlap_dp,
+        token_budget=token_budget,
+        loss=loss,
+    )
+
+
+def peak_dtype(dtype: str) -> str:
+    """The dtype of the peak a plan in `dtype` is measured against: fp8 plans run their
+    linear layers' GEMMs in FP8 (the fp8 axis) and everything else in bf16, as real FP8 runs
+    do."""
+    return "bf16" if dtype == "fp8" else dtype
+
+
+def datasheet_of(device):
+    """The catalog entry whose links, node and peaks the planner takes for a resolved device:
+    the spec itself, or a measured profile's GPU as the catalog knows it."""
+    if not device.from_profile:
+        return device.spec
+    from ceiling.hardware.catalog import match_driver_name
+
+    spec = match_driver_name(device.measured.name)
+    if spec is None:
+        raise InvalidInput(
+            f"the profiled device {device.measured.name!r} is not in the catalog, so its links "
+            "and node are unknown; pass --spec NAME"
+        )
+    return spec
+
+
+def plan_cluster(
+    device,
+    gpus: int,
+    *,
+    gpus_per_node: int | None = None,
+    intra_bytes_per_s: float | None = None,
+    inter_bytes_per_s: float | None = None,
+    matmul_efficiency: float | None = None,
+    dtype: str = "bf16",
+):
+    """The cluster of `gpus` devices of a resolved device (`hardware.resolve.ResolvedDevice`):
+    a datasheet spec with the `clusters.toml` efficiencies, or a measured profile's GPU (its
+    catalog entry for links and node size) with the efficiencies it measured."""
+    from ceiling.model.cluster import (
+        efficiencies_from_profile,
+        fp8_efficiency_from_profile,
+        make_cluster,
+    )
+
+    spec = datasheet_of(device)
+    mm_eff, mem_eff, source, fp8_eff = matmul_efficiency, None, None, None
+    if device.from_profile:
+        prof_mm, mem_eff = efficiencies_from_profile(device.measured, spec, dtype)
+        fp8_eff = fp8_efficiency_from_profile(device.measured, spec)
+        if mm_eff is None:
+            mm_eff = prof_mm
+            source = f"measured by `ceiling bench` ({device.profile_path})"
+    if dtype not in spec.peak_flops_per_s:
+        have = ", ".join(spec.dtypes)
+        raise InvalidInput(f"dtype {dtype}: {spec.name} has no such peak (it has {have})")
+    cluster = make_cluster(
+        spec,
+        gpus,
+        gpus_per_node,
+        intra_node_bandwidth_bytes_per_s=intra_bytes_per_s,
+        inter_node_bandwidth_bytes_per_s=inter_bytes_per_s,
+        matmul_efficiency=mm_eff,
+        memory_efficiency=mem_eff,
+        dtype=dtype,
+        efficiency_source=source,
+        device_source=device.source,
+    )
+    # A measured FP8 rate prices FP8 GEMMs at their own share of the FP8 peak.
+    return replace(cluster, fp8_matmul_efficiency=fp8_eff) if fp8_eff else cluster
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """The ranked plans of a job on a cluster, and the best plan at 2N, 4N, ... devices."""
+
+    job: Job
+    cluster: Any  # model.cluster.ClusterSpec
+    search: SearchResult
+    scaling: list  # search.ScalingRow per device count, the first the cluster's own
+    pins: dict[str, Any]
+
+
+def plan_training(
+    job: Job,
+    device,
+    gpus: int,
+    *,
+    pins: dict | None = None,
+    top: int = 5,
+    doublings: int = 0,
+    dtype: str = "bf16",
+    adjust_cluster: Callable | None = None,
+    **cluster_options: Any,
+) -> TrainingPlan:
+    """Search the plans of `job` on `gpus` of `device` (a resolved device); `pins` fixes
+    axes (`axes.parse_fixed`); `doublings` > 0 also plans at 2N, 4N, ...; dtype fp8 runs
+    the linear layers' GEMMs in FP8 and the rest in bf16, as real FP8 runs do.
+    `adjust_cluster(cluster)` returns the cluster to plan on instead (efficiencies measured
+    elsewhere, e.g. in a trace of the user's run)."""
+    pins = dict(pins or {})
+    if dtype == "fp8":
+        pins.setdefault("fp8", "linear")
+    dtype = peak_dtype(dtype)
+
+    def cluster_for(count: int):
+        cluster = plan_cluster(device, count, dtype=dtype, **cluster_options)
+        return adjust_cluster(cluster) if adjust_cluster else cluster
+
+    cluster = cluster_for(gpus)
+    result = search(job, cluster, pins, top=top)
+    counts = [gpus * 2**i for i in range(doublings + 1)]
+    rows = scaling(job, cluster_for, counts, pins) if doublings else []
+    return TrainingPlan(job, cluster, result, rows, pins)
