@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ceiling.errors import InvalidInput, MalformedFile
+from ceiling.errors import InvalidInput
 
 
 def jsonable(obj: Any) -> Any:
@@ -79,39 +79,6 @@ def check_writable(
             f"cannot write {p}: folder {p.parent} refuses new files ({exc.strerror or exc})"
         ) from None
     return p
-
-
-# Measurements, profiles and configs are kilobytes; a file far larger is the wrong file (or
-# a stream without end, like /dev/zero), and is refused after reading this much of it.
-MAX_READ_BYTES = 8 * 2**20
-
-
-def read_text_file(path: str | Path, what: str = "file", limit_bytes: int = MAX_READ_BYTES) -> str:
-    """A small UTF-8 text file, read with a size limit; one line naming the file and the
-    problem when it is missing, a folder, too large, binary or not UTF-8."""
-    p = Path(path)
-    if not p.exists():
-        raise MalformedFile(f"no such file: {p} (a {what} was expected)")
-    if p.is_dir():
-        raise MalformedFile(f"{p} is a folder, not a {what}")
-    try:
-        with open(p, "rb") as f:
-            data = f.read(limit_bytes + 1)
-    except OSError as exc:
-        raise MalformedFile(f"cannot read {what} {p}: {exc.strerror or exc}") from None
-    if len(data) > limit_bytes:
-        raise MalformedFile(
-            f"{p}: more than {limit_bytes // 2**20} MiB, far larger than any {what}; "
-            "read no further (is it the right file?)"
-        )
-    if b"\x00" in data:
-        raise MalformedFile(f"{p}: a binary file, not a text {what}")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise MalformedFile(
-            f"{p}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
-        ) from None
 
 
 def write_text_atomic(text: str, path: str | Path) -> Path:

@@ -251,13 +251,14 @@ def _more_complete_page(output: Path, json_path: Path, rep) -> bool:
     a page whose record cannot be read counts as complete (it is not ours to lose)."""
     if not output.exists():
         return False
-    import json
+    from ceiling.errors import CeilingError
+    from ceiling.files import read_json
 
     try:
-        old = json.loads(json_path.read_text(encoding="utf-8"))
+        old = read_json(json_path, "report record")
         old_sections = list(old["sections"])
         old_interrupted = bool(old.get("interrupted"))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (CeilingError, KeyError, TypeError):
         return True
     new_ok = sum(1 for s in rep.sections if s.status == "ok")
     return not old_interrupted or _finished(old_sections) >= new_ok

@@ -24,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from ceiling.errors import InvalidInput, MalformedFile, UnknownName, UnsupportedOnDevice
+from ceiling.files import name_is_usable, read_toml
 from ceiling.vocabulary import DTYPES, normalize_dtype
 
 if sys.version_info >= (3, 11):
@@ -252,20 +253,9 @@ def _spec_from_table(key: str, t: dict, where: str | None = None) -> DeviceSpec:
     return spec
 
 
-def _read_toml(path: Path, what: str) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MalformedFile(f"{what} {path}: cannot read it ({exc})") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise MalformedFile(f"{what} {path}: not valid TOML ({exc})") from None
-
-
 def _specs_from_file(path: Path) -> list[tuple[DeviceSpec, dict]]:
     """Every entry of a user's TOML file, validated; errors name the file and the field."""
-    data = _read_toml(path, "spec file")
+    data = read_toml(path, "spec file")
     if not data:
         raise MalformedFile(f"spec file {path}: no [device] table in it")
     out = []
@@ -286,7 +276,7 @@ def load_spec_file(name: str | Path) -> DeviceSpec:
     text = str(name)
     file_part, _, key = text.partition("#")
     path = Path(file_part).expanduser()
-    if not path.is_file():
+    if name_is_usable(path) and not path.exists():
         raise InvalidInput(f"spec file {path} does not exist (--spec takes a name or a .toml)")
     entries = {s.key: s for s, _ in _specs_from_file(path)}
     if key:

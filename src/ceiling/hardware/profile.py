@@ -7,7 +7,6 @@ datasheet figures they should be compared with.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from dataclasses import asdict, dataclass, field, fields
@@ -15,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ceiling.errors import InvalidInput, MalformedFile
-from ceiling.records import read_text_file, write_json_atomic
+from ceiling.files import name_is_usable, read_json
+from ceiling.records import write_json_atomic
 
 PROFILE_ENV = "CEILING_PROFILE"
 
@@ -141,13 +141,9 @@ def default_profile_path() -> Path:
 
 def load_profile(path: str | Path | None = None) -> MachineProfile:
     p = Path(path) if path is not None else default_profile_path()
-    if not p.exists():
+    if name_is_usable(p) and not p.exists():
         raise InvalidInput(f"no machine profile at {p}; run `ceiling bench --quick` to measure one")
-    text = read_text_file(p, "machine profile")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise MalformedFile(f"{p} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    data = read_json(p, "machine profile")
     if not isinstance(data, dict):
         raise MalformedFile(f"{p} is not a ceiling machine profile (not a JSON object)")
     return MachineProfile.from_json(data, where=str(p))
