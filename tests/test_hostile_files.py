@@ -12,25 +12,11 @@ import pytest
 
 from ceiling import files
 from ceiling.errors import MalformedFile
+from test_bad_files import _one_line
+from test_schema_checks import DEVICE
 
 EVENT = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2, "pid": 1, "tid": 1}
 TRACE = {"traceEvents": [EVENT]}
-DEVICE = """[d]
-name = "D"
-vendor = "V"
-kind = "gpu"
-memory_gib = 80
-memory_bandwidth_gb_per_s = 3000
-dense_tflops = { bf16 = 900 }
-sources = { datasheet = "x", peaks = "x", memory = "x" }
-"""
-
-
-def _one_line(code, err, *words):
-    assert code == 2, err
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    for w in words:
-        assert w in err, err
 
 
 def _trace(tmp_path, text: str, name="t.json"):

@@ -105,7 +105,12 @@ class MachineProfile:
         """Read a profile; fields a newer ceiling added to a device record are ignored."""
         known = {f.name for f in fields(MeasuredDevice)}
         version = data.get("method_version")
-        if isinstance(version, int) and version > METHOD_VERSION:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise MalformedFile(
+                f"{where} is not a ceiling machine profile: method_version must be a whole "
+                f"number from 1 to {METHOD_VERSION}, got {version!r}"
+            )
+        if version > METHOD_VERSION:
             # a method this build does not know may measure differently: its numbers are
             # not comparable with this build's, so they are not used
             raise MalformedFile(

@@ -160,16 +160,24 @@ def parse_fixed(text: str | None) -> dict:
     asks for the balanced rule (`pipeline_stages`)."""
     out: dict = {}
     known = ", ".join(BY_KEY) + ", stages"
-    for part in _stage_lists_joined([x.strip() for x in (text or "").split(",")]):
-        if part.lower().startswith("stages="):
+    parts = [x.strip() for x in (text or "").split(",")]
+    if text and text.strip() and "" in parts:
+        raise InvalidInput(f"--fixed: an empty entry in {text!r} (KEY=VALUE,KEY=VALUE)")
+    given: dict[str, str] = {}
+    for part in _stage_lists_joined(parts):
+        name = part.split("=", 1)[0].strip().lower()
+        key = "stages" if name == "stages" else FIXED_KEYS.get(name, name)
+        if key in given:
+            raise InvalidInput(f"--fixed: {key} is given twice ({given[key]} and {part})")
+        given[key] = part
+        if name == "stages":
             out.update(parse_stages(part.split("=", 1)[1]))
             continue
-        if "=" not in part:
+        if "=" not in part or not name:
             raise InvalidInput(f"--fixed: expected KEY=VALUE, got {part!r} (keys: {known})")
-        name, value = (x.strip().lower() for x in part.split("=", 1))
+        value = part.split("=", 1)[1].strip().lower()
         if name not in FIXED_KEYS:
             raise InvalidInput(f"--fixed: unknown key {name!r}; known: {known} (b = micro_batch)")
-        key = FIXED_KEYS[name]
         out[key] = BY_KEY[key].parse(value)
     return out
 
