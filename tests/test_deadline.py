@@ -50,7 +50,7 @@ def test_the_deadline_stops_the_body_and_names_it():
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("inf"), float("nan")])
 def test_a_bad_timeout_is_refused(bad):
     with (
-        pytest.raises(InvalidInput, match="--timeout must be a positive number"),
+        pytest.raises(InvalidInput, match="timeout_s must be a positive number"),
         deadline(bad, "x"),
     ):
         pass

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ceiling.errors import InvalidInput
+from ceiling.errors import InvalidInput, argument
 from ceiling.model import recompute
 from ceiling.model.pipeline_stages import parse_stages
+
+_FIXED = argument("fixed")  # the plan's `fixed`, the command's --fixed
 
 RECOMPUTE = recompute.MODES
 STATE_BYTES = (16, 18)
@@ -77,23 +79,23 @@ class Axis:
         if self.choices:
             if text not in self.choices:
                 raise InvalidInput(
-                    f"--fixed: {self.key} must be one of {self.values}, got {text!r}"
+                    f"{_FIXED}: {self.key} must be one of {self.values}, got {text!r}"
                 )
             return text
         if isinstance(self.default, bool):
             if text not in _ON + _OFF:
-                raise InvalidInput(f"--fixed: {self.key} must be on or off, got {text!r}")
+                raise InvalidInput(f"{_FIXED}: {self.key} must be on or off, got {text!r}")
             return text in _ON
         if self.key == "zero" and text == "fsdp":
             return 3
         try:
             num = float(text)
         except ValueError:
-            raise InvalidInput(f"--fixed: {self.key}={text!r} is not a number") from None
+            raise InvalidInput(f"{_FIXED}: {self.key}={text!r} is not a number") from None
         if not num.is_integer() or num < 0:
-            raise InvalidInput(f"--fixed: {self.key}={text!r} must be a positive whole number")
+            raise InvalidInput(f"{_FIXED}: {self.key}={text!r} must be a positive whole number")
         if not self.valid(int(num)):
-            raise InvalidInput(f"--fixed: {self.key} must be {self.values}, got {text}")
+            raise InvalidInput(f"{_FIXED}: {self.key} must be {self.values}, got {text}")
         return int(num)
 
 
@@ -162,22 +164,22 @@ def parse_fixed(text: str | None) -> dict:
     known = ", ".join(BY_KEY) + ", stages"
     parts = [x.strip() for x in (text or "").split(",")]
     if text and text.strip() and "" in parts:
-        raise InvalidInput(f"--fixed: an empty entry in {text!r} (KEY=VALUE,KEY=VALUE)")
+        raise InvalidInput(f"{_FIXED}: an empty entry in {text!r} (KEY=VALUE,KEY=VALUE)")
     given: dict[str, str] = {}
     for part in _stage_lists_joined(parts):
         name = part.split("=", 1)[0].strip().lower()
         key = "stages" if name == "stages" else FIXED_KEYS.get(name, name)
         if key in given:
-            raise InvalidInput(f"--fixed: {key} is given twice ({given[key]} and {part})")
+            raise InvalidInput(f"{_FIXED}: {key} is given twice ({given[key]} and {part})")
         given[key] = part
         if name == "stages":
             out.update(parse_stages(part.split("=", 1)[1]))
             continue
         if "=" not in part or not name:
-            raise InvalidInput(f"--fixed: expected KEY=VALUE, got {part!r} (keys: {known})")
+            raise InvalidInput(f"{_FIXED}: expected KEY=VALUE, got {part!r} (keys: {known})")
         value = part.split("=", 1)[1].strip().lower()
         if name not in FIXED_KEYS:
-            raise InvalidInput(f"--fixed: unknown key {name!r}; known: {known} (b = micro_batch)")
+            raise InvalidInput(f"{_FIXED}: unknown key {name!r}; known: {known} (b = micro_batch)")
         out[key] = BY_KEY[key].parse(value)
     return out
 

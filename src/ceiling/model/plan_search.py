@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ceiling.errors import DoesNotFit, InvalidInput
+from ceiling.errors import DoesNotFit, InvalidInput, argument
 from ceiling.model import parallel, recompute
 from ceiling.model.parallel import RECOMPUTE, Job, Plan, PlanResult
 from ceiling.model.parallel_costs import ATTENTION_BLOCK
@@ -209,7 +209,7 @@ def evaluate_candidates(job: Job, cluster, cand: dict) -> dict:
 def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> SearchResult:
     """Rank the plans that fit, fastest first; DoesNotFit explains when none does."""
     if top < 1:
-        raise InvalidInput(f"--top must be ≥ 1, got {top}")
+        raise InvalidInput(f"{argument('top')} must be ≥ 1, got {top}")
     fixed = dict(fixed or {})
     _check_fixed_alone(job, cluster, fixed)
     cand = enumerate_plans(job, cluster, fixed)
@@ -302,11 +302,13 @@ def _check_fixed_stages(layers: int, fixed: dict) -> None:
     for key in ("first", "last"):
         if fixed.get(key, 0) > layers:
             raise InvalidInput(
-                f"--fixed {key}={fixed[key]} is more than the model's {layers} layers"
+                f"{argument('fixed')} {key}={fixed[key]} is more than the model's {layers} layers"
             )
     total = fixed.get("stage_total")
     if total is not None and total != layers:
-        raise InvalidInput(f"--fixed stages add up to {total} layers but the model has {layers}")
+        raise InvalidInput(
+            f"{argument('fixed')} stages add up to {total} layers but the model has {layers}"
+        )
     if ("first" in fixed or "last" in fixed) and "p" in fixed:
         layout = SimpleNamespace(
             first_stage_layers=fixed.get("first", 0),

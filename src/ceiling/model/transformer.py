@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ceiling.errors import InvalidInput, UnknownName
 from ceiling.model.attention import attention_flops
+from ceiling.text import shortened
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -60,12 +61,6 @@ SIZE_BOUNDS = {
 }
 
 
-def _shown(value) -> str:
-    """A value as written, shortened when it runs to hundreds of digits."""
-    text = repr(value)
-    return text if len(text) <= 24 else f"{text[:12]}… ({len(text):,} characters)"
-
-
 @dataclass(frozen=True)
 class TransformerConfig:
     """A decoder-only transformer's shape. Validated on construction."""
@@ -98,11 +93,11 @@ class TransformerConfig:
         for key, most in SIZE_BOUNDS.items():
             v = getattr(self, key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise InvalidInput(f"{key} must be a positive integer, got {_shown(v)}")
+                raise InvalidInput(f"{key} must be a positive integer, got {shortened(v, 24)}")
             if v > most:
                 raise InvalidInput(
                     f"{key} must be at most {most:,} (far beyond any published model), "
-                    f"got {_shown(v)}"
+                    f"got {shortened(v, 24)}"
                 )
         if self.ffn_kind not in FFN_KINDS:
             raise InvalidInput(

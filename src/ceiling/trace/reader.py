@@ -12,11 +12,13 @@ from __future__ import annotations
 import gc
 import json
 import math
+import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from ceiling.errors import MalformedFile
+from ceiling.errors import InvalidInput, MalformedFile, argument
 from ceiling.files import TRACE_BYTES, name_is_usable, read_text
+from ceiling.text import shortened
 from ceiling.trace.events import CATEGORY, Event, RankTrace
 
 _WS = " \t\n\r"
@@ -27,6 +29,10 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 
 def trace_files(path: str | Path) -> list[Path]:
     """The trace files at `path`: the file itself, or every *.json / *.json.gz in a folder."""
+    if not isinstance(path, str | os.PathLike):
+        raise InvalidInput(
+            f"{argument('path')} must be a trace file or folder, got {shortened(path)}"
+        )
     p = Path(path)
     if not name_is_usable(p):
         read_text(p, "trace")  # says what is wrong with the name
@@ -111,9 +117,7 @@ def _header_field(header: dict, key: str, kind: type, path: Path):
     value = header.get(key)
     if value is not None and not isinstance(value, kind):
         want = "an object" if kind is dict else "a list"
-        raise MalformedFile(
-            f"{path}: header field {key} must be {want}, got {type(value).__name__} {_shown(value)}"
-        )
+        raise MalformedFile(f"{path}: header field {key} must be {want}, got {shortened(value)}")
     return value
 
 
@@ -126,14 +130,9 @@ def _whole_or_none(value, field: str, path: Path) -> int | None:
     whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
     if isinstance(value, bool) or not whole or not 0 <= value < 2**31:
         raise MalformedFile(
-            f"{path}: header field {field} must be a whole number from 0, got {_shown(value)}"
+            f"{path}: header field {field} must be a whole number from 0, got {shortened(value)}"
         )
     return int(value)
-
-
-def _shown(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:30]}… ({len(text):,} characters)"
 
 
 class _Parser:
@@ -253,7 +252,7 @@ class _Parser:
         try:
             start, dur = float(e["ts"]) * _US, float(e.get("dur", 0.0)) * _US
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise self.fail(f"event without a valid ts/dur ({_shown(str(exc))})") from None
+            raise self.fail(f"event without a valid ts/dur ({exc})") from None
         if not (math.isfinite(start) and math.isfinite(dur)):
             raise self.fail("event with a non-finite ts or dur")
         args = e.get("args")
