@@ -87,23 +87,31 @@ def write_text_atomic(text: str, path: str | Path) -> Path:
     An operating-system refusal (no such folder, no permission, disk full) is raised as
     InvalidInput naming the path, so the CLI prints one line instead of a traceback.
     """
-    p = Path(path)
+    return write_bytes_atomic(text.encode("utf-8"), path)
+
+
+def write_bytes_atomic(data: bytes, path: str | Path) -> Path:
+    """`data` written as write_text_atomic writes text: whole, or not at all."""
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+        return replace_whole(data, path)
     except OSError as exc:
-        raise _cannot_write(p, exc) from None
+        raise _cannot_write(Path(path), exc) from None
+
+
+def replace_whole(data: bytes, path: str | Path) -> Path:
+    """`data` in a temp file beside `path`, renamed over it; the system's refusal (disk
+    full) is raised as it came, with nothing left behind."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         # mkstemp creates the file private (0600); a record is as readable as any new file.
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, p)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise _cannot_write(p, exc) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -131,6 +131,13 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         streams.silence_stdout()
         sys.exit(0)
+    except SystemExit as exc:
+        # click answers a closed pipe (`ceiling specs --json | head`) with exit 1; a reader
+        # that stops reading is not a failure of the command
+        if isinstance(exc.__context__, BrokenPipeError):
+            streams.silence_stdout()
+            sys.exit(0)
+        raise
     except OSError as exc:
         if not streams.is_output_failure(exc):
             raise

@@ -12,6 +12,7 @@ import typer
 
 from ceiling.cli.app import app
 from ceiling.cli.output import LIST_HELP, JsonOption, emit_json, joined, table
+from ceiling.cli.params import RUNS_YOUR_CODE
 from ceiling.errors import InvalidInput
 from ceiling.records import write_json_atomic, write_text_atomic
 
@@ -57,7 +58,8 @@ def report(
             "--model",
             metavar="MODEL",
             help="Your model: a catalog name (`ceiling models`), custom:layers=..,hidden=.., "
-            "hf:PATH (a Hugging Face config.json) or module:callable. Default: built-in demos.",
+            "hf:PATH (a Hugging Face config.json) or module:callable. Default: built-in demos."
+            + RUNS_YOUR_CODE,
         ),
     ] = None,
     trace: Annotated[
