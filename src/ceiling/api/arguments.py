@@ -162,8 +162,8 @@ def _fits_container(value: Any, origin: Any, args: tuple) -> bool:
         return callable(value)
     if origin in (dict, abc.Mapping):
         return isinstance(value, abc.Mapping)
-    if isinstance(value, str | bytes) or not isinstance(value, abc.Iterable):
-        return False
+    if isinstance(value, str | bytes | abc.Mapping) or not isinstance(value, abc.Iterable):
+        return False  # a dict iterates its keys: never the list of values meant
     if origin in (list, tuple) and not isinstance(value, list | tuple):
         return False
     if isinstance(value, list | tuple) and args:

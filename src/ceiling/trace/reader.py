@@ -242,6 +242,9 @@ class _Parser:
         except RecursionError:
             self.n_events = n
             raise self.fail("an event nested deeper than the parser goes") from None
+        except TypeError:  # a category that is no text cannot be looked up
+            self.n_events = n
+            raise self.fail("an event whose cat is not text") from None
         except ValueError:  # Python's own cap on the digits of an integer
             self.n_events = n
             raise self.fail("a number of thousands of digits in an event") from None
