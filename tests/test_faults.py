@@ -141,3 +141,78 @@ def test_a_figure_on_a_full_disk_leaves_no_empty_file(cli, tmp_path, monkeypatch
     code, out, err = cli("amdahl", "0.9", "--plot", fig)
     assert code == 2 and "No space left" in err and "ceiling" in out
     assert not fig.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_during_report_start_up_says_so_in_one_line(cli, monkeypatch, tmp_path):
+    from ceiling.cli import app
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(app, "require_torch", interrupted)
+    code, out, err = cli("report", "--quick", "-o", tmp_path / "page.html")
+    assert code == 130 and out == "" and err == "interrupted\n"
+
+
+def test_sigterm_ends_a_report_as_ctrl_c_does(cli, monkeypatch, tmp_path):
+    import time
+
+    from ceiling.cli import app
+
+    def terminated():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler interrupts this
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(app, "require_torch", terminated)
+    code, _out, err = cli("report", "--quick", "-o", tmp_path / "page.html")
+    assert code == 130 and err == "interrupted\n"
+    assert signal.getsignal(signal.SIGTERM) == before  # put back afterwards
+
+
+def test_workers_stopped_by_sigterm_hand_it_to_the_report_above():
+    import time
+
+    from ceiling.cli.report import terminated_as_interrupted
+
+    with (
+        terminated_as_interrupted(),
+        distributed._stop_signals_unwind(),
+        pytest.raises(KeyboardInterrupt),
+    ):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler interrupts this
+    with distributed._stop_signals_unwind(), pytest.raises(SystemExit) as raised:
+        os.kill(os.getpid(), signal.SIGTERM)  # alone: the command unwinds, 128 + 15
+        time.sleep(5)
+    assert raised.value.code == 143
+
+
+def test_sigterm_mid_report_keeps_the_complete_page_and_writes_the_partial_beside(
+    cli, tmp_path, monkeypatch
+):
+    import json
+    import time
+
+    from ceiling.report import sections
+    from ceiling.report.compose import SectionSpec
+
+    amdahl = next(s for s in sections.SECTIONS if s.key == "amdahl")
+    state = {"terminate": False}
+
+    def last(ctx, out):
+        if state["terminate"]:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler interrupts this
+        out.text("finished")
+
+    monkeypatch.setattr(sections, "SECTIONS", [amdahl, SectionSpec("last", "Last", last)])
+    page = tmp_path / "r.html"
+    assert cli("report", "-o", page)[0] == 0
+    complete = page.read_bytes()
+    state["terminate"] = True
+    code, _out, err = cli("report", "-o", page)
+    assert code == 130 and err.endswith("interrupted\n")
+    assert page.read_bytes() == complete
+    record = json.loads((tmp_path / "r-interrupted.json").read_text())
+    assert [s["status"] for s in record["sections"]] == ["ok", "skipped"]

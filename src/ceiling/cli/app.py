@@ -148,5 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     if unwritten:  # the results are shown; only a figure is missing
         print(f"warning: {'; '.join(unwritten)}", file=sys.stderr)
         sys.exit(2)
+    if rv == 130:  # typer turns Ctrl-C into this code, silently
+        print("interrupted", file=sys.stderr)
     if isinstance(rv, int) and rv:
         sys.exit(rv)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -95,6 +97,29 @@ def report(
 
     With your work (--model, --trace, --spec/--profile with --gpus, --seq, --global-batch)
     every section speaks of it; without, sections use built-in demos, labelled as such."""
+    with terminated_as_interrupted():
+        _report(output, quick, only, profile, trace, model, spec, gpus, seq, global_batch, json_out)
+
+
+@contextlib.contextmanager
+def terminated_as_interrupted():
+    """SIGTERM (`kill`, a scheduler's stop) ends the report as Ctrl-C does: the sections that
+    finished are written, a more complete page already there is kept, the exit code is 130."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _report(output, quick, only, profile, trace, model, spec, gpus, seq, global_batch, json_out):
     from ceiling.cli.app import require_torch
 
     require_torch()  # every measured section needs it: refuse before any section runs

@@ -274,7 +274,10 @@ def _stop_signals_unwind():
         yield
         return
 
-    def unwind(signum, _frame):
+    def unwind(signum, frame):
+        above = previous.get(signum)
+        if callable(above):  # a caller that handles it (the report keeps its page)
+            above(signum, frame)
         raise SystemExit(128 + signum)
 
     previous = {}
