@@ -351,7 +351,7 @@ def comm(
         sizes = comm_bench.default_sizes(4 * 2**10, int(top))
     for name, seconds in (("timeout_s", timeout_s), ("stall_timeout_s", stall_timeout_s)):
         if not 0 < seconds < float("inf"):
-            raise BadArgument(name, f"must be a positive number of seconds, got {seconds:g}")
+            raise BadArgument(name, f"must be a positive number, got {seconds:g}")
     raw = comm_bench.run_comm_benchmark(
         workers, op_list, list(sizes), iters=iters, device=device, timeout_s=timeout_s,
         stall_s=stall_timeout_s, on_progress=on_progress or (lambda _m: None),

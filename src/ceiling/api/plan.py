@@ -35,9 +35,9 @@ def _count(value: Any, what: str, hi: int) -> int:
     return value
 
 
-# A link below a kilobyte per second or above a petabyte per second exists nowhere (and
+# A link below a byte per second or above a petabyte per second exists nowhere (and
 # 1e-300 B/s would make every time infinite).
-BANDWIDTH_RANGE = (1e3, 1e15)
+BANDWIDTH_RANGE = (1.0, 1e15)
 
 
 def _bandwidth(value: str | float | None, name: str) -> float | None:
@@ -51,7 +51,7 @@ def _bandwidth(value: str | float | None, name: str) -> float | None:
             value = parse_bandwidth(value)
     low, high = BANDWIDTH_RANGE
     if not low <= value <= high:
-        raise BadArgument(name, f"must be between 1 kB/s and 1 PB/s, got {value:g} B/s")
+        raise BadArgument(name, f"must be between 1 B/s and 1 PB/s, got {value:g} B/s")
     return float(value)
 
 

@@ -44,9 +44,9 @@ def _number(x: float) -> str:
     return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e7 else f"{x:g}"
 
 
-# Below a kilobyte per second or above a petabyte per second no link or memory exists; a
-# bandwidth of 1e-300 GB/s would turn every time into inf.
-_BANDWIDTH = Field("number", 1e-6, 1e6)
+# Below a byte per second or above a petabyte per second no link or memory exists (the
+# planner's --inter-bw takes the same range); 1e-300 GB/s would turn every time into inf.
+_BANDWIDTH = Field("number", 1e-9, 1e6)
 _SHARE = Field("number", 0.0, 1.0, above=True)
 _LATENCY = Field("number", 0.0, 1e9)
 
