@@ -49,7 +49,11 @@ def _times(text: str | None, what: str) -> list[float] | None:
     parts = [x for x in text.replace(" ", "").split(",") if x]
     if not parts:
         raise InvalidInput(f"{what} needs at least one time")
-    return [parse_time(x) for x in parts]
+    times = [parse_time(x) for x in parts]
+    # a stage without forward work is no pipeline stage: its 0 s would show a 0 % bubble
+    if what == "--forward" and min(times) <= 0:
+        raise InvalidInput(f"{what}: each stage's time must be > 0, got {text}")
+    return times
 
 
 def _expand(values: list[float], p: int, what: str) -> list[float]:

@@ -17,6 +17,7 @@ from ceiling.cli.output import (
     joined,
     table,
 )
+from ceiling.cli.params import RUNS_YOUR_CODE
 from ceiling.report import waterfall
 
 DEFAULT_WORKERS = "0,2,4"
@@ -31,7 +32,7 @@ TARGET_HELP = (
     "with no arguments returning {'model', 'dataloader' (a torch DataLoader; its dataset "
     "and batch size are reused with each worker count), optional 'forward' (model, batch), "
     "'loss_fn', 'optimizer', "
-    "'tokens_per_step'}."
+    "'tokens_per_step'}." + RUNS_YOUR_CODE
 )
 
 

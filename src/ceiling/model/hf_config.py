@@ -183,7 +183,7 @@ def config_from_hf(raw: Raw, name: str, where: str = "") -> TransformerConfig:
     if not isinstance(raw, dict):
         raise MalformedFile(f"{where or name}: config.json must hold a JSON object")
     family = raw.get("model_type")
-    if family not in FAMILIES:
+    if not isinstance(family, str) or family not in FAMILIES:
         raise InvalidInput(
             f"{where or name}: model_type {family!r} is not one of the families ceiling reads "
             f"({', '.join(sorted(FAMILIES))}); give custom:layers=..,hidden=..,heads=.. instead"
