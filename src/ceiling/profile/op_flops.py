@@ -1,7 +1,10 @@
 """FLOPs of one aten op call, a multiply-add counted as 2.
 
 Matmul, convolution and fused attention come from PyTorch's own formula registry
-(torch.utils.flop_counter). Added here what it leaves out:
+(torch.utils.flop_counter). Added here what it leaves out or gets wrong:
+
+- Grouped and depthwise convolution backward (`ceiling.profile.conv_flops`): the registry
+  counts the weight gradient `groups` times too high.
 
 - CPU fused attention (`_scaled_dot_product_flash_attention_for_cpu` and its backward):
   the registry has no entry, so a plain FlopCounterMode reports 0 for attention on a CPU.
@@ -30,7 +33,7 @@ from math import prod
 import torch
 from torch.utils import flop_counter
 
-from ceiling.profile import causal, fused_flops
+from ceiling.profile import causal, conv_flops, fused_flops
 from ceiling.profile.fused_flops import argument
 
 aten = torch.ops.aten
@@ -371,6 +374,9 @@ def _query_key(func, args, kwargs):
     return q, k
 
 
+# Formulas of our own, where the registry has none or a wrong one (grouped convolution backward)
+_FORMULAS = {**fused_flops.FORMULAS, **conv_flops.FORMULAS}
+
 _KINDS: dict = {}  # OpOverload -> how its FLOPs are counted; decided once per op
 
 
@@ -385,7 +391,7 @@ def flop_kind(func) -> tuple[str, str]:
             kind = ("free", name)
         elif name in _NO_WORK:
             kind = ("memory", name)
-        elif name in fused_flops.FORMULAS:
+        elif name in _FORMULAS:
             kind = ("fused", name)
         elif name in NLL_LOSSES:
             kind = ("nll", name)
@@ -415,7 +421,7 @@ def count_flops(func, args, kwargs, out) -> FlopCount:
     if kind == "free":
         return FlopCount(0.0, True, "view")
     if kind == "fused":
-        category, formula = fused_flops.FORMULAS[name]
+        category, formula = _FORMULAS[name]
         c = formula(func, args, kwargs)
         return FlopCount(c.flops, c.exact, category, causal_skipped=c.causal_skipped)
     if kind == "cpu_attention":
