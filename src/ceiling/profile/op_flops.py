@@ -10,9 +10,10 @@ Matmul, convolution and fused attention come from PyTorch's own formula registry
   the registry has no entry, so a plain FlopCounterMode reports 0 for attention on a CPU.
 - Fused layers and grouped matmuls (`ceiling.profile.fused_flops`): nn.MultiheadAttention
   and nn.TransformerEncoderLayer fast paths, mixture-of-experts `_grouped_mm`.
-- Causal attention: the registry counts every query/key pair; a causal mask keeps about
-  half of them, so causal calls are counted at the share kept ("causal-half", the
-  convention `ceiling.model.mfu` names), decided from the causal flag or the mask
+- Masked attention: the registry counts every query/key pair; a causal mask keeps about
+  half of them, a sliding window, chunked attention or padding fewer, so attention is
+  counted at the share kept ("causal-half", the convention `ceiling.model.mfu` names),
+  decided from the causal flag, a flash kernel's window or the mask's values
   (`ceiling.profile.causal`); the pairs left out are carried beside the count.
 - Elementwise, reduction, normalisation and optimizer ops, counted from element counts:
   1 FLOP per output element for plain arithmetic and comparisons (transcendentals too, by
@@ -356,7 +357,11 @@ def _attention(func, args, kwargs, flops: float, name: str) -> FlopCount:
         mask = argument(func, args, kwargs, "attn_mask")
         if mask is None:
             mask = argument(func, args, kwargs, "attn_bias")
-        share, exact = causal.share_for(flag, mask, *_lengths(name, q, k))
+        window = (
+            argument(func, args, kwargs, "window_size_left"),
+            argument(func, args, kwargs, "window_size_right"),
+        )
+        share, exact = causal.share_for(flag, mask, *_lengths(name, q, k), window)
     elif flag:
         share = 0.5
     recomputed = 0.0
