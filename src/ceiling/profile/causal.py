@@ -24,6 +24,7 @@ holds none (a padding mask in a batch on meta) is undecided and counted in full.
 
 from __future__ import annotations
 
+import weakref
 from functools import lru_cache
 
 import torch
@@ -87,7 +88,8 @@ def _fits(mask, lq: int, lk: int) -> bool:
     return rows in (1, lq) and cols in (1, lk)
 
 
-_CACHE: dict = {}  # (storage address, version, shape, stride, ...) -> share; masks repeat per layer
+# id(mask) -> (the mask, weakly; its version and layout; its share): masks repeat per layer
+_CACHE: dict = {}
 
 
 def mask_share(mask, lq: int, lk: int, removes: bool = False) -> float | None:
@@ -99,15 +101,16 @@ def mask_share(mask, lq: int, lk: int, removes: bool = False) -> float | None:
     values = _values(mask)
     if values is None:
         return None
-    key = (values.data_ptr(), values._version, values.shape, values.stride(), values.dtype)
-    key += (removes, lq, lk)
-    found = _CACHE.get(key)
-    if found is None:
-        with outside_modes():  # a fake-tensor mode around the step would take the values' ops
-            found = _share_of(values, lq, lk, removes)
-        if len(_CACHE) > 256:
-            _CACHE.clear()
-        _CACHE[key] = found
+    key = (values._version, values.shape, values.stride(), values.storage_offset(), removes, lq, lk)
+    entry = _CACHE.get(id(values))
+    # the same tensor, unchanged: a freed mask's address may hold another one since
+    if entry is not None and entry[0]() is values and entry[1] == key:
+        return entry[2]
+    with outside_modes():  # a fake-tensor mode around the step would take the values' ops
+        found = _share_of(values, lq, lk, removes)
+    if len(_CACHE) > 256:
+        _CACHE.clear()
+    _CACHE[id(values)] = (weakref.ref(values), key, found)
     return found
 
 
