@@ -10,6 +10,8 @@ Matmul, convolution and fused attention come from PyTorch's own formula registry
   the registry has no entry, so a plain FlopCounterMode reports 0 for attention on a CPU.
 - Fused layers and grouped matmuls (`ceiling.profile.fused_flops`): nn.MultiheadAttention
   and nn.TransformerEncoderLayer fast paths, mixture-of-experts `_grouped_mm`.
+- Recurrent layers (`ceiling.profile.rnn_flops`): LSTM, GRU and RNN kernels of oneDNN
+  (`mkldnn_rnn_layer`, an LSTM on a CPU), cuDNN and MIOpen.
 - Masked attention: the registry counts every query/key pair; a causal mask keeps about
   half of them, a sliding window, chunked attention or padding fewer, so attention is
   counted at the share kept ("causal-half", the convention `ceiling.model.mfu` names),
@@ -34,7 +36,7 @@ from math import prod
 import torch
 from torch.utils import flop_counter
 
-from ceiling.profile import causal, conv_flops, fused_flops
+from ceiling.profile import causal, conv_flops, fused_flops, rnn_flops
 from ceiling.profile.fused_flops import argument
 
 aten = torch.ops.aten
@@ -180,6 +182,11 @@ _PER_ELEMENT_ESTIMATED = {
     "_fused_adam": ("elementwise", 16.0),  # moments, bias correction, update, weight decay
     "_fused_adamw": ("elementwise", 16.0),
     "_fused_sgd": ("elementwise", 4.0),
+    # a fused LSTM/GRU cell's gates and state update, per element of its outputs
+    "_thnn_fused_lstm_cell": ("elementwise", 2.0),
+    "_thnn_fused_lstm_cell_backward_impl": ("elementwise", 2.0),
+    "_thnn_fused_gru_cell": ("elementwise", 3.0),
+    "_thnn_fused_gru_cell_backward": ("elementwise", 2.0),
 }
 
 _REDUCTIONS = {
@@ -379,8 +386,9 @@ def _query_key(func, args, kwargs):
     return q, k
 
 
-# Formulas of our own, where the registry has none or a wrong one (grouped convolution backward)
-_FORMULAS = {**fused_flops.FORMULAS, **conv_flops.FORMULAS}
+# Formulas of our own, where the registry has none (fused layers, recurrent kernels) or a
+# wrong one (grouped convolution backward)
+_FORMULAS = {**fused_flops.FORMULAS, **conv_flops.FORMULAS, **rnn_flops.FORMULAS}
 
 _KINDS: dict = {}  # OpOverload -> how its FLOPs are counted; decided once per op
 
