@@ -196,7 +196,8 @@ def _address(t) -> int | None:
 
 
 def _tensors(args, kwargs) -> list[torch.Tensor]:
-    return [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    """Plain tensor arguments: nested ones (a fused layer's padded batch) hold no scores."""
+    return [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor) and not a.is_nested]
 
 
 class EagerAttention:

@@ -282,6 +282,12 @@ _MEMORY = set(
         "_unsafe_index",
         "topk",
         "sort",
+        # nested tensors of nn.TransformerEncoder's fast path: packing and unpacking rows
+        "_nested_tensor_from_mask",
+        "_nested_from_padded",
+        "_nested_from_padded_and_nested_example",
+        "_nested_tensor_from_tensor_list",
+        "to_padded_tensor",
     ]
 )
 
@@ -302,6 +308,7 @@ _NO_WORK = {
     "_nested_tensor_size",
     "_nested_tensor_strides",
     "_nested_tensor_storage_offsets",
+    "_nested_tensor_from_mask_left_aligned",
 }
 
 # Not flagged as views by their schema, but they only relabel an existing buffer.
