@@ -58,6 +58,7 @@ def test_gru_and_rnn_training_steps(cls, gates):
     # first step's product with W_hh has no backward for it, in either layer
     unused = 2 * 2 * B * g * HID
     assert rec.model_flops() == 3 * forward - unused
+    assert not [c.op for c in rec.calls if c.category == "unknown"]  # unsafe_split, transpose_
 
 
 def test_cudnn_rnn_formula_from_the_weight_list():

@@ -128,7 +128,14 @@ _PER_ELEMENT_EXACT = {
         "logical_not",
         "logical_and",
         "logical_or",
+        "logical_xor",
         "bitwise_not",
+        "bitwise_and",  # mask building: a logical operation per element
+        "bitwise_or",
+        "bitwise_xor",
+        "isnan",
+        "isinf",
+        "isfinite",
         "remainder",
         "fmod",
         "floor_divide",
@@ -161,6 +168,7 @@ _PER_ELEMENT_ESTIMATED = {
     "hardswish": ("elementwise", 4.0),
     "elu": ("elementwise", 4.0),
     "softplus": ("elementwise", 4.0),
+    "softplus_backward": ("elementwise", 4.0),  # grad · sigmoid(βx)
     "dropout": ("elementwise", 2.0),
     "native_dropout": ("elementwise", 2.0),
     "native_dropout_backward": ("elementwise", 2.0),
@@ -312,7 +320,26 @@ _NO_WORK = {
 }
 
 # Not flagged as views by their schema, but they only relabel an existing buffer.
-_FREE = {"_unsafe_view", "lift_fresh", "alias", "_reshape_alias", "set_", "resize_"}
+_FREE = {
+    "_unsafe_view",
+    "lift_fresh",
+    "alias",
+    "_reshape_alias",
+    "set_",
+    "resize_",
+    # in-place and unsafe variants of views (GRU cells split their gates with unsafe_split)
+    "transpose_",
+    "t_",
+    "as_strided_",
+    "unsqueeze_",
+    "squeeze_",
+    "swapdims_",
+    "swapaxes_",
+    "detach_",
+    "unsafe_split",
+    "unsafe_split_with_sizes",
+    "unsafe_chunk",
+}
 
 
 def is_free(func) -> bool:
