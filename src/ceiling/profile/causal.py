@@ -184,6 +184,9 @@ _PASS_ON = {  # the output is still (a function of) the masked scores
     "tanh",  # logit softcapping, when it comes after the mask
     "tanh_backward",
 }
+# the ops attention's scores pass through; any other op is looked at only to forget a
+# buffer it reuses, so most cost two dictionary look-ups
+_WATCHED = _MATMULS | _MASKING | _PASS_ON | {"_softmax_backward_data"}
 # elementwise steps allowed between a score matmul and its mask: scale, softcap (divide,
 # tanh, multiply), a copy or two
 _WALK_BACK = 8
@@ -206,7 +209,8 @@ class EagerAttention:
     dropout to the matmul with V, and back through their gradients. `observe` is called
     after each recorded op with its index; it returns the indices of matmul calls found
     masked, each with its kept share. A mask is read only where it meets scores that come
-    from a matmul, so other elementwise ops cost a dictionary look-up."""
+    from a batched matmul (once per mask tensor), and ops scores do not pass through cost
+    two dictionary look-ups."""
 
     def __init__(self) -> None:
         # storage -> (Lq, Lk, kept share) of masked scores
@@ -220,6 +224,9 @@ class EagerAttention:
         first = out[0] if isinstance(out, (tuple, list)) and out else out
         where = _address(first)
         if where is None:
+            return []
+        if name not in _WATCHED:
+            self._forget(where, args, kwargs)
             return []
         found: list[tuple[int, float]] = []
         tensors = _tensors(args, kwargs)
@@ -244,6 +251,15 @@ class EagerAttention:
         for i, share in found:
             self.marked[i] = share
         return found
+
+    def _forget(self, where: int, args, kwargs) -> None:
+        """An op that neither masks nor carries scores: a buffer it makes where masked
+        scores (or a matmul's output) were is a new one, which holds neither."""
+        if where not in self._tags and where not in self._origin:
+            return
+        if where not in {_address(t) for t in _tensors(args, kwargs)}:
+            self._tags.pop(where, None)
+            self._origin.pop(where, None)
 
     def _find_tag(self, name, tensors, shape, found) -> tuple[int, int, float] | None:
         """A mask applied here (masked_fill, where, an added float mask, a biased matmul),

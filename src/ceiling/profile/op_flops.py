@@ -424,6 +424,10 @@ def _query_key(func, args, kwargs):
 # wrong one (grouped convolution backward)
 _FORMULAS = {**fused_flops.FORMULAS, **conv_flops.FORMULAS, **rnn_flops.FORMULAS}
 
+# Plain matmuls, counted as the registry does (2·M·N·K, batched: times the batch), from the
+# position of their first operand: a's elements times b's columns
+_PLAIN_MATMULS = {"mm": 0, "bmm": 0, "addmm": 1, "baddbmm": 1}
+
 _KINDS: dict = {}  # OpOverload -> how its FLOPs are counted; decided once per op
 
 
@@ -446,6 +450,8 @@ def flop_kind(func) -> tuple[str, str]:
             kind = ("mse", name)
         elif name in _CPU_ATTENTION:
             kind = ("cpu_attention", name)
+        elif name in _PLAIN_MATMULS and func._overloadpacket in flop_counter.flop_registry:
+            kind = ("plain_matmul", name)
         elif func._overloadpacket in flop_counter.flop_registry:
             kind = ("registry_attention" if name in _REGISTRY_ATTENTION else "registry", name)
         elif base in _PER_ELEMENT_EXACT:
@@ -479,6 +485,10 @@ def count_flops(func, args, kwargs, out) -> FlopCount:
             grad_out, q, k, v = args[:4]
             flops = flop_counter.sdpa_backward_flop_count(grad_out.shape, q.shape, k.shape, v.shape)
         return _attention(func, args, kwargs, float(flops), name)
+    if kind == "plain_matmul":
+        # the registry's formula, without its wrapper's walk over every argument
+        a, b = args[_PLAIN_MATMULS[name]], args[_PLAIN_MATMULS[name] + 1]
+        return FlopCount(2.0 * a.numel() * b.shape[-1], True, "matmul")
     if kind in ("registry", "registry_attention"):
         formula = flop_counter.flop_registry[func._overloadpacket]
         flops = float(formula(*args, **kwargs, out_val=out))
