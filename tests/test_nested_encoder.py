@@ -2,6 +2,7 @@
 into nested tensors; recorded without failing and counted per sequence (a multiply-add
 counted as 2)."""
 
+import pytest
 import torch
 from torch import nn
 
@@ -48,3 +49,14 @@ def test_training_step_masks_the_padded_keys():
     # every query runs; the padded sequence's 6 queries see its 4 keys
     forward = LAYERS * _layer_flops(B * L, 36 + 6 * 4)
     assert rec.model_flops() == 3 * forward
+
+
+def test_multi_head_attention_fast_path_counts_the_keys_padding_leaves():
+    mha = nn.MultiheadAttention(E, HEADS, batch_first=True).eval()
+    x = torch.randn(B, L, E)
+    with torch.no_grad(), OpRecorder() as rec:
+        mha(x, x, x, key_padding_mask=_padding(), need_weights=False)
+    projections = 2 * B * L * E * 3 * E + 2 * B * L * E * E
+    pairs = L * L + L * LENGTHS[1]  # every query runs; the second sees 4 keys
+    assert rec.model_flops() == pytest.approx(projections + 2 * 2 * pairs * E, rel=1e-12)
+    assert sum(c.causal_skipped_flops for c in rec.calls) == pytest.approx(2 * 2 * L * 2 * E)
