@@ -35,7 +35,12 @@ _CPU = torch.device("cpu")
 outside_modes = _disable_current_modes
 
 
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
 def holds_values(t: torch.Tensor) -> bool:
+    if type(t) in _PLAIN:  # not a subclass: no fake-tensor check (a slow isinstance) needed
+        return t.device.type != "meta"
     return not isinstance(t, FakeTensor) and t.device.type != "meta"
 
 

@@ -63,6 +63,8 @@ def tensor_bytes(t: torch.Tensor) -> int:
     tensor (nn.TransformerEncoder's fast path over padded batches) spans its sequences."""
     if t.is_nested:
         return nested_elements(t) * t.element_size()
+    if t.is_contiguous():  # most tensors: every element once, no strides to walk
+        return t.numel() * t.element_size()
     if t.numel() == 0:
         return 0
     elements = 1
