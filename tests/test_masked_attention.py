@@ -124,3 +124,15 @@ def test_chunked_attention_mask_through_sdpa():
         ).sum().backward()
     kept = 3 * (1 + 2 + 3 + 4) - L / 2  # three chunks, half the diagonal off
     assert _attention_flops(rec)[0] == 3 * 2 * 2 * B * HEADS * HEAD_DIM * kept
+
+
+def test_gemma2_on_meta_counts_as_on_a_cpu():
+    from ceiling.profile.meter import count_step_flops
+
+    counts = []
+    for device in ("cpu", "meta"):
+        model = _gemma2().to(device)
+        ids = torch.randint(0, 128, (B, L), device=device)
+        batch = {"input_ids": ids, "labels": ids}
+        counts.append(count_step_flops(model, batch, loss_fn=lambda out, _b: out.loss).model)
+    assert counts[0] == counts[1]
