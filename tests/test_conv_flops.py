@@ -58,3 +58,11 @@ def test_input_without_gradient_costs_the_weight_gradient_only():
     x = torch.randn(2, 16, 10)  # a first layer: no input gradient
     forward = 2 * 2 * 8 * 16 * 3
     assert _step(conv, x).model_flops() == 2 * forward
+
+
+def test_a_trace_without_shapes_files_the_backward_as_matmul():
+    from ceiling.profile.op_flops import kind_category
+
+    assert kind_category(torch.ops.aten.convolution_backward.default) == "matmul"
+    assert kind_category(torch.ops.aten.mkldnn_rnn_layer.default) == "matmul"
+    assert kind_category(torch.ops.aten.mm.default) == "matmul"

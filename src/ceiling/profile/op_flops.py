@@ -468,6 +468,25 @@ def flop_kind(func) -> tuple[str, str]:
     return kind
 
 
+def kind_category(func) -> str:
+    """The category an op's FLOPs fall in, known from the op alone (a trace without shapes):
+    as count_flops would file it."""
+    kind, name = flop_kind(func)
+    if kind in ("registry", "plain_matmul"):
+        return "matmul"
+    if kind in ("registry_attention", "cpu_attention"):
+        return "attention"
+    if kind == "fused":
+        return _FORMULAS[name][0]
+    if kind == "estimated":
+        return _PER_ELEMENT_ESTIMATED[name][0]
+    if kind == "exact":
+        return "elementwise"
+    if kind in ("reduction", "nll", "mse"):
+        return "reduction"
+    return "view" if kind == "free" else kind  # memory, unknown
+
+
 def count_flops(func, args, kwargs, out) -> FlopCount:
     """FLOPs of one call; `func` is an aten OpOverload, args and out as dispatched."""
     kind, name = flop_kind(func)
