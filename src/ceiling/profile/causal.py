@@ -149,8 +149,8 @@ def share_for(
     (left, right) or else its mask; and whether that was decided (False: an unreadable mask,
     counted in full)."""
     if window is not None and any(w is not None and w >= 0 for w in window):
-        left, right = window
-        return window_share(lq, lk, left, 0 if is_causal_flag else right), True
+        left, right = (None if w is None else int(w) for w in window)  # hashable: cached
+        return window_share(int(lq), int(lk), left, 0 if is_causal_flag else right), True
     if is_causal_flag:
         return kept_share(lq, lk), True
     found = mask_share(mask, lq, lk)
