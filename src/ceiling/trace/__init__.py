@@ -12,10 +12,12 @@ import types
 
 
 class _CallableModule(types.ModuleType):
-    def __call__(self, path, spec=None, profile=None, dtype=None, workers=None, dask=None):
+    def __call__(
+        self, path, spec=None, profile=None, dtype=None, workers=None, dask=None, progress=None
+    ):
         from ceiling.trace.analyze import analyze
 
-        return analyze(path, spec=spec, profile=profile, dtype=dtype, workers=workers, dask=dask)
+        return analyze(path, spec, profile, dtype, workers, dask, progress)
 
 
 sys.modules[__name__].__class__ = _CallableModule

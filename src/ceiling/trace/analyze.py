@@ -42,6 +42,10 @@ def _analyze(path, spec, profile, dtype, workers, dask, progress) -> TraceResult
         isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
     ):
         raise InvalidInput(f"workers must be a whole number ≥ 1, got {workers!r}")
+    if dask is not None and not isinstance(dask, str):
+        raise InvalidInput(f"dask must be a scheduler's address or 'local', got {dask!r}")
+    if progress is not None and not callable(progress):
+        raise InvalidInput(f"progress must be a function of (done, total), got {progress!r}")
     # The first trace decides the device and the dtype of the peak for every rank.
     first, first_error, skipped = None, None, 0
     for f in files:
