@@ -111,6 +111,39 @@ def test_plan_matches_the_command(cli):
     assert r.to_dict() == cli_json(cli, *args)
 
 
+def test_info_matches_the_command(cli):
+    r = ceiling.info()
+    assert r.cpu.cores >= 1 and set(r.cpu.native) >= {"fp32", "bf16"}
+    record, command = r.to_dict(), cli_json(cli, "info")
+    assert record.keys() == command.keys() and record["cpu"].keys() == command["cpu"].keys()
+    # a clock read twice may differ (and the peaks with it): the rest is the machine's facts
+    moving = {"freq_hz", "clocks_hz", "peak_flops_per_s", "measured_vs_peak"}
+    assert {k: v for k, v in record["cpu"].items() if k not in moving} == {
+        k: v for k, v in command["cpu"].items() if k not in moving
+    }
+    assert record["torch"] == command["torch"] and record["gpus"] == command["gpus"]
+
+
+def test_specs_matches_the_command(cli):
+    one = ceiling.specs("h100")
+    assert one.spec.key == "h100-sxm" and one.resolved.startswith("h100 is h100-sxm")
+    assert one.to_dict() == cli_json(cli, "specs", "h100")
+    assert "[" in one.toml() and "h100-sxm" in one.toml().lower()
+    every = ceiling.specs()
+    assert len(every.devices) > 10 and every.spec is None
+    assert every.to_dict() == cli_json(cli, "specs")
+
+
+def test_models_matches_the_command(cli):
+    catalog = ceiling.models()
+    assert "llama-3-8b" in catalog.models
+    assert catalog.to_dict() == cli_json(cli, "models")
+    custom = "custom:layers=2,hidden=256,heads=4"
+    two = ceiling.models(["llama-3-8b", custom])
+    assert len(two.models) == 2 and two.heading() == "Transformer shapes"
+    assert two.to_dict() == cli_json(cli, "models", "llama-3-8b", custom)
+
+
 def test_notebook_views_and_figures():
     from matplotlib.figure import Figure
 

@@ -34,6 +34,9 @@ _LAZY = {
     "decode": ("ceiling.api.decode", "decode"),
     "plan": ("ceiling.api.plan", "plan"),
     "fit": ("ceiling.api.fit", "fit"),
+    "info": ("ceiling.api.info", "info"),
+    "specs": ("ceiling.api.specs", "specs"),
+    "models": ("ceiling.api.models", "models"),
     "amdahl": ("ceiling.api.laws", "amdahl"),
     "gustafson": ("ceiling.api.laws", "gustafson"),
     "report": ("ceiling.report", None),  # a callable package: ceiling.report(...)
@@ -49,10 +52,13 @@ __all__ = [
     "decode",
     "fit",
     "gustafson",
+    "info",
+    "models",
     "plan",
     "profile",
     "report",
     "roofline",
+    "specs",
     "trace",
 ]
 
@@ -60,12 +66,15 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
     from ceiling.api import bench as bench
     from ceiling.api.decode import decode
     from ceiling.api.fit import fit
+    from ceiling.api.info import info
     from ceiling.api.laws import amdahl, gustafson
     from ceiling.api.meter import MfuMeter
+    from ceiling.api.models import models
     from ceiling.api.plan import plan
     from ceiling.api.profile import profile
     from ceiling.api.report import report
     from ceiling.api.roofline import roofline
+    from ceiling.api.specs import specs
     from ceiling.trace.analyze import analyze as trace
 
 
