@@ -144,6 +144,25 @@ def test_models_matches_the_command(cli):
     assert two.to_dict() == cli_json(cli, "models", "llama-3-8b", custom)
 
 
+def test_simulate_matches_the_commands(cli):
+    p = ceiling.simulate.pipeline(stages=4, micro_batches=8, forward="10ms,10ms,10ms,15ms")
+    assert p.uneven and p.sim.makespan_s == pytest.approx(p.makespan_closed_form_s)
+    args = ("simulate", "pipeline", "-p", "4", "-m", "8", "--forward", "10ms,10ms,10ms,15ms")
+    assert p.to_dict() == without_plot(cli_json(cli, *args))
+    interleaved = ceiling.simulate.pipeline(4, 8, "interleaved", chunks=2, forward=[1.0] * 4)
+    assert interleaved.uniform
+    assert interleaved.sim.bubble_fraction == pytest.approx(interleaved.bubble_formula)
+    args = ("simulate", "pipeline", "--schedule", "interleaved", "-v", "2")
+    assert interleaved.to_dict() == without_plot(cli_json(cli, *args))
+    s = ceiling.simulate.straggler(workers=16, slow=1.3, allreduce="0.2s", jitter=0.05, seed=3)
+    assert s.jitter_scan and s.sim.workers == 16
+    args = ("simulate", "straggler", "-n", "16", "--slow", "1.3", "--allreduce", "0.2s")
+    args += ("--jitter", "0.05", "--seed", "3")
+    assert s.to_dict() == without_plot(cli_json(cli, *args))
+    with pytest.raises(CeilingError, match=r"^forward needs one time or one per stage"):
+        ceiling.simulate.pipeline(stages=3, forward=[1, 2])
+
+
 def test_notebook_views_and_figures():
     from matplotlib.figure import Figure
 

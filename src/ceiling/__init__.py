@@ -37,6 +37,7 @@ _LAZY = {
     "info": ("ceiling.api.info", "info"),
     "specs": ("ceiling.api.specs", "specs"),
     "models": ("ceiling.api.models", "models"),
+    "simulate": ("ceiling.api.simulate", None),  # ceiling.simulate.pipeline(), .straggler()
     "amdahl": ("ceiling.api.laws", "amdahl"),
     "gustafson": ("ceiling.api.laws", "gustafson"),
     "report": ("ceiling.report", None),  # a callable package: ceiling.report(...)
@@ -58,12 +59,14 @@ __all__ = [
     "profile",
     "report",
     "roofline",
+    "simulate",
     "specs",
     "trace",
 ]
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes lazily
     from ceiling.api import bench as bench
+    from ceiling.api import simulate as simulate
     from ceiling.api.decode import decode
     from ceiling.api.fit import fit
     from ceiling.api.info import info
