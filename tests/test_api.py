@@ -163,6 +163,33 @@ def test_simulate_matches_the_commands(cli):
         ceiling.simulate.pipeline(stages=3, forward=[1, 2])
 
 
+def same_except_timings(record: dict, command: dict, fixed: tuple[str, ...]) -> None:
+    """Two measured records: the same keys, and the same values where nothing was timed."""
+    assert record.keys() == command.keys()
+    assert {k: record[k] for k in fixed} == {k: command[k] for k in fixed}
+
+
+def test_step_matches_the_command(cli):
+    r = ceiling.step("mlp", workers=[0], batch=8, steps=2, threads=1)
+    assert [row.workers for row in r.rows] == [0] and r.report.samples_per_step == 8
+    args = ("step", "mlp", "--workers", "0", "--batch", "8", "--steps", "2", "--threads", "1")
+    command = without_plot(cli_json(cli, *args))
+    fixed = ("target", "device", "dtype", "samples_per_step", "slow_data", "threads", "method")
+    same_except_timings(r.to_dict(), command, (*fixed, "method_version"))
+    assert r.to_dict()["rows"][0].keys() == command["rows"][0].keys()
+    with pytest.raises(CeilingError, match=r"^workers takes counts ≥ 0"):
+        ceiling.step("mlp", workers=[-1])
+
+
+def test_repeat_matches_the_command(cli):
+    r = ceiling.repeat("matmul", runs=2, threads=[1], deterministic_check=False)
+    assert r.identical and [g["threads"] for g in r.groups] == [1]
+    args = ("repeat", "matmul", "--runs", "2", "--threads", "1", "--no-deterministic-check")
+    assert r.to_dict() == cli_json(cli, *args)  # one thread, one blocking: the same bits
+    with pytest.raises(CeilingError, match=r"^threads must be whole numbers ≥ 1"):
+        ceiling.repeat("matmul", threads=[0])
+
+
 def test_notebook_views_and_figures():
     from matplotlib.figure import Figure
 

@@ -38,6 +38,8 @@ _LAZY = {
     "specs": ("ceiling.api.specs", "specs"),
     "models": ("ceiling.api.models", "models"),
     "simulate": ("ceiling.api.simulate", None),  # ceiling.simulate.pipeline(), .straggler()
+    "step": ("ceiling.api.step", "step"),
+    "repeat": ("ceiling.api.repeat", "repeat"),
     "amdahl": ("ceiling.api.laws", "amdahl"),
     "gustafson": ("ceiling.api.laws", "gustafson"),
     "report": ("ceiling.report", None),  # a callable package: ceiling.report(...)
@@ -57,10 +59,12 @@ __all__ = [
     "models",
     "plan",
     "profile",
+    "repeat",
     "report",
     "roofline",
     "simulate",
     "specs",
+    "step",
     "trace",
 ]
 
@@ -75,9 +79,11 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
     from ceiling.api.models import models
     from ceiling.api.plan import plan
     from ceiling.api.profile import profile
+    from ceiling.api.repeat import repeat
     from ceiling.api.report import report
     from ceiling.api.roofline import roofline
     from ceiling.api.specs import specs
+    from ceiling.api.step import step
     from ceiling.trace.analyze import analyze as trace
 
 
