@@ -190,6 +190,22 @@ def test_repeat_matches_the_command(cli):
         ceiling.repeat("matmul", threads=[0])
 
 
+def test_scale_matches_the_command(cli):
+    settings = {"backend": "threads", "workers": [1, 2], "work_ms": 20, "steps": 2}
+    r = ceiling.scale("synthetic", serial=0.2, predict=[8], **settings)
+    assert [p["n"] for p in r.points] == [1, 2] and r.fit is not None
+    args = ("scale", "synthetic", "--serial", "0.2", "--predict", "8", "--backend", "threads")
+    command = cli_json(cli, *args, "--workers", "1,2", "--work-ms", "20", "--steps", "2")
+    fixed = ("workload", "mode", "backend", "steps", "timed", "timed_note", "truth")
+    same_except_timings(r.to_dict(), command, fixed)
+    assert [p["n"] for p in command["points"]] == [1, 2]
+    assert r.to_dict()["fit"].keys() == command["fit"].keys()
+    with pytest.raises(CeilingError, match=r"^workers must be whole numbers"):
+        ceiling.scale("synthetic", workers=[0, 2])
+    with pytest.raises(CeilingError, match=r"^device must be auto, cpu or cuda"):
+        ceiling.scale("synthetic", device="tpu")
+
+
 def test_notebook_views_and_figures():
     from matplotlib.figure import Figure
 

@@ -40,6 +40,7 @@ _LAZY = {
     "simulate": ("ceiling.api.simulate", None),  # ceiling.simulate.pipeline(), .straggler()
     "step": ("ceiling.api.step", "step"),
     "repeat": ("ceiling.api.repeat", "repeat"),
+    "scale": ("ceiling.api.scale", "scale"),
     "amdahl": ("ceiling.api.laws", "amdahl"),
     "gustafson": ("ceiling.api.laws", "gustafson"),
     "report": ("ceiling.report", None),  # a callable package: ceiling.report(...)
@@ -62,6 +63,7 @@ __all__ = [
     "repeat",
     "report",
     "roofline",
+    "scale",
     "simulate",
     "specs",
     "step",
@@ -82,6 +84,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
     from ceiling.api.repeat import repeat
     from ceiling.api.report import report
     from ceiling.api.roofline import roofline
+    from ceiling.api.scale import scale
     from ceiling.api.specs import specs
     from ceiling.api.step import step
     from ceiling.trace.analyze import analyze as trace
