@@ -215,6 +215,8 @@ def test_notebook_views_and_figures():
         ceiling.roofline(["matmul:1024x1024x1024"], spec="a100-80gb"),
         ceiling.decode("llama-3-8b", spec="h100-sxm"),
         ceiling.fit([1, 2, 4, 8], [10.0, 5.4, 3.1, 2.0]),
+        ceiling.simulate.pipeline(stages=2, micro_batches=4),
+        ceiling.simulate.straggler(workers=8),
     ]
     for r in results:
         page = r._repr_html_()
@@ -223,6 +225,8 @@ def test_notebook_views_and_figures():
         assert isinstance(fig, Figure) and fig.axes
     view = ceiling.plan("llama-3-8b", 8, spec="h100-sxm", top=1)._repr_html_()
     assert "plans" in view and "step_time_s" in view
+    for r in (ceiling.specs("h100-sxm"), ceiling.models("llama-3-8b"), ceiling.info()):
+        assert "<table>" in r._repr_html_()  # results without a figure still show as tables
 
 
 def test_notebook_view_escapes_user_text():
