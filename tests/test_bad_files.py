@@ -40,8 +40,8 @@ def test_fit_reads_a_field_of_128_kib_as_data(cli, tmp_path):
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
-def test_fit_reads_a_stream_without_end_only_up_to_its_limit(cli):
-    _one_line(*cli("fit", "/dev/zero")[::2], "/dev/zero", "MiB")
+def test_fit_refuses_a_stream_without_end_before_reading_it(cli):
+    _one_line(*cli("fit", "/dev/zero")[::2], "/dev/zero", "device or special file")
 
 
 def test_fit_is_the_same_whatever_the_unit_of_time(cli, tmp_path):

@@ -112,7 +112,11 @@ def test_user_callable_on_threads(cli):
     assert code == 0, err
     doc = json.loads(out)
     assert [p["n"] for p in doc["points"]] == [1, 2]
-    assert doc["points"][1]["compute_s"] == pytest.approx(0.01, abs=0.009)
+    # a 10 ms sleep lasts at least 10 ms on any machine; how much longer is the machine's
+    # load, so only the order is asserted: half the work each, less time than all of it
+    one, two = doc["points"]
+    assert two["compute_s"] >= 0.01 * (1 - 1e-9)
+    assert two["compute_s"] < one["compute_s"]
 
 
 def test_one_worker_count_is_measured_not_fitted(cli):
@@ -123,7 +127,9 @@ def test_one_worker_count_is_measured_not_fitted(cli):
     doc = json.loads(out)
     assert doc["fit"] is None
     assert doc["points"][0]["speedup"] is None
-    assert doc["points"][0]["serial_s"] == pytest.approx(0.002, abs=0.0019)
+    # measured, not fitted: the serial part sleeps until 10 % of 20 ms has passed (at least
+    # 2 ms; how much longer is this machine's load, not the logic)
+    assert doc["points"][0]["serial_s"] >= 0.002 * (1 - 1e-9)
     assert doc["warnings"] == [
         "one worker count: nothing to fit; give several, e.g. --workers 1,2,4"
     ]

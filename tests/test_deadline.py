@@ -36,12 +36,10 @@ def never_returns(tmp_path, monkeypatch):
 
 
 def test_the_deadline_stops_the_body_and_names_it():
-    t0 = time.monotonic()
     expected = r"^the test loop did not finish within 0.5 s"
     with pytest.raises(TimedOut, match=expected), deadline(0.5, "the test loop"):
-        while True:
+        while True:  # only the deadline ends it (pytest-timeout would fail a hang)
             time.sleep(0.05)
-    assert time.monotonic() - t0 < 10
     with deadline(5, "quick work"):  # work that ends in time is untouched, the timer disarmed
         pass
     time.sleep(0.1)
@@ -50,16 +48,14 @@ def test_the_deadline_stops_the_body_and_names_it():
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("inf"), float("nan")])
 def test_a_bad_timeout_is_refused(bad):
     with (
-        pytest.raises(InvalidInput, match="--timeout must be a positive number"),
+        pytest.raises(InvalidInput, match="timeout_s must be a positive number"),
         deadline(bad, "x"),
     ):
         pass
 
 
 def test_repeat_stops_a_target_that_never_returns(cli, never_returns):
-    t0 = time.monotonic()
     code, out, err = cli("repeat", f"{never_returns}:forever", "--timeout", "1")
-    assert time.monotonic() - t0 < 30
     assert code == 2 and out == ""
     assert err == (
         f"error: repeat {never_returns}:forever did not finish within 1 s (--timeout) and was "
@@ -91,10 +87,8 @@ def test_a_batch_whose_inputs_do_not_fit_is_refused_before_it_is_made():
 def test_a_model_with_too_many_layers_is_refused_even_on_meta():
     from ceiling.profile.run import profile_target
 
-    t0 = time.monotonic()
-    with pytest.raises(InvalidInput) as err:
+    with pytest.raises(InvalidInput) as err:  # refused before anything is built
         profile_target("custom:layers=100000,hidden=100000,heads=100", device="meta")
-    assert time.monotonic() - t0 < 30
     assert "100,000 layers is more than the 1,024 a profile builds" in str(err.value)
 
 

@@ -152,7 +152,7 @@ def test_memory_fit_and_largest_batch():
     assert c.max_batch == 34
     assert [r.batch for r in swept.rows] == [1, 8]
     assert any("256" in n for n in swept.notes)
-    with pytest.raises(DoesNotFit, match="--tp"):
+    with pytest.raises(DoesNotFit, match="raise tp or use weights"):
         decode_ceiling(get_model("llama-3-70b"), spec, [1])
 
 

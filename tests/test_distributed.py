@@ -159,14 +159,12 @@ def test_a_user_error_in_a_worker_is_the_message_not_the_broken_link(jobs_on_pat
 
 def test_a_hanging_rank_hits_the_timeout(jobs_on_path):
     pids = []
-    t0 = time.monotonic()
     with pytest.raises(WorkerFailed, match=r"did not finish within 3 s \(rank 0, 1 of 2"):
         distributed.launch_local(
             distributed.Job(f"{JOBS}:hang_on_rank_1", device="cpu", timeout_s=3),
             2,
             on_start=pids.extend,
         )
-    assert time.monotonic() - t0 < 30
     _assert_gone(pids)
 
 
@@ -271,10 +269,8 @@ def test_killing_a_worker_mid_run_stops_the_command_and_leaves_no_orphans():
     proc, workers = _scale_with_two_workers()
     try:
         rank1 = next(w for w in workers if w.environ().get("RANK") == "1")
-        killed_at = time.monotonic()
         rank1.send_signal(signal.SIGKILL)
-        _out, err = proc.communicate(timeout=30)
-        assert time.monotonic() - killed_at < 30
+        _out, err = proc.communicate(timeout=120)  # a hang detector, not a speed check
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -155,8 +155,14 @@ def test_causal_attention_counts_the_same_for_every_kernel(kernel, backward):
     rec = _record(lambda: KERNELS[kernel](q, k, v), backward=backward)
     full = _attention_flops(L, L, H * D) * (3 if backward else 1)
     skipped = sum(c.causal_skipped_flops for c in rec.calls)
-    assert rec.model_flops() == full / 2
-    assert skipped == full / 2  # the full convention: count + skipped
+    share = PADDED_SHARE if "padding" in kernel else 1 / 2
+    assert rec.model_flops() == full * share
+    assert skipped == full * (1 - share)  # the full convention: count + skipped
+
+
+# the second row masks its first 2 keys as well: its queries 2..5 keep 1, 2, 3, 4 keys
+# (4 on the diagonal, half of them off): 8 of 36 pairs; the first row keeps 18 of 36
+PADDED_SHARE = (18 + 8) / 72
 
 
 @pytest.mark.parametrize(
@@ -164,7 +170,7 @@ def test_causal_attention_counts_the_same_for_every_kernel(kernel, backward):
     [
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
         lambda q, k, v: torch.softmax(q @ k.transpose(-1, -2), -1) @ v,
-        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=TRIL.T.contiguous()),
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones_like(TRIL)),
     ],
 )
 def test_attention_without_a_causal_mask_counts_every_pair(kernel):
@@ -172,6 +178,13 @@ def test_attention_without_a_causal_mask_counts_every_pair(kernel):
     rec = _record(lambda: kernel(q, k, v), backward=True)
     assert rec.model_flops() == 3 * _attention_flops(L, L, H * D)
     assert sum(c.causal_skipped_flops for c in rec.calls) == 0
+
+
+def test_a_mask_that_is_not_causal_counts_the_pairs_it_keeps():
+    q, k, v = _qkv()
+    anti = TRIL.T.contiguous()  # 21 of 36 pairs, nothing masked above the diagonal
+    rec = _record(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=anti), True)
+    assert rec.model_flops() == 3 * _attention_flops(L, L, H * D) * 21 / 36
 
 
 def test_causal_mask_after_a_cache_keeps_bottom_right_pairs():

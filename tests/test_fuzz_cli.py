@@ -13,15 +13,14 @@ CEILING_FUZZ_EXAMPLES=N for N examples per command and CEILING_FUZZ_RANDOM=1 to 
 
 from __future__ import annotations
 
-import _thread
-import contextlib
 import os
-import threading
 from dataclasses import dataclass, field
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from hostile_cases import deadline as _hang_detector
 
 FLAG = "FLAG"
 PER_CALL_DEADLINE_S = 90  # a hang detector, not a speed check
@@ -267,18 +266,6 @@ def invocations(draw, name: str, spec: Command, pools: dict[str, list[str]]) -> 
         hostile = HOSTILE_SMALL if opt in spec.sizes_work.split() else HOSTILE
         args += [opt, _value(draw, list(valid), hostile)]
     return args + spec.fixed
-
-
-@contextlib.contextmanager
-def _hang_detector(seconds: float):
-    """KeyboardInterrupt in this thread after `seconds` (the CLI then exits 130, which the
-    test reports); a thread timer, so commands' own SIGALRM deadlines are left alone."""
-    timer = threading.Timer(seconds, _thread.interrupt_main)
-    timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()
 
 
 TALLY: dict[str, dict[str, int]] = {}

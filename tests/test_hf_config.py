@@ -65,6 +65,14 @@ FAMILIES = {
                     decoder_sparse_step=1, mlp_only_layers=[], tie_word_embeddings=False),
         30.5e9, 3.3e9, 0.02, 2 * 48 * 4 * 128 * 2,
     ),
+    "Qwen1.5-MoE-A2.7B": (
+        _llama_like("qwen2_moe", 24, 2048, 16, 16, 5632, 151936, 8192,
+                    moe_intermediate_size=1408, shared_expert_intermediate_size=5632,
+                    num_experts=60, num_experts_per_tok=4, decoder_sparse_step=1,
+                    mlp_only_layers=[], tie_word_embeddings=False, sliding_window=32768,
+                    use_sliding_window=False, qkv_bias=True),
+        14.3e9, 2.7e9, 0.005, 2 * 24 * 16 * 128 * 2,
+    ),
     "gemma-7b": (
         _llama_like("gemma", 28, 3072, 16, 16, 24576, 256000, 8192, head_dim=256),
         8.54e9, None, 0.001, 2 * 28 * 16 * 256 * 2,
@@ -135,6 +143,21 @@ def test_exact_counts_where_the_architecture_is_fully_modelled(tmp_path):
     for name, params in exact.items():
         cfg = parse_model(f"hf:{write_config(tmp_path / name, FAMILIES[name][0])}")
         assert cfg.params_total == params, name
+
+
+def test_qwen2_moe_counts_exactly_with_its_shared_expert(tmp_path):
+    # transformers' Qwen2MoeForCausalLM built on the meta device from the published config:
+    # every parameter summed, and those a token passes through (4 of 60 routed experts)
+    name = "Qwen1.5-MoE-A2.7B"
+    cfg = parse_model(f"hf:{write_config(tmp_path / name, FAMILIES[name][0])}")
+    assert (cfg.params_total, cfg.params_active) == (14_315_784_192, 2_689_173_504)
+    assert "shared expert (5632) counted as 4 always-active experts of 1408" in cfg.source
+
+
+def test_qwen2_moe_shared_expert_of_another_width_is_refused(tmp_path):
+    raw = {**FAMILIES["Qwen1.5-MoE-A2.7B"][0], "shared_expert_intermediate_size": 5000}
+    with pytest.raises(InvalidInput, match="shared expert"):
+        parse_model(f"hf:{write_config(tmp_path / 'odd', raw)}")
 
 
 def test_file_path_and_notes(tmp_path):

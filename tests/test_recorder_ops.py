@@ -167,3 +167,22 @@ def test_views_are_free_and_a_copy_is_not():
     assert (calls[0].bytes_read, calls[0].bytes_written) == (96, 96)
     views = [c for c in rec.calls if c.category == "view"]
     assert len(views) >= 5 and all(c.bytes == 0 and c.flops == 0 for c in views)
+
+
+def test_ops_without_arithmetic_are_not_unknown():
+    # in-place and unsafe variants of views relabel a buffer; bitwise ops build masks
+    x, m = torch.randn(4, 6), torch.ones(4, 6, dtype=torch.bool)
+
+    def run():
+        y = x.clone()
+        y.transpose_(0, 1).unsqueeze_(0).squeeze_(0)
+        y.as_strided_((6, 4), (4, 1))
+        torch.ops.aten.unsafe_split(y, 2)
+        _ = m & (x > 0)
+
+    _, rec = _calls(run)
+    assert not [c.op for c in rec.calls if c.category == "unknown"]
+    relabels = [c for c in rec.calls if c.op in ("aten.transpose_", "aten.unsafe_split")]
+    assert len(relabels) == 2 and all(c.flops == 0 and c.bytes == 0 for c in relabels)
+    (c,) = [c for c in rec.calls if c.op == "aten.bitwise_and"]
+    assert c.flops == 24 and c.flops_exact

@@ -59,7 +59,8 @@ def test_the_trace_section_follows_the_machine_card_and_only_selects():
 
 
 def test_counts_below_one_are_refused():
-    with pytest.raises(InvalidInput, match="--global-batch must be ≥ 1"):
+    # from Python the argument is named as Python spells it (the command line says the flag)
+    with pytest.raises(InvalidInput, match=r"^global_batch must be ≥ 1"):
         ReportOptions(global_batch=0)
 
 

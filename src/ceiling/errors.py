@@ -1,6 +1,33 @@
-"""One exception hierarchy. The CLI turns any CeilingError into one line and exit code 2."""
+"""One exception hierarchy. The CLI turns any CeilingError into one line and exit code 2.
+
+A message names the input it refuses in the words of whoever gave it: written with
+`argument("top")`, it reads `top` when a Python function was called and `--top` when the
+command line set it (`ceiling.cli.argument_names`). Any layer can write it; only the
+command line knows its flags.
+"""
+
+import re
+from collections.abc import Callable
 
 from ceiling.text import printable
+
+_ARGUMENT = re.compile("\u27e8([A-Za-z_][A-Za-z0-9_]*)\u27e9")
+
+
+def argument(name: str) -> str:
+    """`name` (a Python argument) marked inside a message, to be said as its flag where the
+    command line gave it."""
+    return f"\u27e8{name}\u27e9"
+
+
+def said(text: str, name_of: Callable[[str], str | None] = lambda name: None) -> str:
+    """`text` with each marked argument said as `name_of(argument)`, else its Python name."""
+    return printable(_ARGUMENT.sub(lambda m: name_of(m.group(1)) or m.group(1), text))
+
+
+def arguments_named(exc: BaseException) -> list[str]:
+    """The arguments a message marks, in order."""
+    return _ARGUMENT.findall(str(exc.args[0])) if exc.args else []
 
 
 class CeilingError(Exception):
@@ -10,7 +37,11 @@ class CeilingError(Exception):
     quotes a user's string and goes to the terminal."""
 
     def __str__(self) -> str:
-        return printable(super().__str__())
+        return said(super().__str__())
+
+    def said(self, name_of: Callable[[str], str | None]) -> str:
+        """The message with each marked argument said as `name_of` tells."""
+        return said(str(self.args[0]) if self.args else "", name_of)
 
 
 class InvalidInput(CeilingError, ValueError):
@@ -21,7 +52,7 @@ class UnknownName(CeilingError, KeyError):
     """A name that is not in a catalog (device, model, workload)."""
 
     def __str__(self) -> str:  # KeyError would quote the message
-        return printable(str(self.args[0])) if self.args else ""
+        return said(str(self.args[0])) if self.args else ""
 
 
 class UnsupportedOnDevice(CeilingError):

@@ -6,10 +6,10 @@ Hugging Face cache, and only when `huggingface_hub` (installed with `transformer
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ceiling.errors import InvalidInput, MalformedFile
+from ceiling.files import name_is_usable, read_json
 
 HF_PREFIX = "hf:"
 
@@ -20,12 +20,14 @@ def locate_config(ref: str) -> Path:
     if not text:
         raise InvalidInput("hf: needs a path to a config.json or its folder, e.g. hf:./llama")
     path = Path(text).expanduser()
+    if not name_is_usable(path):
+        read_json(path, "Hugging Face config.json")  # says what is wrong with the name
     if path.is_dir():
         path = path / "config.json"
-        if not path.is_file():
+        if not path.exists():
             raise InvalidInput(f"hf:{text}: the folder holds no config.json")
         return path
-    if path.is_file():
+    if path.exists():  # a file, or something read_config will refuse by name
         return path
     if not _looks_like_hub_id(text):
         raise InvalidInput(
@@ -67,12 +69,7 @@ def _from_local_cache(repo_id: str) -> Path | None:
 def read_config(ref: str) -> tuple[dict, str, str]:
     """(parsed config.json, a short model name, where it was read) for `ref`."""
     path = locate_config(ref)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MalformedFile(f"cannot read {path}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise MalformedFile(f"{path} is not valid JSON: {exc}") from None
+    raw = read_json(path, "Hugging Face config.json")
     if not isinstance(raw, dict):
         raise MalformedFile(f"{path} must hold a JSON object")
     folder = path.parent.name if path.name == "config.json" else path.stem

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ceiling.errors import InvalidInput, MalformedFile
+from ceiling.errors import InvalidInput
 
 
 def jsonable(obj: Any) -> Any:
@@ -81,62 +81,37 @@ def check_writable(
     return p
 
 
-# Measurements, profiles and configs are kilobytes; a file far larger is the wrong file (or
-# a stream without end, like /dev/zero), and is refused after reading this much of it.
-MAX_READ_BYTES = 8 * 2**20
-
-
-def read_text_file(path: str | Path, what: str = "file", limit_bytes: int = MAX_READ_BYTES) -> str:
-    """A small UTF-8 text file, read with a size limit; one line naming the file and the
-    problem when it is missing, a folder, too large, binary or not UTF-8."""
-    p = Path(path)
-    if not p.exists():
-        raise MalformedFile(f"no such file: {p} (a {what} was expected)")
-    if p.is_dir():
-        raise MalformedFile(f"{p} is a folder, not a {what}")
-    try:
-        with open(p, "rb") as f:
-            data = f.read(limit_bytes + 1)
-    except OSError as exc:
-        raise MalformedFile(f"cannot read {what} {p}: {exc.strerror or exc}") from None
-    if len(data) > limit_bytes:
-        raise MalformedFile(
-            f"{p}: more than {limit_bytes // 2**20} MiB, far larger than any {what}; "
-            "read no further (is it the right file?)"
-        )
-    if b"\x00" in data:
-        raise MalformedFile(f"{p}: a binary file, not a text {what}")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise MalformedFile(
-            f"{p}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
-        ) from None
-
-
 def write_text_atomic(text: str, path: str | Path) -> Path:
     """Write `text` to a temp file beside `path`, then rename it over `path`.
 
     An operating-system refusal (no such folder, no permission, disk full) is raised as
     InvalidInput naming the path, so the CLI prints one line instead of a traceback.
     """
-    p = Path(path)
+    return write_bytes_atomic(text.encode("utf-8"), path)
+
+
+def write_bytes_atomic(data: bytes, path: str | Path) -> Path:
+    """`data` written as write_text_atomic writes text: whole, or not at all."""
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+        return replace_whole(data, path)
     except OSError as exc:
-        raise _cannot_write(p, exc) from None
+        raise _cannot_write(Path(path), exc) from None
+
+
+def replace_whole(data: bytes, path: str | Path) -> Path:
+    """`data` in a temp file beside `path`, renamed over it; the system's refusal (disk
+    full) is raised as it came, with nothing left behind."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         # mkstemp creates the file private (0600); a record is as readable as any new file.
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, p)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise _cannot_write(p, exc) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -19,3 +19,11 @@ def printable(text: str) -> str:
 def _escape(match: re.Match) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def shortened(value: object, most: int = 40) -> str:
+    """`repr(value)`, cut short when it runs long (a 5,000-digit number, a whole file)."""
+    text = repr(value)
+    if len(text) <= most:
+        return text
+    return f"{text[: most - 10]}… ({len(text):,} characters)"

@@ -73,6 +73,14 @@ def format_time(seconds: float, digits: int = 3) -> str:
     return f"{seconds / 1e-9:.{digits}g} ns" if mag else "0 s"
 
 
+def format_number(value: float, decimals: int = 0) -> str:
+    """Thousands separated while a reader can take in the digits (1,234,567.8); beyond a
+    quadrillion, three significant digits (3.65e+297), never hundreds of digits."""
+    if math.isfinite(value) and abs(value) < 1e15:
+        return f"{value:,.{decimals}f}"
+    return f"{value:.3g}"
+
+
 def format_percent(fraction: float, digits: int = 1) -> str:
     """A fraction in [0, 1] shown as percent."""
     return f"{fraction * 100:.{digits}f} %"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ceiling.api.arguments import BadArgument
+from ceiling.api.arguments import BadArgument, checked
 from ceiling.api.result import Result
 from ceiling.errors import InvalidInput
 
@@ -75,6 +75,7 @@ def _run(part: str, device: str | None, quick: bool, progress, **kw) -> BenchRes
     return BenchResult(report)
 
 
+@checked
 def matmul(
     dtypes: Iterable[str] | None = None,
     sizes: Iterable[int] | None = None,
@@ -108,6 +109,7 @@ def matmul(
     )
 
 
+@checked
 def memory(
     *,
     device: str | None = None,
@@ -118,9 +120,17 @@ def memory(
     """STREAM copy/scale/add/triad/dot bandwidth (GB = 1e9 bytes) beside naive numpy;
     `elements` per array (default: well beyond the last-level cache)."""
     kw = {"elements": elements} if elements is not None else {}
+    if elements is not None:
+        if elements < 1:
+            raise BadArgument("elements", f"must be ≥ 1, got {elements}")
+        if device is None or device == "cpu":  # on a GPU, its own allocator refuses
+            from ceiling.hardware.capacity import check_bytes, local_room
+
+            check_bytes(3 * 8 * elements, f"3 float64 arrays × {elements:,}", local_room())
     return _run("memory", device, quick, progress, **kw)
 
 
+@checked
 def overhead(
     *, device: str | None = None, quick: bool = True, progress: Callable | None = None
 ) -> BenchResult:
@@ -128,6 +138,7 @@ def overhead(
     return _run("overhead", device, quick, progress)
 
 
+@checked
 def transfer(
     *, device: str | None = None, quick: bool = True, progress: Callable | None = None
 ) -> BenchResult:
@@ -135,6 +146,7 @@ def transfer(
     return _run("transfer", device, quick, progress)
 
 
+@checked
 def machine(
     *,
     device: str | None = None,
@@ -304,6 +316,7 @@ def device_kind(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+@checked
 def comm(
     workers: int = 2,
     ops: Iterable[str] | None = None,
@@ -336,8 +349,9 @@ def comm(
     if sizes is None:
         top = comm_bench.DEFAULT_MAX_BYTES[device_kind(device)]
         sizes = comm_bench.default_sizes(4 * 2**10, int(top))
-    if not 0 < stall_timeout_s < float("inf"):
-        raise BadArgument("stall_timeout_s", f"must be a positive number, got {stall_timeout_s:g}")
+    for name, seconds in (("timeout_s", timeout_s), ("stall_timeout_s", stall_timeout_s)):
+        if not 0 < seconds < float("inf"):
+            raise BadArgument(name, f"must be a positive number, got {seconds:g}")
     raw = comm_bench.run_comm_benchmark(
         workers, op_list, list(sizes), iters=iters, device=device, timeout_s=timeout_s,
         stall_s=stall_timeout_s, on_progress=on_progress or (lambda _m: None),

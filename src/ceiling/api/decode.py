@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ceiling.api.arguments import BadArgument
+from ceiling.api.arguments import BadArgument, checked
 from ceiling.api.result import Result
 from ceiling.errors import InvalidInput
 
@@ -142,6 +142,7 @@ def _batches(batch: Iterable[int] | int | None) -> tuple[list[int], bool]:
     return values, True
 
 
+@checked
 def decode(
     model: str,
     *,

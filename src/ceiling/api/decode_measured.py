@@ -16,26 +16,27 @@ from typing import Any
 from ceiling.api.arguments import argument_named
 from ceiling.api.decode import ceiling_json, decode_figure
 from ceiling.api.result import Result
-from ceiling.errors import InvalidInput
+from ceiling.errors import InvalidInput, argument
 
 
 def refuse_with_measure(spec, tp, kv_dtype, activations, prompt) -> None:
     """Settings that measuring cannot honour, refused before anything runs."""
     if spec is not None:
         raise InvalidInput(
-            "--measure compares with this machine's ceiling: drop --spec (or pass --profile)"
+            f"{argument('measure')} compares with this machine's ceiling: drop "
+            f"{argument('spec')} (or pass {argument('profile')})"
         )
     if tp != 1:
-        raise InvalidInput("--measure runs on one device: drop --tp")
-    for flag, value in (
-        ("--kv-dtype", kv_dtype),
-        ("--activations", activations),
-        ("--prompt", prompt),
+        raise InvalidInput(f"{argument('measure')} runs on one device: drop {argument('tp')}")
+    for name, value in (
+        ("kv_dtype", kv_dtype),
+        ("activations", activations),
+        ("prompt", prompt),
     ):
         if value is not None:
             raise InvalidInput(
-                f"--measure keeps weights, activations and KV cache in one dtype and times "
-                f"decode steps only: drop {flag}"
+                f"{argument('measure')} keeps weights, activations and KV cache in one dtype "
+                f"and times decode steps only: drop {argument(name)}"
             )
 
 

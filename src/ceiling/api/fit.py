@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ceiling.api.arguments import BadArgument
+from ceiling.api.arguments import BadArgument, checked
 from ceiling.api.result import Result
 from ceiling.errors import DoesNotFit, InvalidInput
 
@@ -110,6 +110,7 @@ class FitResult(Result):
         return scaling_plot.scaling_figure(self.record(), title=f"{name}({self.mode} scaling)")
 
 
+@checked
 def fit(
     ns: Sequence[float] | str | Path,
     times: Sequence[float] | None = None,

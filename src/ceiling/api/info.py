@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ceiling.api.arguments import checked
 from ceiling.api.result import Result
 
 # Why a dtype is not native, in words a user can act on.
@@ -138,6 +139,7 @@ class InfoResult(Result):
         return f"This machine: {self.cpu.model}, {len(self.gpus)} GPU(s)"
 
 
+@checked
 def info() -> InfoResult:
     """This machine: CPU, caches, clocks, SIMD features, theoretical peak per dtype, GPUs."""
     from ceiling.hardware import cpu as cpu_module

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ceiling.api.arguments import checked
 from ceiling.api.result import Result
 from ceiling.errors import InvalidInput
 from ceiling.model import laws
@@ -126,6 +127,7 @@ class GustafsonResult(Result):
         )
 
 
+@checked
 def amdahl(
     parallel: float | None = None,
     *,
@@ -145,6 +147,7 @@ def amdahl(
     )
 
 
+@checked
 def gustafson(
     parallel: float | None = None,
     *,

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import csv
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from ceiling.errors import MalformedFile
-from ceiling.records import MAX_READ_BYTES, read_text_file
+from ceiling.files import SMALL_FILE_BYTES, parse_json, read_text
 
 # Accepted column names, compared case-insensitively.
 N_NAMES = ("n", "workers", "load", "nodes", "gpus", "processes", "ranks", "threads", "devices")
@@ -28,12 +27,9 @@ def _pick(columns: list[str], names: tuple[str, ...]) -> str | None:
 
 def _rows_from_file(path: Path) -> tuple[list[dict[str, Any]], str | None]:
     """Rows as dicts, and the scaling mode if the file says so (a `ceiling scale` result)."""
-    text = read_text_file(path, "CSV or JSON file of measurements")
+    text = read_text(path, "CSV or JSON file of measurements")
     if path.suffix.lower() == ".json" or text.lstrip().startswith(("{", "[")):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise MalformedFile(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from exc
+        data = parse_json(text, str(path))
         mode = data.get("mode") if isinstance(data, dict) else None
         if isinstance(data, dict) and "points" in data:
             data = data["points"]
@@ -50,7 +46,7 @@ def _rows_from_file(path: Path) -> tuple[list[dict[str, Any]], str | None]:
         return data, mode
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
     limit = csv.field_size_limit()
-    csv.field_size_limit(MAX_READ_BYTES)  # a long note column is data, not an error
+    csv.field_size_limit(SMALL_FILE_BYTES)  # a long note column is data, not an error
     try:
         rows = list(csv.DictReader(lines, dialect=_dialect(lines)))
     except csv.Error as exc:

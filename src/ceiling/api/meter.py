@@ -9,7 +9,8 @@
 
 The first step runs under the op recorder, which counts its model FLOPs (matmul and
 attention, forward + backward, a multiply-add as 2, causal attention at the pairs its mask
-keeps) and hardware FLOPs (recomputation included); it is not timed. Every later step costs
+keeps) and hardware FLOPs (recomputation included); it is not timed. Ops whose arithmetic
+has no count are named (`unknown_ops`): MFU is then a lower bound. Every later step costs
 two clock reads and a device sync. FLOPs per token are the counted step's; a step of another
 size is scaled by its tokens.
 """
@@ -58,7 +59,13 @@ class MfuResult(Result):
     peak_flops_per_s: float | None
     peak_source: str | None
     devices: int
+    # ops of the counted step whose arithmetic has no count: MFU is then a lower bound
+    unknown_ops: tuple[str, ...] = ()
     title = "MFU of a training loop"
+
+    @property
+    def mfu_is_lower_bound(self) -> bool:
+        return bool(self.unknown_ops)
 
     def record(self) -> dict[str, Any]:
         return {
@@ -73,13 +80,16 @@ class MfuResult(Result):
             "peak_flops_per_s": self.peak_flops_per_s,
             "peak_source": self.peak_source,
             "devices": self.devices,
+            "unknown_ops": list(self.unknown_ops),
+            "mfu_is_lower_bound": self.mfu_is_lower_bound,
             "flop_convention": "a multiply-add counts as 2; peaks are dense",
         }
 
     def heading(self) -> str:
         if self.mfu is None:
             return f"MFU: no step timed yet ({self.steps_timed} timed)"
-        return f"MFU {self.mfu:.1%} over {self.steps_timed} steps"
+        at_least = "at least " if self.mfu_is_lower_bound else ""
+        return f"MFU {at_least}{self.mfu:.1%} over {self.steps_timed} steps"
 
 
 class MfuMeter:
@@ -121,6 +131,7 @@ class MfuMeter:
         self._spec, self._machine_profile, self._dtype = spec, machine_profile, dtype
         self._model_flops = model_flops_per_step
         self._hardware_flops = model_flops_per_step
+        self._unknown_ops: tuple[str, ...] = ()
         self._counted_tokens: int | None = None
         self._unit = "tokens"
         self._seen = 0
@@ -155,12 +166,19 @@ class MfuMeter:
 
     @contextlib.contextmanager
     def _counting(self) -> Iterator[None]:
+        from ceiling.profile.op_flops import UNKNOWN
         from ceiling.profile.recorder import OpRecorder
 
         with OpRecorder() as rec:
             yield
         self._model_flops, self._hardware_flops = rec.model_flops(), rec.hardware_flops()
+        self._unknown_ops = tuple(sorted({c.op for c in rec.calls if c.category == UNKNOWN}))
         if not self._model_flops:
+            if self._unknown_ops:
+                raise InvalidInput(
+                    "the counted step's work is in ops whose FLOPs ceiling cannot count ("
+                    f"{', '.join(self._unknown_ops)}): give model_flops_per_step="
+                )
             raise InvalidInput(
                 "the counted step ran no matmul or attention: run the model's forward and "
                 "backward inside `with meter.step(batch):`"
@@ -214,6 +232,16 @@ class MfuMeter:
         """Hardware FLOPs utilisation: recomputation counted."""
         return self._utilisation(self._hardware_flops)
 
+    @property
+    def unknown_ops(self) -> tuple[str, ...]:
+        """Ops of the counted step whose arithmetic has no count (their FLOPs are missing)."""
+        return self._unknown_ops
+
+    @property
+    def mfu_is_lower_bound(self) -> bool:
+        """True when some of the counted step's arithmetic could not be counted."""
+        return bool(self._unknown_ops)
+
     def result(self) -> MfuResult:
         timed = self._timed > 0
         peak, source = self.peak() if timed else (self._peak, self._peak_source)
@@ -230,6 +258,7 @@ class MfuMeter:
             peak_flops_per_s=peak,
             peak_source=source,
             devices=self.devices,
+            unknown_ops=self._unknown_ops,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ceiling.api.arguments import checked
 from ceiling.api.result import Result
 
 
@@ -37,6 +38,7 @@ class ModelsResult(Result):
         return "Transformer shapes" if self.chosen else self.title
 
 
+@checked
 def models(names: Iterable[str] | str | None = None) -> ModelsResult:
     """The transformer catalog, or only `names`: catalog names, "custom:..." dimensions or
     "hf:PATH" (a Hugging Face config.json, or the folder holding one)."""

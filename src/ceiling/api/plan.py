@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ceiling.api.arguments import BadArgument, argument_named
+from ceiling.api.arguments import BadArgument, argument_named, checked
 from ceiling.api.result import Result
 
 # Beyond these no cluster or training run exists, and the search's work grows with them.
@@ -18,9 +18,13 @@ MAX_DOUBLINGS = 8
 def _count(value: Any, what: str, hi: int) -> int:
     given = value  # refused as written: '1e308', not its 309 digits
     if isinstance(value, str):
+        from ceiling.errors import CeilingError
         from ceiling.units import parse_count
 
-        value = parse_count(value)
+        try:
+            value = parse_count(value)
+        except CeilingError:
+            value = None
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= hi:
         raise BadArgument(
             what,
@@ -30,15 +34,24 @@ def _count(value: Any, what: str, hi: int) -> int:
     return value
 
 
-def _bandwidth(value: str | float | None) -> float | None:
-    """A link bandwidth: text with its unit ("100GB/s") or bytes/s."""
-    if not value:  # not given
-        return None
-    if not isinstance(value, str):
-        return float(value)
-    from ceiling.units import parse_bandwidth
+# A link below a byte per second or above a petabyte per second exists nowhere (and
+# 1e-300 B/s would make every time infinite).
+BANDWIDTH_RANGE = (1.0, 1e15)
 
-    return parse_bandwidth(value)
+
+def _bandwidth(value: str | float | None, name: str) -> float | None:
+    """A link bandwidth: text with its unit ("100GB/s") or bytes/s."""
+    if value is None:  # not given
+        return None
+    if isinstance(value, str):
+        from ceiling.units import parse_bandwidth
+
+        with argument_named(name):
+            value = parse_bandwidth(value)
+    low, high = BANDWIDTH_RANGE
+    if not low <= value <= high:
+        raise BadArgument(name, f"must be between 1 B/s and 1 PB/s, got {value:g} B/s")
+    return float(value)
 
 
 def _loss(loss: str) -> str:
@@ -174,6 +187,7 @@ class PlanResult(Result):
         )
 
 
+@checked
 def plan(
     model: str,
     gpus: int | str,
@@ -246,8 +260,8 @@ def plan(
         doublings=scaling,
         dtype=dtype,
         gpus_per_node=gpus_per_node,
-        intra_bytes_per_s=_bandwidth(intra_bw),
-        inter_bytes_per_s=_bandwidth(inter_bw),
+        intra_bytes_per_s=_bandwidth(intra_bw, "intra_bw"),
+        inter_bytes_per_s=_bandwidth(inter_bw, "inter_bw"),
         matmul_efficiency=matmul_efficiency,
         adjust_cluster=None if cal is None else partial(calibrated, cal=cal),
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ceiling.api.arguments import checked
 from ceiling.api.result import Result
 from ceiling.errors import InvalidInput
 from ceiling.vocabulary import canonical_dtype
@@ -201,6 +202,7 @@ def model_place(model) -> tuple[str, str]:
     return "cpu", "fp32"
 
 
+@checked
 def profile(
     model,
     batch,

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ceiling.api.arguments import BadArgument
+from ceiling.api.arguments import BadArgument, checked
 from ceiling.api.result import Result
 from ceiling.measure.deadline import DEFAULT_TIMEOUT_S
 
@@ -38,6 +38,7 @@ class RepeatResult(Result):
         return f"{self.raw['target']}: {self.raw['runs']} runs per setting, {same}"
 
 
+@checked
 def repeat(
     target: str,
     *,
@@ -54,7 +55,7 @@ def repeat(
     from ceiling.measure import repeat as rep
 
     counts = sorted(set(threads))
-    if not counts or any(isinstance(t, bool) or not isinstance(t, int) or t < 1 for t in counts):
+    if not counts or counts[0] < 1:
         raise BadArgument("threads", f"must be whole numbers ≥ 1, got {list(threads)!r}")
     raw = rep.run_repeat(
         target,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ceiling.api.arguments import BadArgument
+from ceiling.api.arguments import BadArgument, checked
 from ceiling.api.result import Result
 from ceiling.errors import InvalidInput
 
@@ -67,11 +67,12 @@ def check_page(output: Path) -> Path:
     return output
 
 
+@checked
 def report(
     output: str | Path | None = None,
     *,
     quick: bool = True,
-    only: Iterable[str] | None = None,
+    only: str | Iterable[str] | None = None,
     profile: str | Path | None = None,
     trace: str | Path | None = None,
     model: str | None = None,

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ceiling.api.arguments import checked
 from ceiling.api.result import Result
-from ceiling.errors import InvalidInput, UnsupportedOnDevice
+from ceiling.errors import InvalidInput, UnsupportedOnDevice, argument
 from ceiling.units import format_time
 
 # measure=True refuses ops whose predicted call is longer than this (it times at least 6 calls).
@@ -86,9 +87,9 @@ def _measured(ops, rows: list[dict[str, Any]], roof: dict[str, Any]) -> None:
     for row in rows:
         if row["predicted_s"] > MEASURE_MAX_CALL_S:
             raise InvalidInput(
-                f"--measure: {row['op']} is predicted to take "
+                f"{argument('measure')}: {row['op']} is predicted to take "
                 f"{format_time(row['predicted_s'])} per call and is timed at least 6 times; "
-                "choose a smaller op or drop --measure"
+                f"choose a smaller op or drop {argument('measure')}"
             )
     for op, row in zip(ops, rows, strict=True):
         stats = time_op(op, device)
@@ -107,15 +108,17 @@ def _measure_device(roof: dict[str, Any]) -> str:
     where = roof.get("measure_device")
     if where is None:
         raise UnsupportedOnDevice(
-            f"--measure times the ops on this machine; a {roof['kind']} spec cannot be run here"
+            f"{argument('measure')} times the ops on this machine; a {roof['kind']} spec "
+            "cannot be run here"
         )
     if where == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise UnsupportedOnDevice(
-                f"--measure times the ops on this machine, but {roof['device']} is a GPU and "
-                "no CUDA device is visible here; drop --measure, or use the measured profile"
+                f"{argument('measure')} times the ops on this machine, but {roof['device']} is a "
+                f"GPU and no CUDA device is visible here; drop {argument('measure')}, or use the "
+                "measured profile"
             )
     return pick_device(where)
 
@@ -178,6 +181,7 @@ class RooflineResult(Result):
         return roofline_figure(lines, points, title=f"Roofline of {r['device']} ({self.dtype})")
 
 
+@checked
 def roofline(
     ops: Iterable[str] | str = (),
     *,

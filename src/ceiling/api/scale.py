@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ceiling.api.arguments import BadArgument
+from ceiling.api.arguments import BadArgument, checked
 from ceiling.api.result import Result
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -51,11 +51,12 @@ class ScaleResult(Result):
 
 def _counts(values: Iterable[int], argument: str) -> list[int]:
     counts = sorted(set(values))
-    if not counts or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in counts):
+    if not counts or counts[0] < 1:
         raise BadArgument(argument, f"must be whole numbers ≥ 1, got {list(values)!r}")
     return counts
 
 
+@checked
 def scale(
     workload: str,
     *,
@@ -68,7 +69,7 @@ def scale(
     threads_per_worker: int | None = None,
     serial: float = 0.1,
     work_ms: float = 500.0,
-    comm_bytes: int | str = 0,
+    comm_bytes: float | str = 0,
     size: int = 1024,
     iterations: int = 2_000_000,
     model: str = "tiny",

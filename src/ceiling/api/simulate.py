@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ceiling.api.arguments import BadArgument
+from ceiling.api.arguments import BadArgument, checked
 from ceiling.api.result import Result
 from ceiling.units import parse_time
 
@@ -104,6 +104,7 @@ class PipelineSimulation(Result):
         return pipeline_figure(self.sim)
 
 
+@checked
 def pipeline(
     stages: int = 4,
     micro_batches: int = 8,
@@ -127,6 +128,9 @@ def pipeline(
     if chunks < 1:
         raise BadArgument("chunks", f"must be ≥ 1, got {chunks}")
     fwd = _per_stage(forward, stages, "forward")
+    # a stage without forward work is no pipeline stage: its 0 s would show a 0 % bubble
+    if min(fwd) <= 0:
+        raise BadArgument("forward", f"each stage's time must be > 0, got {forward}")
     bwd = [2.0 * x for x in fwd] if backward is None else _per_stage(backward, stages, "backward")
     p2p_s = parse_time(p2p)
     r = simulate_pipeline(schedule, stages, micro_batches, fwd, bwd, chunks, p2p_s)
@@ -193,6 +197,7 @@ class StragglerSimulation(Result):
         return straggler_figure(self.sim)
 
 
+@checked
 def straggler(
     workers: int = 64,
     step: Time = 1.0,

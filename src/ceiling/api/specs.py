@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ceiling.api.arguments import checked
 from ceiling.api.result import Result
 from ceiling.units import GB, GiB
 
@@ -78,6 +79,7 @@ class SpecsResult(Result):
         return spec_to_toml(self.spec) if self.name is not None else template_text()
 
 
+@checked
 def specs(name: str | None = None) -> SpecsResult:
     """Datasheet specs: dense peaks per dtype, memory, bandwidth, links, each with its source,
     of the device `name` (short name, driver name or your own FILE.toml), or of every entry."""

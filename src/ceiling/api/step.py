@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ceiling.api.arguments import BadArgument
+from ceiling.api.arguments import BadArgument, checked
 from ceiling.api.result import Result
 
 DEFAULT_WORKERS = (0, 2, 4)
@@ -97,6 +97,7 @@ class StepBreakdownResult(Result):
         return fig
 
 
+@checked
 def step(
     target: str = "mlp",
     *,
@@ -118,7 +119,7 @@ def step(
     from ceiling.profile.step_run import measure_step
 
     counts = tuple(workers)
-    if not counts or any(isinstance(w, bool) or not isinstance(w, int) or w < 0 for w in counts):
+    if not counts or min(counts) < 0:
         raise BadArgument("workers", f"takes counts ≥ 0 like 0,2,4, got {list(counts)!r}")
     report = measure_step(
         target,

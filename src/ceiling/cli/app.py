@@ -131,6 +131,13 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         streams.silence_stdout()
         sys.exit(0)
+    except SystemExit as exc:
+        # click answers a closed pipe (`ceiling specs --json | head`) with exit 1; a reader
+        # that stops reading is not a failure of the command
+        if isinstance(exc.__context__, BrokenPipeError):
+            streams.silence_stdout()
+            sys.exit(0)
+        raise
     except OSError as exc:
         if not streams.is_output_failure(exc):
             raise
@@ -141,5 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     if unwritten:  # the results are shown; only a figure is missing
         print(f"warning: {'; '.join(unwritten)}", file=sys.stderr)
         sys.exit(2)
+    if rv == 130:  # typer turns Ctrl-C into this code, silently
+        print("interrupted", file=sys.stderr)
     if isinstance(rv, int) and rv:
         sys.exit(rv)

@@ -38,9 +38,8 @@ def flag_for(command: Any, argv: list[str], argument: str) -> str | None:
 
 def said_on_the_command_line(exc: Exception, command: Any, argv: list[str]) -> str:
     """The error's text, naming flags where the API named arguments."""
-    from ceiling.api.arguments import renamed
+    from ceiling.errors import CeilingError
 
-    argument = getattr(exc, "argument", None)
-    flag = flag_for(command, argv, argument) if isinstance(argument, str) else None
-    said = renamed(exc, flag) if flag is not None else None
-    return said if said is not None else str(exc)
+    if not isinstance(exc, CeilingError):
+        return str(exc)
+    return exc.said(lambda argument: flag_for(command, argv, argument))

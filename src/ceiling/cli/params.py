@@ -14,6 +14,12 @@ from typing import Any
 
 from ceiling.errors import InvalidInput
 
+# Said wherever a command takes MODULE:CALLABLE: naming it is running it.
+RUNS_YOUR_CODE = (
+    " A module:callable (or file.py:callable) is imported and run as Python, with your "
+    "rights: name only code you trust."
+)
+
 # 2**53: the largest integer every later float arithmetic keeps exact.
 LARGEST_INTEGER = 2**53
 

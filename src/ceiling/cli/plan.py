@@ -12,7 +12,7 @@ from typer.core import TyperCommand
 from ceiling.cli.app import app
 from ceiling.cli.device_options import ProfileOption, SpecOption
 from ceiling.cli.output import JsonOption, console, emit_json, table
-from ceiling.units import format_bytes, format_percent, format_time
+from ceiling.units import format_bytes, format_number, format_percent, format_time
 
 PLAN_HELP = """Plan training of MODEL on N devices: data (d), tensor (t) and pipeline (p)
 parallelism, expert parallelism (ep) for mixture-of-experts models, micro-batch,
@@ -276,11 +276,11 @@ def _best_lines(job, best) -> list[str]:
             f"{best.recompute_detail['kept']}; rebuilt: {best.recompute_detail['rebuilt']}"
         )
     lines.append(
-        f"best: {best.tokens_per_s:,.0f} tokens/s; MFU {format_percent(best.mfu)}, "
+        f"best: {format_number(best.tokens_per_s)} tokens/s; MFU {format_percent(best.mfu)}, "
         f"HFU {format_percent(best.hfu)}, {best.hw_tflops_per_device:.0f} TFLOP/s per device"
         + (
             f"; {job.token_budget:.3g} tokens in {format_time(best.time_to_train_s)}"
-            f" ({best.time_to_train_s / 86400:.1f} days)"
+            f" ({format_number(best.time_to_train_s / 86400, 1)} days)"
             if best.time_to_train_s
             else ""
         )

@@ -16,6 +16,7 @@ from ceiling.cli.output import (
     emit_json,
     table,
 )
+from ceiling.cli.params import RUNS_YOUR_CODE
 from ceiling.report import waterfall
 
 TOP_ROWS = 12
@@ -29,6 +30,7 @@ TARGET_HELP = (
     "'loss_fn': f(output, batch) "
     "(default: the output's loss, or a scalar last element, else its mean), 'optimizer' "
     "(default AdamW), 'dataloader', 'tokens_per_step' (MFU per token; else per sample)}."
+    + RUNS_YOUR_CODE
 )
 
 

@@ -9,6 +9,7 @@ import typer
 
 from ceiling.cli.app import app
 from ceiling.cli.output import LIST_HELP, JsonOption, console, emit_json, joined, table
+from ceiling.cli.params import RUNS_YOUR_CODE
 from ceiling.measure.deadline import DEFAULT_TIMEOUT_S
 
 
@@ -19,6 +20,7 @@ def repeat(
         typer.Argument(
             help="gpt[:tiny|small] (forward + backward of the built-in model), reduction "
             "(float32 sum added in thread-finish order), matmul, or MODULE:CALLABLE."
+            + RUNS_YOUR_CODE
         ),
     ],
     runs: Annotated[int, typer.Option(help="Runs per thread count.")] = 10,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +14,7 @@ import typer
 
 from ceiling.cli.app import app
 from ceiling.cli.output import LIST_HELP, JsonOption, emit_json, joined, table
+from ceiling.cli.params import RUNS_YOUR_CODE
 from ceiling.errors import InvalidInput
 from ceiling.records import write_json_atomic, write_text_atomic
 
@@ -57,7 +60,8 @@ def report(
             "--model",
             metavar="MODEL",
             help="Your model: a catalog name (`ceiling models`), custom:layers=..,hidden=.., "
-            "hf:PATH (a Hugging Face config.json) or module:callable. Default: built-in demos.",
+            "hf:PATH (a Hugging Face config.json) or module:callable. Default: built-in demos."
+            + RUNS_YOUR_CODE,
         ),
     ] = None,
     trace: Annotated[
@@ -93,6 +97,29 @@ def report(
 
     With your work (--model, --trace, --spec/--profile with --gpus, --seq, --global-batch)
     every section speaks of it; without, sections use built-in demos, labelled as such."""
+    with terminated_as_interrupted():
+        _report(output, quick, only, profile, trace, model, spec, gpus, seq, global_batch, json_out)
+
+
+@contextlib.contextmanager
+def terminated_as_interrupted():
+    """SIGTERM (`kill`, a scheduler's stop) ends the report as Ctrl-C does: the sections that
+    finished are written, a more complete page already there is kept, the exit code is 130."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _report(output, quick, only, profile, trace, model, spec, gpus, seq, global_batch, json_out):
     from ceiling.cli.app import require_torch
 
     require_torch()  # every measured section needs it: refuse before any section runs
@@ -251,13 +278,14 @@ def _more_complete_page(output: Path, json_path: Path, rep) -> bool:
     a page whose record cannot be read counts as complete (it is not ours to lose)."""
     if not output.exists():
         return False
-    import json
+    from ceiling.errors import CeilingError
+    from ceiling.files import read_json
 
     try:
-        old = json.loads(json_path.read_text(encoding="utf-8"))
+        old = read_json(json_path, "report record")
         old_sections = list(old["sections"])
         old_interrupted = bool(old.get("interrupted"))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (CeilingError, KeyError, TypeError):
         return True
     new_ok = sum(1 for s in rep.sections if s.status == "ok")
     return not old_interrupted or _finished(old_sections) >= new_ok

@@ -10,12 +10,14 @@ import typer
 
 from ceiling.cli.app import app
 from ceiling.cli.output import LIST_HELP, JsonOption, PlotOption, console, emit_json, joined
+from ceiling.cli.params import RUNS_YOUR_CODE
 from ceiling.errors import InvalidInput
 
 WORKLOAD_HELP = (
     "synthetic (known serial fraction; sleeps), matmul (fixed matmul split across workers), "
     "python (pure-Python loop: holds the GIL), ddp (data-parallel training step of the "
     "built-in GPT), or your MODULE:CALLABLE, called once per step as callable(ctx)."
+    + RUNS_YOUR_CODE
 )
 
 

@@ -16,6 +16,7 @@ from ceiling.cli.output import (
     joined,
     table,
 )
+from ceiling.cli.params import RUNS_YOUR_CODE
 from ceiling.report import waterfall
 
 SLOW_DATA_HELP = (
@@ -29,7 +30,7 @@ TARGET_HELP = (
     "with no arguments returning {'model', 'dataloader' (a torch DataLoader; its dataset "
     "and batch size are reused with each worker count), optional 'forward' (model, batch), "
     "'loss_fn', 'optimizer', "
-    "'tokens_per_step'}."
+    "'tokens_per_step'}." + RUNS_YOUR_CODE
 )
 
 

@@ -24,6 +24,8 @@ from importlib import resources
 from pathlib import Path
 
 from ceiling.errors import InvalidInput, MalformedFile, UnknownName, UnsupportedOnDevice
+from ceiling.files import name_is_usable, read_toml
+from ceiling.hardware.spec_schema import check_table
 from ceiling.vocabulary import DTYPES, normalize_dtype
 
 if sys.version_info >= (3, 11):
@@ -120,99 +122,6 @@ _SOURCE_FIELDS = {
     "arch": ("compute_capability", "gcn_arch"),
 }
 
-# The schema of one entry: field -> what it holds (for messages). Numbers in datasheet units.
-_NUMBER, _WHOLE, _TEXT, _NAMES, _TABLE = (
-    "a number",
-    "a whole number",
-    "text",
-    "a list of names",
-    "a table",
-)
-_FIELDS = {
-    "name": _TEXT,
-    "vendor": _TEXT,
-    "kind": _TEXT,
-    "driver_names": _NAMES,
-    "aliases": _NAMES,
-    "memory_gib": _NUMBER,
-    "memory_bandwidth_gb_per_s": _NUMBER,
-    "link_gb_per_s_one_way": _NUMBER,
-    "pcie_gb_per_s_one_way": _NUMBER,
-    "l2_mib": _NUMBER,
-    "sms": _WHOLE,
-    "compute_capability": _TEXT,
-    "gcn_arch": _TEXT,
-    "dense_tflops": _TABLE,
-    "sources": _TABLE,
-    "cluster": _TABLE,
-}
-_REQUIRED = (
-    "name",
-    "vendor",
-    "kind",
-    "memory_gib",
-    "memory_bandwidth_gb_per_s",
-    "dense_tflops",
-    "sources",
-)
-# The planner's node and network defaults (model/clusters.toml) a device may carry.
-CLUSTER_FIELDS = {
-    "devices_per_node": _WHOLE,
-    "inter_node_gb_per_s": _NUMBER,
-    "intra_node_latency_us": _NUMBER,
-    "inter_node_latency_us": _NUMBER,
-    "intra_collective_efficiency": _NUMBER,
-    "inter_collective_efficiency": _NUMBER,
-    "matmul_efficiency": _NUMBER,
-    "fp8_matmul_ratio": _NUMBER,
-    "attention_efficiency": _NUMBER,
-    "memory_efficiency": _NUMBER,
-    "step_jitter": _NUMBER,
-    "sources": _TABLE,
-}
-
-
-def _unknown(where: str, field_name: str, known) -> MalformedFile:
-    close = difflib.get_close_matches(field_name, list(known), n=1, cutoff=0.6)
-    hint = f" (did you mean {close[0]!r}?)" if close else f"; known: {', '.join(known)}"
-    return MalformedFile(f"{where}: unknown field {field_name!r}{hint}")
-
-
-def _check_value(where: str, name: str, value, want: str) -> None:
-    ok = {
-        _NUMBER: isinstance(value, int | float) and not isinstance(value, bool),
-        _WHOLE: isinstance(value, int) and not isinstance(value, bool),
-        _TEXT: isinstance(value, str),
-        _NAMES: isinstance(value, list) and all(isinstance(v, str) for v in value),
-        _TABLE: isinstance(value, dict),
-    }[want]
-    if not ok:
-        raise MalformedFile(f"{where}: field {name!r} must be {want}, got {value!r}")
-
-
-def _check_table(where: str, t: dict) -> None:
-    """One-line errors naming the field: unknown (with the closest known name), missing,
-    or of the wrong type."""
-    if not isinstance(t, dict):
-        raise MalformedFile(f"{where}: must be a table of fields, got {t!r}")
-    for name, value in t.items():
-        if name not in _FIELDS:
-            raise _unknown(where, name, _FIELDS)
-        _check_value(where, name, value, _FIELDS[name])
-    for name in _REQUIRED:
-        if name not in t:
-            raise MalformedFile(f"{where}: missing field {name!r}")
-    for dtype, value in t["dense_tflops"].items():
-        if dtype not in DTYPES:
-            raise _unknown(where, f"dense_tflops.{dtype}", [f"dense_tflops.{d}" for d in DTYPES])
-        _check_value(where, f"dense_tflops.{dtype}", value, _NUMBER)
-    for key, text in t["sources"].items():
-        _check_value(where, f"sources.{key}", text, _TEXT)
-    for name, value in t.get("cluster", {}).items():
-        if name not in CLUSTER_FIELDS:
-            raise _unknown(where, f"cluster.{name}", [f"cluster.{k}" for k in CLUSTER_FIELDS])
-        _check_value(where, f"cluster.{name}", value, CLUSTER_FIELDS[name])
-
 
 def _optional(t: dict, name: str, unit: float) -> float | None:
     value = t.get(name)
@@ -221,7 +130,7 @@ def _optional(t: dict, name: str, unit: float) -> float | None:
 
 def _spec_from_table(key: str, t: dict, where: str | None = None) -> DeviceSpec:
     where = where or f"catalog entry [{key}]"
-    _check_table(where, t)
+    check_table(where, t)
     raw_sources = dict(t["sources"])
     try:
         spec = DeviceSpec(
@@ -260,20 +169,9 @@ def _spec_from_table(key: str, t: dict, where: str | None = None) -> DeviceSpec:
     return spec
 
 
-def _read_toml(path: Path, what: str) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MalformedFile(f"{what} {path}: cannot read it ({exc})") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise MalformedFile(f"{what} {path}: not valid TOML ({exc})") from None
-
-
 def _specs_from_file(path: Path) -> list[tuple[DeviceSpec, dict]]:
     """Every entry of a user's TOML file, validated; errors name the file and the field."""
-    data = _read_toml(path, "spec file")
+    data = read_toml(path, "spec file")
     if not data:
         raise MalformedFile(f"spec file {path}: no [device] table in it")
     out = []
@@ -294,7 +192,7 @@ def load_spec_file(name: str | Path) -> DeviceSpec:
     text = str(name)
     file_part, _, key = text.partition("#")
     path = Path(file_part).expanduser()
-    if not path.is_file():
+    if name_is_usable(path) and not path.exists():
         raise InvalidInput(f"spec file {path} does not exist (--spec takes a name or a .toml)")
     entries = {s.key: s for s, _ in _specs_from_file(path)}
     if key:

@@ -7,7 +7,6 @@ datasheet figures they should be compared with.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from dataclasses import asdict, dataclass, field, fields
@@ -15,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ceiling.errors import InvalidInput, MalformedFile
-from ceiling.records import read_text_file, write_json_atomic
+from ceiling.files import name_is_usable, read_json
+from ceiling.records import write_json_atomic
 
 PROFILE_ENV = "CEILING_PROFILE"
 
@@ -105,7 +105,12 @@ class MachineProfile:
         """Read a profile; fields a newer ceiling added to a device record are ignored."""
         known = {f.name for f in fields(MeasuredDevice)}
         version = data.get("method_version")
-        if isinstance(version, int) and version > METHOD_VERSION:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise MalformedFile(
+                f"{where} is not a ceiling machine profile: method_version must be a whole "
+                f"number from 1 to {METHOD_VERSION}, got {version!r}"
+            )
+        if version > METHOD_VERSION:
             # a method this build does not know may measure differently: its numbers are
             # not comparable with this build's, so they are not used
             raise MalformedFile(
@@ -141,13 +146,9 @@ def default_profile_path() -> Path:
 
 def load_profile(path: str | Path | None = None) -> MachineProfile:
     p = Path(path) if path is not None else default_profile_path()
-    if not p.exists():
+    if name_is_usable(p) and not p.exists():
         raise InvalidInput(f"no machine profile at {p}; run `ceiling bench --quick` to measure one")
-    text = read_text_file(p, "machine profile")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise MalformedFile(f"{p} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    data = read_json(p, "machine profile")
     if not isinstance(data, dict):
         raise MalformedFile(f"{p} is not a ceiling machine profile (not a JSON object)")
     return MachineProfile.from_json(data, where=str(p))

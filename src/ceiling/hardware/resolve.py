@@ -13,11 +13,13 @@ which of these it used.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ceiling.errors import InvalidInput
+from ceiling.errors import InvalidInput, argument
 from ceiling.hardware.profile import MeasuredDevice, default_profile_path, load_profile
+from ceiling.text import shortened
 
 BOTH_GIVEN = "give --spec or --profile, not both: --spec is a datasheet, --profile a measurement"
 
@@ -37,6 +39,15 @@ class ResolvedDevice:
 
 
 def check_one_device(spec: str | None, profile: str | Path | None) -> None:
+    # every caller's device comes through here, typed or not (a notebook's spec=5)
+    if spec is not None and not isinstance(spec, str):
+        raise InvalidInput(
+            f"{argument('spec')} must be a device name or a .toml file, got {shortened(spec)}"
+        )
+    if profile is not None and not isinstance(profile, str | os.PathLike):
+        raise InvalidInput(
+            f"{argument('profile')} must be the path of a machine profile, got {shortened(profile)}"
+        )
     if spec is not None and profile is not None:
         raise InvalidInput(BOTH_GIVEN)
 

@@ -16,11 +16,11 @@ from ceiling.hardware.catalog import (
     _MIB,
     _SOURCE_FIELDS,
     _TFLOPS,
-    CLUSTER_FIELDS,
     DTYPES,
     DeviceSpec,
     _spec_from_table,
 )
+from ceiling.hardware.spec_schema import CLUSTER_FIELDS
 
 TEMPLATE_KEY = "my-gpu"
 

@@ -15,7 +15,7 @@ import signal
 import threading
 from collections.abc import Iterator
 
-from ceiling.errors import InvalidInput, TimedOut
+from ceiling.errors import InvalidInput, TimedOut, argument
 
 # Default deadline of commands that run a user's code in this process.
 DEFAULT_TIMEOUT_S = 600.0
@@ -29,7 +29,9 @@ def check_timeout(seconds: float | None) -> float | None:
     if seconds is None:
         return None
     if not 0 < seconds < float("inf"):
-        raise InvalidInput(f"--timeout must be a positive number of seconds, got {seconds:g}")
+        raise InvalidInput(
+            f"{argument('timeout_s')} must be a positive number of seconds, got {seconds:g}"
+        )
     return seconds
 
 
@@ -59,7 +61,7 @@ def deadline(seconds: float | None, what: str) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except _Expired:  # also when it fired just as the body ended
         raise TimedOut(
-            f"{what} did not finish within {seconds:g} s (--timeout) and was stopped"
+            f"{what} did not finish within {seconds:g} s ({argument('timeout_s')}) and was stopped"
         ) from None
     finally:
         signal.signal(signal.SIGALRM, previous)

@@ -274,7 +274,10 @@ def _stop_signals_unwind():
         yield
         return
 
-    def unwind(signum, _frame):
+    def unwind(signum, frame):
+        above = previous.get(signum)
+        if callable(above):  # a caller that handles it (the report keeps its page)
+            above(signum, frame)
         raise SystemExit(128 + signum)
 
     previous = {}
@@ -476,7 +479,12 @@ def _watch(
         now = time.monotonic()
         if now >= next_beat_check:
             next_beat_check = now + stall.BEAT_S
-            for rank, beat in stall.read_beats(tmpdir, world).items():
+            beats = stall.read_beats(tmpdir, world)
+            for rank, proc in enumerate(procs):
+                cpu_s = _cpu_s(proc) if rank not in beats else None
+                if cpu_s is not None:
+                    beats[rank] = stall.starting_beat(cpu_s, now)
+            for rank, beat in beats.items():
                 watch.update(rank, beat, now)
             culprits = watch.hung([r for r, c in enumerate(codes) if c is None], now)
             if culprits:
@@ -493,6 +501,17 @@ def _watch(
                 "or the work is too large for the timeout"
             )
         time.sleep(POLL_S)
+
+
+def _cpu_s(proc: subprocess.Popen) -> float | None:
+    """The CPU time a worker process has used so far, or None when it cannot be read."""
+    import psutil
+
+    try:
+        times = psutil.Process(proc.pid).cpu_times()
+    except (psutil.Error, OSError):
+        return None
+    return times.user + times.system
 
 
 def _exit_now(code: int) -> None:

@@ -136,6 +136,28 @@ def store_file(env: dict[str, str] | None = None) -> str | None:
     return str(attempt / TORCHRUN_STORE) if attempt.is_dir() else None
 
 
+def _wait_for_master(env, timeout_s: float) -> None:
+    """Wait until rank 0's store listens, in Python: torch's own client, left to time out,
+    prints tens of lines of C++ stack before the error can be told in one."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + max(timeout_s, 1.0)
+    while True:
+        try:
+            socket.create_connection((env.master_addr, env.master_port), timeout=1.0).close()
+            return
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                raise InvalidInput(
+                    f"rank {env.rank} could not reach the rendezvous at {env.master_addr}:"
+                    f"{env.master_port} (MASTER_ADDR/PORT) within {timeout_s:g} s: nothing "
+                    f"listens there ({exc.strerror or exc}); start rank 0 first, or check "
+                    "MASTER_ADDR and MASTER_PORT"
+                ) from None
+            time.sleep(0.2)
+
+
 def init_group(backend: str, timeout_s: float) -> None:
     """init_process_group for this rank: through a store file (see `store_file`), or
     through a TCP store on MASTER_ADDR:MASTER_PORT."""
@@ -159,6 +181,8 @@ def init_group(backend: str, timeout_s: float) -> None:
         return
     # The store owns the listening socket from here on (it closes it when it is done).
     fd = _listen(env.master_addr, env.master_port).detach() if env.rank == 0 else None
+    if env.rank != 0:
+        _wait_for_master(env, timeout_s)
     try:
         store = dist.TCPStore(
             env.master_addr,

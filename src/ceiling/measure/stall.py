@@ -178,6 +178,13 @@ class StallWatch:
         )
 
 
+def starting_beat(cpu_s: float, now: float) -> dict[str, Any]:
+    """A beat for a rank that has written none yet, from its process's CPU time as the
+    launcher reads it: importing torch keeps a core busy, a process stopped before its first
+    beat does not, and is caught like any other hang."""
+    return {"t": now, "cpu_s": cpu_s, "pos": None, "where": "start-up, before its first beat"}
+
+
 def read_beats(tmpdir: Path, world: int) -> dict[int, dict[str, Any]]:
     out = {}
     for rank in range(world):

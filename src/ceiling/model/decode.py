@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ceiling.errors import DoesNotFit, InvalidInput, UnsupportedOnDevice
+from ceiling.errors import DoesNotFit, InvalidInput, UnsupportedOnDevice, argument
 from ceiling.model.attention import attention_flops
 from ceiling.model.cluster import group_link
 from ceiling.model.collectives import allreduce_s
@@ -220,7 +220,7 @@ def resolve_dtypes(spec, setup: DecodeSetup) -> Dtypes:
     if compute not in have:
         raise UnsupportedOnDevice(
             f"{spec.name} has no {compute} peak (it has {', '.join(sorted(have))}); "
-            f"choose --weights or --activations among those"
+            f"choose {argument('weights')} or {argument('activations')} among those"
         )
     kv = setup.kv_dtype or act
     return Dtypes(weights=w, activations=act, compute=compute, kv=kv, notes=tuple(notes))
@@ -421,7 +421,8 @@ def _check_weights_fit(cfg, step: _Step, spec) -> None:
         raise DoesNotFit(
             f"{cfg.name or 'the model'}'s {step.dtypes.weights} weights need "
             f"{w / gb:.1f} GB per device (tp={step.tp}), {spec.name} has "
-            f"{step.mem / gb:.1f} GB: raise --tp or use --weights int8/int4"
+            f"{step.mem / gb:.1f} GB: raise {argument('tp')} or use {argument('weights')} "
+            "int8/int4"
         )
 
 

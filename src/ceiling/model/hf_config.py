@@ -100,20 +100,51 @@ def _mixtral(raw: Raw, notes: list[str]) -> dict:
     return out
 
 
-def _qwen3_moe(raw: Raw, notes: list[str]) -> dict:
+def _every_layer_experts(raw: Raw, family: str) -> None:
     dense = raw.get("mlp_only_layers") or []
     step = raw.get("decoder_sparse_step", 1)
     if dense or step != 1:
         raise InvalidInput(
-            "Qwen3-MoE with dense layers among the expert layers (mlp_only_layers="
+            f"{family} with dense layers among the expert layers (mlp_only_layers="
             f"{dense}, decoder_sparse_step={step}) is not modelled: every layer is counted "
             "alike"
         )
+
+
+def _qwen3_moe(raw: Raw, notes: list[str]) -> dict:
+    _every_layer_experts(raw, "Qwen3-MoE")
     notes.append(GATED_FAMILIES["qwen3"][1])
     out = _gated(raw, tied_default=False, notes=notes)
     out["ffn_hidden"] = _int(raw, "moe_intermediate_size")
     out["experts"] = _int(raw, "num_experts")
     out["active_experts"] = _int(raw, "num_experts_per_tok")
+    return out
+
+
+def _qwen2_moe(raw: Raw, notes: list[str]) -> dict:
+    """Qwen1.5/Qwen2-MoE: routed experts plus one shared expert every token passes through,
+    n times as wide as a routed one. It is counted as n more experts, always active: the
+    same weights and FLOPs. Its sigmoid gate (h weights) and the Q, K, V biases (3·h) are
+    left out while the router is counted over n more experts (n·h): exact for n = 4, as in
+    Qwen1.5-MoE-A2.7B."""
+    _every_layer_experts(raw, "Qwen2-MoE")
+    out = _gated(raw, tied_default=False, notes=notes)
+    routed = _int(raw, "moe_intermediate_size", 1408)
+    shared = raw.get("shared_expert_intermediate_size", 5632)
+    if shared is not None and (not isinstance(shared, int) or shared < 0 or shared % routed):
+        raise InvalidInput(
+            f"Qwen2-MoE's shared expert ({shared}) is not a whole number of routed experts "
+            f"({routed}) wide: not modelled"
+        )
+    always = (shared or 0) // routed
+    out["ffn_hidden"] = routed
+    out["experts"] = _int(raw, "num_experts", 60) + always
+    out["active_experts"] = _int(raw, "num_experts_per_tok", 4) + always
+    if always:
+        notes.append(
+            f"shared expert ({shared}) counted as {always} always-active experts of {routed}; "
+            f"its gate and the Q, K, V biases in place of the router's {always} extra columns"
+        )
     return out
 
 
@@ -171,6 +202,7 @@ FAMILIES: dict[str, Callable[[Raw, list[str]], dict]] = {
     **dict.fromkeys(GATED_FAMILIES, _gated_family),
     "mixtral": _mixtral,
     "qwen3_moe": _qwen3_moe,
+    "qwen2_moe": _qwen2_moe,
     "gpt2": _gpt2,
     "gpt_neox": _gpt_neox,
     "deepseek_v2": _deepseek,
@@ -183,7 +215,7 @@ def config_from_hf(raw: Raw, name: str, where: str = "") -> TransformerConfig:
     if not isinstance(raw, dict):
         raise MalformedFile(f"{where or name}: config.json must hold a JSON object")
     family = raw.get("model_type")
-    if family not in FAMILIES:
+    if not isinstance(family, str) or family not in FAMILIES:
         raise InvalidInput(
             f"{where or name}: model_type {family!r} is not one of the families ceiling reads "
             f"({', '.join(sorted(FAMILIES))}); give custom:layers=..,hidden=..,heads=.. instead"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ceiling.errors import InvalidInput, UnknownName
 from ceiling.model.attention import attention_flops
+from ceiling.text import shortened
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,6 +39,23 @@ CUSTOM_HELP = (
     "(default 32000), tied_embeddings, max_seq (default 4096), experts, active_experts, "
     "norm layernorm|rmsnorm, bias, learned_positions, trained_dropout; booleans as true/false"
 )
+
+
+# The largest of each size a config may give: far above any published model (126 layers,
+# 16k hidden, 256k vocabulary, 10M positions), low enough that every count stays exact in
+# a float and the planner's search over layers stays short.
+SIZE_BOUNDS = {
+    "layers": 2**17,
+    "hidden": 2**20,
+    "heads": 2**16,
+    "kv_heads": 2**16,
+    "head_dim": 2**16,
+    "ffn_hidden": 2**22,
+    "vocab": 2**24,
+    "max_seq": 2**32,
+    "experts": 2**16,
+    "active_experts": 2**16,
+}
 
 
 @dataclass(frozen=True)
@@ -68,14 +86,15 @@ class TransformerConfig:
     trained_dropout: bool = field(default=True, compare=False)
 
     def __post_init__(self) -> None:
-        for key in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab"):
+        for key, most in SIZE_BOUNDS.items():
             v = getattr(self, key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise InvalidInput(f"{key} must be a positive integer, got {v!r}")
-        for key in ("max_seq", "experts", "active_experts"):
-            v = getattr(self, key)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise InvalidInput(f"{key} must be a positive integer, got {v!r}")
+                raise InvalidInput(f"{key} must be a positive integer, got {shortened(v, 24)}")
+            if v > most:
+                raise InvalidInput(
+                    f"{key} must be at most {most:,} (far beyond any published model), "
+                    f"got {shortened(v, 24)}"
+                )
         if self.ffn_kind not in FFN_KINDS:
             raise InvalidInput(
                 f"ffn_kind must be one of {', '.join(FFN_KINDS)}, got {self.ffn_kind!r}"
@@ -296,7 +315,9 @@ def from_dict(name: str, entry: dict) -> TransformerConfig:
     known = {f.name for f in dataclasses.fields(TransformerConfig)}
     unknown = sorted(set(entry) - known)
     if unknown:
-        raise InvalidInput(f"model {name!r}: unknown key(s) {', '.join(unknown)}")
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise InvalidInput(f"model {name!r}: unknown key(s) {', '.join(unknown)}{hint}")
     for key in ("layers", "hidden", "heads"):
         if key not in entry:
             raise InvalidInput(f"model {name!r}: {key} is required")
@@ -343,16 +364,19 @@ def get_model(name: str) -> TransformerConfig:
     )
 
 
-_SWITCHES = ("tied_embeddings", "bias", "learned_positions", "trained_dropout")
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
 
 def _parse_value(key: str, text: str):
     t = text.strip()
-    if t.lower() in ("true", "yes", "1") and key in _SWITCHES:
-        return True
-    if t.lower() in ("false", "no", "0") and key in _SWITCHES:
-        return False
-    if key in ("ffn_kind", "norm"):
+    kind = {f.name: f.type for f in dataclasses.fields(TransformerConfig)}.get(key)
+    if kind is None:
+        return t  # an unknown key: from_dict names it, with the closest known one
+    if kind == "bool":
+        if t.lower() not in _TRUE + _FALSE:
+            raise InvalidInput(f"custom model: {key}={text!r} must be true or false (a boolean)")
+        return t.lower() in _TRUE
+    if kind == "str":
         return t.lower()
     try:
         value = float(t)
@@ -381,6 +405,8 @@ def parse_model(text: str) -> TransformerConfig:
                     f"custom model: expected KEY=VALUE, got {part!r} ({CUSTOM_HELP})"
                 )
             key, value = (s.strip() for s in part.split("=", 1))
+            if key in entry:
+                raise InvalidInput(f"custom model: {key} is given twice")
             entry[key] = _parse_value(key, value)
         entry.setdefault("name", t)
         return from_dict("custom", entry)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ceiling.errors import DoesNotFit, InvalidInput, UnsupportedOnDevice
+from ceiling.errors import DoesNotFit, InvalidInput, UnsupportedOnDevice, argument
 from ceiling.profile.targets import one_line
 from ceiling.vocabulary import FLOAT_DTYPES, normalize_dtype, torch_dtype
 
@@ -22,7 +22,7 @@ def parse_dtype(name: str) -> tuple[str, torch.dtype]:
 
 def check_device(device: str) -> torch.device:
     if device not in ("cpu", "cuda", "meta") and not device.startswith("cuda:"):
-        raise InvalidInput(f"--device must be cpu, cuda or meta, got {device!r}")
+        raise InvalidInput(f"{argument('device')} must be cpu, cuda or meta, got {device!r}")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise UnsupportedOnDevice("no CUDA device is visible here; use --device cpu")
     return torch.device(device)

@@ -11,7 +11,8 @@
 
 Only matmul work is counted: the normalisations, softmax and activations inside a fused
 layer are a few FLOPs per element, not what a dense matmul peak describes. Attention
-follows the causal rule of `ceiling.profile.causal`.
+is counted at the pairs its mask keeps (`ceiling.profile.causal`), a key padding mask's
+included.
 """
 
 from __future__ import annotations
@@ -42,9 +43,11 @@ def _tokens(x: torch.Tensor) -> tuple[list[int], int]:
 
 
 def _mask_share(mask, mask_type, lq: int, lk: int) -> tuple[float, bool]:
-    # mask_type 1 is a key padding mask (batch, Lk): never causal
-    if mask is None or mask_type == 1:
+    if mask is None:
         return 1.0, True
+    if mask_type == 1 and isinstance(mask, torch.Tensor) and mask.dim() == 2:
+        # a key padding mask (batch, Lk): every query of a sequence sees its unpadded keys
+        mask = mask.unsqueeze(1)
     return causal.share_for(False, mask, lq, lk)
 
 

@@ -1,15 +1,21 @@
 """FLOPs of one aten op call, a multiply-add counted as 2.
 
 Matmul, convolution and fused attention come from PyTorch's own formula registry
-(torch.utils.flop_counter). Added here what it leaves out:
+(torch.utils.flop_counter). Added here what it leaves out or gets wrong:
+
+- Grouped and depthwise convolution backward (`ceiling.profile.conv_flops`): the registry
+  counts the weight gradient `groups` times too high.
 
 - CPU fused attention (`_scaled_dot_product_flash_attention_for_cpu` and its backward):
   the registry has no entry, so a plain FlopCounterMode reports 0 for attention on a CPU.
 - Fused layers and grouped matmuls (`ceiling.profile.fused_flops`): nn.MultiheadAttention
   and nn.TransformerEncoderLayer fast paths, mixture-of-experts `_grouped_mm`.
-- Causal attention: the registry counts every query/key pair; a causal mask keeps about
-  half of them, so causal calls are counted at the share kept ("causal-half", the
-  convention `ceiling.model.mfu` names), decided from the causal flag or the mask
+- Recurrent layers (`ceiling.profile.rnn_flops`): LSTM, GRU and RNN kernels of oneDNN
+  (`mkldnn_rnn_layer`, an LSTM on a CPU), cuDNN and MIOpen.
+- Masked attention: the registry counts every query/key pair; a causal mask keeps about
+  half of them, a sliding window, chunked attention or padding fewer, so attention is
+  counted at the share kept ("causal-half", the convention `ceiling.model.mfu` names),
+  decided from the causal flag, a flash kernel's window or the mask's values
   (`ceiling.profile.causal`); the pairs left out are carried beside the count.
 - Elementwise, reduction, normalisation and optimizer ops, counted from element counts:
   1 FLOP per output element for plain arithmetic and comparisons (transcendentals too, by
@@ -31,7 +37,7 @@ import torch
 from torch.utils import flop_counter
 
 from ceiling.model.mfu import MODEL_CATEGORIES  # noqa: F401  (re-exported for the profiler)
-from ceiling.profile import causal, fused_flops
+from ceiling.profile import causal, conv_flops, fused_flops, rnn_flops
 from ceiling.profile.fused_flops import argument
 
 aten = torch.ops.aten
@@ -122,7 +128,14 @@ _PER_ELEMENT_EXACT = {
         "logical_not",
         "logical_and",
         "logical_or",
+        "logical_xor",
         "bitwise_not",
+        "bitwise_and",  # mask building: a logical operation per element
+        "bitwise_or",
+        "bitwise_xor",
+        "isnan",
+        "isinf",
+        "isfinite",
         "remainder",
         "fmod",
         "floor_divide",
@@ -155,6 +168,7 @@ _PER_ELEMENT_ESTIMATED = {
     "hardswish": ("elementwise", 4.0),
     "elu": ("elementwise", 4.0),
     "softplus": ("elementwise", 4.0),
+    "softplus_backward": ("elementwise", 4.0),  # grad · sigmoid(βx)
     "dropout": ("elementwise", 2.0),
     "native_dropout": ("elementwise", 2.0),
     "native_dropout_backward": ("elementwise", 2.0),
@@ -176,6 +190,11 @@ _PER_ELEMENT_ESTIMATED = {
     "_fused_adam": ("elementwise", 16.0),  # moments, bias correction, update, weight decay
     "_fused_adamw": ("elementwise", 16.0),
     "_fused_sgd": ("elementwise", 4.0),
+    # a fused LSTM/GRU cell's gates and state update, per element of its outputs
+    "_thnn_fused_lstm_cell": ("elementwise", 2.0),
+    "_thnn_fused_lstm_cell_backward_impl": ("elementwise", 2.0),
+    "_thnn_fused_gru_cell": ("elementwise", 3.0),
+    "_thnn_fused_gru_cell_backward": ("elementwise", 2.0),
 }
 
 _REDUCTIONS = {
@@ -271,6 +290,12 @@ _MEMORY = set(
         "_unsafe_index",
         "topk",
         "sort",
+        # nested tensors of nn.TransformerEncoder's fast path: packing and unpacking rows
+        "_nested_tensor_from_mask",
+        "_nested_from_padded",
+        "_nested_from_padded_and_nested_example",
+        "_nested_tensor_from_tensor_list",
+        "to_padded_tensor",
     ]
 )
 
@@ -291,10 +316,30 @@ _NO_WORK = {
     "_nested_tensor_size",
     "_nested_tensor_strides",
     "_nested_tensor_storage_offsets",
+    "_nested_tensor_from_mask_left_aligned",
 }
 
 # Not flagged as views by their schema, but they only relabel an existing buffer.
-_FREE = {"_unsafe_view", "lift_fresh", "alias", "_reshape_alias", "set_", "resize_"}
+_FREE = {
+    "_unsafe_view",
+    "lift_fresh",
+    "alias",
+    "_reshape_alias",
+    "set_",
+    "resize_",
+    # in-place and unsafe variants of views (GRU cells split their gates with unsafe_split)
+    "transpose_",
+    "t_",
+    "as_strided_",
+    "unsqueeze_",
+    "squeeze_",
+    "swapdims_",
+    "swapaxes_",
+    "detach_",
+    "unsafe_split",
+    "unsafe_split_with_sizes",
+    "unsafe_chunk",
+}
 
 
 def is_free(func) -> bool:
@@ -353,7 +398,11 @@ def _attention(func, args, kwargs, flops: float, name: str) -> FlopCount:
         mask = argument(func, args, kwargs, "attn_mask")
         if mask is None:
             mask = argument(func, args, kwargs, "attn_bias")
-        share, exact = causal.share_for(flag, mask, *_lengths(name, q, k))
+        window = (
+            argument(func, args, kwargs, "window_size_left"),
+            argument(func, args, kwargs, "window_size_right"),
+        )
+        share, exact = causal.share_for(flag, mask, *_lengths(name, q, k), window)
     elif flag:
         share = 0.5
     recomputed = 0.0
@@ -371,6 +420,14 @@ def _query_key(func, args, kwargs):
     return q, k
 
 
+# Formulas of our own, where the registry has none (fused layers, recurrent kernels) or a
+# wrong one (grouped convolution backward)
+_FORMULAS = {**fused_flops.FORMULAS, **conv_flops.FORMULAS, **rnn_flops.FORMULAS}
+
+# Plain matmuls, counted as the registry does (2·M·N·K, batched: times the batch), from the
+# position of their first operand: a's elements times b's columns
+_PLAIN_MATMULS = {"mm": 0, "bmm": 0, "addmm": 1, "baddbmm": 1}
+
 _KINDS: dict = {}  # OpOverload -> how its FLOPs are counted; decided once per op
 
 
@@ -385,7 +442,7 @@ def flop_kind(func) -> tuple[str, str]:
             kind = ("free", name)
         elif name in _NO_WORK:
             kind = ("memory", name)
-        elif name in fused_flops.FORMULAS:
+        elif name in _FORMULAS:
             kind = ("fused", name)
         elif name in NLL_LOSSES:
             kind = ("nll", name)
@@ -393,6 +450,8 @@ def flop_kind(func) -> tuple[str, str]:
             kind = ("mse", name)
         elif name in _CPU_ATTENTION:
             kind = ("cpu_attention", name)
+        elif name in _PLAIN_MATMULS and func._overloadpacket in flop_counter.flop_registry:
+            kind = ("plain_matmul", name)
         elif func._overloadpacket in flop_counter.flop_registry:
             kind = ("registry_attention" if name in _REGISTRY_ATTENTION else "registry", name)
         elif base in _PER_ELEMENT_EXACT:
@@ -409,13 +468,32 @@ def flop_kind(func) -> tuple[str, str]:
     return kind
 
 
+def kind_category(func) -> str:
+    """The category an op's FLOPs fall in, known from the op alone (a trace without shapes):
+    as count_flops would file it."""
+    kind, name = flop_kind(func)
+    if kind in ("registry", "plain_matmul"):
+        return "matmul"
+    if kind in ("registry_attention", "cpu_attention"):
+        return "attention"
+    if kind == "fused":
+        return _FORMULAS[name][0]
+    if kind == "estimated":
+        return _PER_ELEMENT_ESTIMATED[name][0]
+    if kind == "exact":
+        return "elementwise"
+    if kind in ("reduction", "nll", "mse"):
+        return "reduction"
+    return "view" if kind == "free" else kind  # memory, unknown
+
+
 def count_flops(func, args, kwargs, out) -> FlopCount:
     """FLOPs of one call; `func` is an aten OpOverload, args and out as dispatched."""
     kind, name = flop_kind(func)
     if kind == "free":
         return FlopCount(0.0, True, "view")
     if kind == "fused":
-        category, formula = fused_flops.FORMULAS[name]
+        category, formula = _FORMULAS[name]
         c = formula(func, args, kwargs)
         return FlopCount(c.flops, c.exact, category, causal_skipped=c.causal_skipped)
     if kind == "cpu_attention":
@@ -426,6 +504,10 @@ def count_flops(func, args, kwargs, out) -> FlopCount:
             grad_out, q, k, v = args[:4]
             flops = flop_counter.sdpa_backward_flop_count(grad_out.shape, q.shape, k.shape, v.shape)
         return _attention(func, args, kwargs, float(flops), name)
+    if kind == "plain_matmul":
+        # the registry's formula, without its wrapper's walk over every argument
+        a, b = args[_PLAIN_MATMULS[name]], args[_PLAIN_MATMULS[name] + 1]
+        return FlopCount(2.0 * a.numel() * b.shape[-1], True, "matmul")
     if kind in ("registry", "registry_attention"):
         formula = flop_counter.flop_registry[func._overloadpacket]
         flops = float(formula(*args, **kwargs, out_val=out))

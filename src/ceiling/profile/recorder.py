@@ -147,6 +147,7 @@ class _Tracker(ModuleTracker):
         super().__init__()
         self.forward_depth = 0
         self.hooks_s = 0.0  # time in these hooks: the recorder's work, not the workload's
+        self._innermost: dict[frozenset, str] = {}
 
     def _fw_pre_hook(self, mod, input) -> None:
         t0 = time.perf_counter()
@@ -177,7 +178,14 @@ class _Tracker(ModuleTracker):
         parents = self.parents
         if len(parents) == 1:
             return next(iter(parents))
-        return max((p for p in parents if p != "Global"), key=lambda p: (p.count("."), p))
+        key = frozenset(parents)  # the same modules run many ops: decided once per set
+        found = self._innermost.get(key)
+        if found is None:
+            found = max((p for p in parents if p != "Global"), key=lambda p: (p.count("."), p))
+            if len(self._innermost) > 4096:
+                self._innermost.clear()
+            self._innermost[key] = found
+        return found
 
 
 def _sync(device: torch.device | None) -> None:
@@ -210,6 +218,10 @@ class _RecordingMode(TorchDispatchMode):
         if packet_name in _METADATA_OPS or namespace in _UNRECORDED_NAMESPACES:
             return func(*args, **kwargs)
         rec = self.recorder
+        if not rec.time_ops:  # counting only: no device to find, no clock to read
+            out = func(*args, **kwargs)
+            rec._record(func, args, kwargs, out, None)
+            return out
         entered = time.perf_counter()
         device = _first_device(args, kwargs)
         timed = rec.time_ops and device is not None and device.type not in ("meta",)

@@ -35,7 +35,12 @@ _CPU = torch.device("cpu")
 outside_modes = _disable_current_modes
 
 
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
 def holds_values(t: torch.Tensor) -> bool:
+    if type(t) in _PLAIN:  # not a subclass: no fake-tensor check (a slow isinstance) needed
+        return t.device.type != "meta"
     return not isinstance(t, FakeTensor) and t.device.type != "meta"
 
 
@@ -55,7 +60,12 @@ def storage_id(t: torch.Tensor) -> int:
 
 def replay(func, args, kwargs, out) -> None:
     """Keep the values of `out` when every input of `func` has values; see the module doc."""
-    outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+    if isinstance(out, torch.Tensor):  # most ops: no tree to walk
+        outs = [out]
+    elif isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out):
+        outs = list(out)
+    else:
+        outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
     if all(holds_values(t) for t in outs):
         return
     leaves, spec = tree_flatten((args, kwargs))

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ceiling.errors import InvalidInput
+from ceiling.errors import InvalidInput, argument
 from ceiling.profile.checks import (
     available_memory_bytes,
     check_device,
@@ -222,7 +222,7 @@ def measure_step(
     or 1 for the slow-data demo, whose point is the loader (on a small machine, workers
     waking up would otherwise stall the step's parallel regions and blur it)."""
     if threads is not None and threads < 1:
-        raise InvalidInput(f"--threads must be ≥ 1, got {threads}")
+        raise InvalidInput(f"{argument('threads')} must be ≥ 1, got {threads}")
     if threads is None and (slow_data or data_delay_s):
         threads = 1
     before = torch.get_num_threads()

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from ceiling import usercode
-from ceiling.errors import InvalidInput, UnknownName
+from ceiling.errors import InvalidInput, UnknownName, argument
 
 BUILTINS = ("gpt:tiny", "gpt:small", "mlp", "cnn")
 
@@ -184,7 +184,7 @@ def _gpt(name: str, batch: int | None, seq: int | None, delay_s: float, cfg=None
     cfg = cfg or preset_config(name)
     s = seq or cfg.max_seq
     if not 1 <= s <= cfg.max_seq:
-        raise InvalidInput(f"--seq must be in 1..{cfg.max_seq} for {name}, got {s}")
+        raise InvalidInput(f"{argument('seq')} must be in 1..{cfg.max_seq} for {name}, got {s}")
     b = batch or 4
     data = _TokenData(cfg.vocab, s, delay_s=delay_s)
     xs = [data[i] for i in range(b)]
@@ -280,7 +280,7 @@ def _sizes(target: str, fn, batch: int | None, seq: int | None) -> dict[str, int
     takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
     unused = [k for k in given if k not in params and not takes_any]
     if unused:
-        flags = " and ".join(f"--{k}" for k in unused)
+        flags = " and ".join(argument(k) for k in unused)
         raise InvalidInput(
             f"{flags} cannot reach {target}: the function takes no parameter named "
             f"{' or '.join(unused)}; add one (def f(batch=8, seq=512)) or size the batch there"
@@ -347,7 +347,7 @@ def load_target(
     key = target.strip()
     low = key.lower()
     if batch is not None and batch < 1:
-        raise InvalidInput(f"--batch must be ≥ 1, got {batch}")
+        raise InvalidInput(f"{argument('batch')} must be ≥ 1, got {batch}")
     if low.startswith("gpt:"):
         return _gpt(low, batch, seq, delay_s)
     if low.startswith("hf:"):

@@ -59,7 +59,12 @@ _SCATTERS = {"embedding_dense_backward", "scatter", "scatter_add", "index_put", 
 
 
 def tensor_bytes(t: torch.Tensor) -> int:
-    """Bytes of memory a tensor spans, stride-aware: stride-0 dimensions count once."""
+    """Bytes of memory a tensor spans, stride-aware: stride-0 dimensions count once. A nested
+    tensor (nn.TransformerEncoder's fast path over padded batches) spans its sequences."""
+    if t.is_nested:
+        return nested_elements(t) * t.element_size()
+    if t.is_contiguous():  # most tensors: every element once, no strides to walk
+        return t.numel() * t.element_size()
     if t.numel() == 0:
         return 0
     elements = 1
@@ -67,6 +72,12 @@ def tensor_bytes(t: torch.Tensor) -> int:
         if stride != 0:
             elements *= int(size)
     return elements * t.element_size()
+
+
+def nested_elements(t: torch.Tensor) -> int:
+    """Elements a nested tensor holds: its sequences' sizes, multiplied out and summed."""
+    sizes = t._nested_tensor_size()
+    return int(sizes.prod(dim=1).sum()) if sizes.numel() else 0
 
 
 def _tensors(obj, into: list | None = None) -> list[torch.Tensor]:

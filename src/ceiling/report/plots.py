@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 from ceiling.records import check_writable
@@ -38,9 +39,15 @@ def pyplot():
 
 def save(fig, path: str | Path) -> Path:
     """Save and close a figure; the format follows the file's extension."""
+    from ceiling.records import replace_whole
+
     p = Path(path)
+    # drawn in memory, then written whole: a full disk leaves no empty or half figure
+    buffer = io.BytesIO()
+    kind = p.suffix.lstrip(".").lower() or None
     try:
-        fig.savefig(p, bbox_inches="tight", dpi=120)
+        fig.savefig(buffer, format=kind, bbox_inches="tight", dpi=120)
+        replace_whole(buffer.getvalue(), p)
     except OSError as exc:
         _UNWRITTEN.append(f"figure not written to {p}: {exc.strerror or exc}")
     finally:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ceiling.errors import InvalidInput
+from ceiling.errors import InvalidInput, argument
 
 # the built-in demos, used where the user gave nothing
 DEMO_TRAIN_MODEL = "gpt:tiny"
@@ -68,7 +68,7 @@ class ReportOptions:
         for name in ("gpus", "seq", "global_batch"):
             v = getattr(self, name)
             if v is not None and v < 1:
-                raise InvalidInput(f"--{name.replace('_', '-')} must be ≥ 1, got {v}")
+                raise InvalidInput(f"{argument(name)} must be ≥ 1, got {v}")
 
     @property
     def is_callable_model(self) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ceiling.profile.op_flops import count_flops, flop_kind
+from ceiling.profile.op_flops import count_flops, flop_kind, kind_category
 from ceiling.profile.traffic import count_traffic
 from ceiling.vocabulary import DTYPES, canonical_dtype
 
@@ -107,8 +107,7 @@ def _kind_only(packet) -> OpCost | None:
         return None
     if kind in ("free", "memory"):
         return OpCost(0.0, True, "view" if kind == "free" else "memory", 0.0, None, None)
-    category = "matmul" if kind == "registry" else "attention" if "attention" in kind else kind
-    return OpCost(None, False, category, 0.0, None, None)
+    return OpCost(None, False, kind_category(func), 0.0, None, None)
 
 
 def _replayed_cost(name, dims, types, concrete, strides) -> OpCost | None:

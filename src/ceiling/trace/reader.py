@@ -10,13 +10,15 @@ the file, the event number and the byte offset.
 from __future__ import annotations
 
 import gc
-import gzip
 import json
 import math
+import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from ceiling.errors import MalformedFile
+from ceiling.errors import InvalidInput, MalformedFile, argument
+from ceiling.files import TRACE_BYTES, name_is_usable, read_text
+from ceiling.text import shortened
 from ceiling.trace.events import CATEGORY, Event, RankTrace
 
 _WS = " \t\n\r"
@@ -27,7 +29,13 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 
 def trace_files(path: str | Path) -> list[Path]:
     """The trace files at `path`: the file itself, or every *.json / *.json.gz in a folder."""
+    if not isinstance(path, str | os.PathLike):
+        raise InvalidInput(
+            f"{argument('path')} must be a trace file or folder, got {shortened(path)}"
+        )
     p = Path(path)
+    if not name_is_usable(p):
+        read_text(p, "trace")  # says what is wrong with the name
     if p.is_dir():
         files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
         if not files:
@@ -43,13 +51,7 @@ class NotATrace(MalformedFile):
 
 
 def _text(path: Path) -> str:
-    try:
-        if path.name.endswith(".gz"):
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                return f.read()
-        return path.read_text(encoding="utf-8")
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        raise MalformedFile(f"{path}: cannot read the trace ({exc})") from exc
+    return read_text(path, "trace", TRACE_BYTES)
 
 
 def read_trace(path: str | Path) -> RankTrace:
@@ -60,18 +62,19 @@ def read_trace(path: str | Path) -> RankTrace:
         header, events = parser.document()
     if not events:
         raise MalformedFile(f"{path}: the trace holds no events (empty or not a profiler trace)")
-    dist = header.get("distributedInfo") or {}
-    devices = header.get("deviceProperties") or []
+    dist = _header_field(header, "distributedInfo", dict, path) or {}
+    devices = _header_field(header, "deviceProperties", list, path) or []
     shapes = header.get("record_shapes")
+    backend, host = dist.get("backend"), header.get("host_name")
     return RankTrace(
         path=str(path),
         events=events,
-        rank=_int_or_none(dist.get("rank")),
-        world_size=_int_or_none(dist.get("world_size")),
-        backend=dist.get("backend"),
+        rank=_whole_or_none(dist.get("rank"), "distributedInfo.rank", path),
+        world_size=_whole_or_none(dist.get("world_size"), "distributedInfo.world_size", path),
+        backend=None if backend is None else str(backend),
         device_names=[str(d.get("name")) for d in devices if isinstance(d, dict) and d.get("name")],
         devices=[d for d in devices if isinstance(d, dict)],
-        host_name=header.get("host_name"),
+        host_name=None if host is None else str(host),
         record_shapes=None if shapes is None else bool(shapes),
     )
 
@@ -89,11 +92,26 @@ def without_gc():
             gc.enable()
 
 
-def _int_or_none(value) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
+def _header_field(header: dict, key: str, kind: type, path: Path):
+    value = header.get(key)
+    if value is not None and not isinstance(value, kind):
+        want = "an object" if kind is dict else "a list"
+        raise MalformedFile(f"{path}: header field {key} must be {want}, got {shortened(value)}")
+    return value
+
+
+def _whole_or_none(value, field: str, path: Path) -> int | None:
+    """A rank or world size: a whole number from 0, or absent."""
+    if value is None:
         return None
+    if isinstance(value, str) and value.strip().isdigit() and len(value) < 10:
+        value = int(value)
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole or not 0 <= value < 2**31:
+        raise MalformedFile(
+            f"{path}: header field {field} must be a whole number from 0, got {shortened(value)}"
+        )
+    return int(value)
 
 
 class _Parser:
@@ -135,6 +153,10 @@ class _Parser:
             self.pos = exc.pos
             truncated = exc.pos >= len(self.text) - 1 or "Unterminated" in exc.msg
             raise self.fail("truncated: the JSON ends early" if truncated else exc.msg) from None
+        except RecursionError:
+            raise self.fail("a header value nested deeper than the parser goes") from None
+        except ValueError:  # Python's own cap on the digits of an integer
+            raise self.fail("a number of thousands of digits in the header") from None
         return obj
 
     def document(self) -> tuple[dict, list[Event]]:
@@ -196,13 +218,22 @@ class _Parser:
             self.pos, self.n_events = exc.pos, n
             truncated = exc.pos >= len(text) - 1 or "Unterminated" in exc.msg
             raise self.fail("truncated: the JSON ends early" if truncated else exc.msg) from None
+        except RecursionError:
+            self.n_events = n
+            raise self.fail("an event nested deeper than the parser goes") from None
+        except TypeError:  # a category that is no text cannot be looked up
+            self.n_events = n
+            raise self.fail("an event whose cat is not text") from None
+        except ValueError:  # Python's own cap on the digits of an integer
+            self.n_events = n
+            raise self.fail("a number of thousands of digits in an event") from None
         self.pos, self.n_events = pos + 1, n
         return out
 
     def event(self, e: dict) -> Event:
         try:
             start, dur = float(e["ts"]) * _US, float(e.get("dur", 0.0)) * _US
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise self.fail(f"event without a valid ts/dur ({exc})") from None
         if not (math.isfinite(start) and math.isfinite(dur)):
             raise self.fail("event with a non-finite ts or dur")

@@ -16,9 +16,11 @@ from dataclasses import KW_ONLY, dataclass, field, fields, replace
 
 import numpy as np
 
-from ceiling.errors import InvalidInput
+from ceiling.errors import InvalidInput, argument
 from ceiling.model.plan import recompute
 from ceiling.model.plan.pipeline import parse_stages
+
+_FIXED = argument("fixed")  # the plan's `fixed`, the command's --fixed
 
 STATE_BYTES = (16, 18)
 FP8 = ("off", "linear")
@@ -92,23 +94,23 @@ class Axis:
         if self.choices:
             if text not in self.choices:
                 raise InvalidInput(
-                    f"--fixed: {self.key} must be one of {self.values}, got {text!r}"
+                    f"{_FIXED}: {self.key} must be one of {self.values}, got {text!r}"
                 )
             return text
         if self.is_switch:
             if text not in _ON + _OFF:
-                raise InvalidInput(f"--fixed: {self.key} must be on or off, got {text!r}")
+                raise InvalidInput(f"{_FIXED}: {self.key} must be on or off, got {text!r}")
             return text in _ON
         if text in self.words:
             return self.words[text]
         try:
             num = float(text)
         except ValueError:
-            raise InvalidInput(f"--fixed: {self.key}={text!r} is not a number") from None
+            raise InvalidInput(f"{_FIXED}: {self.key}={text!r} is not a number") from None
         if not num.is_integer() or num < 0:
-            raise InvalidInput(f"--fixed: {self.key}={text!r} must be a positive whole number")
+            raise InvalidInput(f"{_FIXED}: {self.key}={text!r} must be a positive whole number")
         if not self.valid(int(num)):
-            raise InvalidInput(f"--fixed: {self.key} must be {self.values}, got {text}")
+            raise InvalidInput(f"{_FIXED}: {self.key} must be {self.values}, got {text}")
         return int(num)
 
     def fixed_help(self) -> str:
@@ -251,16 +253,24 @@ def parse_fixed(text: str | None) -> dict:
     asks for the balanced rule (`pipeline.balanced_layout`)."""
     out: dict = {}
     known = ", ".join(BY_KEY) + ", stages"
-    for part in _stage_lists_joined([x.strip() for x in (text or "").split(",")]):
-        if part.lower().startswith("stages="):
+    parts = [x.strip() for x in (text or "").split(",")]
+    if text and text.strip() and "" in parts:
+        raise InvalidInput(f"{_FIXED}: an empty entry in {text!r} (KEY=VALUE,KEY=VALUE)")
+    given: dict[str, str] = {}
+    for part in _stage_lists_joined(parts):
+        name = part.split("=", 1)[0].strip().lower()
+        key = "stages" if name == "stages" else FIXED_KEYS.get(name, name)
+        if key in given:
+            raise InvalidInput(f"{_FIXED}: {key} is given twice ({given[key]} and {part})")
+        given[key] = part
+        if name == "stages":
             out.update(parse_stages(part.split("=", 1)[1]))
             continue
-        if "=" not in part:
-            raise InvalidInput(f"--fixed: expected KEY=VALUE, got {part!r} (keys: {known})")
-        name, value = (x.strip().lower() for x in part.split("=", 1))
+        if "=" not in part or not name:
+            raise InvalidInput(f"{_FIXED}: expected KEY=VALUE, got {part!r} (keys: {known})")
+        value = part.split("=", 1)[1].strip().lower()
         if name not in FIXED_KEYS:
-            raise InvalidInput(f"--fixed: unknown key {name!r}; known: {known} (b = micro_batch)")
-        key = FIXED_KEYS[name]
+            raise InvalidInput(f"{_FIXED}: unknown key {name!r}; known: {known} (b = micro_batch)")
         out[key] = BY_KEY[key].parse(value)
     return out
 

@@ -15,13 +15,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ceiling.errors import InvalidInput
+from ceiling.errors import InvalidInput, argument
 from ceiling.model.plan import recompute
 
 if TYPE_CHECKING:
     from ceiling.model.plan.communication import ModelParallelComm
     from ceiling.model.plan.compute import Compute
     from ceiling.model.plan.layout import Layout
+
+_FIXED = argument("fixed")  # the plan's `fixed`, the command's --fixed
 
 
 def balanced_layout(layers: int, p: int) -> tuple[int, int]:
@@ -57,16 +59,16 @@ def parse_stages(text: str) -> dict:
     parts = [x.strip() for x in text.replace(";", ",").split(",") if x.strip()]
     if not parts or not all(x.isdigit() and int(x) >= 1 for x in parts):
         raise InvalidInput(
-            f"--fixed: stages must be even, balanced or the layers of each stage as whole "
+            f"{_FIXED}: stages must be even, balanced or the layers of each stage as whole "
             f"numbers ≥ 1 (31,32,32,31), got {text!r}"
         )
     counts = [int(x) for x in parts]
     if len(counts) == 1:
-        raise InvalidInput("--fixed: stages lists the layers of each of p ≥ 2 stages")
+        raise InvalidInput(f"{_FIXED}: stages lists the layers of each of p ≥ 2 stages")
     middle = set(counts[1:-1])
     if len(middle) > 1:
         raise InvalidInput(
-            f"--fixed: stages {text}: the middle stages must hold the same number of layers "
+            f"{_FIXED}: stages {text}: the middle stages must hold the same number of layers "
             f"(only the first and the last may differ), got {sorted(middle)}"
         )
     return {"p": len(counts), "first": counts[0], "last": counts[-1], "stage_total": sum(counts)}

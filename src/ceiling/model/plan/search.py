@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ceiling.errors import DoesNotFit, InvalidInput
+from ceiling.errors import DoesNotFit, InvalidInput, argument
 from ceiling.model.plan import recompute
 from ceiling.model.plan import step as parallel
 from ceiling.model.plan.axes import AXES, BY_KEY, parse_fixed, plan_at  # noqa: F401  (re-exported)
@@ -186,7 +186,7 @@ class SearchResult:
 def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> SearchResult:
     """Rank the plans that fit, fastest first; DoesNotFit explains when none does."""
     if top < 1:
-        raise InvalidInput(f"--top must be ≥ 1, got {top}")
+        raise InvalidInput(f"{argument('top')} must be ≥ 1, got {top}")
     fixed = dict(fixed or {})
     _check_fixed_alone(job, cluster, fixed)
     cand = enumerate_plans(job, cluster, fixed)
@@ -260,11 +260,13 @@ def _check_fixed_stages(layers: int, fixed: dict) -> None:
     for key in ("first", "last"):
         if fixed.get(key, 0) > layers:
             raise InvalidInput(
-                f"--fixed {key}={fixed[key]} is more than the model's {layers} layers"
+                f"{argument('fixed')} {key}={fixed[key]} is more than the model's {layers} layers"
             )
     total = fixed.get("stage_total")
     if total is not None and total != layers:
-        raise InvalidInput(f"--fixed stages add up to {total} layers but the model has {layers}")
+        raise InvalidInput(
+            f"{argument('fixed')} stages add up to {total} layers but the model has {layers}"
+        )
     if ("first" in fixed or "last" in fixed) and "p" in fixed:
         first, last = fixed.get("first", 0), fixed.get("last", 0)
         check_stage_layout(layers, first, last, fixed["p"], fixed.get("v", 1))
