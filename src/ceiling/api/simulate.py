@@ -117,7 +117,12 @@ def pipeline(
     """Simulate one step of a pipeline schedule (gpipe, 1f1b or interleaved), event by event:
     `stages` devices, `micro_batches` per step, `chunks` per device (interleaved); `forward`
     and `backward` (default 2× forward) are each stage's time for one micro-batch."""
-    from ceiling.model.pipeline_sim import SCHEDULES, bubble_formula, simulate_pipeline
+    from ceiling.model.pipeline_sim import (
+        SCHEDULES,
+        bubble_formula,
+        check_schedule,
+        simulate_pipeline,
+    )
     from ceiling.model.plan.pipeline import step_closed_form
 
     if schedule not in SCHEDULES:
@@ -127,6 +132,7 @@ def pipeline(
             raise BadArgument(argument, f"must be ≥ 1, got {value}")
     if chunks < 1:
         raise BadArgument("chunks", f"must be ≥ 1, got {chunks}")
+    check_schedule(schedule, stages, micro_batches, chunks)  # before a time per stage is made
     fwd = _per_stage(forward, stages, "forward")
     # a stage without forward work is no pipeline stage: its 0 s would show a 0 % bubble
     if min(fwd) <= 0:
@@ -214,6 +220,8 @@ def straggler(
 
     if workers > MAX_WORKERS:
         raise BadArgument("workers", f"must be at most {MAX_WORKERS}, got {workers}")
+    if seed < 0:
+        raise BadArgument("seed", f"must be ≥ 0, got {seed}")
     step_s, allreduce_s = parse_time(step), parse_time(allreduce)
     r = simulate_straggler(
         straggler_workers(workers, step_s, slow, slow_count, jitter, seed), allreduce_s
