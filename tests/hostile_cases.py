@@ -260,6 +260,10 @@ def api_calls(trace_path: str, csv_path: str) -> list[Call]:
         Call("bench.memory", (), {"device": "cpu", "elements": 1000}),
         Call("bench.overhead", (), {"device": "cpu"}),
         Call("bench.comm", (2,), {"device": "cpu", "sizes": [1024]}),
+        Call("specs", ("h100-sxm",)),
+        Call("models", (["gpt:tiny"],)),
+        Call("simulate.pipeline", (), {"stages": 2, "micro_batches": 2}),
+        Call("simulate.straggler", (), {"workers": 8}),
     ]
 
 

@@ -111,6 +111,101 @@ def test_plan_matches_the_command(cli):
     assert r.to_dict() == cli_json(cli, *args)
 
 
+def test_info_matches_the_command(cli):
+    r = ceiling.info()
+    assert r.cpu.cores >= 1 and set(r.cpu.native) >= {"fp32", "bf16"}
+    record, command = r.to_dict(), cli_json(cli, "info")
+    assert record.keys() == command.keys() and record["cpu"].keys() == command["cpu"].keys()
+    # a clock read twice may differ (and the peaks with it): the rest is the machine's facts
+    moving = {"freq_hz", "clocks_hz", "peak_flops_per_s", "measured_vs_peak"}
+    assert {k: v for k, v in record["cpu"].items() if k not in moving} == {
+        k: v for k, v in command["cpu"].items() if k not in moving
+    }
+    assert record["torch"] == command["torch"] and record["gpus"] == command["gpus"]
+
+
+def test_specs_matches_the_command(cli):
+    one = ceiling.specs("h100")
+    assert one.spec.key == "h100-sxm" and one.resolved.startswith("h100 is h100-sxm")
+    assert one.to_dict() == cli_json(cli, "specs", "h100")
+    assert "[" in one.toml() and "h100-sxm" in one.toml().lower()
+    every = ceiling.specs()
+    assert len(every.devices) > 10 and every.spec is None
+    assert every.to_dict() == cli_json(cli, "specs")
+
+
+def test_models_matches_the_command(cli):
+    catalog = ceiling.models()
+    assert "llama-3-8b" in catalog.models
+    assert catalog.to_dict() == cli_json(cli, "models")
+    custom = "custom:layers=2,hidden=256,heads=4"
+    two = ceiling.models(["llama-3-8b", custom])
+    assert len(two.models) == 2 and two.heading() == "Transformer shapes"
+    assert two.to_dict() == cli_json(cli, "models", "llama-3-8b", custom)
+
+
+def test_simulate_matches_the_commands(cli):
+    p = ceiling.simulate.pipeline(stages=4, micro_batches=8, forward="10ms,10ms,10ms,15ms")
+    assert p.uneven and p.sim.makespan_s == pytest.approx(p.makespan_closed_form_s)
+    args = ("simulate", "pipeline", "-p", "4", "-m", "8", "--forward", "10ms,10ms,10ms,15ms")
+    assert p.to_dict() == without_plot(cli_json(cli, *args))
+    interleaved = ceiling.simulate.pipeline(4, 8, "interleaved", chunks=2, forward=[1.0] * 4)
+    assert interleaved.uniform
+    assert interleaved.sim.bubble_fraction == pytest.approx(interleaved.bubble_formula)
+    args = ("simulate", "pipeline", "--schedule", "interleaved", "-v", "2")
+    assert interleaved.to_dict() == without_plot(cli_json(cli, *args))
+    s = ceiling.simulate.straggler(workers=16, slow=1.3, allreduce="0.2s", jitter=0.05, seed=3)
+    assert s.jitter_scan and s.sim.workers == 16
+    args = ("simulate", "straggler", "-n", "16", "--slow", "1.3", "--allreduce", "0.2s")
+    args += ("--jitter", "0.05", "--seed", "3")
+    assert s.to_dict() == without_plot(cli_json(cli, *args))
+    with pytest.raises(CeilingError, match=r"^forward needs one time or one per stage"):
+        ceiling.simulate.pipeline(stages=3, forward=[1, 2])
+
+
+def same_except_timings(record: dict, command: dict, fixed: tuple[str, ...]) -> None:
+    """Two measured records: the same keys, and the same values where nothing was timed."""
+    assert record.keys() == command.keys()
+    assert {k: record[k] for k in fixed} == {k: command[k] for k in fixed}
+
+
+def test_step_matches_the_command(cli):
+    r = ceiling.step("mlp", workers=[0], batch=8, steps=2, threads=1)
+    assert [row.workers for row in r.rows] == [0] and r.report.samples_per_step == 8
+    args = ("step", "mlp", "--workers", "0", "--batch", "8", "--steps", "2", "--threads", "1")
+    command = without_plot(cli_json(cli, *args))
+    fixed = ("target", "device", "dtype", "samples_per_step", "slow_data", "threads", "method")
+    same_except_timings(r.to_dict(), command, (*fixed, "method_version"))
+    assert r.to_dict()["rows"][0].keys() == command["rows"][0].keys()
+    with pytest.raises(CeilingError, match=r"^workers takes counts ≥ 0"):
+        ceiling.step("mlp", workers=[-1])
+
+
+def test_repeat_matches_the_command(cli):
+    r = ceiling.repeat("matmul", runs=2, threads=[1], deterministic_check=False)
+    assert r.identical and [g["threads"] for g in r.groups] == [1]
+    args = ("repeat", "matmul", "--runs", "2", "--threads", "1", "--no-deterministic-check")
+    assert r.to_dict() == cli_json(cli, *args)  # one thread, one blocking: the same bits
+    with pytest.raises(CeilingError, match=r"^threads must be whole numbers ≥ 1"):
+        ceiling.repeat("matmul", threads=[0])
+
+
+def test_scale_matches_the_command(cli):
+    settings = {"backend": "threads", "workers": [1, 2], "work_ms": 20, "steps": 2}
+    r = ceiling.scale("synthetic", serial=0.2, predict=[8], **settings)
+    assert [p["n"] for p in r.points] == [1, 2] and r.fit is not None
+    args = ("scale", "synthetic", "--serial", "0.2", "--predict", "8", "--backend", "threads")
+    command = cli_json(cli, *args, "--workers", "1,2", "--work-ms", "20", "--steps", "2")
+    fixed = ("workload", "mode", "backend", "steps", "timed", "timed_note", "truth")
+    same_except_timings(r.to_dict(), command, fixed)
+    assert [p["n"] for p in command["points"]] == [1, 2]
+    assert r.to_dict()["fit"].keys() == command["fit"].keys()
+    with pytest.raises(CeilingError, match=r"^workers must be whole numbers"):
+        ceiling.scale("synthetic", workers=[0, 2])
+    with pytest.raises(CeilingError, match=r"^device must be auto, cpu or cuda"):
+        ceiling.scale("synthetic", device="tpu")
+
+
 def test_notebook_views_and_figures():
     from matplotlib.figure import Figure
 
@@ -120,6 +215,8 @@ def test_notebook_views_and_figures():
         ceiling.roofline(["matmul:1024x1024x1024"], spec="a100-80gb"),
         ceiling.decode("llama-3-8b", spec="h100-sxm"),
         ceiling.fit([1, 2, 4, 8], [10.0, 5.4, 3.1, 2.0]),
+        ceiling.simulate.pipeline(stages=2, micro_batches=4),
+        ceiling.simulate.straggler(workers=8),
     ]
     for r in results:
         page = r._repr_html_()
@@ -128,6 +225,8 @@ def test_notebook_views_and_figures():
         assert isinstance(fig, Figure) and fig.axes
     view = ceiling.plan("llama-3-8b", 8, spec="h100-sxm", top=1)._repr_html_()
     assert "plans" in view and "step_time_s" in view
+    for r in (ceiling.specs("h100-sxm"), ceiling.models("llama-3-8b"), ceiling.info()):
+        assert "<table>" in r._repr_html_()  # results without a figure still show as tables
 
 
 def test_notebook_view_escapes_user_text():

@@ -34,6 +34,13 @@ _LAZY = {
     "decode": ("ceiling.api.decode", "decode"),
     "plan": ("ceiling.api.plan", "plan"),
     "fit": ("ceiling.api.fit", "fit"),
+    "info": ("ceiling.api.info", "info"),
+    "specs": ("ceiling.api.specs", "specs"),
+    "models": ("ceiling.api.models", "models"),
+    "simulate": ("ceiling.api.simulate", None),  # ceiling.simulate.pipeline(), .straggler()
+    "step": ("ceiling.api.step", "step"),
+    "repeat": ("ceiling.api.repeat", "repeat"),
+    "scale": ("ceiling.api.scale", "scale"),
     "amdahl": ("ceiling.api.laws", "amdahl"),
     "gustafson": ("ceiling.api.laws", "gustafson"),
     "report": ("ceiling.report", None),  # a callable package: ceiling.report(...)
@@ -49,23 +56,37 @@ __all__ = [
     "decode",
     "fit",
     "gustafson",
+    "info",
+    "models",
     "plan",
     "profile",
+    "repeat",
     "report",
     "roofline",
+    "scale",
+    "simulate",
+    "specs",
+    "step",
     "trace",
 ]
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes lazily
     from ceiling.api import bench as bench
+    from ceiling.api import simulate as simulate
     from ceiling.api.decode import decode
     from ceiling.api.fit import fit
+    from ceiling.api.info import info
     from ceiling.api.laws import amdahl, gustafson
     from ceiling.api.meter import MfuMeter
+    from ceiling.api.models import models
     from ceiling.api.plan import plan
     from ceiling.api.profile import profile
+    from ceiling.api.repeat import repeat
     from ceiling.api.report import report
     from ceiling.api.roofline import roofline
+    from ceiling.api.scale import scale
+    from ceiling.api.specs import specs
+    from ceiling.api.step import step
     from ceiling.trace.analyze import analyze as trace
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ceiling.api.decode import DEFAULT_BATCHES, FIT_CONTEXT, FLOP_NOTE, config_json
+from ceiling.api.decode import DEFAULT_BATCHES, FIT_CONTEXT, FLOP_NOTE
 from ceiling.api.decode_measured import decode_measured, refuse_with_measure
 from ceiling.cli.app import app
 from ceiling.cli.device_options import ProfileOption, SpecOption
@@ -22,7 +22,7 @@ from ceiling.cli.output import (
     table,
 )
 from ceiling.errors import InvalidInput
-from ceiling.model.transformer import CUSTOM_HELP, TransformerConfig, all_models, parse_model
+from ceiling.model.transformer import CUSTOM_HELP, TransformerConfig, parse_model
 from ceiling.report import decode_expected as expected_report
 from ceiling.report.waterfall import waterfall_rows
 from ceiling.units import (
@@ -323,27 +323,14 @@ def models(
     ] = None,
     json_out: JsonOption = False,
 ) -> None:
-    if names:
-        chosen = [parse_model(n) for n in names]
-        catalog = {m.name: m for m in chosen}
-    else:
-        catalog = all_models()
+    from ceiling.api.models import models as shapes
+
+    r = shapes(names)
     if json_out:
-        emit_json(
-            {
-                name: {
-                    **config_json(m),
-                    "params_total": m.params_total,
-                    "params_active": m.params_active,
-                    "kv_bytes_per_token_16bit": m.kv_bytes_per_token(2),
-                    "source": m.source,
-                }
-                for name, m in sorted(catalog.items())
-            }
-        )
+        emit_json(r.to_dict())
         return
     rows = []
-    for name, m in sorted(catalog.items()):
+    for name, m in r.models.items():
         rows.append(
             [
                 name,
@@ -360,7 +347,7 @@ def models(
         )
     console().print(
         table(
-            "Transformer catalog" if not names else "Transformer shapes",
+            r.heading(),
             ["model", "params", "active", "l", "h", "heads/kv", "ffn", "kind", "ctx", "KV/tok"],
             rows,
             caption="params, active: all and per-token parameters in billions (1e9; active "

@@ -11,20 +11,6 @@ from ceiling.cli.app import app
 from ceiling.cli.output import JsonOption, console, emit_json, table
 from ceiling.units import GB, GiB, format_bandwidth, format_bytes, format_flops_per_s
 
-# Why a dtype is not native, in words a user can act on.
-_NOT_NATIVE = {
-    "bf16": (
-        "no AVX512_BF16, AMX-BF16 or ARM BF16: bf16 matmul runs in emulation here, often "
-        "hundreds of times slower than fp32 — use fp32 on this CPU"
-    ),
-    "fp16": (
-        "no AVX512_FP16, AMX-FP16 or ARM FP16 arithmetic: fp16 matmul runs in emulation here, "
-        "often hundreds of times slower than fp32 — use fp32 on this CPU"
-    ),
-    "tf32": "a GPU tensor-core format, not a CPU one; on a CPU torch computes fp32 instead",
-    "int8": "no VNNI/AMX/SDOT: int8 dot products take several instructions each",
-}
-
 # Feature groups shown by `info`, per architecture: (label, flags any of which counts).
 _X86_GROUPS = [
     ("AVX2+FMA", ("avx2",), ("fma",)),
@@ -65,138 +51,16 @@ def _caches_text(caches: dict[str, int]) -> str:
     return ", ".join(parts) + " (one instance each)"
 
 
-def _torch_info() -> dict | None:
-    try:
-        import torch
-    except ImportError:
-        return None
-    return {
-        "version": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "interop_threads": torch.get_num_interop_threads(),
-        "cuda_available": torch.cuda.is_available(),
-        "cuda_version": torch.version.cuda,
-        "mkldnn": bool(torch.backends.mkldnn.is_available()),
-    }
-
-
-def spec_json(spec) -> dict:
-    """A catalog entry for scripts: SI units, plus the datasheet units people quote."""
-    return {
-        "key": spec.key,
-        "name": spec.name,
-        "vendor": spec.vendor,
-        "kind": spec.kind,
-        "driver_names": list(spec.driver_names),
-        "peak_flops_per_s": dict(spec.peak_flops_per_s),
-        "peaks_are": "dense (2:4-sparse figures halved); a multiply-add counts 2 FLOPs",
-        "memory_bytes": spec.memory_bytes,
-        "memory_gib": spec.memory_bytes / GiB,
-        "memory_gb": spec.memory_bytes / GB,
-        "memory_bandwidth_bytes_per_s": spec.memory_bandwidth_bytes_per_s,
-        "link_bandwidth_bytes_per_s_one_way": spec.link_bandwidth_bytes_per_s,
-        "pcie_bandwidth_bytes_per_s_one_way": spec.pcie_bandwidth_bytes_per_s,
-        "l2_bytes": spec.l2_bytes,
-        "sms": spec.sms,
-        "source": spec.sources.get("datasheet", ""),
-        "sources": dict(spec.sources),
-        "origin": spec.origin,
-        "cluster_defaults": dict(spec.cluster_defaults) or None,
-    }
-
-
-def _gpu_json(g) -> dict:
-    return {
-        "index": g.index,
-        "name": g.name,
-        "sms": g.sms,
-        "memory_bytes": g.memory_bytes,
-        "l2_bytes": g.l2_bytes,
-        "compute_capability": g.compute_capability,
-        "catalog_key": g.catalog_key,
-        "catalog_peak_flops_per_s": dict(g.catalog.peak_flops_per_s) if g.catalog else None,
-        "catalog_memory_bandwidth_bytes_per_s": (
-            g.catalog.memory_bandwidth_bytes_per_s if g.catalog else None
-        ),
-    }
-
-
-def measured_vs_peak(cpu) -> dict | None:
-    """The saved profile's best matmul rates for this CPU against its derived peak.
-
-    A rate above the peak cannot come from more FLOPs per cycle than the vector model
-    allows; it bounds the clock the cores really ran at from below (the clock readable in a
-    VM is often only the nominal one). None without a saved measurement of this CPU.
-    """
-    from ceiling.errors import CeilingError
-    from ceiling.hardware.profile import default_profile_path, load_profile
-
-    path = default_profile_path()
-    try:  # none saved, or unreadable: nothing to compare
-        profile = load_profile(path)
-    except CeilingError:
-        return None
-    dev = next((d for d in profile.devices if d.kind == "cpu" and d.name == cpu.model), None)
-    if dev is None or not dev.peak_flops_per_s:
-        return None
-    fractions = {
-        d: rate / cpu.peak_flops_per_s[d]
-        for d, rate in dev.peak_flops_per_s.items()
-        if cpu.peak_flops_per_s.get(d)
-    }
-    if not fractions:
-        return None
-    top = max(fractions, key=fractions.get)
-    implied = cpu.freq_hz * fractions[top] if cpu.freq_hz and fractions[top] > 1 else None
-    return {
-        "profile": str(path),
-        "measured_flops_per_s": dict(dev.peak_flops_per_s),
-        "peak_fraction": fractions,
-        "implied_min_clock_hz": implied,
-        "implied_from": top if implied else None,
-    }
-
-
 @app.command()
 def info(json_out: JsonOption = False) -> None:
     """This machine: CPU, caches, clocks, SIMD features, theoretical peak per dtype, GPUs."""
-    from ceiling.hardware.cpu import detect_cpu
-    from ceiling.hardware.gpu import detect_gpus
+    from ceiling.api.info import info as this_machine
 
-    cpu = detect_cpu()
-    torch_info = _torch_info()
-    gpus = detect_gpus() if torch_info else []
-    measured = measured_vs_peak(cpu)
+    r = this_machine()
     if json_out:
-        emit_json(
-            {
-                "cpu": {
-                    "model": cpu.model,
-                    "vendor": cpu.vendor,
-                    "arch": cpu.arch,
-                    "cores": cpu.cores,
-                    "threads": cpu.threads,
-                    "caches_bytes": cpu.caches,
-                    "llc_bytes": cpu.llc_bytes,
-                    "freq_hz": cpu.freq_hz,
-                    "freq_source": cpu.freq_source,
-                    "clocks_hz": cpu.clocks_hz,
-                    "features": list(cpu.features),
-                    "isa": cpu.isa,
-                    "flops_per_cycle_per_core": cpu.flops_per_cycle_per_core,
-                    "peak_flops_per_s": cpu.peak_flops_per_s,
-                    "native": cpu.native,
-                    "not_native_why": {d: _NOT_NATIVE[d] for d, ok in cpu.native.items() if not ok},
-                    "assumptions": list(cpu.assumptions),
-                    "memory_bytes": cpu.memory_bytes,
-                    "notes": list(cpu.notes),
-                    "measured_vs_peak": measured,
-                },
-                "torch": torch_info,
-                "gpus": [_gpu_json(g) for g in gpus],
-            }
-        )
+        emit_json(r.to_dict())
         return
+    cpu, torch_info, gpus, measured = r.cpu, r.torch, r.gpus, r.measured
 
     c = console()
     mem = f"{format_bytes(cpu.memory_bytes, binary=True)} ({format_bytes(cpu.memory_bytes)})"
@@ -246,9 +110,8 @@ def info(json_out: JsonOption = False) -> None:
                 f"clock), not the {cpu.freq_hz / 1e9:.2f} GHz readable here; the peaks above "
                 "are low by as much"
             )
-    for d, ok in cpu.native.items():
-        if not ok:
-            c.print(f"{d}: {_NOT_NATIVE[d]}")
+    for d, why in r.not_native_why.items():
+        c.print(f"{d}: {why}")
     c.print("assumptions:")
     for a in cpu.assumptions:
         c.print(f"  - {a}")
@@ -301,28 +164,26 @@ def specs(
 
     Your own devices: a TOML file in the same schema (`--template` prints one) passed as
     NAME or --spec, or a directory of them named by $CEILING_CATALOG."""
-    from ceiling.hardware.catalog import all_specs, get_spec
+    from ceiling.api.specs import specs as catalog
 
-    if template:
-        from ceiling.hardware.spec_template import spec_to_toml, template_text
+    if template and name is None:  # the blank template needs no catalog
+        from ceiling.hardware.spec_template import template_text
 
-        # plain stdout: the text is TOML, and rich would read [table] headers as markup
-        sys.stdout.write(spec_to_toml(get_spec(name)) if name else template_text())
+        sys.stdout.write(template_text())
         return
-    if name is not None:
-        spec = get_spec(name)
-        resolved = resolved_note(name, spec)
-        if json_out:
-            emit_json({**spec_json(spec), **({"resolved": resolved} if resolved else {})})
-            return
-        if resolved:
-            console().print(resolved)
-        _show_one(spec)
+    r = catalog(name)
+    if template:  # plain stdout: the text is TOML, and rich would read [table] headers as markup
+        sys.stdout.write(r.toml())
         return
-    everything = all_specs()
     if json_out:
-        emit_json({"devices": [spec_json(s) for s in everything]})
+        emit_json(r.to_dict())
         return
+    if r.spec is not None:
+        if r.resolved:
+            console().print(r.resolved)
+        _show_one(r.spec)
+        return
+    everything = r.devices
 
     def tflops(s, d: str) -> str:
         return f"{s.peak_flops_per_s[d] / 1e12:,.1f}" if d in s.peak_flops_per_s else "—"
@@ -359,18 +220,6 @@ def specs(
             ),
         )
     )
-
-
-def resolved_note(name: str, spec) -> str | None:
-    """'h100 is h100-sxm (also: h100-pcie, h100-nvl)' when a name was not the entry's key."""
-    from ceiling.hardware.catalog import all_specs, is_spec_file
-
-    asked = "-".join(name.strip().lower().replace("_", " ").replace("-", " ").split())
-    if is_spec_file(name) or asked == spec.key:
-        return None
-    others = [s.key for s in all_specs() if s.key != spec.key and s.key.startswith(asked)]
-    also = f" (also: {', '.join(others)})" if others else ""
-    return f"{name} is {spec.key}{also}"
 
 
 def _each_way(bytes_per_s: float | None, missing: str) -> str:

@@ -46,8 +46,8 @@ def repeat(
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn
 
+    from ceiling.api.repeat import repeat as rerun
     from ceiling.cli.scale import parse_counts
-    from ceiling.measure import repeat as rep
 
     counts = parse_counts(joined(threads) or "1,2", "thread counts")
     total = runs * len(counts) * (2 if deterministic_check else 1)
@@ -59,18 +59,18 @@ def repeat(
         disable=not sys.stderr.isatty(),
     ) as progress:
         task = progress.add_task("runs", total=total)
-        raw = rep.run_repeat(
+        result = rerun(
             target,
-            runs,
-            counts,
-            check_deterministic=deterministic_check,
-            on_run=lambda: progress.advance(task),
+            runs=runs,
+            threads=counts,
+            deterministic_check=deterministic_check,
             timeout_s=timeout,
+            on_run=lambda: progress.advance(task),
         )
-    findings = rep.verdict(raw)
     if json_out:
-        emit_json({**raw, "verdict": findings})
+        emit_json(result.to_dict())
         return
+    raw, findings = result.raw, result.verdict
     c = console()
     c.print(
         table(

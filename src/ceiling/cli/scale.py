@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -111,59 +112,44 @@ def scale(
     Processes are torch.distributed workers (gloo on CPU, NCCL on GPU) spawned here, at most
     8 per core; run the same command under `torchrun` to span machines (rank 0 prints).
     """
-    workers = joined(workers) or "1,2,4"
-    from ceiling.measure import scale as scale_run
-    from ceiling.report import scaling_summary
-    from ceiling.units import parse_bytes
+    from ceiling.api.scale import scale as measure_scaling
 
-    if device not in ("auto", "cpu", "cuda"):
-        raise InvalidInput(f"device must be auto, cpu or cuda, got {device!r}")
-    if plot is not None and len(parse_counts(workers)) < 2:
+    counts = parse_counts(joined(workers) or "1,2,4")
+    if plot is not None and len(counts) < 2:
         raise InvalidInput("a figure needs at least two worker counts, e.g. --workers 1,2")
-    if ":" in workload:  # the user's own: a module that does not load fails before any worker
-        from ceiling.usercode import load_callable
-
-        load_callable(workload)
-    options = {
-        "synthetic": {
-            "serial": serial,
-            "work_s": work_ms / 1e3,
-            "comm_bytes": parse_bytes(comm_bytes),
-        },
-        "matmul": {"size": size},
-        "python": {"iterations": iterations},
-        "ddp": {"model": model, "batch": batch, "seq": seq},
-    }.get(workload, {})
-    cfg = scale_run.ScaleConfig(
-        workload=workload,
-        workers=tuple(parse_counts(workers)),
-        mode=mode,
-        backend=backend,
-        steps=steps,
-        warmup_steps=warmup,
-        imbalance=imbalance,
-        threads_per_worker=threads_per_worker,
-        device=device,
-        timeout_s=timeout,
-        stall_s=stall_timeout,
-        options=options,
-    )
-    predict_ns = predicted_ns(predict)
-    raw = _run_with_progress(cfg, scale_run)
-    if raw is None:  # a rank other than 0 under torchrun: rank 0 reports
-        return
-    summary = scaling_summary.summarize_run(raw, predict_ns)
-    if len(summary["points"]) < len(cfg.workers):
-        measured = {p["n"] for p in summary["points"]}
-        skipped = [n for n in cfg.workers if n not in measured]
-        summary["warnings"].append(
-            f"N = {', '.join(map(str, skipped))} skipped: larger than the launcher's world size "
-            f"({raw.get('world_size')})"
+    predict_text = joined(predict)
+    predict_ns = parse_counts(predict_text, "predicted worker counts") if predict_text else None
+    with _progress(workload, counts, backend) as on_progress:
+        result = measure_scaling(
+            workload,
+            workers=counts,
+            mode=mode,
+            backend=backend,
+            steps=steps,
+            warmup=warmup,
+            imbalance=imbalance,
+            threads_per_worker=threads_per_worker,
+            serial=serial,
+            work_ms=work_ms,
+            comm_bytes=comm_bytes,
+            size=size,
+            iterations=iterations,
+            model=model,
+            batch=batch,
+            seq=seq,
+            device=device,
+            timeout_s=timeout,
+            stall_timeout_s=stall_timeout,
+            predict=predict_ns,
+            on_progress=on_progress,
         )
-    if plot is not None and summary["fit"] is not None:
-        from ceiling.report import scaling_plot
+    if result is None:  # a rank other than 0 under torchrun: rank 0 reports
+        return
+    summary = result.to_dict()
+    if plot is not None and result.fit is not None:
+        from ceiling.report import plots
 
-        scaling_plot.save_scaling_figure(summary, plot, title=f"{workload} ({mode} scaling)")
+        plots.save(result.figure(), plot)
         summary["plot"] = str(plot)
     if json_out:
         emit_json(summary)
@@ -171,7 +157,9 @@ def scale(
     _render(summary, plot)
 
 
-def _run_with_progress(cfg, scale_run):
+@contextmanager
+def _progress(workload: str, counts: list[int], backend: str):
+    """A spinner on stderr (a terminal only) fed as `on_progress(message)`."""
     import sys
 
     from rich.console import Console
@@ -186,14 +174,12 @@ def _run_with_progress(cfg, scale_run):
         transient=True,
         disable=not sys.stderr.isatty(),
     ) as progress:
-        task = progress.add_task(
-            f"{cfg.workload}: starting {max(cfg.workers)} {cfg.backend}", total=len(cfg.workers)
-        )
+        task = progress.add_task(f"{workload}: starting {max(counts)} {backend}", total=len(counts))
 
         def on_progress(msg: str) -> None:
-            progress.update(task, description=f"{cfg.workload}: {msg}", advance=1)
+            progress.update(task, description=f"{workload}: {msg}", advance=1)
 
-        return scale_run.run_scaling(cfg, on_progress=on_progress)
+        yield on_progress
 
 
 def _render(summary: dict, plot: Path | None) -> None:

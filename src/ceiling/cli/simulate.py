@@ -12,12 +12,11 @@ from ceiling.cli.output import (
     JsonOption,
     PlotOption,
     console,
-    emit_json,
+    figure_and_json,
     joined,
     table,
 )
-from ceiling.errors import InvalidInput
-from ceiling.units import format_time, parse_time
+from ceiling.units import format_time
 
 simulate_app = typer.Typer(
     help="Simulate a pipeline-parallel step or a data-parallel step with stragglers.",
@@ -41,27 +40,6 @@ everyone else waits. --slow makes --slow-count workers that many times slower; -
 random per-worker variation (relative standard deviation), which alone makes the expected
 wait grow with the number of workers. By default one worker of 64 is 1.5× slower; --slow 1
 and no --jitter simulate no straggler at all."""
-
-
-def _times(text: str | None, what: str) -> list[float] | None:
-    if text is None:
-        return None
-    parts = [x for x in text.replace(" ", "").split(",") if x]
-    if not parts:
-        raise InvalidInput(f"{what} needs at least one time")
-    times = [parse_time(x) for x in parts]
-    # a stage without forward work is no pipeline stage: its 0 s would show a 0 % bubble
-    if what == "--forward" and min(times) <= 0:
-        raise InvalidInput(f"{what}: each stage's time must be > 0, got {text}")
-    return times
-
-
-def _expand(values: list[float], p: int, what: str) -> list[float]:
-    if len(values) == 1:
-        return values * p
-    if len(values) != p:
-        raise InvalidInput(f"{what}: give one time or one per stage ({p}), got {len(values)}")
-    return values
 
 
 # Stage rows a terminal table shows; more would scroll the findings away.
@@ -106,71 +84,21 @@ def pipeline(
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
-    from ceiling.model.pipeline_sim import SCHEDULES, bubble_formula, simulate_pipeline
-    from ceiling.model.plan.pipeline import step_closed_form
+    from ceiling.api.simulate import pipeline as simulate_pipeline
 
-    if schedule not in SCHEDULES:
-        raise InvalidInput(f"--schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
-    if stages < 1 or micro_batches < 1 or chunks < 1:
-        raise InvalidInput("--stages, --micro-batches and --chunks must be ≥ 1")
-    forward, backward = joined(forward) or "1", joined(backward)
-    fwd = _expand(_times(forward, "--forward"), stages, "--forward")
-    bwd = (
-        _expand(_times(backward, "--backward"), stages, "--backward")
-        if backward is not None
-        else [2.0 * x for x in fwd]
+    result = simulate_pipeline(
+        stages,
+        micro_batches,
+        schedule,
+        chunks,
+        joined(forward) or "1",
+        joined(backward),
+        p2p,
     )
-    r = simulate_pipeline(schedule, stages, micro_batches, fwd, bwd, chunks, parse_time(p2p))
-    formula = bubble_formula(stages, micro_batches, chunks)
-    uniform = len(set(fwd)) == 1 and len(set(bwd)) == 1 and parse_time(p2p) == 0
-    closed = (
-        None
-        if schedule == "gpipe"
-        else step_closed_form([f + b for f, b in zip(fwd, bwd, strict=True)], micro_batches, chunks)
-    )
-    # The same total work spread evenly over the stages: what the imbalance costs.
-    even = len(set(fwd)) == 1 and len(set(bwd)) == 1
-    balanced = (
-        r.makespan_s
-        if even
-        else simulate_pipeline(
-            schedule,
-            stages,
-            micro_batches,
-            [sum(fwd) / stages] * stages,
-            [sum(bwd) / stages] * stages,
-            chunks,
-            parse_time(p2p),
-        ).makespan_s
-    )
-    if plot is not None:
-        from ceiling.report import plots
-        from ceiling.report.pipeline_plot import pipeline_figure
-
-        plots.save(pipeline_figure(r), plot)
-    if json_out:
-        emit_json(
-            {
-                "schedule": r.schedule,
-                "stages": r.stages,
-                "micro_batches": r.micro_batches,
-                "chunks": r.chunks,
-                "forward_s": fwd,
-                "backward_s": bwd,
-                "p2p_s": parse_time(p2p),
-                "makespan_s": r.makespan_s,
-                "ideal_s": r.ideal_s,
-                "bubble_fraction": r.bubble_fraction,
-                "bubble_formula": formula,
-                "balanced_makespan_s": balanced,
-                "makespan_closed_form_s": closed,
-                "idle_fraction": r.idle_fraction,
-                "utilisation": list(r.utilisation),
-                "peak_in_flight": list(r.peak_in_flight),
-                "plot": str(plot) if plot else None,
-            }
-        )
+    if figure_and_json(result, plot, json_out):
         return
+    r, fwd, bwd = result.sim, result.forward_s, result.backward_s
+    formula, closed = result.bubble_formula, result.makespan_closed_form_s
     c = console()
     rows = [
         [
@@ -199,12 +127,13 @@ def pipeline(
         f"busiest stage: bubble {r.bubble_fraction:.2%}"
         + (
             f" (formula (p-1)/(v·m) = {formula:.2%})"
-            if uniform
+            if result.uniform
             else f"; (p-1)/(v·m) = {formula:.2%} holds only for uniform stages without sends"
         )
     )
     c.print(f"idle share of all device time: {r.idle_fraction:.1%}")
-    if len(set(fwd)) > 1 or len(set(bwd)) > 1:
+    if result.uneven:
+        balanced = result.balanced_makespan_s
         slowest = max(range(stages), key=lambda k: fwd[k] + bwd[k])
         c.print(
             f"uneven stages: stage {slowest} ({format_time(fwd[slowest] + bwd[slowest])} per "
@@ -246,44 +175,14 @@ def straggler(
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
-    from ceiling.model.pipeline_sim import simulate_straggler, straggler_workers
+    from ceiling.api.simulate import straggler as simulate_straggler
 
-    if workers > 1_000_000:
-        raise InvalidInput(f"--workers must be at most 1000000, got {workers}")
-    times = straggler_workers(workers, parse_time(step), slow, slow_count, jitter, seed)
-    r = simulate_straggler(times, parse_time(allreduce))
-    scan = []
-    if jitter > 0:
-        n = 1
-        while n <= max(workers, 8):
-            s = simulate_straggler(
-                straggler_workers(n, parse_time(step), 1.0, 0, jitter, seed),
-                parse_time(allreduce),
-            )
-            scan.append({"workers": n, "step_s": s.step_s, "efficiency": s.efficiency})
-            n *= 4
-    if plot is not None:
-        from ceiling.report import plots
-        from ceiling.report.pipeline_plot import straggler_figure
-
-        plots.save(straggler_figure(r), plot)
-    if json_out:
-        emit_json(
-            {
-                "workers": r.workers,
-                "step_s": r.step_s,
-                "slowest_compute_s": max(r.compute_s),
-                "mean_wait_s": r.mean_wait_s,
-                "efficiency": r.efficiency,
-                "slowdown": r.slowdown,
-                "allreduce_s": r.allreduce_s,
-                "jitter_scan": scan,
-                "plot": str(plot) if plot else None,
-            }
-        )
+    result = simulate_straggler(workers, step, slow, slow_count, jitter, allreduce, seed)
+    if figure_and_json(result, plot, json_out):
         return
+    r, scan = result.sim, result.jitter_scan
     c = console()
-    if slow == 1.0 and jitter == 0.0:
+    if result.no_straggler:
         c.print("no straggler asked for (--slow 1, no --jitter): every worker finishes together")
     c.print(
         f"{r.workers} workers: step {format_time(r.step_s)} (slowest compute "

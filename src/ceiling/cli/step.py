@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -13,14 +12,13 @@ from ceiling.cli.output import (
     JsonOption,
     PlotOption,
     console,
-    emit_json,
+    figure_and_json,
     joined,
     table,
 )
 from ceiling.cli.params import RUNS_YOUR_CODE
 from ceiling.report import waterfall
 
-DEFAULT_WORKERS = "0,2,4"
 SLOW_DATA_HELP = (
     "Demo: the built-in dataset sleeps 4 ms per sample (a stand-in for slow decoding or "
     "augmentation), so the loader starves the model with 0 workers and catches up as "
@@ -43,46 +41,7 @@ def _workers(text: str) -> tuple[int, ...]:
         values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise InvalidInput(f"--workers takes counts like 0,2,4, got {text!r}") from None
-    if not values or any(v < 0 for v in values):
-        raise InvalidInput(f"--workers takes counts ≥ 0 like 0,2,4, got {text!r}")
-    return values
-
-
-def _row_json(r) -> dict:
-    return {
-        "workers": r.workers,
-        "step_s": r.step_s,
-        "data_s": r.data_s,
-        "host_s": r.host_s,
-        "compute_s": r.compute_s,
-        "sync_s": r.sync_s,
-        "data_share": r.data_share,
-        "loader_batches_per_s": r.loader_batches_per_s,
-        "model_batches_per_s": r.model_batches_per_s,
-        "loader_limits": r.loader_limits,
-        "serial_fraction": r.serial_fraction,
-        "amdahl_ceiling": r.amdahl_ceiling,
-        "speedup_2x_device": r.speedup_on_faster_device(2.0),
-        "bottleneck": r.bottleneck,
-    }
-
-
-def _figure(report, path: Path) -> None:
-    from ceiling.report import plots
-
-    plt = plots.pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    labels = [str(r.workers) for r in report.rows]
-    bottom = [0.0] * len(report.rows)
-    for name, attr in (("data wait", "data_s"), ("host", "host_s"), ("compute", "compute_s")):
-        values = [getattr(r, attr) * 1e3 for r in report.rows]
-        ax.bar(labels, values, bottom=bottom, label=name)
-        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    ax.set_xlabel("DataLoader workers")
-    ax.set_ylabel("time per step (ms)")
-    ax.set_title(f"{report.target}: step time by loader workers")
-    ax.legend()
-    plots.save(fig, path)
+    return values  # ceiling.api.step checks them
 
 
 @app.command(name="step")
@@ -92,7 +51,7 @@ def step_command(
         list[str] | None,
         typer.Option(
             "--workers",
-            help=f"DataLoader worker counts to try, {LIST_HELP} (default {DEFAULT_WORKERS}).",
+            help=f"DataLoader worker counts to try, {LIST_HELP} (default 0,2,4).",
         ),
     ] = None,
     slow_data: Annotated[bool, typer.Option("--slow-data", help=SLOW_DATA_HELP)] = False,
@@ -115,17 +74,17 @@ def step_command(
 ) -> None:
     """Split a training step into data wait, host work and device compute, for 0..k loader
     workers; name the bottleneck and the Amdahl ceiling of the serial part."""
-    counts = _workers(joined(workers) or DEFAULT_WORKERS)
+    counts = _workers(joined(workers) or "0,2,4")
     from rich.console import Console
 
-    from ceiling.profile.step_run import measure_step
+    from ceiling.api.step import step as measure_step
 
     with Console(stderr=True).status(f"timing {target} steps …") as status:
-        report = measure_step(
+        result = measure_step(
             target,
             workers=counts,
             slow_data=slow_data,
-            data_delay_s=data_delay_ms / 1e3 if data_delay_ms is not None else None,
+            data_delay_ms=data_delay_ms,
             device=device,
             dtype=dtype,
             batch=batch,
@@ -133,32 +92,9 @@ def step_command(
             threads=threads,
             progress=lambda w: status.update(f"timing {target} steps with {w} loader workers …"),
         )
-    if plot is not None:
-        _figure(report, plot)
-    if json_out:
-        emit_json(
-            {
-                "target": report.target,
-                "device": report.device,
-                "dtype": report.dtype,
-                "samples_per_step": report.samples_per_step,
-                "slow_data": report.data_delay_s_per_sample > 0,
-                "data_delay_s_per_sample": report.data_delay_s_per_sample,
-                "compute_s": report.compute_s,
-                "threads": report.threads,
-                "typical_op_s": report.typical_op_s,
-                "rows": [_row_json(r) for r in report.rows],
-                "bottleneck": report.rows[0].bottleneck,
-                "verdict": report.verdict,
-                "waterfall_workers": report.waterfall_workers,
-                "roofs": waterfall.explanation_json(report.explanation),
-                "method": report.method,
-                "method_version": report.method_version,
-                "environment": report.environment,
-                "plot": str(plot) if plot else None,
-            }
-        )
+    if figure_and_json(result, plot, json_out):
         return
+    report = result.report
     render(report)
     if plot:
         console().print(f"figure: {plot}")

@@ -114,17 +114,9 @@ def _order(schedule: str, k: int, p: int, m: int, v: int) -> list[tuple[str, int
     return out + [bwd_id(i) for i in range(total - warm, total)]
 
 
-def simulate_pipeline(
-    schedule: str,
-    stages: int,
-    micro_batches: int,
-    forward_s: Sequence[float | Sequence[float]] | float,
-    backward_s: Sequence[float | Sequence[float]] | float,
-    chunks: int = 1,
-    p2p_s: float = 0.0,
-) -> PipelineResult:
-    """Simulate one step; forward_s/backward_s per device (a number means every device),
-    each a device's time split evenly over its chunks or a sequence of its v chunks' times."""
+def check_schedule(schedule: str, stages: int, micro_batches: int, chunks: int = 1) -> None:
+    """Refuse a schedule and shape the simulation cannot run, before any time is spread over
+    the stages."""
     if schedule not in SCHEDULES:
         raise InvalidInput(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     p, m, v = stages, micro_batches, chunks
@@ -143,6 +135,21 @@ def simulate_pipeline(
         raise InvalidInput(
             f"interleaved 1F1B needs micro-batches divisible by stages: m({m}) % p({p}) = {m % p}"
         )
+
+
+def simulate_pipeline(
+    schedule: str,
+    stages: int,
+    micro_batches: int,
+    forward_s: Sequence[float | Sequence[float]] | float,
+    backward_s: Sequence[float | Sequence[float]] | float,
+    chunks: int = 1,
+    p2p_s: float = 0.0,
+) -> PipelineResult:
+    """Simulate one step; forward_s/backward_s per device (a number means every device),
+    each a device's time split evenly over its chunks or a sequence of its v chunks' times."""
+    check_schedule(schedule, stages, micro_batches, chunks)
+    p, m, v = stages, micro_batches, chunks
     if not p2p_s >= 0 or p2p_s == float("inf"):
         raise InvalidInput(f"point-to-point time must be finite and ≥ 0, got {p2p_s!r}")
     f_chunk = _check_times("forward", forward_s, p, v)

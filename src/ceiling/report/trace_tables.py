@@ -160,7 +160,7 @@ def shown_ranks(r: TraceResult) -> list[RankResult]:
 
 
 def render(r: TraceResult, top: int = 10) -> None:
-    from ceiling.cli.output import console, table
+    from ceiling.report.terminal import console, table
 
     out = console()
     out.print(device_line(r))
