@@ -8,6 +8,7 @@ how much of the time between two such ends no device event covers.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import re
@@ -24,6 +25,12 @@ DATA = Path(__file__).parent / "data" / "traces-real"
 # today's category names and PyTorch 1.8's
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset")
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime", "Runtime")
+
+
+@functools.cache
+def _analyzed(name: str):
+    """Each real trace analysed once for the whole module (results are only read)."""
+    return analyze(DATA / name)
 
 
 def _events(path: Path) -> list[dict]:
@@ -103,7 +110,7 @@ def _idle_share(rank) -> float:
 @pytest.mark.parametrize("name", STEPPED)
 def test_gpu_step_period_and_idle_match_the_raw_events(name):
     period, idle, n = raw_gpu_steps(DATA / name)
-    rank = analyze(DATA / name).ranks[0]
+    rank = _analyzed(name).ranks[0]
     assert len(rank.steps) == n
     assert rank.step_s == pytest.approx(period, rel=0.05)
     assert _idle_share(rank) == pytest.approx(idle, abs=0.03)
@@ -127,7 +134,7 @@ HTA_0_5_0 = {
 @pytest.mark.parametrize("name", list(HTA_0_5_0))
 def test_the_figures_hta_defines_agree_with_hta_within_a_point(name):
     i, idle, compute, non_compute, overlap = HTA_0_5_0[name]
-    h = analyze(DATA / name.strip()).ranks[i].hta
+    h = _analyzed(name.strip()).ranks[i].hta
     got = [h[k] * 100 for k in ("idle_time", "compute_time", "non_compute_time")]
     assert got == pytest.approx([idle, compute, non_compute], abs=1.0)
     assert h["comp_comm_overlap"] * 100 == pytest.approx(overlap, abs=1.0)
@@ -136,7 +143,7 @@ def test_the_figures_hta_defines_agree_with_hta_within_a_point(name):
 @pytest.mark.parametrize("name", ["alexnet_a100_nosteps.json.gz", "gp100_gpu_annotations.json.gz"])
 def test_a_trace_without_steps_is_its_gpu_active_span(name):
     span, idle = raw_active_span(DATA / name)
-    rank = analyze(DATA / name).ranks[0]
+    rank = _analyzed(name).ranks[0]
     assert len(rank.steps) == 1
     assert rank.step_s == pytest.approx(span, rel=1e-4)  # seconds since 1970: ~0.2 µs steps
     assert _idle_share(rank) == pytest.approx(idle, abs=0.01)
@@ -145,7 +152,7 @@ def test_a_trace_without_steps_is_its_gpu_active_span(name):
 
 @pytest.mark.parametrize("name", [*STEPPED, "mi250_minitoy_rocm6.json.gz"])
 def test_kernel_time_is_attributed_and_bounded(name):
-    rank = analyze(DATA / name).ranks[0]
+    rank = _analyzed(name).ranks[0]
     work = sum(rank.mean(k) for k in bd.WORK)
     known = rank.mean(bd.COMPUTE) + rank.mean(bd.MEMORY_BOUND)
     assert known >= 0.75 * work
@@ -156,7 +163,7 @@ def test_kernel_time_is_attributed_and_bounded(name):
 
 def test_batch_norm_kernels_keep_their_op():
     """cudnn_batch_norm has no cost rule but child ops: its own kernels stay in the table."""
-    rank = analyze(DATA / "a100_ddp_nccl_rank0.json.gz").ranks[0]
+    rank = _analyzed("a100_ddp_nccl_rank0.json.gz").ranks[0]
     names = {o.name for o in rank.ops}
     assert {"aten::cudnn_batch_norm", "aten::cudnn_batch_norm_backward"} <= names
     bn = sum(o.time_s for o in rank.ops if "batch_norm" in o.name)
@@ -173,7 +180,7 @@ def test_batch_norm_kernels_keep_their_op():
     ],
 )
 def test_devices_are_identified_from_their_properties(name, key):
-    r = analyze(DATA / name)
+    r = _analyzed(name)
     assert r.device.name == get_spec(key).name
     assert r.device.peak_flops_per_s is not None
 
@@ -250,7 +257,7 @@ def test_an_unknown_device_is_still_analysed():
 
 
 def test_kernel_view_names_categories_precision_and_ops():
-    rank = analyze(DATA / "a100_ddp_nccl_rank0.json.gz").ranks[0]
+    rank = _analyzed("a100_ddp_nccl_rank0.json.gz").ranks[0]
     top = rank.kernels[0]
     assert top.category == "NCCL all_reduce" and top.op == "c10d::allreduce_"
     gemms = [k for k in rank.kernels if k.category == "GEMM"]
