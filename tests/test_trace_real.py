@@ -301,3 +301,11 @@ def test_workers_must_be_a_whole_number():
 
     with pytest.raises(CeilingError, match="workers"):
         analyze(DATA / "sampled_2rank", workers=0)
+
+
+def test_a_dask_address_nobody_answers_is_one_line():
+    pytest.importorskip("dask.distributed")
+    from ceiling.errors import CeilingError
+
+    with pytest.raises(CeilingError, match="no Dask scheduler answers"):
+        analyze(DATA / "sampled_2rank", dask="nonsense://x")

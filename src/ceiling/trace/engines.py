@@ -62,7 +62,13 @@ def _on_dask(paths, spec, peak_key, address: str, progress: Progress | None) -> 
             "pip install 'ceiling-perf[cluster]'"
         ) from None
     # "local": a cluster of threads in this process; else the scheduler's address
-    client = Client(processes=False) if address == "local" else Client(address)
+    try:
+        client = Client(processes=False) if address == "local" else Client(address, timeout=10)
+    except (OSError, ValueError, TypeError) as exc:
+        raise InvalidInput(
+            f"dask: no Dask scheduler answers at {address!r} ({exc}); start one "
+            "(dask scheduler) or pass 'local'"
+        ) from None
     try:
         futures = client.map(rank_summary, list(paths), spec=spec, peak_key=peak_key, pure=False)
         for done, _ in enumerate(as_completed(futures), start=1):
