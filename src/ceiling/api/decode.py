@@ -32,7 +32,34 @@ def config_json(cfg) -> dict[str, Any]:
         "max_seq": cfg.max_seq,
         "experts": cfg.experts,
         "active_experts": cfg.active_experts,
+        **_layout_json(cfg),
     }
+
+
+# The layout fields a model may set beyond the dense shape, shown only when it sets them.
+LAYOUT_FIELDS = (
+    "moe_ffn_hidden", "shared_experts", "shared_ffn_hidden", "shared_expert_gate",
+    "router_bias", "dense_layers", "moe_every", "expert_weight_bits", "attention",
+    "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+    "sliding_window", "local_global", "chunked_attention", "attention_sinks", "qkv_bias",
+    "qk_norm", "norms_per_layer",
+)  # fmt: skip
+
+
+def _layout_json(cfg) -> dict[str, Any]:
+    """Non-default layout fields, and the layer counts they give."""
+    from ceiling.model.transformer import TransformerConfig
+
+    out = {}
+    for key in LAYOUT_FIELDS:
+        value = getattr(cfg, key)
+        if value != TransformerConfig.__dataclass_fields__[key].default:
+            out[key] = value
+    if cfg.experts > 1 and cfg.dense_ffn_layers:
+        out["moe_layers"] = cfg.moe_layers
+    if cfg.local_layers:
+        out["local_layers"] = cfg.local_layers
+    return out
 
 
 def ceiling_json(cfg, c) -> dict[str, Any]:

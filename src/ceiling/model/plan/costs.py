@@ -53,15 +53,16 @@ def shape_of(model) -> Shape:
         heads=model.heads,
         kv_heads=model.kv_heads,
         head_dim=model.head_dim,
-        ffn_hidden=model.ffn_hidden,
+        # a MoE model's FFN is its routed expert's (dense first layers and shared experts
+        # count in the per-block means below)
+        ffn_hidden=model.expert_ffn_hidden if model.experts > 1 else model.ffn_hidden,
         ffn_mats=2 if model.ffn_kind == "gelu" else 3,
         vocab=model.vocab,
         experts=model.experts,
         active_experts=model.active_experts,
         params_layer=float(model.params_layer),
-        params_experts_layer=float(model.experts * model.params_expert)
-        if model.experts > 1
-        else 0.0,
+        # the routed experts per block, a mean over the blocks when some are dense
+        params_experts_layer=model.params_routed_experts / model.layers,
         params_layer_matmul_active=float(model.params_layer_matmul_active),
         # With p > 1 the first stage holds the table (and positions), the last the head
         # (a copy of the table when tied) and the final norm; either way about V·h.
