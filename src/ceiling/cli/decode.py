@@ -45,8 +45,8 @@ largest batch that fits, and time to first token for the prompt.
 
 MODEL is a catalog name (`ceiling models` lists them; gpt:tiny and gpt:small are the small
 GPTs --measure can build), hf:PATH (a Hugging Face config.json or the folder holding one:
-Llama, Mistral, Mixtral, Qwen2/3, Qwen3-MoE, Gemma, Phi-3, GPT-2, GPT-NeoX) or explicit
-dimensions: {CUSTOM_HELP}.
+Llama, Llama 4, Mistral, Mixtral, Qwen2/3, Qwen2-MoE, Qwen3-MoE, Gemma 1/2/3, Phi-3, GPT-2,
+GPT-NeoX, gpt-oss, DeepSeek-V2/V3, Kimi-K2) or explicit dimensions: {CUSTOM_HELP}.
 Example: custom:layers=32,hidden=4096,heads=32,kv_heads=8,ffn_hidden=14336,ffn_kind=swiglu,
 vocab=128256,max_seq=8192.
 
