@@ -247,3 +247,13 @@ def test_new_fields_keep_every_catalog_model():
     assert get_model("llama-3-8b").kv_bytes(1000, 2) == 1000 * get_model(
         "llama-3-8b"
     ).kv_bytes_per_token(2)
+
+
+@pytest.mark.parametrize("name", model_names())
+def test_planner_prices_the_same_flops_per_token(name):
+    # the planner's per-block terms (means over blocks of two kinds) add up to the model's
+    from ceiling.model.plan.costs import layer_forward_flops_per_token, shape_of
+
+    m = get_model(name)
+    planned = layer_forward_flops_per_token(shape_of(m), 8192) * m.layers
+    assert planned + 2 * m.vocab * m.hidden == pytest.approx(m.flops_per_token(8192), rel=1e-12)

@@ -43,6 +43,12 @@ class Shape:
     kv_dim: int  # kv_heads × head_dim
     rmsnorm: bool = True  # RMSNorm (written as ops in eager PyTorch) or LayerNorm (one kernel)
     rotary: bool = True  # rotary embedding applied to Q and K (not learned positions)
+    # attention's score and value widths (TransformerConfig.attention_widths; MLA's differ
+    # from q_dim), and the share of blocks that attend within a window of `window` keys
+    score_dim: int = 0  # 0: q_dim
+    value_dim: int = 0  # 0: q_dim
+    local_share: float = 0.0
+    window: float = float("inf")
 
 
 def shape_of(model) -> Shape:
@@ -74,6 +80,10 @@ def shape_of(model) -> Shape:
         kv_dim=model.kv_dim,
         rmsnorm=model.norm == "rmsnorm",
         rotary=not model.learned_positions,
+        score_dim=model.attention_widths[0],
+        value_dim=model.attention_widths[1],
+        local_share=model.local_layers / model.layers,
+        window=float(model.sliding_window or float("inf")),
     )
 
 
@@ -183,7 +193,12 @@ def layer_forward_flops_per_token(sh: Shape, seq_len):
 
 
 def layer_attention_flops_per_token(sh: Shape, seq_len):
-    return attention_flops(1, np.asarray(seq_len, float), sh.q_dim)
+    """Per block (a mean over the blocks): a local block attends to at most its window
+    (`TransformerConfig.attended`), MLA over its own score and value widths."""
+    s = np.asarray(seq_len, float)
+    keys = (1.0 - sh.local_share) * s + sh.local_share * np.minimum(s, sh.window)
+    score = sh.score_dim or sh.q_dim
+    return attention_flops(1, keys, score, value_width=sh.value_dim or sh.q_dim)
 
 
 def layer_elementwise_bytes_per_token(sh: Shape, seq_len, t, sp, attention, dropout):
