@@ -257,3 +257,15 @@ def test_planner_prices_the_same_flops_per_token(name):
     m = get_model(name)
     planned = layer_forward_flops_per_token(shape_of(m), 8192) * m.layers
     assert planned + 2 * m.vocab * m.hidden == pytest.approx(m.flops_per_token(8192), rel=1e-12)
+
+
+def test_custom_reads_fractional_bits_and_absent_sizes():
+    m = parse_model(
+        "custom:layers=2,hidden=64,heads=4,experts=4,active_experts=1,expert_weight_bits=4.25,"
+        "sliding_window=none,local_global=,q_lora_rank=none"
+    )
+    assert (m.expert_weight_bits, m.sliding_window, m.q_lora_rank) == (4.25, None, None)
+    matrices = 2 * 4 * 2 * 64 * 256  # GELU experts: up and down of 4·64
+    assert m.weight_bytes(2) == (m.params_total - matrices) * 2 + matrices * 4.25 / 8
+    with pytest.raises(InvalidInput, match="must be a whole number"):
+        parse_model("custom:layers=2,hidden=64,heads=4,kv_lora_rank=1.5")

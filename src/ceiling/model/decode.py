@@ -44,6 +44,7 @@ from ceiling.model.cluster import group_link
 from ceiling.model.collectives import allreduce_s
 from ceiling.model.roofline import predicted_time_s
 from ceiling.model.transformer import TransformerConfig
+from ceiling.units import format_flops
 from ceiling.vocabulary import dtype_bytes, normalize_dtype
 
 # Weights and KV cache may be stored in these; activations are computed in a float dtype.
@@ -582,8 +583,8 @@ def _attention_notes(cfg: TransformerConfig, step: _Step, context: int) -> list[
             f"multi-head latent attention: the cache holds the latent and rotary key "
             f"({cfg.kv_elements_per_layer} elements per layer and token), whole on every "
             f"tensor-parallel device; attention over the cache priced both ways per token at "
-            f"context {context:,}: absorbed {flops[True] / 1e9:.3g} GFLOP, non-absorbed "
-            f"{flops[False] / 1e9:.3g} GFLOP: {name[chosen]} used (the faster)"
+            f"context {context:,}: absorbed {format_flops(flops[True])}, non-absorbed "
+            f"{format_flops(flops[False])}: {name[chosen]} used (the faster)"
         )
     return notes
 
