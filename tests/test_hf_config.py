@@ -490,6 +490,8 @@ def test_deepseek_v3_exact_layout(tmp_path):
     assert cfg.params_total == 3 * dense + 58 * moe + 7168 + 2 * 129280 * 7168
     assert cfg.params_total == 671_026_419_200
     assert "multi-token-prediction module (1 layer) not counted" in cfg.source
+    # node-limited routing: 8 of 256 experts from at most 4 of 8 groups
+    assert (cfg.expert_groups, cfg.expert_groups_per_token) == (8, 4)
 
 
 def test_gpt_oss_mxfp4_checkpoint_size_and_windows(tmp_path):

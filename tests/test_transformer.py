@@ -230,6 +230,12 @@ def test_local_layers_bound_flops_and_cache():
         ("experts=4,active_experts=1,expert_weight_bits=0", r"expert_weight_bits must be in"),
         ("attention=gqa", "attention must be one of mha, mla"),
         ("shared_experts=-1,experts=2", "shared_experts must be a whole number"),
+        ("experts=6,active_experts=2,expert_groups=4", "expert_groups must divide"),
+        (
+            "experts=8,active_experts=6,expert_groups=4,expert_groups_per_token=2",
+            "must hold the 6 active experts",
+        ),
+        ("expert_groups=2", "need experts > 1"),
     ],
 )
 def test_layout_refusals_name_the_key(spec, words):

@@ -39,7 +39,8 @@ def config_json(cfg) -> dict[str, Any]:
 # The layout fields a model may set beyond the dense shape, shown only when it sets them.
 LAYOUT_FIELDS = (
     "moe_ffn_hidden", "shared_experts", "shared_ffn_hidden", "shared_expert_gate",
-    "router_bias", "dense_layers", "moe_every", "expert_weight_bits", "attention",
+    "router_bias", "expert_groups", "expert_groups_per_token", "dense_layers", "moe_every",
+    "expert_weight_bits", "attention",
     "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
     "sliding_window", "local_global", "chunked_attention", "attention_sinks", "qkv_bias",
     "qk_norm", "norms_per_layer",

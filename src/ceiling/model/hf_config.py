@@ -297,7 +297,12 @@ def _deepseek(raw: Raw, notes: list[str]) -> dict:
         if isinstance(dense, bool) or not isinstance(dense, int) or dense < 0:
             raise MalformedFile(f"first_k_dense_replace must be a whole number, got {dense!r}")
         out["dense_layers"] = dense
-        out["router_bias"] = (raw.get("topk_method") or d["topk_method"]) == "noaux_tc"
+        method = raw.get("topk_method") or d["topk_method"]
+        out["router_bias"] = method == "noaux_tc"
+        groups = _size(raw, "n_group", 1) or 1
+        if method in ("group_limited_greedy", "noaux_tc") and groups > 1:
+            out["expert_groups"] = groups
+            out["expert_groups_per_token"] = _int(raw, "topk_group", groups)
     mtp = raw.get("num_nextn_predict_layers")
     if mtp:
         notes.append(f"the multi-token-prediction module ({mtp} layer) not counted")

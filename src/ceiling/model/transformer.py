@@ -51,7 +51,8 @@ CUSTOM_HELP = (
     "(default 32000), tied_embeddings, max_seq (default 4096), experts, active_experts, "
     "norm layernorm|rmsnorm, bias, learned_positions, trained_dropout; mixture-of-experts "
     "layout moe_ffn_hidden, shared_experts, shared_ffn_hidden, shared_expert_gate, "
-    "router_bias, dense_layers, moe_every, expert_weight_bits; attention mha|mla with "
+    "router_bias, expert_groups, expert_groups_per_token, dense_layers, moe_every, "
+    "expert_weight_bits; attention mha|mla with "
     "q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim; "
     "sliding_window, local_global L:G (L local layers then G global, repeated), "
     "chunked_attention, attention_sinks, qkv_bias, qk_norm, norms_per_layer; booleans as "
@@ -84,9 +85,14 @@ OPTIONAL_SIZE_BOUNDS = {
     "qk_rope_head_dim": 2**16,
     "v_head_dim": 2**16,
     "sliding_window": 2**32,
+    "expert_groups_per_token": 2**16,
 }
 # Counts that may be 0.
 COUNT_BOUNDS = {"shared_experts": 2**16, "dense_layers": 2**17, "norms_per_layer": 16}
+MOE_LAYOUT_KEYS = (
+    "shared_experts", "dense_layers", "moe_every", "shared_expert_gate", "expert_groups",
+    "expert_groups_per_token",
+)  # fmt: skip
 MLA_DIMS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 
@@ -125,6 +131,12 @@ class TransformerConfig:
     shared_expert_gate: bool = False  # Qwen2-MoE: a sigmoid gate of h weights on the shared
     router_bias: bool = False  # a bias per expert on the router (gpt-oss; DeepSeek-V3's
     # e_score_correction_bias)
+    # Group-limited routing (DeepSeek's n_group, topk_group): the routed experts form
+    # `expert_groups` groups and a token's experts come from at most
+    # `expert_groups_per_token` of them (None: any). Changes no count; it bounds how many
+    # groups (nodes, with one group per node) a token's dispatch reaches.
+    expert_groups: int = 1
+    expert_groups_per_token: int | None = None
     dense_layers: int = 0  # the first k layers keep a dense FFN (first_k_dense_replace)
     moe_every: int = 1  # layer i (from 0) is MoE when (i + 1) % moe_every == 0 (Llama 4)
     # Bits per routed-expert weight as published (gpt-oss: MXFP4, 4 bits + an 8-bit scale
@@ -172,9 +184,9 @@ class TransformerConfig:
         self._check_layout()
 
     def _check_layout(self) -> None:
-        moe = ("shared_experts", "dense_layers", "moe_every", "shared_expert_gate")
+        _check_size("expert_groups", self.expert_groups, 2**16, 1)
         if self.experts == 1:
-            given = [k for k in moe if getattr(self, k) != _DEFAULTS[k]]
+            given = [k for k in MOE_LAYOUT_KEYS if getattr(self, k) != _DEFAULTS[k]]
             if given:
                 raise InvalidInput(f"{', '.join(given)} need experts > 1")
         elif self.moe_layers == 0:
@@ -182,6 +194,8 @@ class TransformerConfig:
                 f"no MoE layer is left: dense_layers({self.dense_layers}), "
                 f"moe_every({self.moe_every}) and layers({self.layers})"
             )
+        else:
+            self._check_groups()
         if self.expert_weight_bits is not None and not (
             isinstance(self.expert_weight_bits, int | float) and 0 < self.expert_weight_bits <= 32
         ):
@@ -204,6 +218,21 @@ class TransformerConfig:
                 if getattr(self, key) != _DEFAULTS[key]:
                     raise InvalidInput(f"{key} needs a sliding_window")
         self.local_pattern  # noqa: B018 (validates the pattern)
+
+    def _check_groups(self) -> None:
+        groups, limit = self.expert_groups, self.expert_groups_per_token
+        if self.experts % groups:
+            raise InvalidInput(
+                f"expert_groups must divide the experts: experts({self.experts}) % "
+                f"expert_groups({groups}) = {self.experts % groups}"
+            )
+        if limit is not None:
+            reach = min(limit, groups) * (self.experts // groups)
+            if limit > groups or self.active_experts > reach:
+                raise InvalidInput(
+                    f"expert_groups_per_token({limit}) must be at most expert_groups({groups}) "
+                    f"and its groups must hold the {self.active_experts} active experts"
+                )
 
     # ---- layer kinds --------------------------------------------------------------------
 
