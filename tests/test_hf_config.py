@@ -545,6 +545,12 @@ def test_frontier_decode_and_plan_from_the_command_line(cli, tmp_path):
     code, out, err = cli("plan", f"hf:{folder}", "--spec", "h100-sxm", "-n", "256", "--json")
     assert code == 0, err
     assert json.loads(out)["params_total"] == 671_026_419_200
+    folder = write_config(tmp_path / "g3", GEMMA3["gemma-3-27b"][0])
+    code, out, err = cli("decode", f"hf:{folder}", "--spec", "h100-sxm", "--context", "32767",
+                         "--batch", "1", "--json")  # fmt: skip
+    assert code == 0, err
+    # 10 global layers hold the whole context, 52 local ones their window of 1024
+    assert json.loads(out)["kv_bytes_per_sequence"] == (10 * 32768 + 52 * 1024) * 2 * 16 * 128 * 2
     code, out, err = cli("models", "deepseek-v3", "gpt-oss-120b", "llama-4-scout")
     assert code == 0, err
     assert "671.03" in out and "128/mla" in out and "18432/2048" in out and "10.5M" in out
