@@ -433,6 +433,29 @@ def test_profile_hf_builds_with_transformers(cli, tmp_path):
     assert data["model_flops_per_step"] > 0 and data["tokens_per_step"] == 64
 
 
+def test_profile_hf_deepseek_counts_as_the_model(cli, tmp_path):
+    # a small DeepSeek-V3 (latent attention with query compression, a dense first layer, a
+    # shared and routed experts) built by transformers on the meta device: the ops torch
+    # counts add up to the shape model's FLOPs exactly
+    pytest.importorskip("transformers.models.deepseek_v3")
+    small = {**DEEPSEEK_V3, "num_hidden_layers": 3, "hidden_size": 256,
+             "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 512,
+             "moe_intermediate_size": 128, "n_routed_experts": 8, "num_experts_per_tok": 2,
+             "first_k_dense_replace": 1, "kv_lora_rank": 64, "q_lora_rank": 96,
+             "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32,
+             "vocab_size": 1000, "max_position_embeddings": 512, "n_group": 1,
+             "topk_group": 1, "bos_token_id": 0, "eos_token_id": 0}  # fmt: skip
+    folder = write_config(tmp_path / "ds-small", small)
+    code, out, err = cli(
+        "profile", f"hf:{folder}", "--batch", "2", "--seq", "32", "--device", "meta",
+        "--spec", "h100-sxm", "--dtype", "bf16", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["model_flops_per_step"] == pytest.approx(data["analytic_flops_per_step"])
+    assert data["unknown_ops"] == []
+
+
 def test_hub_id_from_the_local_cache_only(tmp_path, monkeypatch):
     constants = pytest.importorskip("huggingface_hub.constants")
     repo = tmp_path / "models--acme--tiny-llama"
