@@ -76,7 +76,7 @@ def test_the_default_profile_warns_once_and_an_explicit_one_never(tmp_path, monk
 
 def test_the_command_line_says_it_in_one_line(cli, tmp_path, monkeypatch):
     _saved(tmp_path, monkeypatch, load_average_1min=7.0)
-    code, out, err = cli("roofline", "--op", "add:1000")
+    code, _out, err = cli("roofline", "--op", "add:1000")
     assert code == 0, err
     lines = [ln for ln in err.splitlines() if ln]
     assert len(lines) == 1 and lines[0].startswith("warning: the saved profile")

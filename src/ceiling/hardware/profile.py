@@ -7,6 +7,7 @@ datasheet figures they should be compared with.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from dataclasses import asdict, dataclass, field, fields
@@ -200,10 +201,8 @@ def this_process(kind: str) -> dict[str, Any]:
     from importlib import metadata
 
     here: dict[str, Any] = {}
-    try:
+    with contextlib.suppress(metadata.PackageNotFoundError):
         here["torch"] = metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        pass
     torch = sys.modules.get("torch")
     if torch is not None:
         here["threads"] = torch.get_num_threads()
