@@ -25,7 +25,8 @@ from ceiling.model.transformer import get_model
         ("llama-3-8b", "h100-sxm", DecodeSetup(), 64, 2048),
         ("llama-3-70b", "a100-80gb", DecodeSetup(tp=4), 32, 1000),
         ("llama-2-7b", "a100-80gb", DecodeSetup(weights_dtype="int4"), 8, 500),
-        ("mixtral-8x7b", "h100-sxm", DecodeSetup(weights_dtype="fp8", kv_dtype="fp8", tp=2), 16, 300),
+        ("mixtral-8x7b", "h100-sxm", DecodeSetup(weights_dtype="fp8", kv_dtype="fp8", tp=2), 16,
+         300),
         ("llama-3-8b", "h100-sxm", DecodeSetup(weights_dtype="fp8"), 512, 100),
     ],
 )  # fmt: skip

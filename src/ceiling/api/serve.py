@@ -265,6 +265,8 @@ def serve(
         raise BadArgument("target_rate", f"needs {argument('slo')} to meet at that rate")
     if target_rate is not None and not (isinstance(target_rate, int | float) and target_rate > 0):
         raise BadArgument("target_rate", f"must be > 0 requests per second, got {target_rate!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise BadArgument("seed", f"must be a whole number ≥ 0, got {seed!r}")
     the_slo = parse_slo(slo)
     layout = _layout(gpus, tp, pp, replicas)
     fmt = quant_format(weights)

@@ -37,6 +37,9 @@ import numpy as np
 from ceiling.errors import DoesNotFit, InvalidInput
 
 
+MAX_SPEC_TOKENS = 64  # draft tokens a step: engines propose a handful
+
+
 @dataclass(frozen=True)
 class Policy:
     """The engine's scheduling policy (vLLM's names and defaults where it has them)."""
@@ -60,8 +63,10 @@ class Policy:
                 raise InvalidInput(
                     f"{name.replace('_', ' ')} must be a whole number ≥ 1, got {v!r}"
                 )
-        if not isinstance(self.spec_tokens, int) or self.spec_tokens < 0:
-            raise InvalidInput(f"speculative tokens must be ≥ 0, got {self.spec_tokens!r}")
+        if not isinstance(self.spec_tokens, int) or not 0 <= self.spec_tokens <= MAX_SPEC_TOKENS:
+            raise InvalidInput(
+                f"speculative tokens must be 0 to {MAX_SPEC_TOKENS}, got {self.spec_tokens!r}"
+            )
         for name in ("prefix_hit_rate", "acceptance"):
             v = getattr(self, name)
             if not (isinstance(v, int | float) and 0 <= v < 1):

@@ -74,6 +74,9 @@ class Workload:
         return len(self.prompt)
 
 
+MAX_TOKENS = 1 << 30  # longer than any model's context: refused before arrays are made
+
+
 def _check_count(n: int, what: str = "number of requests") -> int:
     if not isinstance(n, int | np.integer) or isinstance(n, bool) or n < 1:
         raise InvalidInput(f"{what} must be a whole number ≥ 1, got {n!r}")
@@ -85,6 +88,8 @@ def fixed_lengths(n: int, prompt: int, output: int) -> tuple[np.ndarray, np.ndar
     for value, what in ((prompt, "input tokens"), (output, "output tokens")):
         if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 1:
             raise InvalidInput(f"{what} must be a whole number ≥ 1, got {value!r}")
+        if value > MAX_TOKENS:
+            raise InvalidInput(f"{what} must be at most {MAX_TOKENS:,}, got {value:,}")
     return np.full(n, int(prompt), dtype=np.int64), np.full(n, int(output), dtype=np.int64)
 
 
