@@ -11,7 +11,12 @@ import pytest
 import ceiling
 from ceiling.hardware.resolve import resolve_device
 from ceiling.model.decode import DecodeSetup, decode_ceiling
-from ceiling.model.decode_expected import costs_for, expected_rows
+from ceiling.model.decode_expected import (
+    costs_for,
+    expected_rows,
+    gemm_seconds,
+    tile_utilisation,
+)
 from ceiling.model.serve.engine import Engine, Layout
 from ceiling.model.serve.iteration import Iteration, chunk_pairs
 from ceiling.model.serve.workload import DATASETS, dataset_lengths
@@ -35,7 +40,7 @@ def test_decode_and_serve_agree_at_a_fixed_batch(model, device, setup, batch, co
     at = DecodeSetup(**{**setup.__dict__, "context": context})
     c = decode_ceiling(cfg, spec, [batch], at)
     costs = costs_for(spec, compute=c.dtypes.compute)
-    (expected,) = expected_rows(c, cfg.layers, costs)
+    (expected,) = expected_rows(c, cfg.layers, costs, cfg=cfg, sms=spec.sms)
     step = Iteration(cfg, spec, setup, costs).terms(batch, batch * context)
     assert step.time_s == pytest.approx(expected.step_s, rel=1e-12)
     assert step.weights_s + step.kv_s == pytest.approx(expected.memory_s, rel=1e-12)
@@ -48,7 +53,10 @@ def test_a_prefill_chunk_costs_its_flops_and_reads_its_cache():
     t = it.terms(0, 0.0, 512, chunk_pairs(1024, 512), 1024.0, sampled=1)
     head = cfg.vocab * cfg.hidden
     gemm = 2.0 * (cfg.params_matmul - head) * 512 + 2.0 * head
-    assert t.gemm_s == pytest.approx(gemm / (spec.peak("bf16") * costs.matmul_efficiency))
+    rate = spec.peak("bf16") * costs.matmul_efficiency
+    # at most the FLOPs at the full rate: 512 rows fill their tiles but not every wave
+    assert gemm / rate < t.gemm_s < 1.3 * gemm / rate
+    assert t.gemm_s == pytest.approx(gemm_seconds(cfg, 1, 512, 1, rate, spec.sms))
     pairs = 512 * 1024 + 512 * 513 / 2
     attn = 4.0 * cfg.layers * cfg.q_dim * pairs
     assert t.attention_s == pytest.approx(attn / (spec.peak("bf16") * costs.attention_efficiency))
@@ -142,3 +150,13 @@ def test_a_requests_file(tmp_path, cli):
     f.write_text('{"prompt_tokens": 0, "output_tokens": 10}\n')
     code, _, err = cli("serve", "llama-3-8b", "--spec", "h100-sxm", "--requests", str(f))
     assert code == 2 and "line 1" in err
+
+
+def test_tile_utilisation_pads_and_quantises_waves():
+    # 64 rows × 128 columns on 132 SMs: one 64×128 tile, 1 of 132 SMs busy
+    assert tile_utilisation(64, 128, 132) == pytest.approx(1 / 132)
+    # 256 × 132·256 columns: 128×256 tiles fill two whole waves exactly
+    assert tile_utilisation(256, 132 * 256, 132) == pytest.approx(1.0)
+    # 100 rows pad to 128 (or 2 × 64): 100/128 of the best tile
+    assert tile_utilisation(100, 132 * 256, 132) == pytest.approx(100 / 128)
+    assert tile_utilisation(7, 7, None) == 1.0

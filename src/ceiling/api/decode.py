@@ -196,6 +196,6 @@ def decode(
     )
     c = decode_ceiling(cfg, dev, batches, setup, drop_unfit=not explicit)
     costs = expected.costs_for(dev, weights=weights, compute=c.dtypes.compute)
-    rows = expected.expected_rows(c, cfg.layers, costs)
+    rows = expected.expected_rows(c, cfg.layers, costs, cfg=cfg, sms=getattr(dev, "sms", None))
     fit = (c.context, c.max_batch) if context is not None else _fit_at_realistic(cfg, dev, setup)
     return DecodeResult(cfg, c, dev, setup, resolved.source, rows, costs, *fit)

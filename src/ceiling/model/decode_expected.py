@@ -147,11 +147,65 @@ class ExpectedRow:
     limited_by: str  # the largest term: memory, compute, dequantisation, launches, all-reduce
 
 
+# Output tiles inference GEMM kernels choose among (rows × columns): the training tiles of
+# the planner (`ceiling.model.plan.costs.GEMM_TILES`) and the 64-row tiles CUTLASS and
+# cuBLAS use for skinny GEMMs, so that a batch of a few tokens pads to 64 rows, not 128.
+INFERENCE_GEMM_TILES = ((64, 128), (128, 128), (128, 256), (256, 128))
+
+
+def tile_utilisation(rows, cols, sms: int | None) -> float:
+    """Useful share of an M×N GEMM's tiles over `sms` SMs (padding and wave quantisation,
+    best over INFERENCE_GEMM_TILES; the planner's `gemm_tile_utilisation` with these tiles)."""
+    import math
+
+    if not sms:
+        return 1.0
+    best = 0.0
+    for tm, tn in INFERENCE_GEMM_TILES:
+        tr, tc = math.ceil(rows / tm), math.ceil(cols / tn)
+        tiles = tr * tc
+        waves = math.ceil(tiles / sms)
+        best = max(best, rows * cols / (tiles * tm * tn) * tiles / (waves * sms))
+    return best
+
+
+def gemm_seconds(cfg, tp: int, tokens: float, sampled: float, rate: float, sms) -> float:
+    """The multiplies of a forward pass over `tokens` tokens (`sampled` of them through the
+    output head) on one of `tp` devices, each GEMM at `rate` × its tile utilisation: per
+    layer QKV, output projection, FFN up (and gate) and down; a mixture of experts' FFN
+    GEMMs get tokens × k / E rows per expert, the experts' tiles sharing the SMs."""
+    if tokens <= 0:
+        return 0.0
+    h, q, kv, f = cfg.hidden, cfg.q_dim, cfg.kv_dim, cfg.ffn_hidden
+    up = (1 if cfg.ffn_kind == "gelu" else 2) * f  # gated FFNs: gate and up together
+    experts = cfg.experts
+    per_expert = max(tokens * cfg.active_experts / experts, 1.0) if experts > 1 else tokens
+    reached = experts_reached(cfg, tokens)
+    shapes = [  # (rows, columns per device, FLOPs per device)
+        (tokens, (q + 2 * kv) / tp, 2.0 * tokens * h * (q + 2 * kv) / tp),
+        (tokens, h, 2.0 * tokens * q * h / tp),
+        (per_expert, up / tp * reached, 2.0 * tokens * cfg.active_experts * h * up / tp),
+        (per_expert, h * reached, 2.0 * tokens * cfg.active_experts * f * h / tp),
+    ]
+    layer = sum(fl / tile_utilisation(r, c, sms) for r, c, fl in shapes)
+    router = 2.0 * tokens * h * experts / tp if experts > 1 else 0.0
+    head = 2.0 * sampled * cfg.vocab * h / tp
+    head_s = head / tile_utilisation(max(sampled, 1), cfg.vocab / tp, sms) if sampled else 0.0
+    return (cfg.layers * (layer + router) + head_s) / rate
+
+
+def experts_reached(cfg, tokens: float) -> float:
+    from ceiling.model.decode import experts_touched
+
+    return experts_touched(cfg, max(round(tokens), 1))
+
+
 def expected_rows(
-    ceiling, layers: int, costs: EngineCosts, compute_s: dict | None = None
+    ceiling, layers: int, costs: EngineCosts, compute_s: dict | None = None, cfg=None, sms=None
 ) -> list[ExpectedRow]:
     """Expected speed beside each row of a DecodeCeiling (`layers`: the model's);
-    `compute_s`: a better compute time per batch (matmuls at their measured rates)."""
+    `compute_s`: a better compute time per batch (matmuls at their measured rates); `cfg`
+    and `sms`: the model and the device's SM count, for GEMMs at their tile utilisation."""
     weights = ceiling.dtypes.weights
     w_bytes = {"int4": 0.5, "int8": 1.0}.get(weights)
     kernels = layers * costs.kernels_per_layer + costs.kernels_outside_layers
@@ -168,7 +222,11 @@ def expected_rows(
         peak = ceiling.peak_flops_per_s
         attn_rate = (costs.attention_peak_flops_per_s or peak) * costs.attention_efficiency
         attn_c = r.attention_flops / attn_rate
-        gemm_c = (r.flops_per_step - r.attention_flops) / (peak * costs.matmul_efficiency)
+        rate = peak * costs.matmul_efficiency
+        if cfg is not None:
+            gemm_c = gemm_seconds(cfg, ceiling.tp, r.batch, r.batch, rate, sms)
+        else:
+            gemm_c = (r.flops_per_step - r.attention_flops) / rate
         if compute_s and r.batch in compute_s:  # measured matmul rates: one compute figure
             gemm_c, attn_c = compute_s[r.batch], 0.0
         gemm, attention = max(w_mem, gemm_c), max(kv_mem, attn_c)

@@ -15,7 +15,8 @@ being prefilled. Per device of a tensor-parallel group of t:
            + dequantisation + kernels × (the graph gap where the engine replays CUDA graphs,
            else the launch floor) + two all-reduces of T × hidden per layer
   (bandwidth' = bandwidth × the streaming share; the GEMM rate the planner's share of the
-  peak, the attention rate its attention share of the 16-bit peak). Engines that replay
+  peak × each GEMM's tile utilisation, the attention rate its attention share of the 16-bit
+  peak). Engines that replay
   decode from CUDA graphs run mixed and large batches from piecewise graphs (vLLM V1) or a
   host loop that runs ahead of the GPU (TensorRT-LLM's C++ executor), so every iteration
   pays the GPU-side gap, not the host's launch.
@@ -29,7 +30,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ceiling.model.decode import DecodeSetup, _Step, experts_touched, resolve_dtypes
-from ceiling.model.decode_expected import DEQUANT_OPS, EngineCosts, vector_ops_per_s
+from ceiling.model.decode_expected import (
+    DEQUANT_OPS,
+    EngineCosts,
+    gemm_seconds,
+    vector_ops_per_s,
+)
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,9 @@ class Iteration:
         self.kv_tok = self.step.kv_tok_dev
         self.bandwidth = costs.memory_bandwidth_bytes_per_s or self.step.bw * costs.bandwidth_share
         self.matmul_rate = self.step.peak * costs.matmul_efficiency
+        self.sms = getattr(spec, "sms", None)
+        self.tp = tp
+        self._gemm: dict[tuple[int, int], float] = {}
         self.attention_rate = (
             costs.attention_peak_flops_per_s or self.step.peak
         ) * costs.attention_efficiency
@@ -143,11 +152,15 @@ class Iteration:
             query_per_decode * (query_per_decode + 1) / 2
         )
         kv = (decode_context + prefill_cached + tokens) * self.kv_tok
-        gemm = 2.0 * self.body_params * tokens + 2.0 * self.head_params * sampled
+        key = (tokens, sampled)
+        gemm_s = self._gemm.get(key)
+        if gemm_s is None:
+            gemm_s = gemm_seconds(self.cfg, self.tp, tokens, sampled, self.matmul_rate, self.sms)
+            self._gemm[key] = gemm_s
         per_kernel = self.costs.kernel_s
         return IterationTerms(
             weights_s=self.weight_bytes(tokens) / self.bandwidth,
-            gemm_s=gemm / self.matmul_rate,
+            gemm_s=gemm_s,
             kv_s=kv / self.bandwidth,
             attention_s=self.attn * (decode_pairs + prefill_pairs) / self.attention_rate,
             dequant_s=self.dequant_s(tokens),

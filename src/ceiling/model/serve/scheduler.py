@@ -36,7 +36,6 @@ import numpy as np
 
 from ceiling.errors import DoesNotFit, InvalidInput
 
-
 MAX_SPEC_TOKENS = 64  # draft tokens a step: engines propose a handful
 
 
