@@ -135,3 +135,14 @@ def test_decoder_matmuls_at_measured_rates_set_the_compute_time():
     assert 0 <= rest < 0.1 * matmul_flops  # attention over a one-token cache, no more
     (got,) = compute_with_rates(cfg, ceiling, rates).values()
     assert got == pytest.approx(matmul_flops / 1e12 + rest / ceiling.peak_flops_per_s)
+
+
+def test_expected_decode_median_error_over_the_public_cases():
+    import statistics
+
+    errors = []
+    for model, device, setup, published in PUBLISHED:
+        ceiling, expected = _one(model, device, setup)
+        assert ceiling.tokens_per_s > published  # every ceiling above the measurement
+        errors.append(abs(expected.tokens_per_s / published - 1))
+    assert statistics.median(errors) <= 0.12

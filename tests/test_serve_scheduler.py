@@ -92,6 +92,9 @@ def test_closed_loop_sends_the_next_request_when_one_finishes():
     # one at a time: each a single 1.2 s prefill that samples its only token
     assert s.arrival_s.tolist() == pytest.approx([0.0, 1.2, 2.4])
     assert s.finish_s.tolist() == pytest.approx([1.2, 2.4, 3.6])
+    # the first request (sent at the start) is the warm-up: the steady state is the rest
+    m = summarize([s])
+    assert m.requests == 2 and m.duration_s == pytest.approx(3.6 - 1.2)
 
 
 def test_speculative_decoding_keeps_the_expected_accepted_tokens():

@@ -39,6 +39,8 @@ one after the other, so each is held by its own roof and their times add:
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 
 from ceiling.errors import InvalidInput, UnsupportedOnDevice
@@ -153,11 +155,10 @@ class ExpectedRow:
 INFERENCE_GEMM_TILES = ((64, 128), (128, 128), (128, 256), (256, 128))
 
 
+@functools.lru_cache(maxsize=65536)
 def tile_utilisation(rows, cols, sms: int | None) -> float:
     """Useful share of an M×N GEMM's tiles over `sms` SMs (padding and wave quantisation,
     best over INFERENCE_GEMM_TILES; the planner's `gemm_tile_utilisation` with these tiles)."""
-    import math
-
     if not sms:
         return 1.0
     best = 0.0

@@ -4,6 +4,8 @@ vLLM's `benchmark_serving` and `sglang.bench_serving`:
   TTFT = first token − arrival; E2E = last token − arrival;
   TPOT = (E2E − TTFT) / (output tokens − 1), over requests with more than one output token;
   output tokens/s and requests/s = totals / (last completion − first arrival).
+A closed loop is measured in its steady state: the C requests sent together at the start
+(a burst no later request sees) are a warm-up, left out when more requests follow them.
 """
 
 from __future__ import annotations
@@ -86,10 +88,14 @@ def _bound(compute: np.ndarray, dt: np.ndarray) -> str:
 
 def summarize(schedules) -> ServeMetrics:
     """Metrics over one or more schedules (replicas run side by side from time 0)."""
-    arrival = np.concatenate([s.arrival_s for s in schedules])
-    first = np.concatenate([s.first_token_s for s in schedules])
-    finish = np.concatenate([s.finish_s for s in schedules])
-    output = np.concatenate([s.output for s in schedules])
+
+    def steady(s, values):
+        return values[s.warmup :] if len(values) > s.warmup else values
+
+    arrival = np.concatenate([steady(s, s.arrival_s) for s in schedules])
+    first = np.concatenate([steady(s, s.first_token_s) for s in schedules])
+    finish = np.concatenate([steady(s, s.finish_s) for s in schedules])
+    output = np.concatenate([steady(s, s.output) for s in schedules])
     ttft = first - arrival
     e2e = finish - arrival
     many = output > 1

@@ -100,6 +100,7 @@ class Schedule:
     iter_bound: np.ndarray  # True where compute binds
     kv_blocks: int
     preemptions: int
+    warmup: int = 0  # closed loop: the requests sent together at the start
 
 
 # time_fn(decode_seqs, decode_context, prefill_tokens, prefill_pairs, prefill_cached,
@@ -349,6 +350,7 @@ def simulate(
         iter_bound=np.array(log_cb, dtype=bool),
         kv_blocks=kv_blocks,
         preemptions=preemptions,
+        warmup=min(concurrency, n) if closed else 0,
     )
 
 
