@@ -145,7 +145,13 @@ class ServeResult(Result):
     def figure(self):
         from ceiling.report.serve_plot import serve_figure
 
-        return serve_figure(self)
+        lay = self.inputs["layout"]
+        title = (
+            f"{self.model.name} on {lay['gpus']} × {self.device.name} (TP {lay['tp']}, "
+            f"PP {lay['pp']}, {lay['replicas']} replicas): simulated"
+        )
+        return serve_figure(self.curve, title, self.metrics, f"this load ({self.inputs['load']})",
+                            self.measured)  # fmt: skip
 
 
 def _short(m) -> dict:
