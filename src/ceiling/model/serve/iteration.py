@@ -152,7 +152,11 @@ class Iteration:
             query_per_decode * (query_per_decode + 1) / 2
         )
         kv = (decode_context + prefill_cached + tokens) * self.kv_tok
-        key = (tokens, sampled)
+        # With tiles, a GEMM's time depends on its rows only through ⌈rows / 64⌉ (its waves of
+        # whole tiles): dense models share one figure per 64 rows.
+        key = (
+            (-(-tokens // 64), -(-sampled // 64)) if self.sms and self.dense else (tokens, sampled)
+        )
         gemm_s = self._gemm.get(key)
         if gemm_s is None:
             gemm_s = gemm_seconds(self.cfg, self.tp, tokens, sampled, self.matmul_rate, self.sms)
