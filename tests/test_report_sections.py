@@ -287,3 +287,15 @@ def test_planner_text_shows_stages_recompute_fp8_and_the_heaviest_stage():
         f"Memory of the {where} stage ({r.usable_bytes_per_device / 2**30:.1f} GiB usable)" in text
     )
     assert f"FP8 copies {r.memory['fp8_weight_bytes'] / 2**30:.1f} GiB" in text
+
+
+def test_serving_section_simulates_the_demo_model_under_load(cli, tmp_path, profile_file):
+    sec = _report(cli, tmp_path, profile_file, "serving")["serving"]
+    assert sec["status"] == "ok", sec["reason"]
+    k = sec["key_figures"]
+    assert k["gpus"] == 1  # Llama-3-8B fits one H100 (the demo device)
+    # the busier the server, the more tokens/s and the longer each token
+    assert k["output_tokens_per_s_at_90_percent"] > 0
+    assert k["highest_rate_within_slo"] <= k["rate_per_s_at_90_percent"]
+    assert len(sec["figures"]) == 1
+    assert any("serving throughput: median error" in n for n in sec["notes"])

@@ -189,7 +189,8 @@ def decode(
     """Decode ceilings of `model` (a catalog name, "custom:..." or "hf:PATH") on a catalog
     device (`spec`) or the saved machine profile: tokens/s against `batch` (default 1, 8, 64,
     256), `context` tokens in each KV cache (default 0), time to first token for `prompt`
-    tokens, `weights`/`kv_dtype`/`activations` dtypes, `tp` devices per replica.
+    tokens, `weights`/`kv_dtype`/`activations` dtypes (`weights` may name a 4-bit format:
+    int4, awq, gptq, mxfp4), `tp` devices per replica.
 
     measure=True builds the model here with random weights and times real decode steps on
     `device` (cpu or cuda[:N]; default cuda if present) beside this machine's ceiling: a
@@ -212,8 +213,9 @@ def decode(
         raise InvalidInput("device is where measure=True runs: drop it, or measure")
     resolved = resolve(spec, profile)
     dev = resolved.spec
+    fmt = expected.quant_format(weights)
     setup = DecodeSetup(
-        weights_dtype=weights or "bf16",
+        weights_dtype=fmt.dtype if fmt else (weights or "bf16"),
         kv_dtype=kv_dtype,
         activation_dtype=activations,
         context=context or 0,
@@ -221,7 +223,7 @@ def decode(
         prompt_tokens=prompt,
     )
     c = decode_ceiling(cfg, dev, batches, setup, drop_unfit=not explicit)
-    costs = expected.costs_for(dev)
-    rows = expected.expected_rows(c, cfg.layers, costs)
+    costs = expected.costs_for(dev, weights=weights, compute=c.dtypes.compute)
+    rows = expected.expected_rows(c, cfg.layers, costs, cfg=cfg, sms=getattr(dev, "sms", None))
     fit = (c.context, c.max_batch) if context is not None else _fit_at_realistic(cfg, dev, setup)
     return DecodeResult(cfg, c, dev, setup, resolved.source, rows, costs, *fit)

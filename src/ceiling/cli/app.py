@@ -80,6 +80,7 @@ COMMAND_MODULES = [
     "ceiling.cli.roofline",
     "ceiling.cli.report",
     "ceiling.cli.decode",
+    "ceiling.cli.serve",
     "ceiling.cli.plan",
     "ceiling.cli.simulate",
     "ceiling.cli.profile",

@@ -126,7 +126,11 @@ PromptOption = Annotated[
 ]
 WeightsOption = Annotated[
     str | None,
-    typer.Option("--weights", help="Weight dtype: fp32 fp16 bf16 fp8 int8 int4 (default bf16)."),
+    typer.Option(
+        "--weights",
+        help="Weight dtype: fp32 fp16 bf16 fp8 int8 int4, or a 4-bit format: awq gptq mxfp4 "
+        "(default bf16).",
+    ),
 ]
 KvDtypeOption = Annotated[
     str | None,

@@ -127,6 +127,7 @@ class DecodeRow:
     memory_needed_bytes: float
     fits: bool
     ttft_s: float  # prefill of the prompt for the whole batch
+    attention_flops: float = 0.0  # of flops_per_step: scores and weighted sums over the cache
 
     def to_json(self) -> dict:
         return {
@@ -402,7 +403,12 @@ class _Step:
             memory_needed_bytes=need,
             fits=self.mem is None or need <= self.mem,
             ttft_s=self.prefill_time(batch, prompt),
+            attention_flops=batch * self.attention_flops(context + 1),
         )
+
+    def attention_flops(self, attended: int) -> float:
+        """Attention FLOPs of one token over `attended` keys, per device: 4·l·a·d·attended."""
+        return self.cfg.attention_flops_per_token(attended) / self.tp
 
     def prefill_time(self, batch: int, prompt: int) -> float:
         """Time to first token: the prompt in one pass, then logits of its last position.
