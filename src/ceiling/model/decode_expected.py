@@ -325,7 +325,9 @@ def attention_share(spec) -> float:
     """The share of the 16-bit peak fused attention kernels reach (clusters.toml)."""
     from ceiling.model.cluster import node_defaults
 
-    return float(node_defaults(getattr(spec, "key", "default"))["attention_efficiency"])
+    # as the planner reads it: the device's entry, else the generic default's
+    d = node_defaults(getattr(spec, "key", "default"))
+    return float(d.get("attention_efficiency", node_defaults("default")["attention_efficiency"]))
 
 
 def _sixteen_bit_peak(spec) -> float | None:
