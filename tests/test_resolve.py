@@ -6,9 +6,11 @@ import json
 import pytest
 
 from ceiling.hardware.profile import MachineProfile, MeasuredDevice, save_profile
-from ceiling.hardware.resolve import BOTH_GIVEN, resolve
+from ceiling.hardware.resolve import resolve
 
 COMMANDS = {
+    "report": ["report", "--only", "planner"],
+    "trace": ["trace", "tests/data/traces-real/alexnet_a100_nosteps.json.gz"],
     "plan": ["plan", "llama-2-7b", "-n", "16", "-k", "1"],
     "decode": ["decode", "llama-2-7b", "--batch", "1"],
     "roofline": ["roofline", "--op", "matmul:256x256x256", "--dtype", "bf16"],
@@ -33,7 +35,9 @@ def h100_profile(tmp_path):
 def test_spec_and_profile_together_are_refused_alike(cli, name, h100_profile):
     code, out, err = cli(*COMMANDS[name], "--spec", "h100-sxm", "--profile", h100_profile)
     assert code == 2 and out == ""
-    assert err.strip() == f"error: {BOTH_GIVEN}"
+    assert err.strip() == (
+        "error: give --spec or --profile, not both: --spec is a datasheet, --profile a measurement"
+    )
 
 
 def test_the_rule_names_its_source(h100_profile, monkeypatch):
