@@ -16,7 +16,7 @@ from ceiling.trace.results import TraceDevice, TraceResult
 def analyze(
     path: str | Path,
     spec: str | None = None,
-    profile: str | Path | None = None,
+    machine_profile: str | Path | None = None,
     dtype: str | None = None,
     workers: int | None = None,
     dask: str | None = None,
@@ -24,7 +24,7 @@ def analyze(
 ) -> TraceResult:
     """Explain a torch.profiler trace (a file, .json.gz, or a folder of per-rank files).
 
-    The device is `spec` (a catalog name), else `profile` (a saved machine profile), else
+    The device is `spec` (a catalog name), else `machine_profile` (a saved profile), else
     the device the trace names (its deviceProperties), matched in the catalog. `dtype`
     overrides the dtype MFU is measured against (default: the one most matmul FLOPs use).
     The ranks of a folder are read `workers` at a time in local processes (default: one per
@@ -32,7 +32,7 @@ def analyze(
     `progress(done, total)` is called as ranks finish.
     """
     with without_gc():
-        return _analyze(path, spec, profile, dtype, workers, dask, progress)
+        return _analyze(path, spec, machine_profile, dtype, workers, dask, progress)
 
 
 def _analyze(path, spec, profile, dtype, workers, dask, progress) -> TraceResult:
