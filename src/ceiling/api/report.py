@@ -83,7 +83,8 @@ def report(
 ) -> ReportResult:
     """Measure this machine and run the analyses that make sense on it (`only`: section
     keys), about your work when given (`model`, `trace`, `spec` with `gpus`), else built-in
-    demos; `machine_profile` uses a saved machine profile instead of measuring. With `output`
+    demos; `machine_profile` is this machine's measured profile (default: the saved one when there
+    is one, else it is measured now; not with `spec`). With `output`
     (a .html path) the page and its JSON record are written beside each other."""
     from ceiling.records import write_json_atomic, write_text_atomic
     from ceiling.report.build import build_report
