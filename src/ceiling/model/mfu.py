@@ -73,11 +73,13 @@ def training_flops_per_token(
     )
 
 
+# model FLOPs: a count, or counts per dtype; a peak: FLOP/s, or a function of the dtype
+Flops = float | Mapping[str, float]
+Peak = float | Callable[[str], float | None]
+
+
 def model_flops_utilisation(
-    model_flops: float | Mapping[str, float],
-    seconds: float,
-    datasheet_peak: float | Callable[[str], float | None],
-    devices: float = 1,
+    model_flops: Flops, seconds: float, datasheet_peak: Peak, devices: float = 1
 ) -> float | None:
     """THE MFU of ceiling, the one `profile`, `MfuMeter`, `trace`, `step` and `report` say:
     model FLOPs over the time they need at the dense datasheet peak (the theoretical peak,
@@ -100,10 +102,7 @@ def model_flops_utilisation(
 
 
 def of_achievable(
-    model_flops: float | Mapping[str, float],
-    seconds: float,
-    measured_peak: float | Callable[[str], float | None],
-    devices: float = 1,
+    model_flops: Flops, seconds: float, measured_peak: Peak, devices: float = 1
 ) -> float | None:
     """The same ratio against a measured matmul rate (a machine profile's): the share of what
     this machine achieves, shown beside MFU and never called MFU or the peak."""
