@@ -125,3 +125,24 @@ def test_a_spec_with_a_profile_is_one_device_too_many_everywhere(cli, tmp_path, 
         code, out, err = cli(*args, "--profile", cpu_profile)
         assert (code, out) == (2, ""), args
         assert err.startswith("error: give --spec or --profile, not both"), (args, err)
+
+
+def test_python_refuses_a_spec_with_a_profile_alike(cpu_profile):
+    import ceiling
+    from ceiling.errors import InvalidInput
+
+    both = {"spec": SPEC, "machine_profile": str(cpu_profile)}
+    calls = {
+        "plan": lambda: ceiling.plan(MODEL, 8, **both),
+        "decode": lambda: ceiling.decode(MODEL, **both),
+        "roofline": lambda: ceiling.roofline("add:1024", **both),
+        "trace": lambda: ceiling.trace(TRACE, **both),
+        "report": lambda: ceiling.report(**both),
+        "MfuMeter": lambda: ceiling.MfuMeter(
+            model_flops_per_step=1.0, peak_flops_per_s=None, **both
+        ),
+    }
+    for name, call in calls.items():
+        with pytest.raises(InvalidInput, match=r"^give spec or machine_profile, not both"):
+            call()
+            pytest.fail(f"{name} took both")

@@ -36,7 +36,9 @@ def resolve_ceiling(
     device: torch.device, dtype_key: str, tf32: bool, spec: str | None, profile: str | None
 ) -> Ceiling:
     from ceiling.hardware.catalog import normalize_dtype
+    from ceiling.hardware.resolve import check_one_device
 
+    check_one_device(spec, profile)  # the one device rule
     kind = "gpu" if device.type == "cuda" else "cpu"
     peak_key = mfu_model.peak_key(normalize_dtype(dtype_key), tf32, kind)
     if spec is not None:
