@@ -136,7 +136,7 @@ def test_decode_measured_here():
     assert row["tokens_per_s"] == row["measured_tokens_per_s"] <= row["best_tokens_per_s"]
     assert r.to_dict()["measured"] is True and r.why_low()
     assert r.figure().axes
-    with pytest.raises(ceiling.CeilingError, match="drop spec \\(or pass profile\\)"):
+    with pytest.raises(ceiling.CeilingError, match="drop spec \\(or pass machine_profile\\)"):
         ceiling.decode("gpt:tiny", spec="h100-sxm", measure=True)
     with pytest.raises(ceiling.CeilingError, match="measure"):
         ceiling.decode("gpt:tiny", spec="h100-sxm", device="cpu")

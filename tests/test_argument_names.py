@@ -63,3 +63,20 @@ def test_a_shared_dtype_check_names_the_argument_or_the_flag(cli):
         ceiling.plan("llama-2-7b", 8, spec="v100-sxm2", dtype="bf16")
     code, _, err = cli("plan", "llama-2-7b", "--spec", "v100-sxm2", "-n", "8", "--dtype", "bf16")
     assert code == 2 and err.startswith("error: --dtype bf16: NVIDIA V100")
+
+
+def test_the_machine_profile_is_machine_profile_in_python_and_profile_on_the_command_line(cli):
+    from ceiling.errors import CeilingError
+
+    both = {"spec": "h100-sxm", "machine_profile": "p.json"}
+    for call in (
+        lambda: ceiling.plan("llama-2-7b", 8, **both),
+        lambda: ceiling.decode("gpt2", **both),
+    ):
+        with pytest.raises(CeilingError) as raised:
+            call()
+        said = str(raised.value)
+        assert said.startswith("give spec or machine_profile, not both") and "--" not in said
+    code, out, err = cli("plan", *PLAN, "--gpus", "8", "--profile", "p.json")
+    assert code == 2 and out == ""
+    assert err.startswith("error: give --spec or --profile, not both")

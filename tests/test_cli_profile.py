@@ -194,7 +194,7 @@ def test_a_saved_profile_gives_the_roof_and_a_second_mfu(cli, tmp_path):
     c = d["ceiling"]
     assert c["measured_peak_flops_per_s"] == 50e9 == c["roofline_peak_flops_per_s"]
     assert c["bandwidth_bytes_per_s"] == 10e9
-    assert d["mfu_vs_measured_peak"] == pytest.approx(d["mfu"] * c["peak_flops_per_s"] / 50e9)
+    assert d["mfu_of_achievable"] == pytest.approx(d["mfu"] * c["peak_flops_per_s"] / 50e9)
     # ops sit under the memory roof the step's working set reads from (DRAM, or the cache)
     ridge = 50e9 / d["roofs"]["memory_roof_bytes_per_s"]
     for o in d["ops"]:

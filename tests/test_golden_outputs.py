@@ -202,6 +202,13 @@ _change(
 )
 _change("fit-strong", "Gustafson's law is fitted to weak-scaling data only", "fit.gustafson")
 _change(
+    _PROFILES,
+    "one MFU: against the dense datasheet (theoretical, CPU) peak; the share of a measured "
+    "matmul rate beside it is 'of achievable', never called the peak",
+    "mfu_vs_measured_peak",
+    "mfu_of_achievable",
+)
+_change(
     "fit-weak",
     "the weak-scaling USL κ sits at its bound 0 (± 4e-4): its digits, and the "
     "N* and peak derived from it, follow the optimizer's path (the fit now runs on "

@@ -40,7 +40,7 @@ def test_peak_key_respects_tf32_only_on_gpus():
 
 
 def test_meter_skips_warmup_and_recompute_only_raises_hfu():
-    meter = m.MfuMeter(
+    meter = m.MfuAccumulator(
         model_flops_per_token=6e9,
         peak_flops_per_s=1e15,
         hardware_flops_per_token=8e9,
@@ -58,7 +58,9 @@ def test_bad_inputs_are_invalid_input():
     with pytest.raises(InvalidInput, match="peak"):
         m.mfu(1.0, 1.0, 0.0)
     with pytest.raises(InvalidInput, match="cannot be below"):
-        m.MfuMeter(model_flops_per_token=2.0, peak_flops_per_s=1.0, hardware_flops_per_token=1.0)
+        m.MfuAccumulator(
+            model_flops_per_token=2.0, peak_flops_per_s=1.0, hardware_flops_per_token=1.0
+        )
     with pytest.raises(InvalidInput, match="step time"):
         m.step_utilisation(1.0, 0.0, 1.0)
 

@@ -48,7 +48,7 @@ def test_report_command_and_api_give_one_plan_for_one_profile(cli, tmp_path, h10
     )  # fmt: skip
     assert code == 0, err
     command = json.loads(out)
-    api = ceiling.plan(MODEL, GPUS, profile=h100_profile, top=3, scaling=1).to_dict()
+    api = ceiling.plan(MODEL, GPUS, machine_profile=h100_profile, top=3, scaling=1).to_dict()
     assert api == command
     # the measured efficiency, not the catalog's 0.75
     assert command["cluster"]["matmul_efficiency"] == pytest.approx(0.707)

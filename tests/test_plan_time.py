@@ -257,7 +257,9 @@ def test_a_measured_profile_sets_the_fp8_share_apart_from_the_16_bit_one(tmp_pat
     path = tmp_path / "profile.json"
     save_profile(MachineProfile(1, "2026-01-01T00:00:00Z", "node0", {}, [device]), path)
     fixed = "d=8,t=2,p=1,b=1,zero=1,recompute=none,fp8=linear"
-    res = plan("llama-2-7b", 16, profile=path, global_batch=64, seq=4096, fixed=fixed, top=1)
+    res = plan(
+        "llama-2-7b", 16, machine_profile=path, global_batch=64, seq=4096, fixed=fixed, top=1
+    )
     c = res.cluster
     assert c.matmul_efficiency == pytest.approx(800 / 989.5)
     assert c.fp8_matmul_efficiency == pytest.approx(1300 / 1979)

@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch import nn
 
-from ceiling.model.mfu import MfuMeter
+from ceiling.model.mfu import MfuAccumulator
 from ceiling.profile.meter import count_step_flops
 
 
@@ -13,7 +13,7 @@ def test_count_step_flops_of_a_linear_layer_feeds_the_meter():
     assert flops.model == 3 * 2 * 8 * 64 * 32  # forward, input grad, weight grad
     assert flops.hardware == flops.model
     assert layer.weight.grad is None
-    meter = MfuMeter(model_flops_per_token=flops.model / 8, peak_flops_per_s=1e9)
+    meter = MfuAccumulator(model_flops_per_token=flops.model / 8, peak_flops_per_s=1e9)
     meter.step(0.001, 8)
     assert meter.mfu == pytest.approx(flops.model / 0.001 / 1e9)
 

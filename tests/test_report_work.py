@@ -44,10 +44,14 @@ def _profile(folder):
 
 def _report(folder, *args):
     page = folder / "page.html"
-    env = {**os.environ, "CEILING_PROFILE": str(folder / "default-profile.json")}
+    # this machine's profile: given with --profile, or (beside --spec, which names another
+    # device) the saved one
+    saved = "--spec" in map(str, args)
+    mine = _profile(folder)
+    env = {**os.environ, "CEILING_PROFILE": str(mine if saved else folder / "none.json")}
     cmd = [sys.executable, "-m", "ceiling", "report", "--quick", "-o", str(page), "--json"]
     proc = subprocess.run(
-        [*cmd, "--profile", str(_profile(folder)), *map(str, args)],
+        [*cmd, *([] if saved else ["--profile", str(mine)]), *map(str, args)],
         capture_output=True,
         text=True,
         timeout=400,

@@ -192,7 +192,6 @@ def test_profile_and_step_waterfalls_sum_to_the_measured_step_with_fake_timings(
         assert sum(bars.values()) == pytest.approx(0.020 + data_wait, abs=1e-15)
         assert bars[waterfall.FIRST_TOUCH] == pytest.approx(0.5e-9 * 4e6)
         assert bars.get("waiting for data", 0.0) == data_wait
-        assert waterfall.from_result(SimpleNamespace(explanation=e)) == e.waterfall
     from ceiling.report.waterfall import explanation_json
 
     d = explanation_json(e)
@@ -205,15 +204,3 @@ def test_profile_and_step_waterfalls_sum_to_the_measured_step_with_fake_timings(
     p = e.prediction
     assert p.by_bound_s["compute"] == pytest.approx(8e-3)
     assert p.by_bound_s["memory"] == pytest.approx(8e6 / 1e11 + 2e-3 + 1.2e-4 + 1e-5)
-
-
-def test_waterfall_from_result_reads_json_and_objects():
-    from types import SimpleNamespace
-
-    raw = [{"name": "a", "seconds": 0.5, "recover": "x"}, {"name": "b", "seconds": 0.25}]
-    assert [b.seconds for b in waterfall.from_result({"roofs": {"waterfall": raw}})] == [0.5, 0.25]
-    assert waterfall.from_result({"waterfall": raw})[1] == waterfall.Bar("b", 0.25, "")
-    assert waterfall.from_result({"roofs": None}) is None
-    row = SimpleNamespace(waterfall=[waterfall.Bar("c", 1.0, "y")])  # a measured decode row
-    assert waterfall.from_result(row)[0].name == "c"
-    assert waterfall.from_result(SimpleNamespace(explanation=None, waterfall=None)) is None

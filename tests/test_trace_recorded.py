@@ -142,8 +142,13 @@ def test_a_cpu_trace_recorded_here_uses_this_machines_profile(tmp_path, monkeypa
     trace = tmp_path / "t.json"
     record(lambda: layer(x), trace)
     r = analyze(trace)
-    assert r.device.name.startswith("Test CPU") and r.device.peak_flops_per_s == 100e9
-    assert r.ranks[0].mfu == pytest.approx(2 * 16 * 64 * 64 / r.ranks[0].step_s / 100e9)
+    # the roof is the profile's measured rate; MFU is against this CPU's theoretical peak
+    from ceiling.hardware.cpu import detect_cpu
+
+    theory = detect_cpu().peak_flops_per_s["fp32"]
+    assert r.device.name.startswith("Test CPU") and r.device.peak_flops_per_s == theory
+    assert r.device.measured_peaks_flops_per_s == {"fp32": 100e9}
+    assert r.ranks[0].mfu == pytest.approx(2 * 16 * 64 * 64 / r.ranks[0].step_s / theory)
     doc = json.loads(trace.read_text())
     doc["host_name"] = "elsewhere"
     trace.write_text(json.dumps(doc))

@@ -25,11 +25,6 @@ def said(text: str, name_of: Callable[[str], str | None] = lambda name: None) ->
     return printable(_ARGUMENT.sub(lambda m: name_of(m.group(1)) or m.group(1), text))
 
 
-def arguments_named(exc: BaseException) -> list[str]:
-    """The arguments a message marks, in order."""
-    return _ARGUMENT.findall(str(exc.args[0])) if exc.args else []
-
-
 class CeilingError(Exception):
     """A problem the user can fix: bad input, an unknown name, a device that cannot run it.
 

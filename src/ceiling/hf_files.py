@@ -11,8 +11,6 @@ from pathlib import Path
 from ceiling.errors import InvalidInput, MalformedFile
 from ceiling.files import name_is_usable, read_json
 
-HF_PREFIX = "hf:"
-
 
 def locate_config(ref: str) -> Path:
     """The config.json that `ref` (a path or a hub id) names."""

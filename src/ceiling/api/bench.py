@@ -253,11 +253,11 @@ def latency_bandwidth(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _link(raw: dict[str, Any], rows: list[dict[str, Any]], named):
     """(link, note, ring-bound lines); adds each row's busbw share of the link."""
-    from ceiling.hardware.catalog import match_driver_name
+    from ceiling.hardware.resolve import by_driver_name
     from ceiling.model import comm_link
 
     on_gpu = str(raw["device"]).startswith("cuda")
-    spec = named or (match_driver_name(raw.get("device_name", "")) if on_gpu else None)
+    spec = named or (by_driver_name(raw.get("device_name", "")) if on_gpu else None)
     spans = raw.get("ranks_per_node", raw["ranks"]) < raw["ranks"]
     link = comm_link.collective_link(spec, spans_nodes=spans) if (on_gpu or named) else None
     note = None

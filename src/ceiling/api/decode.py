@@ -175,7 +175,7 @@ def decode(
     model: str,
     *,
     spec: str | None = None,
-    profile: Path | str | None = None,
+    machine_profile: Path | str | None = None,
     batch: Iterable[int] | int | None = None,
     context: int | None = None,
     prompt: int | None = None,
@@ -207,11 +207,11 @@ def decode(
 
         refuse_with_measure(spec, tp, kv_dtype, activations, prompt)
         return decode_measured(
-            cfg, batches, context or 0, weights=weights, device=device, profile=profile
+            cfg, batches, context or 0, weights=weights, device=device, profile=machine_profile
         )
     if device is not None:
         raise InvalidInput("device is where measure=True runs: drop it, or measure")
-    resolved = resolve(spec, profile)
+    resolved = resolve(spec, machine_profile)
     dev = resolved.spec
     fmt = expected.quant_format(weights)
     setup = DecodeSetup(

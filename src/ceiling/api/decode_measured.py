@@ -24,7 +24,7 @@ def refuse_with_measure(spec, tp, kv_dtype, activations, prompt) -> None:
     if spec is not None:
         raise InvalidInput(
             f"{argument('measure')} compares with this machine's ceiling: drop "
-            f"{argument('spec')} (or pass {argument('profile')})"
+            f"{argument('spec')} (or pass {argument('machine_profile')})"
         )
     if tp != 1:
         raise InvalidInput(f"{argument('measure')} runs on one device: drop {argument('tp')}")

@@ -119,6 +119,9 @@ class MfuMeter:
             raise InvalidInput(f"devices must be a whole number ≥ 1, got {devices!r}")
         if peak_flops_per_s is not None and spec is not None:
             raise InvalidInput("give the peak once: peak_flops_per_s or spec")
+        from ceiling.hardware.resolve import check_one_device
+
+        check_one_device(spec, machine_profile)  # the one device rule of every command
         if model is None and (model_flops_per_step is None or peak_flops_per_s is None):
             raise InvalidInput("without a model, give model_flops_per_step and peak_flops_per_s")
         self.model, self.devices, self.warmup_steps = model, devices, warmup_steps

@@ -193,7 +193,7 @@ def plan(
     gpus: int | str,
     *,
     spec: str | None = None,
-    profile: Path | str | None = None,
+    machine_profile: Path | str | None = None,
     gpus_per_node: int | None = None,
     global_batch: int | str | None = None,
     seq: int | None = None,
@@ -213,8 +213,9 @@ def plan(
     calibrate: Path | str | None = None,
 ) -> PlanResult:
     """Plan training of `model` (catalog name, "custom:..." or "hf:PATH") on `gpus` devices
-    of a catalog `spec` (or the saved profile's device): every valid data/tensor/pipeline/
-    expert split evaluated for memory and step time, the `top` fastest that fit ranked.
+    of a catalog `spec` (or `machine_profile`'s device, by default the saved one): every
+    valid data/tensor/pipeline/expert split evaluated for memory and step time, the `top`
+    fastest that fit ranked.
     `fixed` pins plan fields ("d=8,t=8" or {"t": 8}); `scaling` also plans at 2N, 4N, ...;
     link bandwidths are text with a unit ("100GB/s") or bytes/s. `calibrate` is a
     torch.profiler trace of the user's own run: the GEMM, attention, memory and collective
@@ -239,7 +240,7 @@ def plan(
         raise BadArgument("matmul_efficiency", f"must be in (0, 1], got {matmul_efficiency}")
     with argument_named("dtype"):
         dtype = normalize_dtype(dtype)
-    device = resolve(spec, profile)
+    device = resolve(spec, machine_profile)
     cal = _calibration(calibrate, spec) if calibrate is not None else None
     if cal is not None:
         from functools import partial

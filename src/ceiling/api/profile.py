@@ -60,7 +60,7 @@ def report_json(r) -> dict:
         "mfu_is_lower_bound": r.mfu_is_lower_bound,
         "unknown_ops": r.unknown_ops,
         "hfu": r.hfu,
-        "mfu_vs_measured_peak": r.mfu_vs_measured_peak,
+        "mfu_of_achievable": r.mfu_of_achievable,
         "mfu_full_attention": r.mfu_full_attention,
         "roofline_step_s": r.roofline_step_s,
         "mfu_at_roofline": r.mfu_at_roofline,

@@ -23,7 +23,7 @@ class ReportResult(Result):
     """The sections run (`built.report.sections`: status, figures, tables), the verdict, and
     where the page was written (`html_path`, None when not asked)."""
 
-    built: Any  # report.build.ReportResult
+    built: Any  # report.build.ReportPage
     html_path: Path | None = None
     title = "ceiling report"
 
@@ -73,7 +73,7 @@ def report(
     *,
     quick: bool = True,
     only: str | Iterable[str] | None = None,
-    profile: str | Path | None = None,
+    machine_profile: str | Path | None = None,
     trace: str | Path | None = None,
     model: str | None = None,
     spec: str | None = None,
@@ -83,7 +83,8 @@ def report(
 ) -> ReportResult:
     """Measure this machine and run the analyses that make sense on it (`only`: section
     keys), about your work when given (`model`, `trace`, `spec` with `gpus`), else built-in
-    demos; `profile` uses a saved machine profile instead of measuring. With `output`
+    demos; `machine_profile` is this machine's measured profile (default: the saved one when there
+    is one, else it is measured now; not with `spec`). With `output`
     (a .html path) the page and its JSON record are written beside each other."""
     from ceiling.records import write_json_atomic, write_text_atomic
     from ceiling.report.build import build_report
@@ -92,7 +93,7 @@ def report(
     page = check_page(Path(output)) if output is not None else None
     options = ReportOptions(
         quick=quick,
-        profile=Path(profile) if profile is not None else None,
+        profile=Path(machine_profile) if machine_profile is not None else None,
         trace=Path(trace) if trace is not None else None,
         model=model,
         spec=spec,

@@ -187,7 +187,7 @@ def roofline(
     *,
     dtype: str | None = None,
     spec: str | None = None,
-    profile: Path | str | None = None,
+    machine_profile: Path | str | None = None,
     measure: bool = False,
 ) -> RooflineResult:
     """Ops ("add:N", "matvec:N", "matmul:MxNxK", "attention:B,H,S,D" for naive and fused)
@@ -197,10 +197,10 @@ def roofline(
     from ceiling.model.roofline import ridge_point
     from ceiling.vocabulary import normalize_dtype
 
-    dtype = normalize_dtype(dtype) if dtype is not None else default_dtype(spec, profile)
+    dtype = normalize_dtype(dtype) if dtype is not None else default_dtype(spec, machine_profile)
     texts = [ops] if isinstance(ops, str) else list(ops)
     costs = [cost for text in texts for cost in parse_ops(text, dtype)]
-    roof = roofs(spec, profile, dtype)
+    roof = roofs(spec, machine_profile, dtype)
     ridge = ridge_point(roof["peak_flops_per_s"], roof["bandwidth_bytes_per_s"])
     rows = [_placed(op, roof) for op in costs]
     if measure:

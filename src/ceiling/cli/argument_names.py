@@ -4,12 +4,16 @@ The public functions refuse a value by its argument's name (`ceiling.api.argumen
 command line the same message names the command's option instead. The option is found on the
 command that ran: the one whose parameter has the argument's name, or that name without the
 plural or the "_s" (seconds) the function's argument carries (`--shape` sets `shapes`,
-`--stall-timeout` sets `stall_timeout_s`).
+`--stall-timeout` sets `stall_timeout_s`). The machine profile, `machine_profile=` in Python
+(beside the workload profiler, `ceiling.profile`), keeps its short flag `--profile`.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+# a Python argument whose option on the command line has another name
+_FLAG_NAMES = {"machine_profile": "profile"}
 
 
 def _invoked(command: Any, argv: list[str]) -> Any:
@@ -26,7 +30,12 @@ def _invoked(command: Any, argv: list[str]) -> Any:
 
 def flag_for(command: Any, argv: list[str], argument: str) -> str | None:
     """The option (`--gpus`) of the invoked command that sets `argument`, if it has one."""
-    names = (argument, argument.removesuffix("_s"), argument.removesuffix("s"))
+    names = (
+        argument,
+        argument.removesuffix("_s"),
+        argument.removesuffix("s"),
+        _FLAG_NAMES.get(argument, argument),
+    )
     params = getattr(_invoked(command, argv), "params", [])
     for name in names:
         for param in params:

@@ -183,7 +183,7 @@ def decode(
                  json_out, plot)  # fmt: skip
         return
     result = decode_ceilings(
-        model, spec=spec, profile=profile, batch=batches, context=ctx, prompt=prompt_tokens,
+        model, spec=spec, machine_profile=profile, batch=batches, context=ctx, prompt=prompt_tokens,
         weights=weights, kv_dtype=kv_dtype, activations=activations, tp=tp,
     )  # fmt: skip
     if figure_and_json(result, plot, json_out):

@@ -162,7 +162,7 @@ def plan(
 
     # the counts and the doublings are checked (and refused by flag) in the API
     r = plan_training(
-        model, gpus, spec=spec, profile=profile, gpus_per_node=gpus_per_node,
+        model, gpus, spec=spec, machine_profile=profile, gpus_per_node=gpus_per_node,
         global_batch=global_batch, seq=seq, top=top, fixed=fixed, attention=attention,
         dropout=dropout, dp_overlap=not no_dp_overlap, headroom=headroom,
         matmul_efficiency=matmul_efficiency, intra_bw=intra_bw, inter_bw=inter_bw, dtype=dtype,

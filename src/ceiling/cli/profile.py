@@ -110,8 +110,10 @@ def render(r, top: int) -> None:
                 at_least + u.format_percent(r.mfu_full_attention),
             ]
         )
-    if r.mfu_vs_measured_peak is not None:
-        rows.append(["MFU vs measured matmul peak", u.format_percent(r.mfu_vs_measured_peak)])
+    if r.mfu_of_achievable is not None:
+        rows.append(
+            ["of achievable (the measured matmul rate)", u.format_percent(r.mfu_of_achievable)]
+        )
     if r.roofline_step_s:
         rows.append(
             [

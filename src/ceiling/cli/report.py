@@ -37,8 +37,9 @@ def report(
         typer.Option(
             "--profile",
             metavar="PATH",
-            help="This machine, measured before by `ceiling bench` (instead of measuring now); "
-            "its GPU is also the cluster's device when --spec is not given.",
+            help="This machine, measured before by `ceiling bench` (default: the saved profile "
+            "when there is one, else measured now); its GPU is also the cluster's device. "
+            "Not with --spec: one device per command.",
         ),
     ] = None,
     output: Annotated[
@@ -93,7 +94,8 @@ def report(
     ] = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Measure this machine and write one self-contained HTML page (and a JSON record).
+    """Measure this machine (or read its saved profile) and write one self-contained HTML
+    page (and a JSON record).
 
     With your work (--model, --trace, --spec/--profile with --gpus, --seq, --global-batch)
     every section speaks of it; without, sections use built-in demos, labelled as such."""

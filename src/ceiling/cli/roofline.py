@@ -97,7 +97,9 @@ def roofline(
     """
     from ceiling.api.roofline import roofline as place_ops
 
-    result = place_ops(op_list(op), dtype=dtype, spec=spec, profile=profile, measure=measure)
+    result = place_ops(
+        op_list(op), dtype=dtype, spec=spec, machine_profile=profile, measure=measure
+    )
     if figure_and_json(result, plot, json_out):
         return
     _render(result.roofs, result.ops, result.dtype, result.ridge_flops_per_byte, measure, plot)

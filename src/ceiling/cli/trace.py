@@ -54,7 +54,7 @@ def trace_command(
         result = analyze(
             path,
             spec=spec,
-            profile=profile,
+            machine_profile=profile,
             dtype=dtype,
             workers=workers,
             dask=dask,

@@ -212,72 +212,30 @@ class LocalCeiling:
     spec: object  # a DeviceSpec
     source: str
     cache_bytes: float | None  # last-level cache (CPU) or L2 (GPU), one instance
+    machine: object = None  # the hardware.resolve.Machine it comes from
 
 
 def local_ceiling(
     device: str, profile: str | Path | None = None, reads_only: bool = True
 ) -> LocalCeiling:
-    """This machine's ceilings: the profile if any, else datasheet/theoretical + quick bandwidth.
+    """This machine's ceilings (`hardware.resolve.this_machine`: the profile if any, else
+    datasheet/theoretical + a quick bandwidth measured here).
 
     `reads_only`: the work mostly reads memory (decode), so the profile's read-only rate may
     stand for its bandwidth; a training step writes as much as it reads, so it may not."""
-    from ceiling.hardware.catalog import DeviceSpec
-    from ceiling.hardware.resolve import resolve_device
+    from ceiling.hardware.resolve import this_machine
 
     kind = "cuda" if is_cuda(device) else "cpu"
-    cache_bytes = _cache_bytes(device)
-    try:
-        spec = resolve_device(None, profile, prefer=kind)
-        if (spec.kind == "cpu") == (kind == "cpu"):
-            source = f"measured machine profile ({profile or 'the default profile'})"
-            if kind == "cpu":
-                spec, source = _fill_cpu_peaks(spec, source)
-            if reads_only:
-                spec, source = _read_bandwidth_from_profile(spec, source, profile, kind)
-            return LocalCeiling(spec, source, cache_bytes)
-    except CeilingError:
-        if profile is not None:
-            raise
-    if kind == "cuda":
-        import torch
-
-        from ceiling.hardware.catalog import match_driver_name
-
-        spec = match_driver_name(torch.cuda.get_device_name(torch.device(device)))
-        if spec is not None:
-            return LocalCeiling(spec, f"datasheet ({spec.name}); no machine profile", cache_bytes)
-    bw = quick_read_bandwidth(device)
-    if kind == "cpu":
-        from ceiling.hardware.cpu import detect_cpu
-
-        cpu = detect_cpu()
-        peaks = dict(cpu.peak_flops_per_s)
-        name, memory = cpu.model, cpu.memory_bytes
-        source = (
-            "no machine profile: theoretical peak of the detected CPU "
-            f"({cpu.cores} cores) and a quick read-bandwidth measurement; "
-            "`ceiling bench --quick` measures both properly"
-        )
-    else:
-        import torch
-
-        props = torch.cuda.get_device_properties(torch.device(device))
-        raise InvalidInput(
-            f"{props.name} is not in the catalog and there is no machine profile: run "
-            "`ceiling bench --quick` first"
-        )
-    spec = DeviceSpec(
-        key="local",
-        name=name,
-        vendor="",
-        kind="cpu",
-        driver_names=(),
-        peak_flops_per_s=peaks,
-        memory_bytes=memory,
-        memory_bandwidth_bytes_per_s=bw,
-        sources={"all": source},
+    m = this_machine(
+        kind,
+        profile,
+        gpu_name=machine.device_name(device) if kind == "cuda" else None,
+        read_bandwidth=lambda: quick_read_bandwidth(device),
     )
-    return LocalCeiling(spec, source, cache_bytes)
+    spec, source = m.spec, m.source
+    if reads_only and m.from_profile:
+        spec, source = _read_bandwidth_from_profile(spec, source, profile, kind)
+    return LocalCeiling(spec, source, _cache_bytes(device), m)
 
 
 def _read_bandwidth_from_profile(spec, source: str, profile, kind: str):
@@ -299,21 +257,6 @@ def _read_bandwidth_from_profile(spec, source: str, profile, kind: str):
         return spec, source
     spec = dataclasses.replace(spec, memory_bandwidth_bytes_per_s=dot)
     return spec, source + "; bandwidth: its read-only (dot) rate, as decode mostly reads"
-
-
-def _fill_cpu_peaks(spec, source: str):
-    """Dtypes the profile did not measure take the CPU's theoretical peak (an upper bound)."""
-    import dataclasses
-
-    from ceiling.hardware.cpu import detect_cpu
-
-    theory = detect_cpu().peak_flops_per_s
-    missing = {d: v for d, v in theory.items() if d not in spec.peak_flops_per_s}
-    if not missing:
-        return spec, source
-    peaks = {**missing, **spec.peak_flops_per_s}
-    note = f"; theoretical peak for {', '.join(sorted(missing))} (not in the profile)"
-    return dataclasses.replace(spec, peak_flops_per_s=peaks), source + note
 
 
 def _cache_bytes(device: str) -> float | None:

@@ -71,9 +71,9 @@ def catalog_spec(device: str):
     """The datasheet spec for a GPU by its driver name; None for CPUs or unknown GPUs."""
     if not is_cuda(device):
         return None
-    from ceiling.hardware.catalog import match_driver_name
+    from ceiling.hardware.resolve import by_driver_name
 
-    return match_driver_name(device_name(device))
+    return by_driver_name(device_name(device))
 
 
 def datasheet_peaks(device: str) -> dict[str, float]:

@@ -23,8 +23,6 @@ from typing import Any
 from ceiling.errors import InvalidInput
 
 BUILTIN = ("synthetic", "matmul", "python", "ddp")
-# Workloads whose inner loop holds the GIL (threads cannot run them in parallel).
-HOLDS_GIL = ("python",)
 # Workloads whose fitted time is the work alone (its content is known: the truth), with the
 # machine's synchronisation measured and fitted apart.
 FITS_WORK_TIME = ("synthetic",)

@@ -19,7 +19,6 @@ from ceiling.measure.timer import benchmark
 
 SIZES_BYTES = (2**20, 16 * 2**20, 256 * 2**20)
 QUICK_SIZES_BYTES = (256 * 2**20,)
-DIRECTIONS = ("h2d", "d2h", "d2d")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ Peaks are dense figures passed in as data; nothing here knows a device.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ceiling.errors import InvalidInput
@@ -72,6 +73,42 @@ def training_flops_per_token(
     )
 
 
+# model FLOPs: a count, or counts per dtype; a peak: FLOP/s, or a function of the dtype
+Flops = float | Mapping[str, float]
+Peak = float | Callable[[str], float | None]
+
+
+def model_flops_utilisation(
+    model_flops: Flops, seconds: float, datasheet_peak: Peak, devices: float = 1
+) -> float | None:
+    """THE MFU of ceiling, the one `profile`, `MfuMeter`, `trace`, `step` and `report` say:
+    model FLOPs over the time they need at the dense datasheet peak (the theoretical peak,
+    for a CPU) of the dtype the matmuls ran in, divided by the time taken, per device.
+
+    `model_flops`: a count, or counts per dtype (each at its own peak); `datasheet_peak`:
+    that peak, or a function of the dtype. A measured matmul rate passed here instead gives
+    the share "of achievable" (`of_achievable`), never MFU. None when a dtype has no peak.
+    """
+    _positive(seconds, "step time")
+    _positive(devices, "device count")
+    flops = model_flops if isinstance(model_flops, Mapping) else {"": model_flops}
+    at_peak = 0.0
+    for dtype, f in flops.items():
+        peak = datasheet_peak(dtype) if callable(datasheet_peak) else datasheet_peak
+        if peak is None:
+            return None
+        at_peak += _non_negative(f, "model FLOPs") / _positive(peak, "MFU: peak FLOP/s")
+    return at_peak / (seconds * devices)
+
+
+def of_achievable(
+    model_flops: Flops, seconds: float, measured_peak: Peak, devices: float = 1
+) -> float | None:
+    """The same ratio against a measured matmul rate (a machine profile's): the share of what
+    this machine achieves, shown beside MFU and never called MFU or the peak."""
+    return model_flops_utilisation(model_flops, seconds, measured_peak, devices)
+
+
 def utilisation(
     flops_per_s: float, peak_flops_per_s: float, devices: float = 1, *, name: str = "MFU"
 ) -> float:
@@ -89,7 +126,11 @@ def mfu(
     """Model FLOPs utilisation from throughput: tokens/s × FLOPs/token / (devices × peak)."""
     _non_negative(tokens_per_s, "tokens/s")
     _non_negative(model_flops_per_token, "model FLOPs per token")
-    return utilisation(tokens_per_s * model_flops_per_token, peak_flops_per_s, devices)
+    _positive(peak_flops_per_s, "MFU: peak FLOP/s")
+    # one second of the run: tokens/s × FLOPs/token model FLOPs
+    return model_flops_utilisation(
+        tokens_per_s * model_flops_per_token, 1.0, peak_flops_per_s, devices
+    )
 
 
 def step_utilisation(
@@ -97,8 +138,8 @@ def step_utilisation(
 ) -> float:
     """The same ratio from one step: FLOPs per step / step time / (devices × peak)."""
     _non_negative(flops_per_step, "FLOPs per step")
-    _positive(step_s, "step time")
-    return utilisation(flops_per_step / step_s, peak_flops_per_s, devices)
+    _positive(peak_flops_per_s, "MFU: peak FLOP/s")
+    return model_flops_utilisation(flops_per_step, step_s, peak_flops_per_s, devices)
 
 
 def peak_key(dtype: str, tf32_enabled: bool, device_kind: str) -> str:
@@ -110,10 +151,11 @@ def peak_key(dtype: str, tf32_enabled: bool, device_kind: str) -> str:
 
 
 @dataclass
-class MfuMeter:
-    """MFU for a user's own loop: feed it step times and tokens, read mfu/hfu.
+class MfuAccumulator:
+    """MFU from step times and tokens you time yourself: feed it, read mfu/hfu.
+    (`ceiling.MfuMeter` times and counts a live model's steps for you.)
 
-    meter = MfuMeter(model_flops_per_token=6 * n_params, peak_flops_per_s=989e12)
+    meter = MfuAccumulator(model_flops_per_token=6 * n_params, peak_flops_per_s=989e12)
     meter.step(seconds, tokens)   # after each step, once warm
     meter.mfu
 

@@ -112,26 +112,3 @@ def bars(t: StepTimes) -> list[Bar]:
         )
     )
     return out
-
-
-def from_result(result) -> list[Bar] | None:
-    """The waterfall of any result that has one, for a report to draw; None when it has
-    none (nothing ran, or no recorded step).
-
-    Accepts what `ceiling profile`, `ceiling step` and `ceiling decode --measure` return:
-    a profile or step report (its `.explanation.waterfall`), a measured decode row (its
-    `.waterfall`), or the JSON they write (a dict with "roofs": {"waterfall": [...]} or
-    "waterfall": [...], each bar {"name", "seconds", "recover"}). The bars sum to that
-    result's measured step time (profile: `step_s`; step: the fastest worker count's
-    `step_s`; decode: the row's `step_time_s`).
-    """
-    if isinstance(result, dict):
-        raw = (result.get("roofs") or {}).get("waterfall") or result.get("waterfall")
-        if not raw:
-            return None
-        return [Bar(str(b["name"]), float(b["seconds"]), str(b.get("recover", ""))) for b in raw]
-    explanation = getattr(result, "explanation", None)
-    found = getattr(explanation, "waterfall", None) if explanation is not None else None
-    if found is None:
-        found = getattr(result, "waterfall", None)
-    return list(found) if found else None

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import torch
 
-from ceiling.errors import CeilingError
 from ceiling.model import mfu as mfu_model
 
 
@@ -37,13 +36,15 @@ def resolve_ceiling(
     device: torch.device, dtype_key: str, tf32: bool, spec: str | None, profile: str | None
 ) -> Ceiling:
     from ceiling.hardware.catalog import normalize_dtype
+    from ceiling.hardware.resolve import check_one_device
 
+    check_one_device(spec, profile)  # the one device rule
     kind = "gpu" if device.type == "cuda" else "cpu"
     peak_key = mfu_model.peak_key(normalize_dtype(dtype_key), tf32, kind)
     if spec is not None:
-        from ceiling.hardware.resolve import resolve_device
+        from ceiling.hardware.resolve import resolve
 
-        s = resolve_device(spec, None)
+        s = resolve(spec, None).spec
         if device.type == "meta":  # nothing runs here: the spec's device is the one counted
             peak_key = mfu_model.peak_key(normalize_dtype(dtype_key), tf32, s.kind)
         source = f"datasheet spec {s.key}"
@@ -58,33 +59,20 @@ def resolve_ceiling(
     # a step reads and writes: the profile's read+write bandwidth, never decode's read-only rate
     where = "cpu" if device.type == "meta" else str(device)
     local = local_ceiling(where, profile, reads_only=False)
-    s = local.spec
-    measured = local.source.startswith("measured")
-    dense = _dense_peak(device, peak_key) if measured else None
+    m, s = local.machine, local.spec
+    measured = m.measured_peak(peak_key) if m.from_profile else None
+    # MFU's peak is the datasheet's (theoretical for a CPU); a device the catalog lacks has
+    # only its measured rate, which then stands in and the source says so
+    dense = m.datasheet_peak(peak_key)
     return Ceiling(
         name=s.name,
-        source=local.source,
+        source=local.source if dense or not measured else local.source + "; no datasheet peak",
         kind=s.kind,
         peak_key=peak_key,
         peak_flops_per_s=dense if dense is not None else s.peak(peak_key),
         bandwidth_bytes_per_s=s.memory_bandwidth_bytes_per_s,
-        measured_peak_flops_per_s=s.peak(peak_key) if measured else None,
+        measured_peak_flops_per_s=measured if measured is not None else None,
     )
-
-
-def _dense_peak(device: torch.device, peak_key: str) -> float | None:
-    """The datasheet (GPU) or theoretical (CPU) dense peak, beside a measured profile."""
-    try:
-        if device.type == "cuda":
-            from ceiling.hardware.catalog import match_driver_name
-
-            spec = match_driver_name(torch.cuda.get_device_name(device))
-            return spec.peak(peak_key) if spec else None
-        from ceiling.hardware.cpu import detect_cpu
-
-        return detect_cpu().peak_flops_per_s.get(peak_key)
-    except CeilingError:
-        return None
 
 
 def tf32_enabled(device: torch.device) -> bool:

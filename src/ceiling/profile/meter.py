@@ -4,10 +4,10 @@
 under the op recorder and times the rest. By hand, with the pure meter:
 
     from ceiling.profile.meter import count_step_flops
-    from ceiling.model.mfu import MfuMeter
+    from ceiling.model.mfu import MfuAccumulator
 
     flops = count_step_flops(model, (x, y), loss_fn=lambda out, batch: out.loss)
-    meter = MfuMeter(model_flops_per_token=flops.model / tokens_per_step,
+    meter = MfuAccumulator(model_flops_per_token=flops.model / tokens_per_step,
                      hardware_flops_per_token=flops.hardware / tokens_per_step,
                      peak_flops_per_s=989e12, skip_first=2)
     for batch in loader:

@@ -31,7 +31,6 @@ but not known, and MFU becomes a lower bound.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import prod
 
 import torch
 from torch.utils import flop_counter
@@ -570,10 +569,6 @@ def matmul_dims(func, args) -> tuple[int, ...] | None:
     except (AttributeError, ValueError, IndexError):
         return None
     return (int(m), int(n), int(k))
-
-
-def element_count(shape) -> int:
-    return prod(int(s) for s in shape)
 
 
 def attention_dims(func, args, kwargs) -> tuple | None:

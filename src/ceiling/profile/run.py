@@ -75,7 +75,7 @@ class ProfileReport:
     analytic_flops_per_step_full_attention: float | None
     mfu: float | None
     hfu: float | None
-    mfu_vs_measured_peak: float | None
+    mfu_of_achievable: float | None  # against the measured matmul rate, never the peak
     op_time_s: float
     ops: list[placement.Placement]
     modules: list[placement.Placement]
@@ -273,10 +273,10 @@ def _profile(
         other_flops_per_step=total.flops - hardware_flops,
         analytic_flops_per_step=analytic,
         analytic_flops_per_step_full_attention=analytic_full,
-        mfu=mfu_model.step_utilisation(model_flops, step_s, peak) if step_s else None,
-        hfu=mfu_model.step_utilisation(hardware_flops, step_s, peak) if step_s else None,
-        mfu_vs_measured_peak=(
-            mfu_model.step_utilisation(model_flops, step_s, measured_peak)
+        mfu=mfu_model.model_flops_utilisation(model_flops, step_s, peak) if step_s else None,
+        hfu=mfu_model.model_flops_utilisation(hardware_flops, step_s, peak) if step_s else None,
+        mfu_of_achievable=(
+            mfu_model.of_achievable(model_flops, step_s, measured_peak)
             if measured_peak and step_s
             else None
         ),

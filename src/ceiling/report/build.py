@@ -1,8 +1,8 @@
-"""The report as a library call: `build_report(options) -> ReportResult`.
+"""The report as a library call: `build_report(options) -> ReportPage`.
 
 The command line (`ceiling report`) and the Python API both call this; it checks the
 options, chooses the sections, runs them and computes the verdict. Writing the page and
-the JSON record is the caller's (`ReportResult.html()`, `ReportResult.to_json()`).
+the JSON record is the caller's (`ReportPage.html()`, `ReportPage.to_json()`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ceiling.report.work import ReportOptions
 
 
 @dataclass
-class ReportResult:
+class ReportPage:
     report: Report
     options: ReportOptions
 
@@ -83,7 +83,7 @@ def build_report(
     on_start: Callable[[int, SectionSpec], None] | None = None,
     on_done: Callable[[int, Any], None] | None = None,
     specs: list[SectionSpec] | None = None,
-) -> ReportResult:
+) -> ReportPage:
     """Run the report's sections on `options` (the user's work, or demos) and the verdict."""
     from ceiling.report import compose, verdict
 
@@ -100,7 +100,7 @@ def build_report(
     rep = compose.compose(specs, ctx, on_start=on_start, on_done=on_done)
     rep.verdict = [f.to_json() for f in verdict.findings(rep.sections)]
     rep.work = work_json(options)
-    return ReportResult(rep, options)
+    return ReportPage(rep, options)
 
 
 def work_json(options: ReportOptions) -> dict[str, Any]:

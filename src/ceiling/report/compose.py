@@ -242,6 +242,7 @@ class ReportContext:
         self._profile_error: BaseException | None = None
         self.profile_source: str | None = None
         self.profile_file: Path | None = None  # where the profile in use is saved
+        self.measured_now = False  # no profile given or saved: measured by this report
 
     @property
     def mode(self) -> str:
@@ -271,12 +272,18 @@ class ReportContext:
         from ceiling.hardware import profile as prof_mod
         from ceiling.measure import machine, suite
 
-        if self.profile_path is not None:
-            self.step(f"loading profile {self.profile_path}")
-            profile = prof_mod.load_profile(self.profile_path)
-            self.profile_source = str(self.profile_path)
-            self.profile_file = self.profile_path
+        # the one device rule (hardware/resolve.py): --profile, else the saved profile when
+        # there is one; only without either is this machine measured now
+        path = self.profile_path
+        if path is None and prof_mod.default_profile_path().exists():
+            path = prof_mod.default_profile_path()
+        if path is not None:
+            self.step(f"loading profile {path}")
+            profile = prof_mod.load_profile(path)
+            self.profile_source = str(path)
+            self.profile_file = path
             return profile
+        self.measured_now = True
         # the CPU always; a GPU too when there is one, so the two stand side by side
         devices = ["cpu"]
         gpu = machine.pick_device(None)

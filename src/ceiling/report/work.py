@@ -65,6 +65,9 @@ class ReportOptions:
     save_profile_to: Path | None = None
 
     def __post_init__(self) -> None:
+        from ceiling.hardware.resolve import check_one_device
+
+        check_one_device(self.spec, self.profile)  # the one device rule of every command
         for name in ("gpus", "seq", "global_batch"):
             v = getattr(self, name)
             if v is not None and v < 1:
@@ -101,14 +104,16 @@ class ReportOptions:
         return parse_model(demo), Choice(demo, True, why)
 
     def cluster_device(self):
-        """(ResolvedDevice, Choice): --spec, else the --profile's catalog GPU, else the demo."""
+        """(Machine, Choice): --spec, else the --profile's catalog GPU, else the demo."""
         from ceiling.hardware.resolve import resolve
 
         if self.spec is not None:
             r = resolve(self.spec, None)
             return r, Choice(r.spec.name, False)
         if self.profile is not None:
-            r = _profile_gpu(self.profile)
+            from ceiling.hardware.resolve import profile_gpu
+
+            r = profile_gpu(self.profile)
             if r is not None:
                 return r, Choice(r.spec.name, False)
         r = resolve(DEMO_DEVICE, None)
@@ -120,18 +125,3 @@ class ReportOptions:
     @property
     def any_work(self) -> bool:
         return any(v is not None for v in (self.model, self.trace, self.spec, self.gpus))
-
-
-def _profile_gpu(profile: Path):
-    """The catalog entry of the profile's GPU (its links and node size are catalog data), with
-    the GPU's measurement (the planner takes its efficiencies, as `ceiling plan --profile`
-    does), when the profile has a GPU the catalog knows; a CPU plans no cluster."""
-    from ceiling.hardware.catalog import match_driver_name
-    from ceiling.hardware.profile import load_profile
-    from ceiling.hardware.resolve import ResolvedDevice
-
-    gpus = [d for d in load_profile(profile).devices if d.kind == "cuda"]
-    spec = match_driver_name(gpus[0].name) if gpus else None
-    if spec is None:
-        return None
-    return ResolvedDevice(spec, f"measured profile {profile}", Path(profile), gpus[0])

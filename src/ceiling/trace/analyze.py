@@ -16,7 +16,7 @@ from ceiling.trace.results import TraceDevice, TraceResult
 def analyze(
     path: str | Path,
     spec: str | None = None,
-    profile: str | Path | None = None,
+    machine_profile: str | Path | None = None,
     dtype: str | None = None,
     workers: int | None = None,
     dask: str | None = None,
@@ -24,7 +24,7 @@ def analyze(
 ) -> TraceResult:
     """Explain a torch.profiler trace (a file, .json.gz, or a folder of per-rank files).
 
-    The device is `spec` (a catalog name), else `profile` (a saved machine profile), else
+    The device is `spec` (a catalog name), else `machine_profile` (a saved profile), else
     the device the trace names (its deviceProperties), matched in the catalog. `dtype`
     overrides the dtype MFU is measured against (default: the one most matmul FLOPs use).
     The ranks of a folder are read `workers` at a time in local processes (default: one per
@@ -32,10 +32,13 @@ def analyze(
     `progress(done, total)` is called as ranks finish.
     """
     with without_gc():
-        return _analyze(path, spec, profile, dtype, workers, dask, progress)
+        return _analyze(path, spec, machine_profile, dtype, workers, dask, progress)
 
 
 def _analyze(path, spec, profile, dtype, workers, dask, progress) -> TraceResult:
+    from ceiling.hardware.resolve import check_one_device
+
+    check_one_device(spec, profile)  # before any file is read: the one device rule
     notes: list[str] = []
     files = trace_files(path)
     if workers is not None and (
@@ -58,25 +61,27 @@ def _analyze(path, spec, profile, dtype, workers, dask, progress) -> TraceResult
             first_error, skipped = first_error or exc, skipped + 1
     if first is None:
         raise first_error
-    spec_obj, device = _device([first.trace], spec, profile, notes)
+    machine, device = _device([first.trace], spec, profile, notes)
     key = None
-    if spec_obj is not None:
+    if machine is not None:
         from ceiling.hardware.catalog import normalize_dtype
         from ceiling.model.mfu import peak_key
 
-        key = peak_key(normalize_dtype(dtype or first.main_dtype()), False, spec_obj.kind)
+        key = peak_key(normalize_dtype(dtype or first.main_dtype()), False, machine.kind)
         try:
-            main = spec_obj.peak(key)
+            machine.spec.peak(key)
         except UnsupportedOnDevice as exc:
             notes.append(f"{exc}: no MFU or roofline")
             key = None
         else:
-            device.peak_key, device.peak_flops_per_s = key, main
-    summaries = [(first.trace.rank, first.summary(spec_obj, key))]
+            device.peak_key, device.peak_flops_per_s = key, machine.datasheet_peak(key)
+            if device.peak_flops_per_s is None:
+                notes.append(f"{machine.name} has no datasheet {key} peak: no MFU")
+    summaries = [(first.trace.rank, first.summary(machine, key))]
     del first  # the first trace is let go like every other
     rest = [str(f) for f in files[skipped + 1 :]]
     n = workers if workers is not None else default_workers(len(rest))
-    for done in run_ranks(rest, spec_obj, key, n, dask, progress):
+    for done in run_ranks(rest, machine, key, n, dask, progress):
         if done is None:
             skipped += 1
         else:
@@ -110,16 +115,15 @@ def _numbered(summaries) -> list:
 
 
 def _device(traces, spec, profile, notes):
-    """(DeviceSpec or None, TraceDevice) by the one precedence rule: --spec, --profile,
-    the trace's own device name; for a CPU trace recorded here, this machine's profile."""
-    if spec is not None or profile is not None:
-        from ceiling.hardware.resolve import resolve_device
+    """(Machine or None, TraceDevice) by the one precedence rule: --spec, --profile, the
+    trace's own device properties; for a CPU trace recorded here, this machine's profile."""
+    from ceiling.hardware import resolve
 
-        prefer = "cuda" if any(t.on_gpu for t in traces) else "cpu"
-        s = resolve_device(spec, profile, prefer=prefer)
-        source = f"--spec {spec}" if spec is not None else f"machine profile {profile}"
-        return s, _trace_device(s, source)
     on_gpu = any(t.on_gpu for t in traces)
+    if spec is not None or profile is not None:
+        m = resolve.resolve(spec, profile, prefer="cuda" if on_gpu else "cpu")
+        source = f"--spec {spec}" if spec is not None else f"machine profile {profile}"
+        return m, _trace_device(m, source)
     props = [d for t in traces for d in t.devices[:1]] or [
         {"name": n} for t in traces for n in t.device_names[:1]
     ]
@@ -137,9 +141,7 @@ def _device(traces, spec, profile, notes):
             "MFU and the roofline"
         )
         return None, TraceDevice(None, "none")
-    from ceiling.hardware.identify import identify
-
-    found = identify(props[0])
+    found, _ = resolve.from_trace(props[0])
     name = str(props[0].get("name") or "unnamed device")
     if found is None:
         notes.append(
@@ -150,7 +152,7 @@ def _device(traces, spec, profile, notes):
     names = sorted({str(p.get("name")) for p in props})
     if len(names) > 1:
         notes.append(f"the trace names several devices ({', '.join(names)}); using {name}")
-    return found.spec, _trace_device(found.spec, f"trace deviceProperties, {found.how}")
+    return found, _trace_device(found, found.source)
 
 
 def _this_machine(traces):
@@ -159,20 +161,24 @@ def _this_machine(traces):
 
     if not all(t.host_name == socket.gethostname() for t in traces):
         return None
-    from ceiling.hardware.resolve import resolve_device
+    from ceiling.hardware.resolve import this_machine
 
-    try:  # the saved profile by the one rule; refused when none is saved
-        return resolve_device(None, None, prefer="cpu")
+    try:  # the saved profile, with this CPU's theoretical peak; refused when none is saved
+        return this_machine("cpu")
     except CeilingError:
         return None
 
 
-def _trace_device(s, source: str) -> TraceDevice:
+def _trace_device(m, source: str) -> TraceDevice:
+    """The trace's device: the roofline it is placed under (measured for a profile) and
+    the dense datasheet peaks MFU is measured against."""
+    s = m.spec
     return TraceDevice(
         name=s.name,
         source=source,
         kind=s.kind,
         bandwidth_bytes_per_s=s.memory_bandwidth_bytes_per_s,
         link_bandwidth_bytes_per_s=s.link_bandwidth_bytes_per_s,
-        peaks_flops_per_s=dict(s.peak_flops_per_s),
+        peaks_flops_per_s=m.datasheet_peaks,
+        measured_peaks_flops_per_s=dict(m.measured.peak_flops_per_s) if m.measured else {},
     )

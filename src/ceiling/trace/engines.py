@@ -23,21 +23,21 @@ def default_workers(files: int) -> int:
 
 def run_ranks(
     paths: Sequence[str],
-    spec,
+    machine,
     peak_key: str | None,
     workers: int = 1,
     dask: str | None = None,
     progress: Progress | None = None,
 ) -> list:
-    """rank_summary(path, spec, peak_key) for every path."""
+    """rank_summary(path, machine, peak_key) for every path."""
     if not paths:
         return []
     if dask is not None:
-        return _on_dask(paths, spec, peak_key, dask, progress)
+        return _on_dask(paths, machine, peak_key, dask, progress)
     if workers <= 1 or len(paths) == 1:
         out = []
         for i, p in enumerate(paths):
-            out.append(rank_summary(p, spec, peak_key))
+            out.append(rank_summary(p, machine, peak_key))
             if progress:
                 progress(i + 1, len(paths))
         return out
@@ -46,14 +46,14 @@ def run_ranks(
     context = multiprocessing.get_context(method)
     out = []
     with ProcessPoolExecutor(min(workers, len(paths)), mp_context=context) as pool:
-        for i, r in enumerate(pool.map(rank_summary, paths, repeat(spec), repeat(peak_key))):
+        for i, r in enumerate(pool.map(rank_summary, paths, repeat(machine), repeat(peak_key))):
             out.append(r)
             if progress:
                 progress(i + 1, len(paths))
     return out
 
 
-def _on_dask(paths, spec, peak_key, address: str, progress: Progress | None) -> list:
+def _on_dask(paths, machine, peak_key, address: str, progress: Progress | None) -> list:
     try:
         from dask.distributed import Client, as_completed
     except ImportError:
@@ -70,7 +70,9 @@ def _on_dask(paths, spec, peak_key, address: str, progress: Progress | None) -> 
             "(dask scheduler) or pass 'local'"
         ) from None
     try:
-        futures = client.map(rank_summary, list(paths), spec=spec, peak_key=peak_key, pure=False)
+        futures = client.map(
+            rank_summary, list(paths), machine=machine, peak_key=peak_key, pure=False
+        )
         for done, _ in enumerate(as_completed(futures), start=1):
             if progress:
                 progress(done, len(paths))

@@ -45,7 +45,10 @@ _DTYPES = {
 
 
 @dataclass(frozen=True)
-class OpCost:
+class TracedOpCost:
+    """What a traced op cost, replayed from its recorded shapes (a `model.opcost.OpCost` is
+    a modelled op's FLOPs and bytes)."""
+
     flops: float | None  # None: the shapes were not recorded or the op could not be replayed
     flops_exact: bool
     category: str  # as profile.op_flops: matmul, attention, elementwise, ...
@@ -76,7 +79,7 @@ def _packet(name: str):
     return getattr(torch.ops.aten, name[len("aten::") :], None)
 
 
-def cost(name: str, args: dict) -> OpCost | None:
+def cost(name: str, args: dict) -> TracedOpCost | None:
     """The cost of one recorded call; None when the op has no rule of its own."""
     packet = _packet(name)
     if packet is None:
@@ -100,24 +103,24 @@ _MISSING = object()
 
 
 @functools.cache
-def _kind_only(packet) -> OpCost | None:
+def _kind_only(packet) -> TracedOpCost | None:
     func = getattr(packet, packet.overloads()[0])
     kind, _ = flop_kind(func)
     if kind in _NO_RULE:
         return None
     if kind in ("free", "memory"):
-        return OpCost(0.0, True, "view" if kind == "free" else "memory", 0.0, None, None)
-    return OpCost(None, False, kind_category(func), 0.0, None, None)
+        return TracedOpCost(0.0, True, "view" if kind == "free" else "memory", 0.0, None, None)
+    return TracedOpCost(None, False, kind_category(func), 0.0, None, None)
 
 
-def _replayed_cost(name, dims, types, concrete, strides) -> OpCost | None:
+def _replayed_cost(name, dims, types, concrete, strides) -> TracedOpCost | None:
     try:
         return _replay(name, dims, types, concrete, strides)
     except Exception:  # odd recorded arguments, or an op meta cannot run: cost unknown
         return _kind_only(_packet(name))
 
 
-def _replay(name, dims, types, concrete, strides) -> OpCost | None:
+def _replay(name, dims, types, concrete, strides) -> TracedOpCost | None:
     packet = _packet(name)
     func = _overload(packet, types)
     if func is None:
@@ -132,7 +135,9 @@ def _replay(name, dims, types, concrete, strides) -> OpCost | None:
     out = func(*pos, **kw)
     flops = count_flops(func, pos, kw, out)
     traffic = count_traffic(func, pos, kw, out)
-    return OpCost(flops.flops, flops.exact, flops.category, flops.recomputed, traffic.bytes, dtype)
+    return TracedOpCost(
+        flops.flops, flops.exact, flops.category, flops.recomputed, traffic.bytes, dtype
+    )
 
 
 def _is_tensor_type(t) -> bool:

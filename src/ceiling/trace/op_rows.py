@@ -12,12 +12,15 @@ from ceiling.trace.results import OpRow
 
 @dataclass(frozen=True)
 class Roof:
-    """peak(dtype) -> FLOP/s for that dtype (None if the device has none); the main peak
-    (the dtype MFU is measured against); memory bandwidth."""
+    """peak(dtype) -> the roof's FLOP/s for that dtype (None if the device has none; measured
+    for a machine profile); the main roof (the dtype most matmuls ran in); memory bandwidth;
+    and the dense datasheet peaks MFU is measured against (`model.mfu`)."""
 
     peak: Callable[[str | None], float | None]
     main_peak_flops_per_s: float
     bandwidth_bytes_per_s: float
+    datasheet_peak: Callable[[str | None], float | None]
+    main_datasheet_peak_flops_per_s: float | None
 
 
 def shapes_text(args: dict) -> str:

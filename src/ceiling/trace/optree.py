@@ -23,7 +23,7 @@ class OpRecord:
     """One counted op call (its children included)."""
 
     event: Event
-    cost: object | None  # an op_cost.OpCost, or None when nothing is known
+    cost: object | None  # an op_cost.TracedOpCost, or None when nothing is known
     ext_ids: list[int]  # External ids of the op and everything nested in it
     comm: bool = False  # a collective call (c10d::*), not arithmetic
 

@@ -10,7 +10,7 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 
 from ceiling.model import roofline
-from ceiling.model.mfu import MODEL_CATEGORIES
+from ceiling.model.mfu import MODEL_CATEGORIES, model_flops_utilisation
 from ceiling.trace import breakdown as bd
 from ceiling.trace import kernels
 from ceiling.trace.collectives import collectives
@@ -285,8 +285,9 @@ def _host_timeline(host: _HostEvents, k: int, span) -> dict[str, float]:
 
 def _flops(step: StepResult, recs: list[tuple[OpRecord, str | None]], roof: Roof | None) -> None:
     """Model FLOPs per dtype the matmuls ran in (a kernel's precision over the op's input
-    dtype: fp32 GEMMs on TF32 tensor cores count against the TF32 peak), and MFU as the time
-    those FLOPs need at each dtype's dense peak over the step's time."""
+    dtype: fp32 GEMMs on TF32 tensor cores count against the TF32 peak), and MFU by the one
+    definition (`model.mfu.model_flops_utilisation`): the time those FLOPs need at each
+    dtype's dense datasheet peak over the step's time."""
     model: dict[str, float] = defaultdict(float)
     hardware: dict[str, float] = defaultdict(float)
     other = 0.0
@@ -308,10 +309,10 @@ def _flops(step: StepResult, recs: list[tuple[OpRecord, str | None]], roof: Roof
         return
     step.model_flops, step.hardware_flops = sum(model.values()), sum(hardware.values())
     step.other_flops, step.model_flops_by_dtype = other, dict(model)
-    if roof is not None and step.wall_s > 0:
+    if roof is not None and roof.main_datasheet_peak_flops_per_s and step.wall_s > 0:
 
-        def at_peak(flops: dict[str, float]) -> float:
-            return sum(f / (roof.peak(d) or roof.main_peak_flops_per_s) for d, f in flops.items())
+        def peak(dtype: str) -> float | None:
+            return roof.datasheet_peak(dtype) or roof.main_datasheet_peak_flops_per_s
 
-        step.mfu = at_peak(model) / step.wall_s
-        step.hfu = at_peak(hardware) / step.wall_s
+        step.mfu = model_flops_utilisation(model, step.wall_s, peak)
+        step.hfu = model_flops_utilisation(hardware, step.wall_s, peak)

@@ -47,11 +47,11 @@ class Prepared:
                 flops[dt] += c.flops or 1.0
         return max(flops, key=flops.get) if flops else "fp32"
 
-    def summary(self, spec, peak_key: str | None) -> RankResult:
+    def summary(self, machine, peak_key: str | None) -> RankResult:
         t = self.trace
         rank = -1 if t.rank is None else t.rank
         return analyze_rank(
-            t, self.records, roof(spec, peak_key), rank, self.links, self.precisions
+            t, self.records, roof(machine, peak_key), rank, self.links, self.precisions
         )
 
 
@@ -66,15 +66,23 @@ def cost_rule(trace: RankTrace):
     return cost
 
 
-def roof(spec, peak_key: str | None) -> Roof | None:
-    """The device's roofline: each dtype's dense peak, the main one MFU is measured against."""
-    if spec is None or peak_key is None:
+def roof(machine, peak_key: str | None) -> Roof | None:
+    """The device's roofline (a `hardware.resolve.Machine`): each dtype's roof (measured for
+    a profile), and the dense datasheet peaks MFU is measured against."""
+    if machine is None or peak_key is None:
         return None
-    peaks = dict(spec.peak_flops_per_s)
-    return Roof(peaks.get, peaks[peak_key], spec.memory_bandwidth_bytes_per_s)
+    spec = machine.spec
+    peaks, dense = dict(spec.peak_flops_per_s), machine.datasheet_peaks
+    return Roof(
+        peaks.get,
+        peaks[peak_key],
+        spec.memory_bandwidth_bytes_per_s,
+        dense.get,
+        dense.get(peak_key),
+    )
 
 
-def rank_summary(path: str, spec, peak_key: str | None) -> tuple[int | None, RankResult] | None:
+def rank_summary(path: str, machine, peak_key: str | None) -> tuple[int | None, RankResult] | None:
     """(the rank the file's header names, its summary), or None when the file is JSON but no
     profiler trace (a folder may hold other files)."""
     with without_gc():
@@ -82,4 +90,4 @@ def rank_summary(path: str, spec, peak_key: str | None) -> tuple[int | None, Ran
             trace = read_trace(path)
         except NotATrace:
             return None
-        return trace.rank, Prepared.of(trace).summary(spec, peak_key)
+        return trace.rank, Prepared.of(trace).summary(machine, peak_key)

@@ -19,7 +19,10 @@ class TraceDevice:
     peak_flops_per_s: float | None = None
     bandwidth_bytes_per_s: float | None = None
     link_bandwidth_bytes_per_s: float | None = None
-    peaks_flops_per_s: dict[str, float] = field(default_factory=dict)  # dense, per dtype
+    # dense datasheet peaks per dtype (MFU's); a profile's measured rates (the roof ops are
+    # placed under, "achievable") beside them
+    peaks_flops_per_s: dict[str, float] = field(default_factory=dict)
+    measured_peaks_flops_per_s: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

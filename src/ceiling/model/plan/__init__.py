@@ -5,7 +5,7 @@
 - `layout`: the plans of one pass as arrays (`Layout`), what every term reads;
 - `memory`, `compute`, `communication`, `pipeline`: the terms of each group, per-piece
   formulas in `costs`, `recompute` (policies) and `eager_kernels`;
-- `step`: the `Job`, the terms combined into memory and step time, a plan's `PlanResult`;
+- `step`: the `Job`, the terms combined into memory and step time, a plan's `PlanEstimate`;
 - `search`: every valid plan enumerated, evaluated in one pass and ranked;
 - `training`: the one call `ceiling plan`, `ceiling.plan()` and the report make.
 """

@@ -23,7 +23,7 @@ from ceiling.model.plan.axes import AXES, BY_KEY, parse_fixed, plan_at  # noqa: 
 from ceiling.model.plan.costs import ATTENTION_BLOCK
 from ceiling.model.plan.pipeline import balanced_layout
 from ceiling.model.plan.rules import check_context_parallel, check_fp8_params, check_stage_layout
-from ceiling.model.plan.step import Job, Plan, PlanResult
+from ceiling.model.plan.step import Job, Plan, PlanEstimate
 from ceiling.model.scaling import karp_flatt
 
 MAX_MICRO_BATCH = 64
@@ -177,7 +177,7 @@ def _recompute_codes(layers: int, p: int, fixed: dict, attention: str) -> list[i
 
 @dataclass(frozen=True)
 class SearchResult:
-    plans: tuple[PlanResult, ...]  # ranked, fastest first, one per (d, t, p, cp) layout
+    plans: tuple[PlanEstimate, ...]  # ranked, fastest first, one per (d, t, p, cp) layout
     why: tuple[str, ...]  # for each plan, why it loses to the first ("" for the best)
     evaluated: int  # valid plans evaluated
     fitting: int  # of those, how many fit in memory
@@ -343,7 +343,7 @@ def _recompute_rank(policy: str) -> float:
     return 1.5 if policy.startswith("layers:") else 1.0
 
 
-def explain_loss(x: PlanResult, best: PlanResult) -> str:
+def explain_loss(x: PlanEstimate, best: PlanEstimate) -> str:
     """One phrase: the part of the step that grew the most compared with the best plan."""
     slower = x.step_time_s / best.step_time_s - 1.0
     deltas = {k: x.time[k] - best.time.get(k, 0.0) for k in x.time}
@@ -393,7 +393,7 @@ def explain_loss(x: PlanResult, best: PlanResult) -> str:
     return f"{slower:+.0%} step time; {reason}"
 
 
-def _node(x: PlanResult) -> int:
+def _node(x: PlanEstimate) -> int:
     # The node size is not on the result; a tensor group that spans nodes is flagged by its
     # own note (other groups, such as a context-parallel ring, have theirs).
     spans = any(n.startswith("tensor parallelism") and "spans nodes" in n for n in x.notes)
@@ -403,7 +403,7 @@ def _node(x: PlanResult) -> int:
 @dataclass(frozen=True)
 class ScalingRow:
     devices: int
-    best: PlanResult | None
+    best: PlanEstimate | None
     speedup: float | None
     efficiency: float | None
     serial_fraction: float | None = None  # Karp–Flatt: (1/S - 1/n) / (1 - 1/n), n = N/N0

@@ -171,7 +171,7 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
 # ---- one plan, validated and explained --------------------------------------------------
 
 
-# The parts of a plan's memory per device and of its step time, as PlanResult keeps them.
+# The parts of a plan's memory per device and of its step time, as PlanEstimate keeps them.
 MEMORY_TERMS = (
     "state_bytes",
     "weight_bytes",
@@ -205,7 +205,7 @@ TIME_TERMS = (
 
 
 @dataclass(frozen=True)
-class PlanResult:
+class PlanEstimate:
     plan: Plan
     micro_batches: int
     fits: bool
@@ -260,19 +260,19 @@ class PlanResult:
         }
 
 
-def evaluate_plan(job: Job, cluster, plan: Plan) -> PlanResult:
+def evaluate_plan(job: Job, cluster, plan: Plan) -> PlanEstimate:
     notes = check_plan(job, cluster, plan)
     r = evaluate_arrays(job, cluster, plans_to_arrays([plan]))
     return result_from_arrays(job, plan, r, 0 if np.ndim(r["step_s"]) else None, notes)
 
 
-def result_from_arrays(job: Job, plan: Plan, r: dict, i, notes=()) -> PlanResult:
+def result_from_arrays(job: Job, plan: Plan, r: dict, i, notes=()) -> PlanEstimate:
     def g(key):
         val = r[key] if i is None else np.broadcast_to(r[key], np.shape(r["step_s"]))[i]
         return float(val)
 
     tps = g("tokens_per_s")
-    return PlanResult(
+    return PlanEstimate(
         plan=plan,
         micro_batches=round(g("micro_batches")),
         fits=bool(g("fits")),

@@ -71,9 +71,7 @@ def datasheet_of(device):
     the spec itself, or a measured profile's GPU as the catalog knows it."""
     if not device.from_profile:
         return device.spec
-    from ceiling.hardware.catalog import match_driver_name
-
-    spec = match_driver_name(device.measured.name)
+    spec = device.datasheet
     if spec is None:
         raise InvalidInput(
             f"the profiled device {device.measured.name!r} is not in the catalog, so its links "

@@ -38,7 +38,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
             )
     if profile is not None:
         _measured(out, profile, cpu)
-        _noise_note(out, profile, ctx.profile_path is None)
+        _noise_note(out, profile, ctx.measured_now)
     if profile is not None and not gpus and all(d.kind != "cuda" for d in profile.devices):
         _versus_gpu(out, profile, cpu)
     for kind, block in detail.blocks:

@@ -26,7 +26,8 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     from ceiling.trace.analyze import analyze
 
     ctx.step(f"reading {path}")
-    r = analyze(path)
+    # the device by the one rule, as `ceiling trace PATH --spec/--profile` takes it
+    r = analyze(path, spec=ctx.work.spec, machine_profile=ctx.work.profile)
     ranks = f"{len(r.ranks)} rank{'s' if len(r.ranks) > 1 else ''}"
     out.about(f"Yours: the trace {path} ({ranks}).", False)
     out.key_figures["trace"] = str(path)
