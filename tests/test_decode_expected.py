@@ -38,7 +38,7 @@ def test_expected_decode_matches_published_runs(model, device, setup, published)
 
 def test_expected_terms_add_up_with_fake_numbers():
     class Row:  # one decode row: 1 GB moved, 1 ms of FLOPs, 0.5 ms of all-reduce
-        batch, weight_bytes, bytes_per_step = 2, 8e8, 1e9
+        batch, weight_bytes, bytes_per_step, fits = 2, 8e8, 1e9, True
         compute_time_s, comm_time_s, tokens_per_s = 1e-3, 5e-4, 400.0
 
     class Dtypes:

@@ -13,9 +13,17 @@ from ceiling.api.result import Result
 from ceiling.errors import InvalidInput
 
 DEFAULT_BATCHES = (1, 8, 64, 256)
-# Tokens per sequence at which "largest batch that fits" is given when no context is: a
-# long chat or a document prompt, where serving capacity is usually quoted.
+# The context decode is priced at when none is given, and where "largest batch that fits" is
+# given at context 0: a long chat or a document prompt, where serving capacity is usually
+# quoted (the model's own maximum when that is shorter).
 FIT_CONTEXT = 4096
+
+
+def default_context(cfg) -> int:
+    """The stated default context of `cfg`: FIT_CONTEXT tokens, or as many as it holds."""
+    return min(FIT_CONTEXT, cfg.max_seq - 1)
+
+
 FLOP_NOTE = "FLOPs count a multiply-add as 2; peaks are dense"
 
 
@@ -51,7 +59,7 @@ def _fit_at_realistic(cfg, dev, setup) -> tuple[int, int | None]:
     from ceiling.errors import DoesNotFit
     from ceiling.model.decode import decode_ceiling
 
-    context = min(FIT_CONTEXT, cfg.max_seq - 1)
+    context = default_context(cfg)
     at = dataclasses.replace(setup, context=context, prompt_tokens=None)
     try:
         return context, decode_ceiling(cfg, dev, [1], at, drop_unfit=True).max_batch
@@ -160,8 +168,11 @@ def decode(
 ):
     """Decode ceilings of `model` (a catalog name, "custom:..." or "hf:PATH") on a catalog
     device (`spec`) or the saved machine profile: tokens/s against `batch` (default 1, 8, 64,
-    256), `context` tokens in each KV cache (default 0), time to first token for `prompt`
-    tokens, `weights`/`kv_dtype`/`activations` dtypes, `tp` devices per replica.
+    256), `context` tokens in each KV cache (default 4,096, or the model's maximum when
+    shorter), time to first token for `prompt` tokens (default: the context),
+    `weights`/`kv_dtype`/`activations` dtypes, `tp` devices per replica. A batch that does
+    not fit is kept with `fits` False (and a note); a single batch given that does not fit,
+    or no batch fitting, raises `DoesNotFit`.
 
     measure=True builds the model here with random weights and times real decode steps on
     `device` (cpu or cuda[:N]; default cuda if present) beside this machine's ceiling: a
@@ -188,12 +199,13 @@ def decode(
         weights_dtype=weights or "bf16",
         kv_dtype=kv_dtype,
         activation_dtype=activations,
-        context=context or 0,
+        context=default_context(cfg) if context is None else context,
         tp=tp,
         prompt_tokens=prompt,
     )
-    c = decode_ceiling(cfg, dev, batches, setup, drop_unfit=not explicit)
+    one_request = explicit and len(set(batches)) == 1
+    c = decode_ceiling(cfg, dev, batches, setup, flag_unfit=not one_request)
     costs = expected.costs_for(dev)
     rows = expected.expected_rows(c, cfg.layers, costs)
-    fit = (c.context, c.max_batch) if context is not None else _fit_at_realistic(cfg, dev, setup)
+    fit = (c.context, c.max_batch) if c.context else _fit_at_realistic(cfg, dev, setup)
     return DecodeResult(cfg, c, dev, setup, resolved.source, rows, costs, *fit)

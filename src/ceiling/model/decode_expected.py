@@ -76,13 +76,14 @@ class ExpectedRow:
 def expected_rows(
     ceiling, layers: int, costs: EngineCosts, compute_s: dict | None = None
 ) -> list[ExpectedRow]:
-    """Expected speed beside each row of a DecodeCeiling (`layers`: the model's);
-    `compute_s`: a better compute time per batch (matmuls at their measured rates)."""
+    """Expected speed beside each row of a DecodeCeiling that fits in memory (`layers`: the
+    model's); `compute_s`: a better compute time per batch (matmuls at their measured
+    rates)."""
     weights = ceiling.dtypes.weights
     w_bytes = {"int4": 0.5, "int8": 1.0}.get(weights)
     kernels = layers * costs.kernels_per_layer + costs.kernels_outside_layers
     out = []
-    for r in ceiling.rows:
+    for r in (row for row in ceiling.rows if row.fits):
         quantised = r.weight_bytes / w_bytes if w_bytes else 0.0
         quant = quantised * SCALE_ZERO_BYTES / costs.group_size if weights == "int4" else 0.0
         bandwidth = (
