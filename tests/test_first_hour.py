@@ -68,3 +68,69 @@ def test_op_names_never_fold_inside_a_word_at_80_columns():
     # a figure with its unit stays on one line where the columns leave room
     text = _render(table("t", ["batch", "step", "memory"], [[1, "4.95 ms", "does not fit"]]))
     assert "4.95 ms" in text and "does not fit" in text
+
+
+def test_help_shows_the_real_signature_and_docstring_of_callable_packages():
+    import inspect
+    import pydoc
+
+    import ceiling
+    from ceiling.api.profile import profile
+    from ceiling.api.report import report
+    from ceiling.trace.analyze import analyze
+
+    for package, function in ((ceiling.profile, profile), (ceiling.report, report),
+                              (ceiling.trace, analyze)):  # fmt: skip
+        assert inspect.signature(package) == inspect.signature(function)
+        page = pydoc.render_doc(package, renderer=pydoc.plaintext)
+        assert "(*args, **kwargs)" not in page
+        first = inspect.getdoc(function).splitlines()[0]
+        assert str(inspect.signature(function)) in page and first in page
+    assert list(inspect.signature(ceiling.trace).parameters)[:2] == ["path", "spec"]
+    import ceiling.trace.reader  # the package's modules stay importable
+
+    assert callable(ceiling.trace) and ceiling.trace.reader.__name__ == "ceiling.trace.reader"
+
+
+# Llama-3-8B's published config.json (meta-llama/Meta-Llama-3-8B), the fields that shape it
+LLAMA3_8B = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 8192,
+    "tie_word_embeddings": False,
+}
+
+
+def test_plan_and_decode_take_a_config_dict_as_the_catalog_model_of_its_shapes():
+    import ceiling
+
+    d = ceiling.decode(LLAMA3_8B, spec="h100-sxm", batch=[1, 64], context=4096)
+    ref = ceiling.decode("llama-3-8b", spec="h100-sxm", batch=[1, 64], context=4096)
+    assert d.model.params_total == ref.model.params_total == 8_030_261_248
+    assert [r.tokens_per_s for r in d.rows] == [r.tokens_per_s for r in ref.rows]
+    assert d.model.name == "hf:llama"
+    p = ceiling.plan(LLAMA3_8B, 64, spec="h100-sxm", top=1)
+    assert (
+        p.best.step_time_s
+        == ceiling.plan("llama-3-8b", 64, spec="h100-sxm", top=1).best.step_time_s
+    )
+    with pytest.raises(ceiling.CeilingError, match="model must be a string or a dict"):
+        ceiling.decode(3.5, spec="h100-sxm")
+    with pytest.raises(ceiling.CeilingError, match="model_type"):
+        ceiling.plan({"hidden_size": 8}, 8, spec="h100-sxm")
+
+
+def test_decode_takes_a_transformers_config_object():
+    transformers = pytest.importorskip("transformers")
+    import ceiling
+
+    keys = {k: v for k, v in LLAMA3_8B.items() if k != "model_type"}
+    cfg = transformers.LlamaConfig(**keys, name_or_path="meta-llama/Meta-Llama-3-8B")
+    d = ceiling.decode(cfg, spec="h100-sxm", batch=[1], context=4096)
+    assert d.model.params_total == 8_030_261_248
+    assert d.model.name == "hf:meta-llama/Meta-Llama-3-8B"

@@ -11,6 +11,7 @@ from typing import Any
 from ceiling.api.arguments import BadArgument, checked
 from ceiling.api.result import Result
 from ceiling.errors import InvalidInput
+from ceiling.model.transformer import ModelArgument
 
 DEFAULT_BATCHES = (1, 8, 64, 256)
 # The context decode is priced at when none is given, and where "largest batch that fits" is
@@ -152,7 +153,7 @@ def _batches(batch: Iterable[int] | int | None) -> tuple[list[int], bool]:
 
 @checked
 def decode(
-    model: str,
+    model: ModelArgument,
     *,
     spec: str | None = None,
     profile: Path | str | None = None,
@@ -166,13 +167,14 @@ def decode(
     measure: bool = False,
     device: str | None = None,
 ):
-    """Decode ceilings of `model` (a catalog name, "custom:..." or "hf:PATH") on a catalog
-    device (`spec`) or the saved machine profile: tokens/s against `batch` (default 1, 8, 64,
-    256), `context` tokens in each KV cache (default 4,096, or the model's maximum when
-    shorter), time to first token for `prompt` tokens (default: the context),
-    `weights`/`kv_dtype`/`activations` dtypes, `tp` devices per replica. A batch that does
-    not fit is kept with `fits` False (and a note); a single batch given that does not fit,
-    or no batch fitting, raises `DoesNotFit`.
+    """Decode ceilings of `model` (a catalog name, "custom:...", "hf:PATH", or a Hugging Face
+    config as a dict or a transformers config object such as `AutoConfig.from_pretrained()`
+    gives) on a catalog device (`spec`) or the saved machine profile: tokens/s against
+    `batch` (default 1, 8, 64, 256), `context` tokens in each KV cache (default 4,096, or
+    the model's maximum when shorter), time to first token for `prompt` tokens (default:
+    the context), `weights`/`kv_dtype`/`activations` dtypes, `tp` devices per replica. A
+    batch that does not fit is kept with `fits` False (and a note); a single batch given
+    that does not fit, or no batch fitting, raises `DoesNotFit`.
 
     measure=True builds the model here with random weights and times real decode steps on
     `device` (cpu or cuda[:N]; default cuda if present) beside this machine's ceiling: a
