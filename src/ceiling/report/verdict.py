@@ -82,6 +82,33 @@ def _trace(figs) -> Finding | None:
     )
 
 
+# What to do about ops that run below their roofs, by the kind of op that holds most time.
+BELOW_ROOF_ADVICE = {
+    "matmul": "see what this machine's matmul reaches at these sizes (`ceiling bench "
+    "matmul`), check the thread count, and grow the matrices (batch, hidden size)",
+    "attention": "use a fused attention kernel (scaled_dot_product_attention) and longer "
+    "sequences per call",
+}
+FUSE_ADVICE = "fuse them (torch.compile) or give each op more elements (a larger batch)"
+UNEXPLAINED = "unexplained"  # the waterfall's last bar: time no roof or floor accounts for
+
+
+def _below_roof(m: dict, busy: bool) -> str:
+    """What to do about a step whose largest loss is ops below their roofs: name the kind
+    of op that holds most of the step and its remedy (an idle machine first, if busy)."""
+    cats = [c for c in m.get("categories", []) if c.get("time_s")]
+    first = "measure again on an idle machine (other work shared the cores), then " * busy
+    if not cats:
+        return first + "look at the op table for the ops farthest below their roofs"
+    top = max(cats, key=lambda c: c["time_s"])
+    share = top["time_s"] / sum(c["time_s"] for c in cats)
+    advice = BELOW_ROOF_ADVICE.get(top["name"], FUSE_ADVICE)
+    return (
+        f"{first}start with the {top['name']} ops ({u.format_percent(share)} of the op time): "
+        f"{advice}"
+    )
+
+
 def _mfu(figs) -> Finding | None:
     m = figs["mfu"]
     loss = m["largest_loss"]
@@ -89,12 +116,20 @@ def _mfu(figs) -> Finding | None:
     said = f"the roofs over-predict the step by {u.format_percent(over)}"
     if loss["share"] > 1:  # no part of a step is more than all of it: name it, no share
         what = f"its largest part is {loss['name']}, but {said}"
+    elif loss["name"].startswith(UNEXPLAINED):
+        what = (
+            f"{u.format_percent(loss['share'])} of its step is ops running slower than their "
+            "roofs predict"
+        )
     else:
         what = f"its step loses {u.format_percent(loss['share'])} to {loss['name']}" + (
             f", though {said}" if over > OVER_PREDICTED else ""
         )
+    todo = loss["recover"]
+    if loss["name"].startswith(UNEXPLAINED):
+        todo = _below_roof(m, bool(figs.get("machine", {}).get("measured_busy")))
     return Finding(
-        f"{m['model']} trains here at {u.format_percent(m['mfu'])} MFU; {what}: {loss['recover']}.",
+        f"{m['model']} trains here at {u.format_percent(m['mfu'])} MFU; {what}: {todo}.",
         "mfu",
         "largest_loss.share",
         loss["share"],
