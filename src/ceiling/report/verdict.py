@@ -221,4 +221,37 @@ def _machine(figs) -> Finding | None:
     )
 
 
-RULES: list[Callable[[dict], Finding | None]] = [_trace, _mfu, _decode, _planner, _machine]
+# Below this share of the best BLAS's rate, the framework's matmul is a finding.
+FRAMEWORK_GAP = 0.9
+
+
+def _framework(figs) -> Finding | None:
+    """torch's CPU matmul against the best BLAS on the same cores (numpy's), when clearly
+    below it on a machine measured idle."""
+    m = figs["machine"]
+    if m.get("measured_busy"):
+        return None  # a busy machine's two rates are each noise: no finding
+    dtype, gap = min(m["framework_gap"].items(), key=lambda kv: kv[1]["ratio"])
+    if gap["ratio"] >= FRAMEWORK_GAP:
+        return None
+    return Finding(
+        f"torch's {dtype} matmul reaches {gap['ratio']:.2f}× of {gap['library']} (numpy) on "
+        f"the same cores: the framework, not the machine, leaves "
+        f"{u.format_percent(1 - gap['ratio'])} unused; check torch.get_num_threads() and the "
+        "BLAS torch was built with (torch.__config__.show()), or run that math through numpy.",
+        "machine",
+        f"framework_gap.{dtype}.ratio",
+        gap["ratio"],
+        1 - gap["ratio"],
+        False,
+    )
+
+
+RULES: list[Callable[[dict], Finding | None]] = [
+    _trace,
+    _mfu,
+    _decode,
+    _planner,
+    _machine,
+    _framework,
+]
