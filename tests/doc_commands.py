@@ -75,14 +75,33 @@ class Form:
         return MEASURES.get(self.args[0]) if self.args else "empty"
 
 
+def _opened(text: str, most: bool) -> str:
+    """`text` with its optional parts (brackets, nested too) dropped, or opened taking the
+    first of each group's `a | b` alternatives."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] != "[":
+            out.append(text[i])
+            i += 1
+            continue
+        depth, j = 1, i + 1
+        while j < len(text) and depth:
+            depth += {"[": 1, "]": -1}.get(text[j], 0)
+            j += 1
+        if most:
+            inner = _opened(text[i + 1 : j - 1], most)
+            out.append(" " + _first_alternative(inner).strip())
+        i = j
+    return " ".join("".join(out).split())
+
+
+def _first_alternative(text: str) -> str:
+    return text.split(" | ")[0] if " | " in text else text.split("|")[0]
+
+
 def _forms_of_table_cell(cell: str) -> list[str]:
     cell = cell.replace("\\|", "|")
-    least = re.sub(r"\s*\[[^\]]*\]", "", cell)
-
-    def opened(m: re.Match) -> str:
-        return " " + m.group(1).split("|")[0]
-
-    most = re.sub(r"\s*\[([^\]]*)\]", opened, cell)
+    least, most = _opened(cell, False), _opened(cell, True)
     return [least] if most == least else [least, most]
 
 
@@ -215,6 +234,8 @@ KEY_FIGURES = [
     # 1F1B, p = 4, m = 8: the bubble against the busiest stage's compute, (p − 1)/m = 3/8
     (r"^simulate pipeline -p 4 -m 8", r"bubble 37\.50%"),
     (r"^simulate straggler -n 256", r"256"),
+    # Llama-3-8B fits one 80 GB H100: one GPU, one replica, and the simulated throughput
+    (r"^serve llama-3-8b --spec h100-sxm$", r"TP 1 × PP 1 × 1 replicas.*output tokens/s"),
 ]
 
 # (N, seconds) of a strong-scaling run for `ceiling fit measurements.csv`: Amdahl p = 0.95

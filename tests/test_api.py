@@ -103,6 +103,17 @@ def test_decode_matches_the_command(cli):
     assert r.to_dict() == without_plot(cli_json(cli, *args))
 
 
+def test_serve_matches_the_command(cli):
+    r = ceiling.serve("llama-3-8b", spec="h100-sxm", concurrency=4, num_requests=40,
+                      input_tokens=200, output_tokens=20, tp=2)  # fmt: skip
+    # the 4 requests sent at the start are the closed loop's warm-up
+    assert r.metrics.requests == 36 and r.inputs["layout"]["gpus"] == 2
+    assert r.metrics.mean_batch <= 4
+    args = ("serve", "llama-3-8b", "--spec", "h100-sxm", "--concurrency", "4", "--num-requests",
+            "40", "--input-tokens", "200", "--output-tokens", "20", "--tp", "2")  # fmt: skip
+    assert r.to_dict() == without_plot(cli_json(cli, *args))
+
+
 def test_plan_matches_the_command(cli):
     r = ceiling.plan("llama-3-8b", 64, spec="h100-sxm", top=3, fixed={"t": 8})
     assert r.plans and all(p.plan.t == 8 for p in r.plans)

@@ -231,3 +231,51 @@ def test_weights_counted_read_leaves_out_unused_table_rows():
     tied = get_model("gpt2")  # tied table read whole as the head; 1024 positions, 4 used
     r = decode_ceiling(tied, dev, [4], DecodeSetup(weights_counted="read")).rows[0]
     assert r.weight_bytes == (tied.params_total - 1020 * tied.hidden) * 2
+
+
+# ---- latent attention, local layers, narrow experts ------------------------------------
+
+
+def test_deepseek_v3_decode_prices_both_mla_forms_and_keeps_the_latent_whole():
+    m = get_model("deepseek-v3")
+    dev = _device(peak=1000e12, bw=4.8e12, memory=141e9, dtypes=("bf16", "fp8"))
+    setup = DecodeSetup(weights_dtype="fp8", context=4096, tp=8)
+    c = decode_ceiling(m, dev, [1, 32], setup)
+    assert c.mla_attention == "absorbed"
+    # the latent and rotary key (512 + 64 per layer, bf16 activations), whole on every device
+    assert c.kv_bytes_per_token == c.kv_bytes_per_token_per_device == 61 * 576 * 2
+    row = c.rows[0]
+    assert row.kv_read_bytes == 4096 * 61 * 576 * 2
+    # absorbed: per cached key and layer 2·a·(r + d_rope) + 2·a·r FLOPs
+    absorbed = 61 * (2 * 128 * (512 + 64) + 2 * 128 * 512) * 4097
+    assert row.flops_per_step == pytest.approx((2 * m.params_matmul + absorbed) / 8)
+    naive = m.decode_attention_flops(4096, absorbed=False)
+    assert naive > 100 * absorbed  # every cached latent projected up again
+    assert any("absorbed" in n and "non-absorbed" in n for n in c.notes)
+    # a prompt: the non-absorbed form is the cheaper
+    assert m.prefill_attention_flops(4096, False) < m.prefill_attention_flops(4096, True)
+    assert c.to_json()["mla_attention"] == "absorbed"
+    assert "mla_attention" not in decode_ceiling(get_model("llama-3-8b"), dev, [1]).to_json()
+
+
+def test_local_layers_bound_the_cache_in_decode_memory():
+    m = get_model("gemma-3-27b")
+    dev = _device(memory=1e15)
+    c = decode_ceiling(m, dev, [4], DecodeSetup(context=32767))
+    per_sequence = (10 * 32768 + 52 * 1024) * 2 * 16 * 128 * 2  # 10 global layers, 52 local
+    assert c.kv_bytes_per_sequence == per_sequence
+    assert c.rows[0].memory_needed_bytes == pytest.approx(m.params_total * 2 + 4 * per_sequence)
+    assert c.rows[0].kv_read_bytes == 4 * (10 * 32767 + 52 * 1024) * 2 * 16 * 128 * 2
+    assert any("52 of 62 layers" in n for n in c.notes)
+
+
+def test_gpt_oss_experts_read_in_mxfp4():
+    m = get_model("gpt-oss-120b")
+    dev = _device(memory=80e9)
+    c = decode_ceiling(m, dev, [1])
+    assert c.rows[0].memory_needed_bytes == pytest.approx(m.weight_bytes(2) + m.kv_bytes(1, 2))
+    # batch 1: 4 of 128 experts per layer, their matrices at 4.25 bits
+    matrices = 36 * 4 * 3 * 2880 * 2880
+    expected = (m.params_active - matrices) * 2 + matrices * 4.25 / 8
+    assert c.rows[0].weight_bytes == pytest.approx(expected)
+    assert any("4.25 bits" in n for n in c.notes)

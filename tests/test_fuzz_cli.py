@@ -128,6 +128,27 @@ COMMANDS = {
             "--device": "only used with --measure",
         },
     ),
+    "serve": Command(
+        positional="llama-3-8b|gpt:tiny|nope|mixtral-8x7b",
+        options="--spec=@specs --profile=@profiles --gpus=1|2|8 --tp=1|2|8 --pp=1|2 "
+        "--replicas=1|2 --weights=bf16|fp8|awq|gptq|mxfp4|zz --kv-dtype=bf16|fp8 "
+        "--activations=bf16|fp32 --input-tokens=128|1000 --output-tokens=16|64 "
+        "--dataset=sharegpt|nope --requests=@csvs --rate=1|20|0.5 --concurrency=1|8 "
+        "--offline=10|20 --max-num-seqs=4|256 --max-batched-tokens=512|8192 "
+        "--no-chunked-prefill --chunked-prefill --prefix-hit-rate=0|0.5|0.99 "
+        "--speculative=ngram|gpt:tiny|nope --spec-tokens=0|3 --acceptance=0|0.7 --reserve-kv "
+        "--slo=ttft_p99=2s,tpot_p99=200ms|ttft_p50=1ms|e2e_p99=zz|x=1 --target-rate=5|50 "
+        "--seed=0|7 --json --plot=@plots",
+        sizes_work="--gpus --replicas --input-tokens --output-tokens --concurrency --offline "
+        "--max-num-seqs --max-batched-tokens --spec-tokens --target-rate --num-requests --rate",
+        fixed=["--num-requests", "20"],
+        examples=15,
+        always="--spec",
+        skip={
+            "--measure": "sends requests to a server (test_serve_measure starts one on loopback)",
+            "--num-requests": "fixed at 20: the size of every run",
+        },
+    ),
     "plan": Command(
         positional="llama-3-8b|gpt:tiny|nope",
         options="--gpus=8|64|1024 --spec=@specs --profile=@profiles --gpus-per-node=8|4 "

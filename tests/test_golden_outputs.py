@@ -312,6 +312,29 @@ _change(
     "assumptions.attention",
 )
 
+_change(
+    "models",
+    "the catalog adds the mixture-of-experts, latent-attention and local-attention families "
+    "(DeepSeek-V2/V3/R1, Kimi-K2, Qwen1.5-MoE, gpt-oss, Llama 4, Gemma 3), each with its "
+    "layer layout",
+    "deepseek-*",
+    "kimi-k2",
+    "kimi-k2.*",
+    "qwen1.5-moe-a2.7b",
+    "qwen1.5-moe-a2.7b.*",
+    "gpt-oss-*",
+    "llama-4-*",
+    "gemma-3-*",
+)
+_change(
+    "models",
+    "Mistral 7B's sliding window of 4096 in every layer is modelled (its cache and each "
+    "query's keys bounded by it), no longer a note",
+    "mistral-7b.sliding_window",
+    "mistral-7b.local_layers",
+    "mistral-7b.source",
+)
+
 # Facts about the machine that ran the command, not results: never compared.
 MACHINE = ("environment", "environment.*")
 

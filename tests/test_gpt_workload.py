@@ -1,5 +1,7 @@
 """The torch GPT: parameter count matches the config, KV-cache decoding matches the full pass."""
 
+import re
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -79,3 +81,20 @@ def test_cuda_bf16_kv_decode_matches_full_forward():
     model.prefill(prompt, cache)
     step = model.decode_step(nxt, cache)
     torch.testing.assert_close(step.float(), full[:, 33].float(), atol=0.05, rtol=0.05)
+
+
+@pytest.mark.parametrize(
+    ("model", "words"),
+    [
+        ("gemma-3-1b", "local attention (sliding_window), qk_norm, 4 norms per block"),
+        ("deepseek-v3", "mixture-of-experts"),
+        (
+            "custom:layers=2,hidden=64,heads=4,attention=mla,kv_lora_rank=16,"
+            "qk_nope_head_dim=8,qk_rope_head_dim=8,v_head_dim=16",
+            "mla attention not built",
+        ),
+    ],
+)
+def test_layouts_the_decoder_does_not_build_are_refused(model, words):
+    with pytest.raises(InvalidInput, match=re.escape(words)):
+        build_gpt(parse_model(model))

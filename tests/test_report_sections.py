@@ -113,9 +113,13 @@ def test_amdahl_and_planner_need_no_measurement(cli, tmp_path, profile_file):
     (said,) = [t for t in plan["text"] if t.startswith("Best plan:")]
     assert "communication exposed" in said and "GiB usable" in said
     pipe = plan["key_figures"]["pipeline"]
-    # uniform stages: the simulated bubble is exactly the closed form
+    # the demo's plan (or, with no pipeline in it, the labelled example): uniform stages, so
+    # the simulated bubble is exactly the closed form
+    if pipe["of_best_plan"]:
+        assert (pipe["stages"], pipe["micro_batches"]) == (best["p"], best["micro_batches"])
     assert pipe["bubble_1f1b"] == pytest.approx(pipe["formula_1f1b"])
-    assert pipe["bubble_interleaved_v2"] == pytest.approx(pipe["formula_interleaved_v2"])
+    if pipe["bubble_interleaved"] is not None:
+        assert pipe["bubble_interleaved"] == pytest.approx(pipe["formula_interleaved"])
 
 
 def test_a_gpu_profile_shows_the_gpu_paths_without_a_gpu_here(cli, tmp_path):
@@ -179,11 +183,16 @@ def test_measured_above_the_theoretical_peak_is_flagged(cli, tmp_path):
 def test_planner_shows_a_straggler_beside_the_pipeline(cli, tmp_path, profile_file):
     plan = _report(cli, tmp_path, profile_file, "planner")["planner"]
     s = plan["key_figures"]["straggler"]
-    # 8 workers, one 1.25x slower, all-reduce 0.1 s: the step is the slowest + the all-reduce
-    assert s["step_s"] == pytest.approx(1.25 + 0.1)
-    assert s["mean_wait_s"] == pytest.approx(7 * 0.25 / 8)
-    assert s["efficiency"] == pytest.approx((7 * 1.0 + 1.25) / 8 / 1.35)
-    assert s["efficiency_without_straggler"] == pytest.approx(1 / 1.1)
+    best = plan["key_figures"]["best_plan"]
+    # the best plan's d ranks, one 1.25x slower; its exposed all-reduce after the slowest
+    n, work, ar = best["d"], s["work_s"], s["allreduce_s"]
+    assert s["workers"] == n
+    assert work + ar == pytest.approx(best["step_time_s"])
+    assert ar == pytest.approx(best["time_breakdown_s"]["dp_exposed_s"])
+    assert s["step_s"] == pytest.approx(1.25 * work + ar)
+    assert s["mean_wait_s"] == pytest.approx((n - 1) * 0.25 * work / n)
+    assert s["efficiency"] == pytest.approx(((n - 1) + 1.25) * work / n / (1.25 * work + ar))
+    assert s["efficiency_without_straggler"] == pytest.approx(work / (work + ar))
     assert len(plan["figures"]) == 3  # scaling, pipeline, straggler
 
 
@@ -278,6 +287,18 @@ def test_planner_text_shows_stages_recompute_fp8_and_the_heaviest_stage():
         f"Memory of the {where} stage ({r.usable_bytes_per_device / 2**30:.1f} GiB usable)" in text
     )
     assert f"FP8 copies {r.memory['fp8_weight_bytes'] / 2**30:.1f} GiB" in text
+
+
+def test_serving_section_simulates_the_demo_model_under_load(cli, tmp_path, profile_file):
+    sec = _report(cli, tmp_path, profile_file, "serving")["serving"]
+    assert sec["status"] == "ok", sec["reason"]
+    k = sec["key_figures"]
+    assert k["gpus"] == 1  # Llama-3-8B fits one H100 (the demo device)
+    # the busier the server, the more tokens/s and the longer each token
+    assert k["output_tokens_per_s_at_90_percent"] > 0
+    assert k["highest_rate_within_slo"] <= k["rate_per_s_at_90_percent"]
+    assert len(sec["figures"]) == 1
+    assert any("serving throughput: median error" in n for n in sec["notes"])
 
 
 def test_scaling_section_flags_a_speedup_above_the_workers_as_noise(monkeypatch):

@@ -59,3 +59,17 @@ def test_the_ceiling_note_counts_the_published_runs():
     assert f"all {len(PUBLISHED)} published" in validated.DECODE_CEILING_NOTE
     for model, device, setup, published in PUBLISHED:
         assert _one(model, device, setup)[0].tokens_per_s > published
+
+
+@pytest.mark.slow
+def test_serving_errors_are_the_ones_the_published_runs_give():
+    from serving_cases import THROUGHPUT, medians, rows
+
+    table = rows()
+    m = medians(table)
+    assert validated.SERVING_THROUGHPUT.runs == sum(k in THROUGHPUT for _, k, *_ in table)
+    assert validated.SERVING_LATENCY.runs == sum(k not in THROUGHPUT for _, k, *_ in table)
+    assert validated.SERVING_THROUGHPUT.median_abs_error == pytest.approx(
+        m["throughput"], abs=PRINTED
+    )
+    assert validated.SERVING_LATENCY.median_abs_error == pytest.approx(m["latency"], abs=PRINTED)

@@ -104,7 +104,8 @@ def test_every_section_speaks_of_the_users_model_and_cluster(model_page):
         s = secs[key]
         assert s["status"] == "ok", s["reason"]
         assert s["demo"] is False and s["subject"].startswith("Yours:"), s["subject"]
-    assert secs["mfu"]["key_figures"]["model"] == f"hf:{config}"
+    # one name for the model on the whole page: the config's, not the path given
+    assert secs["mfu"]["key_figures"]["model"] == "hf:tiny-llama"
     plan = secs["planner"]["key_figures"]
     assert plan["gpus"] == 64 and plan["device"].startswith("H100")
     assert plan["seq"] == 32 and plan["global_batch"] == 64
@@ -113,8 +114,17 @@ def test_every_section_speaks_of_the_users_model_and_cluster(model_page):
     head = secs["decode"]["key_figures"]["headline"]
     assert head["device"].startswith("H100") and not head["demo"]
     # the tiny model is small enough to decode for real here: the measured rows are its own
-    assert secs["decode"]["key_figures"]["measured"]["model"] == f"hf:{config}"
-    assert "Demo:" not in page and config in page
+    assert secs["decode"]["key_figures"]["measured"]["model"] == "hf:tiny-llama"
+    assert "Demo:" not in page
+    assert all("hf:tiny-llama" in secs[k]["subject"] for k in ("mfu", "decode", "planner"))
+    # the figures follow the user's plan: no example pipeline beside a plan without one
+    pipe = secs["planner"]["key_figures"]["pipeline"]
+    if best["p"] == 1:
+        assert pipe is None and "(demo)" not in page
+    else:
+        assert (pipe["stages"], pipe["micro_batches"]) == (best["p"], best["micro_batches"])
+    straggler = secs["planner"]["key_figures"]["straggler"]
+    assert straggler is None or straggler["workers"] == best["d"]
 
 
 def test_the_waterfall_of_that_model_sums_to_its_step(model_page):
@@ -189,3 +199,17 @@ def test_decode_table_and_figure_share_one_classification(model_page):
         limited_by = "launches"
 
     assert limited_by(Expected(), None) == "overhead"  # the per-op floor, said as a roof
+
+
+def test_a_demo_beside_the_users_model_is_labelled_as_one(tmp_path):
+    # a model too large to decode on any test machine: the section is the user's, but the
+    # small model decoding here is a demo, and every figure of it says so
+    big = "custom:layers=2,hidden=8192,heads=64,vocab=32000"
+    _, record = _report(tmp_path, "--model", big, "--spec", "h100-sxm", "--only", "decode")
+    sec = _sections(record)["decode"]
+    assert sec["status"] == "ok", sec["reason"]
+    assert sec["subject"].startswith("Yours:")
+    assert sec["key_figures"]["measured"]["demo"] is True
+    here = [h for h in sec["highlights"] if "measured here" in h["label"]]
+    assert here and all("(demo)" in h["label"] for h in here)
+    assert any("too large to decode on this machine" in t for t in sec["text"])

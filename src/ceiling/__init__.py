@@ -41,6 +41,7 @@ _LAZY = {
     "step": ("ceiling.api.step", "step"),
     "repeat": ("ceiling.api.repeat", "repeat"),
     "scale": ("ceiling.api.scale", "scale"),
+    "serve": ("ceiling.api.serve", "serve"),
     "amdahl": ("ceiling.api.laws", "amdahl"),
     "gustafson": ("ceiling.api.laws", "gustafson"),
     "report": ("ceiling.report", None),  # a callable package: ceiling.report(...)
@@ -64,6 +65,7 @@ __all__ = [
     "report",
     "roofline",
     "scale",
+    "serve",
     "simulate",
     "specs",
     "step",
@@ -85,6 +87,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
     from ceiling.api.report import report
     from ceiling.api.roofline import roofline
     from ceiling.api.scale import scale
+    from ceiling.api.serve import serve
     from ceiling.api.specs import specs
     from ceiling.api.step import step
     from ceiling.trace.analyze import analyze as trace

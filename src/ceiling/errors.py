@@ -44,6 +44,11 @@ class CeilingError(Exception):
         return said(str(self.args[0]) if self.args else "", name_of)
 
 
+class CeilingWarning(UserWarning):
+    """Something the user should know that does not stop the command (a saved profile that
+    may not describe this process); the command line prints it as one `warning:` line."""
+
+
 class InvalidInput(CeilingError, ValueError):
     """A value outside its domain (a fraction above 1, a non-positive worker count)."""
 

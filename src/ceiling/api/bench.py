@@ -173,17 +173,37 @@ def machine(
         raise InvalidInput(f"{exc} (the default profile path; set CEILING_PROFILE)") from None
     with (progress or _no_progress)(suite.planned_steps(suite.new_report(dev, quick))) as step:
         report = suite.run_all(dev, quick, step)
-    saved = []
+    saved, kept = [], None
     if report.matmul or report.memory:
         target = default_profile_path()
         previous = None
         with contextlib.suppress(Exception):  # an unreadable old profile is simply replaced
             previous = load_profile(target)
         profile = suite.build_profile(report, previous)
-        saved.append(str(save_profile(profile, target)))
+        kept = _busy_keeps_default(report.environment, previous, target)
+        if kept is None:
+            saved.append(str(save_profile(profile, target)))
         if save is not None:
             saved.append(str(save_profile(suite.build_profile(report), save)))
-    return BenchResult(report, {"profile_saved_to": saved})
+    extra: dict[str, Any] = {"profile_saved_to": saved}
+    if kept is not None:
+        extra["default_profile_kept"] = kept
+    return BenchResult(report, extra)
+
+
+def _busy_keeps_default(environment: dict, previous, target: Path) -> str | None:
+    """Why a measurement taken under load does not replace the default profile (None when it
+    does): a busy machine's ceilings read low, and every command would trust them. With no
+    default yet it is saved, and each use of it warns."""
+    from ceiling.hardware.profile import measured_busy
+
+    if previous is None or not measured_busy(environment):
+        return None
+    return (
+        f"measured under load ({environment['load_average_1min']:.1f} on "
+        f"{environment['cpu_count']} logical CPUs): {target} keeps the profile of "
+        f"{previous.created}; measure again on an idle machine, or --save PATH keeps this one"
+    )
 
 
 def comm_rows(raw: dict[str, Any]) -> list[dict[str, Any]]:

@@ -41,7 +41,35 @@ def config_json(cfg) -> dict[str, Any]:
         "max_seq": cfg.max_seq,
         "experts": cfg.experts,
         "active_experts": cfg.active_experts,
+        **_layout_json(cfg),
     }
+
+
+# The layout fields a model may set beyond the dense shape, shown only when it sets them.
+LAYOUT_FIELDS = (
+    "moe_ffn_hidden", "shared_experts", "shared_ffn_hidden", "shared_expert_gate",
+    "router_bias", "expert_groups", "expert_groups_per_token", "dense_layers", "moe_every",
+    "expert_weight_bits", "attention",
+    "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+    "sliding_window", "local_global", "chunked_attention", "attention_sinks", "qkv_bias",
+    "qk_norm", "norms_per_layer",
+)  # fmt: skip
+
+
+def _layout_json(cfg) -> dict[str, Any]:
+    """Non-default layout fields, and the layer counts they give."""
+    from ceiling.model.transformer import TransformerConfig
+
+    out = {}
+    for key in LAYOUT_FIELDS:
+        value = getattr(cfg, key)
+        if value != TransformerConfig.__dataclass_fields__[key].default:
+            out[key] = value
+    if cfg.experts > 1 and cfg.dense_ffn_layers:
+        out["moe_layers"] = cfg.moe_layers
+    if cfg.local_layers:
+        out["local_layers"] = cfg.local_layers
+    return out
 
 
 def ceiling_json(cfg, c) -> dict[str, Any]:
@@ -172,9 +200,10 @@ def decode(
     gives) on a catalog device (`spec`) or the saved machine profile: tokens/s against
     `batch` (default 1, 8, 64, 256), `context` tokens in each KV cache (default 4,096, or
     the model's maximum when shorter), time to first token for `prompt` tokens (default:
-    the context), `weights`/`kv_dtype`/`activations` dtypes, `tp` devices per replica. A
-    batch that does not fit is kept with `fits` False (and a note); a single batch given
-    that does not fit, or no batch fitting, raises `DoesNotFit`.
+    the context), `weights`/`kv_dtype`/`activations` dtypes (`weights` may name a 4-bit
+    format: int4, awq, gptq, mxfp4), `tp` devices per replica. A batch that does not fit is
+    kept with `fits` False (and a note); a single batch given that does not fit, or no batch
+    fitting, raises `DoesNotFit`.
 
     measure=True builds the model here with random weights and times real decode steps on
     `device` (cpu or cuda[:N]; default cuda if present) beside this machine's ceiling: a
@@ -197,8 +226,9 @@ def decode(
         raise InvalidInput("device is where measure=True runs: drop it, or measure")
     resolved = resolve(spec, profile)
     dev = resolved.spec
+    fmt = expected.quant_format(weights)
     setup = DecodeSetup(
-        weights_dtype=weights or "bf16",
+        weights_dtype=fmt.dtype if fmt else (weights or "bf16"),
         kv_dtype=kv_dtype,
         activation_dtype=activations,
         context=default_context(cfg) if context is None else context,
@@ -207,7 +237,7 @@ def decode(
     )
     one_request = explicit and len(set(batches)) == 1
     c = decode_ceiling(cfg, dev, batches, setup, flag_unfit=not one_request)
-    costs = expected.costs_for(dev)
-    rows = expected.expected_rows(c, cfg.layers, costs)
+    costs = expected.costs_for(dev, weights=weights, compute=c.dtypes.compute)
+    rows = expected.expected_rows(c, cfg.layers, costs, cfg=cfg, sms=getattr(dev, "sms", None))
     fit = (c.context, c.max_batch) if c.context else _fit_at_realistic(cfg, dev, setup)
     return DecodeResult(cfg, c, dev, setup, resolved.source, rows, costs, *fit)

@@ -80,6 +80,7 @@ COMMAND_MODULES = [
     "ceiling.cli.roofline",
     "ceiling.cli.report",
     "ceiling.cli.decode",
+    "ceiling.cli.serve",
     "ceiling.cli.plan",
     "ceiling.cli.simulate",
     "ceiling.cli.profile",
@@ -95,6 +96,28 @@ for _name in COMMAND_MODULES:
     importlib.import_module(_name)
 
 
+def _warnings_as_lines() -> None:
+    """ceiling's own warnings (a saved profile that may not fit this process) as one
+    `warning:` line on stderr; other libraries' warnings as Python shows them."""
+    import warnings
+
+    from ceiling.errors import CeilingWarning
+
+    shown = warnings.showwarning
+    if getattr(shown, "_ceiling", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, CeilingWarning):
+            print(f"warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    show._ceiling = True  # type: ignore[attr-defined]
+    warnings.showwarning = show
+    warnings.simplefilter("always", CeilingWarning)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; user mistakes become one line on stderr and exit code 2."""
     from ceiling.cli import streams
@@ -103,6 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     from ceiling.report.plots import take_unwritten
 
     take_unwritten()
+    _warnings_as_lines()
     argv = sys.argv[1:] if argv is None else argv
     command = None
     try:

@@ -45,8 +45,8 @@ largest batch that fits, and time to first token for the prompt.
 
 MODEL is a catalog name (`ceiling models` lists them; gpt:tiny and gpt:small are the small
 GPTs --measure can build), hf:PATH (a Hugging Face config.json or the folder holding one:
-Llama, Mistral, Mixtral, Qwen2/3, Qwen3-MoE, Gemma, Phi-3, GPT-2, GPT-NeoX) or explicit
-dimensions: {CUSTOM_HELP}.
+Llama, Llama 4, Mistral, Mixtral, Qwen2/3, Qwen2-MoE, Qwen3-MoE, Gemma 1/2/3, Phi-3, GPT-2,
+GPT-NeoX, gpt-oss, DeepSeek-V2/V3, Kimi-K2) or explicit dimensions: {CUSTOM_HELP}.
 Example: custom:layers=32,hidden=4096,heads=32,kv_heads=8,ffn_hidden=14336,ffn_kind=swiglu,
 vocab=128256,max_seq=8192.
 
@@ -125,7 +125,11 @@ PromptOption = Annotated[
 ]
 WeightsOption = Annotated[
     str | None,
-    typer.Option("--weights", help="Weight dtype: fp32 fp16 bf16 fp8 int8 int4 (default bf16)."),
+    typer.Option(
+        "--weights",
+        help="Weight dtype: fp32 fp16 bf16 fp8 int8 int4, or a 4-bit format: awq gptq mxfp4 "
+        "(default bf16).",
+    ),
 ]
 KvDtypeOption = Annotated[
     str | None,
@@ -324,7 +328,20 @@ config.json, or the folder holding one)."""
 
 def _billions(n: float) -> str:
     x = n / 1e9
+    if x >= 1000:
+        return f"{x:,.0f}"
     return f"{x:,.2f}" if x >= 1 else f"{x:.3f}"
+
+
+def _ffn(m) -> str:
+    """The FFN width; a MoE model with dense layers of another width: dense/expert."""
+    if m.experts > 1 and m.expert_ffn_hidden != m.ffn_hidden:
+        return f"{m.ffn_hidden}/{m.expert_ffn_hidden}"
+    return str(m.ffn_hidden)
+
+
+def _context(n: int) -> str:
+    return f"{n / 1e6:.3g}M" if n >= 1_000_000 else str(n)
 
 
 @app.command(help=MODELS_HELP)
@@ -350,10 +367,10 @@ def models(
                 _billions(m.params_active) if m.params_active != m.params_total else "",
                 m.layers,
                 m.hidden,
-                f"{m.heads}/{m.kv_heads}",
-                m.ffn_hidden,
+                f"{m.heads}/{'mla' if m.attention == 'mla' else m.kv_heads}",
+                _ffn(m),
                 "gelu" if m.ffn_kind == "gelu" else "gated",
-                m.max_seq,
+                _context(m.max_seq),
                 format_bytes(m.kv_bytes_per_token(2), True).replace(" ", ""),
             ]
         )
@@ -363,9 +380,11 @@ def models(
             ["model", "params", "active", "l", "h", "heads/kv", "ffn", "kind", "ctx", "KV/tok"],
             rows,
             caption="params, active: all and per-token parameters in billions (1e9; active "
-            "only for mixture of experts); l layers, h hidden; ffn: FFN width; kind: gelu "
-            "(up, down) or gated (SwiGLU/GeGLU: gate, up, down); KV cache per token at 16 "
-            "bits; vocab and sources: --json",
+            "only for mixture of experts); l layers, h hidden; heads/kv: query heads and KV "
+            "heads, or mla (latent attention); ffn: FFN width (dense/expert when they "
+            "differ); kind: gelu (up, down) or gated (SwiGLU/GeGLU: gate, up, down); ctx: "
+            "positions (M = 1e6); KV cache per token at 16 bits, every layer (local layers "
+            "hold at most their window); vocab, layer layout and sources: --json",
             compact=True,
         )
     )

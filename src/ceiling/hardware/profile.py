@@ -7,13 +7,14 @@ datasheet figures they should be compared with.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ceiling.errors import InvalidInput, MalformedFile
+from ceiling.errors import CeilingWarning, InvalidInput, MalformedFile
 from ceiling.files import name_is_usable, read_json
 from ceiling.records import write_json_atomic
 
@@ -145,13 +146,94 @@ def default_profile_path() -> Path:
 
 
 def load_profile(path: str | Path | None = None) -> MachineProfile:
+    """The profile at `path` (default: the saved one). The saved default profile is taken to
+    describe this process, so it is checked against it (`stale_reasons`) and a mismatch is
+    warned of once; a profile named explicitly may be another machine's on purpose."""
     p = Path(path) if path is not None else default_profile_path()
     if name_is_usable(p) and not p.exists():
         raise InvalidInput(f"no machine profile at {p}; run `ceiling bench --quick` to measure one")
     data = read_json(p, "machine profile")
     if not isinstance(data, dict):
         raise MalformedFile(f"{p} is not a ceiling machine profile (not a JSON object)")
-    return MachineProfile.from_json(data, where=str(p))
+    profile = MachineProfile.from_json(data, where=str(p))
+    if p == default_profile_path():
+        _warn_if_stale(profile, p)
+    return profile
+
+
+# A measurement is busy when the 1-minute load average passed this share of the logical CPUs.
+BUSY_LOAD_SHARE = 0.75
+
+
+def measured_busy(environment: dict[str, Any]) -> bool:
+    """Whether the environment a measurement recorded says other work shared the machine."""
+    load, cpus = environment.get("load_average_1min"), environment.get("cpu_count")
+    if not isinstance(load, int | float) or not isinstance(cpus, int) or cpus < 1:
+        return False
+    return load > BUSY_LOAD_SHARE * cpus
+
+
+def stale_reasons(device: MeasuredDevice, here: dict[str, Any]) -> list[str]:
+    """Why `device`'s record may not describe the process whose facts are `here` (keys
+    `device_name`, `torch`, `threads`), from the environment the measurement recorded; a
+    fact missing on either side is not compared."""
+    env = (device.extra or {}).get("environment") or {}
+    reasons = []
+    name, then = here.get("device_name"), env.get("device_name")
+    if name and then and name != then:
+        reasons.append(f"it measured {then}, not this {name}")
+    for key, what in (("torch", "torch"), ("threads", "threads")):
+        then, now = env.get(key), here.get(key)
+        if then is not None and now is not None and then != now:
+            reasons.append(f"{what} {then} then, {now} now")
+    if measured_busy(env):
+        reasons.append(
+            f"it was measured under load ({env['load_average_1min']:.1f} on "
+            f"{env['cpu_count']} logical CPUs), so its ceilings read low"
+        )
+    return reasons
+
+
+def this_process(kind: str) -> dict[str, Any]:
+    """The facts of this process a profile is checked against, read without importing torch
+    (the threads and a GPU's name only when torch is already loaded)."""
+    import sys
+    from importlib import metadata
+
+    here: dict[str, Any] = {}
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        here["torch"] = metadata.version("torch")
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        here["threads"] = torch.get_num_threads()
+    if kind == "cpu":
+        from ceiling.hardware.cpu import detect_cpu
+
+        here["device_name"] = getattr(detect_cpu(), "model", None)
+    elif torch is not None and torch.cuda.is_available():
+        here["device_name"] = torch.cuda.get_device_name()
+    return here
+
+
+_WARNED: set[tuple[str, str]] = set()
+
+
+def _warn_if_stale(profile: MachineProfile, path: Path) -> None:
+    import warnings
+
+    for device in profile.devices:
+        key = (str(path), device.kind)
+        if key in _WARNED:
+            continue
+        reasons = stale_reasons(device, this_process(device.kind))
+        if reasons:
+            _WARNED.add(key)
+            warnings.warn(
+                f"the saved profile {path} may not describe this machine's {device.kind}: "
+                f"{'; '.join(reasons)}; `ceiling bench --quick` measures it again",
+                CeilingWarning,
+                stacklevel=3,
+            )
 
 
 def save_profile(profile: MachineProfile, path: str | Path | None = None) -> Path:

@@ -249,6 +249,8 @@ def environment(device: str) -> dict[str, Any]:
         "device": device,
         "device_name": device_name(device),
     }
+    if hasattr(os, "getloadavg"):  # other work on the machine as the measurement starts
+        env["load_average_1min"] = round(os.getloadavg()[0], 2)
     try:
         import psutil
 

@@ -16,7 +16,15 @@ Conventions, stated where results are shown:
   ceiling it checks against is a true upper bound.
   Mixture-of-experts models read only the experts their batch routes to: in expectation
   E·(1 − (1 − k/E)^batch) of E experts per layer with top-k routing.
-- The KV cache counts KV heads only (grouped-query attention is not counted as full heads).
+- The KV cache counts KV heads only (grouped-query attention is not counted as full heads);
+  a local layer (sliding window, chunk) holds and reads at most its window of tokens;
+  multi-head latent attention caches its latent and rotary key (r_kv + d_rope per layer),
+  whole on every tensor-parallel device (each needs all of it for its heads).
+- Multi-head latent attention is priced both ways per step: non-absorbed (each cached
+  latent projected up to keys and values again) and absorbed (the up-projections folded
+  into the query and the output); the faster is used and named (`mla_attention`).
+- Routed experts published in a narrower format than the weights dtype (gpt-oss: MXFP4,
+  4.25 bits) are read and stored in it.
 - Peaks are dense. Integer weights (int8, int4) are dequantised and multiplied at the
   activation dtype's peak; fp8 weights use the fp8 peak where the device has one.
 - `crossover_batch`: the smallest batch at which the step becomes compute-bound counting
@@ -32,11 +40,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ceiling.errors import DoesNotFit, InvalidInput, UnsupportedOnDevice, argument
-from ceiling.model.attention import attention_flops
 from ceiling.model.cluster import group_link
 from ceiling.model.collectives import allreduce_s
 from ceiling.model.roofline import predicted_time_s
 from ceiling.model.transformer import TransformerConfig
+from ceiling.units import format_flops
 from ceiling.vocabulary import dtype_bytes, normalize_dtype
 
 # Weights and KV cache may be stored in these; activations are computed in a float dtype.
@@ -119,6 +127,7 @@ class DecodeRow:
     memory_needed_bytes: float
     fits: bool
     ttft_s: float  # prefill of the prompt for the whole batch
+    attention_flops: float = 0.0  # of flops_per_step: scores and weighted sums over the cache
 
     def to_json(self) -> dict:
         return {
@@ -165,6 +174,9 @@ class DecodeCeiling:
     max_batch: int | None  # largest batch whose weights + KV fit; None: memory unknown
     rows: list[DecodeRow]
     notes: list[str] = field(default_factory=list)
+    # multi-head latent attention: "absorbed" or "non-absorbed", the faster at this
+    # context; None for other attention
+    mla_attention: str | None = None
 
     def to_json(self) -> dict:
         """The ceiling's figures (its rows apart: `DecodeRow.to_json`)."""
@@ -190,6 +202,7 @@ class DecodeCeiling:
             "crossover_batch": self.crossover_batch,
             "crossover_batch_with_kv": self.crossover_batch_with_kv,
             "max_batch": self.max_batch,
+            **({"mla_attention": self.mla_attention} if self.mla_attention else {}),
             "notes": self.notes,
         }
 
@@ -259,7 +272,7 @@ def weights_read_params(cfg: TransformerConfig, tokens: int, counted: str = "all
     table and a learned position table contribute only `tokens` rows each.
     """
     unused = cfg.experts - experts_touched(cfg, tokens)
-    params = cfg.params_total - cfg.layers * unused * cfg.params_expert
+    params = cfg.params_total - cfg.moe_layers * unused * cfg.params_expert
     if counted == "read":
         table = cfg.vocab * cfg.hidden
         rows = min(tokens, cfg.vocab) * cfg.hidden
@@ -296,8 +309,13 @@ class _Step:
         self.tp = setup.tp
         self.kv_dev_heads = kv_heads_per_device(cfg, setup.tp)
         self.w_bytes = dtype_bytes(dtypes.weights)
-        kv_tok = cfg.kv_bytes_per_token(dtype_bytes(dtypes.kv))
-        self.kv_tok_dev = kv_tok * self.kv_dev_heads / cfg.kv_heads
+        bits = cfg.expert_weight_bits
+        self.expert_bytes = self.w_bytes if bits is None else min(self.w_bytes, bits / 8)
+        self.kv_bytes = dtype_bytes(dtypes.kv)
+        # MLA's latent serves every head: each tensor-parallel device holds all of it
+        self.kv_share = 1.0 if cfg.attention == "mla" else self.kv_dev_heads / cfg.kv_heads
+        kv_tok = cfg.kv_bytes_per_token(self.kv_bytes)
+        self.kv_tok_dev = kv_tok * self.kv_share
         self.act_bytes = dtype_bytes(dtypes.activations)
         self.peak = spec.peak(dtypes.compute)
         self.bw = spec.memory_bandwidth_bytes_per_s
@@ -310,14 +328,33 @@ class _Step:
     @property
     def resident_weight_bytes(self) -> float:
         """Every weight, stored on the device whether a step reads it or not."""
-        return self.cfg.params_total * self.w_bytes / self.tp
+        return self.cfg.weight_bytes(self.w_bytes) / self.tp
 
     def weight_bytes(self, tokens: int) -> float:
-        counted = self.setup.weights_counted
-        return weights_read_params(self.cfg, tokens, counted) * self.w_bytes / self.tp
+        cfg = self.cfg
+        params = weights_read_params(cfg, tokens, self.setup.weights_counted)
+        narrow = 0.0
+        if self.expert_bytes < self.w_bytes and cfg.moe_layers:
+            touched = experts_touched(cfg, tokens)
+            matrix = cfg.ffn_mats * cfg.hidden * cfg.expert_ffn_hidden
+            narrow = cfg.moe_layers * touched * matrix
+        return ((params - narrow) * self.w_bytes + narrow * self.expert_bytes) / self.tp
 
-    def flops_per_token(self, attended: int) -> float:
-        return self.cfg.flops_per_token(attended) / self.tp
+    def kv_sequence_bytes(self, tokens: int) -> float:
+        """One sequence's cache of `tokens` tokens on one device (local layers: the window)."""
+        return self.cfg.kv_bytes(tokens, self.kv_bytes) * self.kv_share
+
+    def attention_form(self, context: int) -> bool:
+        """Whether MLA's absorbed form is the faster at this context (False otherwise)."""
+        if self.cfg.attention != "mla":
+            return False
+        flops = self.cfg.decode_attention_flops
+        return bool(flops(context, absorbed=True) <= flops(context, absorbed=False))
+
+    def flops_per_token(self, context: int) -> float:
+        """FLOPs of one token attending to `context` cached tokens and itself, per device."""
+        absorbed = self.attention_form(context)
+        return float(self.cfg.decode_flops_per_token(context, absorbed)) / self.tp
 
     def comm_time(self, tokens: int) -> float:
         """Two all-reduces of tokens × hidden activations per layer (Megatron TP), priced
@@ -329,19 +366,22 @@ class _Step:
 
     def times(self, batch: int, context: int, with_kv: bool = True) -> tuple[float, float]:
         """(memory time, compute time) of one decode step."""
-        kv = batch * (context + 1) * self.kv_tok_dev if with_kv else 0.0
-        flops = batch * self.flops_per_token(context + 1 if with_kv else 0)
+        if with_kv:
+            kv = batch * (self.kv_sequence_bytes(context) + self.kv_tok_dev)
+            flops = batch * self.flops_per_token(context)
+        else:
+            kv, flops = 0.0, batch * 2.0 * self.cfg.params_matmul / self.tp
         return (self.weight_bytes(batch) + kv) / self.bw, flops / self.peak
 
     def memory_needed(self, batch: int, context: int) -> float:
-        return self.resident_weight_bytes + batch * (context + 1) * self.kv_tok_dev
+        return self.resident_weight_bytes + batch * self.kv_sequence_bytes(context + 1)
 
     def row(self, batch: int, context: int, prompt: int) -> DecodeRow:
         w = self.weight_bytes(batch)
-        kv_read = batch * context * self.kv_tok_dev
+        kv_read = batch * self.kv_sequence_bytes(context)
         kv_write = batch * self.kv_tok_dev
         total = w + kv_read + kv_write
-        flops = batch * self.flops_per_token(context + 1)
+        flops = batch * self.flops_per_token(context)
         mem_t, comp_t = total / self.bw, flops / self.peak
         comm = self.comm_time(batch)
         step = max(mem_t, comp_t) + comm
@@ -364,20 +404,30 @@ class _Step:
             memory_needed_bytes=need,
             fits=self.mem is None or need <= self.mem,
             ttft_s=self.prefill_time(batch, prompt),
+            attention_flops=batch * self.attention_flops(context + 1),
         )
+
+    def attention_flops(self, attended: int) -> float:
+        """Attention FLOPs of one token over `attended` keys, per device: 4·l·a·d·attended."""
+        return self.cfg.attention_flops_per_token(attended) / self.tp
 
     def prefill_time(self, batch: int, prompt: int) -> float:
         """Time to first token: the prompt in one pass, then logits of its last position.
 
         Blocks run on every prompt token; the output head only on the last. Causal attention
-        over a prompt of P tokens costs Σ_{i=1..P} 4·l·a·d·i = 2·l·a·d·P·(P+1).
+        over a prompt of P tokens costs Σ_{i=1..P} 4·l·a·d·i = 2·l·a·d·P·(P+1) (a local
+        layer: at most its window of keys per query); MLA the cheaper of its two forms,
+        non-absorbed for a prompt.
         """
         cfg = self.cfg
         head = cfg.vocab * cfg.hidden
         per_seq = 2.0 * (cfg.params_matmul - head) * prompt + 2.0 * head
-        per_seq += cfg.layers * attention_flops(prompt, prompt + 1, cfg.q_dim, causal=True)
+        per_seq += min(
+            cfg.prefill_attention_flops(prompt, absorbed=False),
+            cfg.prefill_attention_flops(prompt, absorbed=True),
+        )
         flops = batch * per_seq / self.tp
-        moved = self.weight_bytes(batch * prompt) + batch * prompt * self.kv_tok_dev
+        moved = self.weight_bytes(batch * prompt) + batch * self.kv_sequence_bytes(prompt)
         return predicted_time_s(flops, moved, self.peak, self.bw) + self.comm_time(batch * prompt)
 
 
@@ -410,7 +460,7 @@ def max_batch(step: _Step, context: int) -> int | None:
     room = step.mem - step.resident_weight_bytes
     if room < 0:
         return 0
-    return int(room // ((context + 1) * step.kv_tok_dev))
+    return int(room // step.kv_sequence_bytes(context + 1))
 
 
 def _check_weights_fit(cfg, step: _Step, spec) -> None:
@@ -484,8 +534,17 @@ def decode_ceiling(
     if cfg.experts > 1:
         notes.append(
             f"mixture of experts: weights read per step count the expected experts reached "
-            f"by the batch's tokens ({cfg.active_experts} of {cfg.experts} per token)"
+            f"by the batch's tokens ({cfg.active_experts} of {cfg.experts} per token"
+            + (f", {cfg.moe_layers} of {cfg.layers} layers" if cfg.dense_ffn_layers else "")
+            + (f", plus {cfg.shared_experts} shared" if cfg.shared_experts else "")
+            + ")"
         )
+    if step.expert_bytes < step.w_bytes:
+        notes.append(
+            f"routed experts' matrices stored and read at {cfg.expert_weight_bits:g} bits per "
+            f"weight as published, the rest at {dtypes.weights}"
+        )
+    notes.extend(_attention_notes(cfg, step, setup.context))
     kv_tok = cfg.kv_bytes_per_token(dtype_bytes(dtypes.kv))
     return DecodeCeiling(
         model=cfg.name,
@@ -503,14 +562,45 @@ def decode_ceiling(
         weight_bytes_total=cfg.params_total * step.w_bytes,
         kv_bytes_per_token=kv_tok,
         kv_bytes_per_token_per_device=step.kv_tok_dev,
-        kv_bytes_per_sequence=kv_tok * (setup.context + 1),
+        kv_bytes_per_sequence=float(cfg.kv_bytes(setup.context + 1, step.kv_bytes)),
         ridge_flop_per_byte=step.peak / step.bw,
         crossover_batch=_first_compute_bound(step, setup.context, with_kv=False),
         crossover_batch_with_kv=_first_compute_bound(step, setup.context, with_kv=True),
         max_batch=biggest,
         rows=rows,
         notes=notes,
+        mla_attention=_mla_form(step, setup.context),
     )
+
+
+def _mla_form(step: _Step, context: int) -> str | None:
+    if step.cfg.attention != "mla":
+        return None
+    return "absorbed" if step.attention_form(context) else "non-absorbed"
+
+
+def _attention_notes(cfg: TransformerConfig, step: _Step, context: int) -> list[str]:
+    """What the attention of this model changes in the step: local layers, MLA's cache and
+    its two forms with their FLOPs."""
+    notes = []
+    if cfg.local_layers:
+        kind = "a chunk" if cfg.chunked_attention else "a sliding window"
+        notes.append(
+            f"local attention: {cfg.local_layers} of {cfg.layers} layers attend within "
+            f"{kind} of {cfg.sliding_window:,} tokens and cache at most that many"
+        )
+    if cfg.attention == "mla":
+        flops = {f: float(cfg.decode_attention_flops(context, f)) for f in (True, False)}
+        chosen = step.attention_form(context)
+        name = {True: "absorbed", False: "non-absorbed"}
+        notes.append(
+            f"multi-head latent attention: the cache holds the latent and rotary key "
+            f"({cfg.kv_elements_per_layer} elements per layer and token), whole on every "
+            f"tensor-parallel device; attention over the cache priced both ways per token at "
+            f"context {context:,}: absorbed {format_flops(flops[True])}, non-absorbed "
+            f"{format_flops(flops[False])}: {name[chosen]} used (the faster)"
+        )
+    return notes
 
 
 def roof_curves(

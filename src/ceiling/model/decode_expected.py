@@ -6,23 +6,41 @@ bandwidth, nothing else. A serving engine also pays, per decode step:
 1. Bandwidth a streaming kernel actually reaches: a share of the datasheet figure on HBM
    (`BANDWIDTH_SHARE`: an A100-80GB streams ≈1.7 of its 2.039 TB/s); 1 when the bandwidth
    was measured on this machine.
-2. A floor per kernel: launch and the gap to the next kernel, even under CUDA graphs, for
-   `KERNELS_PER_LAYER` kernels per layer (norm, QKV, rotary, attention, output projection,
-   residual, norm, gate/up, activation, down) plus a few outside the layers. The floor is
+2. A floor per kernel for `KERNELS_PER_LAYER` kernels per layer (norm, QKV, rotary,
+   attention, output projection, residual, norm, gate/up, activation, down) plus a few
+   outside the layers. Launched one by one (eager), each costs the launch-to-launch floor,
    measured on this machine (`ceiling bench overhead`) or an assumed `GPU_KERNEL_FLOOR_S`.
-3. Quantised weights: int4 with group size G stores a scale and a zero point (2 bytes
-   each) per G weights, read with them, and dequantises every weight on the vector units
-   (`DEQUANT_OPS` operations per weight at the fp32 non-tensor peak) before the multiply.
+   Replayed from a CUDA graph — what vLLM, SGLang, TensorRT-LLM and gpt-fast's
+   `reduce-overhead` compile do for decode on NVIDIA GPUs — the host's launch is gone and
+   only the GPU's own gap between graph nodes remains (`GRAPH_KERNEL_GAP_S`).
+3. Quantised weights: a 4-bit format with group size G stores its scales (and zero points)
+   per G weights, read with them (`QUANT_FORMATS`: gpt-fast int4 groups of 32 with a 16-bit
+   scale and zero; AWQ and GPTQ groups of 128; MXFP4 blocks of 32 sharing one 8-bit
+   scale), and dequantises every weight on the vector units before the multiply:
+   `DEQUANT_OPS` instructions per weight at the vector instruction rate, half the fp32
+   FLOP peak (which counts a fused multiply-add as 2 FLOPs).
 4. Tensor parallelism: two all-reduces per layer, latency α and bandwidth as the planner
    prices them (`ceiling.model.collectives`, via the decode ceiling's rows).
 5. KV reads: the cache at the context, as in the ceiling, at the reachable bandwidth.
 
-    step = max(bytes / (bandwidth × share), FLOPs / peak) + dequantisation
-           + kernels × floor + all-reduces
+6. Compute: matrix-multiply FLOPs at the dense peak × the share large GEMMs reach on the
+   device (`matmul_efficiency`, the planner's figure from clusters.toml, × its FP8 ratio
+   for FP8 GEMMs); only large batches and prefill come near it.
+
+The weight-streaming GEMMs and the attention over the cache are separate kernels that run
+one after the other, so each is held by its own roof and their times add:
+
+    step = max(weight bytes / bandwidth', GEMM FLOPs / GEMM rate)
+           + max(KV bytes / bandwidth', attention FLOPs / attention rate)
+           + dequantisation + kernels × (floor, or the graph gap) + all-reduces
+
+(bandwidth' = bandwidth × share). At context 0 and batch 1 this is the single roofline.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 
 from ceiling.errors import InvalidInput, UnsupportedOnDevice
@@ -31,9 +49,52 @@ BANDWIDTH_SHARE = 0.83  # HBM streaming share of the datasheet figure (A100: 1.7
 KERNELS_PER_LAYER = 10
 KERNELS_OUTSIDE_LAYERS = 4  # embedding, final norm, output head, sampling
 GPU_KERNEL_FLOOR_S = 5e-6  # launch-to-launch time of a small kernel on a data-center GPU
+# Inside a CUDA graph the host does not launch each kernel; the GPU still drains one node
+# and starts the next. Assumption: about 1 µs, the order of the GPU-side dispatch gap
+# between dependent kernels (a fifth of the eager floor above).
+GRAPH_KERNEL_GAP_S = 1e-6
 INT4_GROUP_SIZE = 32
 SCALE_ZERO_BYTES = 4.0  # a 16-bit scale and a 16-bit zero point per group
 DEQUANT_OPS = {"int4": 4.0, "int8": 2.0}  # unpack, convert, subtract zero, scale
+
+
+@dataclass(frozen=True)
+class QuantFormat:
+    """A weight-only quantisation format: stored bits, group size, bytes of scales per group."""
+
+    name: str
+    dtype: str  # what the decode ceiling counts the weights as
+    group_size: int
+    scale_bytes: float  # per group: scales and zero points
+    source: str
+
+
+# The 4-bit formats `weights=` accepts by name, each with its layout's source.
+QUANT_FORMATS = {
+    "int4": QuantFormat(
+        "int4", "int4", 32, SCALE_ZERO_BYTES,
+        "gpt-fast quantize.py int4 (tinygemm): groupsize 32 by default, bf16 scale and zero",
+    ),
+    "awq": QuantFormat(
+        "awq", "int4", 128, SCALE_ZERO_BYTES,
+        "AutoAWQ / vLLM AWQ checkpoints: q_group_size 128, fp16 scale and zero per group",
+    ),
+    "gptq": QuantFormat(
+        "gptq", "int4", 128, 2.5,
+        "AutoGPTQ / vLLM GPTQ checkpoints: group_size 128, fp16 scale and a 4-bit packed zero",
+    ),
+    "mxfp4": QuantFormat(
+        "mxfp4", "int4", 32, 1.0,
+        "OCP Microscaling Formats (MX) v1.0: blocks of 32 FP4 (E2M1) values share one E8M0 scale",
+    ),
+}  # fmt: skip
+
+
+def quant_format(weights: str | None) -> QuantFormat | None:
+    """The 4-bit format a `weights` name means (int4, awq, gptq, mxfp4), or None for a dtype."""
+    if weights is None:
+        return None
+    return QUANT_FORMATS.get(str(weights).strip().lower().replace("-", "").replace("_", ""))
 
 
 @dataclass(frozen=True)
@@ -45,6 +106,12 @@ class EngineCosts:
     kernels_per_layer: int = KERNELS_PER_LAYER
     kernels_outside_layers: int = KERNELS_OUTSIDE_LAYERS
     group_size: int = INT4_GROUP_SIZE
+    scale_bytes: float = SCALE_ZERO_BYTES  # per group of 4-bit weights
+    cuda_graphs: bool = False  # kernels replayed from a graph: the graph gap, not the floor
+    graph_kernel_s: float = GRAPH_KERNEL_GAP_S
+    matmul_efficiency: float = 1.0  # share of the dense peak GEMMs reach
+    attention_efficiency: float = 1.0  # share of the 16-bit peak fused attention reaches
+    attention_peak_flops_per_s: float | None = None  # None: the multiplies' peak
     vector_peak_flops_per_s: float | None = None  # for dequantisation; None: not counted
     # the bandwidth bytes move at, when it is known better than the ceiling's × share (the
     # last-level cache's, measured, when the weights fit in it)
@@ -55,14 +122,23 @@ class EngineCosts:
             raise InvalidInput(f"bandwidth share must be in (0, 1], got {self.bandwidth_share}")
         if self.per_kernel_s < 0 or self.group_size < 1:
             raise InvalidInput("per-kernel time must be ≥ 0 and the group size ≥ 1")
+        if not 0 < self.matmul_efficiency <= 1:
+            raise InvalidInput(f"matmul efficiency must be in (0, 1], got {self.matmul_efficiency}")
+
+    @property
+    def kernel_s(self) -> float:
+        """What each kernel costs beyond its work: the graph gap, or the launch floor."""
+        return self.graph_kernel_s if self.cuda_graphs else self.per_kernel_s
 
 
 @dataclass(frozen=True)
 class ExpectedRow:
     batch: int
     quant_bytes: float  # scales and zero points read beside the weights
-    memory_s: float
-    compute_s: float
+    memory_s: float  # all bytes at the reachable bandwidth
+    compute_s: float  # all FLOPs at their rates
+    gemm_s: float  # the weight-streaming multiplies: max(bytes, FLOPs) of their roof
+    attention_s: float  # the attention over the cache: max(bytes, FLOPs) of its roof
     dequant_s: float
     kernels: int
     launch_s: float
@@ -73,30 +149,95 @@ class ExpectedRow:
     limited_by: str  # the largest term: memory, compute, dequantisation, launches, all-reduce
 
 
+# Output tiles inference GEMM kernels choose among (rows × columns): the training tiles of
+# the planner (`ceiling.model.plan.costs.GEMM_TILES`) and the 64-row tiles CUTLASS and
+# cuBLAS use for skinny GEMMs, so that a batch of a few tokens pads to 64 rows, not 128.
+INFERENCE_GEMM_TILES = ((64, 128), (128, 128), (128, 256), (256, 128))
+
+
+@functools.lru_cache(maxsize=65536)
+def tile_utilisation(rows, cols, sms: int | None) -> float:
+    """Useful share of an M×N GEMM's tiles over `sms` SMs (padding and wave quantisation,
+    best over INFERENCE_GEMM_TILES; the planner's `gemm_tile_utilisation` with these tiles)."""
+    if not sms:
+        return 1.0
+    best = 0.0
+    for tm, tn in INFERENCE_GEMM_TILES:
+        tr, tc = math.ceil(rows / tm), math.ceil(cols / tn)
+        tiles = tr * tc
+        waves = math.ceil(tiles / sms)
+        best = max(best, rows * cols / (tiles * tm * tn) * tiles / (waves * sms))
+    return best
+
+
+def gemm_seconds(cfg, tp: int, tokens: float, sampled: float, rate: float, sms) -> float:
+    """The multiplies of a forward pass over `tokens` tokens (`sampled` of them through the
+    output head) on one of `tp` devices, each GEMM at `rate` × its tile utilisation: per
+    layer QKV, output projection, FFN up (and gate) and down; a mixture of experts' FFN
+    GEMMs get tokens × k / E rows per expert, the experts' tiles sharing the SMs."""
+    if tokens <= 0:
+        return 0.0
+    h, q, kv, f = cfg.hidden, cfg.q_dim, cfg.kv_dim, cfg.ffn_hidden
+    up = (1 if cfg.ffn_kind == "gelu" else 2) * f  # gated FFNs: gate and up together
+    experts = cfg.experts
+    per_expert = max(tokens * cfg.active_experts / experts, 1.0) if experts > 1 else tokens
+    reached = experts_reached(cfg, tokens)
+    shapes = [  # (rows, columns per device, FLOPs per device)
+        (tokens, (q + 2 * kv) / tp, 2.0 * tokens * h * (q + 2 * kv) / tp),
+        (tokens, h, 2.0 * tokens * q * h / tp),
+        (per_expert, up / tp * reached, 2.0 * tokens * cfg.active_experts * h * up / tp),
+        (per_expert, h * reached, 2.0 * tokens * cfg.active_experts * f * h / tp),
+    ]
+    layer = sum(fl / tile_utilisation(r, c, sms) for r, c, fl in shapes)
+    router = 2.0 * tokens * h * experts / tp if experts > 1 else 0.0
+    head = 2.0 * sampled * cfg.vocab * h / tp
+    head_s = head / tile_utilisation(max(sampled, 1), cfg.vocab / tp, sms) if sampled else 0.0
+    return (cfg.layers * (layer + router) + head_s) / rate
+
+
+def experts_reached(cfg, tokens: float) -> float:
+    from ceiling.model.decode import experts_touched
+
+    return experts_touched(cfg, max(round(tokens), 1))
+
+
 def expected_rows(
-    ceiling, layers: int, costs: EngineCosts, compute_s: dict | None = None
+    ceiling, layers: int, costs: EngineCosts, compute_s: dict | None = None, cfg=None, sms=None
 ) -> list[ExpectedRow]:
     """Expected speed beside each row of a DecodeCeiling that fits in memory (`layers`: the
     model's); `compute_s`: a better compute time per batch (matmuls at their measured
-    rates)."""
+    rates); `cfg` and `sms`: the model and the device's SM count, for GEMMs at their tile
+    utilisation."""
     weights = ceiling.dtypes.weights
     w_bytes = {"int4": 0.5, "int8": 1.0}.get(weights)
     kernels = layers * costs.kernels_per_layer + costs.kernels_outside_layers
     out = []
     for r in (row for row in ceiling.rows if row.fits):
         quantised = r.weight_bytes / w_bytes if w_bytes else 0.0
-        quant = quantised * SCALE_ZERO_BYTES / costs.group_size if weights == "int4" else 0.0
+        quant = quantised * costs.scale_bytes / costs.group_size if weights == "int4" else 0.0
         bandwidth = (
             costs.memory_bandwidth_bytes_per_s
             or ceiling.bandwidth_bytes_per_s * costs.bandwidth_share
         )
-        memory = (r.bytes_per_step + quant) / bandwidth
+        w_mem = (r.weight_bytes + quant) / bandwidth
+        kv_mem = (r.bytes_per_step - r.weight_bytes) / bandwidth
+        peak = ceiling.peak_flops_per_s
+        attn_rate = (costs.attention_peak_flops_per_s or peak) * costs.attention_efficiency
+        attn_c = r.attention_flops / attn_rate
+        rate = peak * costs.matmul_efficiency
+        if cfg is not None:
+            gemm_c = gemm_seconds(cfg, ceiling.tp, r.batch, r.batch, rate, sms)
+        else:
+            gemm_c = (r.flops_per_step - r.attention_flops) / rate
+        if compute_s and r.batch in compute_s:  # measured matmul rates: one compute figure
+            gemm_c, attn_c = compute_s[r.batch], 0.0
+        gemm, attention = max(w_mem, gemm_c), max(kv_mem, attn_c)
+        memory, compute = w_mem + kv_mem, gemm_c + attn_c
         dequant = 0.0
         if quantised and costs.vector_peak_flops_per_s:
-            dequant = quantised * DEQUANT_OPS[weights] / costs.vector_peak_flops_per_s
-        launch = kernels * costs.per_kernel_s
-        compute = (compute_s or {}).get(r.batch, r.compute_time_s)
-        step = max(memory, compute) + dequant + launch + r.comm_time_s
+            dequant = quantised * DEQUANT_OPS[weights] / vector_ops_per_s(costs)
+        launch = kernels * costs.kernel_s
+        step = gemm + attention + dequant + launch + r.comm_time_s
         terms = {
             "memory": memory,
             "compute": compute,
@@ -110,6 +251,8 @@ def expected_rows(
                 quant_bytes=quant,
                 memory_s=memory,
                 compute_s=compute,
+                gemm_s=gemm,
+                attention_s=attention,
                 dequant_s=dequant,
                 kernels=kernels,
                 launch_s=launch,
@@ -123,20 +266,75 @@ def expected_rows(
     return out
 
 
-def costs_for(spec, per_kernel_s: float | None = None) -> EngineCosts:
+def vector_ops_per_s(costs: EngineCosts) -> float:
+    """Dequantisation instructions per second: the fp32 FLOP peak counts a fused
+    multiply-add as 2 FLOPs, while unpacking, converting and scaling issue one instruction
+    per lane each."""
+    return costs.vector_peak_flops_per_s / 2.0
+
+
+def graphs_by_default(spec) -> bool:
+    """Whether serving engines replay decode from CUDA graphs on this device: on NVIDIA GPUs
+    (vLLM, SGLang, TensorRT-LLM capture decode batches by default; gpt-fast compiles with
+    `mode="reduce-overhead"`). Elsewhere (CPUs; AMD GPUs, whose HIP graph replay in the
+    releases of the published runs still dispatched node by node) each kernel pays the floor."""
+    return getattr(spec, "kind", "") == "gpu" and str(getattr(spec, "vendor", "")) == "NVIDIA"
+
+
+def costs_for(
+    spec, per_kernel_s: float | None = None, weights: str | None = None, compute: str = "bf16"
+) -> EngineCosts:
     """The engine costs on a device: its bandwidth at the streaming share unless it was
-    measured here (a machine profile's device), the given per-kernel floor or the assumed
-    one, dequantisation at its fp32 (non-tensor) peak."""
+    measured here (a machine profile's device), the given per-kernel floor (measured: the
+    kernels are launched eagerly, as here) or the assumed one, CUDA graphs where engines use
+    them, dequantisation at its vector rate, the scales of the 4-bit format `weights` names
+    (default gpt-fast int4), GEMMs in the `compute` dtype at the planner's share of its peak
+    and attention at the planner's attention share of the 16-bit peak (a measured device's
+    peak is already what its kernels reach)."""
     measured = str(getattr(spec, "key", "")).startswith("measured")
     try:
         vector = spec.peak("fp32")
     except UnsupportedOnDevice:  # no fp32 figure: dequantisation is not counted
         vector = None
+    fmt = quant_format(weights) or QUANT_FORMATS["int4"]
     return EngineCosts(
         bandwidth_share=1.0 if measured else BANDWIDTH_SHARE,
         per_kernel_s=GPU_KERNEL_FLOOR_S if per_kernel_s is None else per_kernel_s,
+        group_size=fmt.group_size,
+        scale_bytes=fmt.scale_bytes,
+        cuda_graphs=per_kernel_s is None and not measured and graphs_by_default(spec),
+        matmul_efficiency=1.0 if measured else matmul_share(spec, compute),
+        attention_efficiency=1.0 if measured else attention_share(spec),
+        attention_peak_flops_per_s=_sixteen_bit_peak(spec),
         vector_peak_flops_per_s=vector,
     )
+
+
+def matmul_share(spec, compute: str = "bf16") -> float:
+    """The share of the dense peak large GEMMs reach on the device (clusters.toml): the
+    16-bit share, times the published FP8/16-bit ratio for FP8 GEMMs."""
+    from ceiling.model.cluster import node_defaults
+
+    d = node_defaults(getattr(spec, "key", "default"))
+    share = float(d["matmul_efficiency"])
+    if compute == "fp8":
+        share = min(1.0, share * float(d.get("fp8_matmul_ratio", 1.0)))
+    return share
+
+
+def attention_share(spec) -> float:
+    """The share of the 16-bit peak fused attention kernels reach (clusters.toml)."""
+    from ceiling.model.cluster import node_defaults
+
+    return float(node_defaults(getattr(spec, "key", "default"))["attention_efficiency"])
+
+
+def _sixteen_bit_peak(spec) -> float | None:
+    """Attention multiplies in 16 bits (an FP8 KV cache is widened first)."""
+    for d in ("bf16", "fp16", "fp32"):
+        if d in spec.peak_flops_per_s:
+            return spec.peak(d)
+    return None
 
 
 def decoder_matmuls(cfg, batch: int) -> list[tuple[tuple[int, int, int], int]]:

@@ -295,7 +295,8 @@ class ReportContext:
         if self.save_profile_to is not None:
             saved.append(prof_mod.save_profile(profile, self.save_profile_to))
         default = prof_mod.default_profile_path()
-        if not default.exists():
+        # the report's quick benchmarks become the default only on an idle machine
+        if not default.exists() and not prof_mod.measured_busy(bench.environment):
             saved.append(prof_mod.save_profile(profile, default))
         self.profile_file = Path(saved[0]) if saved else None
         where = f", saved to {' and '.join(map(str, saved))}" if saved else ""

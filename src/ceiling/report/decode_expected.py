@@ -13,6 +13,11 @@ def expected_json(rows, costs) -> dict:
             "kernels_per_layer": costs.kernels_per_layer,
             "kernels_outside_layers": costs.kernels_outside_layers,
             "int4_group_size": costs.group_size,
+            "int4_scale_bytes_per_group": costs.scale_bytes,
+            "cuda_graphs": costs.cuda_graphs,
+            "graph_kernel_gap_s": costs.graph_kernel_s,
+            "matmul_efficiency": costs.matmul_efficiency,
+            "attention_efficiency": costs.attention_efficiency,
             "vector_peak_flops_per_s": costs.vector_peak_flops_per_s,
         },
         "rows": [
@@ -23,6 +28,8 @@ def expected_json(rows, costs) -> dict:
                 "step_s": r.step_s,
                 "memory_s": r.memory_s,
                 "compute_s": r.compute_s,
+                "gemm_s": r.gemm_s,
+                "attention_s": r.attention_s,
                 "dequant_s": r.dequant_s,
                 "quant_bytes": r.quant_bytes,
                 "kernels": r.kernels,
@@ -45,7 +52,7 @@ def expected_table(rows, costs) -> tuple[str, list[str], list[list[str]]]:
             f"{r.ceiling_tokens_per_s:,.1f}",
             u.format_time(r.memory_s),
             u.format_time(r.dequant_s) if r.dequant_s else "—",
-            f"{r.kernels} × {u.format_time(costs.per_kernel_s)}",
+            f"{r.kernels} × {u.format_time(costs.kernel_s)}",
             u.format_time(r.comm_s) if r.comm_s else "—",
             r.limited_by,
         ]
@@ -53,7 +60,9 @@ def expected_table(rows, costs) -> tuple[str, list[str], list[list[str]]]:
     ]
     title = (
         f"Expected decode, tokens/s (bandwidth at {costs.bandwidth_share * 100:.0f} % of the "
-        "figure, a floor per kernel, int4 scales and zeros, dequantisation, all-reduces)"
+        "figure, "
+        + ("the CUDA-graph gap" if costs.cuda_graphs else "a floor")
+        + " per kernel, int4 scales and zeros, dequantisation, all-reduces)"
     )
     return title, cols, body
 

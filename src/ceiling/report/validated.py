@@ -36,7 +36,16 @@ PLANNER = ValidatedError(
 )
 
 # expected batch-1 decode tokens/s, gpt-fast README (tests/test_decode_expected.py: PUBLISHED)
-DECODE_EXPECTED = ValidatedError("expected decode", 0.075, 3, "gpt-fast")
+DECODE_EXPECTED = ValidatedError("expected decode", 0.089, 3, "gpt-fast")
+
+# simulated serving against published runs (tests/serving_cases.py: CASES): output tokens/s
+# of TensorRT-LLM, SGLang and NIM runs, and their TTFT, TPOT and end-to-end latencies
+SERVING_THROUGHPUT = ValidatedError(
+    "serving throughput", 0.197, 9, "TensorRT-LLM, SGLang and NIM runs"
+)
+SERVING_LATENCY = ValidatedError(
+    "serving latency (TTFT, TPOT, E2E)", 0.304, 17, "SGLang, NIM and vLLM runs"
+)
 
 # the decode ceiling is a bound, not a prediction: it must stay above every published run
 DECODE_CEILING_NOTE = "a bound: above all 3 published gpt-fast runs"

@@ -77,6 +77,17 @@ class ReportOptions:
         low = m.lower()
         return ":" in m and not low.startswith(("hf:", "custom:", "gpt:"))
 
+    def model_name(self) -> str | None:
+        """The user's model as every section names it: a transformer's name (`hf:llama8`, not
+        the path given), else the text given (a module:callable)."""
+        if not self.model:
+            return None
+        if self.is_callable_model:
+            return self.model
+        from ceiling.model.transformer import parse_model
+
+        return parse_model(self.model).name
+
     def train_model(self) -> Choice:
         return Choice(self.model, False) if self.model else Choice(DEMO_TRAIN_MODEL, True)
 

@@ -139,6 +139,21 @@ class _Block(nn.Module):
         return x + self.ffn(self.norm2(x))
 
 
+def _unbuilt_layout(cfg: TransformerConfig) -> list[str]:
+    """What a config asks for that this decoder does not build."""
+    out = []
+    if cfg.attention != "mha":
+        out.append(f"{cfg.attention} attention")
+    if cfg.sliding_window is not None:
+        out.append("local attention (sliding_window)")
+    for key in ("qkv_bias", "qk_norm", "attention_sinks"):
+        if getattr(cfg, key):
+            out.append(key)
+    if cfg.norms_per_layer != 2:
+        out.append(f"{cfg.norms_per_layer} norms per block")
+    return out
+
+
 class GPT(nn.Module):
     """Decoder-only transformer built from a dense TransformerConfig (pre-norm blocks)."""
 
@@ -146,6 +161,12 @@ class GPT(nn.Module):
         super().__init__()
         if cfg.experts > 1:
             raise InvalidInput("mixture-of-experts models are not built as workloads")
+        unbuilt = _unbuilt_layout(cfg)
+        if unbuilt:
+            raise InvalidInput(
+                f"{', '.join(unbuilt)} not built as a workload: the built-in decoder has "
+                "full multi-head attention and two norms per block"
+            )
         if not cfg.learned_positions and cfg.head_dim % 2:
             raise InvalidInput(f"rotary embeddings need an even head_dim, got {cfg.head_dim}")
         self.cfg = cfg

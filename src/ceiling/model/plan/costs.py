@@ -43,6 +43,12 @@ class Shape:
     kv_dim: int  # kv_heads × head_dim
     rmsnorm: bool = True  # RMSNorm (written as ops in eager PyTorch) or LayerNorm (one kernel)
     rotary: bool = True  # rotary embedding applied to Q and K (not learned positions)
+    # attention's score and value widths (TransformerConfig.attention_widths; MLA's differ
+    # from q_dim), and the share of blocks that attend within a window of `window` keys
+    score_dim: int = 0  # 0: q_dim
+    value_dim: int = 0  # 0: q_dim
+    local_share: float = 0.0
+    window: float = float("inf")
 
 
 def shape_of(model) -> Shape:
@@ -53,15 +59,16 @@ def shape_of(model) -> Shape:
         heads=model.heads,
         kv_heads=model.kv_heads,
         head_dim=model.head_dim,
-        ffn_hidden=model.ffn_hidden,
+        # a MoE model's FFN is its routed expert's (dense first layers and shared experts
+        # count in the per-block means below)
+        ffn_hidden=model.expert_ffn_hidden if model.experts > 1 else model.ffn_hidden,
         ffn_mats=2 if model.ffn_kind == "gelu" else 3,
         vocab=model.vocab,
         experts=model.experts,
         active_experts=model.active_experts,
         params_layer=float(model.params_layer),
-        params_experts_layer=float(model.experts * model.params_expert)
-        if model.experts > 1
-        else 0.0,
+        # the routed experts per block, a mean over the blocks when some are dense
+        params_experts_layer=model.params_routed_experts / model.layers,
         params_layer_matmul_active=float(model.params_layer_matmul_active),
         # With p > 1 the first stage holds the table (and positions), the last the head
         # (a copy of the table when tied) and the final norm; either way about V·h.
@@ -73,6 +80,10 @@ def shape_of(model) -> Shape:
         kv_dim=model.kv_dim,
         rmsnorm=model.norm == "rmsnorm",
         rotary=not model.learned_positions,
+        score_dim=model.attention_widths[0],
+        value_dim=model.attention_widths[1],
+        local_share=model.local_layers / model.layers,
+        window=float(model.sliding_window or float("inf")),
     )
 
 
@@ -182,7 +193,12 @@ def layer_forward_flops_per_token(sh: Shape, seq_len):
 
 
 def layer_attention_flops_per_token(sh: Shape, seq_len):
-    return attention_flops(1, np.asarray(seq_len, float), sh.q_dim)
+    """Per block (a mean over the blocks): a local block attends to at most its window
+    (`TransformerConfig.attended`), MLA over its own score and value widths."""
+    s = np.asarray(seq_len, float)
+    keys = (1.0 - sh.local_share) * s + sh.local_share * np.minimum(s, sh.window)
+    score = sh.score_dim or sh.q_dim
+    return attention_flops(1, keys, score, value_width=sh.value_dim or sh.q_dim)
 
 
 def layer_elementwise_bytes_per_token(sh: Shape, seq_len, t, sp, attention, dropout):

@@ -334,6 +334,15 @@ _OTHER_REASONS = {
 }
 
 
+def _recompute_rank(policy: str) -> float:
+    """How much a recompute policy re-runs, for ordering: none, a list of ops (about
+    selective), selective, some layers in full (layers:N), full."""
+    ranks = {"none": 0.0, "selective": 1.0, "full": 2.0}
+    if policy in ranks:
+        return ranks[policy]
+    return 1.5 if policy.startswith("layers:") else 1.0
+
+
 def explain_loss(x: PlanResult, best: PlanResult) -> str:
     """One phrase: the part of the step that grew the most compared with the best plan."""
     slower = x.step_time_s / best.step_time_s - 1.0
@@ -351,8 +360,7 @@ def explain_loss(x: PlanResult, best: PlanResult) -> str:
             + ")"
         )
     elif key == "matmul_s":
-        cost = {"none": 0, "selective": 1, "full": 2}
-        if cost[pl.recompute] > cost[best.plan.recompute]:
+        if _recompute_rank(pl.recompute) > _recompute_rank(best.plan.recompute):
             reason = f"recompute={pl.recompute} repeats work: matmuls {share:.0%} of step"
         elif pl.p > 1:
             uneven = any(n.startswith("uneven stages") for n in x.notes)

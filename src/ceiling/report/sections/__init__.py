@@ -12,6 +12,7 @@ from ceiling.report.sections import (
     planner,
     roofline,
     scaling,
+    serving,
     trace,
 )
 
@@ -24,6 +25,7 @@ SECTIONS = [
     SectionSpec(mfu.KEY, mfu.TITLE, mfu.run, weight_s=20),
     SectionSpec(scaling.KEY, scaling.TITLE, scaling.run, weight_s=25),
     SectionSpec(decode.KEY, decode.TITLE, decode.run, weight_s=15),
+    SectionSpec(serving.KEY, serving.TITLE, serving.run, weight_s=10),
     SectionSpec(planner.KEY, planner.TITLE, planner.run, weight_s=5),
 ]
 

@@ -249,7 +249,7 @@ def _measured_model(ctx: ReportContext):
 
     cfg, model = ctx.work.shape_model(DEMO_MEASURED)
     if not model.demo and cfg.params_total <= MEASURE_MAX_PARAMS:
-        return cfg, model
+        return cfg, Choice(cfg.name, False)
     return parse_model(DEMO_MEASURED), Choice(DEMO_MEASURED, True)
 
 
@@ -261,6 +261,12 @@ def _measured(ctx: ReportContext, out: SectionOutput, local) -> None:
     if local is None:
         return
     cfg, model = _measured_model(ctx)
+    if model.demo and ctx.work.model and not ctx.work.is_callable_model:
+        out.text(
+            f"{ctx.work.model_name()} is too large to decode on this machine (more than "
+            f"{MEASURE_MAX_PARAMS / 1e6:,.0f} M parameters): the demo {cfg.name} decodes here "
+            "instead, to show the three roofs."
+        )
     batches = MEASURED_BATCHES_QUICK if ctx.quick else MEASURED_BATCHES_FULL
     device = measure.default_device()
     ctx.step(f"decoding {cfg.name} at batch {', '.join(map(str, batches))}")
@@ -330,13 +336,13 @@ def _measured_table(out: SectionOutput, comp, expected, model) -> None:
         "rows": keyed,
     }
     best = max(comp.rows, key=lambda r: r.share_of_ceiling)
+    demo = " (demo)" if model.demo else ""
     out.highlight(
-        f"measured here, batch {best.batch}",
+        f"{model.value}{demo} measured here, batch {best.batch}",
         f"{units.format_percent(best.share_of_ceiling)} of the ceiling",
     )
     out.table(
-        f"{model.value}{' (demo)' if model.demo else ''} decoding here ({comp.run.dtype}): "
-        "tokens/s",
+        f"{model.value}{demo} decoding here ({comp.run.dtype}): tokens/s",
         ["batch", "measured", "expected", "ceiling", "limited by"],
         rows,
         modelled=(2, 3, 4),

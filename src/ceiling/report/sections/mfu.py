@@ -21,9 +21,9 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
 
     choice = ctx.work.train_model()
     target = str(choice.value)
-    out.about(*subject([(choice, "--model", f"{target}, trained here")]))
+    name = ctx.work.model_name() if not choice.demo else target
     out.key_figures["seq"] = ctx.work.seq
-    out.key_figures["model"] = target
+    out.key_figures["model"] = name
     device, dtype = _device_and_dtype()
     profile_path = _profile_path(ctx, out)
     ctx.step(f"training {target} on {device} ({dtype}) and recording every op")
@@ -33,9 +33,11 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     except (InvalidInput, UnknownName):
         raise
     except CeilingError as exc:  # does not fit or run here: count it on the meta device
-        ctx.step(f"counting {target} on the meta device")
+        ctx.step(f"counting {name} on the meta device")
+        out.about(*subject([(choice, "--model", f"{name}, counted on the meta device")]))
         _counted_only(ctx, out, target, str(exc))
         return
+    out.about(*subject([(choice, "--model", f"{name}, trained here")]))
     c = rep.ceiling
     peak_word = "theoretical" if c.kind == "cpu" else "datasheet"
     over = bool(c.measured_peak_flops_per_s and c.measured_peak_flops_per_s > c.peak_flops_per_s)
@@ -76,7 +78,7 @@ def _counted_only(ctx: ReportContext, out: SectionOutput, target: str, why: str)
     out.highlight(
         "model FLOPs per step (counted)", units.format_flops(rep.model_flops_per_step), "modelled"
     )
-    out.text(f"Counted on the meta device, not run: {why}.")
+    out.text(f"Not trained here: {why}.")
 
 
 def _key_figures(out: SectionOutput, rep, peak_word: str, over: bool) -> None:

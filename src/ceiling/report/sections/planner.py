@@ -65,8 +65,9 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         f"{PLANNER.line()}"
     )
     _scaling(out, planned.scaling, cfg.name)
-    _pipeline(ctx, out, best)
-    _straggler(ctx, out)
+    demo = model.demo and gpus_choice.demo and device.demo
+    _pipeline(ctx, out, best, demo)
+    _straggler(ctx, out, best)
 
 
 def _short(name: str) -> str:
@@ -216,6 +217,7 @@ def _breakdowns(best, cluster) -> dict:
 def _plan_dict(r) -> dict:
     return {
         **r.plan.to_json(),
+        "micro_batches": r.micro_batches,
         "memory_bytes_per_device": r.memory_bytes_per_device,
         "step_time_s": r.step_time_s,
         "mfu": r.mfu,
@@ -259,49 +261,99 @@ def _scaling(out: SectionOutput, rows, model: str) -> None:
     ]
 
 
-def _pipeline(ctx: ReportContext, out: SectionOutput, best) -> None:
+def _pipeline(ctx: ReportContext, out: SectionOutput, best, demo: bool) -> None:
+    """The best plan's pipeline simulated at its stages, micro-batches and chunks; with no
+    pipeline in the plan, an example only when the whole section is a demo (a user's page
+    draws nothing the user's plan does not do)."""
     from ceiling.model import pipeline_sim as sim
     from ceiling.report import pipeline_plot as plot
 
-    p = best.plan.p if best.plan.p > 1 else EXAMPLE_STAGES
-    m = EXAMPLE_MICRO_BATCHES
+    pl = best.plan
+    if pl.p == 1 and not demo:
+        out.key_figures["pipeline"] = None
+        out.text(
+            "The best plan has no pipeline, so no bubble: `ceiling simulate pipeline` draws "
+            "one for the stages and micro-batches you give it."
+        )
+        return
+    ours = pl.p > 1
+    p = pl.p if ours else EXAMPLE_STAGES
+    m = best.micro_batches if ours else EXAMPLE_MICRO_BATCHES
+    v = pl.v if ours else 2
     ctx.step(f"simulating a {p}-stage pipeline")
     # forward 1 unit, backward 2 (the backward does twice the matmul work)
-    one = sim.simulate_pipeline("1f1b", p, m, 1.0, 2.0)
-    inter = sim.simulate_pipeline("interleaved", p, m, 1.0, 2.0, chunks=2)
+    chunks = max(v, 2)
+    one = _simulated("1f1b", p, m, 1)
+    inter = _simulated("interleaved", p, m, chunks)
     out.key_figures["pipeline"] = {
+        "of_best_plan": ours,
         "stages": p,
         "micro_batches": m,
-        "bubble_1f1b": one.bubble_fraction,
-        "bubble_interleaved_v2": inter.bubble_fraction,
+        "chunks": chunks,
+        "bubble_1f1b": one.bubble_fraction if one else None,
+        "bubble_interleaved": inter.bubble_fraction if inter else None,
         "formula_1f1b": sim.bubble_formula(p, m),
-        "formula_interleaved_v2": sim.bubble_formula(p, m, 2),
+        "formula_interleaved": sim.bubble_formula(p, m, chunks),
     }
+    drawn = inter if ours and v > 1 else one
+    if drawn is None:  # too many passes to draw: the closed form says the same
+        out.text(
+            f"The best plan's pipeline: {p} stages, {m} micro-batches"
+            + (f", {v} chunks per device" if v > 1 else "")
+            + f": a bubble of {sim.bubble_formula(p, m, v):.1%} ((p−1)/(v·m))."
+        )
+        return
+    whose = "The best plan's pipeline" if ours else "An example pipeline (the plan has none)"
+    if drawn is inter:
+        shape, other = f", {v} chunks per device", ""
+        if one is not None:
+            other = f"; {one.bubble_fraction:.1%} without interleaving"
+    else:
+        shape = ", 1F1B"
+        other = f"; {inter.bubble_fraction:.1%} with {chunks} chunks per device" if inter else ""
     out.figure(
-        plot.pipeline_figure(one, unit_label="forward passes"),
-        f"Simulated 1F1B, {p} stages, {m} micro-batches: the bubble (white) is "
-        f"{one.bubble_fraction:.1%} ((p−1)/m); {inter.bubble_fraction:.1%} with 2 chunks per "
-        "device.",
+        plot.pipeline_figure(drawn, unit_label="forward passes"),
+        f"{whose}, simulated: {p} stages, {m} micro-batches{shape}: the bubble (white) is "
+        f"{drawn.bubble_fraction:.1%}{other}.",
     )
 
 
-# a data-parallel step of 8 workers, one of them 25 % slower, the all-reduce a tenth of a step
-STRAGGLER_WORKERS, STRAGGLER_SLOW, STRAGGLER_ALLREDUCE = 8, 1.25, 0.1
+def _simulated(schedule: str, p: int, m: int, chunks: int):
+    """The simulated step, or None where the schedule cannot run that shape (interleaving
+    with m not a multiple of p) or it is too large to draw."""
+    from ceiling.errors import InvalidInput
+    from ceiling.model import pipeline_sim as sim
+
+    try:
+        return sim.simulate_pipeline(schedule, p, m, 1.0, 2.0, chunks=chunks)
+    except InvalidInput:
+        return None
 
 
-def _straggler(ctx: ReportContext, out: SectionOutput) -> None:
+# what if one data-parallel rank of the best plan ran this much slower
+STRAGGLER_SLOW = 1.25
+
+
+def _straggler(ctx: ReportContext, out: SectionOutput, best) -> None:
+    """One rank of the best plan's data-parallel group slower: the rest wait at the
+    gradient all-reduce (its exposed part stays on the step's critical path)."""
     from ceiling.model import pipeline_sim as sim
     from ceiling.report import pipeline_plot as plot
 
-    ctx.step("simulating a data-parallel step with a straggler")
-    n, slow = STRAGGLER_WORKERS, STRAGGLER_SLOW
-    times = sim.straggler_workers(n, 1.0, slow_factor=slow, slow_count=1)
-    res = sim.simulate_straggler(times, STRAGGLER_ALLREDUCE)
-    even = sim.simulate_straggler(sim.straggler_workers(n, 1.0), STRAGGLER_ALLREDUCE)
+    n, slow = best.plan.d, STRAGGLER_SLOW
+    if n < 2:
+        out.key_figures["straggler"] = None
+        return
+    ctx.step(f"simulating {n} data-parallel ranks with a straggler")
+    allreduce = best.time.get("dp_exposed_s", 0.0)
+    work = best.step_time_s - allreduce
+    res = sim.simulate_straggler(sim.straggler_workers(n, work, slow, 1), allreduce)
+    even = sim.simulate_straggler(sim.straggler_workers(n, work), allreduce)
     out.key_figures["straggler"] = {
         "workers": n,
         "slow_factor": slow,
-        "allreduce_s": STRAGGLER_ALLREDUCE,
+        "work_s": work,
+        "allreduce_s": allreduce,
         "step_s": res.step_s,
         "mean_wait_s": res.mean_wait_s,
         "efficiency": res.efficiency,
@@ -309,6 +361,8 @@ def _straggler(ctx: ReportContext, out: SectionOutput) -> None:
     }
     out.figure(
         plot.straggler_figure(res),
-        f"Simulated: of {n} data-parallel workers one is {slow:g}× slower; the rest wait (red) "
-        f"at the all-reduce: efficiency {even.efficiency:.0%} → {res.efficiency:.0%}.",
+        f"Simulated on the best plan: if one of its {n} data-parallel ranks ran {slow:g}× "
+        f"slower, the rest would wait (red) at the gradient all-reduce: the step "
+        f"{units.format_time(even.step_s)} → {units.format_time(res.step_s)}, efficiency "
+        f"{even.efficiency:.0%} → {res.efficiency:.0%}.",
     )

@@ -1,0 +1,213 @@
+"""`ceiling serve`: what a deployment serves at a request load (simulated, or measured)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ceiling.cli.app import app
+from ceiling.cli.decode import ActivationsOption, KvDtypeOption, ModelArg
+from ceiling.cli.device_options import ProfileOption, SpecOption
+from ceiling.cli.output import JsonOption, PlotOption, console, figure_and_json, table
+from ceiling.units import format_time
+
+SERVE_HELP = """What a deployment serves at a request load: TTFT, TPOT, end-to-end latency
+(mean, p50, p90, p99), output tokens/s and requests/s, KV-cache use and preemptions.
+
+A simulation of a continuous-batching scheduler (vLLM-style: --max-num-seqs,
+--max-batched-tokens, chunked prefill, a paged KV cache that preempts when full), each
+iteration timed by the terms of `ceiling decode`'s expected step (weights and KV bytes at
+the reachable bandwidth, GEMMs and attention at their shares of the peak, CUDA graphs,
+tensor-parallel all-reduces). Workload: --input-tokens/--output-tokens (fixed),
+--dataset sharegpt, or --requests FILE (JSONL: prompt_tokens, output_tokens[, arrival_s]).
+Load: --rate R (Poisson, requests/s), --concurrency C (closed loop) with --num-requests N,
+or --offline N (N at once; the default, with 1000).
+
+--slo ttft_p99=2s,tpot_p99=200ms finds the highest rate that meets it; with --target-rate,
+the fewest GPUs over tensor-parallel layouts and replicas. --measure URL sends the same
+workload to a running OpenAI-compatible server and shows what it measured beside."""
+
+
+def _opt(flag: str, help_: str, kind=int):
+    return Annotated[kind | None, typer.Option(flag, help=help_, show_default=False)]
+
+
+Weights = Annotated[
+    str | None,
+    typer.Option(
+        "--weights",
+        help="Weights: fp16 bf16 fp8 int8, or 4-bit int4 awq gptq mxfp4 (default bf16).",
+    ),
+]
+Chunked = Annotated[
+    bool,
+    typer.Option(
+        "--chunked-prefill/--no-chunked-prefill",
+        help="Split prompts into chunks mixed with decodes.",
+    ),
+]
+HitRate = Annotated[
+    float,
+    typer.Option("--prefix-hit-rate", help="Share of each prompt found in the prefix cache."),
+]
+Acceptance = Annotated[
+    float, typer.Option("--acceptance", help="Probability a draft token is accepted.")
+]
+ReserveKv = Annotated[
+    bool,
+    typer.Option(
+        "--reserve-kv",
+        help="Reserve each request's whole KV cache at admission (TensorRT-LLM's default).",
+    ),
+]
+MaxSeqs = Annotated[int, typer.Option("--max-num-seqs", help="Sequences a batch holds.")]
+MaxTokens = Annotated[int, typer.Option("--max-batched-tokens", help="Tokens an iteration holds.")]
+SpecTokens = Annotated[int, typer.Option("--spec-tokens", help="Draft tokens a step.")]
+Seed = Annotated[int, typer.Option("--seed", help="Random seed of lengths and arrivals.")]
+Tp = Annotated[int, typer.Option("--tp", help="Tensor-parallel degree.")]
+Pp = Annotated[int, typer.Option("--pp", help="Pipeline stages.")]
+Gpus = _opt("--gpus", "GPUs in all (default tp × pp × replicas).")
+Replicas = _opt("--replicas", "Replicas (default: --gpus / (tp × pp), else 1).")
+InputTokens = _opt("--input-tokens", "Prompt tokens of every request (fixed).")
+OutputTokens = _opt("--output-tokens", "Output tokens of every request (fixed).")
+Dataset = _opt("--dataset", "A named length distribution: sharegpt.", str)
+Requests = _opt("--requests", "JSONL of requests: prompt_tokens, output_tokens.", Path)
+Rate = _opt("--rate", "Poisson arrivals, requests/s.", float)
+Concurrency = _opt("--concurrency", "Closed loop: requests in flight.")
+Offline = _opt("--offline", "N requests at once.")
+NumRequests = _opt("--num-requests", "Requests to simulate (default 1000).")
+Speculative = _opt("--speculative", "Speculative decoding: ngram, or a draft model.", str)
+SloOption = _opt("--slo", "Targets: ttft_p99=2s,tpot_p99=200ms (ttft_p50, tpot_p50, e2e_p99).", str)
+TargetRate = _opt("--target-rate", "With --slo: the fewest GPUs for this many requests/s.", float)
+Measure = _opt("--measure", "URL of an OpenAI-compatible server to measure.", str)
+
+
+@app.command(help=SERVE_HELP)
+def serve(
+    model: ModelArg,
+    spec: SpecOption = None,
+    profile: ProfileOption = None,
+    gpus: Gpus = None,
+    tp: Tp = 1,
+    pp: Pp = 1,
+    replicas: Replicas = None,
+    weights: Weights = None,
+    kv_dtype: KvDtypeOption = None,
+    activations: ActivationsOption = None,
+    input_tokens: InputTokens = None,
+    output_tokens: OutputTokens = None,
+    dataset: Dataset = None,
+    requests: Requests = None,
+    rate: Rate = None,
+    concurrency: Concurrency = None,
+    offline: Offline = None,
+    num_requests: NumRequests = None,
+    max_num_seqs: MaxSeqs = 256,
+    max_batched_tokens: MaxTokens = 8192,
+    chunked_prefill: Chunked = True,
+    prefix_hit_rate: HitRate = 0.0,
+    speculative: Speculative = None,
+    spec_tokens: SpecTokens = 0,
+    acceptance: Acceptance = 0.0,
+    reserve_kv: ReserveKv = False,
+    slo: SloOption = None,
+    target_rate: TargetRate = None,
+    seed: Seed = 0,
+    measure: Measure = None,
+    json_out: JsonOption = False,
+    plot: PlotOption = None,
+) -> None:
+    from ceiling.api.serve import serve as simulate_serving
+
+    r = simulate_serving(
+        model, spec=spec, profile=profile, gpus=gpus, tp=tp, pp=pp, replicas=replicas,
+        weights=weights, kv_dtype=kv_dtype, activations=activations,
+        input_tokens=input_tokens, output_tokens=output_tokens, dataset=dataset,
+        requests=requests, rate=rate, concurrency=concurrency, offline=offline,
+        num_requests=num_requests, max_num_seqs=max_num_seqs,
+        max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill,
+        prefix_hit_rate=prefix_hit_rate, speculative=speculative, spec_tokens=spec_tokens,
+        acceptance=acceptance, reserve_kv=reserve_kv, slo=slo, target_rate=target_rate,
+        curve=plot is not None, seed=seed, measure=measure,
+    )  # fmt: skip
+    if figure_and_json(r, plot, json_out):
+        return
+    _show(r)
+    if plot:
+        console().print(f"figure: {plot}")
+
+
+def _dist_row(name, d, measured=None) -> list[str]:
+    row = [name, format_time(d.mean), format_time(d.p50), format_time(d.p90), format_time(d.p99)]
+    return row + ([format_time(measured.p50)] if measured is not None else [])
+
+
+def _show(r) -> None:
+    con = console()
+    m, lay, inp = r.metrics, r.inputs["layout"], r.inputs
+    con.print(r.heading())
+    con.print(
+        f"layout: {lay['gpus']} GPUs = TP {lay['tp']} × PP {lay['pp']} × {lay['replicas']} "
+        f"replicas; weights {inp['weights']}, KV cache {inp['kv_dtype']} "
+        f"({r.kv_blocks * inp['block_size']:,} tokens per engine)"
+    )
+    con.print(f"workload: {m.requests:,} requests, {inp['workload']}; load: {inp['load']}")
+    meas = r.measured
+    con.print(
+        f"simulated: {m.output_tokens_per_s:,.0f} output tokens/s, {m.requests_per_s:.3g} "
+        f"requests/s"
+        + (
+            f"; measured: {meas.output_tokens_per_s:,.0f} output tokens/s, "
+            f"{meas.requests_per_s:.3g} requests/s ({meas.failed} failed)"
+            if meas
+            else ""
+        )
+    )
+    cols = ["latency", "mean", "p50", "p90", "p99"] + (["measured p50"] if meas else [])
+    con.print(
+        table(
+            "Latency per request (simulated)",
+            cols,
+            [
+                _dist_row("TTFT", m.ttft_s, meas.ttft_s if meas else None),
+                _dist_row("TPOT", m.tpot_s, meas.tpot_s if meas else None),
+                _dist_row("E2E", m.e2e_s, meas.e2e_s if meas else None),
+            ],
+            caption="TTFT: time to first token; TPOT: time per output token after the first; "
+            "E2E: arrival to last token",
+            compact=True,
+        )
+    )
+    con.print(
+        f"KV cache use: mean {m.kv_use_mean * 100:.1f} %, peak {m.kv_use_peak * 100:.1f} %; "
+        f"preemptions {m.preemptions}; mean batch {m.mean_batch:.1f} sequences"
+    )
+    it = r.iteration_at_batch
+    con.print(
+        f"bound: prefill {m.prefill_bound} ({m.prefill_share * 100:.0f} % of the time), decode "
+        f"{m.decode_bound}; a decode iteration at batch {it['batch']}: "
+        f"{format_time(it['time_s'])} (weights {format_time(it['weights_s'])}, KV "
+        f"{format_time(it['kv_s'])}, all-reduce {format_time(it['comm_s'])}, launches "
+        f"{format_time(it['launch_s'])})"
+    )
+    if r.slo is not None:
+        con.print(
+            f"SLO {r.slo.to_json()}: highest rate {r.max_rate_per_s:.3g} requests/s"
+            + (
+                f" ({r.at_max_rate.output_tokens_per_s:,.0f} output tokens/s)"
+                if r.at_max_rate
+                else ""
+            )
+        )
+    if r.fewest_gpus:
+        con.print(
+            table(
+                "Fewest GPUs for the target rate",
+                ["tp", "max rate/replica", "replicas", "GPUs"],
+                [[x["tp"], f"{x['max_rate_per_s']:.3g}", x["replicas"] or "—", x["gpus"] or "—"]
+                 for x in r.fewest_gpus],
+                compact=True,
+            )
+        )  # fmt: skip

@@ -1,0 +1,191 @@
+"""A deployment: model, device, layout (tensor × pipeline parallel, replicas), engine policy.
+
+Its KV cache holds what the memory leaves: vLLM's `gpu_memory_utilization` share of each
+device (0.9 by default) less the weights and the activations of a full token budget, in
+blocks of `block_size` tokens. Pipeline parallelism over p stages keeps p batches in
+flight (vLLM's virtual engines): it is run as p engines, each iteration passing through all
+stages (the whole model's time on its tensor-parallel group, plus p − 1 activation sends),
+each with its share of the KV cache. Replicas split the requests round robin.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ceiling.errors import DoesNotFit, InvalidInput
+from ceiling.model.collectives import p2p_s
+from ceiling.model.decode import DecodeSetup
+from ceiling.model.decode_expected import EngineCosts
+from ceiling.model.serve.iteration import Iteration
+from ceiling.model.serve.metrics import ServeMetrics, Slo, max_rate, summarize
+from ceiling.model.serve.scheduler import Policy, Schedule, simulate
+
+GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default share of device memory it may use
+
+
+@dataclass(frozen=True)
+class Layout:
+    tp: int = 1
+    pp: int = 1
+    replicas: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "replicas"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise InvalidInput(f"{name} must be a whole number ≥ 1, got {v!r}")
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.replicas
+
+
+@dataclass
+class Engine:
+    cfg: object
+    spec: object
+    setup: DecodeSetup  # weights and KV dtypes, tp
+    costs: EngineCosts
+    layout: Layout = field(default_factory=Layout)
+    policy: Policy = field(default_factory=Policy)
+    draft: object | None = None  # a draft model's config, or None (n-gram or no speculation)
+    memory_utilization: float = GPU_MEMORY_UTILIZATION
+
+    def __post_init__(self) -> None:
+        self.iteration = Iteration(self.cfg, self.spec, self.setup, self.costs)
+        self.draft_iteration = (
+            Iteration(
+                self.draft,
+                self.spec,
+                DecodeSetup(
+                    weights_dtype=self.setup.weights_dtype,
+                    kv_dtype=self.setup.kv_dtype,
+                    tp=self.setup.tp,
+                ),
+                self.costs,
+            )
+            if self.draft is not None and self.policy.spec_tokens
+            else None
+        )
+        step = self.iteration.step
+        pp = self.layout.pp
+        if self.cfg.layers % pp:
+            raise InvalidInput(
+                f"pipeline stages {pp} must divide the {self.cfg.layers} layers: "
+                f"{self.cfg.layers} % {pp} = {self.cfg.layers % pp}"
+            )
+        self.act_bytes = step.act_bytes
+        if pp > 1:
+            from ceiling.model.cluster import group_link
+
+            self.pp_link = group_link(self.spec, 2, step.dtypes.compute)
+        self.kv_blocks = self._kv_blocks()
+
+    def _kv_blocks(self) -> int:
+        """KV blocks each of the p in-flight engines of a replica holds."""
+        step, cfg, pp = self.iteration.step, self.cfg, self.layout.pp
+        if step.mem is None:
+            raise InvalidInput(f"{self.spec.name} lists no memory size: the KV cache is unknown")
+        tp = self.setup.tp
+        resident = step.resident_weight_bytes
+        if step.dtypes.weights == "int4":
+            resident += (resident / 0.5) * self.costs.scale_bytes / self.costs.group_size
+        # Assumption: the peak activations of a full token budget — the residual stream in
+        # and out, the query/key/value projections and the FFN's gate and up outputs.
+        per_token = 4 * cfg.hidden + (cfg.q_dim + 2 * cfg.kv_dim + 2 * cfg.ffn_hidden) / tp
+        activations = self.policy.max_batched_tokens * per_token * self.act_bytes
+        room = step.mem * self.memory_utilization - resident / pp - activations
+        if room <= 0:
+            raise DoesNotFit(
+                f"{cfg.name or 'the model'} leaves no room for a KV cache on {self.spec.name} "
+                f"(tp={tp}, pp={pp}): {resident / pp / 1e9:.1f} GB of weights per device of "
+                f"{step.mem * self.memory_utilization / 1e9:.1f} GB usable"
+            )
+        # each device holds its 1/p of the layers' KV for all p engines' sequences
+        tokens = room / (step.kv_tok_dev / pp) / pp
+        return int(tokens // self.policy.block_size)
+
+    def time_fn(self, n_dec, dec_ctx, pf_tok, pf_pairs, pf_cached, sampled, q):
+        terms = self.iteration.terms(n_dec, dec_ctx, int(pf_tok), pf_pairs, pf_cached, sampled, q)
+        t = terms.time_s
+        bound = terms.bound == "compute"
+        if self.layout.pp > 1:
+            tokens = n_dec * q + pf_tok
+            t += (self.layout.pp - 1) * p2p_s(tokens * self.cfg.hidden * self.act_bytes,
+                                              *self.pp_link)  # fmt: skip
+        if self.draft_iteration is not None and n_dec:
+            # k draft steps of the small model over the decoding sequences
+            t += self.policy.spec_tokens * self.draft_iteration.time(n_dec, dec_ctx)
+        return t, bound
+
+    @property
+    def engines(self) -> int:
+        """Independent schedulers: replicas × pipeline stages (batches in flight)."""
+        return self.layout.replicas * self.layout.pp
+
+    def run(self, prompt, output, arrival_s, concurrency: int | None = None) -> list[Schedule]:
+        """Simulate the requests split round robin over the engines."""
+        e = self.engines
+        out = []
+        for i in range(min(e, len(prompt))):
+            part = slice(i, None, e)
+            conc = None
+            if concurrency is not None:
+                conc = concurrency // e + (1 if i < concurrency % e else 0)
+                if conc == 0:
+                    continue
+            out.append(simulate(prompt[part], output[part], arrival_s[part], self.time_fn,
+                                self.kv_blocks, self.policy, conc))  # fmt: skip
+        return out
+
+    def metrics(self, prompt, output, arrival_s, concurrency=None) -> ServeMetrics:
+        return summarize(self.run(prompt, output, arrival_s, concurrency))
+
+
+def poisson(n: int, rate: float, seed: int = 0) -> np.ndarray:
+    from ceiling.model.serve.workload import poisson_arrivals
+
+    return poisson_arrivals(n, rate, seed)
+
+
+def capacity_per_s(engine: Engine, prompt, output) -> float:
+    """Requests/s the deployment completes with every request queued at once."""
+    return engine.metrics(prompt, output, np.zeros(len(prompt))).requests_per_s
+
+
+def rate_curve(engine: Engine, prompt, output, fractions=(0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0)):
+    """(rate, metrics) at shares of the offline capacity: the latency–throughput curve."""
+    cap = capacity_per_s(engine, prompt, output)
+    return [(f * cap, engine.metrics(prompt, output, poisson(len(prompt), f * cap)))
+            for f in fractions]  # fmt: skip
+
+
+def slo_rate(engine: Engine, prompt, output, slo: Slo):
+    """Highest Poisson rate meeting `slo` on this deployment, and the metrics there."""
+    cap = capacity_per_s(engine, prompt, output)
+    return max_rate(lambda r: engine.metrics(prompt, output, poisson(len(prompt), r)), slo, cap)
+
+
+def fewest_gpus(make_engine, layouts, prompt, output, slo: Slo, target_rate: float):
+    """Over tensor-parallel layouts of one replica, the one that meets `target_rate`
+    requests/s within `slo` with the fewest GPUs: replicas = ⌈target / its max rate⌉.
+    `make_engine(layout)` builds an Engine or raises DoesNotFit/InvalidInput (skipped).
+    Returns a list of dicts, best first."""
+    rows = []
+    for layout in layouts:
+        try:
+            eng = make_engine(layout)
+        except (DoesNotFit, InvalidInput):
+            continue
+        rate, _ = slo_rate(eng, prompt, output, slo)
+        if rate <= 0:
+            rows.append({"tp": layout.tp, "pp": layout.pp, "max_rate_per_s": 0.0,
+                         "replicas": None, "gpus": None})  # fmt: skip
+            continue
+        replicas = math.ceil(target_rate / rate - 1e-9)
+        rows.append({"tp": layout.tp, "pp": layout.pp, "max_rate_per_s": rate,
+                     "replicas": replicas, "gpus": replicas * layout.tp * layout.pp})  # fmt: skip
+    return sorted(rows, key=lambda r: (r["gpus"] is None, r["gpus"] or 0, -r["max_rate_per_s"]))

@@ -1,0 +1,162 @@
+"""`ceiling serve` / `ceiling.serve`: the iteration model agrees with the expected decode
+step, the API's record is the command's --json, bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import ceiling
+from ceiling.hardware.resolve import resolve_device
+from ceiling.model.decode import DecodeSetup, decode_ceiling
+from ceiling.model.decode_expected import (
+    costs_for,
+    expected_rows,
+    gemm_seconds,
+    tile_utilisation,
+)
+from ceiling.model.serve.engine import Engine, Layout
+from ceiling.model.serve.iteration import Iteration, chunk_pairs
+from ceiling.model.serve.workload import DATASETS, dataset_lengths
+from ceiling.model.transformer import get_model
+
+
+@pytest.mark.parametrize(
+    ("model", "device", "setup", "batch", "context"),
+    [
+        ("llama-3-8b", "h100-sxm", DecodeSetup(), 1, 0),
+        ("llama-3-8b", "h100-sxm", DecodeSetup(), 64, 2048),
+        ("llama-3-70b", "a100-80gb", DecodeSetup(tp=4), 32, 1000),
+        ("llama-2-7b", "a100-80gb", DecodeSetup(weights_dtype="int4"), 8, 500),
+        ("mixtral-8x7b", "h100-sxm", DecodeSetup(weights_dtype="fp8", kv_dtype="fp8", tp=2), 16,
+         300),
+        ("llama-3-8b", "h100-sxm", DecodeSetup(weights_dtype="fp8"), 512, 100),
+    ],
+)  # fmt: skip
+def test_decode_and_serve_agree_at_a_fixed_batch(model, device, setup, batch, context):
+    cfg, spec = get_model(model), resolve_device(device, None)
+    at = DecodeSetup(**{**setup.__dict__, "context": context})
+    c = decode_ceiling(cfg, spec, [batch], at)
+    costs = costs_for(spec, compute=c.dtypes.compute)
+    (expected,) = expected_rows(c, cfg.layers, costs, cfg=cfg, sms=spec.sms)
+    step = Iteration(cfg, spec, setup, costs).terms(batch, batch * context)
+    assert step.time_s == pytest.approx(expected.step_s, rel=1e-12)
+    assert step.weights_s + step.kv_s == pytest.approx(expected.memory_s, rel=1e-12)
+
+
+def test_a_prefill_chunk_costs_its_flops_and_reads_its_cache():
+    cfg, spec = get_model("llama-3-8b"), resolve_device("h100-sxm", None)
+    costs = costs_for(spec)
+    it = Iteration(cfg, spec, DecodeSetup(), costs)
+    t = it.terms(0, 0.0, 512, chunk_pairs(1024, 512), 1024.0, sampled=1)
+    head = cfg.vocab * cfg.hidden
+    gemm = 2.0 * (cfg.params_matmul - head) * 512 + 2.0 * head
+    rate = spec.peak("bf16") * costs.matmul_efficiency
+    # at most the FLOPs at the full rate: 512 rows fill their tiles but not every wave
+    assert gemm / rate < t.gemm_s < 1.3 * gemm / rate
+    assert t.gemm_s == pytest.approx(gemm_seconds(cfg, 1, 512, 1, rate, spec.sms))
+    pairs = 512 * 1024 + 512 * 513 / 2
+    attn = 4.0 * cfg.layers * cfg.q_dim * pairs
+    assert t.attention_s == pytest.approx(attn / (spec.peak("bf16") * costs.attention_efficiency))
+    kv = (1024 + 512) * cfg.kv_bytes_per_token(2)
+    assert t.kv_s == pytest.approx(kv / (spec.memory_bandwidth_bytes_per_s * 0.83))
+    assert t.bound == "compute"
+
+
+def test_kv_cache_holds_what_the_memory_leaves():
+    cfg, spec = get_model("llama-3-8b"), resolve_device("h100-sxm", None)
+    e = Engine(cfg, spec, DecodeSetup(), costs_for(spec))
+    room = 0.9 * spec.memory_bytes - cfg.params_total * 2
+    per_token = 4 * cfg.hidden + cfg.q_dim + 2 * cfg.kv_dim + 2 * cfg.ffn_hidden
+    room -= 8192 * per_token * 2
+    assert e.kv_blocks == int(room / cfg.kv_bytes_per_token(2) // 16)
+    # two pipeline stages: half the weights per device, the same tokens per in-flight batch
+    e2 = Engine(cfg, spec, DecodeSetup(), costs_for(spec), Layout(pp=2))
+    room2 = 0.9 * spec.memory_bytes - cfg.params_total - 8192 * per_token * 2
+    assert e2.kv_blocks == int(room2 / cfg.kv_bytes_per_token(2) // 16)
+
+
+def test_sharegpt_lengths_have_the_published_output_mean():
+    p, o = dataset_lengths("sharegpt", 20000, seed=1)
+    d = DATASETS["sharegpt"]
+    assert o.mean() == pytest.approx(d.mean_output, rel=0.03)
+    assert p.mean() == pytest.approx(d.mean_prompt, rel=0.03)
+    assert p.max() <= 1024 and (p + o).max() <= 2048 and min(p.min(), o.min()) >= 4
+    # a log-normal of σ = 1: the median about 0.6 of the mean
+    assert np.median(o) / o.mean() == pytest.approx(np.exp(-0.5), rel=0.15)
+
+
+def test_serve_result_is_the_commands_json(cli):
+    r = ceiling.serve("llama-3-8b", spec="h100-sxm", input_tokens=128, output_tokens=64,
+                      rate=20.0, num_requests=200)  # fmt: skip
+    d = r.to_dict()
+    assert d["requests"] == 200 and d["output_tokens"] == 200 * 64
+    assert 0 < d["ttft_s"]["p50"] <= d["ttft_s"]["p99"]
+    assert d["tpot_s"]["p50"] >= d["iteration"]["time_s"] * 0.5
+    args = ("serve", "llama-3-8b", "--spec", "h100-sxm", "--input-tokens", "128",
+            "--output-tokens", "64", "--rate", "20", "--num-requests", "200", "--json")  # fmt: skip
+    code, out, err = cli(*args)
+    assert code == 0, err
+    assert {k: v for k, v in json.loads(out).items() if k != "plot"} == d
+
+
+def test_offline_throughput_grows_with_replicas_and_a_slo_finds_a_rate():
+    one = ceiling.serve("llama-3-8b", spec="h100-sxm", input_tokens=256, output_tokens=32,
+                        offline=200)  # fmt: skip
+    two = ceiling.serve("llama-3-8b", spec="h100-sxm", gpus=2, input_tokens=256,
+                        output_tokens=32, offline=200)  # fmt: skip
+    assert two.inputs["layout"]["replicas"] == 2
+    assert two.metrics.output_tokens_per_s > 1.5 * one.metrics.output_tokens_per_s
+    r = ceiling.serve("llama-3-8b", spec="h100-sxm", input_tokens=256, output_tokens=32,
+                      num_requests=100, rate=5.0, slo="ttft_p99=200ms,tpot_p99=30ms",
+                      target_rate=50.0)  # fmt: skip
+    assert r.max_rate_per_s > 0 and r.at_max_rate.ttft_s.p99 <= 0.2
+    best = r.fewest_gpus[0]
+    assert best["gpus"] == best["tp"] * best["replicas"]
+    assert best["replicas"] * best["max_rate_per_s"] >= 50.0
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--rate", "0"), "--rate"),
+        (("--rate", "2", "--concurrency", "4"), "one load"),
+        (("--gpus", "3", "--tp", "2"), "--gpus"),
+        (("--slo", "ttft=1s"), "unknown target"),
+        (("--weights", "int3"), "weights"),
+        (("--dataset", "nosuch"), "unknown dataset"),
+        (("--input-tokens", "10"), "both"),
+        (("--target-rate", "5"), "--slo"),
+        (("--acceptance", "1.5", "--speculative", "ngram", "--spec-tokens", "2"), "acceptance"),
+        (("--input-tokens", "9000", "--output-tokens", "9000"), "positions"),
+        (("--measure", "ftp://x"), "http"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(cli, args, words):
+    code, out, err = cli("serve", "llama-3-8b", "--spec", "h100-sxm", "--num-requests", "5", *args)
+    assert code == 2, (out, err)
+    assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_requests_file(tmp_path, cli):
+    f = tmp_path / "r.jsonl"
+    f.write_text('{"prompt_tokens": 100, "output_tokens": 10, "arrival_s": 0}\n'
+                 '{"prompt_tokens": 50, "output_tokens": 20, "arrival_s": 0.5}\n')  # fmt: skip
+    r = ceiling.serve("llama-3-8b", spec="h100-sxm", requests=str(f))
+    assert r.metrics.requests == 2 and r.metrics.output_tokens == 30
+    assert "requests file" in r.inputs["load"]
+    f.write_text('{"prompt_tokens": 0, "output_tokens": 10}\n')
+    code, _, err = cli("serve", "llama-3-8b", "--spec", "h100-sxm", "--requests", str(f))
+    assert code == 2 and "line 1" in err
+
+
+def test_tile_utilisation_pads_and_quantises_waves():
+    # 64 rows × 128 columns on 132 SMs: one 64×128 tile, 1 of 132 SMs busy
+    assert tile_utilisation(64, 128, 132) == pytest.approx(1 / 132)
+    # 256 × 132·256 columns: 128×256 tiles fill two whole waves exactly
+    assert tile_utilisation(256, 132 * 256, 132) == pytest.approx(1.0)
+    # 100 rows pad to 128 (or 2 × 64): 100/128 of the best tile
+    assert tile_utilisation(100, 132 * 256, 132) == pytest.approx(100 / 128)
+    assert tile_utilisation(7, 7, None) == 1.0

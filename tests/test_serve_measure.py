@@ -1,0 +1,94 @@
+"""`serve --measure`: a server started here on loopback streams tokens at known delays; the
+client's TTFT and TPOT come out as those delays."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from ceiling.errors import InvalidInput, WorkerFailed
+from ceiling.measure.serving import measure_server
+
+FIRST_S = 0.06  # the server waits this long before the first token
+GAP_S = 0.02  # and this long between tokens
+
+
+class Streamer(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # quiet
+        pass
+
+    def do_GET(self):
+        body = json.dumps({"data": [{"id": "fake-model"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        time.sleep(FIRST_S)
+        for i in range(request["max_tokens"]):
+            if i:
+                time.sleep(GAP_S)
+            event = {"choices": [{"text": f" t{i}"}]}
+            self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
+@pytest.fixture(scope="module")
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Streamer)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def test_measured_ttft_and_tpot_are_the_servers_delays(server):
+    n, out = 6, 8
+    m = measure_server(server, np.full(n, 32), np.full(n, out), np.zeros(n), concurrency=3)
+    assert m.model == "fake-model" and m.failed == 0 and m.output_tokens == n * out
+    # ratios to the known delays: loopback and thread start-up add only a little
+    assert 1.0 <= m.ttft_s.p50 / FIRST_S < 1.6
+    assert 1.0 <= m.tpot_s.p50 / GAP_S < 1.5
+    assert m.e2e_s.p50 == pytest.approx(m.ttft_s.p50 + (out - 1) * m.tpot_s.p50, rel=0.05)
+    # two rounds of three at once: about two requests' time
+    one = FIRST_S + (out - 1) * GAP_S
+    assert 2 * one <= m.duration_s < 2 * one * 1.6
+
+
+def test_poisson_arrivals_are_sent_at_their_times(server):
+    arrivals = np.array([0.0, 0.3])
+    m = measure_server(server, np.full(2, 8), np.full(2, 2), arrivals)
+    assert m.failed == 0
+    # the second request starts at 0.3 s and lasts FIRST + GAP: the run ends after both
+    assert 0.3 + FIRST_S + GAP_S <= m.duration_s < 0.3 + 2 * (FIRST_S + GAP_S)
+
+
+def test_serve_measure_puts_the_server_beside_the_prediction(server, cli):
+    code, out, err = cli("serve", "gpt:tiny", "--spec", "h100-sxm", "--input-tokens", "8",
+                         "--output-tokens", "4", "--concurrency", "2", "--num-requests", "4",
+                         "--measure", server, "--json")  # fmt: skip
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["measured"]["requests"] == 4 and d["measured"]["output_tokens"] == 16
+    assert d["measured"]["tpot_s"]["p50"] >= GAP_S
+    assert d["tpot_s"]["p50"] < GAP_S  # the simulated tiny model is far faster
+
+
+def test_no_server_and_bad_addresses_are_one_line():
+    with pytest.raises(InvalidInput, match="http"):
+        measure_server("ftp://x", [1], [1], [0.0])
+    with pytest.raises(WorkerFailed, match="no OpenAI-compatible server"):
+        measure_server("http://127.0.0.1:9", [1], [1], [0.0])
