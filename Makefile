@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test install lint clean
+.PHONY: run test install lint docs clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,5 +30,9 @@ lint: install
 test: lint
 	$(VENV)/bin/pytest -q
 
+# the documentation site (mkdocs.yml, docs/) into site/, offline; tests/test_docs.py builds it too
+docs: install
+	$(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info
+	rm -rf $(VENV) build site *.egg-info src/*.egg-info

@@ -122,6 +122,7 @@ def test_planned_steps_match_the_progress_calls(monkeypatch):
     report = suite.new_report("cpu", quick=True)
     calls = []
     suite.bench_matmul(report, sizes=[32, 48], budgets=suite.QUICK, progress=calls.append)
-    assert suite.planned_steps(report, ("matmul",), sizes=[32, 48]) == len(calls) == 2
-    assert suite.planned_steps(report, ("matmul",), dtypes=["FP32", "bf16"], sizes=[32]) == 2
+    # each CPU fp32 shape runs twice: torch's matmul, then numpy's BLAS beside it
+    assert suite.planned_steps(report, ("matmul",), sizes=[32, 48]) == len(calls) == 4
+    assert suite.planned_steps(report, ("matmul",), dtypes=["FP32", "bf16"], sizes=[32]) == 3
     assert suite.planned_steps(report, ("memory", "overhead", "transfer")) == 5 + 1 + 1

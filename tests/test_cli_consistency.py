@@ -99,7 +99,7 @@ def test_roofline_spec_defaults_to_bf16(cli):
 
 def test_decode_largest_batch_at_a_stated_context(cli):
     data = _json(cli, "decode", "llama-3-8b", "--spec", "h100-sxm")
-    assert data["context"] == 0 and data["max_batch_context"] == 4096
+    assert data["context"] == 4096 and data["max_batch_context"] == 4096
     # (80 GiB - 16 GB of weights) / (4097 tokens x 128 KiB): about 130 sequences, not 532,827
     assert 120 <= data["max_batch"] <= 140
     code, out, _ = cli("decode", "llama-3-8b", "--spec", "h100-sxm")
@@ -108,6 +108,9 @@ def test_decode_largest_batch_at_a_stated_context(cli):
     assert at["max_batch_context"] == 2048 and 250 <= at["max_batch"] <= 270
     small = _json(cli, "decode", "gpt2", "--spec", "h100-sxm")  # 1,024-token model
     assert small["max_batch_context"] == 1023
+    # at context 0 (weights alone) the batch that fits is still given at a served context
+    bare = _json(cli, "decode", "llama-3-8b", "--spec", "h100-sxm", "--context", "0")
+    assert bare["context"] == 0 and bare["max_batch_context"] == 4096
 
 
 def test_models_names_whole_and_plain_counts(cli):

@@ -42,7 +42,7 @@ def test_expected_decode_matches_published_runs(model, device, setup, published)
 
 def test_expected_terms_add_up_with_fake_numbers():
     class Row:  # one decode row: 0.8 GB of weights, 0.2 GB of KV, 1e12 FLOPs (1e11 attention)
-        batch, weight_bytes, bytes_per_step = 2, 8e8, 1e9
+        batch, weight_bytes, bytes_per_step, fits = 2, 8e8, 1e9, True
         flops_per_step, attention_flops = 1e12, 1e11
         compute_time_s, comm_time_s, tokens_per_s = 1e-3, 5e-4, 400.0
 

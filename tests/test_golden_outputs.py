@@ -149,6 +149,28 @@ _change(
 )
 _change(_DECODES, "decode shows an expected speed beside the ceiling", "expected*")
 _change(
+    _DECODES,
+    "each row says whether its batch fits (weights + KV cache): a batch past the memory is "
+    "kept and marked 'does not fit' rather than the whole sweep refused",
+    "rows.*.fits",
+)
+_change(
+    ["decode-llama3-8b-h100", "decode-mixtral-int4"],
+    "decode without --context prices a stated 4,096-token context (the model's maximum when "
+    "shorter) and a prompt of that length: at context 0 the KV cache was empty, and batch 256 "
+    "was shown at a speed the memory cannot hold; every figure that reads the context follows",
+    "context",
+    "prompt_tokens",
+    "kv_bytes_per_sequence",
+    "crossover_batch_with_kv",
+    "rows",
+    "rows.*",
+    "expected.rows",
+    "expected.rows.*",
+    "notes",
+    "notes.*",
+)
+_change(
     _PROFILES,
     "profile lists ops it cannot count, so a low MFU is not read as exact",
     "unknown_ops",

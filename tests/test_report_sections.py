@@ -299,3 +299,39 @@ def test_serving_section_simulates_the_demo_model_under_load(cli, tmp_path, prof
     assert k["highest_rate_within_slo"] <= k["rate_per_s_at_90_percent"]
     assert len(sec["figures"]) == 1
     assert any("serving throughput: median error" in n for n in sec["notes"])
+
+
+def test_scaling_section_flags_a_speedup_above_the_workers_as_noise(monkeypatch):
+    """2 cores, a pure-Python loop on 2 processes measured 6× (the steps spread 4–10.7×):
+    shown as noise with its spread, never as parallelism; no finding comes of it."""
+    from ceiling.measure import scale
+    from ceiling.report.compose import ReportContext, SectionOutput
+    from ceiling.report.sections import scaling
+
+    def fake_run(cfg, on_progress=None):
+        runs = []
+        for n in cfg.workers:
+            if cfg.workload == "python" and cfg.backend == "processes" and n == 2:
+                times = [0.14, 0.2, 0.25]
+            elif cfg.workload == "python":
+                times = [1.0, 1.2, 1.5] if n == 1 else [1.2, 1.3, 1.4]
+            else:
+                times = [0.1 + 0.9 / n] * 3
+            phases = {"serial_s": [0.0] * n, "compute_s": [0.0] * n}
+            runs.append({"n": n, "step_times_s": times, "phases_per_rank_s": phases})
+        return {"workload": cfg.workload, "mode": "strong", "backend": cfg.backend,
+                "imbalance": 0.0, "truth": {}, "runs": runs}  # fmt: skip
+
+    monkeypatch.setattr(scale, "run_scaling", fake_run)
+    monkeypatch.setattr(scale, "cpu_cores", lambda: 2)
+    out = SectionOutput()
+    scaling.run(ReportContext(quick=True), out)
+    table = next(t for t in out.tables if t.title == "Concurrency vs parallelism")
+    row = next(r for r in table.rows if r[0] == "pure-Python loop, processes")
+    assert row[2] == "6.00× (noise: 4–10.7× over the steps)"
+    assert row[4] == "timing noise: more than the workers can give"
+    assert out.key_figures["speedup_noise"]["python_processes"] == pytest.approx([4.0, 1.5 / 0.14])
+    assert any("kept out of the verdict" in n for n in out.notes)
+    assert next(h for h in out.highlights if h.label.startswith("Python on")).display.endswith(
+        "/ noise"
+    )

@@ -144,3 +144,40 @@ def test_decode_advice_when_no_second_sequence_fits():
     assert "only one sequence's KV cache fits beside the weights: quantise" in f.text
     (f,) = findings([_section("decode", _decode_figures(max_batch=0, batch=0))])
     assert "not one sequence's KV cache fits" in f.text
+
+
+def test_ops_below_their_roofs_get_what_to_do_not_a_share_of_unexplained():
+    mfu = {
+        **MFU,
+        "largest_loss": {
+            "name": "unexplained: other ops beyond their roof and floor",
+            "share": 0.67,
+            "recover": "look at the op table",
+        },
+        "categories": [
+            {"name": "matmul", "time_s": 0.6, "flops": 1e9, "bound": "compute"},
+            {"name": "elementwise", "time_s": 0.2, "flops": 1e6, "bound": "memory"},
+        ],
+    }
+    (got,) = findings([_section("mfu", mfu)])
+    assert "unexplained" not in got.text
+    assert got.text.startswith(
+        "gpt:tiny trains here at 12.0 % MFU; 67.0 % of its step is ops running slower than "
+        "their roofs predict: start with the matmul ops (75.0 % of the op time): see what this "
+        "machine's matmul reaches"
+    )
+    busy = {**MACHINE, "measured_busy": True}
+    texts = [f.text for f in findings([_section("mfu", mfu), _section("machine", busy)])]
+    assert "measure again on an idle machine" in texts[0]
+    elementwise = {**mfu, "categories": [{"name": "elementwise", "time_s": 1.0}]}
+    (got,) = findings([_section("mfu", elementwise)])
+    assert "elementwise ops (100.0 % of the op time): fuse them (torch.compile)" in got.text
+
+
+def test_a_scaling_section_with_impossible_speedups_gives_no_finding():
+    scaling = {
+        "speedup_at_max_n": {"python_processes": 7.14},
+        "speedup_noise": {"python_processes": [2.1, 9.8]},
+        "max_n": 2,
+    }
+    assert findings([_section("scaling", scaling)]) == []

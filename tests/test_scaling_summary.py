@@ -73,3 +73,24 @@ def test_records_without_work_times_still_fit_the_step():
     doc = summarize_run(raw)
     assert doc["timed"] == "step"
     assert doc["points"][-1]["time_s"] == pytest.approx(0.1 + 0.9 / 8 + 0.016)
+
+
+def test_a_speedup_above_the_worker_count_is_noise_with_its_spread():
+    from ceiling.report.scaling_summary import noise_mark
+
+    raw = _raw(workload="python")
+    # N = 1 steps of 1.0 to 1.5 s; at N = 2 one step ran at 0.14 s: the median 0.2 s gives
+    # 1.2 / 0.2 = 6× on 2 workers (300 % efficiency), which no 2 workers can give
+    raw["runs"] = [dict(raw["runs"][0], step_times_s=[1.0, 1.2, 1.5], work_times_s=[])]
+    raw["runs"].append(dict(raw["runs"][0], n=2, step_times_s=[0.14, 0.2, 0.25]))
+    doc = summarize_run(raw)
+    top = doc["points"][-1]
+    assert top["speedup"] == pytest.approx(6.0)
+    assert top["noise"] is True
+    assert top["speedup_range"] == pytest.approx([1.0 / 0.25, 1.5 / 0.14])
+    assert noise_mark(top) == " (noise: 4–10.7× over the steps)"
+    (note,) = [n for n in doc["notes"] if "can give" in n]
+    assert "6.00×" in note and "300.0 %" in note and "4× to 10.7×" in note
+    assert "kept out of the verdict" in note and "idle machine" in note
+    # a speedup within the worker count is not noise
+    assert summarize_run(_raw())["points"][-1]["noise"] is False

@@ -70,7 +70,7 @@ def test_an_unsupported_field_is_left_out(monkeypatch):
 def test_without_nvml_there_is_no_reader_and_a_reason(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
     assert reader_for("cuda") is None
-    assert "ceiling[gpu]" in telemetry.unavailable_reason("cuda")
+    assert "ceiling-perf[gpu]" in telemetry.unavailable_reason("cuda")
 
 
 def test_throttle_bits_by_name():

@@ -44,7 +44,7 @@ def locate_config(ref: str) -> Path:
     if cached is None:
         raise InvalidInput(
             f"hf:{text}: not in the local Hugging Face cache (ceiling never downloads); "
-            f"fetch it with `huggingface-cli download {text} config.json` or pass the path "
+            f"fetch it with `hf download {text} config.json` or pass the path "
             f"to a config.json"
         )
     return cached

@@ -11,11 +11,20 @@ from typing import Any
 from ceiling.api.arguments import BadArgument, checked
 from ceiling.api.result import Result
 from ceiling.errors import InvalidInput
+from ceiling.model.transformer import ModelArgument
 
 DEFAULT_BATCHES = (1, 8, 64, 256)
-# Tokens per sequence at which "largest batch that fits" is given when no context is: a
-# long chat or a document prompt, where serving capacity is usually quoted.
+# The context decode is priced at when none is given, and where "largest batch that fits" is
+# given at context 0: a long chat or a document prompt, where serving capacity is usually
+# quoted (the model's own maximum when that is shorter).
 FIT_CONTEXT = 4096
+
+
+def default_context(cfg) -> int:
+    """The stated default context of `cfg`: FIT_CONTEXT tokens, or as many as it holds."""
+    return min(FIT_CONTEXT, cfg.max_seq - 1)
+
+
 FLOP_NOTE = "FLOPs count a multiply-add as 2; peaks are dense"
 
 
@@ -79,7 +88,7 @@ def _fit_at_realistic(cfg, dev, setup) -> tuple[int, int | None]:
     from ceiling.errors import DoesNotFit
     from ceiling.model.decode import decode_ceiling
 
-    context = min(FIT_CONTEXT, cfg.max_seq - 1)
+    context = default_context(cfg)
     at = dataclasses.replace(setup, context=context, prompt_tokens=None)
     try:
         return context, decode_ceiling(cfg, dev, [1], at, drop_unfit=True).max_batch
@@ -172,7 +181,7 @@ def _batches(batch: Iterable[int] | int | None) -> tuple[list[int], bool]:
 
 @checked
 def decode(
-    model: str,
+    model: ModelArgument,
     *,
     spec: str | None = None,
     machine_profile: Path | str | None = None,
@@ -186,11 +195,15 @@ def decode(
     measure: bool = False,
     device: str | None = None,
 ):
-    """Decode ceilings of `model` (a catalog name, "custom:..." or "hf:PATH") on a catalog
-    device (`spec`) or the saved machine profile: tokens/s against `batch` (default 1, 8, 64,
-    256), `context` tokens in each KV cache (default 0), time to first token for `prompt`
-    tokens, `weights`/`kv_dtype`/`activations` dtypes (`weights` may name a 4-bit format:
-    int4, awq, gptq, mxfp4), `tp` devices per replica.
+    """Decode ceilings of `model` (a catalog name, "custom:...", "hf:PATH", or a Hugging Face
+    config as a dict or a transformers config object such as `AutoConfig.from_pretrained()`
+    gives) on a catalog device (`spec`) or the saved machine profile: tokens/s against
+    `batch` (default 1, 8, 64, 256), `context` tokens in each KV cache (default 4,096, or
+    the model's maximum when shorter), time to first token for `prompt` tokens (default:
+    the context), `weights`/`kv_dtype`/`activations` dtypes (`weights` may name a 4-bit
+    format: int4, awq, gptq, mxfp4), `tp` devices per replica. A batch that does not fit is
+    kept with `fits` False (and a note); a single batch given that does not fit, or no batch
+    fitting, raises `DoesNotFit`.
 
     measure=True builds the model here with random weights and times real decode steps on
     `device` (cpu or cuda[:N]; default cuda if present) beside this machine's ceiling: a
@@ -218,12 +231,13 @@ def decode(
         weights_dtype=fmt.dtype if fmt else (weights or "bf16"),
         kv_dtype=kv_dtype,
         activation_dtype=activations,
-        context=context or 0,
+        context=default_context(cfg) if context is None else context,
         tp=tp,
         prompt_tokens=prompt,
     )
-    c = decode_ceiling(cfg, dev, batches, setup, drop_unfit=not explicit)
+    one_request = explicit and len(set(batches)) == 1
+    c = decode_ceiling(cfg, dev, batches, setup, flag_unfit=not one_request)
     costs = expected.costs_for(dev, weights=weights, compute=c.dtypes.compute)
     rows = expected.expected_rows(c, cfg.layers, costs, cfg=cfg, sms=getattr(dev, "sms", None))
-    fit = (c.context, c.max_batch) if context is not None else _fit_at_realistic(cfg, dev, setup)
+    fit = (c.context, c.max_batch) if c.context else _fit_at_realistic(cfg, dev, setup)
     return DecodeResult(cfg, c, dev, setup, resolved.source, rows, costs, *fit)

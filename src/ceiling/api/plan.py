@@ -8,6 +8,7 @@ from typing import Any
 
 from ceiling.api.arguments import BadArgument, argument_named, checked
 from ceiling.api.result import Result
+from ceiling.model.transformer import ModelArgument
 
 # Beyond these no cluster or training run exists, and the search's work grows with them.
 MAX_DEVICES = 2**20
@@ -189,7 +190,7 @@ class PlanResult(Result):
 
 @checked
 def plan(
-    model: str,
+    model: ModelArgument,
     gpus: int | str,
     *,
     spec: str | None = None,
@@ -212,10 +213,10 @@ def plan(
     scaling: int = 0,
     calibrate: Path | str | None = None,
 ) -> PlanResult:
-    """Plan training of `model` (catalog name, "custom:..." or "hf:PATH") on `gpus` devices
-    of a catalog `spec` (or `machine_profile`'s device, by default the saved one): every
-    valid data/tensor/pipeline/expert split evaluated for memory and step time, the `top`
-    fastest that fit ranked.
+    """Plan training of `model` (catalog name, "custom:...", "hf:PATH", a Hugging Face config
+    as a dict or a transformers config object) on `gpus` devices of a catalog `spec` (or
+    `machine_profile`'s device, by default the saved one): every valid data/tensor/pipeline/
+    expert split evaluated for memory and step time, the `top` fastest that fit ranked.
     `fixed` pins plan fields ("d=8,t=8" or {"t": 8}); `scaling` also plans at 2N, 4N, ...;
     link bandwidths are text with a unit ("100GB/s") or bytes/s. `calibrate` is a
     torch.profiler trace of the user's own run: the GEMM, attention, memory and collective

@@ -106,6 +106,8 @@ def _print_report(report) -> None:
             c.print(f"matmul {r.dtype}: not native here, emulated; measured at a small size")
     for line in bench_tables.matmul_notes(report):
         c.print(line)
+    if report.matmul_blas:
+        c.print(bench_tables.blas_table(report, table))
     if report.memory:
         c.print(bench_tables.memory_table(report, table))
     if report.naive_triad is not None and report.memory:

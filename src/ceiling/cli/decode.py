@@ -114,9 +114,8 @@ ContextOption = Annotated[
     str | None,
     typer.Option(
         "--context",
-        help="Tokens already in each KV cache (default 0: weights only, like published batch-1 "
-        f"figures; the largest batch that fits is then given at context {FIT_CONTEXT}, or "
-        "the model's maximum when shorter).",
+        help=f"Tokens already in each KV cache (default {FIT_CONTEXT:,}, or the model's maximum "
+        "when shorter; 0 prices the weights alone, like published batch-1 figures).",
         show_default=False,
     ),
 ]
@@ -193,7 +192,9 @@ def decode(
     for line in _header(c, result.model, result.device_source, fit):
         con.print(line)
     # A 1-token "prompt" (context 0, no --prompt) is one decode step, not a prefill: no column.
-    con.print(_rows_table(c, ttft=prompt_tokens is not None or c.prompt_tokens > 1))
+    con.print(
+        _rows_table(c, ttft=prompt_tokens is not None or c.prompt_tokens > 1, stated=ctx is None)
+    )
     con.print(table(*expected_report.expected_table(result.expected, result.costs), compact=True))
     for note in c.notes:
         con.print(f"note: {note}")
@@ -201,12 +202,15 @@ def decode(
         con.print(f"figure: {plot}")
 
 
-def _rows_table(c, ttft: bool):
-    """The ceiling's rows, with time to first token when a prompt is prefilled."""
+def _rows_table(c, ttft: bool, stated: bool = False):
+    """The ceiling's rows, with time to first token when a prompt is prefilled; a batch
+    past the memory is marked "does not fit" (the largest that fits is in the header)."""
     cols = ["batch", "tok/s", "tok/s/seq", "step", "bound", "bytes", "FLOP"]
+    unfit = not all(r.fits for r in c.rows)
+    default = " (the default; --context N sets it)" if stated else ""
     return table(
-        f"Decode ceiling at context {c.context}",
-        cols + (["TTFT"] if ttft else []),
+        f"Decode ceiling at context {c.context:,}{default}",
+        cols + (["TTFT"] if ttft else []) + (["memory"] if unfit else []),
         [
             [
                 r.batch,
@@ -218,16 +222,24 @@ def _rows_table(c, ttft: bool):
                 format_flops(r.flops_per_step).removesuffix("FLOP"),
             ]
             + ([format_time(r.ttft_s)] if ttft else [])
+            + ([_fit_cell(r)] if unfit else [])
             for r in c.rows
         ],
         caption="per step; "
+        + (f"the largest batch that fits is {c.max_batch:,}; " if unfit else "")
         + (
             f"TTFT: time to first token for a {c.prompt_tokens}-token prompt (prefill); "
             if ttft
             else "--prompt N adds the time to first token of an N-token prompt; "
         )
         + FLOP_NOTE,
+        compact=True,
     )
+
+
+def _fit_cell(r) -> str:
+    need = format_bytes(r.memory_needed_bytes).replace(" ", "")
+    return need if r.fits else "does not fit"
 
 
 def _measure(cfg, batches, ctx, weights, device, profile, json_out, plot) -> None:

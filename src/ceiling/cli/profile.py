@@ -18,6 +18,7 @@ from ceiling.cli.output import (
 )
 from ceiling.cli.params import RUNS_YOUR_CODE
 from ceiling.report import waterfall
+from ceiling.report.terminal import unbreakable_width
 
 TOP_ROWS = 12
 TARGET_HELP = (
@@ -40,7 +41,8 @@ def _si(text: str, unit: str) -> str:
 
 
 def _compact_table(title: str, columns: list[str], rows: list[list[str]]):
-    """A table without vertical rules, so that eight columns fit 80 characters."""
+    """A table without vertical rules (one space between columns), so that eight columns
+    fit 80 characters."""
     from rich import box
     from rich.table import Table
 
@@ -48,13 +50,20 @@ def _compact_table(title: str, columns: list[str], rows: list[list[str]]):
         title=title,
         title_justify="left",
         box=box.SIMPLE_HEAD,
-        padding=(0, 1),
-        pad_edge=False,
+        padding=(0, 0),
         show_edge=False,
     )
+    # an op's name breaks between words (`sdpa_flash_cpu_bwd` / `×4`), never inside one
+    name = max([unbreakable_width(w) for r in rows for w in r[0].split()], default=1)
     for i, col in enumerate(columns):
         # only the name column may fold when the terminal is narrow; numbers stay whole
-        t.add_column(col, justify="left" if i == 0 else "right", no_wrap=i > 0, overflow="fold")
+        t.add_column(
+            col,
+            justify="left" if i == 0 else "right",
+            no_wrap=i > 0,
+            overflow="fold",
+            min_width=name if i == 0 else None,
+        )
     for row in rows:
         t.add_row(*row)
     return t

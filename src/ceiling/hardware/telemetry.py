@@ -7,8 +7,8 @@ first reading of a run (burst) against the later ones (sustained) and flags a cl
 fell during the run.
 
 Sources, all optional and imported only when asked: NVIDIA GPUs through NVML (the
-`pynvml` module of `nvidia-ml-py`, `pip install ceiling[gpu]`), AMD GPUs through `amdsmi`
-(ships with ROCm), CPU clocks from Linux sysfs (cpufreq's scaling_cur_freq) or, where a VM
+`pynvml` module of `nvidia-ml-py`, `pip install 'ceiling-perf[gpu]'`), AMD GPUs through
+`amdsmi` (ships with ROCm), CPU clocks from Linux sysfs (cpufreq's scaling_cur_freq) or, where a VM
 hides cpufreq, the "cpu MHz" lines of /proc/cpuinfo. Without any, readings are empty and
 records say telemetry was not readable. Units: Hz, W, °C.
 """
@@ -228,7 +228,9 @@ def unavailable_reason(device: str, *, rocm: bool = False) -> str:
         return "no CPU clock readable (no cpufreq in sysfs, no 'cpu MHz' in /proc/cpuinfo)"
     if rocm:
         return "amdsmi is not importable or found no GPU (it ships with ROCm)"
-    return "NVML is not available: pip install 'ceiling[gpu]' (nvidia-ml-py) for clocks and power"
+    return (
+        "NVML is not available: pip install 'ceiling-perf[gpu]' (nvidia-ml-py) for clocks and power"
+    )
 
 
 def summarize(readings: list[Reading], drop_fraction: float = CLOCK_DROP_FRACTION) -> Reading:

@@ -88,25 +88,33 @@ class MatmulResult:
 
     def row(self) -> dict[str, Any]:
         return {
-            "dtype": self.dtype,
-            "m": self.m,
-            "n": self.n,
-            "k": self.k,
-            "flops": self.flops,
-            "median_s": self.median_s,
-            "best_s": self.best_s,
-            "tflops": self.best_flops_per_s / 1e12,
-            "median_tflops": self.flops / self.median_s / 1e12,
+            **gemm_row(self),
             "peak_fraction": self.peak_fraction,
             "peak_tflops": self.peak_flops_per_s / 1e12 if self.peak_flops_per_s else None,
-            "rel_error": self.rel_error,
             "native": self.native,
-            "samples": len(self.samples),
-            "noisy": self.stats.noisy,
             "notes": list(self.notes),
             "implied_clock_hz": self.implied_clock_hz,
             "telemetry": self.telemetry,
         }
+
+
+def gemm_row(r) -> dict[str, Any]:
+    """The figures of one timed GEMM (`r` has dtype, m, n, k, flops, samples, stats and
+    rel_error), as every matmul record shows them; rates from the best and median times."""
+    return {
+        "dtype": r.dtype,
+        "m": r.m,
+        "n": r.n,
+        "k": r.k,
+        "flops": r.flops,
+        "median_s": r.stats.median,
+        "best_s": r.stats.min,
+        "tflops": r.flops / r.stats.min / 1e12,
+        "median_tflops": r.flops / r.stats.median / 1e12,
+        "rel_error": r.rel_error,
+        "samples": len(r.samples),
+        "noisy": r.stats.noisy,
+    }
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ceiling.measure import machine
+from ceiling.measure.blas import BLAS_DTYPES, BlasResult, framework_gap, run_numpy_matmul
 from ceiling.measure.matmul import MatmulResult, plan_matmul, run_matmul
 from ceiling.measure.memory import StreamResult, bandwidth_ceiling, run_naive_triad, run_stream
 from ceiling.measure.overhead import OverheadResult, run_overhead
@@ -51,6 +52,8 @@ class BenchReport:
     quick: bool
     matmul: list[MatmulResult] = field(default_factory=list)
     matmul_skipped: dict[str, str] = field(default_factory=dict)
+    # numpy's matmul at the CPU shapes torch's ran at: the best BLAS path beside torch's
+    matmul_blas: list[BlasResult] = field(default_factory=list)
     memory: list[StreamResult] = field(default_factory=list)
     naive_triad: StreamResult | None = None
     overhead: OverheadResult | None = None
@@ -85,6 +88,10 @@ class BenchReport:
             "units": "seconds; tflops = 1e12 FLOP/s (multiply-add = 2 FLOPs); GB = 1e9 bytes",
             "matmul": [r.row() for r in self.matmul],
             "matmul_skipped": dict(self.matmul_skipped),
+            "matmul_blas": [r.row() for r in self.matmul_blas],
+            "matmul_blas_gap": framework_gap(
+                [r.row() for r in self.matmul], [r.row() for r in self.matmul_blas]
+            ),
             "memory": [r.row() for r in self.memory],
             "memory_naive_numpy": self.naive_triad.row() if self.naive_triad else None,
             "overhead": self.overhead.row() if self.overhead else None,
@@ -140,6 +147,24 @@ def bench_matmul(
             )
             telemetry = report.read_telemetry()  # the clocks the timed calls ended at
             report.matmul.append(dataclasses.replace(result, telemetry=telemetry))
+            if _beside_blas(report.device, dtype):
+                if progress:
+                    progress(f"matmul {dtype} {m}x{n}x{k}, numpy's BLAS")
+                report.matmul_blas.append(
+                    run_numpy_matmul(
+                        dtype,
+                        m,
+                        n,
+                        k,
+                        warmup_ms=budgets.matmul_warmup_ms,
+                        budget_ms=budgets.matmul_ms,
+                    )
+                )
+
+
+def _beside_blas(device: str, dtype: str) -> bool:
+    """Whether numpy's BLAS runs beside torch's matmul: on the CPU, for fp32 and fp64."""
+    return not machine.is_cuda(device) and dtype in BLAS_DTYPES
 
 
 def bench_memory(
@@ -213,10 +238,12 @@ def planned_steps(
             per_dtype = len(shapes or []) + len(sizes or []) or len(
                 (QUICK_SIZES if report.quick else DEFAULT_SIZES)[kind]
             )
-            steps += per_dtype * len({d.strip().lower() for d in dtypes} & set(MATMUL_DTYPES))
+            asked = {d.strip().lower() for d in dtypes} & set(MATMUL_DTYPES)
+            steps += per_dtype * len(asked)
+            steps += per_dtype * sum(_beside_blas(report.device, d) for d in asked)
         else:
             plan = plan_matmul(report.device, None, sizes, shapes, quick=report.quick)
-            steps += sum(len(s) for _, s, _ in plan.runs)
+            steps += sum(len(s) * (1 + _beside_blas(report.device, d)) for d, s, _ in plan.runs)
     if "memory" in parts:
         from ceiling.measure.memory import KERNELS
 
@@ -286,7 +313,16 @@ def build_profile(report: BenchReport, previous=None):
             k: v
             for k, v in report.to_json().items()
             if k
-            in ("matmul", "matmul_skipped", "memory", "memory_naive_numpy", "overhead", "quick")
+            in (
+                "matmul",
+                "matmul_skipped",
+                "matmul_blas",
+                "matmul_blas_gap",
+                "memory",
+                "memory_naive_numpy",
+                "overhead",
+                "quick",
+            )
             or k.startswith("transfer")
             # each device keeps the environment it was measured in: the profile's top-level
             # one is the latest run's, which may be another device's

@@ -146,6 +146,7 @@ class DecodeRow:
             "intensity_flop_per_byte": self.intensity_flop_per_byte,
             "memory_needed_bytes": self.memory_needed_bytes,
             "ttft_s": self.ttft_s,
+            "fits": self.fits,
         }
 
 
@@ -482,9 +483,11 @@ def decode_ceiling(
     batches: list[int],
     setup: DecodeSetup | None = None,
     drop_unfit: bool = False,
+    flag_unfit: bool = False,
 ) -> DecodeCeiling:
-    """Decode ceilings at each batch size. A batch that does not fit raises DoesNotFit,
-    or is left out with a note when `drop_unfit` (a default sweep rather than a request)."""
+    """Decode ceilings at each batch size. A batch that does not fit raises DoesNotFit; it is
+    left out with a note when `drop_unfit`, or kept with `fits` False and a note when
+    `flag_unfit` (a sweep of batches rather than one request). No batch fitting raises."""
     setup = setup or DecodeSetup()
     if not batches:
         raise InvalidInput("give at least one batch size")
@@ -502,16 +505,21 @@ def decode_ceiling(
     for b in sorted(set(batches)):
         r = step.row(b, setup.context, prompt)
         if not r.fits:
-            if drop_unfit:
-                notes.append(f"batch {b} left out: it does not fit (largest batch {biggest})")
-                continue
-            raise DoesNotFit(
+            need = (
                 f"batch {b} needs {r.memory_needed_bytes / 1e9:.1f} GB per device at context "
                 f"{setup.context} ({spec.name} has {step.mem / 1e9:.1f} GB); the largest "
                 f"batch that fits is {biggest}"
             )
+            if flag_unfit:
+                notes.append(f"does not fit: {need}")
+                rows.append(r)
+                continue
+            if drop_unfit:
+                notes.append(f"batch {b} left out: it does not fit (largest batch {biggest})")
+                continue
+            raise DoesNotFit(need)
         rows.append(r)
-    if not rows:
+    if not any(r.fits for r in rows):
         raise DoesNotFit(
             f"no batch fits at context {setup.context}; the largest that fits is {biggest}"
         )

@@ -204,14 +204,15 @@ def experts_reached(cfg, tokens: float) -> float:
 def expected_rows(
     ceiling, layers: int, costs: EngineCosts, compute_s: dict | None = None, cfg=None, sms=None
 ) -> list[ExpectedRow]:
-    """Expected speed beside each row of a DecodeCeiling (`layers`: the model's);
-    `compute_s`: a better compute time per batch (matmuls at their measured rates); `cfg`
-    and `sms`: the model and the device's SM count, for GEMMs at their tile utilisation."""
+    """Expected speed beside each row of a DecodeCeiling that fits in memory (`layers`: the
+    model's); `compute_s`: a better compute time per batch (matmuls at their measured
+    rates); `cfg` and `sms`: the model and the device's SM count, for GEMMs at their tile
+    utilisation."""
     weights = ceiling.dtypes.weights
     w_bytes = {"int4": 0.5, "int8": 1.0}.get(weights)
     kernels = layers * costs.kernels_per_layer + costs.kernels_outside_layers
     out = []
-    for r in ceiling.rows:
+    for r in (row for row in ceiling.rows if row.fits):
         quantised = r.weight_bytes / w_bytes if w_bytes else 0.0
         quant = quantised * costs.scale_bytes / costs.group_size if weights == "int4" else 0.0
         bandwidth = (

@@ -24,7 +24,9 @@ import dataclasses
 import difflib
 import functools
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -799,8 +801,43 @@ def _parse_value(key: str, text: str):
     return int(value)
 
 
-def parse_model(text: str) -> TransformerConfig:
-    """A catalog name, explicit dims ``custom:layers=32,...``, or ``hf:PATH`` (config.json)."""
+@runtime_checkable
+class PretrainedConfig(Protocol):
+    """A Hugging Face model config held in memory: anything with `to_dict()` giving the
+    fields of its config.json, as transformers' `PretrainedConfig` (never imported here)."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+# What a model argument may be, for the API's annotations.
+ModelArgument = str | dict | PretrainedConfig | TransformerConfig
+
+
+def _from_config_object(model: Any) -> TransformerConfig:
+    """A Hugging Face config given as a dict (config.json's content) or a config object."""
+    raw = model.to_dict() if isinstance(model, PretrainedConfig) else dict(model)
+    if not isinstance(raw, dict):
+        raise InvalidInput(f"the model config's to_dict() gave {type(raw).__name__}, not a dict")
+    label = raw.get("_name_or_path") or raw.get("model_type") or "config"
+    where = "a config object" if isinstance(model, PretrainedConfig) else "a config dict"
+    from ceiling.model.hf_config import config_from_hf
+
+    return config_from_hf(raw, f"hf:{label}", where)
+
+
+def parse_model(text: ModelArgument) -> TransformerConfig:
+    """A catalog name, explicit dims ``custom:layers=32,...``, or ``hf:PATH`` (config.json);
+    from Python also a Hugging Face config as a dict or an object with `to_dict()` (a
+    transformers `PretrainedConfig`), or a `TransformerConfig` itself."""
+    if isinstance(text, TransformerConfig):
+        return text
+    if isinstance(text, Mapping | PretrainedConfig) and not isinstance(text, str):
+        return _from_config_object(text)
+    if not isinstance(text, str):
+        raise InvalidInput(
+            f"a model is a name (catalog, custom:..., hf:PATH), a Hugging Face config dict or "
+            f"config object; got {type(text).__name__}"
+        )
     t = text.strip()
     if t.lower().startswith("hf:"):
         from ceiling.hf_files import read_config

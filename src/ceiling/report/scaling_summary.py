@@ -12,7 +12,7 @@ import dataclasses
 import statistics
 from typing import Any
 
-from ceiling.model.scaling import ScalingFit, fit_scaling
+from ceiling.model.scaling import SUPERLINEAR_EFFICIENCY, ScalingFit, fit_scaling
 from ceiling.units import format_percent, format_time
 
 PHASES = ("serial_s", "compute_s", "wait_s", "comm_s", "optimizer_s")
@@ -90,8 +90,9 @@ def summarize_run(raw: dict[str, Any], predict_ns: list[float] | None = None) ->
             row["wait_s_per_rank"] = phases["wait_s"]
             row["imbalance_loss"] = statistics.fmean(phases["wait_s"]) / step_time
         row["oversubscribed"] = r["n"] in raw.get("oversubscribed_ns", [])
+        _flag_noise(row, runs[0], r, key)
         points.append(row)
-    notes = _notes(raw, fit, points, with_sync)
+    notes = _notes(raw, fit, points, with_sync) + noise_notes(points)
     out = {k: v for k, v in raw.items() if k not in ("runs", "oversubscribed_ns")}
     out.update(
         timed=timed,
@@ -105,6 +106,38 @@ def summarize_run(raw: dict[str, Any], predict_ns: list[float] | None = None) ->
         else ["one worker count: nothing to fit; give several, e.g. --workers 1,2,4"],
     )
     return out
+
+
+def _flag_noise(row: dict[str, Any], base: dict, run: dict, key: str) -> None:
+    """Mark a speedup no `n` workers can give (above n, the measurement-noise allowance of
+    `model.scaling` aside) as noise, with the range of speedups the steps' spread allows:
+    the slowest baseline step over the fastest step at n, and the other way round."""
+    if row["speedup"] is None or run is base or base["n"] != 1:
+        return
+    t1, tn = base[key], run[key]
+    row["speedup_range"] = [min(t1) / max(tn), max(t1) / min(tn)]
+    row["noise"] = row["speedup"] > SUPERLINEAR_EFFICIENCY * run["n"]
+
+
+def noise_mark(point: dict[str, Any]) -> str:
+    """' (noise: 2.1–9.8× over the steps)' for a point flagged as noise, else ''."""
+    if not point.get("noise"):
+        return ""
+    lo, hi = point["speedup_range"]
+    return f" (noise: {lo:.3g}–{hi:.3g}× over the steps)"
+
+
+def noise_notes(points: list[dict[str, Any]]) -> list[str]:
+    """One sentence per speedup above its worker count: what it is and what to do."""
+    return [
+        f"N = {p['n']}: a speedup of {p['speedup']:.2f}× (efficiency "
+        f"{format_percent(p['efficiency'])}) is more than {p['n']} workers can give: timing "
+        f"noise, the steps spread from {p['speedup_range'][0]:.3g}× to "
+        f"{p['speedup_range'][1]:.3g}×; it is kept out of the verdict — measure again on an "
+        "idle machine, or with more steps"
+        for p in points
+        if p.get("noise")
+    ]
 
 
 TIMED_NOTES = {
@@ -338,7 +371,7 @@ def points_table(points: list[dict[str, Any]], title: str):
         row = [
             f"{p['n']:g}" + (" *" if p.get("oversubscribed") else ""),
             format_time(p["time_s"]) if p.get("time_s") else "—",
-            "—" if p.get("speedup") is None else f"{p['speedup']:.3g}×",
+            "—" if p.get("speedup") is None else f"{p['speedup']:.3g}×" + noise_mark(p),
             "—" if p.get("efficiency") is None else format_percent(p["efficiency"]),
             "—" if kf is None else f"{kf:.3f}",
         ]

@@ -31,6 +31,24 @@ def _is_number(value: Any) -> bool:
 
 
 NAME_WIDTH = 28  # longest row name kept on one line; longer names fold
+# A cell this short (a figure with its unit, "does not fit") is never broken across lines;
+# a longer one breaks between words only, unless one word is longer than WORD_WIDTH.
+WHOLE_CELL = 12
+WORD_WIDTH = 32
+
+
+def _width() -> int:
+    """Columns of the terminal tables print to (80 on a pipe, as rich decides)."""
+    from rich.console import Console
+
+    return Console().width
+
+
+def unbreakable_width(text: str) -> int:
+    """Width of the longest piece of `text` that a line break must not split."""
+    if len(text) <= WHOLE_CELL:
+        return len(text)
+    return min(WORD_WIDTH, max((len(w) for w in text.split()), default=0))
 
 
 def table(
@@ -60,6 +78,16 @@ def table(
         min_width=len(title or "") + 4,
         **rules,
     )
+    cells = [[printable(v if isinstance(v, str) else f"{v}") for v in r] for r in rows]
+    least = [
+        max([unbreakable_width(w) for w in col.split()] + [unbreakable_width(r[i]) for r in cells])
+        for i, col in enumerate(columns)
+    ]
+    # words (an op's name, a figure and its unit) move to the next line whole when the
+    # terminal has room for every column's longest; else the name column's words at least
+    edges = (1 if compact else 3) * len(columns) + 1
+    if sum(least) + edges > _width():
+        least = least[:1] + [None] * (len(least) - 1)
     for i, col in enumerate(columns):
         numeric = bool(rows) and all(_is_number(r[i]) for r in rows if r[i] not in ("", "—"))
         # fold, never "…": a narrow terminal or a pipe (80 columns) must not cut a figure;
@@ -70,7 +98,13 @@ def table(
             and not numeric
             and max([len(col)] + [len(f"{r[0]}") for r in rows]) <= NAME_WIDTH
         )
-        t.add_column(col, justify="right" if numeric else "left", overflow="fold", no_wrap=whole)
-    for r in rows:
-        t.add_row(*(printable(v if isinstance(v, str) else f"{v}") for v in r))
+        t.add_column(
+            col,
+            justify="right" if numeric else "left",
+            overflow="fold",
+            no_wrap=whole,
+            min_width=least[i],
+        )
+    for r in cells:
+        t.add_row(*r)
     return t

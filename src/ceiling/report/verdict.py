@@ -82,6 +82,33 @@ def _trace(figs) -> Finding | None:
     )
 
 
+# What to do about ops that run below their roofs, by the kind of op that holds most time.
+BELOW_ROOF_ADVICE = {
+    "matmul": "see what this machine's matmul reaches at these sizes (`ceiling bench "
+    "matmul`), check the thread count, and grow the matrices (batch, hidden size)",
+    "attention": "use a fused attention kernel (scaled_dot_product_attention) and longer "
+    "sequences per call",
+}
+FUSE_ADVICE = "fuse them (torch.compile) or give each op more elements (a larger batch)"
+UNEXPLAINED = "unexplained"  # the waterfall's last bar: time no roof or floor accounts for
+
+
+def _below_roof(m: dict, busy: bool) -> str:
+    """What to do about a step whose largest loss is ops below their roofs: name the kind
+    of op that holds most of the step and its remedy (an idle machine first, if busy)."""
+    cats = [c for c in m.get("categories", []) if c.get("time_s")]
+    first = "measure again on an idle machine (other work shared the cores), then " * busy
+    if not cats:
+        return first + "look at the op table for the ops farthest below their roofs"
+    top = max(cats, key=lambda c: c["time_s"])
+    share = top["time_s"] / sum(c["time_s"] for c in cats)
+    advice = BELOW_ROOF_ADVICE.get(top["name"], FUSE_ADVICE)
+    return (
+        f"{first}start with the {top['name']} ops ({u.format_percent(share)} of the op time): "
+        f"{advice}"
+    )
+
+
 def _mfu(figs) -> Finding | None:
     m = figs["mfu"]
     loss = m["largest_loss"]
@@ -89,12 +116,20 @@ def _mfu(figs) -> Finding | None:
     said = f"the roofs over-predict the step by {u.format_percent(over)}"
     if loss["share"] > 1:  # no part of a step is more than all of it: name it, no share
         what = f"its largest part is {loss['name']}, but {said}"
+    elif loss["name"].startswith(UNEXPLAINED):
+        what = (
+            f"{u.format_percent(loss['share'])} of its step is ops running slower than their "
+            "roofs predict"
+        )
     else:
         what = f"its step loses {u.format_percent(loss['share'])} to {loss['name']}" + (
             f", though {said}" if over > OVER_PREDICTED else ""
         )
+    todo = loss["recover"]
+    if loss["name"].startswith(UNEXPLAINED):
+        todo = _below_roof(m, bool(figs.get("machine", {}).get("measured_busy")))
     return Finding(
-        f"{m['model']} trains here at {u.format_percent(m['mfu'])} MFU; {what}: {loss['recover']}.",
+        f"{m['model']} trains here at {u.format_percent(m['mfu'])} MFU; {what}: {todo}.",
         "mfu",
         "largest_loss.share",
         loss["share"],
@@ -186,4 +221,37 @@ def _machine(figs) -> Finding | None:
     )
 
 
-RULES: list[Callable[[dict], Finding | None]] = [_trace, _mfu, _decode, _planner, _machine]
+# Below this share of the best BLAS's rate, the framework's matmul is a finding.
+FRAMEWORK_GAP = 0.9
+
+
+def _framework(figs) -> Finding | None:
+    """torch's CPU matmul against the best BLAS on the same cores (numpy's), when clearly
+    below it on a machine measured idle."""
+    m = figs["machine"]
+    if m.get("measured_busy"):
+        return None  # a busy machine's two rates are each noise: no finding
+    dtype, gap = min(m["framework_gap"].items(), key=lambda kv: kv[1]["ratio"])
+    if gap["ratio"] >= FRAMEWORK_GAP:
+        return None
+    return Finding(
+        f"torch's {dtype} matmul reaches {gap['ratio']:.2f}× of {gap['library']} (numpy) on "
+        f"the same cores: the framework, not the machine, leaves "
+        f"{u.format_percent(1 - gap['ratio'])} unused; check torch.get_num_threads() and the "
+        "BLAS torch was built with (torch.__config__.show()), or run that math through numpy.",
+        "machine",
+        f"framework_gap.{dtype}.ratio",
+        gap["ratio"],
+        1 - gap["ratio"],
+        False,
+    )
+
+
+RULES: list[Callable[[dict], Finding | None]] = [
+    _trace,
+    _mfu,
+    _decode,
+    _planner,
+    _machine,
+    _framework,
+]

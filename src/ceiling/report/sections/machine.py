@@ -38,6 +38,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
             )
     if profile is not None:
         _measured(out, profile, cpu)
+        _framework_gap(out, profile)
         _noise_note(out, profile, ctx.measured_now)
     if profile is not None and not gpus and all(d.kind != "cuda" for d in profile.devices):
         _versus_gpu(out, profile, cpu)
@@ -226,6 +227,22 @@ def _measured(out: SectionOutput, profile, cpu) -> None:
             f"measured above the theoretical peak ({', '.join(above)}): the cores run faster "
             f"than the {clock}clock reported (turbo, or a VM); shares of that peak read high"
         )
+
+
+def _framework_gap(out: SectionOutput, profile) -> None:
+    """torch's best CPU matmul against numpy's BLAS measured beside it, per dtype: the
+    machine's ceiling is the best library's, and the framework's share of it is a finding."""
+    from ceiling.report.bench_tables import framework_gap_sentence
+
+    gaps = {}
+    for dev in profile.devices:
+        for gap in (dev.extra or {}).get("matmul_blas_gap") or []:
+            gaps[gap["dtype"]] = gap
+    if not gaps:
+        return
+    out.key_figures["framework_gap"] = gaps
+    for gap in gaps.values():
+        out.note(framework_gap_sentence(gap) + " (numpy measured beside torch, same shapes)")
 
 
 REFERENCE_GPU = "h100-sxm"  # the reference point for "why GPUs"

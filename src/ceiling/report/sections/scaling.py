@@ -91,7 +91,7 @@ def _known_serial_share(ctx, out: SectionOutput, scale, plot, summary_mod) -> No
             "efficiency",
             "Karp–Flatt e(N)",
         ],
-        [_point_row(p) for p in synthetic["points"]],
+        [_point_row(p, summary_mod.noise_mark(p)) for p in synthetic["points"]],
         note=_fit_line({k: v for k, v in fit.items() if k != "verdict"}),
     )
     out.key_figures["synthetic_fit_verdict"] = fit.get("verdict")
@@ -102,7 +102,7 @@ def _known_serial_share(ctx, out: SectionOutput, scale, plot, summary_mod) -> No
     # the run's own notes (oversubscription, synchronisation measured apart) stay in the
     # JSON; the page keeps the warnings and the check against the truth
     out.key_figures["synthetic_notes"] = list(synthetic.get("notes", []))
-    for line in synthetic.get("warnings", []):
+    for line in synthetic.get("warnings", []) + summary_mod.noise_notes(synthetic["points"]):
         out.note(line)
     truth_line = next((n for n in synthetic.get("notes", []) if n.startswith("truth")), None)
     if truth_line:
@@ -114,7 +114,7 @@ def _threads_and_processes(ctx, out: SectionOutput, scale, summary_mod, cores: i
     ns = _powers_up_to(min(cores, 4) if ctx.quick else cores)
     iterations = PYTHON_ITERATIONS_QUICK if ctx.quick else PYTHON_ITERATIONS_FULL
     rows = []
-    contrast = {}
+    contrast, noisy = {}, {}
     runs = [
         ("python", "threads", {"iterations": iterations}, "pure-Python loop, threads"),
         ("python", "processes", {"iterations": iterations}, "pure-Python loop, processes"),
@@ -126,20 +126,29 @@ def _threads_and_processes(ctx, out: SectionOutput, scale, summary_mod, cores: i
         res = _run(ctx, scale, summary_mod, workload, ns, options, steps=steps, backend=backend)
         top = res["points"][-1]
         contrast[f"{workload}_{backend}"] = top["speedup"]
+        if top.get("noise"):
+            noisy[f"{workload}_{backend}"] = top["speedup_range"]
+            for line in summary_mod.noise_notes([top]):
+                out.note(f"{what}: {line}")
         rows.append(
             [
                 what,
                 f"N = {top['n']}",
-                f"{top['speedup']:.2f}×",
+                f"{top['speedup']:.2f}×" + summary_mod.noise_mark(top),
                 units.format_percent(top["efficiency"]),
-                _kind(workload, backend, top["speedup"]),
+                "timing noise: more than the workers can give"
+                if top.get("noise")
+                else _kind(workload, backend, top["speedup"]),
             ]
         )
     out.key_figures["speedup_at_max_n"] = contrast
+    # speedups above their worker count, with the range the steps allow: noise, never a finding
+    out.key_figures["speedup_noise"] = noisy
     out.key_figures["max_n"] = ns[-1]
+    said = {k: "noise" if k in noisy else f"{v:.2f}×" for k, v in contrast.items()}
     out.highlight(
         f"Python on {ns[-1]} threads / processes",
-        f"{contrast['python_threads']:.2f}× / {contrast['python_processes']:.2f}×",
+        f"{said['python_threads']} / {said['python_processes']}",
     )
     cols = ["workload", "workers", "speedup", "efficiency", "shows"]
     out.table("Concurrency vs parallelism", cols, rows)
@@ -161,12 +170,12 @@ def _run(ctx, scale, summary_mod, workload, ns, options, steps, backend="process
     return summary_mod.summarize_run(raw)
 
 
-def _point_row(p: dict) -> list[str]:
+def _point_row(p: dict, noise: str = "") -> list[str]:
     kf = p.get("karp_flatt")
     return [
         str(p["n"]),
         units.format_time(p["time_s"]),
-        f"{p['speedup']:.2f}×",
+        f"{p['speedup']:.2f}×{noise}",
         units.format_percent(p["efficiency"]),
         "—" if kf is None else f"{kf:.3f}",
     ]
