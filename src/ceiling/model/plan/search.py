@@ -11,6 +11,7 @@ by step time among those that fit in memory.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -67,20 +68,19 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
             continue
         vs = _chunk_counts(sh.layers, p, fixed)
         bs = [b for b in _divisors(B // d) if b <= MAX_MICRO_BATCH]
-        zeros = allowed("zero", [0, 1] if p > 1 else [0, 1, 2, 3])
-        eps = allowed(
-            "ep",
-            [e for e in _divisors(d) if sh.experts % e == 0] if sh.experts > 1 else [1],
-        )
+        zeros = allowed("zero", [0, 1, 3] if p > 1 else [0, 1, 2, 3])
+        experts = _expert_layouts(sh, t * cp * d, t, fixed)
         sps = allowed("sp", [True, False] if t > 1 else [False])
         rcs = _recompute_codes(sh.layers, p, fixed, job.attention)
         for v in allowed("v", vs):
             good_b = [b for b in allowed("micro_batch", bs) if v == 1 or (B // (d * b)) % p == 0]
-            if not good_b or not zeros or not sps or not rcs or not eps:
+            if not good_b or not zeros or not sps or not rcs or not experts:
                 continue
-            for first, last in _stage_layouts(sh.layers, p, v, fixed):
+            for (first, last), (etp, eps) in itertools.product(
+                _stage_layouts(sh.layers, p, v, fixed), experts
+            ):
                 tried = {"d": [d], "t": [t], "p": [p], "cp": [cp], "v": [v], "micro_batch": good_b,
-                         "zero": zeros, "recompute": rcs, "sp": sps, "ep": eps,
+                         "zero": zeros, "recompute": rcs, "sp": sps, "ep": eps, "etp": [etp],
                          "first": [first], "last": [last]}  # fmt: skip
                 blocks.append(_product(*(tried.get(a.key, held[a.key]) for a in AXES)))
     if not blocks:
@@ -89,6 +89,28 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
     return {
         a.key: rows[:, k].astype(bool) if a.is_switch else rows[:, k] for k, a in enumerate(AXES)
     }
+
+
+def _expert_layouts(sh, ranks: int, t: int, fixed: dict) -> list[tuple[int, list[int]]]:
+    """(etp, the ep values to try with it) for a stage of `ranks` = t·cp·d devices: etp 1
+    (MoE parallel folding) or t (the attention's tensor parallelism, Megatron-Core's default
+    expert_tensor_parallel_size: the axis's 0), ep any divisor of the experts with ep·etp
+    dividing the ranks (`rules.check_experts`); [(0, [1])] for a dense model, [] when the
+    pins allow none. Returns the axis values (0 for etp = t)."""
+    moe = sh.moe
+    if not moe.routed:
+        ok = fixed.get("ep", 1) == 1 and fixed.get("etp", 0) == 0
+        return [(0, [1])] if ok else []
+    out = []
+    for code in sorted({0, 1 if t > 1 else 0, fixed.get("etp", 0)}):
+        etp = code or t
+        if fixed.get("etp", code) != code or moe.moe_ffn % etp or ranks % etp:
+            continue
+        eps = [e for e in _divisors(ranks // etp) if moe.experts % e == 0]
+        eps = [e for e in eps if fixed.get("ep", e) == e]
+        if eps:
+            out.append((code, eps))
+    return out
 
 
 def _product(*columns) -> np.ndarray:
