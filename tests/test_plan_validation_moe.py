@@ -26,6 +26,7 @@ The Qwen3 model: 94 layers, hidden 4096, 64 query and 4 KV heads of 128, 128 exp
 from __future__ import annotations
 
 import dataclasses
+import statistics
 
 import pytest
 
@@ -95,7 +96,30 @@ def _deepseek_v3():
 
 CROSS_NODE = dict(d=16, t=2, p=8, v=4, ep=32, etp=1, micro_batch=1, zero=1, recompute="selective")
 
-# name, build, published step time (s), what does not hold (None: it holds)
+# What does not hold, by case (the others are within TOLERANCE).
+OFF = {
+    "Qwen3-235B EP32, 1F1B A2A overlap, 256 H100": (
+        "the overlap is priced as hiding the all-to-alls behind the other micro-batch's "
+        "compute up to its length (6.2 of 7.1 s); the published run gains 2.1 s (19.7 -> "
+        "17.6 s): the 1F1B overlap pairs one forward with one backward chunk and hides less"
+    ),
+    "Qwen3-235B TP4 EP8 PP8, 256 H100": (
+        "published 29.0 s, 1.47 times the EP32 layout on the same GPUs; the planner prices "
+        "TP4's collectives and the in-node EP8 all-to-alls at 16 s and finds no mechanism "
+        "for the rest"
+    ),
+    "Qwen3-235B FSDP EP8, 256 H100": (
+        "ZeRO-3 is priced per micro-batch: each device gathers its 28 B expert weights over "
+        "32 nodes before the forward and the backward and reduce-scatters fp32 gradients, "
+        "12 s exposed; Megatron-FSDP's 17.6 s implies fewer or hidden gathers"
+    ),
+    "Qwen3-235B 16k, 256 H100": (
+        "dropless routing is more skewed at 16k than the default imbalance 1.25: the same run "
+        "with forced balance is within 4 %, and forced/dropless is 1.24 on the whole step"
+    ),
+}
+
+# name, build, published step time (s), what does not hold (None: it holds; see OFF)
 CASES = [
     ("Qwen3-235B EP32 over DP16, 256 H100", lambda: _qwen3(4096, 2048, CROSS_NODE), 19.7, None),
     (
@@ -143,6 +167,30 @@ CASES = [
         _from_tflops(131072, 256, 256, 357),
         None,
     ),
+    (
+        "Qwen3-235B 16k forced balance",
+        lambda: _forced(16384, 1),
+        _from_tflops(16384, 256, 256, 295),
+        None,
+    ),
+    (
+        "Qwen3-235B 32k CP2 forced balance",
+        lambda: _forced(32768, 2),
+        _from_tflops(32768, 256, 256, 335),
+        None,
+    ),
+    (
+        "Qwen3-235B 64k CP4 forced balance",
+        lambda: _forced(65536, 4),
+        _from_tflops(65536, 256, 256, 368),
+        None,
+    ),
+    (
+        "Qwen3-235B 128k CP8 forced balance",
+        lambda: _forced(131072, 8),
+        _from_tflops(131072, 256, 256, 389),
+        None,
+    ),
     # 180K GPU-hours per 1e12 tokens: 1e12/(180e3·3600) tokens/s per GPU; a step of
     # 15,360 × 4,096 tokens over 2,048 GPUs.
     ("DeepSeek-V3, 2048 H800", _deepseek_v3, 15360 * 4096 * 180e3 * 3600 / 1e12 / 2048, None),
@@ -168,3 +216,49 @@ def validation_rows() -> list[tuple[str, float, float, float]]:
             continue
         rows.append((name, predicted, published, predicted / published - 1.0))
     return rows
+
+
+def _forced(seq, cp):
+    """The same long-context run with `--moe-router-force-load-balancing`: every expert
+    gets its even share (imbalance 1)."""
+    job, cluster, fixed = _long(seq, cp)
+    return dataclasses.replace(job, moe_imbalance=1.0), cluster, fixed
+
+
+def _params(cases):
+    return [
+        pytest.param(
+            build,
+            published,
+            id=name,
+            marks=[pytest.mark.xfail(strict=True, reason=OFF[name])] if name in OFF else [],
+        )
+        for name, build, published, _ in cases
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("build", "published"), _params(CASES))
+def test_moe_case_within_15_percent(build, published):
+    predicted, best = predict(build)
+    assert predicted / published - 1.0 == pytest.approx(0.0, abs=TOLERANCE), best.plan.describe()
+
+
+@pytest.mark.slow
+def test_medians_of_the_moe_and_of_all_cases():
+    """Median |error| ≤ 15 % over the MoE cases, ≤ 8 % over every case (with the dense runs
+    of test_plan_validation_v2); no published layout refused (each is planned)."""
+    from test_plan_validation_v2 import validation_rows as dense_rows
+
+    moe = validation_rows()
+    assert len(moe) == len(CASES) - 1  # all but DeepSeek-V3 (needs MLA model fields)
+    every = moe + dense_rows()
+    assert statistics.median(abs(r[3]) for r in moe) <= 0.15
+    assert statistics.median(abs(r[3]) for r in every) <= 0.08
+
+
+def test_the_long_context_runs_fit_their_80_gb():
+    # Published layouts that ran are not refused for memory (no planning headroom).
+    for seq, cp in ((16384, 1), (131072, 8)):
+        _, best = predict(lambda seq=seq, cp=cp: _long(seq, cp))
+        assert best.fits and best.plan.ep == 8 and best.plan.etp == 1
