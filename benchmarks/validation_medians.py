@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import test_plan_validation_moe as moe  # noqa: E402
-import test_plan_validation_v2 as dense  # noqa: E402
+import test_plan_validation_moe as moe
+import test_plan_validation_v2 as dense
 
 
 def show(title: str, rows) -> None:
