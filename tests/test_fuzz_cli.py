@@ -135,7 +135,7 @@ COMMANDS = {
         "--attention=flash|unfused --dropout --no-dp-overlap --headroom=0.1|0.5 "
         "--matmul-efficiency=0.5|0.9 --intra-bw=900GB/s --inter-bw=50GB/s|1B/s "
         "--dtype=bf16|fp8|zz --tokens=1T|15e12 --scaling=0|3 --loss=eager|fused|zz "
-        "--calibrate=@traces --json",
+        "--calibrate=@traces --framework=megatron|torchtitan|nemo|maxtext|zz --json",
         always="--gpus --spec",
     ),
     "profile": Command(

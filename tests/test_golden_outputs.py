@@ -290,6 +290,13 @@ _change(
     "assumptions.attention",
 )
 
+_change(
+    _PLANS,
+    "the attention kernel's rate is said: on Hopper its published curve by head dim, causal "
+    "mask and per-device length (FlashAttention-3 paper), elsewhere one share per device",
+    "assumptions.attention_kernel",
+)
+
 # Facts about the machine that ran the command, not results: never compared.
 MACHINE = ("environment", "environment.*")
 

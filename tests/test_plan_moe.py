@@ -162,3 +162,23 @@ def test_job_refuses_bad_moe_and_kernel_options(field, value, match):
     job = Job(get_model("llama-3-8b"), 8, 2048)
     with pytest.raises(InvalidInput, match=match):
         dataclasses.replace(job, **{field: value})
+
+
+def test_framework_recipes_set_what_their_runs_use_and_say_so():
+    import ceiling
+
+    big = ceiling.plan("llama-3-70b", 64, spec="h100-sxm", framework="nemo", top=1)
+    assert big.job.loss == "fused" and big.fixed["tp_overlap"] is True
+    assert "TP overlap on" in big.assumptions["framework"]
+    small = ceiling.plan("llama-3-8b", 8, spec="h100-sxm", framework="megatron", top=1)
+    assert "tp_overlap" not in small.fixed and small.job.loss == "fp32"
+    titan = ceiling.plan("llama-3-8b", 8, spec="h100-sxm", framework="torchtitan", top=1)
+    assert titan.best.plan.zero == 3 and titan.best.plan.kernels == "eager"
+    assert titan.job.loss == "eager" and titan.assumptions["attention_kernel"].startswith("fa2")
+    # What the user gives wins over the recipe.
+    mine = ceiling.plan(
+        "llama-3-8b", 8, spec="h100-sxm", framework="torchtitan", fixed="zero=1", loss="fp32"
+    )
+    assert mine.best.plan.zero == 1 and mine.job.loss == "fp32"
+    with pytest.raises(InvalidInput, match="framework must be one of"):
+        ceiling.plan("llama-3-8b", 8, spec="h100-sxm", framework="jax")

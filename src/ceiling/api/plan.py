@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,26 @@ def training_job(
     return job
 
 
+def attention_kernel_told(cluster, job) -> str:
+    """Which rate the fused attention runs at, in words."""
+    from ceiling.model.plan import attention_kernels
+
+    if job.attention != "flash":
+        return "unfused: batched GEMMs over the whole s×s scores at the matmul rate"
+    if cluster.attention_measured or not attention_kernels.has_curves(cluster.device):
+        return (
+            f"one share of the peak for this device, {cluster.attention_efficiency:.2f} "
+            "(measured, or clusters.toml with its source)"
+        )
+    kernel = job.attention_kernel
+    if kernel == "auto":
+        kernel = attention_kernels.default_kernel(job.framework)
+    return (
+        f"{kernel}: its published rate by head dim, causal mask and the length each device "
+        "attends over (FlashAttention-3 paper, Figs. 5-6, H100 SXM)"
+    )
+
+
 def assumptions(cluster, job, attention_given: bool, dropout_given: bool) -> dict:
     fp8 = "fp8" in cluster.device.peak_flops_per_s
     return {
@@ -120,6 +140,7 @@ def assumptions(cluster, job, attention_given: bool, dropout_given: bool) -> dic
         "tp_overlap": "as each plan's tp_overlap (off unless pinned: tensor-parallel "
         "collectives exposed; on: all but the first of t chunks hidden behind the GEMMs)",
         "attention_efficiency": cluster.attention_efficiency,
+        "attention_kernel": attention_kernel_told(cluster, job),
         # FP8 GEMMs' share of the FP8 peak and where it comes from (None: the device has no FP8).
         "fp8_matmul_efficiency": cluster.fp8_efficiency if fp8 else None,
         "fp8_efficiency_source": cluster.fp8_efficiency_source if fp8 else None,
@@ -208,9 +229,10 @@ def plan(
     inter_bw: str | float | None = None,
     dtype: str = "bf16",
     tokens: float | str | None = None,
-    loss: str = "fp32",
+    loss: str | None = None,
     scaling: int = 0,
     calibrate: Path | str | None = None,
+    framework: str | None = None,
 ) -> PlanResult:
     """Plan training of `model` (catalog name, "custom:..." or "hf:PATH") on `gpus` devices
     of a catalog `spec` (or the saved profile's device): every valid data/tensor/pipeline/
@@ -218,10 +240,18 @@ def plan(
     `fixed` pins plan fields ("d=8,t=8" or {"t": 8}); `scaling` also plans at 2N, 4N, ...;
     link bandwidths are text with a unit ("100GB/s") or bytes/s. `calibrate` is a
     torch.profiler trace of the user's own run: the GEMM, attention, memory and collective
-    efficiencies it achieved replace the defaults (the assumptions say which were taken)."""
+    efficiencies it achieved replace the defaults (the assumptions say which were taken).
+    `framework` (megatron, nemo, torchtitan, maxtext) applies that framework's recipe
+    defaults (`model.plan.training.recipe_defaults`) where nothing else is given: the
+    assumptions say which."""
     from ceiling.hardware.resolve import resolve
     from ceiling.model.plan.axes import parse_fixed
-    from ceiling.model.plan.training import datasheet_of, peak_dtype, plan_training
+    from ceiling.model.plan.training import (
+        datasheet_of,
+        peak_dtype,
+        plan_training,
+        recipe_defaults,
+    )
     from ceiling.model.transformer import parse_model
     from ceiling.vocabulary import normalize_dtype
 
@@ -230,11 +260,18 @@ def plan(
             "scaling", f"must be between 0 and {MAX_DOUBLINGS} doublings, got {scaling}"
         )
     cfg = parse_model(model)
+    with argument_named("framework"):
+        recipe = recipe_defaults(framework, cfg)
+    recipe_job = dict(recipe.job)
+    if loss is not None:
+        recipe_job.pop("loss", None)
     job = training_job(
-        cfg, seq, global_batch, attention, dropout, headroom, dp_overlap, tokens, loss
-    )
+        cfg, seq, global_batch, attention, dropout, headroom, dp_overlap, tokens,
+        loss if loss is not None else recipe_job.pop("loss", "fp32"),
+    )  # fmt: skip
+    job = replace(job, **recipe_job)
     n = _count(gpus, "gpus", MAX_DEVICES)
-    pins = parse_fixed(_fixed_text(fixed))
+    pins = {**recipe.pins, **parse_fixed(_fixed_text(fixed))}
     if matmul_efficiency is not None and not 0 < matmul_efficiency <= 1:
         raise BadArgument("matmul_efficiency", f"must be in (0, 1], got {matmul_efficiency}")
     with argument_named("dtype"):
@@ -267,6 +304,8 @@ def plan(
     )
     cluster = planned.cluster
     told = assumptions(cluster, job, attention is not None, dropout is not None)
+    if recipe.said:
+        told["framework"] = recipe.said
     if cal is not None:
         told["calibrated_from"] = _calibration_told(calibrate, cal)
     return PlanResult(cfg, job, cluster, planned.search, planned.scaling, told, planned.pins)

@@ -90,13 +90,23 @@ DropoutOption = Annotated[
     ),
 ]
 LossOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--loss",
         help="The cross-entropy kernel, for the logits' memory on the last stage: fp32 "
-        "(Megatron-LM: fp32 softmax and gradient in place, 6 bytes per token per "
-        "vocabulary entry at the peak), eager (PyTorch F.cross_entropy on upcast logits, "
+        "(the default; Megatron-LM: fp32 softmax and gradient in place, 6 bytes per token "
+        "per vocabulary entry at the peak), eager (PyTorch F.cross_entropy on upcast logits, "
         "as torchtitan: 12), fused (gradient written over the 16-bit logits: 2).",
+    ),
+]
+FrameworkOption = Annotated[
+    str | None,
+    typer.Option(
+        "--framework",
+        help="Apply a framework's recipe defaults where nothing is pinned: megatron or nemo "
+        "(gradient reduce overlapped; TP overlap on from 30B parameters; nemo fuses the "
+        "loss), torchtitan (FSDP, eager kernels and loss, FlashAttention-2), maxtext (FSDP, "
+        "fused kernels and loss, cuDNN attention). The assumed line says which.",
     ),
 ]
 NoDpOverlapOption = Annotated[
@@ -146,7 +156,7 @@ def plan(
     fixed: FixedOption = None,
     attention: AttentionOption = None,
     dropout: DropoutOption = None,
-    loss: LossOption = "fp32",
+    loss: LossOption = None,
     no_dp_overlap: NoDpOverlapOption = False,
     headroom: HeadroomOption = 0.10,
     matmul_efficiency: MatmulEfficiencyOption = None,
@@ -156,6 +166,7 @@ def plan(
     tokens: TokensOption = None,
     scaling: ScalingOption = 0,
     calibrate: CalibrateOption = None,
+    framework: FrameworkOption = None,
     json_out: JsonOption = False,
 ) -> None:
     from ceiling.api.plan import plan as plan_training
@@ -166,7 +177,7 @@ def plan(
         global_batch=global_batch, seq=seq, top=top, fixed=fixed, attention=attention,
         dropout=dropout, dp_overlap=not no_dp_overlap, headroom=headroom,
         matmul_efficiency=matmul_efficiency, intra_bw=intra_bw, inter_bw=inter_bw, dtype=dtype,
-        tokens=tokens, scaling=scaling, loss=loss, calibrate=calibrate,
+        tokens=tokens, scaling=scaling, loss=loss, calibrate=calibrate, framework=framework,
     )  # fmt: skip
     if json_out:
         emit_json(r.to_dict())
@@ -214,7 +225,8 @@ def _context_lines(cfg, job, cluster, result, assumptions) -> list[str]:
             f"({cluster.fp8_efficiency_source})"
             if any(r.plan.fp8 != "off" for r in result.plans)
             else ""
-        ),
+        )
+        + (f"; {assumptions['framework']}" if assumptions.get("framework") else ""),
     ]
 
 

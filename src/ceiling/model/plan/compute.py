@@ -162,7 +162,7 @@ def attention_rate(job, cluster, sh, seq_dev):
     published curve of the job's kernel at this head dim and per-device length on devices
     that have one (`attention_kernels`), else the device's one measured share of its peak
     (`clusters.toml` attention_efficiency)."""
-    if not attention_kernels.has_curves(cluster.device):
+    if cluster.attention_measured or not attention_kernels.has_curves(cluster.device):
         return cluster.peak_flops_per_s * cluster.attention_efficiency
     kernel = job.attention_kernel
     if kernel == "auto":
