@@ -14,7 +14,7 @@ from ceiling.hardware.catalog import get_spec
 from ceiling.model.cluster import make_cluster
 from ceiling.model.plan import moe as M
 from ceiling.model.plan.attention_kernels import attention_share
-from ceiling.model.plan.search import enumerate_plans
+from ceiling.model.plan.search import enumerate_plans, search
 from ceiling.model.plan.step import Job, Plan, evaluate_plan
 from ceiling.model.transformer import get_model, parse_model
 
@@ -182,3 +182,22 @@ def test_framework_recipes_set_what_their_runs_use_and_say_so():
     assert mine.best.plan.zero == 1 and mine.job.loss == "fp32"
     with pytest.raises(InvalidInput, match="framework must be one of"):
         ceiling.plan("llama-3-8b", 8, spec="h100-sxm", framework="jax")
+
+
+def test_hsdp_shards_inside_groups_and_all_reduces_across_them():
+    job = Job(get_model("llama-3-8b"), 64, 4096, attention="flash", dropout=False)
+    c = make_cluster(H100, 32)
+    fsdp = evaluate_plan(job, c, Plan(32, 1, 1, 2, zero=3))
+    hsdp = evaluate_plan(job, c, Plan(32, 1, 1, 2, zero=3, shard=8))
+    n = fsdp.memory["params_per_device"]
+    # State sharded over 8, not 32: 16 bytes a parameter over 8 (gradients fp32: 18).
+    assert hsdp.memory["state_bytes"] == pytest.approx(18 * n / 8)
+    assert fsdp.memory["state_bytes"] == pytest.approx(18 * n / 32)
+    # Inside a node the gathers take NVLink; the gradient shards cross nodes once a step.
+    assert hsdp.time["dp_exposed_s"] < fsdp.time["dp_exposed_s"]
+    with pytest.raises(InvalidInput, match="shard divide d·cp"):
+        evaluate_plan(job, c, Plan(32, 1, 1, 2, zero=3, shard=6))
+    with pytest.raises(InvalidInput, match="zero must be 1-3"):
+        evaluate_plan(job, c, Plan(32, 1, 1, 2, zero=0, shard=8))
+    best = search(job, c, {"shard": 8, "t": 1}, top=1).plans[0]
+    assert best.plan.shard == 8 and best.plan.zero >= 1

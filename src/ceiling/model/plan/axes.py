@@ -162,6 +162,10 @@ class Plan:
                      "(2), also weights (3 = FSDP; with p > 1 inside each stage, gathered "
                      "and reduce-scattered per micro-batch, as torchtitan's FSDP with PP)",
                      "0, 1, 2 or 3 (3 = FSDP)", lambda z: z in (0, 1, 2, 3), words={"fsdp": 3})
+    shard: int = axis("shard", 0, "ZeRO/FSDP shard group: the state sharded over this many of "
+                      "the d·cp data-parallel ranks and replicated across the d·cp/shard "
+                      "groups (HSDP, torchtitan's data_parallel_shard_degree; 0: all d·cp)",
+                      "0 (all) or a whole number ≥ 1", _whole(0), quiet=0)
     recompute: str = axis("recompute", "selective", "activations kept (none) or rebuilt in "
                           "the backward: the attention core (selective), whole layers (full), "
                           "N layers of each stage (layers:N), or all but the outputs of the "

@@ -124,28 +124,35 @@ def expert_comm_mb(cluster, x: Layout):
 
 def data_parallel(job, cluster, x: Layout, compute_mb) -> DataParallelComm:
     """Gradient reduction (all-reduce, or reduce-scatter + all-gather with ZeRO; per
-    micro-batch gathers with ZeRO-3) over d (experts over d/ep), and the part not hidden."""
+    micro-batch gathers with ZeRO-3) over d (experts over their expert-data-parallel group),
+    and the part not hidden. HSDP (`shard`): the ZeRO collectives run inside shard groups of
+    dz ranks, and each step all-reduces the gradient shards across the dg/dz replicas
+    (torchtitan's HSDP: FSDP's reduce-scatter, then an all-reduce over the replicate mesh)."""
     dp_spans = x.plan.t * x.dg > cluster.devices_per_node
-    bw, lat = link(cluster, dp_spans)
+    all_bw, all_lat = link(cluster, dp_spans)
+    bw, lat = link(cluster, x.plan.t * x.dz > cluster.devices_per_node)
     grad_elem = np.where(x.plan.state_bytes_per_param == 18, 4.0, 2.0)
     g_dense, g_expert = x.dense_dev * grad_elem, x.expert_dev * grad_elem
     # Updated weights are gathered in 16 bits, or in FP8 where kept in FP8 (fp8_params: the
     # distributed optimizer gathers the FP8 bytes, NeMo's param_sync_dtype uint8).
     fp8_kept = np.where(x.fp8_params, x.dense_linear_params(), 0.0)
     w_dense, w_expert = x.dense_dev * 2.0 - fp8_kept, x.expert_dev * 2.0
-    d, de = x.dg, x.d_expert
-    allreduce = allreduce_s(g_dense, d, bw, lat) + allreduce_s(g_expert, de, bw, lat)
+    d, de = x.dz, x.d_expert
+    allreduce = allreduce_s(g_dense, x.dg, all_bw, all_lat) + allreduce_s(g_expert, de, bw, lat)
+    replicas = x.dg / x.dz
+    across = np.where(replicas > 1, allreduce_s(g_dense / x.dz, replicas, all_bw, all_lat), 0.0)
     reduce_scatter = ring_gather_s(g_dense, d, bw, lat) + ring_gather_s(g_expert, de, bw, lat)
+    reduce_scatter = reduce_scatter + across
     all_gather = ring_gather_s(w_dense, d, bw, lat) + ring_gather_s(w_expert, de, bw, lat)
     rs_ag = reduce_scatter + all_gather
     # ZeRO-3 gathers the weights before each forward and backward of every micro-batch and
     # reduce-scatters gradients after each backward; that traffic hides behind compute.
     # Without prefetching (`fsdp_prefetch` off) each gather waits for the layer it feeds.
-    z3_mb = 2.0 * all_gather + reduce_scatter
+    z3_mb = 2.0 * all_gather + reduce_scatter - across
     z3_hidden = np.where(x.plan.fsdp_prefetch, np.minimum(z3_mb, compute_mb), 0.0)
-    z3_exposed = x.m * (z3_mb - (1.0 - OVERLAP_COST) * z3_hidden)
+    z3_exposed = x.m * (z3_mb - (1.0 - OVERLAP_COST) * z3_hidden) + across
     zero = x.plan.zero
-    dp_total = np.where(zero == 0, allreduce, np.where(zero == 3, x.m * z3_mb, rs_ag))
+    dp_total = np.where(zero == 0, allreduce, np.where(zero == 3, x.m * z3_mb + across, rs_ag))
     grad_reduce = np.where(zero == 0, allreduce, reduce_scatter)
     window = (2.0 / 3.0) * compute_mb if job.overlap_dp else 0.0
     hidden = np.minimum(grad_reduce, window)

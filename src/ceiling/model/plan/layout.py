@@ -62,6 +62,7 @@ class Layout:
     etp: np.ndarray  # expert tensor parallelism in effect (the etp axis, 0 meaning t)
     expert_dev: np.ndarray  # its routed experts' parameters (over ep·etp)
     dg: np.ndarray  # ranks holding the same weights, over which gradients reduce: d·cp
+    dz: np.ndarray  # of them, the ZeRO shard group (HSDP: `shard`; else all dg)
     d_expert: np.ndarray  # the same for routed expert weights: t·cp·d/(ep·etp)
     moe_imbalance: float  # the busiest expert rank's rows over the even share (1: dense)
     moe_dedup: bool  # DeepEP's dispatch: a token sent once per destination node
@@ -132,6 +133,7 @@ def layout_of(job, plans: Mapping) -> Layout:
         # experts' over the t·cp·d/(ep·etp) ranks of their expert-data-parallel group (MoE
         # parallel folding, arXiv 2504.14960, section 3.1).
         dg=x.d * x.cp,
+        dz=np.where(x.shard == 0, x.d * x.cp, x.shard),
         d_expert=x.t * x.d * x.cp / (x.ep * etp),
         moe_imbalance=_imbalance(job, sh),
         moe_dedup=job.moe_dispatcher == "deepep",

@@ -78,7 +78,7 @@ def memory(job, cluster, x: Layout) -> Memory:
     optimizer state (ZeRO-sharded), activations of the micro-batches in flight with the
     loss's logits or a rebuilt layer at their peak, ZeRO-3 buffers."""
     sh = x.sh
-    spb = state_bytes_per_param(x.plan.state_bytes_per_param, x.plan.zero, x.dg)
+    spb = state_bytes_per_param(x.plan.state_bytes_per_param, x.plan.zero, x.dz)
     spb_expert = state_bytes_per_param(x.plan.state_bytes_per_param, x.plan.zero, x.d_expert)
     # A layer's routed experts on one device: split over the ep·etp ranks of the expert group.
     experts_layer = sh.params_experts_layer / (x.plan.ep * x.etp)
@@ -87,7 +87,7 @@ def memory(job, cluster, x: Layout) -> Memory:
     dense_dev, expert_dev = st.dense, st.layers * experts_layer
     state_bytes = dense_dev * spb + expert_dev * spb_expert
     pieces = zip(
-        state_pieces_per_param(x.plan.state_bytes_per_param, x.plan.zero, x.dg),
+        state_pieces_per_param(x.plan.state_bytes_per_param, x.plan.zero, x.dz),
         state_pieces_per_param(x.plan.state_bytes_per_param, x.plan.zero, x.d_expert),
         strict=True,
     )

@@ -63,6 +63,12 @@ def check_plan(job, cluster, plan) -> list[str]:
                 f"m = global_batch/(d·b) = {m}; {m} % p({plan.p}) = {m % plan.p}"
             )
     check_experts(sh, plan)
+    if plan.shard and ((plan.d * plan.cp) % plan.shard or not plan.zero):
+        raise InvalidInput(
+            f"an HSDP shard group shards ZeRO state over shard of the d·cp ranks: zero must be "
+            f"1-3 and shard divide d·cp: zero({plan.zero}), d·cp({plan.d * plan.cp}) % "
+            f"shard({plan.shard}) = {(plan.d * plan.cp) % plan.shard}"
+        )
     if plan.zero == 2 and plan.p > 1:
         raise InvalidInput(
             f"ZeRO-2 shards gradients, which pipeline parallelism accumulates over "

@@ -73,6 +73,8 @@ def enumerate_plans(
         vs = _chunk_counts(sh.layers, p, fixed)
         bs = [b for b in _divisors(B // d) if b <= MAX_MICRO_BATCH]
         zeros = allowed("zero", [0, 1, 3] if p > 1 else [0, 1, 2, 3])
+        if fixed.get("shard"):  # HSDP: ZeRO inside shard groups that divide d·cp
+            zeros = [z for z in zeros if z] if (d * cp) % fixed["shard"] == 0 else []
         seeds = cluster.devices_per_node if expert_seeds else 0
         experts = _expert_layouts(sh, t * cp * d, t, fixed, seeds)
         # Megatron-Core needs sequence parallelism for MoE layers with t > 1 (its MoE

@@ -150,7 +150,7 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
 
     # ---- optimizer update (memory-bound over this device's shard) ----
     # Adam's update plus one more read of the gradients for the global norm (clipping).
-    shard = np.where(x.plan.zero >= 1, x.dense_dev / x.dg + x.expert_dev / x.d_expert, x.params_dev)
+    shard = np.where(x.plan.zero >= 1, x.dense_dev / x.dz + x.expert_dev / x.d_expert, x.params_dev)
     optimizer_s = shard * (ADAM_UPDATE_BYTES + 2.0 * dp.grad_elem) / cluster.memory_bytes_per_s
 
     # A synchronous step waits for the slowest of N devices; with independent per-device
