@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from ceiling.errors import InvalidInput
+from ceiling.errors import DoesNotFit, InvalidInput
 from ceiling.hardware.catalog import get_spec
 from ceiling.model.cluster import make_cluster
 from ceiling.model.plan import moe as M
@@ -201,3 +201,24 @@ def test_hsdp_shards_inside_groups_and_all_reduces_across_them():
         evaluate_plan(job, c, Plan(32, 1, 1, 2, zero=0, shard=8))
     best = search(job, c, {"shard": 8, "t": 1}, top=1).plans[0]
     assert best.plan.shard == 8 and best.plan.zero >= 1
+
+
+def test_nemo_recipes_keep_16_bit_gradients_so_a_340b_layout_fits():
+    # A 340B GQA model (Nemotron-4 shape: 96 layers, h 18432, 96 heads, 8 KV heads, squared-
+    # ReLU FFN 73728, vocabulary 256,000) at TP8 PP8 VP12 on 128 H100, the layout the planner
+    # refused at 90.2 GiB with fp32 gradients. NeMo's performance recipes reduce gradients in
+    # 16 bits (grad_reduce_in_fp32 = False): 2 bytes a parameter less, 10.75 GiB here.
+    import ceiling
+
+    model = (
+        "custom:layers=96,hidden=18432,heads=96,kv_heads=8,ffn_hidden=73728,ffn_kind=gelu,"
+        "vocab=256000,max_seq=4096,norm=layernorm,trained_dropout=false"
+    )
+    fixed = "d=2,t=8,p=8,v=12,b=1,zero=1,recompute=none"
+    args = dict(spec="h100-sxm", global_batch=32, seq=4096, fixed=fixed, headroom=0.0, top=1)
+    with pytest.raises(DoesNotFit, match=r"needs 90\.2 GiB per device"):
+        ceiling.plan(model, 128, **args, framework="megatron")
+    nemo = ceiling.plan(model, 128, **args, framework="nemo").best
+    params = nemo.memory["params_per_device"]
+    assert nemo.memory["gradient_bytes"] == pytest.approx(2 * params)
+    assert nemo.fits and nemo.memory_bytes_per_device / 2**30 == pytest.approx(79.4, abs=0.05)

@@ -43,8 +43,10 @@ def recipe_defaults(framework: str | None, cfg) -> Recipe:
 
     megatron: Megatron-LM/Megatron-Core with Transformer Engine — the distributed optimizer's
       gradient reduce overlapped (--overlap-grad-reduce), TP overlap for large models;
-    nemo: as megatron, and NeMo 2's GPTConfig fuses the cross-entropy
-      (cross_entropy_loss_fusion = True);
+    nemo: as megatron; NeMo 2's GPTConfig fuses the cross-entropy (cross_entropy_loss_fusion
+      = True) and its performance recipes reduce gradients in 16 bits
+      (`recipe.trainer.plugins.grad_reduce_in_fp32 = False`, with the DDP config's): 16 bytes
+      of state a parameter, not 18 — 10.75 GiB less for a 340B model on TP8 PP8;
     torchtitan: FSDP over the data-parallel ranks (data_parallel_shard_degree -1), eager
       PyTorch (compile off in its train configs), F.cross_entropy on upcast logits, SDPA's
       flash backend (FlashAttention-2);
@@ -55,11 +57,17 @@ def recipe_defaults(framework: str | None, cfg) -> Recipe:
     big = cfg.params_total >= TP_OVERLAP_FROM_PARAMS
     if framework in ("megatron", "nemo"):
         pins = {"tp_overlap": True} if big else {}
-        job = {"loss": "fused"} if framework == "nemo" else {}
+        nemo = framework == "nemo"
+        pins.update({"state_bytes": 16} if nemo else {})
+        job = {"loss": "fused"} if nemo else {}
         said = (
             f"{framework} recipe: gradient reduce overlapped"
             + (f", TP overlap on ({cfg.params_total / 1e9:.0f}B ≥ 30B)" if big else "")
-            + (", fused cross-entropy" if job else "")
+            + (
+                ", 16-bit gradients (16 bytes of state a parameter), fused cross-entropy"
+                if nemo
+                else ""
+            )
         )
         return Recipe(pins, {**job, "framework": framework}, said)
     if framework == "torchtitan":
