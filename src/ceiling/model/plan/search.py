@@ -40,7 +40,7 @@ def enumerate_plans(
 ) -> dict[str, np.ndarray]:
     """Every valid plan for the cluster as arrays keyed by axis (`axes.AXES`): the searched
     axes' values that pass the rules (`rules`), the others at their pinned value or default.
-    `expert_seeds`: only two expert-parallel degrees per layout (`_expert_layouts`), the
+    `expert_seeds`: only three expert-parallel degrees per layout (`_expert_layouts`), the
     others tried afterwards around the best plans (`search`)."""
     fixed = dict(fixed or {})
     sh = parallel.shape_of(job.model)
@@ -110,7 +110,8 @@ def _expert_layouts(
     expert_tensor_parallel_size: the axis's 0), ep any divisor of the experts with ep·etp
     dividing the ranks (`rules.check_experts`); [(0, [1])] for a dense model, [] when the
     pins allow none. Returns the axis values (0 for etp = t). With `seeds` (devices per
-    node), only the largest ep whose group fits in a node and the largest of all."""
+    node), only three regimes: the fewest (no expert parallelism), the most whose group
+    fits in a node, and the most of all."""
     moe = sh.moe
     if not moe.routed:
         ok = fixed.get("ep", 1) == 1 and fixed.get("etp", 0) == 0
@@ -124,7 +125,7 @@ def _expert_layouts(
         eps = [e for e in eps if fixed.get("ep", e) == e]
         if seeds and eps:
             in_node = [e for e in eps if e * etp <= seeds]
-            eps = sorted({max(eps), *in_node[-1:]})
+            eps = sorted({min(eps), max(eps), *in_node[-1:]})
         if eps:
             out.append((code, eps))
     return out
@@ -275,8 +276,8 @@ EXPERT_REFINE = 64
 
 
 def _expert_degrees_around(job: Job, cand: dict, r: dict, fixed: dict) -> dict:
-    """A mixture-of-experts search in two passes: every layout with two expert-parallel
-    degrees first (in a node, and the most), then every degree for the EXPERT_REFINE
+    """A mixture-of-experts search in two passes: every layout with three expert-parallel
+    degrees first (none, the most in a node, the most), then every degree for the EXPERT_REFINE
     fastest plans that fit and the EXPERT_REFINE smallest in memory (more experts per group
     shard more) The ep axis moves the expert terms alone, so the best plan of the first
     pass with its best degree is the best plan overall unless a degree changes what fits."""
