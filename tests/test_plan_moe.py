@@ -224,11 +224,11 @@ def test_nemo_recipes_keep_16_bit_gradients_so_a_340b_layout_fits():
     assert nemo.fits and nemo.memory_bytes_per_device / 2**30 == pytest.approx(79.4, abs=0.05)
 
 
-@pytest.mark.parametrize("gpus", [32, 64])
+@pytest.mark.parametrize("gpus", [16, 32])
 def test_the_two_pass_moe_search_finds_the_exhaustive_best(gpus):
     from ceiling.model.plan.step import evaluate_arrays
 
-    job = Job(QWEN3_30B, 256, 4096, attention="flash", dropout=False, moe_dispatcher="deepep")
+    job = Job(QWEN3_30B, 64, 4096, attention="flash", dropout=False, moe_dispatcher="deepep")
     c = make_cluster(H100, gpus)
     every = enumerate_plans(job, c, {})
     r = evaluate_arrays(job, c, every)
