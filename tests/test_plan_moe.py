@@ -153,7 +153,7 @@ def test_attention_on_devices_without_curves_keeps_the_device_share():
     [
         ("moe_imbalance", 0.9, "imbalance must be ≥ 1"),
         ("moe_dispatcher", "nvshmem", "dispatcher must be one of"),
-        ("moe_node_limit", -1, "node limit"),
+        ("moe_node_limit", -1, "moe_node_limit must be a whole number"),
         ("attention_kernel", "fa4", "attention_kernel must be one of"),
         ("framework", "jax", "framework must be one of"),
     ],
@@ -237,3 +237,21 @@ def test_the_two_pass_moe_search_finds_the_exhaustive_best(gpus):
     found = search(job, c, {}, top=1)
     assert found.plans[0].step_time_s == pytest.approx(exhaustive)
     assert found.evaluated < len(every["d"])
+
+
+def test_plan_says_how_a_mixture_of_experts_routes(cli):
+    code, out, _ = cli("plan", "mixtral-8x7b", "--spec", "h100-sxm", "-n", "64", "-k", "1")
+    assert code == 0
+    text = " ".join(out.split())
+    assert "MoE: busiest expert rank 1.25× the even share (the default" in text
+    code, out, _ = cli(
+        "plan", "mixtral-8x7b", "--spec", "h100-sxm", "-n", "64", "-k", "1", "--json",
+        "--moe-dispatcher", "deepep", "--moe-imbalance", "1.1", "--moe-node-limit", "2",
+    )  # fmt: skip
+    told = __import__("json").loads(out)["assumptions"]["moe"]
+    given = "busiest expert rank 1.1× the even share (given)"
+    assert told == f"{given}; deepep dispatch, at most 2 nodes a token"
+    code, _, err = cli(
+        "plan", "mixtral-8x7b", "--spec", "h100-sxm", "-n", "64", "--moe-imbalance", "0.5"
+    )
+    assert code == 2 and "--moe-imbalance must be ≥ 1" in err

@@ -99,6 +99,23 @@ def training_job(
     return job
 
 
+def moe_told(job) -> str:
+    """How a mixture of experts routes, in words ("" for a dense model)."""
+    from ceiling.model.plan import moe
+
+    if not moe.moe_of(job.model).routed:
+        return ""
+    skew = job.moe_imbalance
+    said = (
+        f"busiest expert rank {skew:g}× the even share (given)"
+        if skew is not None
+        else f"busiest expert rank {moe.IMBALANCE:g}× the even share (the default: a Switch "
+        "Transformer capacity factor)"
+    )
+    limit = f", at most {job.moe_node_limit} nodes a token" if job.moe_node_limit else ""
+    return f"{said}; {job.moe_dispatcher} dispatch{limit}"
+
+
 def attention_kernel_told(cluster, job) -> str:
     """Which rate the fused attention runs at, in words."""
     from ceiling.model.plan import attention_kernels
@@ -233,6 +250,10 @@ def plan(
     scaling: int = 0,
     calibrate: Path | str | None = None,
     framework: str | None = None,
+    attention_kernel: str | None = None,
+    moe_dispatcher: str = "alltoall",
+    moe_imbalance: float | None = None,
+    moe_node_limit: int = 0,
 ) -> PlanResult:
     """Plan training of `model` (catalog name, "custom:..." or "hf:PATH") on `gpus` devices
     of a catalog `spec` (or the saved profile's device): every valid data/tensor/pipeline/
@@ -243,7 +264,11 @@ def plan(
     efficiencies it achieved replace the defaults (the assumptions say which were taken).
     `framework` (megatron, nemo, torchtitan, maxtext) applies that framework's recipe
     defaults (`model.plan.training.recipe_defaults`) where nothing else is given: the
-    assumptions say which."""
+    assumptions say which. `attention_kernel` (fa2, fa3, cudnn) picks the fused attention's
+    published curve on Hopper; a mixture of experts routes with `moe_dispatcher` (alltoall:
+    NCCL, every copy sent; deepep: once per destination node, to at most `moe_node_limit`
+    nodes when > 0) and its busiest expert rank carries `moe_imbalance` times the even
+    share (default `model.plan.moe.IMBALANCE`)."""
     from ceiling.hardware.resolve import resolve
     from ceiling.model.plan.axes import parse_fixed
     from ceiling.model.plan.training import (
@@ -270,6 +295,12 @@ def plan(
         loss if loss is not None else recipe_job.pop("loss", "fp32"),
     )  # fmt: skip
     job = replace(job, **recipe_job)
+    given = dict(moe_dispatcher=moe_dispatcher, moe_node_limit=moe_node_limit)
+    given.update({} if moe_imbalance is None else {"moe_imbalance": moe_imbalance})
+    given.update({} if attention_kernel is None else {"attention_kernel": attention_kernel})
+    for name, value in given.items():
+        with argument_named(name):
+            job = replace(job, **{name: value})
     n = _count(gpus, "gpus", MAX_DEVICES)
     pins = {**recipe.pins, **parse_fixed(_fixed_text(fixed))}
     if matmul_efficiency is not None and not 0 < matmul_efficiency <= 1:
@@ -306,6 +337,8 @@ def plan(
     told = assumptions(cluster, job, attention is not None, dropout is not None)
     if recipe.said:
         told["framework"] = recipe.said
+    if moe := moe_told(job):
+        told["moe"] = moe
     if cal is not None:
         told["calibrated_from"] = _calibration_told(calibrate, cal)
     return PlanResult(cfg, job, cluster, planned.search, planned.scaling, told, planned.pins)

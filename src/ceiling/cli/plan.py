@@ -99,6 +99,38 @@ LossOption = Annotated[
         "as torchtitan: 12), fused (gradient written over the 16-bit logits: 2).",
     ),
 ]
+AttentionKernelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--attention-kernel",
+        help="fa2, fa3 or cudnn: the fused attention kernel whose published rate (by head "
+        "dim and length, Hopper) prices attention. Default: the framework's (cudnn).",
+    ),
+]
+MoeDispatcherOption = Annotated[
+    str,
+    typer.Option(
+        "--moe-dispatcher",
+        help="alltoall (NCCL: every routed copy sent) or deepep (once per destination node, "
+        "forwarded over NVLink inside it).",
+    ),
+]
+MoeImbalanceOption = Annotated[
+    float | None,
+    typer.Option(
+        "--moe-imbalance",
+        help="The busiest expert rank's tokens over the even share (≥ 1; default 1.25, a "
+        "capacity factor; 1 = forced balance).",
+    ),
+]
+MoeNodeLimitOption = Annotated[
+    int,
+    typer.Option(
+        "--moe-node-limit",
+        help="DeepEP node-limited routing: a token goes to at most this many nodes (0: none; "
+        "DeepSeek-V3 uses 4).",
+    ),
+]
 FrameworkOption = Annotated[
     str | None,
     typer.Option(
@@ -167,6 +199,10 @@ def plan(
     scaling: ScalingOption = 0,
     calibrate: CalibrateOption = None,
     framework: FrameworkOption = None,
+    attention_kernel: AttentionKernelOption = None,
+    moe_dispatcher: MoeDispatcherOption = "alltoall",
+    moe_imbalance: MoeImbalanceOption = None,
+    moe_node_limit: MoeNodeLimitOption = 0,
     json_out: JsonOption = False,
 ) -> None:
     from ceiling.api.plan import plan as plan_training
@@ -178,6 +214,8 @@ def plan(
         dropout=dropout, dp_overlap=not no_dp_overlap, headroom=headroom,
         matmul_efficiency=matmul_efficiency, intra_bw=intra_bw, inter_bw=inter_bw, dtype=dtype,
         tokens=tokens, scaling=scaling, loss=loss, calibrate=calibrate, framework=framework,
+        attention_kernel=attention_kernel, moe_dispatcher=moe_dispatcher,
+        moe_imbalance=moe_imbalance, moe_node_limit=moe_node_limit,
     )  # fmt: skip
     if json_out:
         emit_json(r.to_dict())
@@ -226,7 +264,8 @@ def _context_lines(cfg, job, cluster, result, assumptions) -> list[str]:
             if any(r.plan.fp8 != "off" for r in result.plans)
             else ""
         )
-        + (f"; {assumptions['framework']}" if assumptions.get("framework") else ""),
+        + (f"; {assumptions['framework']}" if assumptions.get("framework") else "")
+        + (f"; MoE: {assumptions['moe']}" if assumptions.get("moe") else ""),
     ]
 
 

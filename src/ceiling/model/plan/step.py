@@ -99,7 +99,7 @@ class Job:
             raise InvalidInput(f"token budget must be > 0, got {self.token_budget!r}")
         imbalance = self.moe_imbalance
         if imbalance is not None and not (isinstance(imbalance, (int, float)) and imbalance >= 1):
-            raise InvalidInput(f"moe imbalance must be ≥ 1 (1 = even), got {imbalance!r}")
+            raise InvalidInput(f"moe_imbalance must be ≥ 1 (1 = even), got {imbalance!r}")
         for name, allowed in (("attention_kernel", KERNELS), ("framework", FRAMEWORKS)):
             if getattr(self, name) not in allowed:
                 raise InvalidInput(
@@ -107,12 +107,12 @@ class Job:
                 )
         if self.moe_dispatcher not in DISPATCHERS:
             raise InvalidInput(
-                f"moe dispatcher must be one of {', '.join(DISPATCHERS)}, "
+                f"moe_dispatcher must be one of {', '.join(DISPATCHERS)}, "
                 f"got {self.moe_dispatcher!r}"
             )
         limit = self.moe_node_limit
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-            raise InvalidInput(f"moe node limit must be a whole number ≥ 0, got {limit!r}")
+            raise InvalidInput(f"moe_node_limit must be a whole number ≥ 0, got {limit!r}")
 
 
 # ---- the whole plan ---------------------------------------------------------------------
