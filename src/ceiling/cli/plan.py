@@ -28,14 +28,16 @@ MODEL is a catalog name (`ceiling models`), custom:layers=..,hidden=..,heads=..,
 hf:PATH (a Hugging Face config.json, or the folder holding one).
 
 --fixed pins plan fields and searches the rest. Its keys: {fixed_keys}. Axes searched
-unless pinned: d, t, p, b, v, ep, zero, recompute, sp, cp and the stage layout; the others hold
-their default unless pinned. Example: --fixed d=32,t=8,p=2,recompute=full,sp=off; a mixture
+unless pinned: d, t, p, b, v, ep, etp, zero, recompute, sp, cp and the stage layout; the others
+hold their default unless pinned. Example: --fixed d=32,t=8,p=2,recompute=full,sp=off; a mixture
 of experts: --fixed ep=8; long context: --fixed cp=2,tp_overlap=on,fp8=linear
 
 Time per step splits into 16-bit GEMMs (at the device's matmul efficiency times each GEMM's
 tile utilisation over the SMs), attention (causal blocks at the fused kernel's efficiency),
 FP8 GEMMs and casts, memory-bound kernels (and eager kernels' extra traffic), and the
-communication left exposed; what overlap hides is shown beside it.
+communication left exposed; what overlap hides is shown beside it. A mixture of experts adds
+its grouped GEMMs at the rows each expert sees, routing and permutation traffic, and the
+dispatch/combine all-to-alls on the link each hop crosses, at the busiest expert rank's load.
 
 FLOPs count a multiply-add as 2; peaks are dense. Memory in GiB (2^30 bytes)."""
 
