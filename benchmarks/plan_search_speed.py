@@ -6,7 +6,13 @@ V = 51200, s = 2048) on 3,072 A100s with a global batch of 3072; then, with ever
 axis on — context parallelism searched, FP8 linear layers and tensor-parallel overlap pinned
 on, uneven stages, interleaving beyond 8 and partial recomputation searched — GPT-3 175B on
 1,024 H100s and Llama 3 405B on 16,384 H100s (s = 8192, 2,048 sequences: 16M tokens a step,
-as Llama 3's pre-training). Each must search in under 1 s. The vectorised pass is set
+as Llama 3's pre-training); and a 671B-class mixture-of-experts (DeepSeek-V3's shape: 61
+layers, h 7168, 256 routed experts of width 2048, 8 per token; its latent attention entered
+as 128 standard heads until the catalog has it) on 2,048 H800s, 15,360 sequences of 4,096,
+with every axis searched — ep and etp (MoE parallel folding), FSDP inside pipeline stages,
+context parallelism — and then with FP8, TP overlap and the all-to-all overlap pinned on.
+Each must search in under 1 s; on a loaded machine compare the MoE search with the Llama
+405B one, which evaluates about as many plans. The vectorised pass is set
 beside evaluating the same plans one at a time (`evaluate_plan`), measured in the same run.
 Also times the whole `ceiling plan ... --json` command in a fresh process, imports included.
 Run: .venv/bin/python benchmarks/plan_search_speed.py
@@ -25,7 +31,7 @@ from ceiling.model.cluster import make_cluster
 from ceiling.model.plan.axes import plan_at
 from ceiling.model.plan.search import enumerate_plans, search
 from ceiling.model.plan.step import Job, evaluate_arrays, evaluate_plan
-from ceiling.model.transformer import get_model
+from ceiling.model.transformer import get_model, parse_model
 
 REPEATS = 5
 ONE_AT_A_TIME = 300  # plans evaluated singly for the comparison
@@ -44,20 +50,21 @@ ALL_AXES_ON = {"fp8": "linear", "tp_overlap": True}
 
 
 def case(
-    label: str, model, gpus: int, batch: int, seq=2048, device="a100-80gb", fixed=None
+    label: str, model, gpus: int, batch: int, seq=2048, device="a100-80gb", fixed=None, job=None
 ) -> None:
-    job = Job(model, batch, seq, attention="unfused")
+    job = job or Job(model, batch, seq, attention="unfused")
     cluster = make_cluster(get_spec(device), gpus)
     cand = enumerate_plans(job, cluster, fixed)
     n = len(cand["d"])
     t_enum, _ = best_of(lambda: enumerate_plans(job, cluster, fixed))
     t_eval, _ = best_of(lambda: evaluate_arrays(job, cluster, cand))
     t_full, t_med = best_of(lambda: search(job, cluster, fixed, top=5))
-    best = search(job, cluster, fixed, top=1).plans[0]
+    found = search(job, cluster, fixed, top=1)
+    best = found.plans[0]
     k = min(n, ONE_AT_A_TIME)
     singles = [plan_at(cand, i) for i in range(0, n, max(1, n // k))][:k]
     t_single, _ = best_of(lambda: [evaluate_plan(job, cluster, pl) for pl in singles], 1)
-    print(f"{label}: {n} valid plans")
+    print(f"{label}: {n} valid plans, {found.evaluated} evaluated by the search")
     print(
         f"  enumerate {t_enum * 1e3:.1f} ms, evaluate {t_eval * 1e3:.1f} ms "
         f"-> {n / t_eval:,.0f} plans/s evaluated; one at a time {k / t_single:,.0f} plans/s "
@@ -106,4 +113,12 @@ if __name__ == "__main__":
     gpt3, llama = get_model("gpt3-175b"), get_model("llama-3-405b")
     case("GPT-3 175B on 1,024 H100, all axes", gpt3, 1024, 1536, 2048, "h100-sxm", ALL_AXES_ON)
     case("Llama 3 405B on 16,384 H100, all axes", llama, 16384, 2048, 8192, "h100-sxm", ALL_AXES_ON)
+    moe = parse_model(
+        "custom:layers=61,hidden=7168,heads=128,kv_heads=128,head_dim=128,ffn_hidden=2048,"
+        "ffn_kind=swiglu,vocab=129280,experts=256,active_experts=8,trained_dropout=false"
+    )
+    moe_job = Job(moe, 15360, 4096, dropout=False, moe_dispatcher="deepep", moe_node_limit=4)
+    case("671B-class MoE on 2,048 H800, every axis", moe, 2048, 0, 0, "h800", job=moe_job)
+    moe_on = {**ALL_AXES_ON, "ep_overlap": True}
+    case("671B-class MoE on 2,048 H800, FP8 + overlaps", moe, 2048, 0, 0, "h800", moe_on, moe_job)
     command_time()

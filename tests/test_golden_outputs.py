@@ -341,6 +341,18 @@ _change(
     "mistral-7b.local_layers",
     "mistral-7b.source",
 )
+_change(
+    _PLANS,
+    "the attention kernel's rate is said: on Hopper its published curve by head dim, causal "
+    "mask and per-device length (FlashAttention-3 paper), elsewhere one share per device",
+    "assumptions.attention_kernel",
+)
+_change(
+    "plan-mixtral-scaling",
+    "a mixture of experts says how it routes: the busiest expert rank's share (default 1.25) "
+    "and the dispatcher; its expert GEMMs, routing and all-to-alls are priced apart",
+    "assumptions.moe",
+)
 
 # Facts about the machine that ran the command, not results: never compared.
 MACHINE = ("environment", "environment.*")

@@ -177,8 +177,10 @@ def test_explained_errors_show_the_arithmetic():
     assert any("layers(96) % (p(64) × v(1) = 64) = 32" in n for n in uneven)
     with pytest.raises(InvalidInput, match=r"global_batch\(1536\) % \(d\(128\) × micro_batch\(5\)"):
         par.check_plan(job, c, Plan(128, 8, 1, 5))
-    with pytest.raises(InvalidInput, match="ZeRO-3"):
-        par.check_plan(job, c, Plan(16, 8, 8, zero=3))
+    with pytest.raises(InvalidInput, match="ZeRO-2"):
+        par.check_plan(job, c, Plan(16, 8, 8, zero=2))
+    # FSDP inside each pipeline stage (torchtitan's FSDP with PP) is a valid layout.
+    assert isinstance(par.check_plan(job, c, Plan(16, 8, 8, zero=3)), list)
     with pytest.raises(InvalidInput, match=r"m\(|% p\(8\)"):
         par.check_plan(job, c, Plan(16, 8, 8, micro_batch=16, v=2))
     notes = par.check_plan(job, c, Plan(8, 16, 8))
@@ -208,8 +210,9 @@ def test_mixture_of_experts_flops_follow_active_experts_memory_all_experts():
     c = make_cluster(get_spec("h100-sxm"), 64)
     plan = Plan(8, 8, 1, 1, zero=1)
     moe, dense = evaluate_plan(job_moe, c, plan), evaluate_plan(job_dense, c, plan)
-    # Same active experts: same FLOPs per token (the router aside), same matmul time ...
-    assert moe.time["matmul_s"] == pytest.approx(dense.time["matmul_s"], rel=1e-3)
+    # Same active experts: same FLOPs per token (the router aside), about the same matmul
+    # time (8 experts see a quarter of the rows each: their grouped GEMM tiles differ) ...
+    assert moe.time["matmul_s"] == pytest.approx(dense.time["matmul_s"], rel=0.01)
     # ... but 8 experts' weights to hold: state bytes scale with all parameters.
     ratio = moe.memory["params_per_device"] / dense.memory["params_per_device"]
     assert ratio == pytest.approx(mix.params_total / dense_like.params_total, rel=0.01)
@@ -271,24 +274,26 @@ def test_expert_parallelism_spreads_experts_and_pays_all_to_all():
         par.check_plan(
             Job(get_model("llama-2-7b"), 256, 4096, attention="unfused"), c, Plan(8, 8, 1, ep=2)
         )
-    with pytest.raises(InvalidInput, match=r"d\(4\) % ep\(8\) = 4"):
-        par.check_plan(job, c, Plan(4, 8, 2, ep=8))
+    with pytest.raises(InvalidInput, match=r"t·cp·d\(4\) % \(ep·etp = 8\) = 4"):
+        par.check_plan(job, c, Plan(4, 1, 16, ep=8))
+    # MoE parallel folding: ep over the t·cp·d ranks, not d alone (EP8 with d = 4, t = 8).
+    assert isinstance(par.check_plan(job, c, Plan(4, 8, 2, ep=8, etp=1)), list)
 
 
-def test_expert_capacity_pads_the_expert_matmuls():
+def test_the_busiest_expert_rank_sets_the_pace_of_the_expert_matmuls():
     mix = get_model("mixtral-8x7b")
-    job = Job(mix, 256, 4096, attention="flash", dropout=False)
     # A device without an SM count: every GEMM at the large-GEMM rate (no tile losses).
     c = make_cluster(dataclasses.replace(get_spec("h100-sxm"), sms=None), 64)
-    r = evaluate_plan(job, c, Plan(8, 8, 1, 1, zero=1, recompute="none"))
-    tokens = 256 * 4096
-    sh = costs.shape_of(mix)
-    linear = float(costs.layer_forward_flops_per_token(sh, 4096)) - float(
-        costs.layer_attention_flops_per_token(sh, 4096)
+    plan = Plan(8, 8, 1, 1, zero=1, recompute="none")
+    even, skewed = (
+        evaluate_plan(Job(mix, 256, 4096, attention="flash", moe_imbalance=x), c, plan)
+        for x in (1.0, 1.5)
     )
-    useful = tokens * (mix.layers * 3 * linear + 6 * mix.hidden * mix.vocab)
-    padded = tokens * mix.layers * 3 * 0.25 * 2 * mix.active_experts * mix.params_expert
-    assert r.time["matmul_s"] * c.matmul_flops_per_s * 64 == pytest.approx(useful + padded)
+    # Half as many rows again on the busiest rank: half the routed expert FLOPs again, each
+    # GEMM still above the ridge (Mixtral's experts see over a thousand rows each).
+    routed = 256 * 4096 * mix.layers * 3 * 2 * mix.active_experts * mix.params_expert
+    extra = (skewed.time["matmul_s"] - even.time["matmul_s"]) * c.matmul_flops_per_s * 64
+    assert extra == pytest.approx(0.5 * routed)
 
 
 @pytest.mark.parametrize("zero", [0, 1, 2, 3])

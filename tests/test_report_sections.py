@@ -281,7 +281,10 @@ def test_planner_text_shows_stages_recompute_fp8_and_the_heaviest_stage():
     )
     comm = sum(r.time[k] for k in ("dp_exposed_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "p2p_s"))
     assert f"communication exposed {comm / step:.0%}" in text
-    assert f"hidden CP {r.hidden['cp'] / step:.0%}" in text
+    # Hidden traffic is named when it rounds to at least 1 % of the step (the K/V ring here
+    # sits near 0.5 %: the attention kernel's rate moves the step around it).
+    cp_share = f"{r.hidden['cp'] / step:.0%}"
+    assert (f"hidden CP {cp_share}" in text) == (cp_share != "0%")
     where = r.stages["heaviest_memory"]
     assert (
         f"Memory of the {where} stage ({r.usable_bytes_per_device / 2**30:.1f} GiB usable)" in text

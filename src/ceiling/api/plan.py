@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,43 @@ def training_job(
     return job
 
 
+def moe_told(job) -> str:
+    """How a mixture of experts routes, in words ("" for a dense model)."""
+    from ceiling.model.plan import moe
+
+    if not moe.moe_of(job.model).routed:
+        return ""
+    skew = job.moe_imbalance
+    said = (
+        f"busiest expert rank {skew:g}× the even share (given)"
+        if skew is not None
+        else f"busiest expert rank {moe.IMBALANCE:g}× the even share (the default: a Switch "
+        "Transformer capacity factor)"
+    )
+    limit = f", at most {job.moe_node_limit} nodes a token" if job.moe_node_limit else ""
+    return f"{said}; {job.moe_dispatcher} dispatch{limit}"
+
+
+def attention_kernel_told(cluster, job) -> str:
+    """Which rate the fused attention runs at, in words."""
+    from ceiling.model.plan import attention_kernels
+
+    if job.attention != "flash":
+        return "unfused: batched GEMMs over the whole s×s scores at the matmul rate"
+    if cluster.attention_measured or not attention_kernels.has_curves(cluster.device):
+        return (
+            f"one share of the peak for this device, {cluster.attention_efficiency:.2f} "
+            "(measured, or clusters.toml with its source)"
+        )
+    kernel = job.attention_kernel
+    if kernel == "auto":
+        kernel = attention_kernels.default_kernel(job.framework)
+    return (
+        f"{kernel}: its published rate by head dim, causal mask and the length each device "
+        "attends over (FlashAttention-3 paper, Figs. 5-6, H100 SXM)"
+    )
+
+
 def assumptions(cluster, job, attention_given: bool, dropout_given: bool) -> dict:
     fp8 = "fp8" in cluster.device.peak_flops_per_s
     return {
@@ -121,6 +158,7 @@ def assumptions(cluster, job, attention_given: bool, dropout_given: bool) -> dic
         "tp_overlap": "as each plan's tp_overlap (off unless pinned: tensor-parallel "
         "collectives exposed; on: all but the first of t chunks hidden behind the GEMMs)",
         "attention_efficiency": cluster.attention_efficiency,
+        "attention_kernel": attention_kernel_told(cluster, job),
         # FP8 GEMMs' share of the FP8 peak and where it comes from (None: the device has no FP8).
         "fp8_matmul_efficiency": cluster.fp8_efficiency if fp8 else None,
         "fp8_efficiency_source": cluster.fp8_efficiency_source if fp8 else None,
@@ -209,9 +247,14 @@ def plan(
     inter_bw: str | float | None = None,
     dtype: str = "bf16",
     tokens: float | str | None = None,
-    loss: str = "fp32",
+    loss: str | None = None,
     scaling: int = 0,
     calibrate: Path | str | None = None,
+    framework: str | None = None,
+    attention_kernel: str | None = None,
+    moe_dispatcher: str = "alltoall",
+    moe_imbalance: float | None = None,
+    moe_node_limit: int = 0,
 ) -> PlanResult:
     """Plan training of `model` (catalog name, "custom:...", "hf:PATH", a Hugging Face config
     as a dict or a transformers config object) on `gpus` devices of a catalog `spec` (or
@@ -220,10 +263,22 @@ def plan(
     `fixed` pins plan fields ("d=8,t=8" or {"t": 8}); `scaling` also plans at 2N, 4N, ...;
     link bandwidths are text with a unit ("100GB/s") or bytes/s. `calibrate` is a
     torch.profiler trace of the user's own run: the GEMM, attention, memory and collective
-    efficiencies it achieved replace the defaults (the assumptions say which were taken)."""
+    efficiencies it achieved replace the defaults (the assumptions say which were taken).
+    `framework` (megatron, nemo, torchtitan, maxtext) applies that framework's recipe
+    defaults (`model.plan.training.recipe_defaults`) where nothing else is given: the
+    assumptions say which. `attention_kernel` (fa2, fa3, cudnn) picks the fused attention's
+    published curve on Hopper; a mixture of experts routes with `moe_dispatcher` (alltoall:
+    NCCL, every copy sent; deepep: once per destination node, to at most `moe_node_limit`
+    nodes when > 0) and its busiest expert rank carries `moe_imbalance` times the even
+    share (default `model.plan.moe.IMBALANCE`)."""
     from ceiling.hardware.resolve import resolve
     from ceiling.model.plan.axes import parse_fixed
-    from ceiling.model.plan.training import datasheet_of, peak_dtype, plan_training
+    from ceiling.model.plan.training import (
+        datasheet_of,
+        peak_dtype,
+        plan_training,
+        recipe_defaults,
+    )
     from ceiling.model.transformer import parse_model
     from ceiling.vocabulary import normalize_dtype
 
@@ -232,11 +287,24 @@ def plan(
             "scaling", f"must be between 0 and {MAX_DOUBLINGS} doublings, got {scaling}"
         )
     cfg = parse_model(model)
+    with argument_named("framework"):
+        recipe = recipe_defaults(framework, cfg)
+    recipe_job = dict(recipe.job)
+    if loss is not None:
+        recipe_job.pop("loss", None)
     job = training_job(
-        cfg, seq, global_batch, attention, dropout, headroom, dp_overlap, tokens, loss
-    )
+        cfg, seq, global_batch, attention, dropout, headroom, dp_overlap, tokens,
+        loss if loss is not None else recipe_job.pop("loss", "fp32"),
+    )  # fmt: skip
+    job = replace(job, **recipe_job)
+    given = dict(moe_dispatcher=moe_dispatcher, moe_node_limit=moe_node_limit)
+    given.update({} if moe_imbalance is None else {"moe_imbalance": moe_imbalance})
+    given.update({} if attention_kernel is None else {"attention_kernel": attention_kernel})
+    for name, value in given.items():
+        with argument_named(name):
+            job = replace(job, **{name: value})
     n = _count(gpus, "gpus", MAX_DEVICES)
-    pins = parse_fixed(_fixed_text(fixed))
+    pins = {**recipe.pins, **parse_fixed(_fixed_text(fixed))}
     if matmul_efficiency is not None and not 0 < matmul_efficiency <= 1:
         raise BadArgument("matmul_efficiency", f"must be in (0, 1], got {matmul_efficiency}")
     with argument_named("dtype"):
@@ -269,6 +337,10 @@ def plan(
     )
     cluster = planned.cluster
     told = assumptions(cluster, job, attention is not None, dropout is not None)
+    if recipe.said:
+        told["framework"] = recipe.said
+    if moe := moe_told(job):
+        told["moe"] = moe
     if cal is not None:
         told["calibrated_from"] = _calibration_told(calibrate, cal)
     return PlanResult(cfg, job, cluster, planned.search, planned.scaling, told, planned.pins)

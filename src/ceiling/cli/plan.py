@@ -28,14 +28,16 @@ MODEL is a catalog name (`ceiling models`), custom:layers=..,hidden=..,heads=..,
 hf:PATH (a Hugging Face config.json, or the folder holding one).
 
 --fixed pins plan fields and searches the rest. Its keys: {fixed_keys}. Axes searched
-unless pinned: d, t, p, b, v, ep, zero, recompute, sp, cp and the stage layout; the others hold
-their default unless pinned. Example: --fixed d=32,t=8,p=2,recompute=full,sp=off; a mixture
+unless pinned: d, t, p, b, v, ep, etp, zero, recompute, sp, cp and the stage layout; the others
+hold their default unless pinned. Example: --fixed d=32,t=8,p=2,recompute=full,sp=off; a mixture
 of experts: --fixed ep=8; long context: --fixed cp=2,tp_overlap=on,fp8=linear
 
 Time per step splits into 16-bit GEMMs (at the device's matmul efficiency times each GEMM's
 tile utilisation over the SMs), attention (causal blocks at the fused kernel's efficiency),
 FP8 GEMMs and casts, memory-bound kernels (and eager kernels' extra traffic), and the
-communication left exposed; what overlap hides is shown beside it.
+communication left exposed; what overlap hides is shown beside it. A mixture of experts adds
+its grouped GEMMs at the rows each expert sees, routing and permutation traffic, and the
+dispatch/combine all-to-alls on the link each hop crosses, at the busiest expert rank's load.
 
 FLOPs count a multiply-add as 2; peaks are dense. Memory in GiB (2^30 bytes)."""
 
@@ -90,13 +92,55 @@ DropoutOption = Annotated[
     ),
 ]
 LossOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--loss",
         help="The cross-entropy kernel, for the logits' memory on the last stage: fp32 "
-        "(Megatron-LM: fp32 softmax and gradient in place, 6 bytes per token per "
-        "vocabulary entry at the peak), eager (PyTorch F.cross_entropy on upcast logits, "
+        "(the default; Megatron-LM: fp32 softmax and gradient in place, 6 bytes per token "
+        "per vocabulary entry at the peak), eager (PyTorch F.cross_entropy on upcast logits, "
         "as torchtitan: 12), fused (gradient written over the 16-bit logits: 2).",
+    ),
+]
+AttentionKernelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--attention-kernel",
+        help="fa2, fa3 or cudnn: the fused attention kernel whose published rate (by head "
+        "dim and length, Hopper) prices attention. Default: the framework's (cudnn).",
+    ),
+]
+MoeDispatcherOption = Annotated[
+    str,
+    typer.Option(
+        "--moe-dispatcher",
+        help="alltoall (NCCL: every routed copy sent) or deepep (once per destination node, "
+        "forwarded over NVLink inside it).",
+    ),
+]
+MoeImbalanceOption = Annotated[
+    float | None,
+    typer.Option(
+        "--moe-imbalance",
+        help="The busiest expert rank's tokens over the even share (≥ 1; default 1.25, a "
+        "capacity factor; 1 = forced balance).",
+    ),
+]
+MoeNodeLimitOption = Annotated[
+    int,
+    typer.Option(
+        "--moe-node-limit",
+        help="DeepEP node-limited routing: a token goes to at most this many nodes (0: none; "
+        "DeepSeek-V3 uses 4).",
+    ),
+]
+FrameworkOption = Annotated[
+    str | None,
+    typer.Option(
+        "--framework",
+        help="Apply a framework's recipe defaults where nothing is pinned: megatron or nemo "
+        "(gradient reduce overlapped; TP overlap on from 30B parameters; nemo fuses the "
+        "loss), torchtitan (FSDP, eager kernels and loss, FlashAttention-2), maxtext (FSDP, "
+        "fused kernels and loss, cuDNN attention). The assumed line says which.",
     ),
 ]
 NoDpOverlapOption = Annotated[
@@ -146,7 +190,7 @@ def plan(
     fixed: FixedOption = None,
     attention: AttentionOption = None,
     dropout: DropoutOption = None,
-    loss: LossOption = "fp32",
+    loss: LossOption = None,
     no_dp_overlap: NoDpOverlapOption = False,
     headroom: HeadroomOption = 0.10,
     matmul_efficiency: MatmulEfficiencyOption = None,
@@ -156,6 +200,11 @@ def plan(
     tokens: TokensOption = None,
     scaling: ScalingOption = 0,
     calibrate: CalibrateOption = None,
+    framework: FrameworkOption = None,
+    attention_kernel: AttentionKernelOption = None,
+    moe_dispatcher: MoeDispatcherOption = "alltoall",
+    moe_imbalance: MoeImbalanceOption = None,
+    moe_node_limit: MoeNodeLimitOption = 0,
     json_out: JsonOption = False,
 ) -> None:
     from ceiling.api.plan import plan as plan_training
@@ -166,7 +215,9 @@ def plan(
         global_batch=global_batch, seq=seq, top=top, fixed=fixed, attention=attention,
         dropout=dropout, dp_overlap=not no_dp_overlap, headroom=headroom,
         matmul_efficiency=matmul_efficiency, intra_bw=intra_bw, inter_bw=inter_bw, dtype=dtype,
-        tokens=tokens, scaling=scaling, loss=loss, calibrate=calibrate,
+        tokens=tokens, scaling=scaling, loss=loss, calibrate=calibrate, framework=framework,
+        attention_kernel=attention_kernel, moe_dispatcher=moe_dispatcher,
+        moe_imbalance=moe_imbalance, moe_node_limit=moe_node_limit,
     )  # fmt: skip
     if json_out:
         emit_json(r.to_dict())
@@ -214,7 +265,9 @@ def _context_lines(cfg, job, cluster, result, assumptions) -> list[str]:
             f"({cluster.fp8_efficiency_source})"
             if any(r.plan.fp8 != "off" for r in result.plans)
             else ""
-        ),
+        )
+        + (f"; {assumptions['framework']}" if assumptions.get("framework") else "")
+        + (f"; MoE: {assumptions['moe']}" if assumptions.get("moe") else ""),
     ]
 
 

@@ -40,6 +40,9 @@ class ClusterSpec:
     memory_efficiency: float
     step_jitter: float = 0.0  # relative standard deviation of one device's step time
     attention_efficiency: float = 0.5  # achieved/peak of fused (flash) attention kernels
+    # The attention efficiency was measured (a trace of the user's run): it replaces the
+    # kernels' published curves (`model.plan.attention_kernels`).
+    attention_measured: bool = False
     fp8_matmul_efficiency: float | None = None  # measured achieved/FP8 peak (a profile's)
     # FP8 GEMMs' share of the FP8 peak over 16-bit GEMMs' share of theirs (published, per
     # device in clusters.toml); None: none published, FP8 GEMMs take the 16-bit share.

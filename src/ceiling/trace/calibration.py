@@ -133,4 +133,6 @@ def calibrated(cluster, cal: Calibration):
         changes[key] = cal.collective_efficiency
     if "matmul_efficiency" in changes:
         changes["efficiency_source"] = cal.source
+    if "attention_efficiency" in changes:
+        changes["attention_measured"] = True
     return replace(cluster, **changes)

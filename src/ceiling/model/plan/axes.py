@@ -150,12 +150,22 @@ class Plan:
                   "Megatron-Core builds stages=balanced with a virtual pipeline",
                   _WHOLE, _whole(1), quiet=1)
     _: KW_ONLY
-    ep: int = axis("ep", 1, "expert parallelism: the experts spread over ep of the d "
-                   "data-parallel ranks (must divide d and the experts)", _WHOLE, _whole(1),
-                   quiet=1)
+    ep: int = axis("ep", 1, "expert parallelism: the routed experts spread over ep ranks; "
+                   "the expert layers lay etp·ep over the t·cp·d ranks of a stage (MoE "
+                   "parallel folding: ep·etp must divide t·cp·d, ep the experts)", _WHOLE,
+                   _whole(1), quiet=1)
+    etp: int = axis("etp", 0, "expert tensor parallelism: each routed expert's FFN split over "
+                    "etp ranks (Megatron-Core's expert_tensor_parallel_size; 0: the same as t, "
+                    "its default; 1 folds the attention's tensor-parallel ranks into expert or "
+                    "data parallelism)", "0 (= t) or a whole number ≥ 1", _whole(0), quiet=0)
     zero: int = axis("zero", 0, "ZeRO sharding over d: optimizer state (1), also gradients "
-                     "(2), also weights (3 = FSDP)", "0, 1, 2 or 3 (3 = FSDP)",
-                     lambda z: z in (0, 1, 2, 3), words={"fsdp": 3})
+                     "(2), also weights (3 = FSDP; with p > 1 inside each stage, gathered "
+                     "and reduce-scattered per micro-batch, as torchtitan's FSDP with PP)",
+                     "0, 1, 2 or 3 (3 = FSDP)", lambda z: z in (0, 1, 2, 3), words={"fsdp": 3})
+    shard: int = axis("shard", 0, "ZeRO/FSDP shard group: the state sharded over this many of "
+                      "the d·cp data-parallel ranks and replicated across the d·cp/shard "
+                      "groups (HSDP, torchtitan's data_parallel_shard_degree; 0: all d·cp)",
+                      "0 (all) or a whole number ≥ 1", _whole(0), quiet=0)
     recompute: str = axis("recompute", "selective", "activations kept (none) or rebuilt in "
                           "the backward: the attention core (selective), whole layers (full), "
                           "N layers of each stage (layers:N), or all but the outputs of the "
@@ -190,6 +200,10 @@ class Plan:
     tp_overlap: bool = axis("tp_overlap", False, "tensor-parallel collectives hidden behind "
                             "the GEMMs that use them (Megatron/TE userbuffers)", _ON_OFF,
                             _switch, said_when=lambda plan: plan.t > 1 and plan.tp_overlap)
+    ep_overlap: bool = axis("ep_overlap", False, "the expert all-to-alls of one micro-batch "
+                            "hidden behind another's compute (DeepSeek-V3's DualPipe, "
+                            "Megatron-Core's --overlap-moe-expert-parallel-comm)", _ON_OFF,
+                            _switch, said_when=lambda plan: plan.ep > 1 and plan.ep_overlap)
     cp_overlap: bool = axis("cp_overlap", True, "the K/V ring hidden behind attention",
                             _ON_OFF, _switch,
                             said_when=lambda plan: plan.cp > 1 and not plan.cp_overlap)

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ceiling.model.collectives import all_to_all_s, allreduce_s, p2p_s, ring_gather_s
-from ceiling.model.plan.compute import MOE_CAPACITY_FACTOR, Compute
+from ceiling.model.collectives import allreduce_s, p2p_s, ring_gather_s
+from ceiling.model.plan.compute import Compute
 from ceiling.model.plan.costs import cp_ring_bytes_per_layer
 from ceiling.model.plan.layout import Layout
+from ceiling.model.plan.moe import all_to_all_time, etp_gather_time
 
 # Communication hidden behind compute is not free: collective kernels take SMs and memory
 # bandwidth from the kernels they overlap. A modelling assumption: a fifth of the hidden
@@ -32,7 +33,8 @@ class ModelParallelComm:
     tp_hidden_mb: np.ndarray
     cp_mb: np.ndarray  # the context-parallel K/V ring left exposed
     cp_hidden_mb: np.ndarray
-    ep_mb: np.ndarray  # expert all-to-alls
+    ep_mb: np.ndarray  # expert all-to-alls left exposed
+    ep_hidden_mb: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,11 @@ def model_parallel_comm(cluster, x: Layout, comp: Compute) -> ModelParallelComm:
     tp_spans = x.plan.t > per_node
     tp_bw, tp_lat = link(cluster, tp_spans)
     n_coll = 4.0 + x.rc_collectives
+    # Expert layers laid out apart from t (etp ≠ t, MoE parallel folding) take the sequence-
+    # parallel shard straight into their all-to-all: only the attention half of their
+    # collectives remains (Liu et al. 2025, arXiv 2504.14960, section 3.1).
+    folded = np.where(x.etp != x.plan.t, 0.5 * x.sh.moe.moe_share, 0.0)
+    n_coll = n_coll * (1.0 - folded)
     tp_mb = x.layers_dev * n_coll * allreduce_s(x.tokens_mb * h * 2.0, x.plan.t, tp_bw, tp_lat)
     # The overlap runs in t chunks (a ring exchange feeding a GEMM split in t): the first
     # chunk's traffic has no GEMM to hide behind, so at most (t-1)/t of it hides.
@@ -74,42 +81,78 @@ def model_parallel_comm(cluster, x: Layout, comp: Compute) -> ModelParallelComm:
     send = p2p_s(ring_bytes / np.maximum(steps, 1.0), cp_bw, cp_lat)
     cp_mb = x.layers_dev * passes * steps * send
     cp_hidden = np.where(x.plan.cp_overlap, np.minimum(cp_mb, comp.attention_mb), 0.0)
-    ep_bw, ep_lat = link(cluster, x.plan.t * x.plan.ep > per_node)
-    routed = MOE_CAPACITY_FACTOR * x.tokens_mb * x.sh.active_experts * h * 2.0 / x.plan.t
-    a2a = all_to_all_s(routed, x.plan.ep, ep_bw, ep_lat)
+    # Expert all-to-alls hide behind the other micro-batch's compute when two are interleaved
+    # (DeepSeek-AI 2024, DeepSeek-V3 report section 3.2.1, DualPipe; Megatron-Core's 1F1B
+    # all-to-all overlap): at most that compute, less what TP traffic already hides behind.
+    ep_mb = expert_comm_mb(cluster, x)
+    room = np.maximum(comp.compute_mb - tp_hidden - cp_hidden, 0.0)
+    ep_hidden = np.where(x.plan.ep_overlap, np.minimum(ep_mb, room), 0.0)
     return ModelParallelComm(
         tp_mb=tp_mb - (1.0 - OVERLAP_COST) * tp_hidden,
         tp_hidden_mb=tp_hidden,
         cp_mb=cp_mb - (1.0 - OVERLAP_COST) * cp_hidden,
         cp_hidden_mb=cp_hidden,
-        ep_mb=x.layers_dev * n_coll * a2a,
+        ep_mb=ep_mb - (1.0 - OVERLAP_COST) * ep_hidden,
+        ep_hidden_mb=ep_hidden,
     )
+
+
+def expert_comm_mb(cluster, x: Layout):
+    """Per micro-batch: the routed experts' dispatch and combine all-to-alls (forward, their
+    gradients backward, again where the backward rebuilds the layer), each byte on the link
+    it crosses and the busiest rank's share setting the time (`moe.all_to_all_time`), and the
+    expert-tensor-parallel gathers; 0 for a dense model."""
+    moe = x.sh.moe
+    if moe is None or not moe.routed:
+        return np.zeros(np.shape(x.tokens_mb))
+    tokens_dev = x.tokens_mb / x.plan.t
+    ep, etp = x.plan.ep, x.etp
+    a2a = x.moe_imbalance * all_to_all_time(
+        moe, tokens_dev, ep, etp, cluster.devices_per_node, cluster.link(False),
+        cluster.link(True), x.moe_dedup, x.moe_node_limit,
+    )  # fmt: skip
+    # With etp = t the routed rows are gathered over the tensor-parallel ranks as the dense
+    # MLP's are (in the tensor-parallel collectives); any other etp > 1 gathers them apart.
+    etp_bw, etp_lat = link(cluster, etp > cluster.devices_per_node)
+    apart = (etp != x.plan.t) & (etp > 1)
+    gathers = np.where(apart, etp_gather_time(moe, tokens_dev, etp, etp_bw, etp_lat), 0.0)
+    gathers = x.moe_imbalance * gathers
+    rebuilt = x.rc_collectives / 2.0  # full recompute runs the layer's forward again
+    per_layer = (4.0 + 2.0 * rebuilt) * a2a + (2.0 + rebuilt) * gathers
+    return x.layers_dev * moe.moe_share * per_layer
 
 
 def data_parallel(job, cluster, x: Layout, compute_mb) -> DataParallelComm:
     """Gradient reduction (all-reduce, or reduce-scatter + all-gather with ZeRO; per
-    micro-batch gathers with ZeRO-3) over d (experts over d/ep), and the part not hidden."""
+    micro-batch gathers with ZeRO-3) over d (experts over their expert-data-parallel group),
+    and the part not hidden. HSDP (`shard`): the ZeRO collectives run inside shard groups of
+    dz ranks, and each step all-reduces the gradient shards across the dg/dz replicas
+    (torchtitan's HSDP: FSDP's reduce-scatter, then an all-reduce over the replicate mesh)."""
     dp_spans = x.plan.t * x.dg > cluster.devices_per_node
-    bw, lat = link(cluster, dp_spans)
+    all_bw, all_lat = link(cluster, dp_spans)
+    bw, lat = link(cluster, x.plan.t * x.dz > cluster.devices_per_node)
     grad_elem = np.where(x.plan.state_bytes_per_param == 18, 4.0, 2.0)
     g_dense, g_expert = x.dense_dev * grad_elem, x.expert_dev * grad_elem
     # Updated weights are gathered in 16 bits, or in FP8 where kept in FP8 (fp8_params: the
     # distributed optimizer gathers the FP8 bytes, NeMo's param_sync_dtype uint8).
     fp8_kept = np.where(x.fp8_params, x.dense_linear_params(), 0.0)
     w_dense, w_expert = x.dense_dev * 2.0 - fp8_kept, x.expert_dev * 2.0
-    d, de = x.dg, x.d_expert
-    allreduce = allreduce_s(g_dense, d, bw, lat) + allreduce_s(g_expert, de, bw, lat)
+    d, de = x.dz, x.d_expert
+    allreduce = allreduce_s(g_dense, x.dg, all_bw, all_lat) + allreduce_s(g_expert, de, bw, lat)
+    replicas = x.dg / x.dz
+    across = np.where(replicas > 1, allreduce_s(g_dense / x.dz, replicas, all_bw, all_lat), 0.0)
     reduce_scatter = ring_gather_s(g_dense, d, bw, lat) + ring_gather_s(g_expert, de, bw, lat)
+    reduce_scatter = reduce_scatter + across
     all_gather = ring_gather_s(w_dense, d, bw, lat) + ring_gather_s(w_expert, de, bw, lat)
     rs_ag = reduce_scatter + all_gather
     # ZeRO-3 gathers the weights before each forward and backward of every micro-batch and
     # reduce-scatters gradients after each backward; that traffic hides behind compute.
     # Without prefetching (`fsdp_prefetch` off) each gather waits for the layer it feeds.
-    z3_mb = 2.0 * all_gather + reduce_scatter
+    z3_mb = 2.0 * all_gather + reduce_scatter - across
     z3_hidden = np.where(x.plan.fsdp_prefetch, np.minimum(z3_mb, compute_mb), 0.0)
-    z3_exposed = x.m * (z3_mb - (1.0 - OVERLAP_COST) * z3_hidden)
+    z3_exposed = x.m * (z3_mb - (1.0 - OVERLAP_COST) * z3_hidden) + across
     zero = x.plan.zero
-    dp_total = np.where(zero == 0, allreduce, np.where(zero == 3, x.m * z3_mb, rs_ag))
+    dp_total = np.where(zero == 0, allreduce, np.where(zero == 3, x.m * z3_mb + across, rs_ag))
     grad_reduce = np.where(zero == 0, allreduce, reduce_scatter)
     window = (2.0 / 3.0) * compute_mb if job.overlap_dp else 0.0
     hidden = np.minimum(grad_reduce, window)

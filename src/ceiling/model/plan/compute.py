@@ -9,10 +9,11 @@ per-piece formulas: `ceiling.model.plan.costs`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ceiling.model.plan import attention_kernels
 from ceiling.model.plan.costs import (
     causal_attention_share,
     fp8_amax_bytes_per_layer,
@@ -26,10 +27,12 @@ from ceiling.model.plan.costs import (
 )
 from ceiling.model.plan.eager_kernels import eager_extra_bytes_per_token
 from ceiling.model.plan.layout import Layout
+from ceiling.model.plan.moe import (
+    routed_gemm_efficiency,
+    routing_bytes_per_token,
+    tokens_per_expert,
+)
 from ceiling.model.roofline import ridge_point
-
-# Mixture-of-experts capacity factor: tokens an expert is sized for over its even share.
-MOE_CAPACITY_FACTOR = 1.25
 
 # Bytes per token per vocabulary entry that the loss moves (forward 16, backward 8).
 LOSS_BYTES_PER_VOCAB = 24
@@ -67,33 +70,40 @@ def stage_compute(job, cluster, x: Layout) -> Compute:
     layer_hw_tok = 3.0 * fwd_tok + recompute_tok  # forward, backward (2×), recompute
     logits_hw_tok = 6.0 * sh.hidden * sh.vocab  # forward 2hV + backward 4hV, never recomputed
     per_dev = x.tokens_mb / x.plan.t
-    # Experts run with a capacity: each processes up to capacity_factor × its even share of
-    # tokens, padded, so the busiest sets the pace (Fedus et al. 2021, Switch Transformer).
-    expert_tok = 2.0 * sh.active_experts * sh.params_experts_layer / sh.experts
-    padded_tok = (MOE_CAPACITY_FACTOR - 1.0) * expert_tok * (3.0 + full)
-    linear_flops = per_dev * x.layers_dev * ((3.0 + full) * linear_tok + padded_tok)
     # Every GEMM runs at the achieved rate of large GEMMs times its tile utilisation.
     rate16 = cluster.matmul_flops_per_s
     ridge = ridge_point(rate16, cluster.memory_bytes_per_s)
     sms = cluster.device.sms
+    # The routed experts apart (`moe`): their grouped GEMMs see the rows routed to each
+    # expert, and the busiest expert rank sets the pace.
+    routed_tok = 2.0 * sh.moe.routed_matmul_per_token if sh.moe.routed else 0.0
+    dense_sh = replace(sh, ffn_active=sh.moe.dense_ffn_width) if routed_tok else sh
     util, logits_util = _per_shape(
         x.tokens_mb,
         x.plan.t,
         lambda rows, t: (
-            linear_gemm_efficiency(sh, rows, t, sms, ridge),
+            linear_gemm_efficiency(dense_sh, rows, t, sms, ridge),
             gemm_tile_utilisation(rows, sh.vocab / t, sms) if sms else np.ones_like(rows),
         ),
     )
-    rate8 = fp8_rate(cluster)
-    linear_s = linear_flops / (np.where(x.fp8, rate8, rate16) * util)
+    rate = np.where(x.fp8, fp8_rate(cluster), rate16)
+    passes = per_dev * x.layers_dev * (3.0 + full)
+    linear_s = passes * (linear_tok - routed_tok) / (rate * util)
+    routed_s = 0.0
+    if routed_tok:
+        rows = tokens_per_expert(
+            per_dev, x.plan.ep, x.etp, sh.moe.top_k, sh.moe.experts, x.moe_imbalance
+        )
+        grouped = routed_gemm_efficiency(sh.moe, rows, x.plan.ep, x.etp, sms, ridge)
+        routed_s = passes * routed_tok * x.moe_imbalance / (rate * grouped)
+        linear_s = linear_s + routed_s
     logits_s = per_dev * logits_hw_tok / (rate16 * logits_util)
     attn_flops = per_dev * x.layers_dev * attn_tok * (3.0 + x.rc_attention)
     if job.attention == "flash":
-        # Causal blocks only, at the fused kernel's own rate.
+        # Causal blocks only, at the fused kernel's own rate for the s/cp queries a device
+        # attends with (`attention_rate`).
         attention_s = (
-            attn_flops
-            * causal_attention_share(s)
-            / (cluster.peak_flops_per_s * cluster.attention_efficiency)
+            attn_flops * causal_attention_share(s) / attention_rate(job, cluster, sh, s / x.plan.cp)
         )
     else:  # batched GEMMs over the whole s×s score matrix (masked after)
         attention_s = attn_flops / rate16
@@ -105,6 +115,10 @@ def stage_compute(job, cluster, x: Layout) -> Compute:
     # and written (16·V bytes per token forward), its gradient 8·V back; split over t.
     loss_bytes_tok = LOSS_BYTES_PER_VOCAB * sh.vocab / x.plan.t
     ew_bytes_mb = x.tokens_mb * (x.layers_dev * (ew_fwd + ew_bwd + ew_recompute) + loss_bytes_tok)
+    # Routing a device's tokens (its sequence-parallel shard): router, permutation and back.
+    route_fwd, route_bwd = routing_bytes_per_token(sh.moe, x.plan.ep)
+    route_tok = sh.moe.moe_share * ((1.0 + x.rc_pointwise) * route_fwd + route_bwd)
+    ew_bytes_mb = ew_bytes_mb + per_dev * x.layers_dev * route_tok
     elementwise_mb = ew_bytes_mb / cluster.memory_bytes_per_s
     # Eager PyTorch: each pointwise op its own kernel, its input and output through HBM
     # (`eager_kernels`); the rebuilt ones again in the backward.
@@ -141,6 +155,20 @@ def stage_compute(job, cluster, x: Layout) -> Compute:
         eager_mb=eager_mb,
         compute_mb=matmul_mb + attention_s + fp8_mb + fp8_cast_mb + elementwise_mb + eager_mb,
     )
+
+
+def attention_rate(job, cluster, sh, seq_dev):
+    """FLOP/s of the fused attention kernel over a layer's forward and backward: the
+    published curve of the job's kernel at this head dim and per-device length on devices
+    that have one (`attention_kernels`), else the device's one measured share of its peak
+    (`clusters.toml` attention_efficiency)."""
+    if cluster.attention_measured or not attention_kernels.has_curves(cluster.device):
+        return cluster.peak_flops_per_s * cluster.attention_efficiency
+    kernel = job.attention_kernel
+    if kernel == "auto":
+        kernel = attention_kernels.default_kernel(job.framework)
+    share = attention_kernels.attention_share(kernel, sh.head_dim, seq_dev)
+    return cluster.peak_flops_per_s * share
 
 
 def fp8_rate(cluster) -> float:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ceiling.model.attention import attention_flops
+from ceiling.model.plan.moe import Moe, moe_of
 from ceiling.model.plan.recompute import LAYERS_BASE, OPS_BASE, ops_activation_bytes
 
 # ---- shapes ---------------------------------------------------------------------------
@@ -49,10 +50,15 @@ class Shape:
     value_dim: int = 0  # 0: q_dim
     local_share: float = 0.0
     window: float = float("inf")
+    # FFN width a token passes through per layer, averaged over the layers (`Moe`): f for a
+    # dense model, k routed experts' plus the shared ones' for a mixture-of-experts.
+    ffn_active: float = 0.0
+    moe: Moe | None = None  # the expert layout (routed experts, shared, dense layers)
 
 
 def shape_of(model) -> Shape:
     positions = model.max_seq * model.hidden if model.learned_positions else 0
+    moe = moe_of(model)
     return Shape(
         layers=model.layers,
         hidden=model.hidden,
@@ -67,8 +73,7 @@ def shape_of(model) -> Shape:
         experts=model.experts,
         active_experts=model.active_experts,
         params_layer=float(model.params_layer),
-        # the routed experts per block, a mean over the blocks when some are dense
-        params_experts_layer=model.params_routed_experts / model.layers,
+        params_experts_layer=moe.params_routed_layer,
         params_layer_matmul_active=float(model.params_layer_matmul_active),
         # With p > 1 the first stage holds the table (and positions), the last the head
         # (a copy of the table when tied) and the final norm; either way about V·h.
@@ -84,6 +89,8 @@ def shape_of(model) -> Shape:
         value_dim=model.attention_widths[1],
         local_share=model.local_layers / model.layers,
         window=float(model.sliding_window or float("inf")),
+        ffn_active=moe.ffn_active_width,
+        moe=moe,
     )
 
 
@@ -146,7 +153,8 @@ def activation_bytes_per_token_layer(sh: Shape, seq_len, t, sp, recompute, atten
         2 * sh.q_dim / t  # Q
         + 2 * 2 * kv_dev  # K, V
         + 2 * sh.q_dim / t  # output-projection input
-        + 2 * sh.ffn_mats * sh.ffn_hidden * sh.active_experts / t  # FFN matrix inputs
+        + 2 * sh.ffn_mats * sh.ffn_active / t  # FFN matrix inputs
+        + _routed_copies(sh) / t  # the experts' inputs: a token's k copies after dispatch
     )
     if attention == "flash":
         scores = 4.0 * sh.heads / t  # fp32 log-sum-exp per row
@@ -164,6 +172,14 @@ def activation_bytes_per_token_layer(sh: Shape, seq_len, t, sp, recompute, atten
     # ops:... keeps the chosen outputs; layers:N counts as none here (`memory.memory`
     # rebuilds N layers of each stage).
     return np.where((rc >= OPS_BASE) & (rc < LAYERS_BASE), ops, kept)
+
+
+def _routed_copies(sh: Shape) -> float:
+    """Bytes per token a MoE layer keeps of the routed copies its experts' first GEMM reads
+    (k rows of 2h after the dispatch, for that GEMM's weight gradient), averaged over the
+    layers; 0 for a dense model."""
+    moe = sh.moe
+    return 2.0 * sh.hidden * moe.top_k * moe.moe_share if moe is not None and moe.routed else 0.0
 
 
 def layers_per_device(layers, p, v):
@@ -206,7 +222,7 @@ def layer_elementwise_bytes_per_token(sh: Shape, seq_len, t, sp, attention, drop
 
     Two layer norms (read 2h, write 2h each), two bias-dropout-residual adds (read 4h,
     write 2h, mask h), the FFN activation (read and write 2·f per matrix input beyond the
-    first), routing copies for mixture-of-experts, and — without FlashAttention — the s×s
+    first), and — without FlashAttention — the s×s
     scores: written by Q·Kᵀ (2), softmax read/write (4), dropout read/write/mask (5), read
     by the values product (2), 13·a·s bytes per token with dropout.
     """
@@ -215,13 +231,12 @@ def layer_elementwise_bytes_per_token(sh: Shape, seq_len, t, sp, attention, drop
     h = sh.hidden
     drop = 1.0 if dropout else 0.0
     norms_and_residuals = 2 * (4 * h) + 2 * (6 * h + drop * h)
-    ffn = 2.0 * sh.ffn_mats * sh.ffn_hidden * sh.active_experts
-    routing = 8.0 * h * sh.active_experts if sh.experts > 1 else 0.0
+    ffn = 2.0 * sh.ffn_mats * sh.ffn_active
     if attention == "flash":
         scores = 0.0
     else:
         scores = (8.0 + 5.0 * drop) * sh.heads * np.asarray(seq_len, dtype=float)
-    split = (ffn + routing + scores) / t
+    split = (ffn + scores) / t
     forward = np.where(sp, norms_and_residuals / t, norms_and_residuals) + split
     # The backward moves about what the forward moves (each kernel reads its saved input and
     # the incoming gradient and writes one gradient; Korthikanti et al. 2022 Table 5 times
@@ -275,7 +290,7 @@ def layer_gemm_shapes(sh: Shape, t):
     Rows are the micro-batch's tokens on the device."""
     t = np.asarray(t, dtype=float)
     h, q, k = sh.hidden, sh.q_dim, sh.kv_dim
-    f = sh.ffn_hidden * sh.active_experts
+    f = sh.ffn_active
     cols = ((q + 2 * k) / t, h, (sh.ffn_mats - 1) * sh.ffn_hidden / t, h)
     inner = (h, q / t, h, sh.ffn_hidden / t)
     flops = (h * (q + 2 * k), q * h, (sh.ffn_mats - 1) * f * h, f * h)
@@ -333,8 +348,9 @@ def fp8_cast_bytes_per_token(sh: Shape, t):
     t = np.asarray(t, dtype=float)
     h, q, k = sh.hidden, sh.q_dim, sh.kv_dim
     e = sh.active_experts
-    inputs = h + q / t + e * (h + sh.ffn_hidden / t)
-    outputs = (q + 2 * k) / t + h + e * ((sh.ffn_mats - 1) * sh.ffn_hidden / t + h)
+    f = sh.ffn_active / e
+    inputs = h + q / t + e * (h + f / t)
+    outputs = (q + 2 * k) / t + h + e * ((sh.ffn_mats - 1) * f / t + h)
     return FP8_CAST_BYTES * inputs, FP8_CAST_BYTES * outputs
 
 
@@ -345,7 +361,7 @@ def fp8_saved_input_bytes(sh: Shape, t, sp):
     t = np.asarray(t, dtype=float)
     sp = np.asarray(sp, dtype=bool) & (t > 1)
     norms = np.where(sp, 2.0 * sh.hidden / t, 2.0 * sh.hidden)
-    return norms + sh.q_dim / t + sh.active_experts * sh.ffn_hidden / t
+    return norms + sh.q_dim / t + sh.ffn_active / t
 
 
 # Delayed scaling (Transformer Engine): each FP8 tensor of a linear layer (input, weight,

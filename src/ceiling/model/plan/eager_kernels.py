@@ -68,7 +68,7 @@ def eager_extra_bytes_per_token(sh, t, sp, dropout: bool):
     # repeat_kv copies K and V (read the KV width, write the query width); the backward
     # sums the copies back. The attention output's contiguous copy reads and writes q.
     repeat = np.where(kv_dev < q_dev, 2.0 * (2.0 * kv_dev + 2.0 * q_dev), 0.0)
-    ffn_width = sh.ffn_hidden * sh.active_experts / t
+    ffn_width = sh.ffn_active / t
     gated = np.array(SWIGLU_EAGER) - FUSED_GATED_FFN if sh.ffn_mats == 3 else np.zeros(2)
     out = []
     for k in range(2):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, make_dataclass
 
 import numpy as np
 
-from ceiling.model.plan import pipeline, recompute
+from ceiling.model.plan import moe, pipeline, recompute
 from ceiling.model.plan.axes import AXES, FP8, KERNELS, Axis
 from ceiling.model.plan.costs import Shape, shape_of
 
@@ -59,9 +59,14 @@ class Layout:
     emb: np.ndarray  # embedding (and untied head) parameters on an end stage
     dense_layer: float  # a layer's parameters that are not experts
     dense_dev: np.ndarray  # the most loaded device's dense parameters (over t)
-    expert_dev: np.ndarray  # its expert parameters (over t and ep)
+    etp: np.ndarray  # expert tensor parallelism in effect (the etp axis, 0 meaning t)
+    expert_dev: np.ndarray  # its routed experts' parameters (over ep·etp)
     dg: np.ndarray  # ranks holding the same weights, over which gradients reduce: d·cp
-    d_expert: np.ndarray  # the same for expert weights: d·cp/ep
+    dz: np.ndarray  # of them, the ZeRO shard group (HSDP: `shard`; else all dg)
+    d_expert: np.ndarray  # the same for routed expert weights: t·cp·d/(ep·etp)
+    moe_imbalance: float  # the busiest expert rank's rows over the even share (1: dense)
+    moe_dedup: bool  # DeepEP's dispatch: a token sent once per destination node
+    moe_node_limit: int  # at most this many destination nodes (0: no limit)
 
     @property
     def params_dev(self) -> np.ndarray:
@@ -71,15 +76,20 @@ class Layout:
         """Linear-layer weights on the most loaded device, or on one holding `layers` layers
         (all its experts included)."""
         sh = self.sh
-        experts = sh.params_experts_layer * (1.0 / self.plan.ep - sh.active_experts / sh.experts)
         held = self.layers_dev if layers is None else layers
-        return held * (sh.params_layer_matmul_active + experts) / self.plan.t
+        experts = sh.params_experts_layer / (self.plan.ep * self.etp)
+        return held * (self._dense_matmul() / self.plan.t + experts)
 
     def dense_linear_params(self):
         """The linear weights of the dense (not expert) part of the most loaded device."""
+        return self.layers_dev * self._dense_matmul() / self.plan.t
+
+    def _dense_matmul(self) -> float:
+        """A layer's linear weights outside the routed experts (attention, router, shared
+        experts, dense FFN), averaged over the layers."""
         sh = self.sh
-        active_experts = sh.params_experts_layer * sh.active_experts / sh.experts
-        return self.layers_dev * (sh.params_layer_matmul_active - active_experts) / self.plan.t
+        routed = sh.moe.routed_matmul_per_token if sh.moe is not None and sh.moe.routed else 0.0
+        return sh.params_layer_matmul_active - routed
 
 
 def layout_of(job, plans: Mapping) -> Layout:
@@ -97,6 +107,7 @@ def layout_of(job, plans: Mapping) -> Layout:
     emb = np.where(x.p > 1, sh.params_embedding_stage, sh.params_embedding_single)
     dense_layer = sh.params_layer - sh.params_experts_layer
     fp8 = x.fp8 == FP8.index("linear")
+    etp = np.where(x.etp == 0, x.t, x.etp)
     return Layout(
         sh=sh,
         plan=x,
@@ -115,9 +126,22 @@ def layout_of(job, plans: Mapping) -> Layout:
         emb=emb,
         dense_layer=dense_layer,
         dense_dev=(layers_dev * dense_layer + emb) / x.t,
-        expert_dev=layers_dev * sh.params_experts_layer / (x.t * x.ep),
+        etp=etp,
+        expert_dev=layers_dev * sh.params_experts_layer / (x.ep * etp),
         # Gradients are reduced, and ZeRO shards, over the d·cp ranks holding the same
-        # weights (Megatron-Core's data-parallel group with context parallelism).
+        # weights (Megatron-Core's data-parallel group with context parallelism); the routed
+        # experts' over the t·cp·d/(ep·etp) ranks of their expert-data-parallel group (MoE
+        # parallel folding, arXiv 2504.14960, section 3.1).
         dg=x.d * x.cp,
-        d_expert=x.d * x.cp / x.ep,
+        dz=np.where(x.shard == 0, x.d * x.cp, x.shard),
+        d_expert=x.t * x.d * x.cp / (x.ep * etp),
+        moe_imbalance=_imbalance(job, sh),
+        moe_dedup=job.moe_dispatcher == "deepep",
+        moe_node_limit=job.moe_node_limit,
     )
+
+
+def _imbalance(job, sh: Shape) -> float:
+    if sh.moe is None or not sh.moe.routed:
+        return 1.0
+    return float(job.moe_imbalance if job.moe_imbalance is not None else moe.IMBALANCE)

@@ -78,15 +78,16 @@ def memory(job, cluster, x: Layout) -> Memory:
     optimizer state (ZeRO-sharded), activations of the micro-batches in flight with the
     loss's logits or a rebuilt layer at their peak, ZeRO-3 buffers."""
     sh = x.sh
-    spb = state_bytes_per_param(x.plan.state_bytes_per_param, x.plan.zero, x.dg)
+    spb = state_bytes_per_param(x.plan.state_bytes_per_param, x.plan.zero, x.dz)
     spb_expert = state_bytes_per_param(x.plan.state_bytes_per_param, x.plan.zero, x.d_expert)
-    experts_layer = sh.params_experts_layer / x.plan.ep
-    layer_state = x.layers_dev * (x.dense_layer * spb + experts_layer * spb_expert) / x.plan.t
+    # A layer's routed experts on one device: split over the ep·etp ranks of the expert group.
+    experts_layer = sh.params_experts_layer / (x.plan.ep * x.etp)
+    layer_state = x.layers_dev * (x.dense_layer * spb / x.plan.t + experts_layer * spb_expert)
     st = _stage_memory(job, x, spb, spb_expert)
-    dense_dev, expert_dev = st.dense, st.layers * experts_layer / x.plan.t
+    dense_dev, expert_dev = st.dense, st.layers * experts_layer
     state_bytes = dense_dev * spb + expert_dev * spb_expert
     pieces = zip(
-        state_pieces_per_param(x.plan.state_bytes_per_param, x.plan.zero, x.dg),
+        state_pieces_per_param(x.plan.state_bytes_per_param, x.plan.zero, x.dz),
         state_pieces_per_param(x.plan.state_bytes_per_param, x.plan.zero, x.d_expert),
         strict=True,
     )
@@ -95,9 +96,9 @@ def memory(job, cluster, x: Layout) -> Memory:
     # ZeRO-3 holds the gathered 16-bit weights of the unit it runs and of the next: two
     # blocks, or at the loss the output layer with the last block (FSDP keeps the root
     # module's weights, the output layer among them, gathered from forward into backward).
-    block = x.dense_layer + experts_layer
-    head = sh.vocab * sh.hidden
-    gathered = np.where(x.plan.zero == 3, 2.0 * (block + np.maximum(block, head)) / x.plan.t, 0.0)
+    block = x.dense_layer / x.plan.t + experts_layer
+    head = sh.vocab * sh.hidden / x.plan.t
+    gathered = np.where(x.plan.zero == 3, 2.0 * (block + np.maximum(block, head)), 0.0)
     # FP8 (Transformer Engine 1.x, linear.py) keeps each linear weight's 16-bit copy and, over
     # a step's micro-batches, its FP8 cast and that cast's transpose (Hopper's FP8 GEMMs take
     # one layout; the backward's dgrad needs the other): 2 bytes more. With fp8_params
@@ -163,9 +164,9 @@ def _stage_memory(job, x: Layout, spb, spb_expert) -> StageMemory:
     dense = (first_l * x.dense_layer / x.plan.t + emb, mid_l * x.dense_layer / x.plan.t,
              last_l * x.dense_layer / x.plan.t + emb)  # fmt: skip
     acts = (flights[0] + working, flights[1] + working, flights[2] + np.maximum(loss, working))
-    experts_layer = sh.params_experts_layer / x.plan.ep
+    experts_layer = sh.params_experts_layer / (x.plan.ep * x.etp)
     totals = [
-        d * spb + n * experts_layer / x.plan.t * spb_expert + a
+        d * spb + n * experts_layer * spb_expert + a
         for d, n, a in zip(dense, x.stage_layers, acts, strict=True)
     ]
     totals[0] = np.where(x.plan.p > 1, totals[0], 0.0)

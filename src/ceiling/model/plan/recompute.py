@@ -158,7 +158,7 @@ def ops_activation_bytes(sh, seq_len, t, sp, code, attention, dropout):
     else:
         attn_out = 2.0 * sh.q_dim + (2.0 + 3.0 * drop) * sh.heads * float(seq_len)
     kv_dev = np.maximum(sh.kv_dim / t, sh.head_dim)
-    per_t = q * 2.0 * sh.q_dim + attn * attn_out + ffn * 2.0 * sh.ffn_hidden * sh.active_experts
+    per_t = q * 2.0 * sh.q_dim + attn * attn_out + ffn * 2.0 * sh.ffn_active
     return seq * np.where(sp, 1.0 / t, 1.0) + per_t / t + kv * 2.0 * kv_dev
 
 
@@ -175,7 +175,7 @@ def rebuilt_shares(sh, code, stage_layers):
     layers = np.maximum(np.asarray(stage_layers, dtype=float), 1.0)
     full = np.asarray(layers_rebuilt(code, stage_layers), dtype=float) / layers
     h, q, k = sh.hidden, sh.q_dim, sh.kv_dim
-    f = sh.ffn_hidden * sh.active_experts
+    f = sh.ffn_active
     weights = {"q": h * q, "k": h * k, "v": h * k, "o": q * h, "gate": h * f if
                sh.ffn_mats == 3 else 0.0, "up": h * f, "down": f * h}  # fmt: skip
     total = float(sum(weights.values()))

@@ -62,18 +62,17 @@ def check_plan(job, cluster, plan) -> list[str]:
                 f"the interleaved schedule needs micro-batches divisible by p: "
                 f"m = global_batch/(d·b) = {m}; {m} % p({plan.p}) = {m % plan.p}"
             )
-    if plan.ep > 1:
-        if sh.experts == 1:
-            raise InvalidInput("expert parallelism (ep > 1) needs a mixture-of-experts model")
-        if sh.experts % plan.ep or plan.d % plan.ep:
-            raise InvalidInput(
-                f"ep must divide the experts and d: experts({sh.experts}) % ep({plan.ep}) = "
-                f"{sh.experts % plan.ep}, d({plan.d}) % ep({plan.ep}) = {plan.d % plan.ep}"
-            )
-    if plan.zero >= 2 and plan.p > 1:
+    check_experts(sh, plan)
+    if plan.shard and ((plan.d * plan.cp) % plan.shard or not plan.zero):
         raise InvalidInput(
-            f"ZeRO-{plan.zero} shards gradients, which pipeline parallelism accumulates over "
-            f"micro-batches; with p({plan.p}) > 1 use zero=0 or 1"
+            f"an HSDP shard group shards ZeRO state over shard of the d·cp ranks: zero must be "
+            f"1-3 and shard divide d·cp: zero({plan.zero}), d·cp({plan.d * plan.cp}) % "
+            f"shard({plan.shard}) = {(plan.d * plan.cp) % plan.shard}"
+        )
+    if plan.zero == 2 and plan.p > 1:
+        raise InvalidInput(
+            f"ZeRO-2 shards gradients, which pipeline parallelism accumulates over "
+            f"micro-batches; with p({plan.p}) > 1 use zero=0, 1 or 3 (FSDP inside each stage)"
         )
     notes = _stage_notes(sh.layers, plan)
     if not plan.first_stage_layers and sh.layers % chunks:
@@ -167,4 +166,26 @@ def check_context_parallel(seq_len: int, cp: int) -> None:
         raise InvalidInput(
             f"context parallelism splits the sequence into 2·cp balanced chunks: "
             f"seq_len({seq_len}) % (2 × cp({cp})) = {seq_len % (2 * cp)}"
+        )
+
+
+def check_experts(sh, plan) -> None:
+    """Expert parallelism needs routed experts; with MoE parallel folding (Liu et al. 2025,
+    arXiv 2504.14960, section 3.1) the expert layers lay etp·ep over the t·cp·d ranks of a
+    pipeline stage: ep divides the experts, etp the expert's FFN width, ep·etp those ranks."""
+    etp = plan.etp or plan.t
+    if plan.ep == 1 and etp == 1:
+        return
+    moe = sh.moe
+    if not moe.routed:
+        if plan.ep == 1 and not plan.etp:
+            return  # t splits the dense FFN; no experts to split
+        raise InvalidInput("expert parallelism (ep or etp > 1) needs a mixture-of-experts model")
+    ranks = plan.t * plan.cp * plan.d
+    if moe.experts % plan.ep or moe.moe_ffn % etp or ranks % (plan.ep * etp):
+        raise InvalidInput(
+            f"ep must divide the experts, etp the expert FFN width and ep·etp the t·cp·d ranks "
+            f"of a stage: experts({moe.experts}) % ep({plan.ep}) = {moe.experts % plan.ep}, "
+            f"expert ffn({moe.moe_ffn}) % etp({etp}) = {moe.moe_ffn % etp}, "
+            f"t·cp·d({ranks}) % (ep·etp = {plan.ep * etp}) = {ranks % (plan.ep * etp)}"
         )

@@ -11,6 +11,7 @@ by step time among those that fit in memory.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -34,9 +35,13 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small + [n // k for k in small]))
 
 
-def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, np.ndarray]:
+def enumerate_plans(
+    job: Job, cluster, fixed: dict | None = None, expert_seeds: bool = False
+) -> dict[str, np.ndarray]:
     """Every valid plan for the cluster as arrays keyed by axis (`axes.AXES`): the searched
-    axes' values that pass the rules (`rules`), the others at their pinned value or default."""
+    axes' values that pass the rules (`rules`), the others at their pinned value or default.
+    `expert_seeds`: only three expert-parallel degrees per layout (`_expert_layouts`), the
+    others tried afterwards around the best plans (`search`)."""
     fixed = dict(fixed or {})
     sh = parallel.shape_of(job.model)
     n = cluster.devices
@@ -67,20 +72,26 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
             continue
         vs = _chunk_counts(sh.layers, p, fixed)
         bs = [b for b in _divisors(B // d) if b <= MAX_MICRO_BATCH]
-        zeros = allowed("zero", [0, 1] if p > 1 else [0, 1, 2, 3])
-        eps = allowed(
-            "ep",
-            [e for e in _divisors(d) if sh.experts % e == 0] if sh.experts > 1 else [1],
-        )
-        sps = allowed("sp", [True, False] if t > 1 else [False])
+        zeros = allowed("zero", [0, 1, 3] if p > 1 else [0, 1, 2, 3])
+        if fixed.get("shard"):  # HSDP: ZeRO inside shard groups that divide d·cp
+            zeros = [z for z in zeros if z] if (d * cp) % fixed["shard"] == 0 else []
+        seeds = cluster.devices_per_node if expert_seeds else 0
+        experts = _expert_layouts(sh, t * cp * d, t, fixed, seeds)
+        # Megatron-Core needs sequence parallelism for MoE layers with t > 1 (its MoE
+        # README: "when using MoE with expert parallelism and tensor parallelism, sequence
+        # parallelism must be used").
+        moe_sp = sh.moe.routed and t > 1
+        sps = allowed("sp", [True] if moe_sp else [True, False] if t > 1 else [False])
         rcs = _recompute_codes(sh.layers, p, fixed, job.attention)
         for v in allowed("v", vs):
             good_b = [b for b in allowed("micro_batch", bs) if v == 1 or (B // (d * b)) % p == 0]
-            if not good_b or not zeros or not sps or not rcs or not eps:
+            if not good_b or not zeros or not sps or not rcs or not experts:
                 continue
-            for first, last in _stage_layouts(sh.layers, p, v, fixed):
+            for (first, last), (etp, eps) in itertools.product(
+                _stage_layouts(sh.layers, p, v, fixed), experts
+            ):
                 tried = {"d": [d], "t": [t], "p": [p], "cp": [cp], "v": [v], "micro_batch": good_b,
-                         "zero": zeros, "recompute": rcs, "sp": sps, "ep": eps,
+                         "zero": zeros, "recompute": rcs, "sp": sps, "ep": eps, "etp": [etp],
                          "first": [first], "last": [last]}  # fmt: skip
                 blocks.append(_product(*(tried.get(a.key, held[a.key]) for a in AXES)))
     if not blocks:
@@ -89,6 +100,35 @@ def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, n
     return {
         a.key: rows[:, k].astype(bool) if a.is_switch else rows[:, k] for k, a in enumerate(AXES)
     }
+
+
+def _expert_layouts(
+    sh, ranks: int, t: int, fixed: dict, seeds: int = 0
+) -> list[tuple[int, list[int]]]:
+    """(etp, the ep values to try with it) for a stage of `ranks` = t·cp·d devices: etp 1
+    (MoE parallel folding) or t (the attention's tensor parallelism, Megatron-Core's default
+    expert_tensor_parallel_size: the axis's 0), ep any divisor of the experts with ep·etp
+    dividing the ranks (`rules.check_experts`); [(0, [1])] for a dense model, [] when the
+    pins allow none. Returns the axis values (0 for etp = t). With `seeds` (devices per
+    node), only three regimes: the fewest (no expert parallelism), the most whose group
+    fits in a node, and the most of all."""
+    moe = sh.moe
+    if not moe.routed:
+        ok = fixed.get("ep", 1) == 1 and fixed.get("etp", 0) == 0
+        return [(0, [1])] if ok else []
+    out = []
+    for code in sorted({0, 1 if t > 1 else 0, fixed.get("etp", 0)}):
+        etp = code or t
+        if fixed.get("etp", code) != code or moe.moe_ffn % etp or ranks % etp:
+            continue
+        eps = [e for e in _divisors(ranks // etp) if moe.experts % e == 0]
+        eps = [e for e in eps if fixed.get("ep", e) == e]
+        if seeds and eps:
+            in_node = [e for e in eps if e * etp <= seeds]
+            eps = sorted({min(eps), max(eps), *in_node[-1:]})
+        if eps:
+            out.append((code, eps))
+    return out
 
 
 def _product(*columns) -> np.ndarray:
@@ -189,13 +229,18 @@ def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> Search
         raise InvalidInput(f"{argument('top')} must be ≥ 1, got {top}")
     fixed = dict(fixed or {})
     _check_fixed_alone(job, cluster, fixed)
-    cand = enumerate_plans(job, cluster, fixed)
+    seeded = parallel.shape_of(job.model).moe.routed and "ep" not in fixed
+    cand = enumerate_plans(job, cluster, fixed, expert_seeds=seeded)
     if not cand:
         raise InvalidInput(_no_valid_plan_message(job, cluster, fixed))
     r = parallel.evaluate_arrays(job, cluster, cand)
+    n = len(np.asarray(r["step_s"]))
+    if seeded:
+        cand = _expert_degrees_around(job, cand, r, fixed)
+        r = parallel.evaluate_arrays(job, cluster, cand)
+        n += len(cand["d"])
     fits = np.asarray(r["fits"])
     step = np.asarray(r["step_s"])
-    n = len(step)
     if not fits.any():
         i = int(np.argmin(r["memory_bytes"]))
         plan = plan_at(cand, i)
@@ -224,6 +269,40 @@ def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> Search
         results.append(parallel.result_from_arrays(job, plan, r, i, notes))
     why = tuple("" if k == 0 else explain_loss(x, results[0]) for k, x in enumerate(results))
     return SearchResult(tuple(results), why, evaluated=n, fitting=int(fits.sum()))
+
+
+# Plans of the first pass whose expert-parallel degrees are all tried (`search`).
+EXPERT_REFINE = 64
+
+
+def _expert_degrees_around(job: Job, cand: dict, r: dict, fixed: dict) -> dict:
+    """A mixture-of-experts search in two passes: every layout with three expert-parallel
+    degrees first (none, the most in a node, the most), then every degree for the EXPERT_REFINE
+    fastest plans that fit and the EXPERT_REFINE smallest in memory (more experts per group
+    shard more) The ep axis moves the expert terms alone, so the best plan of the first
+    pass with its best degree is the best plan overall unless a degree changes what fits."""
+    fits, step = np.asarray(r["fits"]), np.asarray(r["step_s"])
+    fastest = np.where(fits)[0][np.argsort(step[fits], kind="stable")][:EXPERT_REFINE]
+    smallest = np.argsort(np.asarray(r["memory_bytes"]), kind="stable")[:EXPERT_REFINE]
+    # and the fastest fitting plan of every (d, t, p, cp) layout with each seed degree (the
+    # most sharded seed fits with less recomputation, which other degrees may keep).
+    keys = ("d", "t", "p", "cp", "ep", "etp")
+    layout = np.stack([np.asarray(cand[k])[fits] for k in keys], axis=1)
+    by_layout = np.lexsort((step[fits], *layout.T[::-1]))
+    keys = layout[by_layout]
+    first = np.ones(len(keys), dtype=bool)
+    first[1:] = np.any(keys[1:] != keys[:-1], axis=1)
+    per_layout = np.where(fits)[0][by_layout[first]]
+    rows = np.unique(np.concatenate([fastest, smallest, per_layout]))
+    sh = parallel.shape_of(job.model)
+    blocks = [{k: v[rows] for k, v in cand.items()}]
+    for i in rows:
+        t, cp, d = (int(cand[k][i]) for k in ("t", "cp", "d"))
+        for code, eps in _expert_layouts(sh, t * cp * d, t, fixed):
+            block = {k: np.repeat(v[i : i + 1], len(eps)) for k, v in cand.items()}
+            block["ep"], block["etp"] = np.asarray(eps), np.full(len(eps), code)
+            blocks.append(block)
+    return {k: np.concatenate([b[k] for b in blocks]) for k in cand}
 
 
 def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:

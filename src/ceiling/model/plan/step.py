@@ -33,16 +33,20 @@ import numpy as np
 
 from ceiling.errors import InvalidInput
 from ceiling.model.plan import recompute
+from ceiling.model.plan.attention_kernels import KERNELS
 from ceiling.model.plan.axes import Plan, plans_to_arrays
 from ceiling.model.plan.communication import data_parallel, model_parallel_comm, pipeline_sends_s
 from ceiling.model.plan.compute import stage_compute
 from ceiling.model.plan.costs import shape_of
 from ceiling.model.plan.layout import layout_of
 from ceiling.model.plan.memory import LOSS, memory
+from ceiling.model.plan.moe import DISPATCHERS
 from ceiling.model.plan.pipeline import pipeline_step
 from ceiling.model.plan.rules import check_plan
 
 ATTENTION = ("unfused", "flash")
+# Training frameworks whose recipes set the planner's defaults (`training.recipe_defaults`).
+FRAMEWORKS = ("megatron", "nemo", "torchtitan", "maxtext")
 # The attention kernel assumed unless one is asked for (`--attention`), whatever the model and
 # wherever it comes from (catalog, custom:, hf:): FlashAttention, or a kernel like it that keeps
 # no s×s scores — what Megatron-Core with Transformer Engine, torchtitan (SDPA), NeMo and
@@ -67,6 +71,16 @@ class Job:
     overlap_dp: bool = True  # gradient reduction overlaps the last micro-batch's backward
     token_budget: float | None = None
     loss: str = "fp32"  # the cross-entropy kernel (LOSS): what the logits cost in memory
+    # Mixture-of-experts routing: the busiest expert rank's rows over the even share (None:
+    # `moe.IMBALANCE`); the dispatcher (`moe.DISPATCHERS`: NCCL all-to-all sends every copy,
+    # DeepEP each token once per destination node) and DeepEP's node limit (0: none).
+    moe_imbalance: float | None = None
+    # The fused attention kernel (`attention_kernels.KERNELS`; auto: the framework's) and the
+    # training framework whose recipe defaults apply (`FRAMEWORKS`).
+    attention_kernel: str = "auto"
+    framework: str = "megatron"
+    moe_dispatcher: str = "alltoall"
+    moe_node_limit: int = 0
 
     def __post_init__(self) -> None:
         for name in ("global_batch", "seq_len"):
@@ -83,6 +97,22 @@ class Job:
             raise InvalidInput(f"memory headroom must be in [0, 1), got {self.headroom!r}")
         if self.token_budget is not None and not self.token_budget > 0:
             raise InvalidInput(f"token budget must be > 0, got {self.token_budget!r}")
+        imbalance = self.moe_imbalance
+        if imbalance is not None and not (isinstance(imbalance, (int, float)) and imbalance >= 1):
+            raise InvalidInput(f"moe_imbalance must be ≥ 1 (1 = even), got {imbalance!r}")
+        for name, allowed in (("attention_kernel", KERNELS), ("framework", FRAMEWORKS)):
+            if getattr(self, name) not in allowed:
+                raise InvalidInput(
+                    f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
+                )
+        if self.moe_dispatcher not in DISPATCHERS:
+            raise InvalidInput(
+                f"moe_dispatcher must be one of {', '.join(DISPATCHERS)}, "
+                f"got {self.moe_dispatcher!r}"
+            )
+        limit = self.moe_node_limit
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+            raise InvalidInput(f"moe_node_limit must be a whole number ≥ 0, got {limit!r}")
 
 
 # ---- the whole plan ---------------------------------------------------------------------
@@ -120,7 +150,7 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
 
     # ---- optimizer update (memory-bound over this device's shard) ----
     # Adam's update plus one more read of the gradients for the global norm (clipping).
-    shard = np.where(x.plan.zero >= 1, x.dense_dev / x.dg + x.expert_dev / x.d_expert, x.params_dev)
+    shard = np.where(x.plan.zero >= 1, x.dense_dev / x.dz + x.expert_dev / x.d_expert, x.params_dev)
     optimizer_s = shard * (ADAM_UPDATE_BYTES + 2.0 * dp.grad_elem) / cluster.memory_bytes_per_s
 
     # A synchronous step waits for the slowest of N devices; with independent per-device
@@ -149,6 +179,7 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
         "ep_comm_s": mp.ep_mb * m,
         "tp_hidden_s": mp.tp_hidden_mb * m,
         "cp_hidden_s": mp.cp_hidden_mb * m,
+        "ep_hidden_s": mp.ep_hidden_mb * m,
         "dp_hidden_s": dp.hidden,
         "bubble_s": bubble_s,
         "head_s": comp.head_mb * m,  # output layer and loss (in matmul and elementwise)

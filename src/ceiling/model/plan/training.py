@@ -22,6 +22,72 @@ DEFAULT_SEQ = 4096
 DEFAULT_TOKENS_PER_STEP = 4 * 2**20
 
 
+# Models this large run the Megatron-Core/NeMo recipes with tensor-parallel communication
+# overlap on: NeMo's gpt3_175b, llama3_70b, llama31_405b and nemotron4_340b recipes set
+# tp_comm_overlap (userbuffers); its 8B-class recipes (llama3_8b) leave it off.
+TP_OVERLAP_FROM_PARAMS = 30e9
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a framework's recipes set that the planner would otherwise assume: plan axes
+    pinned unless the user pins them, job fields, and the words that say so."""
+
+    pins: dict
+    job: dict
+    said: str
+
+
+def recipe_defaults(framework: str | None, cfg) -> Recipe:
+    """The defaults of a training framework's recipes for `cfg` (None: the planner's own).
+
+    megatron: Megatron-LM/Megatron-Core with Transformer Engine — the distributed optimizer's
+      gradient reduce overlapped (--overlap-grad-reduce), TP overlap for large models;
+    nemo: as megatron; NeMo 2's GPTConfig fuses the cross-entropy (cross_entropy_loss_fusion
+      = True) and its performance recipes reduce gradients in 16 bits
+      (`recipe.trainer.plugins.grad_reduce_in_fp32 = False`, with the DDP config's): 16 bytes
+      of state a parameter, not 18 — 10.75 GiB less for a 340B model on TP8 PP8;
+    torchtitan: FSDP over the data-parallel ranks (data_parallel_shard_degree -1), eager
+      PyTorch (compile off in its train configs), F.cross_entropy on upcast logits, SDPA's
+      flash backend (FlashAttention-2);
+    maxtext: FSDP over the data-parallel ranks (ici_fsdp_parallelism -1), XLA-fused
+      pointwise kernels and loss, cuDNN flash attention through Transformer Engine on GPUs."""
+    if framework is None:
+        return Recipe({}, {}, "")
+    big = cfg.params_total >= TP_OVERLAP_FROM_PARAMS
+    if framework in ("megatron", "nemo"):
+        pins = {"tp_overlap": True} if big else {}
+        nemo = framework == "nemo"
+        pins.update({"state_bytes": 16} if nemo else {})
+        job = {"loss": "fused"} if nemo else {}
+        said = (
+            f"{framework} recipe: gradient reduce overlapped"
+            + (f", TP overlap on ({cfg.params_total / 1e9:.0f}B ≥ 30B)" if big else "")
+            + (
+                ", 16-bit gradients (16 bytes of state a parameter), fused cross-entropy"
+                if nemo
+                else ""
+            )
+        )
+        return Recipe(pins, {**job, "framework": framework}, said)
+    if framework == "torchtitan":
+        return Recipe(
+            {"zero": 3, "kernels": "eager"},
+            {"loss": "eager", "framework": framework, "attention_kernel": "fa2"},
+            "torchtitan recipe: FSDP, eager kernels (no compile), eager cross-entropy, "
+            "SDPA flash attention (FlashAttention-2)",
+        )
+    if framework == "maxtext":
+        return Recipe(
+            {"zero": 3},
+            {"loss": "fused", "framework": framework, "attention_kernel": "cudnn"},
+            "maxtext recipe: FSDP, fused kernels and loss (XLA), cuDNN flash attention",
+        )
+    from ceiling.model.plan.step import FRAMEWORKS
+
+    raise InvalidInput(f"framework must be one of {', '.join(FRAMEWORKS)}, got {framework!r}")
+
+
 def default_seq(cfg) -> int:
     return min(cfg.max_seq, DEFAULT_SEQ)
 
