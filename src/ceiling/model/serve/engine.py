@@ -109,9 +109,8 @@ class Engine:
         return int(tokens // self.policy.block_size)
 
     def time_fn(self, n_dec, dec_ctx, pf_tok, pf_pairs, pf_cached, sampled, q):
-        terms = self.iteration.terms(n_dec, dec_ctx, int(pf_tok), pf_pairs, pf_cached, sampled, q)
-        t = terms.time_s
-        bound = terms.bound == "compute"
+        t, bound = self.iteration.time_and_bound(n_dec, dec_ctx, int(pf_tok), pf_pairs, pf_cached,
+                                                 sampled, q)  # fmt: skip
         if self.layout.pp > 1:
             tokens = n_dec * q + pf_tok
             t += (self.layout.pp - 1) * p2p_s(tokens * self.cfg.hidden * self.act_bytes,

@@ -28,6 +28,7 @@ step and keeps (1 − α^(k+1)) / (1 − α) of them in expectation (Leviathan, 
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -171,7 +172,9 @@ def simulate(
     released = min(concurrency, n) if closed else n
     t = 0.0
     preemptions = 0
-    log_t, log_dt, log_tok, log_dec, log_pf, log_blk, log_cb = [], [], [], [], [], [], []
+    # runs of iterations: (start, first time, growth a step, steps, tokens, decodes,
+    # prefill tokens, blocks held, compute bound); a run's step j lasts first + j·growth
+    runs: list[tuple] = []
     done = 0
 
     def retire(cands, t, free, released, running, done):
@@ -206,18 +209,12 @@ def simulate(
             # nothing to admit: decode-only iterations until the next event, at once
             ids = np.fromiter(running, dtype=np.int64, count=len(running))
             next_arrival = float(arrival[order[nxt]]) if nxt < released else np.inf
-            steps, dt, bound = _decode_run(ids, computed, target, generated, held, output, free,
-                                    next_arrival - t, time_fn, policy)  # fmt: skip
+            steps, first_s, growth_s, bound = _decode_run(ids, computed, target, generated, held,
+                                    output, free, next_arrival - t, time_fn, policy)  # fmt: skip
             if steps:
-                starts = t + np.concatenate([[0.0], np.cumsum(dt)[:-1]])
-                log_t.extend(starts.tolist())
-                log_dt.extend(dt.tolist())
-                log_tok.extend([float(len(ids) * q)] * steps)
-                log_dec.extend([len(ids)] * steps)
-                log_pf.extend([0.0] * steps)
-                log_blk.extend([kv_blocks - free] * steps)
-                log_cb.extend([bound] * steps)
-                t = float(starts[-1] + dt[-1])
+                runs.append((t, first_s, growth_s, steps, float(len(ids) * q), len(ids), 0.0,
+                             kv_blocks - free, bound))  # fmt: skip
+                t += steps * first_s + growth_s * (steps * (steps - 1) / 2)
                 grown = np.maximum(_blocks(computed[ids] + (steps - 1) * kept + q, bs)
                                    .astype(np.int64), held[ids])  # fmt: skip
                 free -= int((grown - held[ids]).sum())
@@ -315,13 +312,8 @@ def simulate(
             sampled,
             q,
         )
-        log_t.append(t)
-        log_dt.append(dt)
-        log_tok.append(float(take.sum()))
-        log_dec.append(n_dec)
-        log_pf.append(float(chunk.sum()))
-        log_blk.append(kv_blocks - free)
-        log_cb.append(compute_bound)
+        runs.append((t, dt, 0.0, 1, float(take.sum()), n_dec, float(chunk.sum()),
+                     kv_blocks - free, compute_bound))  # fmt: skip
         t += dt
         # results of the iteration
         dec_ids = ids[dec]
@@ -335,19 +327,25 @@ def simulate(
         first[new_first] = t
         free, released, running, done = retire(np.concatenate([dec_ids, got]), t, free,
                                                released, running, done)  # fmt: skip
+    start, first_s, growth_s, steps, tok, dec, pf, blk, cb = (
+        np.array(c) for c in (zip(*runs, strict=True) if runs else [()] * 9)
+    )
+    steps = steps.astype(np.int64)
+    run = np.repeat(np.arange(len(steps)), steps)
+    j = np.arange(len(run)) - np.repeat(np.cumsum(steps) - steps, steps)  # step within its run
     return Schedule(
         arrival_s=arrival,
         first_token_s=first,
         finish_s=finish,
         output=output,
         prompt=prompt,
-        iter_start_s=np.array(log_t),
-        iter_time_s=np.array(log_dt),
-        iter_tokens=np.array(log_tok),
-        iter_decodes=np.array(log_dec),
-        iter_prefill=np.array(log_pf),
-        iter_blocks=np.array(log_blk),
-        iter_bound=np.array(log_cb, dtype=bool),
+        iter_start_s=start[run] + j * first_s[run] + growth_s[run] * (j * (j - 1) / 2),
+        iter_time_s=first_s[run] + growth_s[run] * j,
+        iter_tokens=tok[run].astype(float),
+        iter_decodes=dec[run].astype(np.int64),
+        iter_prefill=pf[run].astype(float),
+        iter_blocks=blk[run].astype(np.int64),
+        iter_bound=cb[run].astype(bool),
         kv_blocks=kv_blocks,
         preemptions=preemptions,
         warmup=min(concurrency, n) if closed else 0,
@@ -362,7 +360,7 @@ def _decode_run(ids, computed, target, generated, held, output, free, until_s, t
     cached context at a fixed batch, and two evaluations give every step's time."""
     q, kept, bs = policy.tokens_per_verify, policy.accepted_per_step, policy.block_size
     n = len(ids)
-    none = 0, None, False
+    none = 0, 0.0, 0.0, False
     if n == 0 or n * q > policy.max_batched_tokens:
         return none
     c = computed[ids]
@@ -394,8 +392,26 @@ def _decode_run(ids, computed, target, generated, held, output, free, until_s, t
     ctx = float(c.sum())
     first, bound = time_fn(n, ctx, 0.0, 0.0, 0.0, n, q)
     second, _ = time_fn(n, ctx + n * kept, 0.0, 0.0, 0.0, n, q)
-    dt = first + (second - first) * np.arange(steps)
+    growth = second - first
     if until_s < np.inf:
-        ends = np.cumsum(dt)
-        steps = min(steps, int(np.searchsorted(ends - dt, until_s, side="left")))
-    return (steps, dt[:steps], bound) if steps > 0 else none
+        # steps that start before `until_s`: step j starts at j·first + growth·j(j − 1)/2
+        steps = min(steps, _steps_starting_before(until_s, first, growth))
+    return (steps, first, growth, bound) if steps > 0 else none
+
+
+def _steps_starting_before(until_s: float, first: float, growth: float) -> int:
+    """The number of steps j ≥ 0 with j·first + growth·j(j − 1)/2 < until_s."""
+    if until_s <= 0:
+        return 0
+    if first <= 0 and growth <= 0:  # steps that take no time: every step starts at 0
+        return math.inf  # type: ignore[return-value]
+    a = first - growth / 2  # start(j) = a·j + growth·j²/2
+    if growth > 0:
+        j = int((-a + math.sqrt(a * a + 2 * growth * until_s)) / growth)
+    else:
+        j = int(until_s / first) if first > 0 else 0
+    while j > 0 and j * first + growth * (j * (j - 1) / 2) >= until_s:
+        j -= 1
+    while j * first + growth * (j * (j - 1) / 2) < until_s:
+        j += 1
+    return j
