@@ -325,14 +325,14 @@ def simulate(
             j = waiting[0]
             prefill_only = _blocks(target[j] if not fresh[j] else plen[j], bs) <= free
         # the running sequences' tokens, in admission order within the budget
-        sched: dict[int, float] = {}  # id -> tokens this iteration
+        # id -> tokens this iteration: the prefill chunks, and every sequence's when walking
+        sched: dict[int, float] = {}
         need: dict[int, int] = {}  # id -> blocks it adds
         idle: list[int] = []  # decoding sequences the budget leaves out
         walked = False
         if not prefill_only:
             want = n_dec * q + sum(target[i] - computed[i] for i in filling)
             if want <= budget:
-                sched = dict.fromkeys(running, float(q))
                 for i in filling:
                     sched[i] = target[i] - computed[i]
                     need[i] = max(int(_blocks(target[i], bs)) - held[i], 0)
@@ -381,9 +381,11 @@ def simulate(
                     else:  # popped as crossing: its next
                         heappush(covers, (held[i] * bs - q - computed[i], i, epoch[i]))
             idle = [i for i in idle if decoding[i]]  # (not preempted)
+        active = n_dec - len(idle) if not prefill_only else 0
+        used = sum(sched.values()) + (0 if walked else active * q)
         # admissions
         if (chunked or prefill_only) and not preempted:
-            left = budget - sum(sched.values())
+            left = budget - used
             while waiting and left > 0 and len(running) < max_seqs:
                 j = waiting[0]
                 start = float(math.floor(hit * plen[j])) if fresh[j] else 0.0
@@ -403,12 +405,12 @@ def simulate(
                 filling[j] = None
                 sched[j] = chunk
                 left -= chunk
-        if not sched:  # nothing fits: wait for the next arrival
+                used += chunk
+        if not used:  # nothing fits: wait for the next arrival
             if nxt < released:
                 t = max(t, arrival[order[nxt]])
                 continue
             raise DoesNotFit("the KV cache cannot hold the waiting request")  # pragma: no cover
-        active = n_dec - len(idle) if not prefill_only else 0
         ctx = base_sum + n_dec * K - sum(computed[i] + K for i in idle) if active else 0.0
         pf_tok = pairs = pf_cached = 0.0
         completes = []
@@ -423,7 +425,7 @@ def simulate(
                     completes.append(i)
         dt, compute_bound = time_fn(active, ctx, pf_tok, pairs, pf_cached,
                                     active + len(completes), q)  # fmt: skip
-        runs.append((t, dt, 0.0, 1, float(sum(sched.values())), active, pf_tok,
+        runs.append((t, dt, 0.0, 1, float(used), active, pf_tok,
                      kv_blocks - free, compute_bound))  # fmt: skip
         t += dt
         # results of the iteration
