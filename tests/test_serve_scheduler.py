@@ -140,3 +140,15 @@ def test_a_decode_the_budget_leaves_out_waits_its_turn():
     assert s.finish_s.tolist() == pytest.approx([3.6, 6.0])
     # A decodes over its 1 cached token, then 2; B over its 1 once A is gone
     assert [c[:2] for c in CALLS[1:3]] == [(1, 1.0), (1, 2.0)]
+
+
+@pytest.mark.parametrize(
+    ("until", "first", "growth"),
+    [(5.0, 1.0, 0.0), (5.5, 1.0, 0.0), (10.0, 1.0, 0.5), (1e-9, 2.0, 0.1), (0.0, 1.0, 0.0),
+     (123.4, 0.013, 1e-6), (7.0, 1.0, 1.0)],
+)  # fmt: skip
+def test_a_decode_run_stops_at_the_step_that_starts_after_the_next_arrival(until, first, growth):
+    from ceiling.model.serve.scheduler import _steps_starting_before
+
+    starts = [j * first + growth * j * (j - 1) / 2 for j in range(20000)]
+    assert _steps_starting_before(until, first, growth) == sum(s < until for s in starts)
