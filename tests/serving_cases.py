@@ -109,7 +109,7 @@ def simulate_case(case: Case):
     from ceiling.hardware.resolve import resolve_device
     from ceiling.model.decode import DecodeSetup, resolve_dtypes
     from ceiling.model.decode_expected import costs_for
-    from ceiling.model.serve.engine import Engine, Layout
+    from ceiling.model.serve.engine import HOST_SHARE, Engine, Layout
     from ceiling.model.serve.workload import dataset_lengths, fixed_lengths, poisson_arrivals
     from ceiling.model.transformer import get_model
 
@@ -126,7 +126,8 @@ def simulate_case(case: Case):
     compute = resolve_dtypes(spec, setup).compute
     engine = Engine(cfg, spec, setup, costs_for(spec, weights=case.weights, compute=compute),
                     Layout(tp=case.tp, replicas=case.replicas), policy_for(case),
-                    memory_utilization=case.memory_utilization)  # fmt: skip
+                    memory_utilization=case.memory_utilization,
+                    host_share=HOST_SHARE[case.engine])  # fmt: skip
     concurrency = None
     if case.load[0] == "rate":
         arrival = poisson_arrivals(case.requests, case.load[1])

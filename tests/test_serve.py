@@ -160,3 +160,30 @@ def test_tile_utilisation_pads_and_quantises_waves():
     # 100 rows pad to 128 (or 2 × 64): 100/128 of the best tile
     assert tile_utilisation(100, 132 * 256, 132) == pytest.approx(100 / 128)
     assert tile_utilisation(7, 7, None) == 1.0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [(8, 8 * 1000.0, 0, 0.0, 0.0, 8, 1), (3, 900.0, 512, chunk_pairs(256, 512), 256.0, 4, 1),
+     (4, 4 * 50.0, 0, 0.0, 0.0, 4, 3), (0, 0.0, 8192, chunk_pairs(0, 8192), 0.0, 1, 1)],
+)  # fmt: skip
+def test_the_fast_iteration_time_is_the_terms_time(args):
+    cfg, spec = get_model("llama-3-8b"), resolve_device("h100-sxm", None)
+    it = Iteration(cfg, spec, DecodeSetup(), costs_for(spec))
+    t, compute = it.time_and_bound(*args)
+    terms = it.terms(*args)
+    assert t == pytest.approx(terms.time_s, rel=1e-12)
+    assert compute == (terms.bound == "compute")
+
+
+def test_the_engine_host_adds_its_share_to_every_iteration():
+    cfg, spec = get_model("llama-3-8b"), resolve_device("h100-sxm", None)
+    plain = Engine(cfg, spec, DecodeSetup(), costs_for(spec))
+    sglang = Engine(cfg, spec, DecodeSetup(), costs_for(spec), host_share=0.1)
+    args = (16, 16 * 700.0, 256, chunk_pairs(0, 256), 0.0, 17, 1)
+    assert sglang.time_fn(*args)[0] == pytest.approx(1.1 * plain.time_fn(*args)[0], rel=1e-12)
+    r = ceiling.serve("gpt:tiny", spec="h100-sxm", offline=4, input_tokens=16,
+                      output_tokens=4, engine="sglang")  # fmt: skip
+    assert r.inputs["engine"] == "sglang" and r.inputs["host_share"] == 0.1
+    with pytest.raises(ceiling.errors.InvalidInput, match="engine"):
+        ceiling.serve("gpt:tiny", spec="h100-sxm", offline=4, engine="tgi")

@@ -126,3 +126,29 @@ def test_max_rate_bisects_to_the_slo_boundary():
     assert rate == pytest.approx(5.0, rel=1e-4)
     assert max_rate(M, Slo(ttft_p99_s=10.0), 16.0)[0] == 16.0
     assert max_rate(M, Slo(ttft_p99_s=-1.0), 16.0)[0] == 0.0
+
+
+def test_a_decode_the_budget_leaves_out_waits_its_turn():
+    # one draft token a step (2 tokens per decode, all kept with acceptance 0: 1 a step) and
+    # 2 tokens an iteration: both 1-token prompts in the first iteration (1.2 s); then A's
+    # decode takes the budget and B waits (1.2 s each) until A has its 3 tokens at 3.6 s;
+    # B then decodes its 2 tokens alone, ending at 6.0 s.
+    s = _run([1, 1], [3, 3], max_batched_tokens=2, spec_tokens=1)
+    assert s.iter_time_s.tolist() == pytest.approx([1.2] * 5)
+    assert s.iter_decodes.tolist() == [0, 1, 1, 1, 1]
+    assert s.first_token_s.tolist() == pytest.approx([1.2, 1.2])
+    assert s.finish_s.tolist() == pytest.approx([3.6, 6.0])
+    # A decodes over its 1 cached token, then 2; B over its 1 once A is gone
+    assert [c[:2] for c in CALLS[1:3]] == [(1, 1.0), (1, 2.0)]
+
+
+@pytest.mark.parametrize(
+    ("until", "first", "growth"),
+    [(5.0, 1.0, 0.0), (5.5, 1.0, 0.0), (10.0, 1.0, 0.5), (1e-9, 2.0, 0.1), (0.0, 1.0, 0.0),
+     (123.4, 0.013, 1e-6), (7.0, 1.0, 1.0)],
+)  # fmt: skip
+def test_a_decode_run_stops_at_the_step_that_starts_after_the_next_arrival(until, first, growth):
+    from ceiling.model.serve.scheduler import _steps_starting_before
+
+    starts = [j * first + growth * j * (j - 1) / 2 for j in range(20000)]
+    assert _steps_starting_before(until, first, growth) == sum(s < until for s in starts)

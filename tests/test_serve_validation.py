@@ -2,8 +2,9 @@
 case: benchmarks/serve_validation.py). Errors are predicted/published − 1.
 
 The cases the model meets within the acceptance tolerance (±15 % throughput, ±25 % latency)
-are held to it one by one; the whole set is held to its medians (a slow test). Where it
-misses — decode steps of Python engines at small batches, prompt prefill of SGLang 0.3, a
+are held to it one by one; the whole set is held to its medians (a slow test). Each case
+runs with its engine's host share (`HOST_SHARE`: SGLang 0.3 and vLLM V1 wait for a Python
+scheduler between iterations). Where it misses — time to first token of SGLang 0.3, a
 mixture of experts at large batches — the medians say by how much."""
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ WITHIN = [
     ("vLLM Llama-3-70B 4xH200 TP4 32/128 batch 8", "e2e_mean_s"),
     ("SGLang Llama-3.1-8B A100 ShareGPT 4 req/s", "tpot_p50_s"),
     ("SGLang Llama-3.1-8B A100 ShareGPT 4 req/s", "e2e_p50_s"),
+    ("SGLang Llama-3.1-70B 4xH100 ShareGPT 4 req/s", "tpot_p50_s"),
 ]
 
 
@@ -41,6 +43,6 @@ def test_the_whole_set_by_its_medians():  # about 30 s
     table = rows()
     m = medians(table)
     assert len(table) == sum(len(c.published) for c in CASES) >= 25
-    # what the model reaches today over the public set (acceptance: 15 % and 25 %)
-    assert m["throughput"] <= 0.20
-    assert m["latency"] <= 0.31
+    # what the model reaches over the public set (acceptance: 15 % and 25 %)
+    assert m["throughput"] <= 0.145
+    assert m["latency"] <= 0.215

@@ -231,6 +231,7 @@ def serve(
     curve: bool = False,
     seed: int = 0,
     measure: str | None = None,
+    engine: str = "generic",
 ) -> ServeResult:
     """Simulate serving `model` on `gpus` devices (`spec`/`profile`) laid out as `tp` ×
     `pp` × `replicas`, under a load: Poisson `rate` (requests/s), closed-loop
@@ -242,7 +243,9 @@ def serve(
     (`speculative`: "ngram" or a draft model; `spec_tokens`, `acceptance`), `reserve_kv`
     (TensorRT-LLM's no-eviction admission). `slo` ("ttft_p99=2s,tpot_p99=200ms") adds the
     highest rate meeting it, and with `target_rate` the fewest GPUs; `curve` the
-    latency–throughput curve; `measure` a server URL to run the same workload against."""
+    latency–throughput curve; `measure` a server URL to run the same workload against.
+    `engine` ("generic", "vllm", "sglang", "trtllm"): the host time the engine adds to each
+    iteration (`ceiling.model.serve.engine.HOST_SHARE`; generic: none)."""
     import numpy as np
 
     from ceiling.hardware.resolve import resolve
@@ -274,6 +277,9 @@ def serve(
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise BadArgument("seed", f"must be a whole number ≥ 0, got {seed!r}")
     the_slo = parse_slo(slo)
+    if not isinstance(engine, str) or engine not in eng.HOST_SHARE:
+        raise BadArgument("engine", f"must be one of {', '.join(eng.HOST_SHARE)}, got {engine!r}")
+    engine_name, host_share = engine, eng.HOST_SHARE[engine]
     layout = _layout(gpus, tp, pp, replicas)
     fmt = quant_format(weights)
     resolved = resolve(spec, profile)
@@ -317,7 +323,7 @@ def serve(
 
         compute = resolve_dtypes(dev, s).compute
         return eng.Engine(cfg, dev, s, costs_for(dev, weights=weights, compute=compute), lay,
-                          policy, draft)  # fmt: skip
+                          policy, draft, host_share=host_share)  # fmt: skip
 
     engine = make(layout)
     if arrivals is not None and not any(loads):
@@ -354,6 +360,8 @@ def serve(
         "acceptance": acceptance,
         "reserve_kv": reserve_kv,
         "cuda_graphs": engine.costs.cuda_graphs,
+        "engine": engine_name,
+        "host_share": host_share,
     }
     mean_ctx = float(np.mean(prompt) + np.mean(output) / 2)
     batch = max(1, round(metrics.mean_batch))

@@ -82,6 +82,14 @@ Speculative = _opt("--speculative", "Speculative decoding: ngram, or a draft mod
 SloOption = _opt("--slo", "Targets: ttft_p99=2s,tpot_p99=200ms (ttft_p50, tpot_p50, e2e_p99).", str)
 TargetRate = _opt("--target-rate", "With --slo: the fewest GPUs for this many requests/s.", float)
 Measure = _opt("--measure", "URL of an OpenAI-compatible server to measure.", str)
+EngineOption = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="Host time per iteration of the engine: generic (none), vllm or sglang (10 %: a "
+        "Python scheduler the GPU waits for), trtllm (none: its executor runs ahead).",
+    ),
+]
 
 
 @app.command(help=SERVE_HELP)
@@ -116,6 +124,7 @@ def serve(
     target_rate: TargetRate = None,
     seed: Seed = 0,
     measure: Measure = None,
+    engine: EngineOption = "generic",
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
@@ -130,7 +139,7 @@ def serve(
         max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill,
         prefix_hit_rate=prefix_hit_rate, speculative=speculative, spec_tokens=spec_tokens,
         acceptance=acceptance, reserve_kv=reserve_kv, slo=slo, target_rate=target_rate,
-        curve=plot is not None, seed=seed, measure=measure,
+        curve=plot is not None, seed=seed, measure=measure, engine=engine,
     )  # fmt: skip
     if figure_and_json(r, plot, json_out):
         return
@@ -154,6 +163,10 @@ def _show(r) -> None:
         f"({r.kv_blocks * inp['block_size']:,} tokens per engine)"
     )
     con.print(f"workload: {m.requests:,} requests, {inp['workload']}; load: {inp['load']}")
+    con.print(
+        f"assumed: engine {inp['engine']}, its host adding {inp['host_share'] * 100:.0f} % to "
+        f"each iteration's GPU time (--engine generic|vllm|sglang|trtllm)"
+    )
     meas = r.measured
     con.print(
         f"simulated: {m.output_tokens_per_s:,.0f} output tokens/s, {m.requests_per_s:.3g} "

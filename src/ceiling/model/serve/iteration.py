@@ -105,6 +105,7 @@ class Iteration:
         self.dense = cfg.experts == 1
         self._weights: dict[int, float] = {}
         self._comm: dict[int, float] = {}
+        self._fixed: dict[tuple[int, int], tuple[float, ...]] = {}
 
     def weight_bytes(self, tokens: int) -> float:
         """Weights (and 4-bit scales) read by an iteration over `tokens` tokens."""
@@ -174,6 +175,39 @@ class Iteration:
 
     def time(self, *args, **kwargs) -> float:
         return self.terms(*args, **kwargs).time_s
+
+    def time_and_bound(
+        self,
+        decode_seqs: int,
+        decode_context: float,
+        prefill_tokens: int,
+        prefill_pairs: float,
+        prefill_cached: float,
+        sampled: int,
+        query_per_decode: int,
+    ) -> tuple[float, bool]:
+        """`terms(...).time_s` and whether compute binds, in plain floats: the terms that
+        depend only on the iteration's tokens and sampled sequences (weights, GEMMs,
+        dequantisation, launches, all-reduces) are kept per (tokens, sampled); the cache's
+        bytes and attention FLOPs are affine in the context and computed each time."""
+        q = query_per_decode
+        tokens = decode_seqs * q + prefill_tokens
+        key = (tokens, sampled)
+        fixed = self._fixed.get(key)
+        if fixed is None:
+            t = self.terms(0, 0.0, tokens, 0.0, 0.0, sampled)
+            fixed = (max(t.weights_s, t.gemm_s), t.gemm_s - t.weights_s, t.dequant_s,
+                     t.launch_s, t.comm_s)  # fmt: skip
+            self._fixed[key] = fixed
+        multiplies, gemm_over, dequant, launch, comm = fixed
+        pairs = q * decode_context + decode_seqs * (q * (q + 1) / 2)
+        kv_s = (decode_context + prefill_cached + tokens) * self.kv_tok / self.bandwidth
+        attention_s = self.attn * (pairs + prefill_pairs) / self.attention_rate
+        time_s = multiplies + max(kv_s, attention_s) + dequant + launch + comm
+        attn_over = attention_s - kv_s
+        compute = max(gemm_over, 0) + max(attn_over, 0)
+        memory = max(-gemm_over, 0) + max(-attn_over, 0)
+        return time_s, compute > memory
 
     def expected_experts(self, tokens: int) -> float:
         return experts_touched(self.cfg, tokens)

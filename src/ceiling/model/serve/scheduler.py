@@ -28,9 +28,11 @@ step and keeps (1 − α^(k+1)) / (1 − α) of them in expectation (Leviathan, 
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappop, heappush
 
 import numpy as np
 
@@ -121,7 +123,14 @@ def simulate(
     policy: Policy | None = None,
     concurrency: int | None = None,
 ) -> Schedule:
-    """Run the requests through the scheduler; see the module's docstring."""
+    """Run the requests through the scheduler; see the module's docstring.
+
+    Decoding sequences all advance `kept` tokens a step, so they are kept relative to a
+    common count K of tokens decoded: a sequence's cache holds its base + K tokens. Two heaps
+    say when something happens to one of them — the K at which it has all its output tokens,
+    and the K past which its KV blocks no longer hold the next step — so an iteration costs
+    the events in it, not the batch; stretches of decode-only iterations between events are
+    taken at once (`time_fn` is affine in the context at a fixed batch)."""
     policy = policy or Policy()
     n = len(prompt)
     prompt = np.asarray(prompt, dtype=np.int64)
@@ -141,143 +150,250 @@ def simulate(
             f"{int((prompt + output).max())} tokens > max batched tokens "
             f"{policy.max_batched_tokens}"
         )
-    arrival = np.array(arrival_s, dtype=float)
+    arrival_in = np.array(arrival_s, dtype=float)
     closed = concurrency is not None
     if closed:
         if not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidInput(f"concurrency must be a whole number ≥ 1, got {concurrency!r}")
-        arrival[:] = np.inf
-        arrival[: min(concurrency, n)] = 0.0
-        order = np.arange(n)
+        arrival_in[:] = np.inf
+        arrival_in[: min(concurrency, n)] = 0.0
+        order = list(range(n))
     else:
-        order = np.argsort(arrival, kind="stable")
+        order = np.argsort(arrival_in, kind="stable").tolist()
+    arrival = arrival_in.tolist()
+    plen, out = prompt.tolist(), output.tolist()
     hit = policy.prefix_hit_rate
     q = policy.tokens_per_verify
     kept = policy.accepted_per_step
     budget = policy.max_batched_tokens
+    max_seqs = policy.max_num_seqs
+    chunked = policy.chunked_prefill
+    reserve = policy.reserve_kv
+    nan = float("nan")
 
-    computed = np.zeros(n)  # tokens whose K and V are in the cache
-    target = prompt.astype(float)  # tokens to prefill before decoding
-    generated = np.zeros(n)
-    held = np.zeros(n, dtype=np.int64)  # KV blocks held
-    fresh = np.ones(n, dtype=bool)  # never admitted (a prefix-cache hit applies)
-    first = np.full(n, np.nan)
-    finish = np.full(n, np.nan)
+    # per request; a decoding one keeps its cache and output counts relative to K
+    computed = [0.0] * n  # tokens whose K and V are in the cache
+    target = [float(p) for p in plen]  # tokens to prefill before decoding
+    generated = [0.0] * n
+    held = [0] * n  # KV blocks held
+    fresh = [True] * n  # never admitted (a prefix-cache hit applies)
+    first = [nan] * n
+    finish = [nan] * n
+    decoding = [False] * n
+    epoch = [0] * n  # heap entries of an older epoch are stale
 
     waiting: deque[int] = deque()
-    running: list[int] = []
+    running: dict[int, None] = {}  # admission order
+    filling: dict[int, None] = {}  # the running ones still prefilling, in admission order
+    K = 0.0  # tokens each decoding sequence has decoded since the start
+    n_dec = 0
+    base_sum = 0.0  # Σ cache bases of the decoding sequences
+    dec_held = 0  # Σ blocks they hold
+    done_at: list[tuple[float, int, int]] = []  # (K at which it has its tokens, id, epoch)
+    covers: list[tuple[float, int, int]] = []  # (last K its blocks hold a step at, id, epoch)
     free = kv_blocks
     nxt = 0  # next request in `order` not yet arrived
     released = min(concurrency, n) if closed else n
     t = 0.0
     preemptions = 0
-    log_t, log_dt, log_tok, log_dec, log_pf, log_blk, log_cb = [], [], [], [], [], [], []
     done = 0
+    # runs of iterations: (start, first time, growth a step, steps, tokens, decodes,
+    # prefill tokens, blocks held, compute bound); a run's step j lasts first + j·growth
+    runs: list[tuple] = []
 
-    def retire(cands, t, free, released, running, done):
-        """Sequences among `cands` that have all their tokens finish at `t`."""
-        fin = cands[generated[cands] >= output[cands]]
-        if len(fin):
-            finish[fin] = t
-            free += int(held[fin].sum())
-            held[fin] = 0
-            gone = set(fin.tolist())
-            running = [i for i in running if i not in gone]
-            done += len(fin)
-            if closed:
-                for _ in range(len(fin)):
-                    if released < n:
-                        arrival[order[released]] = t
-                        released += 1
-        return free, released, running, done
+    def push(i: int) -> None:
+        epoch[i] += 1
+        heappush(done_at, (out[i] - generated[i], i, epoch[i]))
+        heappush(covers, (held[i] * bs - q - computed[i], i, epoch[i]))
+
+    def start_decoding(i: int) -> None:
+        nonlocal n_dec, base_sum, dec_held
+        computed[i] -= K
+        generated[i] -= K
+        decoding[i] = True
+        n_dec += 1
+        base_sum += computed[i]
+        dec_held += held[i]
+        push(i)
+
+    def stop_decoding(i: int) -> None:
+        nonlocal n_dec, base_sum, dec_held
+        base_sum -= computed[i]
+        dec_held -= held[i]
+        computed[i] += K
+        generated[i] += K
+        decoding[i] = False
+        epoch[i] += 1
+        n_dec -= 1
+
+    def retire(i: int) -> None:
+        nonlocal free, released, done
+        if decoding[i]:
+            stop_decoding(i)
+        finish[i] = t
+        free += held[i]
+        held[i] = 0
+        del running[i]
+        filling.pop(i, None)
+        done += 1
+        if closed and released < n:
+            arrival[order[released]] = t
+            released += 1
+
+    def retire_decoded() -> None:
+        while done_at and done_at[0][0] <= K:
+            _, i, e = heappop(done_at)
+            if e == epoch[i]:
+                retire(i)
+
+    def crossing(at: float) -> list[int]:
+        """Decoding sequences whose blocks do not hold a step at K = `at` (popped)."""
+        got = []
+        while covers and covers[0][0] < at:
+            _, i, e = heappop(covers)
+            if e == epoch[i]:
+                got.append(i)
+        return got
+
+    def grow(i: int, at: float) -> int:
+        """Blocks decoding sequence `i` adds for a step at K = `at`."""
+        return max(int(_blocks(computed[i] + at + q, bs)) - held[i], 0)
 
     while done < n:
         while nxt < released and arrival[order[nxt]] <= t:
-            waiting.append(int(order[nxt]))
+            waiting.append(order[nxt])
             nxt += 1
         if not running and not waiting:
-            t = float(arrival[order[nxt]])
+            t = arrival[order[nxt]]
             continue
         if (
-            not waiting
-            or len(running) >= policy.max_num_seqs
-            or ((not fresh[waiting[0]] or hit == 0) and _blocks(target[waiting[0]], bs) > free)
+            (
+                not waiting
+                or len(running) >= max_seqs
+                or ((not fresh[waiting[0]] or hit == 0) and _blocks(target[waiting[0]], bs) > free)
+            )
+            and 0 < n_dec == len(running)
+            and n_dec * q <= budget
         ):
-            # nothing to admit: decode-only iterations until the next event, at once
-            ids = np.fromiter(running, dtype=np.int64, count=len(running))
-            next_arrival = float(arrival[order[nxt]]) if nxt < released else np.inf
-            steps, dt, bound = _decode_run(ids, computed, target, generated, held, output, free,
-                                    next_arrival - t, time_fn, policy)  # fmt: skip
-            if steps:
-                starts = t + np.concatenate([[0.0], np.cumsum(dt)[:-1]])
-                log_t.extend(starts.tolist())
-                log_dt.extend(dt.tolist())
-                log_tok.extend([float(len(ids) * q)] * steps)
-                log_dec.extend([len(ids)] * steps)
-                log_pf.extend([0.0] * steps)
-                log_blk.extend([kv_blocks - free] * steps)
-                log_cb.extend([bound] * steps)
-                t = float(starts[-1] + dt[-1])
-                grown = np.maximum(_blocks(computed[ids] + (steps - 1) * kept + q, bs)
-                                   .astype(np.int64), held[ids])  # fmt: skip
-                free -= int((grown - held[ids]).sum())
-                held[ids] = grown
-                computed[ids] += steps * kept
-                generated[ids] += steps * kept
-                free, released, running, done = retire(ids, t, free, released, running, done)
+            # nothing to admit, every sequence decoding: decode-only iterations until the
+            # next event — a sequence finishing, the cache filling, the next arrival — at once
+            while done_at[0][2] != epoch[done_at[0][1]]:
+                heappop(done_at)
+            steps = math.ceil((done_at[0][0] - K) / kept)
+            ctx = base_sum + n_dec * K
+            if not reserve and (
+                (ctx + n_dec * ((steps - 1) * kept + q)) / bs + n_dec - dec_held > free
+            ):
+                ids = list(running)
+
+                def new_blocks(j: int, ids=ids, k0=K) -> int:  # blocks the first j steps add
+                    at = k0 + (j - 1) * kept
+                    return sum(grow(i, at) for i in ids)
+
+                if new_blocks(steps) > free:
+                    lo, hi = 0, steps  # new_blocks(lo) fits, new_blocks(hi) does not
+                    while hi - lo > 1:
+                        mid = (lo + hi) // 2
+                        if new_blocks(mid) <= free:
+                            lo = mid
+                        else:
+                            hi = mid
+                    steps = lo
+            if steps > 0:
+                first_s, bound = time_fn(n_dec, ctx, 0.0, 0.0, 0.0, n_dec, q)
+                second_s, _ = time_fn(n_dec, ctx + n_dec * kept, 0.0, 0.0, 0.0, n_dec, q)
+                growth_s = second_s - first_s
+                if nxt < released:
+                    steps = min(steps, _steps_starting_before(arrival[order[nxt]] - t, first_s,
+                                                              growth_s))  # fmt: skip
+            if steps > 0:
+                runs.append((t, first_s, growth_s, steps, float(n_dec * q), n_dec, 0.0,
+                             kv_blocks - free, bound))  # fmt: skip
+                t += steps * first_s + growth_s * (steps * (steps - 1) / 2)
+                last = K + (steps - 1) * kept
+                for i in crossing(last):
+                    add = grow(i, last)
+                    held[i] += add
+                    dec_held += add
+                    free -= add
+                    heappush(covers, (held[i] * bs - q - computed[i], i, epoch[i]))
+                K += steps * kept
+                retire_decoded()
                 continue
-        ids = np.fromiter(running, dtype=np.int64, count=len(running))
         prefill_only = preempted = False
-        if not policy.chunked_prefill and waiting and len(running) < policy.max_num_seqs:
+        if not chunked and waiting and len(running) < max_seqs:
             j = waiting[0]
-            need = int(_blocks(target[j] if not fresh[j] else prompt[j], bs))
-            prefill_only = need <= free
-        if prefill_only:
-            take = np.zeros(0, dtype=float)
-            ids = ids[:0]
-        else:
-            rem = target[ids] - computed[ids]
-            dec = rem <= 0
-            want = np.where(dec, q, rem)
-            before = np.cumsum(want) - want
-            take = np.minimum(want, np.maximum(budget - before, 0.0))
-            # blocks for the tokens scheduled; preempt the latest admitted while they do not fit
-            need = np.maximum(_blocks(computed[ids] + take, bs).astype(np.int64) - held[ids], 0)
-            total = int(need.sum())
-            cut = len(ids)
-            while total > free and cut > 0:
-                cut -= 1
-                v = int(ids[cut])
-                total -= int(need[cut])
-                free += int(held[v])
+            prefill_only = _blocks(target[j] if not fresh[j] else plen[j], bs) <= free
+        # the running sequences' tokens, in admission order within the budget
+        # id -> tokens this iteration: the prefill chunks, and every sequence's when walking
+        sched: dict[int, float] = {}
+        need: dict[int, int] = {}  # id -> blocks it adds
+        idle: list[int] = []  # decoding sequences the budget leaves out
+        walked = False
+        if not prefill_only:
+            want = n_dec * q + sum(target[i] - computed[i] for i in filling)
+            if want <= budget:
+                for i in filling:
+                    sched[i] = target[i] - computed[i]
+                    need[i] = max(int(_blocks(target[i], bs)) - held[i], 0)
+                for i in crossing(K):
+                    need[i] = grow(i, K)
+            else:  # the budget runs out part way: walk the batch
+                walked = True
+                left = float(budget)
+                for i in running:
+                    w = float(q) if decoding[i] else target[i] - computed[i]
+                    take = min(w, max(left, 0.0))
+                    left -= w
+                    if take > 0:
+                        sched[i] = take
+                    elif decoding[i]:
+                        idle.append(i)
+                    c = computed[i] + K if decoding[i] else computed[i]
+                    need[i] = max(int(_blocks(c + take, bs)) - held[i], 0)
+            total = sum(need.values())
+            # preempt the latest admitted while the blocks do not fit
+            while total > free and running:
+                v = next(reversed(running))
+                total -= need.pop(v, 0)
+                sched.pop(v, None)
+                if decoding[v]:
+                    stop_decoding(v)
+                else:
+                    del filling[v]
+                del running[v]
+                free += held[v]
                 held[v] = 0
-                target[v] = prompt[v] + np.floor(generated[v])
+                target[v] = plen[v] + math.floor(generated[v])
                 computed[v] = 0.0
                 waiting.appendleft(v)
                 preemptions += 1
-            if cut < len(ids):
-                ids, take, need = ids[:cut], take[:cut], need[:cut]
-                running = running[:cut]
                 preempted = True
-            keep = take > 0
-            ids, take, need = ids[keep], take[keep], need[keep]
-            held[ids] += need
-            free -= total
-        used = float(take.sum())
+            for i, add in need.items():
+                if add:
+                    held[i] += add
+                    free -= add
+                    if decoding[i]:
+                        dec_held += add
+                if decoding[i]:
+                    if walked:  # its entries: new ones
+                        push(i)
+                    else:  # popped as crossing: its next
+                        heappush(covers, (held[i] * bs - q - computed[i], i, epoch[i]))
+            idle = [i for i in idle if decoding[i]]  # (not preempted)
+        active = n_dec - len(idle) if not prefill_only else 0
+        used = sum(sched.values()) + (0 if walked else active * q)
         # admissions
-        new, new_take = [], []
-        if (policy.chunked_prefill or prefill_only) and not preempted:
+        if (chunked or prefill_only) and not preempted:
             left = budget - used
-            while waiting and left > 0 and len(running) < policy.max_num_seqs:
+            while waiting and left > 0 and len(running) < max_seqs:
                 j = waiting[0]
-                start = float(np.floor(hit * prompt[j])) if fresh[j] else 0.0
+                start = float(math.floor(hit * plen[j])) if fresh[j] else 0.0
                 rest = target[j] - start
-                chunk = min(rest, left) if policy.chunked_prefill else rest
+                chunk = min(rest, left) if chunked else rest
                 if chunk > left:
                     break
-                blocks = int(
-                    _blocks(prompt[j] + output[j] if policy.reserve_kv else start + chunk, bs)
-                )
+                blocks = int(_blocks(plen[j] + out[j] if reserve else start + chunk, bs))
                 if blocks > free:
                     break
                 waiting.popleft()
@@ -285,117 +401,100 @@ def simulate(
                 computed[j] = start
                 held[j] = blocks
                 free -= blocks
-                running.append(j)
-                new.append(j)
-                new_take.append(chunk)
+                running[j] = None
+                filling[j] = None
+                sched[j] = chunk
                 left -= chunk
-        if new:
-            ids = np.concatenate([ids, np.array(new, dtype=np.int64)])
-            take = np.concatenate([take, np.array(new_take, dtype=float)])
-        if len(ids) == 0:  # nothing fits: wait for the next arrival
+                used += chunk
+        if not used:  # nothing fits: wait for the next arrival
             if nxt < released:
-                t = max(t, float(arrival[order[nxt]]))
+                t = max(t, arrival[order[nxt]])
                 continue
             raise DoesNotFit("the KV cache cannot hold the waiting request")  # pragma: no cover
-        cached = computed[ids]
-        rem = target[ids] - cached
-        dec = rem <= 0
-        pf = ~dec
-        n_dec = int(dec.sum())
-        chunk = take[pf]
-        pf_cached = cached[pf]
-        completes = pf & (take >= rem)
-        sampled = n_dec + int(completes.sum())
-        dt, compute_bound = time_fn(
-            n_dec,
-            float(cached[dec].sum()),
-            float(chunk.sum()),
-            float((chunk * pf_cached + chunk * (chunk + 1) / 2).sum()),
-            float(pf_cached.sum()),
-            sampled,
-            q,
-        )
-        log_t.append(t)
-        log_dt.append(dt)
-        log_tok.append(float(take.sum()))
-        log_dec.append(n_dec)
-        log_pf.append(float(chunk.sum()))
-        log_blk.append(kv_blocks - free)
-        log_cb.append(compute_bound)
+        ctx = base_sum + n_dec * K - sum(computed[i] + K for i in idle) if active else 0.0
+        pf_tok = pairs = pf_cached = 0.0
+        completes = []
+        for i in filling:
+            take = sched.get(i)
+            if take:
+                c = computed[i]
+                pf_tok += take
+                pairs += take * c + take * (take + 1) / 2
+                pf_cached += c
+                if take >= target[i] - c:
+                    completes.append(i)
+        dt, compute_bound = time_fn(active, ctx, pf_tok, pairs, pf_cached,
+                                    active + len(completes), q)  # fmt: skip
+        runs.append((t, dt, 0.0, 1, float(used), active, pf_tok,
+                     kv_blocks - free, compute_bound))  # fmt: skip
         t += dt
         # results of the iteration
-        dec_ids = ids[dec]
-        computed[dec_ids] += kept
-        generated[dec_ids] += kept
-        pf_ids = ids[pf]
-        computed[pf_ids] += chunk
-        got = ids[completes]
-        generated[got] += 1.0
-        new_first = got[np.isnan(first[got])]
-        first[new_first] = t
-        free, released, running, done = retire(np.concatenate([dec_ids, got]), t, free,
-                                               released, running, done)  # fmt: skip
+        for i in list(filling):
+            take = sched.get(i)
+            if take:
+                computed[i] += take
+        if active:
+            for i in idle:  # they stay where they were while the others decode
+                base_sum -= kept
+                computed[i] -= kept
+                generated[i] -= kept
+                push(i)
+            K += kept
+            retire_decoded()
+        for i in completes:
+            generated[i] += 1.0
+            if first[i] != first[i]:
+                first[i] = t
+            del filling[i]
+            if generated[i] >= out[i]:
+                retire(i)
+            else:
+                start_decoding(i)
     return Schedule(
-        arrival_s=arrival,
-        first_token_s=first,
-        finish_s=finish,
+        arrival_s=np.array(arrival),
+        first_token_s=np.array(first),
+        finish_s=np.array(finish),
         output=output,
         prompt=prompt,
-        iter_start_s=np.array(log_t),
-        iter_time_s=np.array(log_dt),
-        iter_tokens=np.array(log_tok),
-        iter_decodes=np.array(log_dec),
-        iter_prefill=np.array(log_pf),
-        iter_blocks=np.array(log_blk),
-        iter_bound=np.array(log_cb, dtype=bool),
+        **_iterations(runs),
         kv_blocks=kv_blocks,
         preemptions=preemptions,
         warmup=min(concurrency, n) if closed else 0,
     )
 
 
-def _decode_run(ids, computed, target, generated, held, output, free, until_s, time_fn, policy):
-    """Steps of decode-only iterations the running sequences can take up to an event — the
-    step where the first sequence finishes, the cache filling, or `until_s` (the next
-    arrival) — and each step's time. Every sequence adds `kept`
-    tokens a step, so its cache grows by the same amount: `time_fn` is affine in the
-    cached context at a fixed batch, and two evaluations give every step's time."""
-    q, kept, bs = policy.tokens_per_verify, policy.accepted_per_step, policy.block_size
-    n = len(ids)
-    none = 0, None, False
-    if n == 0 or n * q > policy.max_batched_tokens:
-        return none
-    c = computed[ids]
-    if (target[ids] - c > 0).any():
-        return none
-    steps = int(np.ceil((output[ids] - generated[ids]) / kept).min())
-    if steps <= 0:
-        return none
-    if not policy.reserve_kv:
-        h = held[ids]
+def _iterations(runs: list[tuple]) -> dict[str, np.ndarray]:
+    """Schedule's per-iteration arrays from the runs of iterations."""
+    start, first_s, growth_s, steps, tok, dec, pf, blk, cb = (
+        np.array(c) for c in (zip(*runs, strict=True) if runs else [()] * 9)
+    )
+    steps = steps.astype(np.int64)
+    run = np.repeat(np.arange(len(steps)), steps)
+    j = np.arange(len(run)) - np.repeat(np.cumsum(steps) - steps, steps)  # step within its run
+    return {
+        "iter_start_s": start[run] + j * first_s[run] + growth_s[run] * (j * (j - 1) / 2),
+        "iter_time_s": first_s[run] + growth_s[run] * j,
+        "iter_tokens": tok[run].astype(float),
+        "iter_decodes": dec[run].astype(np.int64),
+        "iter_prefill": pf[run].astype(float),
+        "iter_blocks": blk[run].astype(np.int64),
+        "iter_bound": cb[run].astype(bool),
+    }
 
-        def new_blocks(j: int) -> int:  # blocks the first j steps add
-            return int(np.maximum(_blocks(c + (j - 1) * kept + q, bs) - h, 0).sum())
 
-        # at most one partly used block more per sequence than the tokens need
-        if (c.sum() + n * ((steps - 1) * kept + q)) / bs + n - h.sum() > free and (
-            new_blocks(steps) > free
-        ):
-            lo, hi = 0, steps  # new_blocks(lo) fits, new_blocks(hi) does not
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if new_blocks(mid) <= free:
-                    lo = mid
-                else:
-                    hi = mid
-            steps = lo
-        if steps <= 0:
-            return none
-    ctx = float(c.sum())
-    first, bound = time_fn(n, ctx, 0.0, 0.0, 0.0, n, q)
-    second, _ = time_fn(n, ctx + n * kept, 0.0, 0.0, 0.0, n, q)
-    dt = first + (second - first) * np.arange(steps)
-    if until_s < np.inf:
-        ends = np.cumsum(dt)
-        steps = min(steps, int(np.searchsorted(ends - dt, until_s, side="left")))
-    return (steps, dt[:steps], bound) if steps > 0 else none
+def _steps_starting_before(until_s: float, first: float, growth: float) -> int:
+    """The number of steps j ≥ 0 with j·first + growth·j(j − 1)/2 < until_s."""
+    if until_s <= 0:
+        return 0
+    if first <= 0 and growth <= 0:  # steps that take no time: every step starts at 0
+        return math.inf  # type: ignore[return-value]
+    a = first - growth / 2  # start(j) = a·j + growth·j²/2
+    if growth > 0:
+        j = int((-a + math.sqrt(a * a + 2 * growth * until_s)) / growth)
+    else:
+        j = int(until_s / first) if first > 0 else 0
+    while j > 0 and j * first + growth * (j * (j - 1) / 2) >= until_s:
+        j -= 1
+    while j * first + growth * (j * (j - 1) / 2) < until_s:
+        j += 1
+    return j
