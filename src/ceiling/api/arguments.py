@@ -53,7 +53,8 @@ class WrongType(BadArgument, TypeError):
 
 def checked(function: Callable) -> Callable:
     """Refuse, before any work, a call the signature does not take or an argument whose type
-    its annotation does not allow, naming the argument."""
+    its annotation does not allow, naming the argument; the docstring gains the shared
+    inputs' meanings (`ceiling.inputs`), in the words the command line's help uses."""
     signature = inspect.signature(function)
 
     @functools.wraps(function)
@@ -69,7 +70,31 @@ def checked(function: Callable) -> Callable:
                 raise WrongType(name, f"must be {said_type(hint)}, got {shortened(value)}")
         return function(*args, **kwargs)
 
+    call.__doc__ = with_shared_inputs(function.__doc__, signature)
     return call
+
+
+def with_shared_inputs(doc: str | None, signature: inspect.Signature) -> str | None:
+    """`doc` followed by one line per parameter that is a shared input: its meaning and the
+    flag that sets it on the command line."""
+    from ceiling.inputs import BY_NAME
+
+    shared = [BY_NAME[name] for name in signature.parameters if name in BY_NAME]
+    if not shared:
+        return doc
+    import textwrap
+
+    lines = [
+        textwrap.fill(
+            f"{i.name}: {i.help} On the command line: {i.said}.",
+            88,
+            initial_indent="    ",
+            subsequent_indent="        ",
+            break_on_hyphens=False,
+        )
+        for i in shared
+    ]
+    return (doc or "").rstrip() + "\n\n    Shared inputs:\n" + "\n".join(lines) + "\n"
 
 
 class WrongCall(InvalidInput, TypeError):

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# a Python argument whose option on the command line has another name
-_FLAG_NAMES = {"machine_profile": "profile"}
+from ceiling.inputs import flag_of
 
 
 def _invoked(command: Any, argv: list[str]) -> Any:
@@ -34,7 +33,7 @@ def flag_for(command: Any, argv: list[str], argument: str) -> str | None:
         argument,
         argument.removesuffix("_s"),
         argument.removesuffix("s"),
-        _FLAG_NAMES.get(argument, argument),
+        flag_of(argument) or argument,
     )
     params = getattr(_invoked(command, argv), "params", [])
     for name in names:

@@ -11,6 +11,7 @@ from ceiling.api.decode import DEFAULT_BATCHES, FIT_CONTEXT, FLOP_NOTE
 from ceiling.api.decode_measured import decode_measured, refuse_with_measure
 from ceiling.cli.app import app
 from ceiling.cli.device_options import ProfileOption, SpecOption
+from ceiling.cli.inputs import TpOption, argument, option
 from ceiling.cli.output import (
     LIST_HELP,
     JsonOption,
@@ -22,6 +23,7 @@ from ceiling.cli.output import (
     table,
 )
 from ceiling.errors import InvalidInput
+from ceiling.inputs import ACTIVATIONS, KV_DTYPE, MODEL, WEIGHTS
 from ceiling.model.transformer import CUSTOM_HELP, TransformerConfig, parse_model
 from ceiling.report import decode_expected as expected_report
 from ceiling.report.waterfall import waterfall_rows
@@ -103,9 +105,7 @@ def _header(c, cfg: TransformerConfig, source: str, fit: tuple[int, int | None])
     return lines
 
 
-ModelArg = Annotated[
-    str, typer.Argument(help="Catalog name, gpt:small, custom:KEY=VALUE,... or hf:PATH.")
-]
+ModelArg = argument(MODEL, str, "Or gpt:small, the small decoder that --measure runs here.")
 BatchOption = Annotated[
     list[str] | None,
     typer.Option("--batch", help=f"Batch sizes, {LIST_HELP} (default 1,8,64,256)."),
@@ -123,27 +123,9 @@ PromptOption = Annotated[
     str | None,
     typer.Option("--prompt", help="Prompt tokens for time to first token (default: context)."),
 ]
-WeightsOption = Annotated[
-    str | None,
-    typer.Option(
-        "--weights",
-        help="Weight dtype: fp32 fp16 bf16 fp8 int8 int4, or a 4-bit format: awq gptq mxfp4 "
-        "(default bf16).",
-    ),
-]
-KvDtypeOption = Annotated[
-    str | None,
-    typer.Option("--kv-dtype", help="KV cache dtype (default: the activation dtype)."),
-]
-ActivationsOption = Annotated[
-    str | None,
-    typer.Option(
-        "--activations", help="Activation dtype for int8/int4/fp8 weights: bf16 fp16 fp32."
-    ),
-]
-TpOption = Annotated[
-    int, typer.Option("--tp", help="Tensor-parallel degree (devices per replica).")
-]
+WeightsOption = option(WEIGHTS, str | None)
+KvDtypeOption = option(KV_DTYPE, str | None)
+ActivationsOption = option(ACTIVATIONS, str | None)
 MeasureOption = Annotated[
     bool, typer.Option("--measure", help="Time real decode steps here beside the ceiling.")
 ]

@@ -7,28 +7,11 @@ else the saved profile; the two together are refused.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
-import typer
+from ceiling.cli.inputs import option
+from ceiling.inputs import MACHINE_PROFILE, SPEC, SPEC_FORMS
 
-# What --spec takes, said alike by every command that has it.
-SPEC_FORMS = (
-    "a catalog name (`ceiling specs`), a driver name, or FILE.toml (FILE.toml#KEY picks "
-    "one of several devices in it)"
-)
-SpecOption = Annotated[
-    str | None,
-    typer.Option(
-        "--spec",
-        metavar="NAME",
-        help=f"Device datasheet: {SPEC_FORMS}. Not with --profile.",
-    ),
-]
-ProfileOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--profile",
-        metavar="PATH",
-        help="Device measured by `ceiling bench` (default: the saved profile). Not with --spec.",
-    ),
-]
+__all__ = ["SPEC_FORMS", "ProfileOption", "SpecOption"]
+
+SpecOption = option(SPEC, str | None)
+ProfileOption = option(MACHINE_PROFILE, Path | None)

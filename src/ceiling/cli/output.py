@@ -6,18 +6,18 @@ import json
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-
+from ceiling.cli.inputs import option
+from ceiling.inputs import JSON, PLOT
 from ceiling.records import jsonable
 from ceiling.report.terminal import console as console  # re-exported for the commands
 from ceiling.report.terminal import table as table
 
-# Options shared by many commands, so their help reads the same everywhere.
-JSON_HELP = "Print one JSON object on stdout instead of tables."
-PLOT_HELP = "Write a figure to FILE (.png or .svg)."
-JsonOption = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
+# Options shared by many commands, declared once in ceiling.inputs.
+JSON_HELP = JSON.help
+PLOT_HELP = PLOT.help
+JsonOption = option(JSON, bool)
 
 
 def _checked_figure_path(path: Path | None) -> Path | None:
@@ -29,10 +29,7 @@ def _checked_figure_path(path: Path | None) -> Path | None:
     return path
 
 
-PlotOption = Annotated[
-    Path | None,
-    typer.Option("--plot", metavar="FILE", help=PLOT_HELP, callback=_checked_figure_path),
-]
+PlotOption = option(PLOT, Path | None, callback=_checked_figure_path)
 
 
 LIST_HELP = "comma-separated or repeated"

@@ -11,6 +11,7 @@ from typer.core import TyperCommand
 
 from ceiling.cli.app import app
 from ceiling.cli.device_options import ProfileOption, SpecOption
+from ceiling.cli.inputs import GlobalBatchOption, GpusOption, ModelArg, SeqOption
 from ceiling.cli.output import JsonOption, console, emit_json, table
 from ceiling.units import format_bytes, format_number, format_percent, format_time
 
@@ -58,19 +59,8 @@ class PlanCommand(TyperCommand):
         self._help_template = text
 
 
-ModelArg = Annotated[
-    str, typer.Argument(help="Catalog name, custom:layers=..,hidden=..,... or hf:PATH.")
-]
-GpusOption = Annotated[str, typer.Option("--gpus", "-n", help="Devices in the cluster.")]
 GpusPerNodeOption = Annotated[
     int | None, typer.Option("--gpus-per-node", help="Devices per node (default: catalog).")
-]
-GlobalBatchOption = Annotated[
-    str | None,
-    typer.Option("--global-batch", "-b", help="Sequences per step (default ≈4M tokens)."),
-]
-SeqOption = Annotated[
-    int | None, typer.Option("--seq", "-s", help="Sequence length (default min(max, 4096)).")
 ]
 TopOption = Annotated[int, typer.Option("--top", "-k", help="How many plans to show.")]
 FixedOption = Annotated[

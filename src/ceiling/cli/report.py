@@ -13,9 +13,11 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
+from ceiling.cli.inputs import GlobalBatchOption, SeqOption, option
 from ceiling.cli.output import LIST_HELP, JsonOption, emit_json, joined, table
 from ceiling.cli.params import RUNS_YOUR_CODE
 from ceiling.errors import InvalidInput
+from ceiling.inputs import GPUS, MACHINE_PROFILE, MODEL, SPEC
 from ceiling.records import write_json_atomic, write_text_atomic
 
 DEFAULT_OUTPUT = "ceiling-report.html"
@@ -32,16 +34,12 @@ def report(
             "full ones.",
         ),
     ] = True,
-    profile: Annotated[
+    profile: option(
+        MACHINE_PROFILE,
         Path | None,
-        typer.Option(
-            "--profile",
-            metavar="PATH",
-            help="This machine, measured before by `ceiling bench` (default: the saved profile "
-            "when there is one, else measured now); its GPU is also the cluster's device. "
-            "Not with --spec: one device per command.",
-        ),
-    ] = None,
+        "Here: this machine (with no saved profile, measured now); its GPU is also the "
+        "cluster's device.",
+    ) = None,
     output: Annotated[
         Path,
         typer.Option("--output", "-o", metavar="FILE", help="Where to write the HTML page."),
@@ -55,16 +53,9 @@ def report(
             "overhead, mfu, scaling, decode, planner; trace with --trace).",
         ),
     ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            metavar="MODEL",
-            help="Your model: a catalog name (`ceiling models`), custom:layers=..,hidden=.., "
-            "hf:PATH (a Hugging Face config.json) or module:callable. Default: built-in demos."
-            + RUNS_YOUR_CODE,
-        ),
-    ] = None,
+    model: option(
+        MODEL, str | None, "Or module:callable. Default: built-in demos." + RUNS_YOUR_CODE
+    ) = None,
     trace: Annotated[
         Path | None,
         typer.Option(
@@ -73,25 +64,12 @@ def report(
             help="A torch.profiler trace (file or folder of per-rank files) to explain too.",
         ),
     ] = None,
-    spec: Annotated[
-        str | None,
-        typer.Option(
-            "--spec",
-            metavar="NAME",
-            help="The target cluster's device datasheet: a catalog name (`ceiling specs`), a "
-            "driver name or a .toml file. Default: the demo H100 SXM.",
-        ),
-    ] = None,
-    gpus: Annotated[
-        str | None, typer.Option("--gpus", "-n", help="Devices in the cluster (default 256).")
-    ] = None,
-    seq: Annotated[
-        int | None, typer.Option("--seq", "-s", help="Sequence length (default min(max, 4096)).")
-    ] = None,
-    global_batch: Annotated[
-        str | None,
-        typer.Option("--global-batch", "-b", help="Sequences per step (default ≈4M tokens)."),
-    ] = None,
+    spec: option(
+        SPEC, str | None, "The target cluster's device; default: the demo H100 SXM."
+    ) = None,
+    gpus: option(GPUS, str | None, "Default: 256.") = None,
+    seq: SeqOption = None,
+    global_batch: GlobalBatchOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Measure this machine (or read its saved profile) and write one self-contained HTML

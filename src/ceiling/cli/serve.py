@@ -10,7 +10,9 @@ import typer
 from ceiling.cli.app import app
 from ceiling.cli.decode import ActivationsOption, KvDtypeOption, ModelArg
 from ceiling.cli.device_options import ProfileOption, SpecOption
+from ceiling.cli.inputs import TpOption, option
 from ceiling.cli.output import JsonOption, PlotOption, console, figure_and_json, table
+from ceiling.inputs import GPUS, WEIGHTS
 from ceiling.units import format_time
 
 SERVE_HELP = """What a deployment serves at a request load: TTFT, TPOT, end-to-end latency
@@ -34,13 +36,7 @@ def _opt(flag: str, help_: str, kind=int):
     return Annotated[kind | None, typer.Option(flag, help=help_, show_default=False)]
 
 
-Weights = Annotated[
-    str | None,
-    typer.Option(
-        "--weights",
-        help="Weights: fp16 bf16 fp8 int8, or 4-bit int4 awq gptq mxfp4 (default bf16).",
-    ),
-]
+Weights = option(WEIGHTS, str | None)
 Chunked = Annotated[
     bool,
     typer.Option(
@@ -66,9 +62,9 @@ MaxSeqs = Annotated[int, typer.Option("--max-num-seqs", help="Sequences a batch 
 MaxTokens = Annotated[int, typer.Option("--max-batched-tokens", help="Tokens an iteration holds.")]
 SpecTokens = Annotated[int, typer.Option("--spec-tokens", help="Draft tokens a step.")]
 Seed = Annotated[int, typer.Option("--seed", help="Random seed of lengths and arrivals.")]
-Tp = Annotated[int, typer.Option("--tp", help="Tensor-parallel degree.")]
+Tp = TpOption
 Pp = Annotated[int, typer.Option("--pp", help="Pipeline stages.")]
-Gpus = _opt("--gpus", "GPUs in all (default tp × pp × replicas).")
+Gpus = option(GPUS, int | None, "Default: tp × pp × replicas.", show_default=False)
 Replicas = _opt("--replicas", "Replicas (default: --gpus / (tp × pp), else 1).")
 InputTokens = _opt("--input-tokens", "Prompt tokens of every request (fixed).")
 OutputTokens = _opt("--output-tokens", "Output tokens of every request (fixed).")

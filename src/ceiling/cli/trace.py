@@ -8,7 +8,9 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
+from ceiling.cli.inputs import option
 from ceiling.cli.output import JsonOption, PlotOption, emit_json
+from ceiling.inputs import MACHINE_PROFILE, SPEC
 
 
 @app.command("trace")
@@ -16,12 +18,10 @@ def trace_command(
     path: Annotated[
         Path, typer.Argument(help="A trace (.json, .json.gz) or a folder of per-rank traces.")
     ],
-    spec: Annotated[
-        str | None, typer.Option(help="Catalog device to place the run on (`ceiling specs`).")
-    ] = None,
-    profile: Annotated[
-        Path | None, typer.Option(help="A saved machine profile as the device.")
-    ] = None,
+    spec: option(
+        SPEC, str | None, "The device the run is placed on (default: the trace's own)."
+    ) = None,
+    profile: option(MACHINE_PROFILE, Path | None) = None,
     dtype: Annotated[
         str | None,
         typer.Option(
