@@ -30,7 +30,6 @@ import statistics
 
 import pytest
 
-from ceiling.errors import CeilingError
 from ceiling.hardware.catalog import get_spec
 from ceiling.model.cluster import make_cluster
 from ceiling.model.plan.search import search
@@ -84,10 +83,7 @@ def _from_tflops(seq, gbs, gpus, tflops):
 
 
 def _deepseek_v3():
-    try:
-        model = get_model("deepseek-v3")
-    except CeilingError:
-        pytest.xfail("needs MLA model fields (DeepSeek-V3 is not in the catalog yet)")
+    model = get_model("deepseek-v3")
     job = Job(model, 15360, 4096, attention="flash", dropout=False, moe_dispatcher="deepep",
               moe_node_limit=4)  # fmt: skip
     fixed = dict(d=128, t=1, p=16, ep=64, zero=1, fp8="linear", ep_overlap=True)
@@ -98,6 +94,13 @@ CROSS_NODE = dict(d=16, t=2, p=8, v=4, ep=32, etp=1, micro_batch=1, zero=1, reco
 
 # What does not hold, by case (the others are within TOLERANCE).
 OFF = {
+    "DeepSeek-V3, 2048 H800": (
+        "+29 %: with selective recompute the planner counts 123 GiB per device and falls back "
+        "to recomputing whole layers (layers:3); the run recomputes only RMSNorm and the MLA "
+        "up-projections and caches the MoE inputs in FP8 (technical report, section 3.3), "
+        "which the planner's activation terms do not describe yet, and DualPipe's smaller "
+        "bubble is priced as 1F1B's"
+    ),
     "Qwen3-235B EP32, 1F1B A2A overlap, 256 H100": (
         "the overlap is priced as hiding the all-to-alls behind the other micro-batch's "
         "compute up to its length (6.2 of 7.1 s); the published run gains 2.1 s (19.7 -> "
@@ -251,7 +254,7 @@ def test_medians_of_the_moe_and_of_all_cases():
     from test_plan_validation_v2 import validation_rows as dense_rows
 
     moe = validation_rows()
-    assert len(moe) == len(CASES) - 1  # all but DeepSeek-V3 (needs MLA model fields)
+    assert len(moe) == len(CASES)
     every = moe + dense_rows()
     assert statistics.median(abs(r[3]) for r in moe) <= 0.15
     assert statistics.median(abs(r[3]) for r in every) <= 0.08
