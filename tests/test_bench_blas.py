@@ -94,3 +94,18 @@ def test_the_machine_section_and_the_verdict_state_the_gap():
     assert verdict({**out.key_figures, "measured_busy": True}) == []  # noise, not a finding
     near = framework_gap([_torch_row("fp32", 2048, 0.24)], [_blas_row("fp32", 2048, 0.25)])
     assert verdict({"framework_gap": {"fp32": near[0]}}) == []
+
+
+def test_two_dtypes_are_one_sentence_with_the_largest_gap():
+    from ceiling.report.compose import SectionOutput
+    from ceiling.report.sections.machine import _framework_gap
+
+    gap = framework_gap(
+        [_torch_row("fp32", 2048, 0.20), _torch_row("fp64", 2048, 0.115)],
+        [_blas_row("fp32", 2048, 0.25), _blas_row("fp64", 2048, 0.125)],
+    )
+    profile = SimpleNamespace(devices=[SimpleNamespace(extra={"matmul_blas_gap": gap})])
+    out = SectionOutput()
+    _framework_gap(out, profile)
+    (note,) = out.notes
+    assert "0.80× (fp32), 0.92× (fp64)" in note and "up to 20 % of this CPU unused" in note

@@ -11,20 +11,13 @@ from typing import Any
 from ceiling.api.arguments import BadArgument, checked
 from ceiling.api.result import Result
 from ceiling.errors import InvalidInput
+from ceiling.model.decode import default_context
 from ceiling.model.transformer import ModelArgument
 
 DEFAULT_BATCHES = (1, 8, 64, 256)
 # The context decode is priced at when none is given, and where "largest batch that fits" is
 # given at context 0: a long chat or a document prompt, where serving capacity is usually
 # quoted (the model's own maximum when that is shorter).
-FIT_CONTEXT = 4096
-
-
-def default_context(cfg) -> int:
-    """The stated default context of `cfg`: FIT_CONTEXT tokens, or as many as it holds."""
-    return min(FIT_CONTEXT, cfg.max_seq - 1)
-
-
 FLOP_NOTE = "FLOPs count a multiply-add as 2; peaks are dense"
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ceiling.api.decode import DEFAULT_BATCHES, FIT_CONTEXT, FLOP_NOTE
+from ceiling.api.decode import DEFAULT_BATCHES, FLOP_NOTE
 from ceiling.api.decode_measured import decode_measured, refuse_with_measure
 from ceiling.cli.app import app
 from ceiling.cli.device_options import ProfileOption, SpecOption
@@ -24,6 +24,7 @@ from ceiling.cli.output import (
 )
 from ceiling.errors import InvalidInput
 from ceiling.inputs import ACTIVATIONS, KV_DTYPE, MODEL, WEIGHTS
+from ceiling.model.decode import FIT_CONTEXT
 from ceiling.model.transformer import CUSTOM_HELP, TransformerConfig, parse_model
 from ceiling.report import decode_expected as expected_report
 from ceiling.report.waterfall import waterfall_rows

@@ -54,6 +54,16 @@ FLOAT_ACTIVATIONS = ("bf16", "fp16", "fp32")  # preference order for integer wei
 CROSSOVER_SEARCH_LIMIT = 1 << 26
 
 
+# The context a decode is priced at when none is given: a served conversation's, not an
+# empty cache (published batch-1 figures use a short prompt: --context 0 gives them).
+FIT_CONTEXT = 4096
+
+
+def default_context(cfg) -> int:
+    """The stated default context of `cfg`: FIT_CONTEXT tokens, or as many as it holds."""
+    return min(FIT_CONTEXT, cfg.max_seq - 1)
+
+
 @dataclass(frozen=True)
 class DecodeSetup:
     """How the model is served: dtypes, context in the cache, tensor-parallel degree."""

@@ -32,7 +32,7 @@ class ValidatedError:
 # tokens/s of the 7 recent public runs (BLOOM, LLaMA-65B, NeMo GPT-3 BF16/FP8 and Llama 3.1,
 # MPT-70B, torchtitan; tests/test_plan_validation_v2.py: CASES), misses included
 PLANNER = ValidatedError(
-    "planner", 0.033, 17, "Megatron-LM, BLOOM, LLaMA, NeMo, MosaicML and torchtitan runs"
+    "planner", 0.023, 17, "Megatron-LM, BLOOM, LLaMA, NeMo, MosaicML and torchtitan runs"
 )
 
 # expected batch-1 decode tokens/s, gpt-fast README (tests/test_decode_expected.py: PUBLISHED)
@@ -41,10 +41,10 @@ DECODE_EXPECTED = ValidatedError("expected decode", 0.089, 3, "gpt-fast")
 # simulated serving against published runs (tests/serving_cases.py: CASES): output tokens/s
 # of TensorRT-LLM, SGLang and NIM runs, and their TTFT, TPOT and end-to-end latencies
 SERVING_THROUGHPUT = ValidatedError(
-    "serving throughput", 0.197, 9, "TensorRT-LLM, SGLang and NIM runs"
+    "serving throughput", 0.144, 9, "TensorRT-LLM, SGLang and NIM runs"
 )
 SERVING_LATENCY = ValidatedError(
-    "serving latency (TTFT, TPOT, E2E)", 0.304, 17, "SGLang, NIM and vLLM runs"
+    "serving latency (TTFT, TPOT, E2E)", 0.213, 17, "SGLang, NIM and vLLM runs"
 )
 
 # the decode ceiling is a bound, not a prediction: it must stay above every published run

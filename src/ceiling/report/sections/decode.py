@@ -43,7 +43,8 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     devices = [(resolved.spec.name, resolved.spec, False)]
     if local is not None:
         devices.append(("this machine", local.spec, True))
-    setup = decode.DecodeSetup(weights_dtype="bf16", context=0)
+    # the context `ceiling decode` prices at by default, so the two give one answer
+    setup = decode.DecodeSetup(weights_dtype="bf16", context=decode.default_context(cfg))
     context = serving_context(cfg, ctx.work.seq)
     rows, keyed = [], {}
     for label, spec, here in devices:
@@ -59,7 +60,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     if head is not None and head["expected_tokens_per_s"]:
         _headline(out, cfg, resolved.spec, head, model.demo and device.demo)
     out.table(
-        f"{cfg.name}, bf16 weights, short prompt: tokens/s at batch 1",
+        f"{cfg.name}, bf16 weights, {setup.context:,} tokens of context: tokens/s at batch 1",
         ["device", "ceiling", "expected", "compute-bound from batch",
          f"largest batch at {context:,} context"],
         rows,

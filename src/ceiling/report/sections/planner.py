@@ -361,8 +361,8 @@ def _straggler(ctx: ReportContext, out: SectionOutput, best) -> None:
     }
     out.figure(
         plot.straggler_figure(res),
-        f"Simulated on the best plan: if one of its {n} data-parallel ranks ran {slow:g}× "
-        f"slower, the rest would wait (red) at the gradient all-reduce: the step "
-        f"{units.format_time(even.step_s)} → {units.format_time(res.step_s)}, efficiency "
-        f"{even.efficiency:.0%} → {res.efficiency:.0%}.",
+        f"Simulated: one of the best plan's {n} data-parallel ranks {slow:g}× slower; the rest "
+        f"wait (red) at the all-reduce: step {units.format_time(even.step_s)} → "
+        f"{units.format_time(res.step_s)}, efficiency {even.efficiency:.0%} → "
+        f"{res.efficiency:.0%}.",
     )

@@ -33,12 +33,13 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     curve = eng.rate_curve(engine, prompt, output, SHARES)
     tp = engine.layout.tp
     out.text(
-        "A continuous-batching server (chunked prefill, a paged KV cache, vLLM's defaults) "
-        f"simulated over {REQUESTS} ShareGPT-length requests at rates up to its capacity, each "
-        "iteration timed like the expected decode step."
+        "Simulated: continuous batching with chunked prefill and a paged KV cache (vLLM's "
+        f"defaults), {REQUESTS} ShareGPT-length requests at rising rates."
     )
     rows = []
-    for rate, m in curve:
+    # the lightest, a middle and the heaviest load in the table; every rate in the figure
+    shown = [curve[0], curve[len(curve) // 2], curve[-1]] if len(curve) > 3 else curve
+    for rate, m in shown:
         rows.append([f"{rate:.3g}", f"{m.output_tokens_per_s:,.0f}",
                      units.format_time(m.ttft_s.p50), units.format_time(m.ttft_s.p99),
                      units.format_time(m.tpot_s.p50), units.format_time(m.tpot_s.p99),
@@ -68,8 +69,10 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
             error=SERVING_THROUGHPUT.short(),
         )
     out.note(
-        "Modelled, not measured: `ceiling serve --measure URL` puts a running server's figures "
-        f"beside these. {SERVING_THROUGHPUT.line()}; {SERVING_LATENCY.line()}."
+        "Modelled: `ceiling serve --measure URL` puts a running server's figures beside these; "
+        f"median error {SERVING_THROUGHPUT.median_abs_error:.0%} on throughput "
+        f"({SERVING_THROUGHPUT.runs} published runs), {SERVING_LATENCY.median_abs_error:.0%} "
+        f"on latency ({SERVING_LATENCY.runs})."
     )
     from ceiling.report.serve_plot import serve_figure
 
