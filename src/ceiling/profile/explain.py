@@ -15,6 +15,7 @@ from ceiling.model import roofline, waterfall
 from ceiling.model.first_touch import FirstTouch
 from ceiling.model.roofline import Roofs
 from ceiling.profile.op_flops import MODEL_CATEGORIES, UNKNOWN
+from ceiling.profile.placement import FOREACH_PREFIXES
 
 TRAINING_COPIES = 4  # weights, gradients, AdamW's first and second moments
 
@@ -58,6 +59,7 @@ def local_roofs(
         ),
         function_s_per_element=m.function_s_per_element,
         serial_dispatch=not device.startswith("cuda"),
+        host_s_by_phase=m.host_s_by_phase,
     )
     return roofs, m.per_op_source
 
@@ -93,11 +95,20 @@ def explain_step(
     )
 
 
+def host_phase(c) -> str:
+    """The phase whose host time per op a recorded call pays: a foreach (or fused)
+    optimizer op runs over a whole list of tensors, at its own cost per call."""
+    if c.phase == "optimizer" and c.op.startswith(FOREACH_PREFIXES):
+        return "optimizer_foreach"
+    return c.phase
+
+
 def _work(c, flops_per_s: float | None = None) -> roofline.OpWork:
     """One recorded call as the roofs see it."""
     return roofline.OpWork(
         c.flops, c.bytes, 1, flops_per_s, new_buffers=c.new_buffers,
         page_faults=c.page_faults, function=c.function, elements=c.elements,
+        phase=host_phase(c),
     )  # fmt: skip
 
 

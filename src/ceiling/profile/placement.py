@@ -31,6 +31,7 @@ MEMORY_TIME_SHARE = 0.50  # memory-bound ops above this share of op time
 HOST_SHARE = 0.30  # time outside ops (Python, autograd) above this share of the step
 NEAR_ROOF = 0.25  # memory-bound ops at this share of their roof are bandwidth-limited
 OPTIMIZER_TIME_SHARE = 0.20  # per-parameter optimizer ops above this share of op time
+FOREACH_PREFIXES = ("aten._foreach_", "aten._fused_")  # an optimizer's ops over lists
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,7 @@ def _optimizer_hint(timed, total_time: float) -> str | None:
     share = sum(c.time_s for c in ops) / total_time
     if share < OPTIMIZER_TIME_SHARE or not ops:
         return None
-    if any(c.op.startswith(("aten._foreach_", "aten._fused_")) for c in ops):
+    if any(c.op.startswith(FOREACH_PREFIXES) for c in ops):
         return None
     return (
         f"the optimizer step takes {_pct(share)} of op time in {len(ops)} per-parameter ops: "
