@@ -248,3 +248,38 @@ def attention_times(dims, device: str, dtype, budget_ms: float = 15.0) -> dict:
                           min_samples=3)  # fmt: skip
         out[key] = _typical(times)
     return out
+
+
+def replayed_times(keys, device: str, budget_ms: float = 15.0) -> dict:
+    """Seconds of one call (its median) per recorded call key (overload name, argument
+    specs: profile.conv_flops.conv_dims), run again alone on fresh random tensors of the
+    same shapes: a convolution's own rate on this device at its shape, which the library's
+    kernel choice (direct, im2col, Winograd; depthwise or not) sets, not the matmul peak."""
+    out = {}
+    for key in list(keys)[:MAX_SHAPES]:
+        fn, args = _replayable(key, device)
+
+        def call(fn=fn, args=args) -> None:
+            fn(*args)
+
+        times = benchmark(call, device=device, warmup_ms=1.0, budget_ms=budget_ms,
+                          min_samples=3)  # fmt: skip
+        out[key] = _typical(times)
+    return out
+
+
+def _replayable(key, device: str):
+    import torch
+
+    name, specs = key
+    namespace, op, overload = name.split(".")
+    fn = getattr(getattr(getattr(torch.ops, namespace), op), overload)
+
+    def build(spec):
+        if isinstance(spec, tuple) and len(spec) == 3 and spec[0] == "tensor":
+            return torch.randn(spec[1], dtype=getattr(torch, spec[2]), device=device)
+        if isinstance(spec, tuple):
+            return [build(s) for s in spec]
+        return spec
+
+    return fn, [build(s) for s in specs]
