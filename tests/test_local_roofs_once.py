@@ -101,11 +101,19 @@ def test_the_bench_suite_leaves_its_figures_for_a_later_profile(counted, monkeyp
     monkeypatch.setattr(overhead, "time_loop_vs_vectorized", lambda *a: (1.0, 1e-3, 1e-3))
     monkeypatch.setattr(overhead, "time_functions", functions.time_functions)
     monkeypatch.setattr(overhead, "time_first_touch", first_touch.time_first_touch)
+    from ceiling.measure import host_costs
+
+    host = host_costs.HostCosts(30e-6, 12e-6, 6e-6, 20e-6)
+    timed = []
+    monkeypatch.setattr(overhead, "time_host_costs", lambda *a, **k: timed.append(1) or host)
+    monkeypatch.setattr(host_costs, "time_host_costs", lambda *a, **k: timed.append(1) or host)
     result = overhead.run_overhead("cpu", budget_ms=10.0, quick=quick)
     assert result.functions.best_s == {"exp": 2e-6, "tanh": 8e-6}
+    assert result.row()["host_costs"] == host.row()  # saved in the machine profile
     roofs.function_costs("cpu", NO_PROFILE)
     roofs.first_touch_cost("cpu", NO_PROFILE)
-    assert counted == {"functions": 1, "first_touch": 1}
+    assert roofs.host_costs("cpu", NO_PROFILE) == host
+    assert counted == {"functions": 1, "first_touch": 1} and timed == [1]
 
 
 def test_host_time_per_op_comes_from_the_profile_else_is_measured_once(monkeypatch):
