@@ -120,6 +120,13 @@ def test_waterfall_bars_sum_to_the_measured_step_exactly():
     assert sum(got.values()) == pytest.approx(0.100, abs=1e-15)
     assert "waiting for data" not in got
     assert all(b.recover for b in bars)
+    assert any("torch.compile" in b.recover for b in bars)
+    # a compiled model: the same bars, and no bar recovers time by compiling it
+    from dataclasses import replace
+
+    done = waterfall.bars(replace(TIMES, compiled=True))
+    assert [b.seconds for b in done] == [b.seconds for b in bars]
+    assert not any("torch.compile" in b.recover for b in done)
 
 
 def test_waterfall_with_data_wait_scales_only_the_compute_part():

@@ -76,6 +76,7 @@ def explain_step(
     recorded_step_s: float | None,
     data_wait_s: float = 0.0,
     matmul_rates: dict | None = None,
+    compiled: bool = False,
 ) -> StepExplanation:
     """`matmul_rates`: measured FLOP/s per matmul (M, N, K) and attention shape, each such
     op's own compute roof."""
@@ -87,7 +88,15 @@ def explain_step(
     if step_s and recorded_step_s is not None:
         bars = waterfall.bars(
             _times(
-                calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_s, data_wait_s
+                calls,
+                roofs,
+                bandwidth,
+                ceiling,
+                model_flops,
+                step_s,
+                recorded_step_s,
+                data_wait_s,
+                compiled,
             )
         )
     return StepExplanation(
@@ -112,7 +121,8 @@ def _work(c, flops_per_s: float | None = None) -> roofline.OpWork:
     )  # fmt: skip
 
 
-def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_s, data_wait_s):
+def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_s, data_wait_s,
+           compiled=False):  # fmt: skip
     model_s = other_s = other_roof_s = unknown_s = first_touch_s = 0.0
     other_calls = 0
     for c in calls:
@@ -143,6 +153,7 @@ def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_
         first_touch_s=first_touch_s,
         unknown_op_s=unknown_s,
         data_wait_s=data_wait_s,
+        compiled=compiled,
     )
 
 

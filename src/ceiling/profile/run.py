@@ -269,7 +269,7 @@ def _profile(
     peak = ceiling.peak_flops_per_s
     roof = ceiling.roof_flops_per_s
     explanation = _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s,
-                           recorded_step_s, model_flops)  # fmt: skip
+                           recorded_step_s, model_flops, compiled)  # fmt: skip
     bw, per_op = explanation.memory_roof_bytes_per_s, explanation.roofs.per_op_s
     analytic = analytic_full = None
     cfg = workload.transformer
@@ -361,7 +361,8 @@ def check_layers(workload) -> None:
         )
 
 
-def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, recorded_s, flops):
+def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, recorded_s, flops,
+             compiled=False):  # fmt: skip
     from ceiling.measure.decode import _cache_bytes
 
     ran = dev.type != "meta"
@@ -374,7 +375,7 @@ def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, reco
     rates = measured_matmul_rates(rec.calls, str(dev), cold) if here else None
     return explain_step(
         rec.calls, roofs, source, working_set, ceiling=ceiling, model_flops=flops,
-        step_s=step_s, recorded_step_s=recorded_s, matmul_rates=rates,
+        step_s=step_s, recorded_step_s=recorded_s, matmul_rates=rates, compiled=compiled,
     )  # fmt: skip
 
 
