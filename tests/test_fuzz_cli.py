@@ -164,7 +164,7 @@ COMMANDS = {
     "profile": Command(
         positional="gpt:tiny|mlp|nope|custom:layers=1,hidden=32,heads=2",
         options="--train --dtype=fp32|bf16|zz --spec=@specs --profile=@profiles --batch=1|4 "
-        "--seq=8|16 --steps=1|2 --top=3|12 --timeout=60 --json --plot=@plots",
+        "--seq=8|16 --steps=1|2 --top=3|12 --timeout=60 --json --plot=@plots --compile",
         sizes_work="--batch --seq --steps --timeout",
         fixed=["--device", "meta"],
         skip={"--device": "fixed to meta: counts without running"},

@@ -189,6 +189,13 @@ _change(
     "figures*",
 )
 _change(
+    _PROFILES,
+    "profile says whether the model is compiled (torch.compile) and lists the compiled "
+    "graph's generated kernels when it is",
+    "compiled",
+    "compiled_kernels",
+)
+_change(
     "plan-llama2-7b-fp8-slow-links",
     "pipeline sends that cross nodes are costed at the "
     "inter-node link: with t·d = 4 on 8-device nodes, 3 of the 7 hops of a p = 8 pipeline "

@@ -101,8 +101,51 @@ def test_the_bench_suite_leaves_its_figures_for_a_later_profile(counted, monkeyp
     monkeypatch.setattr(overhead, "time_loop_vs_vectorized", lambda *a: (1.0, 1e-3, 1e-3))
     monkeypatch.setattr(overhead, "time_functions", functions.time_functions)
     monkeypatch.setattr(overhead, "time_first_touch", first_touch.time_first_touch)
+    from ceiling.measure import host_costs
+
+    host = host_costs.HostCosts(30e-6, 12e-6, 6e-6, 20e-6)
+    timed = []
+    monkeypatch.setattr(overhead, "time_host_costs", lambda *a, **k: timed.append(1) or host)
+    monkeypatch.setattr(host_costs, "time_host_costs", lambda *a, **k: timed.append(1) or host)
     result = overhead.run_overhead("cpu", budget_ms=10.0, quick=quick)
     assert result.functions.best_s == {"exp": 2e-6, "tanh": 8e-6}
+    assert result.row()["host_costs"] == host.row()  # saved in the machine profile
     roofs.function_costs("cpu", NO_PROFILE)
     roofs.first_touch_cost("cpu", NO_PROFILE)
-    assert counted == {"functions": 1, "first_touch": 1}
+    assert roofs.host_costs("cpu", NO_PROFILE) == host
+    assert counted == {"functions": 1, "first_touch": 1} and timed == [1]
+
+
+def test_host_time_per_op_comes_from_the_profile_else_is_measured_once(monkeypatch):
+    from ceiling.measure import host_costs
+    from ceiling.measure.host_costs import HostCosts
+
+    measured = []
+
+    def fake(device="cpu", budget_ms=60.0):
+        measured.append(device)
+        return HostCosts(30e-6, 12e-6, 6e-6, 20e-6)
+
+    monkeypatch.setattr(host_costs, "time_host_costs", fake)
+    first = roofs.host_costs("cpu", NO_PROFILE)
+    assert roofs.host_costs("cpu", NO_PROFILE) is first and measured == ["cpu"]
+    assert first.by_phase() == {"forward": 30e-6, "backward": 12e-6, "optimizer": 6e-6,
+                                "optimizer_foreach": 20e-6}  # fmt: skip
+    saved = {"host_costs": HostCosts(9e-6, 4e-6, 2e-6, 5e-6).row()}
+    assert roofs.host_costs("cpu", overhead=saved).forward_s == 9e-6 and len(measured) == 1
+    # a malformed or non-positive saved row is measured instead
+    assert roofs.host_costs("cuda:0", overhead={"host_costs": {"forward_s": 0.0}}) == fake()
+
+
+def test_a_foreach_optimizer_op_pays_the_foreach_host_cost():
+    from types import SimpleNamespace
+
+    from ceiling.profile.explain import host_phase
+
+    def call(op, phase):
+        return SimpleNamespace(op=op, phase=phase)
+
+    assert host_phase(call("aten._foreach_mul_", "optimizer")) == "optimizer_foreach"
+    assert host_phase(call("aten._fused_adamw_", "optimizer")) == "optimizer_foreach"
+    assert host_phase(call("aten.mul_", "optimizer")) == "optimizer"
+    assert host_phase(call("aten._foreach_mul_", "forward")) == "forward"

@@ -30,6 +30,38 @@ def test_on_a_cpu_the_per_op_floor_adds_to_the_work():
     assert (tiny.time_s, tiny.bound) == (pytest.approx(10e-6 + 10e-9), "overhead")
 
 
+def test_on_a_gpu_the_host_queues_ops_while_the_device_runs_one():
+    # the matmul first: the host issues the 300 tiny ops (3 ms) while the device runs it
+    # (2 ms), so the step is the host's 3.01 ms, not 5 ms; the device waits 1 ms for it
+    ops = [(2e9, 1e6, 1)] + [(1e3, 1e3, 1)] * 300
+    p = roofline.predict_step(ops, ROOFS, working_set_bytes=1e9)
+    assert p.time_s == pytest.approx(301 * 10e-6 + 1e-8)
+    assert p.by_bound_s["compute"] == pytest.approx(2e-3)
+    assert p.by_bound_s["memory"] == pytest.approx(300 * 1e-8)  # the tiny ops' own run
+    assert p.by_bound_s["overhead"] == pytest.approx(p.time_s - 2e-3 - 300 * 1e-8)
+    # on a CPU, one thread dispatches then runs each op: the sum
+    from dataclasses import replace
+
+    cpu = roofline.predict_step(ops, replace(ROOFS, serial_dispatch=True), 1e9)
+    assert cpu.time_s == pytest.approx(301 * 10e-6 + 2e-3 + 300 * 1e-8)
+
+
+def test_each_phase_of_a_training_step_pays_its_own_host_time_per_op():
+    from dataclasses import replace
+
+    host = {"forward": 30e-6, "backward": 12e-6, "optimizer": 5e-6}
+    cpu = replace(ROOFS, serial_dispatch=True, host_s_by_phase=host)
+    tiny = dict(flops=0.0, bytes=0.0)
+    ops = [roofline.OpWork(**tiny, phase=p) for p in
+           ("forward", "forward", "backward", "optimizer", "recompute", None, "data")]  # fmt: skip
+    p = roofline.predict_step(ops, cpu, 1e9)
+    # recompute replays the forward; no phase, or one not measured: the plain floor
+    assert p.time_s == pytest.approx((30 + 30 + 12 + 5 + 30 + 10 + 10) * 1e-6)
+    assert p.by_bound_s["overhead"] == pytest.approx(p.time_s)
+    with pytest.raises(InvalidInput, match="backward"):
+        Roofs(1e12, 1e11, host_s_by_phase={"backward": -1.0})
+
+
 def test_memory_roof_is_the_cache_when_the_working_set_fits():
     assert ROOFS.memory_roof(30 * 2**20) == (4e11, "last-level cache")
     assert ROOFS.memory_roof(40 * 2**20) == (1e11, "DRAM")
@@ -41,18 +73,20 @@ def test_memory_roof_is_the_cache_when_the_working_set_fits():
 
 
 def test_step_prediction_sums_ops_and_names_the_roof_that_holds_it():
-    # 300 tiny ops (3 ms of floor) beside one 2 ms matmul: an overhead-bound step
-    ops = [(2e9, 1e6, 1)] + [(1e3, 1e3, 1)] * 300
+    # 300 tiny ops (3 ms of host time) before one 2 ms matmul: the device waits for the
+    # host, then runs the matmul
+    ops = [(1e3, 1e3, 1)] * 300 + [(2e9, 1e6, 1)]
     p = roofline.predict_step(ops, ROOFS, working_set_bytes=1e9)
-    assert p.time_s == pytest.approx(2e-3 + 300 * 10e-6)
-    assert p.by_bound_s["overhead"] == pytest.approx(3e-3) and p.bound == "overhead"
-    assert p.memory_source == "DRAM"
+    # (each tiny op runs in the 10 µs before the host issues the next)
+    assert p.time_s == pytest.approx(301 * 10e-6 + 2e-3)
+    assert p.by_bound_s["overhead"] == pytest.approx(301 * 10e-6 - 300 * 1e-8)
+    assert p.bound == "overhead" and p.memory_source == "DRAM"
     # a matmul whose shape runs at a measured 250 GFLOP/s: 8 ms, not 2 ms at the peak
     own = roofline.predict_step([(2e9, 1e6, 1, 2.5e11), (2e9, 1e6, 1, None)], ROOFS, 1e9)
-    assert own.time_s == pytest.approx(8e-3 + 2e-3) and own.bound == "compute"
+    assert own.time_s == pytest.approx(10e-6 + 8e-3 + 2e-3) and own.bound == "compute"
     # the same bytes from the cache: a streaming op four times faster
     fits = roofline.predict_step([(0.0, 4e8, 1)], ROOFS, working_set_bytes=1e6)
-    assert fits.time_s == pytest.approx(1e-3) and fits.bound == "memory"
+    assert fits.time_s == pytest.approx(10e-6 + 1e-3) and fits.bound == "memory"
 
 
 TIMES = waterfall.StepTimes(
@@ -86,6 +120,13 @@ def test_waterfall_bars_sum_to_the_measured_step_exactly():
     assert sum(got.values()) == pytest.approx(0.100, abs=1e-15)
     assert "waiting for data" not in got
     assert all(b.recover for b in bars)
+    assert any("torch.compile" in b.recover for b in bars)
+    # a compiled model: the same bars, and no bar recovers time by compiling it
+    from dataclasses import replace
+
+    done = waterfall.bars(replace(TIMES, compiled=True))
+    assert [b.seconds for b in done] == [b.seconds for b in bars]
+    assert not any("torch.compile" in b.recover for b in done)
 
 
 def test_waterfall_with_data_wait_scales_only_the_compute_part():
@@ -141,8 +182,9 @@ def test_an_op_pays_its_function_per_element_and_its_new_buffers_first_touch():
     assert fresh.memory_s == pytest.approx(2 * big / 1e11 + 0.5e-9 * big)
     small = roofline.op_time(0.0, 2e6, 1, roofs, 1e11, None, (1e6,))  # below 32 MiB: reused
     assert small.memory_s == pytest.approx(2e6 / 1e11)
+    # one op alone: the host issues it (1 µs), then the device runs it
     work = roofline.OpWork(0.0, 2 * big, 1, None, (big,))
-    assert roofline.predict_step([work], roofs, 1e12).time_s == pytest.approx(fresh.time_s)
+    assert roofline.predict_step([work], roofs, 1e12).time_s == pytest.approx(1e-6 + fresh.memory_s)
 
 
 def test_first_touch_bar_takes_what_the_other_ops_spent_beyond_their_roof():

@@ -93,6 +93,10 @@ def report_json(r) -> dict:
         "roofs": waterfall.explanation_json(r.explanation),
         "method_version": r.method_version,
         "environment": r.environment,
+        "compiled": r.compiled,
+        "compiled_kernels": [
+            {"name": k.name, "calls": k.calls, "time_s": k.time_s} for k in r.compiled_kernels
+        ],
     }
 
 

@@ -173,8 +173,27 @@ def render(r, top: int) -> None:
         "measured time"
     )
     _render_explanation(c, r)
+    if r.compiled:
+        _render_kernels(c, r, top)
     for h in r.hints:
         c.print(f"hint: {h}")
+
+
+def _render_kernels(c, r, top: int) -> None:
+    """The compiled graph's generated kernels (the op table above is its eager ops)."""
+    from ceiling import units as u
+
+    if not r.compiled_kernels:
+        c.print("compiled model: no generated kernels seen in one profiled step")
+        return
+    rows = [[k.name, str(k.calls), u.format_time(k.time_s)] for k in r.compiled_kernels[:top]]
+    c.print(
+        table(
+            "Compiled graph's generated (fused) kernels, one step",
+            ["kernel", "calls", "time"],
+            rows,
+        )
+    )
 
 
 def _render_explanation(c, r) -> None:
@@ -215,6 +234,14 @@ def profile_command(
     ] = 600.0,
     json_out: JsonOption = False,
     plot: PlotOption = None,
+    compile: Annotated[
+        bool,
+        typer.Option(
+            "--compile",
+            help="Run the model through torch.compile and list its compiled kernels "
+            "(a CPU needs a C++ compiler).",
+        ),
+    ] = False,
 ) -> None:
     """Per-op FLOPs, bytes and time of a model on the roofline; MFU and HFU of its step.
 
@@ -248,6 +275,7 @@ def profile_command(
             seq=seq,
             steps=steps,
             timeout_s=timeout,
+            compile=compile,
         )
     r = result.report
     figures = []

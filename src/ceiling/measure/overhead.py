@@ -16,6 +16,7 @@ from ceiling.measure.functions import (
     quick_function_times,
     time_functions,
 )
+from ceiling.measure.host_costs import HostCosts, quick_host_costs, time_host_costs
 from ceiling.measure.stats import summarize
 from ceiling.measure.timer import HostTimer, benchmark, device_sync
 
@@ -56,6 +57,8 @@ class OverheadResult:
     first_touch: FirstTouchSamples | None = None
     # elementwise functions' best times on a cached block (measure.functions)
     functions: FunctionTimes | None = None
+    # host seconds per op of an eager training step, by phase (measure.host_costs)
+    host_costs: HostCosts | None = None
 
     @property
     def loop_vs_vectorized(self) -> float:
@@ -76,6 +79,7 @@ class OverheadResult:
             "notes": list(self.notes),
             **first_touch_row(self.first_touch),
             **({"functions": self.functions.__dict__} if self.functions else {}),
+            **({"host_costs": self.host_costs.row()} if self.host_costs else {}),
         }
 
 
@@ -252,11 +256,14 @@ def run_overhead(
         raise WrongResult("vectorized time was zero")
     if quick:  # the figures a profile measures without a machine profile: taken once
         first_touch, functions = quick_first_touch(device), quick_function_times(device)
+        host = quick_host_costs(device)
     else:
         first_touch = time_first_touch(device, budget_ms=budget_ms / 5)
         functions = time_functions(device, budget_ms / 10, *FULL_SAMPLES)
         once.remember("first_touch", device, first_touch)  # later quick callers take these
         once.remember("functions", device, functions)
+        host = time_host_costs(device, budget_ms=budget_ms / 2)
+        once.remember("host_costs", device, host)
     return OverheadResult(
         device=device,
         tiny_op_s=tiny_med,
@@ -269,4 +276,5 @@ def run_overhead(
         notes=notes,
         first_touch=first_touch,
         functions=functions,
+        host_costs=host,
     )

@@ -30,6 +30,8 @@ class LocalRoofs:
     first_touch_s_per_fault: float = 0.0  # one page fault (0: not counted here)
     # seconds per element of common elementwise functions (measure.functions)
     function_s_per_element: dict = field(default_factory=dict)
+    # host seconds per op by phase of a training step (measure.host_costs; {}: not a step)
+    host_s_by_phase: dict = field(default_factory=dict)
 
 
 def _profiled_overhead(device: str, profile: str | Path | None) -> dict:
@@ -115,6 +117,17 @@ def time_autograd_op(device: str, budget_ms: float = QUICK_BUDGET_MS) -> float:
     return sorted(times)[len(times) // 2] / (2 * AUTOGRAD_CHAIN)
 
 
+def host_costs(device: str, profile=None, overhead: dict | None = None):
+    """measure.host_costs.HostCosts: from the machine profile (`ceiling bench overhead`
+    saves them; `overhead`: as first_touch_cost), else measured quickly (once per process,
+    device and threads)."""
+    from ceiling.measure.host_costs import from_row, quick_host_costs
+
+    if overhead is None:
+        overhead = _profiled_overhead(device, profile)
+    return from_row(overhead.get("host_costs")) or quick_host_costs(device)
+
+
 def function_costs(device: str, profile=None, overhead: dict | None = None) -> dict[str, float]:
     """Seconds per element of each function of measure.functions: from the machine
     profile's raw times (`overhead`: as first_touch_cost), else measured quickly (once per
@@ -135,8 +148,9 @@ def function_costs(device: str, profile=None, overhead: dict | None = None) -> d
 def local_roofs(
     device: str, cache_bytes: float | None, profile=None, train: bool = False
 ) -> LocalRoofs:
-    """The per-op floor: with autograd for a training step (measured quickly), else from
-    the machine profile or a quick measurement; the cache's bandwidth measured quickly."""
+    """The per-op floor: with autograd for a training step (measured quickly, with each
+    phase's host time per op), else from the machine profile or a quick measurement; the
+    cache's bandwidth measured quickly."""
     from ceiling.measure.overhead import time_tiny_op
 
     overhead = _profiled_overhead(device, profile)  # the profile file, read once
@@ -154,9 +168,10 @@ def local_roofs(
         )
         source = "a quick tiny-op measurement (`ceiling bench overhead` measures it properly)"
     touch = first_touch_cost(device, overhead=overhead)
+    host = host_costs(device, overhead=overhead).by_phase() if train else {}
     return LocalRoofs(per_op, source, cache_bytes, quick_cache_bandwidth(device, cache_bytes),
                       touch.s_per_byte, touch.from_bytes, touch.s_per_fault,
-                      function_costs(device, overhead=overhead))  # fmt: skip
+                      function_costs(device, overhead=overhead), host)  # fmt: skip
 
 
 MAX_SHAPES = 24  # distinct matmul shapes timed per step, the largest by FLOPs first
@@ -233,3 +248,38 @@ def attention_times(dims, device: str, dtype, budget_ms: float = 15.0) -> dict:
                           min_samples=3)  # fmt: skip
         out[key] = _typical(times)
     return out
+
+
+def replayed_times(keys, device: str, budget_ms: float = 15.0) -> dict:
+    """Seconds of one call (its median) per recorded call key (overload name, argument
+    specs: profile.conv_flops.conv_dims), run again alone on fresh random tensors of the
+    same shapes: a convolution's own rate on this device at its shape, which the library's
+    kernel choice (direct, im2col, Winograd; depthwise or not) sets, not the matmul peak."""
+    out = {}
+    for key in list(keys)[:MAX_SHAPES]:
+        fn, args = _replayable(key, device)
+
+        def call(fn=fn, args=args) -> None:
+            fn(*args)
+
+        times = benchmark(call, device=device, warmup_ms=1.0, budget_ms=budget_ms,
+                          min_samples=3)  # fmt: skip
+        out[key] = _typical(times)
+    return out
+
+
+def _replayable(key, device: str):
+    import torch
+
+    name, specs = key
+    namespace, op, overload = name.split(".")
+    fn = getattr(getattr(getattr(torch.ops, namespace), op), overload)
+
+    def build(spec):
+        if isinstance(spec, tuple) and len(spec) == 3 and spec[0] == "tensor":
+            return torch.randn(spec[1], dtype=getattr(torch, spec[2]), device=device)
+        if isinstance(spec, tuple):
+            return [build(s) for s in spec]
+        return spec
+
+    return fn, [build(s) for s in specs]

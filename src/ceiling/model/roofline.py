@@ -119,6 +119,14 @@ def place(
 # elementwise function (a tanh, an exp, a softmax) costs the vector units several
 # instructions per element, whatever its nominal FLOPs: its compute time is its elements
 # × the cost per element measured for that function on this device, when that is longer.
+#
+# An eager training step pays more host time per op than a plain call: the forward records
+# the autograd graph (and runs the modules' Python around each op), the backward runs one
+# engine node per op, a per-parameter optimizer loops in Python. Each phase's host cost
+# per op is measured (measure.roofs.host_costs) and charged by the op's phase. On a CPU
+# the host cost adds to the op's work (one thread does both); on a GPU the host queues
+# kernels ahead of the device, so a stretch of ops takes the longer of the two, not their
+# sum (step_with_queue).
 
 Bound3 = Literal["compute", "memory", "overhead"]
 
@@ -138,12 +146,24 @@ class Roofs:
     # the thread that dispatches an op also runs it (a CPU): the floor adds to the work;
     # a GPU runs one kernel while the host launches the next: the floor is a roof
     serial_dispatch: bool = False
+    # host seconds per op by phase ("forward", "backward", "optimizer", ...): an op of a
+    # phase listed pays this instead of per_op_s
+    host_s_by_phase: Mapping[str, float] = field(default_factory=dict)
+
+    def host_s(self, phase: str | None) -> float:
+        """The host cost of one op of `phase` (a recomputation replays the forward)."""
+        if phase == "recompute":
+            phase = "forward"
+        return self.host_s_by_phase.get(phase, self.per_op_s) if phase else self.per_op_s
 
     def __post_init__(self) -> None:
         _check_positive(self.peak_flops_per_s, "peak FLOP/s")
         _check_positive(self.bandwidth_bytes_per_s, "memory bandwidth (bytes/s)")
         if not (math.isfinite(self.per_op_s) and self.per_op_s >= 0):
             raise InvalidInput(f"per-op time must be >= 0 s, got {self.per_op_s}")
+        for phase, cost in self.host_s_by_phase.items():
+            if not (math.isfinite(cost) and cost >= 0):
+                raise InvalidInput(f"host time per {phase} op must be >= 0 s, got {cost}")
 
     def memory_roof(self, working_set_bytes: float) -> tuple[float, str]:
         """Bandwidth the step's bytes move at, and where they come from."""
@@ -190,6 +210,7 @@ class OpWork:
     page_faults: int | None = None  # ... or the page faults it took, where counted
     function: str | None = None  # the elementwise function it computes ...
     elements: int = 0  # ... over this many elements
+    phase: str | None = None  # forward | backward | optimizer ...: its host cost per call
 
 
 def op_time(
@@ -203,13 +224,15 @@ def op_time(
     function: str | None = None,
     elements: int = 0,
     page_faults: int | None = None,
+    phase: str | None = None,
 ) -> OpTime:
     """`calls` calls of an op doing `flops` and moving `bytes_moved` in all, its bytes at
     `bandwidth_bytes_per_s` (from Roofs.memory_roof), its FLOPs at `flops_per_s` (a matmul's
     measured rate at its own shape) or else the peak; `new_buffers`: bytes of each output
     it allocated, whose first touch adds to its memory time (priced by `page_faults`, the
     faults it took, where counted); `function` over `elements`: at least that many
-    elements at the function's measured cost each."""
+    elements at the function's measured cost each; `phase`: the host cost per call of
+    that phase of a training step (Roofs.host_s)."""
     if flops < 0 or bytes_moved < 0 or calls < 0:
         raise InvalidInput(
             f"FLOPs, bytes and calls must be >= 0, got {flops}, {bytes_moved}, {calls}"
@@ -220,7 +243,7 @@ def op_time(
     compute = max(flops / rate, elements * per_element)
     touch = roofs.first_touch.seconds(new_buffers, page_faults)
     memory = bytes_moved / bandwidth_bytes_per_s + touch
-    return OpTime(compute, memory, calls * roofs.per_op_s, roofs.serial_dispatch)
+    return OpTime(compute, memory, calls * roofs.host_s(phase), roofs.serial_dispatch)
 
 
 @dataclass(frozen=True)
@@ -238,12 +261,36 @@ class StepPrediction:
 
 def predict_step(ops, roofs: Roofs, working_set_bytes: float) -> StepPrediction:
     """`ops`: an OpWork, or its fields in order as a tuple (flops, bytes, calls, ...), per
-    op call or group of calls, run one after another."""
+    op call or group of calls, run one after another: on a CPU each op's host cost then
+    its work; on a GPU as step_with_queue has it."""
     bandwidth, source = roofs.memory_roof(working_set_bytes)
-    by_bound = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
+    times = []
     for op in ops:
         w = op if isinstance(op, OpWork) else OpWork(*op)
-        t = op_time(w.flops, w.bytes, w.calls, roofs, bandwidth, w.flops_per_s, w.new_buffers,
-                    w.function, w.elements, w.page_faults)  # fmt: skip
-        by_bound[t.bound] += t.time_s
+        times.append(op_time(w.flops, w.bytes, w.calls, roofs, bandwidth, w.flops_per_s,
+                             w.new_buffers, w.function, w.elements, w.page_faults,
+                             w.phase))  # fmt: skip
+    if roofs.serial_dispatch:
+        by_bound = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
+        for t in times:
+            by_bound[t.bound] += t.time_s
+    else:
+        by_bound = step_with_queue(times)
     return StepPrediction(sum(by_bound.values()), by_bound, source)
+
+
+def step_with_queue(times) -> dict[str, float]:
+    """A GPU step: the host issues op i after its host cost (OpTime.overhead_s), the device
+    starts it once issued and the previous op is done, and runs it for the longer of its
+    compute and memory times. The device's idle time waiting on the host is the overhead
+    roof's; each op's own run is its bound's. Where the host keeps ahead, the step is the
+    device's work; where it falls behind, the host's; the sum of the three is the step."""
+    by_bound = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
+    host = device = 0.0
+    for t in times:
+        host += t.overhead_s
+        by_bound["overhead"] += max(host - device, 0.0)
+        work = max(t.compute_s, t.memory_s)
+        by_bound["compute" if t.compute_s >= t.memory_s else "memory"] += work
+        device = max(device, host) + work
+    return by_bound

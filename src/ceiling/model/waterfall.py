@@ -45,6 +45,7 @@ class StepTimes:
     unknown_op_s: float = 0.0  # recorded time of ops with no FLOP formula
     data_wait_s: float = 0.0  # waiting for the next batch (`ceiling step`), plain time
     first_touch_s: float = 0.0  # the other ops' new buffers, first touch (model.first_touch)
+    compiled: bool = False  # the model is compiled already: compiling it is no remedy
 
     @property
     def scale(self) -> float:
@@ -81,7 +82,9 @@ def bars(t: StepTimes) -> list[Bar]:
         Bar(
             "other ops at their roof (bytes / bandwidth, function cost)",
             t.other_roof_s,
-            "fusing elementwise ops and norms (torch.compile) to move fewer bytes",
+            "fewer passes over the data (the compiled graph's kernels show what it fused)"
+            if t.compiled
+            else "fusing elementwise ops and norms (torch.compile) to move fewer bytes",
         ),
         Bar(
             FIRST_TOUCH,
@@ -99,7 +102,9 @@ def bars(t: StepTimes) -> list[Bar]:
         Bar(
             "host time between ops (Python, autograd)",
             k * max(t.recorded_step_s - op_s, 0.0),
-            "torch.compile or CUDA graphs; less Python per step",
+            "CUDA graphs (mode='reduce-overhead'); less Python per step"
+            if t.compiled
+            else "torch.compile or CUDA graphs; less Python per step",
         ),
     ]
     out = [b for b in out if b.seconds or b.name not in _ONLY_WHEN_PRESENT]

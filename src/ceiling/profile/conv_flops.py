@@ -15,6 +15,7 @@ is left out, as the forward's bias add is.
 
 from __future__ import annotations
 
+import torch
 from torch.utils import flop_counter
 
 from ceiling.profile.fused_flops import FusedCount, argument
@@ -35,3 +36,23 @@ def convolution_backward(func, args, kwargs) -> FusedCount:
 
 
 FORMULAS = {"convolution_backward": ("matmul", convolution_backward)}
+
+
+CONV_OPS = ("convolution", "convolution_backward")
+
+
+def conv_dims(func, args) -> tuple | None:
+    """A convolution call as its overload and its arguments, each tensor as ("tensor",
+    shape, dtype): enough to run the same call again on fresh tensors and time it
+    (measure.roofs.replayed_times), its own compute roof."""
+    if func._overloadpacket.__name__ not in CONV_OPS:
+        return None
+    return (str(func), tuple(_spec(a) for a in args))
+
+
+def _spec(a):
+    if isinstance(a, torch.Tensor):
+        return ("tensor", tuple(a.shape), str(a.dtype).removeprefix("torch."))
+    if isinstance(a, (list, tuple)):
+        return tuple(_spec(x) for x in a)
+    return a

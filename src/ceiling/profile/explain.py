@@ -15,6 +15,7 @@ from ceiling.model import roofline, waterfall
 from ceiling.model.first_touch import FirstTouch
 from ceiling.model.roofline import Roofs
 from ceiling.profile.op_flops import MODEL_CATEGORIES, UNKNOWN
+from ceiling.profile.placement import FOREACH_PREFIXES
 
 TRAINING_COPIES = 4  # weights, gradients, AdamW's first and second moments
 
@@ -58,6 +59,7 @@ def local_roofs(
         ),
         function_s_per_element=m.function_s_per_element,
         serial_dispatch=not device.startswith("cuda"),
+        host_s_by_phase=m.host_s_by_phase,
     )
     return roofs, m.per_op_source
 
@@ -74,18 +76,27 @@ def explain_step(
     recorded_step_s: float | None,
     data_wait_s: float = 0.0,
     matmul_rates: dict | None = None,
+    compiled: bool = False,
 ) -> StepExplanation:
     """`matmul_rates`: measured FLOP/s per matmul (M, N, K) and attention shape, each such
     op's own compute roof."""
     bandwidth, source = roofs.memory_roof(working_set)
     rates = matmul_rates or {}
-    ops = (_work(c, rates.get(c.matmul_dims or c.attention_dims)) for c in calls)
+    ops = (_work(c, rates.get(c.matmul_dims or c.attention_dims or c.conv_dims)) for c in calls)
     prediction = roofline.predict_step(ops, roofs, working_set)
     bars = None
     if step_s and recorded_step_s is not None:
         bars = waterfall.bars(
             _times(
-                calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_s, data_wait_s
+                calls,
+                roofs,
+                bandwidth,
+                ceiling,
+                model_flops,
+                step_s,
+                recorded_step_s,
+                data_wait_s,
+                compiled,
             )
         )
     return StepExplanation(
@@ -93,15 +104,25 @@ def explain_step(
     )
 
 
+def host_phase(c) -> str:
+    """The phase whose host time per op a recorded call pays: a foreach (or fused)
+    optimizer op runs over a whole list of tensors, at its own cost per call."""
+    if c.phase == "optimizer" and c.op.startswith(FOREACH_PREFIXES):
+        return "optimizer_foreach"
+    return c.phase
+
+
 def _work(c, flops_per_s: float | None = None) -> roofline.OpWork:
     """One recorded call as the roofs see it."""
     return roofline.OpWork(
         c.flops, c.bytes, 1, flops_per_s, new_buffers=c.new_buffers,
         page_faults=c.page_faults, function=c.function, elements=c.elements,
+        phase=host_phase(c),
     )  # fmt: skip
 
 
-def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_s, data_wait_s):
+def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_s, data_wait_s,
+           compiled=False):  # fmt: skip
     model_s = other_s = other_roof_s = unknown_s = first_touch_s = 0.0
     other_calls = 0
     for c in calls:
@@ -132,24 +153,32 @@ def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_
         first_touch_s=first_touch_s,
         unknown_op_s=unknown_s,
         data_wait_s=data_wait_s,
+        compiled=compiled,
     )
 
 
 def measured_matmul_rates(calls, device: str, cold_bytes: float | None = None) -> dict:
-    """FLOP/s of each distinct matmul shape (M, N, K) and fused attention shape
-    (op_flops.attention_dims) of the step, each timed alone on the device: its own compute
-    roof. `cold_bytes`: the cache matmul operands are pushed out of (the step's data do
-    not fit it)."""
+    """FLOP/s of each distinct matmul shape (M, N, K), fused attention shape
+    (op_flops.attention_dims) and convolution call (conv_flops.conv_dims) of the step, each
+    timed alone on the device: its own compute roof. `cold_bytes`: the cache matmul
+    operands are pushed out of (the step's data do not fit it)."""
     import torch
 
-    from ceiling.measure.roofs import attention_times, matmul_rates
+    from ceiling.measure.roofs import attention_times, matmul_rates, replayed_times
 
     shapes = {c.matmul_dims for c in calls if c.matmul_dims}
+    convs: dict = {}
+    for c in calls:  # each convolution shape's FLOPs, the largest timed first
+        if c.conv_dims:
+            convs[c.conv_dims] = c.flops
+    largest = sorted(convs, key=lambda k: -convs[k])
+    rates = {k: convs[k] / s for k, s in replayed_times(largest, device).items() if s > 0}
     dtypes = [c.dtype for c in calls if (c.matmul_dims or c.attention_dims) and c.dtype]
     if not dtypes:
-        return {}
+        return rates
     dtype = getattr(torch, dtypes[0])
-    rates = matmul_rates(shapes, device, dtype, cold_bytes=cold_bytes) if shapes else {}
+    if shapes:
+        rates.update(matmul_rates(shapes, device, dtype, cold_bytes=cold_bytes))
     flops = {c.attention_dims: c.flops for c in calls if c.attention_dims}
     for key, seconds in attention_times(list(flops), device, dtype).items():
         rates[key] = flops[key] / seconds

@@ -31,6 +31,7 @@ MEMORY_TIME_SHARE = 0.50  # memory-bound ops above this share of op time
 HOST_SHARE = 0.30  # time outside ops (Python, autograd) above this share of the step
 NEAR_ROOF = 0.25  # memory-bound ops at this share of their roof are bandwidth-limited
 OPTIMIZER_TIME_SHARE = 0.20  # per-parameter optimizer ops above this share of op time
+FOREACH_PREFIXES = ("aten._foreach_", "aten._fused_")  # an optimizer's ops over lists
 
 
 @dataclass(frozen=True)
@@ -101,19 +102,24 @@ def roofline_time(calls, peak_flops_per_s: float, bandwidth_bytes_per_s: float) 
     return sum(_roofline_time(c, peak_flops_per_s, bandwidth_bytes_per_s) for c in calls)
 
 
-def _fuse_hint(timed, total_time: float, total_flops: float) -> str | None:
+def _fuse_hint(timed, total_time: float, total_flops: float, compiled: bool) -> str | None:
     other = [c for c in timed if c.category in NON_MODEL_CATEGORIES]
     t_share = sum(c.time_s for c in other) / total_time
     f_share = sum(c.flops for c in other) / total_flops if total_flops else 0.0
     if t_share < FUSE_TIME_SHARE or f_share > FUSE_FLOP_SHARE:
         return None
+    advice = (
+        "drop extra passes (the compiled graph's kernels are listed below)"
+        if compiled
+        else "fuse them (torch.compile) or drop extra passes"
+    )
     return (
         f"elementwise, normalisation and copy ops are {_pct(t_share)} of op time at "
-        f"{_pct(f_share)} of FLOPs: fuse them (torch.compile) or drop extra passes"
+        f"{_pct(f_share)} of FLOPs: {advice}"
     )
 
 
-def _launch_hint(timed, total_time: float, peak: float, bw: float) -> str | None:
+def _launch_hint(timed, total_time: float, peak: float, bw: float, compiled: bool) -> str | None:
     short = [
         c
         for c in timed
@@ -126,8 +132,12 @@ def _launch_hint(timed, total_time: float, peak: float, bw: float) -> str | None
     return (
         f"{len(short)} of {len(timed)} op calls are shorter than {SHORT_OP_S * 1e6:.0f} µs and "
         f"far above their roofline time ({_pct(share)} of op time, median op "
-        f"{median_us:.1f} µs): time per op is launch/dispatch-bound; use larger batches, "
-        "CUDA graphs or torch.compile"
+        f"{median_us:.1f} µs): time per op is launch/dispatch-bound; use larger batches"
+        + (
+            " or CUDA graphs (mode='reduce-overhead')"
+            if compiled
+            else ", CUDA graphs or torch.compile"
+        )
     )
 
 
@@ -180,7 +190,7 @@ def _optimizer_hint(timed, total_time: float) -> str | None:
     share = sum(c.time_s for c in ops) / total_time
     if share < OPTIMIZER_TIME_SHARE or not ops:
         return None
-    if any(c.op.startswith(("aten._foreach_", "aten._fused_")) for c in ops):
+    if any(c.op.startswith(FOREACH_PREFIXES) for c in ops):
         return None
     return (
         f"the optimizer step takes {_pct(share)} of op time in {len(ops)} per-parameter ops: "
@@ -220,9 +230,11 @@ def hints(
     bandwidth_bytes_per_s: float,
     itemsize: int,
     step_s: float | None = None,
+    compiled: bool = False,
 ) -> list[str]:
     """Short advice drawn from the numbers of one recorded step (OpCall list). `step_s`:
-    that step's wall time less the recorder's own work (for the host share)."""
+    that step's wall time less the recorder's own work (for the host share); `compiled`:
+    the model is compiled already (no advice to compile it)."""
     unknown = [h for h in [_unknown_hint(calls)] if h]
     timed = [c for c in calls if c.category != "view" and c.time_s is not None]
     total_time = sum(c.time_s for c in timed)
@@ -230,8 +242,8 @@ def hints(
         return unknown
     total_flops = sum(c.flops for c in calls)
     found = [
-        _fuse_hint(timed, total_time, total_flops),
-        _launch_hint(timed, total_time, peak_flops_per_s, bandwidth_bytes_per_s),
+        _fuse_hint(timed, total_time, total_flops, compiled),
+        _launch_hint(timed, total_time, peak_flops_per_s, bandwidth_bytes_per_s, compiled),
         _align_hint(timed, total_time, itemsize),
         _memory_hint(timed, total_time, peak_flops_per_s, bandwidth_bytes_per_s),
         _optimizer_hint(timed, total_time),

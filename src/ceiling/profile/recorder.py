@@ -34,6 +34,7 @@ from torch.utils.module_tracker import ModuleTracker
 
 from ceiling.measure.first_touch import faults_now
 from ceiling.profile.causal import EagerAttention
+from ceiling.profile.conv_flops import conv_dims
 from ceiling.profile.op_flops import (
     MODEL_CATEGORIES,
     attention_dims,
@@ -97,6 +98,8 @@ class OpCall:
     elements: int = 0
     # a fused attention call's shape (op_flops.attention_dims), its own rate's key
     attention_dims: tuple | None = None
+    # a convolution call's overload and argument shapes (conv_flops.conv_dims), likewise
+    conv_dims: tuple | None = None
 
     @property
     def bytes(self) -> float:
@@ -389,6 +392,7 @@ class OpRecorder:
                 attention_dims=(
                     attention_dims(func, args, kwargs) if fl.category == "attention" else None
                 ),
+                conv_dims=conv_dims(func, args) if fl.category == "matmul" else None,
             )
         )
         name = func._overloadpacket.__name__

@@ -10,6 +10,7 @@ causal attention at half, recomputation excluded); HFU adds the recomputation.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import statistics
 import time
@@ -36,6 +37,12 @@ from ceiling.profile.checks import (
     check_dtype_runs,
     check_fits,
     parse_dtype,
+)
+from ceiling.profile.compiled import (
+    check_compiler,
+    is_compiled,
+    kernel_profiling,
+    profiled_kernels,
 )
 from ceiling.profile.explain import (
     StepExplanation,
@@ -95,6 +102,9 @@ class ProfileReport:
     flop_convention: str = "a multiply-add counts as 2 FLOPs; model FLOPs = matmul + attention"
     method_version: int = METHOD_VERSION
     environment: dict[str, Any] = field(default_factory=dict)
+    compiled: bool = False  # a torch.compile'd model: its hints never advise compiling it
+    # the compiled graph's generated (fused) kernels, one step under torch.profiler
+    compiled_kernels: list = field(default_factory=list)
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -150,13 +160,15 @@ def profile_target(
     module_depth: int = 3,
     available_bytes: float | None = None,
     timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    compile: bool = False,
 ) -> ProfileReport:
     """Profile a target (see ceiling.profile.targets) on a device; see the module docstring.
 
     dtype "tf32" runs fp32 with TF32 matmuls and convolutions for this call only (on meta:
     counts against a --spec's TF32 peak); otherwise fp32 follows torch's settings: the
     matmul precision, or cuDNN's convolution setting (TF32 by default) when convolutions
-    carry most of the model FLOPs."""
+    carry most of the model FLOPs. `compile`: run the model through torch.compile (a
+    model passed already compiled is found as such); its generated kernels are listed."""
     if steps < 1 or warmup_steps < 0:
         raise InvalidInput(f"need steps ≥ 1 and warm-up ≥ 0, got {steps} and {warmup_steps}")
     dev = check_device(device)
@@ -164,7 +176,7 @@ def profile_target(
     run = functools.partial(
         _profile, target=target, train=train, dev=dev, torch_dtype=torch_dtype, spec=spec,
         profile=profile, batch=batch, seq=seq, warmup_steps=warmup_steps, steps=steps,
-        module_depth=module_depth, available_bytes=available_bytes,
+        module_depth=module_depth, available_bytes=available_bytes, compile=compile,
     )  # fmt: skip
     name = target.name if isinstance(target, Workload) else target
     with deadline(timeout_s, f"profiling {name}"):
@@ -198,8 +210,13 @@ def _profile(
     steps: int,
     module_depth: int,
     available_bytes: float | None,
+    compile: bool = False,
 ) -> ProfileReport:
-    meta = dev.type == "meta"  # counts only: nothing runs, nothing is timed
+    meta = dev.type == "meta"
+    if compile and meta:
+        raise InvalidInput("--compile runs the model; on meta (counts only) nothing runs")
+    if compile:
+        check_compiler(str(dev))  # counts only: nothing runs, nothing is timed
     if not meta:
         check_dtype_runs(dev, key, torch_dtype)
     tf32 = (tf32_requested or tf32_enabled(dev)) and key == "fp32"
@@ -216,11 +233,18 @@ def _profile(
         check_fits(workload.params, itemsize, train, free)
 
     runner = guard(target, StepRunner, workload, dev, torch_dtype, train)
+    if compile:
+        runner.model = torch.compile(runner.model)
+    compiled = not meta and is_compiled(runner.model)
     samples: list[float] = []
     step_s = None
+    kernels = []
     if not meta:
-        guard(target, runner.timed_steps, warmup_steps)
-        samples = guard(target, runner.timed_steps, steps)
+        with kernel_profiling() if compiled else contextlib.nullcontext():
+            guard(target, runner.timed_steps, max(warmup_steps, 2 if compiled else 0))
+            samples = guard(target, runner.timed_steps, steps)
+            if compiled:
+                kernels = guard(target, profiled_kernels, runner.step, str(dev))
         step_s = statistics.median(samples)
     rec = OpRecorder(time_ops=not meta)
     with rec:
@@ -245,7 +269,7 @@ def _profile(
     peak = ceiling.peak_flops_per_s
     roof = ceiling.roof_flops_per_s
     explanation = _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s,
-                           recorded_step_s, model_flops)  # fmt: skip
+                           recorded_step_s, model_flops, compiled)  # fmt: skip
     bw, per_op = explanation.memory_roof_bytes_per_s, explanation.roofs.per_op_s
     analytic = analytic_full = None
     cfg = workload.transformer
@@ -285,7 +309,7 @@ def _profile(
         modules=[placement.place(t, roof, bw, per_op) for t in rec.by_module(depth=module_depth)],
         categories=[placement.place(t, roof, bw, per_op) for t in rec.by_category()],
         hints=_noise_hint(samples)
-        + placement.hints(rec.calls, roof, bw, itemsize, recorded_step_s),
+        + placement.hints(rec.calls, roof, bw, itemsize, recorded_step_s, compiled),
         roofline_step_s=placement.roofline_time(rec.calls, roof, bw),
         recorded_step_s=recorded_step_s,
         recomputed_flops=hardware_flops - model_flops,
@@ -293,6 +317,8 @@ def _profile(
         unknown_ops=sorted({c.op for c in rec.calls if c.category == UNKNOWN}),
         explanation=explanation,
         environment=environment(dev),
+        compiled=compiled,
+        compiled_kernels=kernels,
     )
 
 
@@ -335,7 +361,8 @@ def check_layers(workload) -> None:
         )
 
 
-def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, recorded_s, flops):
+def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, recorded_s, flops,
+             compiled=False):  # fmt: skip
     from ceiling.measure.decode import _cache_bytes
 
     ran = dev.type != "meta"
@@ -348,7 +375,7 @@ def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, reco
     rates = measured_matmul_rates(rec.calls, str(dev), cold) if here else None
     return explain_step(
         rec.calls, roofs, source, working_set, ceiling=ceiling, model_flops=flops,
-        step_s=step_s, recorded_step_s=recorded_s, matmul_rates=rates,
+        step_s=step_s, recorded_step_s=recorded_s, matmul_rates=rates, compiled=compiled,
     )  # fmt: skip
 
 

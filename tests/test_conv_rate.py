@@ -1,0 +1,33 @@
+"""A convolution's compute roof is its own call run again at the same shapes, not the
+matmul peak: the recorded key holds what the replay needs."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ceiling.measure import roofs
+from ceiling.profile.recorder import OpRecorder
+
+
+def test_a_recorded_convolution_is_replayed_with_its_own_shapes(monkeypatch):
+    conv = nn.Conv2d(4, 8, 3, stride=2, padding=1, groups=2)
+    x = torch.randn(2, 4, 9, 9, requires_grad=True)
+    with OpRecorder() as rec:
+        conv(x).sum().backward()
+    keys = [c.conv_dims for c in rec.calls if c.conv_dims]
+    assert [k[0] for k in keys] == ["aten.convolution.default", "aten.convolution_backward.default"]
+    forward = keys[0][1]
+    assert forward[0] == ("tensor", (2, 4, 9, 9), "float32")
+    assert forward[1] == ("tensor", (8, 2, 3, 3), "float32")
+    assert forward[3:] == ((2, 2), (1, 1), (1, 1), False, (0, 0), 2)
+    fn, args = roofs._replayable(keys[0], "cpu")
+    assert fn(*args).shape == (2, 8, 5, 5)  # the same call on fresh tensors
+    grads = roofs._replayable(keys[1], "cpu")
+    assert [g.shape for g in grads[0](*grads[1])] == [(2, 4, 9, 9), (8, 2, 3, 3), (8,)]
+    # each key timed once by the benchmark, its median call kept
+    monkeypatch.setattr(
+        roofs, "benchmark", lambda call, **kw: [call() or t for t in (3.0, 1.0, 2.0)]
+    )
+    assert roofs.replayed_times(keys, "cpu") == {keys[0]: 2.0, keys[1]: 2.0}
+    assert not [c for c in rec.calls if c.conv_dims and c.category != "matmul"]
