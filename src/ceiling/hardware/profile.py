@@ -215,19 +215,25 @@ def this_process(kind: str) -> dict[str, Any]:
     return here
 
 
-_WARNED: set[tuple[str, str]] = set()
+# (path, its modification time, device kind) already checked: the check reads the CPU's
+# description, so a command that loads the default profile many times pays it once
+_WARNED: set[tuple[str, int, str]] = set()
 
 
 def _warn_if_stale(profile: MachineProfile, path: Path) -> None:
     import warnings
 
+    try:
+        written = path.stat().st_mtime_ns
+    except OSError:
+        return
     for device in profile.devices:
-        key = (str(path), device.kind)
+        key = (str(path), written, device.kind)
         if key in _WARNED:
             continue
+        _WARNED.add(key)
         reasons = stale_reasons(device, this_process(device.kind))
         if reasons:
-            _WARNED.add(key)
             warnings.warn(
                 f"the saved profile {path} may not describe this machine's {device.kind}: "
                 f"{'; '.join(reasons)}; `ceiling bench --quick` measures it again",
