@@ -378,3 +378,20 @@ def test_the_folder_of_a_killed_launcher_is_removed_by_the_next_run():
     assert tmpdir.is_dir()
     assert tmpdir in distributed.remove_stale_run_folders(str(tmpdir.parent))
     assert not tmpdir.exists()
+
+
+class _Exited:
+    def __init__(self, code):
+        self.code = code
+
+    def poll(self):
+        return self.code
+
+
+def test_a_rank_that_died_after_the_final_barrier_finished_its_work(tmp_path):
+    # gloo may abort a rank's teardown once its peers have left: SIGABRT after the barrier
+    done = tmp_path / "rank1.done"
+    assert distributed._code_of_run(_Exited(-6), done) == -6
+    done.write_text("")
+    assert distributed._code_of_run(_Exited(-6), done) == 0
+    assert distributed._code_of_run(_Exited(None), done) is None

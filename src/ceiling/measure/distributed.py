@@ -149,8 +149,12 @@ def use_cuda(requested: str, local_world: int, cuda_available: bool, cuda_count:
     return True
 
 
-def _run_job(job: Job, launcher: str, progress_path: str | None) -> tuple[int, Any]:
-    """Inside one rank: set up the process group, run the function, tear down."""
+def _run_job(
+    job: Job, launcher: str, progress_path: str | None, done_path: Path | None = None
+) -> tuple[int, Any]:
+    """Inside one rank: set up the process group, run the function, tear down. `done_path`
+    is written once every rank has passed the final barrier: the work is complete, and a
+    crash in the teardown that follows is not a failure of the run."""
     import torch
     import torch.distributed as dist
 
@@ -184,6 +188,8 @@ def _run_job(job: Job, launcher: str, progress_path: str | None) -> tuple[int, A
         )
         result = resolve_target(job.target)(ctx, **job.kwargs)
         dist.barrier(group=cpu_group)
+        if done_path is not None:
+            done_path.write_text("")
     finally:
         dist.destroy_process_group()
     return rank, result
@@ -443,7 +449,7 @@ def _watch(
             seen = len(lines)
 
     while True:
-        codes = [p.poll() for p in procs]
+        codes = [_code_of_run(p, tmpdir / f"rank{r}.done") for r, p in enumerate(procs)]
         drain()
         failed = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
         if failed:
@@ -503,6 +509,15 @@ def _watch(
         time.sleep(POLL_S)
 
 
+def _code_of_run(proc: subprocess.Popen, done: Path) -> int | None:
+    """The rank's exit code as the run's outcome: a rank that passed the final barrier and
+    then died in the teardown (gloo aborting as its peers leave) finished its work."""
+    code = proc.poll()
+    if code not in (None, 0) and done.exists():
+        return 0
+    return code
+
+
 def _cpu_s(proc: subprocess.Popen) -> float | None:
     """The CPU time a worker process has used so far, or None when it cannot be read."""
     import psutil
@@ -522,11 +537,12 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-def _worker_main(job_path: str, tmpdir: str) -> int:
+def _worker_main(job_path: str, tmpdir: str) -> None:
     stall.start_beating(Path(tmpdir) / f"rank{os.environ.get('RANK', '0')}.beat")
     job = Job(**json.loads(Path(job_path).read_text()))
+    done = Path(tmpdir) / f"rank{os.environ.get('RANK', '0')}.done"
     try:
-        rank, result = _run_job(job, "local", str(Path(tmpdir) / "progress.txt"))
+        rank, result = _run_job(job, "local", str(Path(tmpdir) / "progress.txt"), done)
     except CeilingError as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         _exit_now(USER_ERROR_EXIT)
@@ -538,8 +554,10 @@ def _worker_main(job_path: str, tmpdir: str) -> int:
         part = out.with_suffix(".part")
         part.write_text(json.dumps(result))
         os.replace(part, out)
-    return 0
+    # gloo's threads can abort the interpreter's shutdown (SIGABRT) when a peer has already
+    # gone: the work is done, so leave without it.
+    _exit_now(0)
 
 
 if __name__ == "__main__":
-    sys.exit(_worker_main(sys.argv[1], sys.argv[2]))
+    _worker_main(sys.argv[1], sys.argv[2])
