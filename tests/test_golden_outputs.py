@@ -342,6 +342,12 @@ _change(
 )
 _change(
     "models",
+    "the catalog adds the Qwen3 family as published (dense 0.6B to 32B, 30B-A3B and "
+    "235B-A22B mixtures of experts), the models the MoE recipes of today train",
+    "qwen3-*",
+)
+_change(
+    "models",
     "Mistral 7B's sliding window of 4096 in every layer is modelled (its cache and each "
     "query's keys bounded by it), no longer a note",
     "mistral-7b.sliding_window",

@@ -577,3 +577,54 @@ def test_frontier_decode_and_plan_from_the_command_line(cli, tmp_path):
     code, out, err = cli("models", "deepseek-v3", "gpt-oss-120b", "llama-4-scout")
     assert code == 0, err
     assert "671.03" in out and "128/mla" in out and "18432/2048" in out and "10.5M" in out
+
+
+QWEN3_MOE = dict(decoder_sparse_step=1, mlp_only_layers=[], num_experts=128, num_experts_per_tok=8)
+# catalog name: (config.json, parameters of transformers' Qwen3(Moe)ForCausalLM built on the
+# meta device from that config, every tensor summed)
+QWEN3 = {
+    "qwen3-0.6b": (_llama_like("qwen3", 28, 1024, 16, 8, 3072, 151936, 40960, head_dim=128,
+                               tie_word_embeddings=True), 596_049_920),
+    "qwen3-1.7b": (_llama_like("qwen3", 28, 2048, 16, 8, 6144, 151936, 40960, head_dim=128,
+                               tie_word_embeddings=True), 1_720_574_976),
+    "qwen3-4b": (_llama_like("qwen3", 36, 2560, 32, 8, 9728, 151936, 40960, head_dim=128,
+                             tie_word_embeddings=True), 4_022_468_096),
+    "qwen3-8b": (FAMILIES["Qwen3-8B"][0], 8_190_735_360),
+    "qwen3-14b": (_llama_like("qwen3", 40, 5120, 40, 8, 17408, 151936, 40960, head_dim=128,
+                              tie_word_embeddings=False), 14_768_307_200),
+    "qwen3-32b": (_llama_like("qwen3", 64, 5120, 64, 8, 25600, 151936, 40960, head_dim=128,
+                              tie_word_embeddings=False), 32_762_123_264),
+    "qwen3-30b-a3b": (FAMILIES["Qwen3-30B-A3B"][0], 30_532_122_624),
+    "qwen3-235b-a22b": (_llama_like("qwen3_moe", 94, 4096, 64, 4, 12288, 151936, 40960,
+                                    head_dim=128, moe_intermediate_size=1536,
+                                    tie_word_embeddings=False, **QWEN3_MOE), 235_093_634_560),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(QWEN3))
+def test_qwen3_catalog_entries_are_their_published_configs(tmp_path, name):
+    import dataclasses
+
+    from ceiling.model.transformer import get_model
+
+    raw, params = QWEN3[name]
+    read = parse_model(f"hf:{write_config(tmp_path / name, raw)}")
+    entry = get_model(name)
+    assert entry.params_total == read.params_total == params
+    assert entry.params_active == read.params_active
+    assert (
+        entry.kv_bytes_per_token(2)
+        == 2 * raw["num_hidden_layers"] * raw["num_key_value_heads"] * 128 * 2
+    )
+    same = ("name", "source")
+    for field in dataclasses.fields(entry):
+        if field.name not in same:
+            assert getattr(entry, field.name) == getattr(read, field.name), field.name
+
+
+def test_qwen3_moe_active_parameters_as_published():
+    # Qwen3 technical report, Table 2: 3.3B and 22B activated
+    from ceiling.model.transformer import get_model
+
+    assert get_model("qwen3-30b-a3b").params_active == pytest.approx(3.3e9, rel=0.02)
+    assert get_model("qwen3-235b-a22b").params_active == pytest.approx(22e9, rel=0.01)
