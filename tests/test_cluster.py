@@ -77,3 +77,16 @@ def test_profile_efficiencies_are_measured_over_datasheet():
     assert math.isfinite(
         cl.efficiencies_from_profile(FakeMeasured("x", {"bf16": 1e12}, None), spec)[1]
     )
+
+
+def test_rack_scale_domains_take_whole_trays_when_a_job_does_not_fill_whole_racks():
+    gb200 = get_spec("gb200")
+    c = cl.make_cluster(gb200, 256)  # 4 racks of 64 GPUs: 16 of each rack's 18 trays
+    assert (c.nodes, c.devices_per_node) == (4, 64)
+    assert "4 of 64" in c.sources["placement"]
+    c = cl.make_cluster(gb200, 144)  # whole racks: as they are, nothing said
+    assert (c.nodes, c.devices_per_node) == (2, 72) and "placement" not in c.sources
+    with pytest.raises(InvalidInput, match="74 % 72 = 2"):
+        cl.make_cluster(gb200, 74)  # 74 = 2 x 37: no whole number of trays per rack
+    with pytest.raises(InvalidInput, match="12 % 8 = 4"):
+        cl.make_cluster(get_spec("h100-sxm"), 12)  # 8-GPU nodes are not split

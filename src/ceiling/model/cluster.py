@@ -198,6 +198,16 @@ def group_link(device, ranks: int, dtype: str) -> tuple[float, float]:
     return make_cluster(device, per_node if spans else ranks, dtype=dtype).link(spans)
 
 
+def _rack_share(devices: int, rack: int, tray: int) -> int:
+    """GPUs a job takes in each rack-scale NVLink domain when it does not fill whole racks:
+    the most whole trays per rack that split the job evenly (the rack's size when none do,
+    and the caller refuses)."""
+    for share in range(rack - rack % tray, 0, -tray):
+        if devices % share == 0:
+            return share
+    return rack
+
+
 def make_cluster(
     device,
     devices: int,
@@ -222,6 +232,15 @@ def make_cluster(
     per_node = devices_per_node if devices_per_node is not None else int(d["devices_per_node"])
     if not isinstance(per_node, int) or per_node < 1:
         raise InvalidInput(f"devices per node must be a positive integer, got {per_node!r}")
+    tray = int(d.get("tray", 0)) if devices_per_node is None else 0
+    racks = None
+    if devices > per_node and devices % per_node and tray:
+        rack, per_node = per_node, _rack_share(devices, per_node, tray)
+        if per_node != rack:
+            racks = (
+                f"{devices} devices do not fill whole {rack}-device NVLink domains: placed "
+                f"as {devices // per_node} of {per_node} ({per_node // tray} trays of {tray})"
+            )
     if devices <= per_node:
         nodes, per_node = 1, devices
     elif devices % per_node:
@@ -239,6 +258,8 @@ def make_cluster(
     if inter is None:
         inter = float(d["inter_node_gb_per_s"]) * _GB
     sources = dict(d.get("sources", {}))
+    if racks:
+        sources["placement"] = racks
     if device.sources.get("link_bandwidth_bytes_per_s"):
         sources["intra_node_link"] = device.sources["link_bandwidth_bytes_per_s"]
     if efficiency_source is None:
