@@ -57,6 +57,8 @@ DISPATCHERS = ("alltoall", "deepep")
 _ROUTER_ELEMENT = 4.0
 # A top-k choice is kept as a probability (fp32) and an index (int64): bytes per choice.
 _ROUTER_CHOICE = 12.0
+# The auxiliary balance loss's passes over the fp32 logits (`routing_bytes_per_token`).
+_AUX_LOSS_PASSES = 3.0
 
 
 @dataclass(frozen=True)
@@ -276,14 +278,16 @@ def routing_bytes_per_token(moe: Moe, ep):
     routes it: (forward, backward), before the moe_share average.
 
     Router (Megatron-Core TopKRouter, fp32): logits written, softmax read and written, top-k
-    read, k choices written; its backward about the same. Permutation (Megatron-Core
-    moe_utils.permute/unpermute): the token read (2h) and its k copies written (2hk); with
-    ep > 1 and more than one local expert the received rows sorted by local expert (read and
-    write, 4hk); unpermutation mirrors both and reduces the k weighted outputs to one (2hk
-    read, 2h written). The backward moves the same bytes the other way."""
+    read, k choices written; the auxiliary balance loss scores the logits again (softmax read
+    and written, moe_utils.compute_routing_scores_for_aux_loss) and sums the scores over the
+    tokens (read): 7 passes over the E logits; its backward about the same. Permutation
+    (Megatron-Core moe_utils.permute/unpermute): the token read (2h) and its k copies
+    written (2hk); with ep > 1 and more than one local expert the received rows sorted by
+    local expert (read and write, 4hk); unpermutation mirrors both and reduces the k weighted
+    outputs to one (2hk read, 2h written). The backward moves the same bytes the other way."""
     h, k, e = moe.hidden, moe.top_k, moe.experts
     ep = np.asarray(ep, dtype=float)
-    router = 4.0 * e * _ROUTER_ELEMENT + k * _ROUTER_CHOICE
+    router = (4.0 + _AUX_LOSS_PASSES) * e * _ROUTER_ELEMENT + k * _ROUTER_CHOICE
     sort = np.where((ep > 1) & (e / ep > 1), 4.0 * h * k, 0.0)
     permute = 2.0 * h + 2.0 * h * k + sort
     unpermute = sort + 2.0 * h * k + 2.0 * h
