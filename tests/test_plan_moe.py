@@ -35,6 +35,53 @@ def test_tile_and_wave_quantisation_of_a_grouped_gemm():
     assert float(M.grouped_gemm_efficiency(1280, 132, 128, 1280, 132)) == pytest.approx(1.0)
 
 
+def test_the_tiles_fixed_part_comes_from_two_published_rows():
+    # DeepGEMM README (2025-02), FP8 on H800, M = 4096, N = 7168: 1358 TFLOP/s at K = 16384,
+    # 1025 at K = 2048. rate(K) = R·K/(K + K0) through both rows.
+    k0 = M.fixed_tile_k(((16384, 1358.0), (2048, 1025.0)))
+    assert k0 == pytest.approx(16384 * 2048 * 333 / (1025 * 16384 - 1358 * 2048))
+    rate = 1358.0 * (16384 + k0) / 16384
+    assert rate * 2048 / (2048 + k0) == pytest.approx(1025.0)
+    # The table's other rows at M = 4096 within 6 %: K = 512 (590), 1536 (990), 7168 (1304).
+    for k, published in ((512, 590.0), (1536, 990.0), (7168, 1304.0)):
+        assert rate * k / (k + k0) == pytest.approx(published, rel=0.06)
+    fp8, bf16 = M.K0_FP8, M.K0_BF16
+    assert fp8 == pytest.approx(k0) and bf16 == pytest.approx(k0 / 2)
+
+
+def test_a_short_k_loop_loses_its_tiles_fixed_part():
+    k0 = M.K0_FP8
+    ref = 4096 / (4096 + k0)
+    assert float(M.k_loop_share(768, k0)) == pytest.approx(768 / (768 + k0) / ref)
+    # At and above the reference K nothing is lost; no fixed part (k0 = 0): nothing either.
+    assert M.k_loop_share([4096, 16384], k0).tolist() == [1.0, 1.0]
+    assert float(M.k_loop_share(128, 0.0)) == 1.0
+    # 16-bit GEMMs run the K loop at half the FP8 rate: half the loss at the same K.
+    assert M.k_loop_share(768, M.K0_BF16) > M.k_loop_share(768, M.K0_FP8)
+
+
+def test_each_pass_of_a_grouped_gemm_pays_for_its_own_k():
+    # Full tiles in whole waves (132 experts of 1280 rows × 128 columns × 1280 inner): the
+    # forward's K is 1280, the data gradient's 128 (the columns), the weight gradient's 1280.
+    k0 = M.K0_FP8
+    eff = M.grouped_gemm_efficiency(1280, 132, 128, 1280, 132, k0=k0)
+    s_fwd, s_dgrad = M.k_loop_share(1280, k0), M.k_loop_share(128, k0)
+    expected = 3 / (2 / s_fwd + 1 / s_dgrad)
+    assert float(eff) == pytest.approx(float(expected))
+
+
+def test_a_grouped_linear_launches_one_gemm_per_local_expert():
+    moe = M.moe_of(QWEN3_30B)
+    # 128 experts over EP 8: 16 GEMMs per grouped linear pass, 2 linears, 3 passes.
+    assert float(M.grouped_launch_floor_s(moe, 8, 3.0, 5e-6)) == pytest.approx(2 * 3 * 16 * 5e-6)
+    # Few tokens on one rank with every expert: the launches set the experts' time.
+    job = Job(QWEN3_30B, 8, 256, attention="flash", dropout=False)
+    plan = Plan(8, 1, 1, ep=1, etp=1, zero=1)
+    one = evaluate_plan(job, make_cluster(H100, 8), plan)
+    launches = 48 * one.micro_batches * float(M.grouped_launch_floor_s(moe, 1, 3.0, 5e-6))
+    assert one.time["matmul_s"] > launches
+
+
 def test_rows_per_expert_follow_tokens_top_k_and_the_expert_group():
     rows = M.tokens_per_expert(2048, 32, 1, 8, 128, 1.25)
     assert float(rows) == 2048 * 32 * 8 / 128 * 1.25
@@ -67,7 +114,7 @@ def test_routing_kernels_move_the_router_and_the_permuted_copies():
     moe = M.moe_of(QWEN3_30B)
     h, k, e = 2048, 8, 128
     fwd, bwd = M.routing_bytes_per_token(moe, np.array([1.0, 8.0]))
-    router = 4 * e * 4 + k * 12
+    router = (4 + 3) * e * 4 + k * 12  # routing, then the balance loss's 3 passes
     alone = router + 2 * (2 * h + 2 * h * k)
     assert fwd.tolist() == pytest.approx([alone, alone + 2 * 4 * h * k])
     assert bwd.tolist() == fwd.tolist()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ceiling.model.decode_expected import GPU_KERNEL_FLOOR_S
 from ceiling.model.plan import attention_kernels
 from ceiling.model.plan.costs import (
     causal_attention_share,
@@ -28,6 +29,9 @@ from ceiling.model.plan.costs import (
 from ceiling.model.plan.eager_kernels import eager_extra_bytes_per_token
 from ceiling.model.plan.layout import Layout
 from ceiling.model.plan.moe import (
+    K0_BF16,
+    K0_FP8,
+    grouped_launch_floor_s,
     routed_gemm_efficiency,
     routing_bytes_per_token,
     tokens_per_expert,
@@ -94,8 +98,13 @@ def stage_compute(job, cluster, x: Layout) -> Compute:
         rows = tokens_per_expert(
             per_dev, x.plan.ep, x.etp, sh.moe.top_k, sh.moe.experts, x.moe_imbalance
         )
-        grouped = routed_gemm_efficiency(sh.moe, rows, x.plan.ep, x.etp, sms, ridge)
+        # Each pass's tiles lose their fixed part for its K, twice the K at FP8's rate.
+        k0 = np.where(x.fp8, K0_FP8, K0_BF16)
+        grouped = routed_gemm_efficiency(sh.moe, rows, x.plan.ep, x.etp, sms, ridge, k0)
         routed_s = passes * routed_tok * x.moe_imbalance / (rate * grouped)
+        # ... and a grouped linear launches one GEMM per local expert: at least the launches.
+        floor = grouped_launch_floor_s(sh.moe, x.plan.ep, 3.0 + full, GPU_KERNEL_FLOOR_S)
+        routed_s = np.maximum(routed_s, x.layers_dev * sh.moe.moe_share * floor)
         linear_s = linear_s + routed_s
     logits_s = per_dev * logits_hw_tok / (rate16 * logits_util)
     attn_flops = per_dev * x.layers_dev * attn_tok * (3.0 + x.rc_attention)

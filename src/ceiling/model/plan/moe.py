@@ -17,6 +17,9 @@ alltoall or DeepEP "flex" dispatcher; Liu et al. 2025, "MoE Parallel Folding", a
 4. the experts' grouped GEMM: each local expert multiplies the rows routed to it — a few
    hundred tokens each for fine-grained experts — so its output tiles are partly empty and its
    tiles fill the SMs in few waves (tile and wave quantisation, `grouped_gemm_efficiency`);
+   its K loops are short (K = the expert's width, a few hundred) against each tile's fixed
+   part (`k_loop_share`), and Transformer Engine launches one GEMM per local expert
+   (`grouped_launch_floor_s`);
 5. the busiest expert rank sets the pace: its rows over the even share (`IMBALANCE`).
 
 Parallel folding (arXiv 2504.14960, section 3.1): the expert layers take their own layout,
@@ -54,6 +57,8 @@ DISPATCHERS = ("alltoall", "deepep")
 _ROUTER_ELEMENT = 4.0
 # A top-k choice is kept as a probability (fp32) and an index (int64): bytes per choice.
 _ROUTER_CHOICE = 12.0
+# The auxiliary balance loss's passes over the fp32 logits (`routing_bytes_per_token`).
+_AUX_LOSS_PASSES = 3.0
 
 
 @dataclass(frozen=True)
@@ -156,6 +161,41 @@ def moe_of(model) -> Moe:
 # a persistent kernel schedules every expert's tiles over the SMs together.
 GROUPED_TILE = (128, 128)
 
+# A GEMM's output tile costs its K loop plus a fixed part (filling the operand pipeline,
+# the epilogue that converts and writes the tile): rate(K) = R·K/(K + K0). Two rows of the
+# same shape but K (DeepGEMM README, deepseek-ai/DeepGEMM, 2025-02, "Normal GEMMs for dense
+# models", FP8 on H800 = the H100 SXM's SMs, M = 4096, N = 7168): 1358 TFLOP/s at
+# K = 16384, 1025 at K = 2048, give K0 = 797 (`fixed_tile_k`); the table's other rows at
+# M = 4096 follow within 6 % (K = 512: 590, 1536: 990, 7168: 1304). 16-bit GEMMs run the
+# K loop at half the FP8 tensor rate for the same fixed part: half the K0.
+K_LOOP_ROWS = ((16384, 1358.0), (2048, 1025.0))
+# Shares are taken relative to K = 4096, at most 1: the planner's large-GEMM efficiency is
+# the share training shapes reach (H100 SXM: 0.75, `clusters.toml`), below the MAMF table's
+# largest-shape 0.803, and the 16-bit K loop gives 0.75/0.803 of the longest-K rate at
+# K ≈ 4300. Dense layers' GEMMs (K = the hidden size, thousands) keep that efficiency; the
+# routed experts' short K loops (K = their width, a few hundred) lose the rest.
+K_LOOP_REFERENCE = 4096
+
+
+def fixed_tile_k(rows=K_LOOP_ROWS) -> float:
+    """K0 of rate(K) = R·K/(K + K0) through two (K, rate) rows of one M × N shape:
+    r1/r2 = k1·(k2 + K0) / (k2·(k1 + K0))."""
+    (k1, r1), (k2, r2) = rows
+    return k1 * k2 * (r1 - r2) / (r2 * k1 - r1 * k2)
+
+
+K0_FP8 = fixed_tile_k()
+K0_BF16 = K0_FP8 / 2.0
+
+
+def k_loop_share(inner, k0):
+    """Share of the large-GEMM rate a GEMM with inner dimension K reaches for its tiles'
+    fixed part: (K/(K + K0)) / (Kref/(Kref + K0)), at most 1 (`K_LOOP_ROWS`)."""
+    k = np.asarray(inner, dtype=float)
+    k0 = np.asarray(k0, dtype=float)
+    ref = K_LOOP_REFERENCE / (K_LOOP_REFERENCE + k0)
+    return np.minimum(1.0, k / (k + k0) / ref)
+
 
 def tokens_per_expert(tokens_dev, ep, etp, top_k, experts, imbalance):
     """Rows one expert multiplies on the busiest rank per micro-batch: the ep·etp ranks of
@@ -166,16 +206,18 @@ def tokens_per_expert(tokens_dev, ep, etp, top_k, experts, imbalance):
     return tokens * group * top_k / experts * imbalance
 
 
-def grouped_gemm_efficiency(rows, local_experts, cols, inner, sms, ridge=None):
+def grouped_gemm_efficiency(rows, local_experts, cols, inner, sms, ridge=None, k0=0.0):
     """Share of the large-GEMM rate a grouped GEMM reaches: `local_experts` GEMMs of `rows`
-    × `cols` × `inner` each.
+    × `cols` × `inner` each, over its three passes (forward, data gradient, weight gradient).
 
     Tile quantisation: an expert's rows fill ⌈M/128⌉ tiles, the last partly (M / (⌈M/128⌉·128)
     of the rows computed are real); wave quantisation: the experts' tiles together run in
     ⌈tiles/SMs⌉ waves, the last partly full (tiles / (waves·SMs)). Below the ridge (`ridge`,
     FLOP/byte) a GEMM that streams each expert's weights for few rows is memory-bound: its
     intensity M·N·K/(M·K + K·N + M·N) over the ridge. The weight-gradient GEMMs (K = the rows)
-    share the memory bound, their outputs (the weights) fill whole tiles."""
+    share the memory bound, their outputs (the weights) fill whole tiles. Each pass loses its
+    tiles' fixed part for its own K (`k_loop_share`, `k0` = 0: none): the forward's K is
+    `inner`, the data gradient's `cols`, the weight gradient's the rows."""
     rows = np.asarray(rows, dtype=float)
     local = np.asarray(local_experts, dtype=float)
     cols, inner = np.asarray(cols, dtype=float), np.asarray(inner, dtype=float)
@@ -192,20 +234,40 @@ def grouped_gemm_efficiency(rows, local_experts, cols, inner, sms, ridge=None):
         intensity = rows * cols * inner / (rows * inner + inner * cols + rows * cols)
         roof = np.minimum(1.0, intensity / ridge)
         fwd, wgrad = np.minimum(fwd, roof), np.minimum(wgrad, roof)
-    # Forward and data-gradient GEMMs have the forward's shape, the weight gradient its own.
-    return 1.0 / ((2.0 / fwd + 1.0 / wgrad) / 3.0)
+    # Forward and data-gradient GEMMs have the forward's output, the weight gradient its own.
+    dgrad = fwd * k_loop_share(cols, k0)
+    fwd = fwd * k_loop_share(inner, k0)
+    wgrad = wgrad * k_loop_share(np.maximum(rows, 1.0), k0)
+    return 1.0 / ((1.0 / fwd + 1.0 / dgrad + 1.0 / wgrad) / 3.0)
 
 
-def routed_gemm_efficiency(moe: Moe, rows, ep, etp, sms, ridge=None):
+def routed_gemm_efficiency(moe: Moe, rows, ep, etp, sms, ridge=None, k0=0.0):
     """The routed experts' grouped GEMMs, FLOP-weighted: up (with the gate) M × (mats-1)·F/etp
     × h, down M × h × F/etp, with E/ep local experts."""
     etp = np.asarray(etp, dtype=float)
     local = moe.experts / np.asarray(ep, dtype=float)
     f = moe.moe_ffn / etp
     up_share = (moe.ffn_mats - 1) / moe.ffn_mats
-    up = grouped_gemm_efficiency(rows, local, (moe.ffn_mats - 1) * f, moe.hidden, sms, ridge)
-    down = grouped_gemm_efficiency(rows, local, moe.hidden, f, sms, ridge)
+    up = grouped_gemm_efficiency(rows, local, (moe.ffn_mats - 1) * f, moe.hidden, sms, ridge, k0)
+    down = grouped_gemm_efficiency(rows, local, moe.hidden, f, sms, ridge, k0)
     return 1.0 / (up_share / up + (1.0 - up_share) / down)
+
+
+# Transformer Engine's te.GroupedLinear (Megatron-Core's TEGroupedMLP, TE 1.x-2.x on Hopper)
+# issues one cuBLAS GEMM per local expert for each of its passes (general_grouped_gemm, spread
+# over a few streams): the host launches them one by one, so a grouped linear pass takes at
+# least its local experts × the launch-to-launch floor of a small kernel
+# (`decode_expected.GPU_KERNEL_FLOOR_S`). Two grouped linears per expert FFN (up with the gate,
+# down).
+GROUPED_LINEARS = 2
+
+
+def grouped_launch_floor_s(moe: Moe, ep, passes, floor_s):
+    """Seconds one MoE layer's grouped GEMMs take at least per micro-batch: `passes` passes
+    (forward, data and weight gradient, a recomputed forward) of GROUPED_LINEARS grouped
+    linears, each E/ep GEMM launches of `floor_s`."""
+    local = moe.experts / np.asarray(ep, dtype=float)
+    return GROUPED_LINEARS * np.asarray(passes, dtype=float) * local * floor_s
 
 
 # ---- memory-bound routing kernels --------------------------------------------------------
@@ -216,14 +278,16 @@ def routing_bytes_per_token(moe: Moe, ep):
     routes it: (forward, backward), before the moe_share average.
 
     Router (Megatron-Core TopKRouter, fp32): logits written, softmax read and written, top-k
-    read, k choices written; its backward about the same. Permutation (Megatron-Core
-    moe_utils.permute/unpermute): the token read (2h) and its k copies written (2hk); with
-    ep > 1 and more than one local expert the received rows sorted by local expert (read and
-    write, 4hk); unpermutation mirrors both and reduces the k weighted outputs to one (2hk
-    read, 2h written). The backward moves the same bytes the other way."""
+    read, k choices written; the auxiliary balance loss scores the logits again (softmax read
+    and written, moe_utils.compute_routing_scores_for_aux_loss) and sums the scores over the
+    tokens (read): 7 passes over the E logits; its backward about the same. Permutation
+    (Megatron-Core moe_utils.permute/unpermute): the token read (2h) and its k copies
+    written (2hk); with ep > 1 and more than one local expert the received rows sorted by
+    local expert (read and write, 4hk); unpermutation mirrors both and reduces the k weighted
+    outputs to one (2hk read, 2h written). The backward moves the same bytes the other way."""
     h, k, e = moe.hidden, moe.top_k, moe.experts
     ep = np.asarray(ep, dtype=float)
-    router = 4.0 * e * _ROUTER_ELEMENT + k * _ROUTER_CHOICE
+    router = (4.0 + _AUX_LOSS_PASSES) * e * _ROUTER_ELEMENT + k * _ROUTER_CHOICE
     sort = np.where((ep > 1) & (e / ep > 1), 4.0 * h * k, 0.0)
     permute = 2.0 * h + 2.0 * h * k + sort
     unpermute = sort + 2.0 * h * k + 2.0 * h
