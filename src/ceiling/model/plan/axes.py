@@ -216,6 +216,14 @@ class Plan:
     last_stage_layers: int = axis("last", 0, "layers on the last pipeline stage (0: the even "
                                   "share), which also computes the output layer and the loss",
                                   "a whole number ≥ 0", _whole(0), quiet=0)
+    ends_in_split: bool = axis("ends", False, "the embedding and the loss each counted as a "
+                               "layer of the stage layout (Megatron-Core's --account-for-"
+                               "embedding-in-pipeline-split and --account-for-loss-in-pipeline-"
+                               "split): the first stage's first chunk may hold the embedding "
+                               "alone and the last stage's last chunk the output layer and the "
+                               "loss alone, so p·v may reach layers + 2 (needs first and last)",
+                               _ON_OFF, _switch,
+                               said_when=lambda plan: plan.p > 1 and plan.ends_in_split)
     # fmt: on
 
     def __post_init__(self) -> None:

@@ -158,7 +158,7 @@ def _stage_memory(job, x: Layout, spb, spb_expert) -> StageMemory:
         return held * x.tokens_mb * (rebuilt * kept_full + (layers - rebuilt) * kept)
 
     first_l, mid_l, last_l = x.stage_layers
-    held = pipeline.held_per_layer(x.plan.p, x.plan.v, x.m)
+    held = pipeline.held_per_layer(x.plan.p, x.plan.v, x.m, x.stage_layers)
     flights = [in_flight(n, h) for n, h in zip(x.stage_layers, held, strict=True)]
     emb = x.emb / x.plan.t
     dense = (first_l * x.dense_layer / x.plan.t + emb, mid_l * x.dense_layer / x.plan.t,
