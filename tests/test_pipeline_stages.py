@@ -302,3 +302,28 @@ def test_the_embedding_and_the_loss_may_fill_a_chunk_each_only_when_counted():
     with pytest.raises(InvalidInput, match="ends=on counts the embedding and the loss"):
         check_plan(job, cluster, Plan(2, 1, 32, 1, v=3, ends_in_split=True))
     assert parse_fixed("ends=on,p=32") == {"ends": True, "p": 32}
+
+
+def test_dualpipe_bubble_is_the_reports_formula_and_its_rules_hold():
+    # DeepSeek-V3 technical report, Table 2: (PP/2 - 1)(F&B + B - 3W) with F&B = F + B. A
+    # stage of 3 s a micro-batch (F 1, B 2 of which W 1): 7 × (3 + 2 - 3) = 14 s for p = 16,
+    # against 1F1B's 15 × 3 = 45 s; rebuilding 0.6 s of it makes F and W 0.8: 7 × 2.8.
+    assert float(ps.dualpipe_bubble(16, 3.0)) == pytest.approx(14.0)
+    assert float(ps.dualpipe_bubble(16, 3.0, 0.6)) == pytest.approx(7 * (6.0 - 3.2))
+    assert float(ps.dualpipe_bubble(2, 3.0)) == 0.0
+    job = Job(get_model("gpt3-175b"), 64, 2048, attention="flash")
+    cluster = make_cluster(H100, 64)
+    for plan, why in [
+        (Plan(8, 1, 8, 1, v=2, dualpipe=True), r"v\(2\) 1"),
+        (Plan(16, 1, 4, 2, dualpipe=True), r"m\(2\) even and ≥ p"),
+    ]:
+        with pytest.raises(InvalidInput, match=why):
+            check_plan(job, cluster, plan)
+    dual = evaluate_plan(job, cluster, Plan(8, 1, 8, 1, dualpipe=True, recompute="full"))
+    plain = evaluate_plan(job, cluster, Plan(8, 1, 8, 1, recompute="full"))
+    # Two stages' parameters on every device, p + 1 micro-batches of a stage in flight.
+    assert dual.memory["params_per_device"] == pytest.approx(2 * plain.memory["params_per_device"])
+    assert dual.memory["layer_activation_bytes"] == pytest.approx(
+        plain.memory["layer_activation_bytes"] * 9 / 8
+    )
+    assert dual.time["bubble_s"] < plain.time["bubble_s"]

@@ -230,4 +230,23 @@ def pipeline_step(x: Layout, comp: Compute, mp: ModelParallelComm, stage_mb):
         )
     )
     pipeline_s, bubble_s = pipeline_time(*times, x.plan.p, x.plan.v, x.m, chunk0)
+    dual_s = dualpipe_bubble(x.plan.p, stage_mb, rebuild_mb)
+    pipeline_s = np.where(x.plan.dualpipe, x.m * stage_mb + dual_s, pipeline_s)
+    bubble_s = np.where(x.plan.dualpipe, dual_s, bubble_s)
     return pipeline_s, bubble_s, rebuild_mb
+
+
+def dualpipe_bubble(p, stage_mb, rebuild_mb=0.0):
+    """DualPipe's bubble, (p/2 - 1)(F&B + B - 3W) (DeepSeek-V3 technical report, Table 2),
+    for a stage whose forward and backward of one micro-batch take `stage_mb`, of it
+    `rebuild_mb` rebuilding activations. F&B is a forward and a backward chunk run together
+    (their communication hidden behind each other's compute, not their compute): F + B. A
+    GEMM's backward is two GEMMs of its forward's size, the input gradient (in B before the
+    weight gradient W) and the weight gradient, so F = W = (stage − rebuild)/3 and B the rest:
+    the bubble is (p/2 - 1)(2·stage - 4F), (p/2 - 1)·2/3 of a stage without rebuilding
+    against 1F1B's (p - 1) stages. Every device is priced as the one with the output layer
+    and the loss for every micro-batch (DualPipe splits them between the two end devices:
+    an upper bound by half the head a micro-batch)."""
+    p = np.asarray(p, dtype=float)
+    f = (stage_mb - rebuild_mb) / 3.0
+    return np.maximum(p / 2.0 - 1.0, 0.0) * (2.0 * stage_mb - 4.0 * f)

@@ -67,6 +67,7 @@ def check_plan(job, cluster, plan) -> list[str]:
                 f"the interleaved schedule needs micro-batches divisible by p: "
                 f"m = global_batch/(d·b) = {m}; {m} % p({plan.p}) = {m % plan.p}"
             )
+    check_dualpipe(plan, m)
     check_experts(sh, plan)
     if plan.shard and ((plan.d * plan.cp) % plan.shard or not plan.zero):
         raise InvalidInput(
@@ -111,7 +112,7 @@ def _check_context_and_fp8(job, cluster, plan) -> None:
     that causal attention's work is balanced, as Megatron-Core does); FP8 needs a device
     with an FP8 rate."""
     check_context_parallel(job.seq_len, plan.cp)
-    check_fp8_params(plan.fp8, plan.fp8_params)
+    check_fp8_params(plan.fp8, plan.fp8_params, plan.fp8_activations)
     if plan.fp8 != "off" and "fp8" not in cluster.device.peak_flops_per_s:
         have = ", ".join(sorted(cluster.device.peak_flops_per_s))
         raise InvalidInput(
@@ -176,10 +177,26 @@ def check_stage_layout(
         )
 
 
-def check_fp8_params(fp8: str, fp8_params: bool) -> None:
-    """Weights kept in FP8 only make sense where the linear layers run in FP8."""
+def check_dualpipe(plan, m: int) -> None:
+    """DualPipe runs two pipelines of p stages in opposite directions over the same devices,
+    m/2 micro-batches each, without interleaving."""
+    if not plan.dualpipe:
+        return
+    if plan.p < 2 or plan.p % 2 or plan.v != 1 or m % 2 or m < plan.p:
+        raise InvalidInput(
+            f"dualpipe feeds m/2 micro-batches from each end of an even pipeline without "
+            f"interleaving: p({plan.p}) must be even, v({plan.v}) 1 and m({m}) even and ≥ p"
+        )
+
+
+def check_fp8_params(fp8: str, fp8_params: bool, fp8_activations: bool = False) -> None:
+    """Weights or activations kept in FP8 only make sense where the linear layers run in FP8."""
     if fp8_params and fp8 == "off":
         raise InvalidInput("fp8_params=on keeps FP8 weights for FP8 linear layers: pin fp8=linear")
+    if fp8_activations and fp8 == "off":
+        raise InvalidInput(
+            "fp8_acts=on keeps activations in FP8 for FP8 linear layers: pin fp8=linear"
+        )
 
 
 def check_context_parallel(seq_len: int, cp: int) -> None:

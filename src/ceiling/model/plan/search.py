@@ -85,6 +85,9 @@ def enumerate_plans(
         rcs = _recompute_codes(sh.layers, p, fixed, job.attention)
         for v in allowed("v", vs):
             good_b = [b for b in allowed("micro_batch", bs) if v == 1 or (B // (d * b)) % p == 0]
+            if fixed.get("dualpipe"):  # `rules.check_dualpipe`
+                ok = p % 2 == 0 and v == 1
+                good_b = [b for b in good_b if ok and (B // (d * b)) % 2 == 0 and B // (d * b) >= p]
             if not good_b or not zeros or not sps or not rcs or not experts:
                 continue
             for (first, last), (etp, eps) in itertools.product(
@@ -320,7 +323,9 @@ def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:
     if p is not None and p > sh.layers:
         raise InvalidInput(f"every pipeline stage needs a layer: p({p}) > layers({sh.layers})")
     check_context_parallel(job.seq_len, fixed.get("cp", 1))
-    check_fp8_params(fixed.get("fp8", "off"), fixed.get("fp8_params", False))
+    check_fp8_params(
+        fixed.get("fp8", "off"), fixed.get("fp8_params", False), fixed.get("fp8_acts", False)
+    )
     _check_fixed_stages(sh.layers, fixed)
     if t is not None and p is not None and d is not None:
         given = {BY_KEY[k].field: x for k, x in fixed.items() if k in BY_KEY}
