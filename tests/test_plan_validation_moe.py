@@ -305,6 +305,11 @@ def test_pp32_vpp3_plans_with_the_embedding_and_the_loss_a_chunk_each_and_fits()
     pl = best.plan
     assert (pl.p, pl.v, pl.first_stage_layers, pl.last_stage_layers) == (32, 3, 2, 2)
     assert pl.ends_in_split and "ends=on" in pl.describe()
+    # Without the stage layout pinned, ends=on searches the balanced one: 96/32 = 3 a stage,
+    # the two ends a layer lighter.
+    unpinned = {k: x for k, x in fixed.items() if k not in ("first", "last")}
+    (found,) = search(dataclasses.replace(job, headroom=0.0), cluster, unpinned, top=1).plans
+    assert (found.plan.first_stage_layers, found.plan.last_stage_layers) == (2, 2)
     assert best.stages == {"layers": [2, 3, 2], "heaviest_memory": "middle"} and best.fits
     # The first device's two layers, in chunks 1 and 2, hold p = 32 micro-batches each at its
     # peak (its chunk 0, the embedding alone, holds none of them): 64 layer-passes of a
