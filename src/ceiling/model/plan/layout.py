@@ -56,10 +56,11 @@ class Layout:
     rc_attention: np.ndarray
     rc_pointwise: np.ndarray
     rc_collectives: np.ndarray
-    emb: np.ndarray  # embedding (and untied head) parameters on an end stage
-    # Copies of a stage's parameters a device holds: 2 with DualPipe (stages i and p-1-i,
-    # and at either end of the pipeline the embedding and the output layer both), else 1.
-    copies: np.ndarray
+    # Embedding (and untied head) parameters on an end device; with DualPipe both the table
+    # and an untied output layer (stages 0 and p-1 share the end devices; DeepSeek-V3's
+    # multi-token-prediction module shares them too).
+    emb: np.ndarray
+    copies: np.ndarray  # copies of a stage's layers a device holds: 2 with DualPipe, else 1
     dense_layer: float  # a layer's parameters that are not experts
     dense_dev: np.ndarray  # the most loaded device's dense parameters (over t)
     etp: np.ndarray  # expert tensor parallelism in effect (the etp axis, 0 meaning t)
@@ -107,8 +108,9 @@ def layout_of(job, plans: Mapping) -> Layout:
     rc_linear, rc_attention, rc_pointwise, rc_collectives = recompute.rebuilt_shares(
         sh, x.recompute, layers_dev
     )
-    emb = np.where(x.p > 1, sh.params_embedding_stage, sh.params_embedding_single)
     copies = np.where(x.dualpipe, 2.0, 1.0)
+    emb = np.where(x.p > 1, sh.params_embedding_stage, sh.params_embedding_single)
+    emb = emb * np.where(sh.tied_embeddings, 1.0, copies)
     dense_layer = sh.params_layer - sh.params_experts_layer
     fp8 = x.fp8 == FP8.index("linear")
     etp = np.where(x.etp == 0, x.t, x.etp)
@@ -130,7 +132,7 @@ def layout_of(job, plans: Mapping) -> Layout:
         emb=emb,
         copies=copies,
         dense_layer=dense_layer,
-        dense_dev=copies * (layers_dev * dense_layer + emb) / x.t,
+        dense_dev=(copies * layers_dev * dense_layer + emb) / x.t,
         etp=etp,
         expert_dev=copies * layers_dev * sh.params_experts_layer / (x.ep * etp),
         # Gradients are reduced, and ZeRO shards, over the d·cp ranks holding the same

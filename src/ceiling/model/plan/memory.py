@@ -169,11 +169,8 @@ def _stage_memory(job, x: Layout, spb, spb_expert) -> StageMemory:
     held = tuple(np.where(x.plan.dualpipe, x.plan.p + 1.0, h) for h in held)
     flights = [in_flight(n, h) for n, h in zip(x.stage_layers, held, strict=True)]
     emb = x.emb / x.plan.t
-    dense = tuple(
-        x.copies * d
-        for d in (first_l * x.dense_layer / x.plan.t + emb, mid_l * x.dense_layer / x.plan.t,
-                  last_l * x.dense_layer / x.plan.t + emb)
-    )  # fmt: skip
+    dense_layer = x.copies * x.dense_layer / x.plan.t
+    dense = (first_l * dense_layer + emb, mid_l * dense_layer, last_l * dense_layer + emb)
     # With DualPipe the first device also ends the reverse pipeline: it computes the loss.
     first_loss = np.where(x.plan.dualpipe, np.maximum(loss, working), working)
     acts = (flights[0] + first_loss, flights[1] + working, flights[2] + np.maximum(loss, working))
