@@ -8,7 +8,7 @@ import pytest
 from ceiling.errors import InvalidInput
 from ceiling.hardware.catalog import get_spec
 from ceiling.model.cluster import make_cluster
-from ceiling.model.pipeline_sim import simulate_pipeline
+from ceiling.model.pipeline_sim import _order, simulate_pipeline
 from ceiling.model.plan import pipeline as ps
 from ceiling.model.plan.axes import parse_fixed, plans_to_arrays
 from ceiling.model.plan.search import enumerate_plans, search
@@ -261,3 +261,71 @@ def test_search_interleaves_the_balanced_layout_with_lighter_end_chunks():
     assert {(4, 7, 7), (2, 7, 7)} <= set(zip(cand["v"], cand["first"], cand["last"], strict=True))
     with pytest.raises(InvalidInput, match="leaves every chunk a layer"):
         search(job, cluster, parse_fixed("d=128,t=8,p=16,v=8"))
+
+
+def _peak_layer_passes(p: int, m: int, v: int, device: int, chunks) -> int:
+    """The most of its layers' activations a device holds, walking its passes in the
+    interleaved schedule's order (`pipeline_sim`): a forward adds its chunk's layers, a
+    backward frees them."""
+    held = peak = 0
+    for kind, _, chunk in _order("interleaved", device, p, m, v):
+        held += chunks[chunk] if kind == "F" else -chunks[chunk]
+        peak = max(peak, held)
+    return peak
+
+
+@pytest.mark.parametrize(
+    ("p", "v", "m", "ends"),
+    [(32, 3, 64, 2), (8, 4, 16, 11), (16, 4, 32, 7), (4, 2, 8, 3), (8, 12, 64, 12), (4, 3, 4, 2)],
+)
+def test_in_flight_layers_of_uneven_chunks_match_the_schedule(p, v, m, ends):
+    # The first device's lighter chunk first, the last device's last (`chunk_layers`): for
+    # 32 × 3 chunks over 94 layers with the embedding and the loss a chunk each, those chunks
+    # hold no layer.
+    light = ends // v
+    other = (ends - light) / (v - 1)
+    first, _, last = ps.held_per_layer(p, v, m, (ends, 0, ends))
+    assert float(first) * ends == _peak_layer_passes(p, m, v, 0, [light] + [other] * (v - 1))
+    assert float(last) * ends == _peak_layer_passes(p, m, v, p - 1, [other] * (v - 1) + [light])
+
+
+def test_the_embedding_and_the_loss_may_fill_a_chunk_each_only_when_counted():
+    job = Job(get_model("gpt3-175b"), 64, 2048, attention="flash")  # 96 layers
+    cluster = make_cluster(H100, 32 * 2)
+    plan = Plan(2, 1, 32, 1, v=3, first_stage_layers=2, last_stage_layers=2)
+    with pytest.raises(InvalidInput, match=r"first\(2\) and last\(2\) must be ≥ v\(3\)"):
+        check_plan(job, cluster, plan)
+    ends = dict(first_stage_layers=2, last_stage_layers=2, ends_in_split=True)
+    check_plan(job, cluster, Plan(2, 1, 32, 1, v=3, **ends))  # 96 chunks: 94 + 2
+    with pytest.raises(InvalidInput, match=r"must be ≥ max\(v\(4\) - 1, 1\) with ends=on"):
+        check_plan(job, cluster, Plan(2, 1, 32, 1, v=4, **ends))
+    with pytest.raises(InvalidInput, match="ends=on counts the embedding and the loss"):
+        check_plan(job, cluster, Plan(2, 1, 32, 1, v=3, ends_in_split=True))
+    assert parse_fixed("ends=on,p=32") == {"ends": True, "p": 32}
+
+
+def test_dualpipe_bubble_is_the_reports_formula_and_its_rules_hold():
+    # DeepSeek-V3 technical report, Table 2: (PP/2 - 1)(F&B + B - 3W) with F&B = F + B. A
+    # stage of 3 s a micro-batch (F 1, B 2 of which W 1): 7 × (3 + 2 - 3) = 14 s for p = 16,
+    # against 1F1B's 15 × 3 = 45 s; rebuilding 0.6 s of it makes F and W 0.8: 7 × 2.8.
+    assert float(ps.dualpipe_bubble(16, 3.0)) == pytest.approx(14.0)
+    assert float(ps.dualpipe_bubble(16, 3.0, 0.6)) == pytest.approx(7 * (6.0 - 3.2))
+    assert float(ps.dualpipe_bubble(2, 3.0)) == 0.0
+    job = Job(get_model("gpt3-175b"), 64, 2048, attention="flash")
+    cluster = make_cluster(H100, 64)
+    for plan, why in [
+        (Plan(8, 1, 8, 1, v=2, dualpipe=True), r"v\(2\) 1"),
+        (Plan(16, 1, 4, 2, dualpipe=True), r"m\(2\) even and ≥ p"),
+    ]:
+        with pytest.raises(InvalidInput, match=why):
+            check_plan(job, cluster, plan)
+    dual = evaluate_plan(job, cluster, Plan(8, 1, 8, 1, dualpipe=True, recompute="full"))
+    plain = evaluate_plan(job, cluster, Plan(8, 1, 8, 1, recompute="full"))
+    # Two stages' layers on every device (the tied table once), p + 1 micro-batches of a
+    # stage in flight.
+    more = dual.memory["params_per_device"] - plain.memory["params_per_device"]
+    assert more == pytest.approx(12 * get_model("gpt3-175b").params_layer)
+    assert dual.memory["layer_activation_bytes"] == pytest.approx(
+        plain.memory["layer_activation_bytes"] * 9 / 8
+    )
+    assert dual.time["bubble_s"] < plain.time["bubble_s"]

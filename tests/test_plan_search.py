@@ -101,7 +101,7 @@ def test_parse_fixed():
         ("recompute=some", "recompute must be"),
         ("zero=5", "zero must be"),
         ("sp=maybe", "sp must be"),
-        ("state=17", "16 or 18"),
+        ("state=17", "14, 16 or 18"),
     ]:
         with pytest.raises(InvalidInput, match=msg):
             parse_fixed(bad)

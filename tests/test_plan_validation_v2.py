@@ -168,6 +168,51 @@ def test_gpt3_fp8_nemo_layout_fits_with_the_planning_headroom():
     assert state == pytest.approx(7 * best.memory["params_per_device"])
 
 
+def test_gpt3_20b_fp8_nemo_launcher_layout_fits_with_the_planning_headroom():
+    # NeMo-Framework-Launcher, conf/training/gpt3/20b_fp8_performance.yaml: 44 layers, h 6144,
+    # 48 heads, sequences of 2048, vocabulary padded to 51,200, dropout 0.1; 64 nodes of 8
+    # H100, TP4 PP1 (d = 128), micro-batch 4, global batch 2048, selective recompute, sequence
+    # parallelism, FP8 (Transformer Engine, hybrid), TP overlap; distributed_fused_adam with a
+    # contiguous grad buffer synced in bf16 (16-bit gradients: state_bytes 16).
+    model = parse_model(
+        "custom:layers=44,hidden=6144,heads=48,vocab=51200,max_seq=2048,norm=layernorm,bias=true"
+    )
+    job = Job(model, 2048, 2048, attention="flash", dropout=True)
+    fixed = dict(d=128, t=4, p=1, micro_batch=4, zero=1, recompute="selective", sp=True)
+    fixed.update(fp8="linear", state_bytes=16, tp_overlap=True)
+    (best,) = search(job, make_cluster(H100, 512), fixed, top=1).plans
+    params = best.memory["params_per_device"]
+    # 16-bit weights and gradients, fp32 master and Adam moments over d = 128: 4 + 12/128
+    # bytes a parameter (19.6 GiB); the FP8 copy and transpose of the linear weights, 2 bytes
+    # each (9.3 GiB); 44 layers of a 4 × 2,048-token micro-batch (13.9 GiB) and the loss's
+    # logits (0.6 GiB). Peak 43.4 GiB of the 72 GiB the planning headroom leaves.
+    assert best.memory["state_bytes"] == pytest.approx((4 + 12 / 128) * params)
+    assert best.fits and best.memory_bytes_per_device / 2**30 == pytest.approx(43.4, abs=0.1)
+
+
+@pytest.mark.parametrize(("v", "peak_gib"), [(2, 58.2), (4, 52.7), (8, 50.0)])
+def test_nemotron4_340b_as_trained_fits_with_the_planning_headroom(v, peak_gib):
+    # Nemotron-4 340B technical report (NVIDIA 2024), section 2.2 and Table 2: 96 layers,
+    # h 18432, 96 query and 8 KV heads, squared-ReLU FFN 73728, vocabulary 256,000, untied,
+    # no dropout, sequences of 4096; 6,144 H100 (768 DGX nodes), 8-way tensor, 12-way
+    # pipeline parallelism with interleaving, 64-way data parallelism with the distributed
+    # optimizer, batch 2304. The interleaving degree is not published: every one that cuts 8
+    # layers a stage evenly is checked, with nothing recomputed (the most memory); Megatron-LM
+    # in BF16 keeps fp32 gradients (18 bytes of state a parameter).
+    model = parse_model(
+        "custom:layers=96,hidden=18432,heads=96,kv_heads=8,ffn_hidden=73728,ffn_kind=gelu,"
+        "vocab=256000,max_seq=4096,norm=layernorm,trained_dropout=false"
+    )
+    job = Job(model, 2304, 4096, attention="flash", dropout=False)
+    fixed = dict(d=64, t=8, p=12, v=v, micro_batch=1, zero=1, recompute="none", sp=True)
+    (best,) = search(job, make_cluster(H100, 6144), fixed, top=1).plans
+    params = best.memory["params_per_device"]
+    assert best.memory["state_bytes"] == pytest.approx((2 + 4 + 12 / 64) * params)  # 23.3 GiB
+    # The first stage holds p(1 + (p-1)/(p·v)) micro-batches of its 8 layers: 17.5 for v = 2.
+    assert best.stages["heaviest_memory"] == "first" and best.fits
+    assert best.memory_bytes_per_device / 2**30 == pytest.approx(peak_gib, abs=0.1)
+
+
 def test_llama3_405b_on_16384_h100_lands_in_the_published_band():
     # Llama Team 2024, Table 4: 380–430 TFLOP/s per GPU over its 405B layouts (400 for this
     # one: t 8, cp 1, p 16, d 128, 16M tokens a step of 8192-token sequences, BF16 MFU 41 %);

@@ -338,7 +338,7 @@ def _memory_line(best) -> str:
     def gib(x: float) -> str:
         return format_bytes(x, binary=True)
 
-    grad = "fp32" if pl.state_bytes_per_param == 18 else "16-bit"
+    grad = "16-bit" if pl.state_bytes_per_param == 16 else "fp32"
     sharded = {0: "", 1: ", optimizer sharded over d", 2: ", optimizer and gradients sharded"}
     parts = [
         f"weights {gib(mem['weight_bytes'])}",

@@ -22,7 +22,7 @@ from ceiling.model.plan.pipeline import parse_stages
 
 _FIXED = argument("fixed")  # the plan's `fixed`, the command's --fixed
 
-STATE_BYTES = (16, 18)
+STATE_BYTES = (14, 16, 18)
 FP8 = ("off", "linear")
 KERNELS = ("fused", "eager")
 _ON = ("on", "true", "1", "yes")
@@ -177,8 +177,9 @@ class Plan:
                                    "residuals split over the t devices", _ON_OFF, _switch,
                                    said_when=lambda plan: plan.t > 1)
     state_bytes_per_param: int = axis("state_bytes", 18, "weights + gradients + Adam state "
-                                      "per parameter", "16 or 18 (2+2+12 as ZeRO counts; "
-                                      "2+4+12 with fp32 gradients)", lambda s: s in STATE_BYTES,
+                                      "per parameter", "14, 16 or 18 (2+2+12 as ZeRO "
+                                      "counts; 2+4+12 with fp32 gradients; 2+4+8 with BF16 "
+                                      "Adam moments, as DeepSeek-V3)", lambda s: s in STATE_BYTES,
                                       aliases=("state",), said_when=lambda plan: False)
     cp: int = axis("cp", 1, "context parallelism: each sequence split over cp ranks, K/V "
                    "passed round a ring (devices = d·t·p·cp)", _WHOLE, _whole(1),
@@ -192,6 +193,13 @@ class Plan:
                             "16-bit copy, the FP8 transpose cached for the backward, updated "
                             "weights gathered in FP8", _ON_OFF, _switch,
                             said_when=lambda plan: plan.fp8 != "off" and plan.fp8_params)
+    fp8_activations: bool = axis("fp8_acts", False, "activations kept for the backward in "
+                                 "low precision as DeepSeek-V3 trained (technical report, "
+                                 "section 3.3.2): the experts' dispatched inputs and the "
+                                 "SwiGLU inputs in FP8 with a scale per 128 (the SwiGLU output "
+                                 "rebuilt), the attention output in 12-bit E5M6; needs "
+                                 "fp8=linear", _ON_OFF, _switch,
+                                 said_when=lambda plan: plan.fp8_activations)
     kernels: str = axis("kernels", "fused", "pointwise ops fused (Megatron-Core/Transformer "
                         "Engine, torch.compile) or eager: each its own kernel through HBM "
                         "(PyTorch without compile: RMSNorm's pieces, rotary, SiLU·mul, casts)",
@@ -216,6 +224,21 @@ class Plan:
     last_stage_layers: int = axis("last", 0, "layers on the last pipeline stage (0: the even "
                                   "share), which also computes the output layer and the loss",
                                   "a whole number ≥ 0", _whole(0), quiet=0)
+    dualpipe: bool = axis("dualpipe", False, "DeepSeek-V3's bidirectional pipeline schedule "
+                          "(DualPipe, technical report section 3.2.1, Table 2): micro-batches "
+                          "fed from both ends, each device holding stage i and stage p-1-i "
+                          "(two copies of the parameters) and p+1 micro-batches of a stage's "
+                          "activations, the bubble (p/2-1)(F&B+B-3W); needs p even, v = 1, "
+                          "and an even m ≥ p", _ON_OFF, _switch,
+                          said_when=lambda plan: plan.dualpipe)
+    ends_in_split: bool = axis("ends", False, "the embedding and the loss each counted as a "
+                               "layer of the stage layout (Megatron-Core's --account-for-"
+                               "embedding-in-pipeline-split and --account-for-loss-in-pipeline-"
+                               "split): the first stage's first chunk may hold the embedding "
+                               "alone and the last stage's last chunk the output layer and the "
+                               "loss alone, so p·v may reach layers + 2 (needs first and last)",
+                               _ON_OFF, _switch,
+                               said_when=lambda plan: plan.p > 1 and plan.ends_in_split)
     # fmt: on
 
     def __post_init__(self) -> None:

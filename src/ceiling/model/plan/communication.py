@@ -131,7 +131,7 @@ def data_parallel(job, cluster, x: Layout, compute_mb) -> DataParallelComm:
     dp_spans = x.plan.t * x.dg > cluster.devices_per_node
     all_bw, all_lat = link(cluster, dp_spans)
     bw, lat = link(cluster, x.plan.t * x.dz > cluster.devices_per_node)
-    grad_elem = np.where(x.plan.state_bytes_per_param == 18, 4.0, 2.0)
+    grad_elem = np.where(x.plan.state_bytes_per_param == 16, 2.0, 4.0)
     g_dense, g_expert = x.dense_dev * grad_elem, x.expert_dev * grad_elem
     # Updated weights are gathered in 16 bits, or in FP8 where kept in FP8 (fp8_params: the
     # distributed optimizer gathers the FP8 bytes, NeMo's param_sync_dtype uint8).

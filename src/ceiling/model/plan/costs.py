@@ -14,7 +14,15 @@ import numpy as np
 
 from ceiling.model.attention import attention_flops
 from ceiling.model.plan.moe import Moe, moe_of
-from ceiling.model.plan.recompute import LAYERS_BASE, OPS_BASE, ops_activation_bytes
+from ceiling.model.plan.recompute import (
+    LAYERS_BASE,
+    OPS_BASE,
+    attention_widths_saved,
+    mla_latent_bytes,
+    ops_activation_bytes,
+    ops_kept,
+    routed_copy_bytes,
+)
 
 # ---- shapes ---------------------------------------------------------------------------
 
@@ -54,6 +62,12 @@ class Shape:
     # dense model, k routed experts' plus the shared ones' for a mixture-of-experts.
     ffn_active: float = 0.0
     moe: Moe | None = None  # the expert layout (routed experts, shared, dense layers)
+    # Multi-head latent attention (DeepSeek-V2 section 2.1; 0: not MLA): the query latent's
+    # width (0 also where the query is not compressed), the key-value latent's, and the rotary
+    # key's that every head shares.
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    rope_dim: int = 0
 
 
 def shape_of(model) -> Shape:
@@ -91,6 +105,17 @@ def shape_of(model) -> Shape:
         window=float(model.sliding_window or float("inf")),
         ffn_active=moe.ffn_active_width,
         moe=moe,
+        **_mla_ranks(model),
+    )
+
+
+def _mla_ranks(model) -> dict:
+    if model.attention != "mla":
+        return {}
+    return dict(
+        q_lora_rank=model.q_lora_rank or 0,
+        kv_lora_rank=model.kv_lora_rank,
+        rope_dim=model.qk_rope_head_dim,
     )
 
 
@@ -101,8 +126,10 @@ def state_bytes_per_param(convention, zero, d):
     """Bytes of weights + gradients + optimizer state per parameter on one device.
 
     16: 2 (16-bit weights) + 2 (16-bit gradients) + 12 (fp32 master, momentum, variance).
-    18: gradients kept in fp32 (4). ZeRO stage 1 shards the 12 over d, 2 also the gradients,
-    3 also the weights (ZeRO-1: 4 + 12/d, ZeRO-2: 2 + 14/d, ZeRO-3: 16/d for 16 B/param).
+    18: gradients kept in fp32 (4). 14: fp32 gradients, the Adam moments in BF16 (fp32 master
+    4 + 2 + 2 = 8; DeepSeek-V3 technical report, section 3.3.2). ZeRO stage 1 shards the
+    optimizer state over d, 2 also the gradients, 3 also the weights (ZeRO-1: 4 + 12/d,
+    ZeRO-2: 2 + 14/d, ZeRO-3: 16/d for 16 B/param).
     """
     weights, grads, optim = state_pieces_per_param(convention, zero, d)
     return weights + grads + optim
@@ -111,10 +138,11 @@ def state_bytes_per_param(convention, zero, d):
 def state_pieces_per_param(convention, zero, d):
     """(weights, gradients, optimizer state) bytes per parameter on one device."""
     convention, zero, d = np.asarray(convention), np.asarray(zero), np.asarray(d, dtype=float)
-    grad = np.where(convention == 18, 4.0, 2.0)
+    grad = np.where(convention == 16, 2.0, 4.0)
+    adam = np.where(convention == 14, 8.0, 12.0)
     weights = np.where(zero >= 3, 2.0 / d, 2.0)
     grads = np.where(zero >= 2, grad / d, grad)
-    optim = np.where(zero >= 1, 12.0 / d, 12.0)
+    optim = np.where(zero >= 1, adam / d, adam)
     return weights, grads, optim
 
 
@@ -128,6 +156,9 @@ def activation_bytes_per_token_layer(sh: Shape, seq_len, t, sp, recompute, atten
     scores; full recompute keeps only the block input, 2·sbh. Here: K and V have width k
     (grouped-query attention, never below one head per device), the FFN keeps 2·f per matrix
     input per active expert, and FlashAttention keeps no scores (only fp32 row statistics).
+    Multi-head latent attention keeps Q and K of a·(d_nope + d_rope), V and the output of a·d_v
+    (`recompute.attention_widths_saved`) and its two latents with their norms' outputs
+    (`recompute.mla_latent_bytes`).
     `recompute`: 0 none, 1 selective, 2 full, or a `recompute` module code (arrays allowed).
 
     Checked term by term against the fused kernels of Megatron-Core with Transformer Engine,
@@ -145,16 +176,16 @@ def activation_bytes_per_token_layer(sh: Shape, seq_len, t, sp, recompute, atten
     sp = np.asarray(sp, dtype=bool) & (t > 1)
     h = sh.hidden
     drop = 1.0 if dropout else 0.0
-    kv_dev = np.maximum(sh.kv_dim / t, sh.head_dim)
+    q, k, v, o = attention_widths_saved(sh, t)
     # Unsplit pieces: two layer-norm inputs, their outputs (the attention and MLP inputs),
     # two dropout masks.
     unsplit = 2 * h + 2 * h + 2 * h + 2 * h + 2 * drop * h
     split = (
-        2 * sh.q_dim / t  # Q
-        + 2 * 2 * kv_dev  # K, V
-        + 2 * sh.q_dim / t  # output-projection input
+        2 * (q + k + v)  # Q, K, V as the attention kernel keeps them
+        + 2 * o  # its output, the output projection's input
+        + mla_latent_bytes(sh)  # MLA: the latents, their norms' inputs and outputs
         + 2 * sh.ffn_mats * sh.ffn_active / t  # FFN matrix inputs
-        + _routed_copies(sh) / t  # the experts' inputs: a token's k copies after dispatch
+        + routed_copy_bytes(sh) / t  # the experts' inputs: a token's k copies after dispatch
     )
     if attention == "flash":
         scores = 4.0 * sh.heads / t  # fp32 log-sum-exp per row
@@ -172,14 +203,6 @@ def activation_bytes_per_token_layer(sh: Shape, seq_len, t, sp, recompute, atten
     # ops:... keeps the chosen outputs; layers:N counts as none here (`memory.memory`
     # rebuilds N layers of each stage).
     return np.where((rc >= OPS_BASE) & (rc < LAYERS_BASE), ops, kept)
-
-
-def _routed_copies(sh: Shape) -> float:
-    """Bytes per token a MoE layer keeps of the routed copies its experts' first GEMM reads
-    (k rows of 2h after the dispatch, for that GEMM's weight gradient), averaged over the
-    layers; 0 for a dense model."""
-    moe = sh.moe
-    return 2.0 * sh.hidden * moe.top_k * moe.moe_share if moe is not None and moe.routed else 0.0
 
 
 def layers_per_device(layers, p, v):
@@ -361,7 +384,44 @@ def fp8_saved_input_bytes(sh: Shape, t, sp):
     t = np.asarray(t, dtype=float)
     sp = np.asarray(sp, dtype=bool) & (t > 1)
     norms = np.where(sp, 2.0 * sh.hidden / t, 2.0 * sh.hidden)
-    return norms + sh.q_dim / t + sh.ffn_active / t
+    return norms + attention_widths_saved(sh, t)[3] + sh.ffn_active / t
+
+
+# DeepSeek-V3's cached activations (technical report, section 3.3.2): FP8 with an fp32 scale
+# per 1×128 tile (section 3.3.1, fine-grained quantization), and the attention output, which
+# the backward is most sensitive to, in E5M6 (12 bits).
+FP8_TILE_BYTES = 1.0 + 4.0 / 128
+E5M6_BYTES = 1.5
+
+
+def fp8_activation_savings(sh: Shape, t, sp, code, rc_linear, fp8, fp8_acts):
+    """Bytes per token one block keeps fewer with FP8 (arrays over plans).
+
+    fp8=linear: each linear layer's saved input is its FP8 cast (`fp8_saved_input_bytes`,
+    for the layers the policy does not rebuild); under an ops policy, the inputs it keeps:
+    the attention output, the output projection's input.
+    fp8_acts (DeepSeek-V3): the FFN's input-projection outputs (the SwiGLU or GELU input)
+    and a MoE layer's dispatched copies at FP8_TILE_BYTES, the activation's output rebuilt
+    from them and not kept, the attention output at E5M6_BYTES rather than 1."""
+    t = np.asarray(t, dtype=float)
+    on, attn, ffn, routed = ops_kept(sh, code)
+    o_w = attention_widths_saved(sh, t)[3]
+    plain = fp8_saved_input_bytes(sh, t, sp) * (1 - rc_linear)
+    linear = np.where(on > 0, attn * o_w, plain)
+    f, inner = sh.ffn_active / t, sh.ffn_mats - 1.0  # FFN width; its input projections
+    copies = routed_copy_bytes(sh) / t
+    # Kept before: the projections' outputs 2 bytes (and, without an ops policy, the
+    # activation's output as an FP8 cast, 1 byte) and the copies 2; after: FP8 tiles.
+    ffn_kept = np.where(on > 0, ffn * 2.0 * f, inner * 2.0 * f + f)
+    ffn_fp8 = np.where(on > 0, ffn, inner) * FP8_TILE_BYTES * f
+    copies_kept = np.where(on > 0, routed, 1.0) * copies
+    acts = (
+        ffn_kept
+        - ffn_fp8
+        + copies_kept * (1.0 - FP8_TILE_BYTES / 2.0)
+        - (E5M6_BYTES - 1.0) * o_w * np.where(on > 0, attn, 1.0)
+    )
+    return np.where(fp8, linear + np.where(fp8_acts, acts, 0.0), 0.0)
 
 
 # Delayed scaling (Transformer Engine): each FP8 tensor of a linear layer (input, weight,

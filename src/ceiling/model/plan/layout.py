@@ -56,7 +56,11 @@ class Layout:
     rc_attention: np.ndarray
     rc_pointwise: np.ndarray
     rc_collectives: np.ndarray
-    emb: np.ndarray  # embedding (and untied head) parameters on an end stage
+    # Embedding (and untied head) parameters on an end device; with DualPipe both the table
+    # and an untied output layer (stages 0 and p-1 share the end devices; DeepSeek-V3's
+    # multi-token-prediction module shares them too).
+    emb: np.ndarray
+    copies: np.ndarray  # copies of a stage's layers a device holds: 2 with DualPipe, else 1
     dense_layer: float  # a layer's parameters that are not experts
     dense_dev: np.ndarray  # the most loaded device's dense parameters (over t)
     etp: np.ndarray  # expert tensor parallelism in effect (the etp axis, 0 meaning t)
@@ -74,15 +78,15 @@ class Layout:
 
     def linear_params(self, layers=None):
         """Linear-layer weights on the most loaded device, or on one holding `layers` layers
-        (all its experts included)."""
+        (all its experts included), every copy it holds (`copies`)."""
         sh = self.sh
-        held = self.layers_dev if layers is None else layers
+        held = (self.layers_dev if layers is None else layers) * self.copies
         experts = sh.params_experts_layer / (self.plan.ep * self.etp)
         return held * (self._dense_matmul() / self.plan.t + experts)
 
     def dense_linear_params(self):
         """The linear weights of the dense (not expert) part of the most loaded device."""
-        return self.layers_dev * self._dense_matmul() / self.plan.t
+        return self.copies * self.layers_dev * self._dense_matmul() / self.plan.t
 
     def _dense_matmul(self) -> float:
         """A layer's linear weights outside the routed experts (attention, router, shared
@@ -104,7 +108,9 @@ def layout_of(job, plans: Mapping) -> Layout:
     rc_linear, rc_attention, rc_pointwise, rc_collectives = recompute.rebuilt_shares(
         sh, x.recompute, layers_dev
     )
+    copies = np.where(x.dualpipe, 2.0, 1.0)
     emb = np.where(x.p > 1, sh.params_embedding_stage, sh.params_embedding_single)
+    emb = emb * np.where(sh.tied_embeddings, 1.0, copies)
     dense_layer = sh.params_layer - sh.params_experts_layer
     fp8 = x.fp8 == FP8.index("linear")
     etp = np.where(x.etp == 0, x.t, x.etp)
@@ -124,10 +130,11 @@ def layout_of(job, plans: Mapping) -> Layout:
         rc_pointwise=rc_pointwise,
         rc_collectives=rc_collectives,
         emb=emb,
+        copies=copies,
         dense_layer=dense_layer,
-        dense_dev=(layers_dev * dense_layer + emb) / x.t,
+        dense_dev=(copies * layers_dev * dense_layer + emb) / x.t,
         etp=etp,
-        expert_dev=layers_dev * sh.params_experts_layer / (x.ep * etp),
+        expert_dev=copies * layers_dev * sh.params_experts_layer / (x.ep * etp),
         # Gradients are reduced, and ZeRO shards, over the d·cp ranks holding the same
         # weights (Megatron-Core's data-parallel group with context parallelism); the routed
         # experts' over the t·cp·d/(ep·etp) ranks of their expert-data-parallel group (MoE

@@ -15,7 +15,7 @@ import numpy as np
 from ceiling.model.plan import pipeline, recompute
 from ceiling.model.plan.costs import (
     activation_bytes_per_token_layer,
-    fp8_saved_input_bytes,
+    fp8_activation_savings,
     state_bytes_per_param,
     state_pieces_per_param,
 )
@@ -82,9 +82,11 @@ def memory(job, cluster, x: Layout) -> Memory:
     spb_expert = state_bytes_per_param(x.plan.state_bytes_per_param, x.plan.zero, x.d_expert)
     # A layer's routed experts on one device: split over the ep·etp ranks of the expert group.
     experts_layer = sh.params_experts_layer / (x.plan.ep * x.etp)
-    layer_state = x.layers_dev * (x.dense_layer * spb / x.plan.t + experts_layer * spb_expert)
+    layer_state = (
+        x.copies * x.layers_dev * (x.dense_layer * spb / x.plan.t + experts_layer * spb_expert)
+    )
     st = _stage_memory(job, x, spb, spb_expert)
-    dense_dev, expert_dev = st.dense, st.layers * experts_layer
+    dense_dev, expert_dev = st.dense, x.copies * st.layers * experts_layer
     state_bytes = dense_dev * spb + expert_dev * spb_expert
     pieces = zip(
         state_pieces_per_param(x.plan.state_bytes_per_param, x.plan.zero, x.dz),
@@ -144,8 +146,11 @@ def _stage_memory(job, x: Layout, spb, spb_expert) -> StageMemory:
     kept = activation_bytes_per_token_layer(
         sh, s, x.plan.t, x.sp, x.plan.recompute, job.attention, job.dropout
     )
-    # FP8 linear layers keep their inputs for the backward as the FP8 cast (1 byte, not 2).
-    kept = kept - np.where(x.fp8, fp8_saved_input_bytes(sh, x.plan.t, x.sp) * (1 - x.rc_linear), 0)
+    # FP8 linear layers keep their inputs for the backward as the FP8 cast (1 byte, not 2);
+    # fp8_acts keeps more in FP8 (`fp8_activation_savings`).
+    kept = kept - fp8_activation_savings(
+        sh, x.plan.t, x.sp, x.plan.recompute, x.rc_linear, x.fp8, x.plan.fp8_activations
+    )
     kept_full = activation_bytes_per_token_layer(
         sh, s, x.plan.t, x.sp, 2, job.attention, job.dropout
     )
@@ -158,15 +163,20 @@ def _stage_memory(job, x: Layout, spb, spb_expert) -> StageMemory:
         return held * x.tokens_mb * (rebuilt * kept_full + (layers - rebuilt) * kept)
 
     first_l, mid_l, last_l = x.stage_layers
-    held = pipeline.held_per_layer(x.plan.p, x.plan.v, x.m)
+    held = pipeline.held_per_layer(x.plan.p, x.plan.v, x.m, x.stage_layers)
+    # DualPipe: every device holds p + 1 micro-batches of one stage's layers (technical
+    # report, Table 2): device k, p - k of the forward direction and k + 1 of the reverse.
+    held = tuple(np.where(x.plan.dualpipe, x.plan.p + 1.0, h) for h in held)
     flights = [in_flight(n, h) for n, h in zip(x.stage_layers, held, strict=True)]
     emb = x.emb / x.plan.t
-    dense = (first_l * x.dense_layer / x.plan.t + emb, mid_l * x.dense_layer / x.plan.t,
-             last_l * x.dense_layer / x.plan.t + emb)  # fmt: skip
-    acts = (flights[0] + working, flights[1] + working, flights[2] + np.maximum(loss, working))
+    dense_layer = x.copies * x.dense_layer / x.plan.t
+    dense = (first_l * dense_layer + emb, mid_l * dense_layer, last_l * dense_layer + emb)
+    # With DualPipe the first device also ends the reverse pipeline: it computes the loss.
+    first_loss = np.where(x.plan.dualpipe, np.maximum(loss, working), working)
+    acts = (flights[0] + first_loss, flights[1] + working, flights[2] + np.maximum(loss, working))
     experts_layer = sh.params_experts_layer / (x.plan.ep * x.etp)
     totals = [
-        d * spb + n * experts_layer * spb_expert + a
+        d * spb + x.copies * n * experts_layer * spb_expert + a
         for d, n, a in zip(dense, x.stage_layers, acts, strict=True)
     ]
     totals[0] = np.where(x.plan.p > 1, totals[0], 0.0)
@@ -176,7 +186,7 @@ def _stage_memory(job, x: Layout, spb, spb_expert) -> StageMemory:
     def pick(values):
         return np.choose(heaviest, np.broadcast_arrays(*values))
 
-    loss_peaks = (heaviest == 2) & (loss >= working)
+    loss_peaks = ((heaviest == 2) | ((heaviest == 0) & x.plan.dualpipe)) & (loss >= working)
     return StageMemory(
         heaviest=heaviest,
         dense=pick(dense),

@@ -89,21 +89,52 @@ def stage_layers(layers: int, p, v, first, last):
     )
 
 
-def held_per_layer(p, v, m):
+def held_per_layer(p, v, m, layers=None):
     """Micro-batches' worth of each of its layers' activations the first, the most loaded
-    middle (second) and the last device hold at their peak.
+    middle (second) and the last device hold at their peak, averaged over the device's layers.
 
-    1F1B: device k holds min(p-k, m). Interleaved: its warm-up of 2(p-k-1) + (v-1)·p chunk
-    passes and the one in progress, each a 1/v share of its layers, at most m·v; for the first
-    device that is p·(1 + (p-1)/(p·v)) (Korthikanti et al. 2022, section 4.2.3)."""
+    1F1B: device k holds min(p-k, m). Interleaved: its warm-up of W = 2(p-k-1) + (v-1)·p chunk
+    passes and the one in progress, at most m·v, run in groups of p per chunk (chunk 0 for p
+    micro-batches, then chunk 1, ...; Megatron-Core's interleaved schedule). With equal chunks
+    each pass holds a 1/v share of the layers: W/v, for the first device p·(1 + (p-1)/(p·v))
+    (Korthikanti et al. 2022, section 4.2.3). Given the devices' `layers` (first, middle,
+    last), each chunk's passes are weighed by its layers (`chunk_layers`: the first device's
+    lighter chunk first, the last device's last), which the warm-up holds unequally — the
+    first device's chunk 0 about twice as many micro-batches as its others; the last device
+    warms up on its v-1 first chunks, p passes each, and peaks at the next forward, of its
+    first chunk when m > p (its last chunk otherwise). A chunk holding only the embedding or
+    only the loss (`ends`) holds none of the layers' activations. Both match the schedule's
+    pass order (`pipeline_sim`) pass for pass."""
     p, v, m = (np.asarray(x, dtype=float) for x in (p, v, m))
+
+    def warm(k):
+        return np.minimum(2.0 * (p - k - 1.0) + (v - 1.0) * p + 1.0, m * v)
 
     def held(k):
         plain = np.minimum(p - k, m)
-        chunks = np.minimum(2.0 * (p - k - 1.0) + (v - 1.0) * p + 1.0, m * v) / v
-        return np.maximum(np.where(v > 1, chunks, plain), 1.0)
+        return np.maximum(np.where(v > 1, warm(k) / v, plain), 1.0)
 
-    return held(0.0), held(np.minimum(1.0, p - 1.0)), held(p - 1.0)
+    out = held(0.0), held(np.minimum(1.0, p - 1.0)), held(p - 1.0)
+    if layers is None:
+        return out
+    first, _, last = (np.asarray(x, dtype=float) for x in layers)
+    w0 = warm(0.0)
+    # Passes of the first device's chunk 0 among its first W: full rounds of p·v, then the
+    # partial round's share.
+    n0 = np.floor(w0 / (p * v)) * p + np.minimum(w0 % (p * v), p)
+    light0, light_end = np.floor(first / v + 1e-9), np.floor(last / v + 1e-9)
+    other0 = (first - light0) / np.maximum(v - 1.0, 1.0)
+    other_end = (last - light_end) / np.maximum(v - 1.0, 1.0)
+    held_first = (n0 * light0 + (w0 - n0) * other0) / np.maximum(first, 1.0)
+    held_last = (
+        np.minimum((v - 1.0) * p, m * v) * other_end + np.where(m > p, other_end, light_end)
+    ) / np.maximum(last, 1.0)
+    interleaved = v > 1
+    return (
+        np.where(interleaved, np.maximum(held_first, 1.0), out[0]),
+        out[1],
+        np.where(interleaved, np.maximum(held_last, 1.0), out[2]),
+    )
 
 
 def chunk_layers(first, mid, last, v):
@@ -185,13 +216,37 @@ def pipeline_step(x: Layout, comp: Compute, mp: ModelParallelComm, stage_mb):
 
     first_l, mid_l, _ = x.stage_layers
     times = (stage_mb_of(first_l), stage_mb_of(mid_l), stage_mb)
-    # A device's first chunk: its share of the device's time by layers (the last device's
-    # output layer and loss spread with them: exact for v = 1, an upper bound above).
+    # A device's first chunk: its share of the device's time by layers. The output layer and
+    # the loss run in the last device's last chunk, so with v > 1 its first chunk has only
+    # layers (with ends=on the loss may fill that last chunk alone).
+    head = np.where(x.plan.v > 1, comp.head_mb, 0.0)
     chunk0 = tuple(
         t * c / np.maximum(n, 1.0)
         for t, c, n in zip(
-            times, chunk_layers(*x.stage_layers, x.plan.v), x.stage_layers, strict=True
+            (times[0], times[1], stage_mb - head),
+            chunk_layers(*x.stage_layers, x.plan.v),
+            x.stage_layers,
+            strict=True,
         )
     )
     pipeline_s, bubble_s = pipeline_time(*times, x.plan.p, x.plan.v, x.m, chunk0)
+    dual_s = dualpipe_bubble(x.plan.p, stage_mb, rebuild_mb)
+    pipeline_s = np.where(x.plan.dualpipe, x.m * stage_mb + dual_s, pipeline_s)
+    bubble_s = np.where(x.plan.dualpipe, dual_s, bubble_s)
     return pipeline_s, bubble_s, rebuild_mb
+
+
+def dualpipe_bubble(p, stage_mb, rebuild_mb=0.0):
+    """DualPipe's bubble, (p/2 - 1)(F&B + B - 3W) (DeepSeek-V3 technical report, Table 2),
+    for a stage whose forward and backward of one micro-batch take `stage_mb`, of it
+    `rebuild_mb` rebuilding activations. F&B is a forward and a backward chunk run together
+    (their communication hidden behind each other's compute, not their compute): F + B. A
+    GEMM's backward is two GEMMs of its forward's size, the input gradient (in B before the
+    weight gradient W) and the weight gradient, so F = W = (stage − rebuild)/3 and B the rest:
+    the bubble is (p/2 - 1)(2·stage - 4F), (p/2 - 1)·2/3 of a stage without rebuilding
+    against 1F1B's (p - 1) stages. Every device is priced as the one with the output layer
+    and the loss for every micro-batch (DualPipe splits them between the two end devices:
+    an upper bound by half the head a micro-batch)."""
+    p = np.asarray(p, dtype=float)
+    f = (stage_mb - rebuild_mb) / 3.0
+    return np.maximum(p / 2.0 - 1.0, 0.0) * (2.0 * stage_mb - 4.0 * f)

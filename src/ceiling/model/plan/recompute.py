@@ -134,32 +134,81 @@ def _per_code(code, fn):
     return tuple(np.asarray(v)[inv].reshape(code.shape) for v in fn(uniq))
 
 
+def attention_widths_saved(sh, t):
+    """Elements per token of (Q, K, V, the attention output) one device keeps for the
+    attention kernel's backward, as arrays over t. MHA/GQA: q/t, k/t each for K and V (one
+    KV head per device at least), q/t. Multi-head latent attention (Megatron-Core's
+    MultiLatentAttention, heads split over t): Q and K of a·(d_nope + d_rope)/t (the rotary
+    key every head shares is copied into each head's key before the kernel), V and the
+    output of a·d_v/t."""
+    t = np.asarray(t, dtype=float)
+    if sh.kv_lora_rank:
+        value = sh.value_dim / t
+        return sh.q_dim / t, sh.kv_dim / t, value, value
+    kv_dev = np.maximum(sh.kv_dim / t, sh.head_dim)
+    return sh.q_dim / t, kv_dev, kv_dev, sh.q_dim / t
+
+
+def mla_latent_bytes(sh, norms_kept: bool = True) -> float:
+    """Bytes per token multi-head latent attention keeps of its latents (0 without MLA): the
+    query latent (r_q wide, 0 when the query is not compressed) and the key-value latent
+    (r_kv), 16-bit, each as its RMSNorm's input and, unless the norms are rebuilt
+    (`norms_kept` False), that norm's output, the up-projection's input. The down-projections
+    are replicated over the tensor-parallel ranks (Megatron-Core builds them as duplicated
+    linear layers), so none of it splits over t."""
+    return (4.0 if norms_kept else 2.0) * (sh.q_lora_rank + sh.kv_lora_rank)
+
+
+def ops_kept(sh, code):
+    """Per plan, arrays: (an ops policy, its attention output kept, FFN input-projection
+    outputs kept (gate and up: 0, 1 or 2), the routed copies kept (either))."""
+
+    def rows(codes):
+        is_ops, kept = _kept_ops(sh.ffn_mats, codes)
+        ffn = kept["gate"] + kept["up"]
+        return is_ops.astype(float), kept["attn"], ffn, np.minimum(ffn, 1.0)
+
+    return _per_code(code, rows)
+
+
+def routed_copy_bytes(sh) -> float:
+    """Bytes per token a MoE layer keeps of the routed copies its experts' first GEMM reads
+    (k rows of 2h after the dispatch, for that GEMM's weight gradient), averaged over the
+    layers; 0 for a dense model."""
+    moe = sh.moe
+    return 2.0 * sh.hidden * moe.top_k * moe.moe_share if moe is not None and moe.routed else 0.0
+
+
 def ops_activation_bytes(sh, seq_len, t, sp, code, attention, dropout):
     """Bytes per token one block keeps under an ops policy (0 for other codes): the block
     input and dropout masks (as Korthikanti's count: 2h and h each, over t with sequence
-    parallelism) and each kept op's output — Q 2q/t, K and V 2k/t each (one KV head per device
-    at least), attention output 2q/t plus fp32 row statistics 4a/t with FlashAttention (the
-    s×s scores' 5as/t bytes without), o and down 2h (over t with sequence parallelism), gate
-    and up 2f/t per active expert."""
+    parallelism) and each kept op's output — Q, K and V as the attention kernel keeps them
+    (`attention_widths_saved`), its output plus fp32 row statistics 4a/t with FlashAttention
+    (the s×s scores' 5as/t bytes without), o and down 2h (over t with sequence parallelism),
+    gate and up 2f/t per active expert. With MLA the latents stay (`mla_latent_bytes`, their
+    norms rebuilt), so rebuilding Q, K or V re-runs only the up-projections. A MoE layer that
+    keeps gate or up keeps their input too, the k routed copies after the dispatch (2h each),
+    since rebuilding it would repeat the all-to-all."""
     t = np.asarray(t, dtype=float)
     sp = np.asarray(sp, dtype=bool) & (t > 1)
     h = sh.hidden
     drop = 1.0 if dropout else 0.0
 
     def coefficients(codes):
-        is_ops, kept = _kept_ops(sh.ffn_mats, codes)
-        on = is_ops.astype(float)
-        seq = on * (2.0 * h + 2.0 * drop * h) + (kept["o"] + kept["down"]) * 2.0 * h
-        return seq, kept["q"], kept["k"] + kept["v"], kept["attn"], kept["gate"] + kept["up"]
+        _, kept = _kept_ops(sh.ffn_mats, codes)
+        return (kept["o"] + kept["down"]) * 2.0 * h, kept["q"], kept["k"], kept["v"]
 
-    seq, q, kv, attn, ffn = _per_code(code, coefficients)
+    residuals, q, k, v = _per_code(code, coefficients)
+    on, attn, ffn, routed = ops_kept(sh, code)
+    seq = on * (2.0 * h + 2.0 * drop * h) + residuals
+    q_w, k_w, v_w, o_w = attention_widths_saved(sh, t)
     if attention == "flash":
-        attn_out = 2.0 * sh.q_dim + 4.0 * sh.heads
+        attn_out = 2.0 * o_w + 4.0 * sh.heads / t
     else:
-        attn_out = 2.0 * sh.q_dim + (2.0 + 3.0 * drop) * sh.heads * float(seq_len)
-    kv_dev = np.maximum(sh.kv_dim / t, sh.head_dim)
-    per_t = q * 2.0 * sh.q_dim + attn * attn_out + ffn * 2.0 * sh.ffn_active
-    return seq * np.where(sp, 1.0 / t, 1.0) + per_t / t + kv * 2.0 * kv_dev
+        attn_out = 2.0 * o_w + (2.0 + 3.0 * drop) * sh.heads * float(seq_len) / t
+    per_t = ffn * 2.0 * sh.ffn_active + routed * routed_copy_bytes(sh)
+    kept = 2.0 * (q * q_w + k * k_w + v * v_w) + attn * attn_out + on * mla_latent_bytes(sh, False)
+    return seq * np.where(sp, 1.0 / t, 1.0) + per_t / t + kept
 
 
 def rebuilt_shares(sh, code, stage_layers):
@@ -174,11 +223,8 @@ def rebuilt_shares(sh, code, stage_layers):
     code = np.asarray(code)
     layers = np.maximum(np.asarray(stage_layers, dtype=float), 1.0)
     full = np.asarray(layers_rebuilt(code, stage_layers), dtype=float) / layers
-    h, q, k = sh.hidden, sh.q_dim, sh.kv_dim
-    f = sh.ffn_active
-    weights = {"q": h * q, "k": h * k, "v": h * k, "o": q * h, "gate": h * f if
-               sh.ffn_mats == 3 else 0.0, "up": h * f, "down": f * h}  # fmt: skip
-    total = float(sum(weights.values()))
+    weights, kept_always = _op_weights(sh)
+    total = float(sum(weights.values())) + kept_always
 
     def ops_rows(codes):
         is_ops, kept = _kept_ops(sh.ffn_mats, codes)
@@ -194,6 +240,24 @@ def rebuilt_shares(sh, code, stage_layers):
     pointwise = np.where(is_ops, 1.0, full)
     collectives = np.where(is_ops, collectives_ops, 2.0 * full)
     return linear, attention, pointwise, collectives
+
+
+def _op_weights(sh) -> tuple[dict[str, float], float]:
+    """Each op's weights (what rebuilding it re-multiplies per token) and the block's weights
+    an ops policy never re-runs. MHA/GQA: q, k, v, o the projections. Multi-head latent
+    attention keeps its latents (`ops_activation_bytes`), so q re-runs the query
+    up-projection (r_q·a·(d_nope + d_rope); the whole query projection where it is not
+    compressed), k and v the key-value up-projection's a·d_nope and a·d_v columns, and the
+    down-projections (h·r_q, h·(r_kv + d_rope)) are never re-run."""
+    h, f = sh.hidden, sh.ffn_active
+    ffn = {"gate": h * f if sh.ffn_mats == 3 else 0.0, "up": h * f, "down": f * h}
+    if not sh.kv_lora_rank:
+        q, k = sh.q_dim, sh.kv_dim
+        return {"q": h * q, "k": h * k, "v": h * k, "o": q * h, **ffn}, 0.0
+    r_q, r_kv, value = sh.q_lora_rank, sh.kv_lora_rank, sh.value_dim
+    nope = sh.heads * (sh.head_dim - sh.rope_dim)
+    attention = {"q": (r_q or h) * sh.q_dim, "k": r_kv * nope, "v": r_kv * value, "o": value * h}
+    return {**attention, **ffn}, float(h * r_q + h * (r_kv + sh.rope_dim))
 
 
 def rebuilds_whole_layers(code):

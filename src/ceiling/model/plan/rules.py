@@ -24,7 +24,10 @@ def check_plan(job, cluster, plan) -> list[str]:
             f"devices but the cluster has {n}; every device must hold a share of the work"
         )
     _check_context_and_fp8(job, cluster, plan)
-    check_stage_layout(sh.layers, plan.first_stage_layers, plan.last_stage_layers, plan.p, plan.v)
+    check_stage_layout(
+        sh.layers, plan.first_stage_layers, plan.last_stage_layers, plan.p, plan.v,
+        plan.ends_in_split,
+    )  # fmt: skip
     if sh.heads % plan.t:
         raise InvalidInput(
             f"tensor parallelism must divide the attention heads: "
@@ -41,10 +44,12 @@ def check_plan(job, cluster, plan) -> list[str]:
             f"ffn_hidden({sh.ffn_hidden}) % t({plan.t}) = {sh.ffn_hidden % plan.t}"
         )
     chunks = plan.p * plan.v
-    if chunks > sh.layers:
+    ends = 2 if plan.ends_in_split and plan.p > 1 else 0
+    if chunks > sh.layers + ends:
+        also = " + the embedding and the loss (2)" if ends else " (ends=on counts 2 more)"
         raise InvalidInput(
             f"every pipeline chunk needs a layer: p({plan.p}) × v({plan.v}) = {chunks} "
-            f"> layers({sh.layers})"
+            f"> layers({sh.layers}){also}"
         )
     per_replica = plan.d * plan.micro_batch
     if job.global_batch % per_replica:
@@ -62,6 +67,7 @@ def check_plan(job, cluster, plan) -> list[str]:
                 f"the interleaved schedule needs micro-batches divisible by p: "
                 f"m = global_batch/(d·b) = {m}; {m} % p({plan.p}) = {m % plan.p}"
             )
+    check_dualpipe(plan, m)
     check_experts(sh, plan)
     if plan.shard and ((plan.d * plan.cp) % plan.shard or not plan.zero):
         raise InvalidInput(
@@ -106,7 +112,7 @@ def _check_context_and_fp8(job, cluster, plan) -> None:
     that causal attention's work is balanced, as Megatron-Core does); FP8 needs a device
     with an FP8 rate."""
     check_context_parallel(job.seq_len, plan.cp)
-    check_fp8_params(plan.fp8, plan.fp8_params)
+    check_fp8_params(plan.fp8, plan.fp8_params, plan.fp8_activations)
     if plan.fp8 != "off" and "fp8" not in cluster.device.peak_flops_per_s:
         have = ", ".join(sorted(cluster.device.peak_flops_per_s))
         raise InvalidInput(
@@ -125,9 +131,24 @@ def _stage_notes(layers: int, plan) -> list[str]:
     ]
 
 
-def check_stage_layout(layers: int, first: int, last: int, p: int, v: int) -> None:
+def check_stage_layout(
+    layers: int, first: int, last: int, p: int, v: int, ends: bool = False
+) -> None:
     """An uneven layout (`first` and `last` stage layers) needs a pipeline, both counts, a
-    layer per chunk on every stage, and layers to spare for the middle stages."""
+    layer per chunk on every stage, and layers to spare for the middle stages.
+
+    With `ends` (the embedding and the loss counted in the split, Megatron-Core's
+    ``--account-for-embedding-in-pipeline-split`` and ``--account-for-loss-in-pipeline-split``)
+    the first chunk of the first stage may hold the embedding alone and the last chunk of the
+    last stage the output layer and the loss alone: first and last need v - 1 layers (and one
+    at least). Megatron-Core builds such a split from (layers + 2)/(p·v) per chunk, one fewer
+    in those two (``transformer_block.get_num_layers_to_build``)."""
+    if ends and p > 1 and not (first and last):
+        raise InvalidInput(
+            f"ends=on counts the embedding and the loss in the stage layout, which then needs "
+            f"the first and the last stage's layers: first({first}), last({last}) "
+            f"(stages=balanced or stages=F,M,...,M,L)"
+        )
     if not first and not last:
         return
     if not first or not last:
@@ -137,9 +158,11 @@ def check_stage_layout(layers: int, first: int, last: int, p: int, v: int) -> No
         )
     if p < 2:
         raise InvalidInput("first and last stage layers need pipeline parallelism (p ≥ 2)")
-    if first < v or last < v:
+    least = max(v - 1, 1) if ends else v
+    if first < least or last < least:
+        need = f"max(v({v}) - 1, 1) with ends=on" if ends else f"v({v})"
         raise InvalidInput(
-            f"every chunk needs a layer: first({first}) and last({last}) must be ≥ v({v})"
+            f"every chunk needs a layer: first({first}) and last({last}) must be ≥ {need}"
         )
     rest = layers - first - last
     if p == 2 and rest:
@@ -154,10 +177,26 @@ def check_stage_layout(layers: int, first: int, last: int, p: int, v: int) -> No
         )
 
 
-def check_fp8_params(fp8: str, fp8_params: bool) -> None:
-    """Weights kept in FP8 only make sense where the linear layers run in FP8."""
+def check_dualpipe(plan, m: int) -> None:
+    """DualPipe runs two pipelines of p stages in opposite directions over the same devices,
+    m/2 micro-batches each, without interleaving."""
+    if not plan.dualpipe:
+        return
+    if plan.p < 2 or plan.p % 2 or plan.v != 1 or m % 2 or m < plan.p:
+        raise InvalidInput(
+            f"dualpipe feeds m/2 micro-batches from each end of an even pipeline without "
+            f"interleaving: p({plan.p}) must be even, v({plan.v}) 1 and m({m}) even and ≥ p"
+        )
+
+
+def check_fp8_params(fp8: str, fp8_params: bool, fp8_activations: bool = False) -> None:
+    """Weights or activations kept in FP8 only make sense where the linear layers run in FP8."""
     if fp8_params and fp8 == "off":
         raise InvalidInput("fp8_params=on keeps FP8 weights for FP8 linear layers: pin fp8=linear")
+    if fp8_activations and fp8 == "off":
+        raise InvalidInput(
+            "fp8_acts=on keeps activations in FP8 for FP8 linear layers: pin fp8=linear"
+        )
 
 
 def check_context_parallel(seq_len: int, cp: int) -> None:

@@ -85,6 +85,9 @@ def enumerate_plans(
         rcs = _recompute_codes(sh.layers, p, fixed, job.attention)
         for v in allowed("v", vs):
             good_b = [b for b in allowed("micro_batch", bs) if v == 1 or (B // (d * b)) % p == 0]
+            if fixed.get("dualpipe"):  # `rules.check_dualpipe`
+                ok = p % 2 == 0 and v == 1
+                good_b = [b for b in good_b if ok and (B // (d * b)) % 2 == 0 and B // (d * b) >= p]
             if not good_b or not zeros or not sps or not rcs or not experts:
                 continue
             for (first, last), (etp, eps) in itertools.product(
@@ -166,7 +169,8 @@ def _chunk_counts(layers: int, p: int, fixed: dict) -> list[int]:
     if not first or not last:
         return [1, *sorted(even)]
     mid = math.ceil((layers - first - last) / (p - 2)) if p > 2 else max(first, last)
-    room = range(2, min(first, last, mid) + 1)
+    ends = int(fixed.get("ends", False))  # the embedding and the loss fill a chunk each
+    room = range(2, min(first + ends, last + ends, mid) + 1)
     lighter = set(room) if "v" in fixed else {v for v in room if mid % v == 0}
     return [1, *sorted(even | lighter)]
 
@@ -179,7 +183,7 @@ def _stage_layouts(layers: int, p: int, v: int, fixed: dict) -> list[tuple[int, 
     if "first" in fixed or "last" in fixed:
         pinned = fixed.get("first", 0), fixed.get("last", 0)
         try:
-            check_stage_layout(layers, *pinned, p, v)
+            check_stage_layout(layers, *pinned, p, v, fixed.get("ends", False))
         except InvalidInput:
             return []
         return [pinned] if p > 1 else []
@@ -188,8 +192,9 @@ def _stage_layouts(layers: int, p: int, v: int, fixed: dict) -> list[tuple[int, 
     rest = layers - first - last
     even_middle = p == 2 or rest % (p - 2) == 0
     middle_ok = even_middle and (p == 2 or "v" in fixed or (rest // (p - 2)) % v == 0)
-    usable = balanced != (0, 0) and min(first, last) >= v and middle_ok
-    even = [(0, 0)] if v == 1 or layers % (p * v) == 0 else []
+    ends = fixed.get("ends", False)
+    usable = balanced != (0, 0) and min(first, last) + ends >= v and middle_ok
+    even = [(0, 0)] if (v == 1 or layers % (p * v) == 0) and not ends else []
     if fixed.get("stages") == "balanced":
         return [balanced] if usable else even if balanced == (0, 0) else []
     return even + ([balanced] if usable else [])
@@ -318,12 +323,18 @@ def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:
     if p is not None and p > sh.layers:
         raise InvalidInput(f"every pipeline stage needs a layer: p({p}) > layers({sh.layers})")
     check_context_parallel(job.seq_len, fixed.get("cp", 1))
-    check_fp8_params(fixed.get("fp8", "off"), fixed.get("fp8_params", False))
+    check_fp8_params(
+        fixed.get("fp8", "off"), fixed.get("fp8_params", False), fixed.get("fp8_acts", False)
+    )
     _check_fixed_stages(sh.layers, fixed)
     if t is not None and p is not None and d is not None:
         given = {BY_KEY[k].field: x for k, x in fixed.items() if k in BY_KEY}
         if "micro_batch" not in fixed:  # v needs m divisible by p, which a b may give
             given.pop("v", None)
+        if given.get("ends_in_split") and "first" not in fixed and "last" not in fixed:
+            # the embedding and the loss counted: the layout searched is the balanced one
+            first, last = balanced_layout(sh.layers, p)
+            given.update(first_stage_layers=first, last_stage_layers=last)
         parallel.check_plan(job, cluster, Plan(**given))
     pinned = [x for x in (d, t, p, fixed.get("cp")) if x is not None]
     prod = int(np.prod(pinned)) if pinned else 1
@@ -348,7 +359,9 @@ def _check_fixed_stages(layers: int, fixed: dict) -> None:
         )
     if ("first" in fixed or "last" in fixed) and "p" in fixed:
         first, last = fixed.get("first", 0), fixed.get("last", 0)
-        check_stage_layout(layers, first, last, fixed["p"], fixed.get("v", 1))
+        check_stage_layout(
+            layers, first, last, fixed["p"], fixed.get("v", 1), fixed.get("ends", False)
+        )
 
 
 def _no_valid_plan_message(job: Job, cluster, fixed: dict) -> str:

@@ -184,7 +184,7 @@ def _memory_text(best) -> str:
     def gib(x: float) -> str:
         return f"{x / 2**30:.1f}"
 
-    grad = "fp32" if pl.state_bytes_per_param == 18 else "16-bit"
+    grad = "16-bit" if pl.state_bytes_per_param == 16 else "fp32"
     terms = [
         ("weights", mem["weight_bytes"]),
         (f"{grad} gradients", mem["gradient_bytes"]),
