@@ -95,10 +95,14 @@ _LOADED: set[Path] = set()
 _MISSING = object()
 
 
-def memo_path() -> Path:
-    """The memo file of this torch and these counting rules."""
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "ceiling" / f"trace-op-costs-{_fingerprint()}.json"
+def memo_path() -> Path | None:
+    """The memo file of this torch and these counting rules; None where there is no cache
+    folder to keep it in (no home directory)."""
+    try:
+        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(cache) / "ceiling" / f"trace-op-costs-{_fingerprint()}.json"
+    except (OSError, RuntimeError):
+        return None
 
 
 def save_memo() -> None:
@@ -110,6 +114,8 @@ def save_memo() -> None:
     from ceiling.records import replace_whole
 
     path = memo_path()
+    if path is None:
+        return
     _load_memo(path, again=True)
     if len(_MEMO) > MEMO_MAX_ENTRIES:
         keep = {k: _MEMO[k] for k in _NEW}
@@ -125,7 +131,7 @@ def save_memo() -> None:
 
 def _load_memo(path: Path | None = None, again: bool = False) -> None:
     path = path or memo_path()
-    if path in _LOADED and not again:
+    if path is None or (path in _LOADED and not again):
         return
     _LOADED.add(path)
     try:
