@@ -76,6 +76,9 @@ def test_a_memo_that_cannot_be_read_is_counted_again(fresh_memo):
     op = {"Input Dims": [[8, 16], [16, 4]], "Input type": ["float", "float"]}
     c = op_cost.cost("aten::mm", op)
     assert (c.flops, c.category, c.dtype) == (2 * 8 * 16 * 4, "matmul", "fp32")
+    # a call recorded with more text than a memo entry may hold is costed, not kept
+    wide = {"Input Dims": [[8, 16]] * 400, "Input type": ["float"] * 400}
+    assert op_cost.cost("aten::cat", wide).category == "memory"
     op_cost.save_memo()
     stored = json.loads(path.read_text())
     assert list(stored) == [next(k for k in stored if k.startswith("aten::mm\0"))]

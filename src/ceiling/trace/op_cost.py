@@ -21,7 +21,10 @@ from dataclasses import astuple, dataclass
 from importlib import metadata
 from pathlib import Path
 
-MEMO_MAX_ENTRIES = 200_000  # a memo past this is started afresh (a few tens of MB)
+# A memo past this many calls is started afresh: read whole on a trace's first unseen call,
+# it must stay small beside the trace (a model's distinct calls: 50-1,000 in real traces).
+MEMO_MAX_ENTRIES = 20_000
+MEMO_MAX_KEY_CHARS = 4_000  # a call recorded with more text than this is not kept
 
 # Bytes per element of the C++ scalar types the profiler writes ("Input type")
 _ELEMENT_BYTES = {
@@ -85,7 +88,8 @@ def cost(name: str, args: dict) -> TracedOpCost | None:
         else:
             hit = op_replay.kind_only(name)
         _MEMO[key] = hit
-        _NEW.add(key)
+        if len(key) <= MEMO_MAX_KEY_CHARS:
+            _NEW.add(key)
     return hit
 
 
@@ -117,11 +121,14 @@ def save_memo() -> None:
     if path is None:
         return
     _load_memo(path, again=True)
-    if len(_MEMO) > MEMO_MAX_ENTRIES:
-        keep = {k: _MEMO[k] for k in _NEW}
-        _MEMO.clear()
-        _MEMO.update(keep)
-    text = json.dumps({k: None if v is None else astuple(v) for k, v in _MEMO.items()})
+    kept = _MEMO if len(_MEMO) <= MEMO_MAX_ENTRIES else {k: _MEMO[k] for k in _NEW}
+    text = json.dumps(
+        {
+            k: None if v is None else astuple(v)
+            for k, v in kept.items()
+            if len(k) <= MEMO_MAX_KEY_CHARS
+        }
+    )
     try:
         replace_whole(text.encode(), path)
     except OSError:
