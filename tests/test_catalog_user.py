@@ -68,6 +68,20 @@ def test_every_catalog_entry_round_trips_through_a_file(tmp_path, spec):
     assert (again.compute_capability, again.gcn_arch) == (spec.compute_capability, spec.gcn_arch)
 
 
+def test_a_detected_cpu_round_trips_through_a_file(tmp_path, monkeypatch):
+    """This machine's CPU (no document: one source for all its numbers) written as a spec
+    file loads back, so `--spec` can name it (`plan` on this CPU)."""
+    from ceiling.hardware.resolve import this_machine
+
+    monkeypatch.setenv("CEILING_PROFILE", str(tmp_path / "no-profile.json"))
+    spec = this_machine("cpu", read_bandwidth=lambda: 12.5e9).spec
+    again = get_spec(str(_write(tmp_path, spec_to_toml(spec))))
+    assert again.peak_flops_per_s == pytest.approx(spec.peak_flops_per_s, rel=1e-12)
+    assert (again.kind, again.memory_bandwidth_bytes_per_s) == ("cpu", 12.5e9)
+    told = spec.sources["all"]
+    assert again.sources["datasheet"] == again.sources["peak_flops_per_s"] == told
+
+
 def test_spec_file_is_read_wherever_a_name_is(entry_file):
     spec = get_spec(str(entry_file))
     assert spec.key == "lab-gpu" and spec.origin == str(entry_file)

@@ -133,14 +133,19 @@ def _scaled(value: float | None, unit: float) -> float | None:
 
 
 def _sources_lines(spec: DeviceSpec) -> list[str]:
+    # A device detected or measured here (`this_machine`, a machine profile) has one source
+    # for all its numbers ("all"): it stands for the document and for each group.
+    every = spec.sources.get("all")
     lines = [
         "",
         f"[{spec.key}.sources]  # where every number comes from; other keys are notes",
-        f"datasheet = {_text(spec.sources.get('datasheet', ''))}",
+        f"datasheet = {_text(spec.sources.get('datasheet') or every or '')}",
     ]
-    covered = {"datasheet"}
+    covered = {"datasheet", "all"} if every else {"datasheet"}
     for group, fields in _SOURCE_FIELDS.items():
         text = next((spec.sources[f] for f in fields if spec.sources.get(f)), None)
+        if text is None and every and any(getattr(spec, f) is not None for f in fields):
+            text = every
         covered.update(fields)
         if text is not None:
             lines.append(f"{group} = {_text(text)}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from math import prod
 
 from ceiling.trace.events import KERNEL, collective_op, is_comm_kernel, is_host_collective
+from ceiling.trace.op_cost import element_size
 from ceiling.trace.results import Collective
 from ceiling.vocabulary import element_bytes
 
@@ -19,8 +20,6 @@ def message_bytes(op: str, args: dict) -> float | None:
         return float(n) * size
     dims, types = args.get("Input Dims"), args.get("Input type")
     if isinstance(dims, list) and isinstance(types, list):
-        from ceiling.trace.op_cost import element_size
-
         total = 0
         for d, t in zip(dims, types, strict=False):
             es = element_size(t)

@@ -1,10 +1,12 @@
 """FLOPs and bytes of a recorded op call, from the shapes and dtypes the trace kept.
 
-The profiler records each op's `Input Dims`, `Input type`, `Input Strides` and, for
-scalars, `Concrete Inputs`. They are turned back into tensors on the "meta" device (shape,
-stride and dtype, no data), the op is run on them to get its output, and the call goes
-through the same formula registry as `ceiling profile` (`profile.op_flops`,
-`profile.traffic`). Nothing is counted twice here: that registry is the only one.
+The count itself is a replay on torch's meta device through the one formula registry
+(`trace.op_replay`). Loading torch costs seconds and about 200 MB, more than reading a small
+trace, so every call's cost is also kept in a memo file in the user's cache folder
+($XDG_CACHE_HOME, else ~/.cache, then ceiling/): a trace whose calls were all seen before
+(the next step, rank or run of the same model: same ops, same shapes) is costed without
+torch. The memo's name carries a fingerprint of the installed torch and of the counting
+rules' source, so a change to either starts a new memo instead of reading stale counts.
 
 `cost(...)` answers None for an op it has no rule for (`aten::linear`, an autograd node,
 a user annotation): the caller then looks at the ops nested inside it.
@@ -12,35 +14,35 @@ a user annotation): the caller then looks at the ops nested inside it.
 
 from __future__ import annotations
 
-import ast
-import functools
-from dataclasses import dataclass
+import hashlib
+import json
+import os
+from dataclasses import astuple, dataclass
+from importlib import metadata
+from pathlib import Path
 
-import torch
+# A memo past this many calls is started afresh: read whole on a trace's first unseen call,
+# it must stay small beside the trace (a model's distinct calls: 50-1,000 in real traces).
+MEMO_MAX_ENTRIES = 20_000
+MEMO_MAX_KEY_CHARS = 4_000  # a call recorded with more text than this is not kept
 
-from ceiling.profile.op_flops import count_flops, flop_kind, kind_category
-from ceiling.profile.traffic import count_traffic
-from ceiling.vocabulary import DTYPES, canonical_dtype
-
-_NO_RULE = ("unknown", "other")  # kinds op_flops has no formula for
-
-# C++ scalar type names as the profiler writes them
-_DTYPES = {
-    "float": torch.float32,
-    "double": torch.float64,
-    "c10::Half": torch.float16,
-    "c10::BFloat16": torch.bfloat16,
-    "long int": torch.int64,
-    "int64_t": torch.int64,
-    "int": torch.int32,
-    "short int": torch.int16,
-    "signed char": torch.int8,
-    "unsigned char": torch.uint8,
-    "bool": torch.bool,
-    "c10::complex<float>": torch.complex64,
-    "c10::complex<double>": torch.complex128,
-    "c10::Float8_e4m3fn": torch.float8_e4m3fn,
-    "c10::Float8_e5m2": torch.float8_e5m2,
+# Bytes per element of the C++ scalar types the profiler writes ("Input type")
+_ELEMENT_BYTES = {
+    "float": 4,
+    "double": 8,
+    "c10::Half": 2,
+    "c10::BFloat16": 2,
+    "long int": 8,
+    "int64_t": 8,
+    "int": 4,
+    "short int": 2,
+    "signed char": 1,
+    "unsigned char": 1,
+    "bool": 1,
+    "c10::complex<float>": 8,
+    "c10::complex<double>": 16,
+    "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1,
 }
 
 
@@ -57,168 +59,115 @@ class TracedOpCost:
     dtype: str | None  # catalog dtype key of the first floating tensor input
 
 
-def _peak_key(dt: torch.dtype) -> str | None:
-    """The catalog's name for a torch dtype with a FLOP/s peak (fp32, bf16, fp8, int8...)."""
-    name = canonical_dtype(dt)
-    return name if name in DTYPES else None
-
-
-def dtype_key(type_name: str) -> str | None:
-    dt = _DTYPES.get(type_name)
-    return _peak_key(dt) if dt is not None else None
-
-
 def element_size(type_name: str) -> int | None:
-    dt = _DTYPES.get(type_name)
-    return None if dt is None else torch.empty((), dtype=dt, device="meta").element_size()
-
-
-def _packet(name: str):
-    if not name.startswith("aten::"):
-        return None
-    return getattr(torch.ops.aten, name[len("aten::") :], None)
+    return _ELEMENT_BYTES.get(type_name)
 
 
 def cost(name: str, args: dict) -> TracedOpCost | None:
     """The cost of one recorded call; None when the op has no rule of its own."""
-    packet = _packet(name)
-    if packet is None:
+    if not name.startswith("aten::"):
         return None
     dims = args.get("Input Dims")
     types = args.get("Input type")
-    if not isinstance(dims, list) or not isinstance(types, list) or len(dims) != len(types):
-        # no shapes: the op's kind alone is known
-        return _kind_only(packet)
-    concrete, strides = args.get("Concrete Inputs"), args.get("Input Strides")
-    # repr: the cheapest hashable form of the nested lists; traces repeat a few shapes
-    key = (name, repr(dims), repr(types), repr(concrete), repr(strides))
-    hit = _COSTS.get(key, _MISSING)
+    shaped = isinstance(dims, list) and isinstance(types, list) and len(dims) == len(types)
+    if shaped:
+        concrete, strides = args.get("Concrete Inputs"), args.get("Input Strides")
+        # repr: the cheapest exact text of the nested lists (it never writes a NUL itself)
+        key = "\0".join((name, repr(dims), repr(types), repr(concrete), repr(strides)))
+    else:
+        key = name  # no shapes: the op's kind alone is known
+    hit = _MEMO.get(key, _MISSING)
     if hit is _MISSING:
-        hit = _COSTS[key] = _replayed_cost(name, dims, tuple(types), concrete or (), strides or ())
+        _load_memo()
+        hit = _MEMO.get(key, _MISSING)
+    if hit is _MISSING:
+        from ceiling.trace import op_replay
+
+        if shaped:
+            hit = op_replay.replayed(name, dims, types, concrete, strides)
+        else:
+            hit = op_replay.kind_only(name)
+        _MEMO[key] = hit
+        if len(key) <= MEMO_MAX_KEY_CHARS:
+            _NEW.add(key)
     return hit
 
 
-_COSTS: dict = {}
+_MEMO: dict[str, TracedOpCost | None] = {}
+_NEW: set[str] = set()  # keys counted in this process and not yet in the memo file
+_LOADED: set[Path] = set()
 _MISSING = object()
 
 
-@functools.cache
-def _kind_only(packet) -> TracedOpCost | None:
-    func = getattr(packet, packet.overloads()[0])
-    kind, _ = flop_kind(func)
-    if kind in _NO_RULE:
-        return None
-    if kind in ("free", "memory"):
-        return TracedOpCost(0.0, True, "view" if kind == "free" else "memory", 0.0, None, None)
-    return TracedOpCost(None, False, kind_category(func), 0.0, None, None)
-
-
-def _replayed_cost(name, dims, types, concrete, strides) -> TracedOpCost | None:
+def memo_path() -> Path | None:
+    """The memo file of this torch and these counting rules; None where there is no cache
+    folder to keep it in (no home directory)."""
     try:
-        return _replay(name, dims, types, concrete, strides)
-    except Exception:  # odd recorded arguments, or an op meta cannot run: cost unknown
-        return _kind_only(_packet(name))
-
-
-def _replay(name, dims, types, concrete, strides) -> TracedOpCost | None:
-    packet = _packet(name)
-    func = _overload(packet, types)
-    if func is None:
-        return _kind_only(packet)
-    kind, _ = flop_kind(func)
-    if kind in _NO_RULE:
+        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(cache) / "ceiling" / f"trace-op-costs-{_fingerprint()}.json"
+    except (OSError, RuntimeError):
         return None
-    call = _rebuild(func, dims, types, concrete, strides)
-    if call is None:
-        return _kind_only(packet)
-    pos, kw, dtype = call
-    out = func(*pos, **kw)
-    flops = count_flops(func, pos, kw, out)
-    traffic = count_traffic(func, pos, kw, out)
-    return TracedOpCost(
-        flops.flops, flops.exact, flops.category, flops.recomputed, traffic.bytes, dtype
+
+
+def save_memo() -> None:
+    """Add the costs counted in this process to the memo file (merged with what other
+    processes wrote meanwhile, replaced whole). A cache folder that cannot be written only
+    means the next run replays again."""
+    if not _NEW:
+        return
+    from ceiling.records import replace_whole
+
+    path = memo_path()
+    if path is None:
+        return
+    _load_memo(path, again=True)
+    kept = _MEMO if len(_MEMO) <= MEMO_MAX_ENTRIES else {k: _MEMO[k] for k in _NEW}
+    text = json.dumps(
+        {
+            k: None if v is None else astuple(v)
+            for k, v in kept.items()
+            if len(k) <= MEMO_MAX_KEY_CHARS
+        }
     )
-
-
-def _is_tensor_type(t) -> bool:
-    text = str(t)
-    return text.startswith("Tensor") or text.startswith("Optional[Tensor]")
-
-
-def _is_list_type(t) -> bool:
-    return str(t).startswith(("Tensor[]", "List[Tensor]", "Tensor?[]", "List[Optional[Tensor]]"))
-
-
-def _fits(arg_type, recorded: str) -> bool:
-    """Whether a schema argument can hold what the trace recorded in its place."""
-    tensor, listed = _is_tensor_type(arg_type), _is_list_type(arg_type)
-    if recorded in _DTYPES:
-        return tensor and not listed
-    if recorded == "TensorList":
-        return listed
-    if recorded == "Scalar":
-        return not tensor or "Optional" in str(arg_type)
-    return True
-
-
-def _overload(packet, types: tuple):
-    """The overload whose schema has as many arguments as were recorded, with tensors where
-    the trace shows tensors."""
-    for ov in packet.overloads():
-        func = getattr(packet, ov)
-        schema = func._schema.arguments
-        if len(schema) != len(types):
-            continue
-        if all(_fits(a.type, t) for a, t in zip(schema, types, strict=True)):
-            return func
-    return None
-
-
-def _meta(dims, dtype, strides):
-    dims = [int(d) for d in dims]
-    if strides and len(strides) == len(dims):
-        try:
-            return torch.empty_strided(dims, [int(s) for s in strides], dtype=dtype, device="meta")
-        except (RuntimeError, TypeError, ValueError):
-            pass
-    return torch.empty(dims, dtype=dtype, device="meta")
-
-
-def _scalar(text):
-    if text in ("True", "False"):
-        return text == "True"
     try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
+        replace_whole(text.encode(), path)
+    except OSError:
+        return
+    _NEW.clear()
 
 
-def _rebuild(func, dims, types, concrete, strides):
-    pos, kw = [], {}
-    first_dtype = None
-    for i, a in enumerate(func._schema.arguments):
-        t, d = types[i], dims[i]
-        c = concrete[i] if i < len(concrete) else ""
-        s = strides[i] if i < len(strides) else ()
-        if t in _DTYPES and isinstance(d, (list, tuple)):
-            value = _meta(d, _DTYPES[t], s)
-            if first_dtype is None and value.is_floating_point():
-                first_dtype = _peak_key(value.dtype)
-        elif t == "TensorList" and isinstance(d, (list, tuple)):
-            # the trace gives no dtype per list element: float32 is assumed
-            value = [_meta(x, torch.float32, ()) for x in d if isinstance(x, (list, tuple))]
-        elif c not in ("", None):
-            value = _scalar(c)
-        elif a.has_default_value():
-            value = a.default_value
-        elif str(a.type).startswith("Optional"):
-            value = None
-        elif t == "Scalar":
-            value = 1
-        else:
-            return None
-        if a.kwarg_only:
-            kw[a.name] = value
-        else:
-            pos.append(value)
-    return pos, kw, first_dtype
+def _load_memo(path: Path | None = None, again: bool = False) -> None:
+    path = path or memo_path()
+    if path is None or (path in _LOADED and not again):
+        return
+    _LOADED.add(path)
+    try:
+        stored = json.loads(path.read_text())
+        found = {k: None if v is None else TracedOpCost(*v) for k, v in stored.items()}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return  # none yet, or unreadable: it is rewritten whole on the next save
+    for k, v in found.items():
+        _MEMO.setdefault(k, v)
+
+
+_FINGERPRINT: list[str] = []
+
+
+def _fingerprint() -> str:
+    """torch's version and the source of every module the count runs through."""
+    if not _FINGERPRINT:
+        digest = hashlib.sha256()
+        try:
+            digest.update(metadata.version("torch").encode())
+        except metadata.PackageNotFoundError:
+            digest.update(b"no torch distribution")
+        root = Path(__file__).resolve().parents[1]
+        sources = sorted((root / "profile").glob("*.py"))
+        sources += [root / "trace" / "op_replay.py", root / "trace" / "op_cost.py"]
+        sources += [root / "vocabulary.py"]
+        sources += [root / "model" / "attention.py", root / "model" / "mfu.py"]
+        for f in sources:
+            digest.update(f.name.encode())
+            digest.update(f.read_bytes())
+        _FINGERPRINT.append(digest.hexdigest()[:16])
+    return _FINGERPRINT[0]

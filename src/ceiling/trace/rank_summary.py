@@ -15,6 +15,7 @@ from ceiling.model.mfu import MODEL_CATEGORIES
 from ceiling.trace import optree
 from ceiling.trace.events import RankTrace
 from ceiling.trace.links import Links
+from ceiling.trace.op_cost import cost, save_memo
 from ceiling.trace.op_rows import Roof
 from ceiling.trace.rank import analyze_rank, record_precisions
 from ceiling.trace.reader import NotATrace, read_trace, without_gc
@@ -34,6 +35,7 @@ class Prepared:
     @classmethod
     def of(cls, trace: RankTrace) -> Prepared:
         records = optree.counted_ops(trace.cpu_ops, cost_rule(trace))
+        save_memo()  # the costs this trace added, for the next read of the same shapes
         links = Links(trace, records)  # may add records
         return cls(trace, records, links, record_precisions(trace, links))
 
@@ -56,13 +58,11 @@ class Prepared:
 
 
 def cost_rule(trace: RankTrace):
-    """The op cost rule: shapes are replayed on torch's meta device; a trace without any
-    recorded shapes has nothing to replay, so torch is not even loaded for it (the kernels'
-    names still tell what each one is)."""
+    """The op cost rule: shapes are replayed on torch's meta device (or found in the memo of
+    earlier replays); a trace without any recorded shapes has nothing to replay, so no op is
+    costed and torch is not loaded for it (the kernels' names still tell what each one is)."""
     if not any("Input Dims" in e.args for e in trace.cpu_ops):
         return lambda name, args: None
-    from ceiling.trace.op_cost import cost
-
     return cost
 
 
