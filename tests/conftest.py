@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 
@@ -33,3 +35,16 @@ def cli(capsys):
         return code, out.out, out.err
 
     return run
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_cache_folder(tmp_path_factory):
+    """Files ceiling keeps in the user's cache folder (the trace's memo of op costs) go to
+    this run's own folder: no test reads what an earlier run, or the user, left there."""
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
