@@ -15,7 +15,9 @@ grouping blocks of like lengths (`_groups`) trades those empty cells against one
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +32,9 @@ PASS_COST_CELLS = 20_000
 # Cells of one pass at most: bounds the memory of a pass (a few dozen float arrays of this
 # size) and keeps its arrays near the caches. Speed only, as above.
 MAX_CELLS = 1 << 17
+# Passes run side by side on this many threads (numpy's array arithmetic lets go of the
+# interpreter lock); each pass is independent and gives the same figures on any thread.
+WORKERS = os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -52,9 +57,17 @@ def summarise(job, cluster, blocks: Sequence[Sequence[Sequence]]) -> BlockSummar
     summarise each block."""
     lengths = np.array([[len(values) for values in block] for block in blocks], dtype=np.int64)
     varied = [k for k in range(len(AXES)) if (lengths[:, k] > 1).any()]
-    parts = []
-    for rows in _groups(lengths[:, varied]):
-        parts.append((rows, _summarise_group(job, cluster, [blocks[i] for i in rows], varied)))
+    groups = _groups(lengths[:, varied])
+
+    def one(rows):
+        return rows, _summarise_group(job, cluster, [blocks[i] for i in rows], varied)
+
+    workers = min(len(groups), WORKERS)
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            parts = list(pool.map(one, groups))
+    else:
+        parts = [one(rows) for rows in groups]
     out = {}
     for name in BlockSummary.__dataclass_fields__:
         merged = np.empty(len(blocks), dtype=getattr(parts[0][1], name).dtype)
