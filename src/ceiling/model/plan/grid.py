@@ -25,16 +25,16 @@ import numpy as np
 from ceiling.model.plan import step as parallel
 from ceiling.model.plan.axes import AXES
 
-# One more `evaluate_arrays` pass costs about as much as this many more grid cells (its
-# fixed work: a few hundred numpy calls on small arrays against ~1 µs per cell; measured by
-# `benchmarks/plan_search_speed.py`). Speed only: every grouping gives the same figures.
+# One more `evaluate_arrays` pass costs about as much as this many more grid cells: its fixed
+# work, a few hundred numpy calls (~20 ms for a pass of 50 plans on a loaded 2-core machine),
+# against ~1 µs a cell there. Speed only: every grouping gives the same figures.
 PASS_COST_CELLS = 20_000
 # Cells of one pass at most: bounds the memory of a pass (a few dozen float arrays of this
 # size) and keeps its arrays near the caches. Speed only, as above.
 MAX_CELLS = 1 << 17
 # Passes run side by side on this many threads (numpy's array arithmetic lets go of the
 # interpreter lock); each pass is independent and gives the same figures on any thread.
-WORKERS = os.cpu_count() or 1
+WORKERS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
