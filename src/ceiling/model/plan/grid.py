@@ -53,8 +53,8 @@ class BlockSummary:
 
 
 def summarise(job, cluster, blocks: Sequence[Sequence[Sequence]]) -> BlockSummary:
-    """Evaluate every plan of the blocks (each a list of value lists in `AXES` order) and
-    summarise each block."""
+    """Evaluate every plan of the blocks (at least one; each a list of value lists in `AXES`
+    order, as `search.plan_blocks` gives them) and summarise each block."""
     lengths = np.array([[len(values) for values in block] for block in blocks], dtype=np.int64)
     varied = [k for k in range(len(AXES)) if (lengths[:, k] > 1).any()]
     groups = _groups(lengths[:, varied])
