@@ -6,6 +6,7 @@
 - `memory`, `compute`, `communication`, `pipeline`: the terms of each group, per-piece
   formulas in `costs`, `recompute` (policies) and `eager_kernels`;
 - `step`: the `Job`, the terms combined into memory and step time, a plan's `PlanEstimate`;
-- `search`: every valid plan enumerated, evaluated in one pass and ranked;
+- `search`: every valid plan enumerated, evaluated and ranked; `grid`: its plans evaluated
+  as grids, each term over the axes it reads;
 - `training`: the one call `ceiling plan`, `ceiling.plan()` and the report make.
 """

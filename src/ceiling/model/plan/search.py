@@ -4,9 +4,10 @@ The candidates are enumerated already valid — t divides the heads, the KV head
 multiple of them) and the FFN width; p·v ≤ layers (uneven stages allowed, interleaved too:
 the fullest sets the pace); d·b divides the global batch;
 the interleaved schedule gets m divisible by p; ZeRO-2/3 only without pipelining — so no
-time is spent on plans that cannot run. All of them are then evaluated in one vectorised
-pass of `step.evaluate_arrays` (the same code that evaluates a single plan), and ranked
-by step time among those that fit in memory.
+time is spent on plans that cannot run. All of them are then evaluated by
+`step.evaluate_arrays` (the same code that evaluates a single plan), laid out as grids
+(`grid`) so that each term is computed over the axes it reads only, and ranked by step time
+among those that fit in memory.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ceiling.errors import DoesNotFit, InvalidInput, argument
-from ceiling.model.plan import recompute
+from ceiling.model.plan import grid, recompute
 from ceiling.model.plan import step as parallel
 from ceiling.model.plan.axes import AXES, BY_KEY, parse_fixed, plan_at  # noqa: F401  (re-exported)
 from ceiling.model.plan.costs import ATTENTION_BLOCK
@@ -35,13 +36,23 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small + [n // k for k in small]))
 
 
-def enumerate_plans(
-    job: Job, cluster, fixed: dict | None = None, expert_seeds: bool = False
-) -> dict[str, np.ndarray]:
+def enumerate_plans(job: Job, cluster, fixed: dict | None = None) -> dict[str, np.ndarray]:
     """Every valid plan for the cluster as arrays keyed by axis (`axes.AXES`): the searched
-    axes' values that pass the rules (`rules`), the others at their pinned value or default.
-    `expert_seeds`: only three expert-parallel degrees per layout (`_expert_layouts`), the
-    others tried afterwards around the best plans (`search`)."""
+    axes' values that pass the rules (`rules`), the others at their pinned value or default;
+    the plans of `plan_blocks` one after another."""
+    blocks = plan_blocks(job, cluster, fixed)
+    if not blocks:
+        return {}
+    rows = np.concatenate([_product(*block) for block in blocks]).astype(np.int64)
+    return {
+        a.key: rows[:, k].astype(bool) if a.is_switch else rows[:, k] for k, a in enumerate(AXES)
+    }
+
+
+def plan_blocks(job: Job, cluster, fixed: dict | None = None) -> list[list[list]]:
+    """Every valid plan, as blocks: one layout (d, t, p, cp, v, stage layers, etp) and, for
+    each axis in `AXES` order, the values tried with it (encoded); a block's plans are the
+    product of its lists, the last axis varying fastest."""
     fixed = dict(fixed or {})
     sh = parallel.shape_of(job.model)
     n = cluster.devices
@@ -75,8 +86,7 @@ def enumerate_plans(
         zeros = allowed("zero", [0, 1, 3] if p > 1 else [0, 1, 2, 3])
         if fixed.get("shard"):  # HSDP: ZeRO inside shard groups that divide d·cp
             zeros = [z for z in zeros if z] if (d * cp) % fixed["shard"] == 0 else []
-        seeds = cluster.devices_per_node if expert_seeds else 0
-        experts = _expert_layouts(sh, t * cp * d, t, fixed, seeds)
+        experts = _expert_layouts(sh, t * cp * d, t, fixed)
         # Megatron-Core needs sequence parallelism for MoE layers with t > 1 (its MoE
         # README: "when using MoE with expert parallelism and tensor parallelism, sequence
         # parallelism must be used").
@@ -96,25 +106,16 @@ def enumerate_plans(
                 tried = {"d": [d], "t": [t], "p": [p], "cp": [cp], "v": [v], "micro_batch": good_b,
                          "zero": zeros, "recompute": rcs, "sp": sps, "ep": eps, "etp": [etp],
                          "first": [first], "last": [last]}  # fmt: skip
-                blocks.append(_product(*(tried.get(a.key, held[a.key]) for a in AXES)))
-    if not blocks:
-        return {}
-    rows = np.concatenate(blocks).astype(np.int64)
-    return {
-        a.key: rows[:, k].astype(bool) if a.is_switch else rows[:, k] for k, a in enumerate(AXES)
-    }
+                blocks.append([tried.get(a.key, held[a.key]) for a in AXES])
+    return blocks
 
 
-def _expert_layouts(
-    sh, ranks: int, t: int, fixed: dict, seeds: int = 0
-) -> list[tuple[int, list[int]]]:
+def _expert_layouts(sh, ranks: int, t: int, fixed: dict) -> list[tuple[int, list[int]]]:
     """(etp, the ep values to try with it) for a stage of `ranks` = t·cp·d devices: etp 1
     (MoE parallel folding) or t (the attention's tensor parallelism, Megatron-Core's default
     expert_tensor_parallel_size: the axis's 0), ep any divisor of the experts with ep·etp
     dividing the ranks (`rules.check_experts`); [(0, [1])] for a dense model, [] when the
-    pins allow none. Returns the axis values (0 for etp = t). With `seeds` (devices per
-    node), only three regimes: the fewest (no expert parallelism), the most whose group
-    fits in a node, and the most of all."""
+    pins allow none. Returns the axis values (0 for etp = t)."""
     moe = sh.moe
     if not moe.routed:
         ok = fixed.get("ep", 1) == 1 and fixed.get("etp", 0) == 0
@@ -126,9 +127,6 @@ def _expert_layouts(
             continue
         eps = [e for e in _divisors(ranks // etp) if moe.experts % e == 0]
         eps = [e for e in eps if fixed.get("ep", e) == e]
-        if seeds and eps:
-            in_node = [e for e in eps if e * etp <= seeds]
-            eps = sorted({min(eps), max(eps), *in_node[-1:]})
         if eps:
             out.append((code, eps))
     return out
@@ -229,85 +227,63 @@ class SearchResult:
 
 
 def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> SearchResult:
-    """Rank the plans that fit, fastest first; DoesNotFit explains when none does."""
+    """Rank the plans that fit, fastest first; DoesNotFit explains when none does.
+
+    Every valid plan is evaluated (`grid`: the blocks of `plan_blocks` as grids, each term
+    over the axes it reads); the ranking is that of evaluating them one after another in
+    `enumerate_plans`'s order: by step time, the first of equals first, one plan per
+    (d, t, p, cp) layout."""
     if top < 1:
         raise InvalidInput(f"{argument('top')} must be ≥ 1, got {top}")
     fixed = dict(fixed or {})
     _check_fixed_alone(job, cluster, fixed)
-    seeded = parallel.shape_of(job.model).moe.routed and "ep" not in fixed
-    cand = enumerate_plans(job, cluster, fixed, expert_seeds=seeded)
-    if not cand:
+    blocks = plan_blocks(job, cluster, fixed)
+    if not blocks:
         raise InvalidInput(_no_valid_plan_message(job, cluster, fixed))
-    r = parallel.evaluate_arrays(job, cluster, cand)
-    n = len(np.asarray(r["step_s"]))
-    if seeded:
-        cand = _expert_degrees_around(job, cand, r, fixed)
-        r = parallel.evaluate_arrays(job, cluster, cand)
-        n += len(cand["d"])
-    fits = np.asarray(r["fits"])
-    step = np.asarray(r["step_s"])
-    if not fits.any():
-        i = int(np.argmin(r["memory_bytes"]))
-        plan = plan_at(cand, i)
-        need = float(r["memory_bytes"][i])
-        usable = float(r["usable_bytes"][i])
+    s = grid.summarise(job, cluster, blocks)
+    n = int(s.plans.sum())
+    if not s.fitting.any():
+        k = int(np.argmin(s.least_memory))  # the first block of the smallest: its first cell
+        plan, r = _evaluated(job, cluster, [grid.cell_values(blocks[k], s.least_memory_cell[k])])
+        need, usable = float(r["memory_bytes"][0]), float(r["usable_bytes"][0])
         raise DoesNotFit(
-            f"no plan fits: the smallest of {n} valid plans ({plan.describe()}) needs "
+            f"no plan fits: the smallest of {n} valid plans ({plan[0].describe()}) needs "
             f"{need / 2**30:.1f} GiB per device but {usable / 2**30:.1f} GiB are usable "
             f"({cluster.memory_bytes / 2**30:.0f} GiB less {job.headroom:.0%} headroom); "
             "use more devices, a smaller micro-batch or global batch, or a bigger device"
         )
-    order = np.where(fits)[0][np.argsort(step[fits], kind="stable")]
+    # Blocks by their fastest fitting plan, the earlier block first among equals: the order
+    # of the plans themselves, as each block's best is its first of equals.
+    order = np.flatnonzero(np.isfinite(s.best_step_s))
+    order = order[np.argsort(s.best_step_s[order], kind="stable")]
     chosen, seen = [], set()
-    for i in order:
-        layout = tuple(int(cand[k][i]) for k in ("d", "t", "p", "cp"))
+    at = {a.key: k for k, a in enumerate(AXES)}
+    for k in order:
+        layout = tuple(blocks[k][at[key]][0] for key in ("d", "t", "p", "cp"))
         if layout in seen:
             continue
         seen.add(layout)
-        chosen.append(int(i))
+        chosen.append(grid.cell_values(blocks[k], s.best_cell[k]))
         if len(chosen) == top:
             break
+    plans, r = _evaluated(job, cluster, chosen)
     results = []
-    for i in chosen:
-        plan = plan_at(cand, i)
+    for i, plan in enumerate(plans):
         notes = parallel.check_plan(job, cluster, plan)
         results.append(parallel.result_from_arrays(job, plan, r, i, notes))
     why = tuple("" if k == 0 else explain_loss(x, results[0]) for k, x in enumerate(results))
-    return SearchResult(tuple(results), why, evaluated=n, fitting=int(fits.sum()))
+    return SearchResult(tuple(results), why, evaluated=n, fitting=int(s.fitting.sum()))
 
 
-# Plans of the first pass whose expert-parallel degrees are all tried (`search`).
-EXPERT_REFINE = 64
-
-
-def _expert_degrees_around(job: Job, cand: dict, r: dict, fixed: dict) -> dict:
-    """A mixture-of-experts search in two passes: every layout with three expert-parallel
-    degrees first (none, the most in a node, the most), then every degree for the EXPERT_REFINE
-    fastest plans that fit and the EXPERT_REFINE smallest in memory (more experts per group
-    shard more) The ep axis moves the expert terms alone, so the best plan of the first
-    pass with its best degree is the best plan overall unless a degree changes what fits."""
-    fits, step = np.asarray(r["fits"]), np.asarray(r["step_s"])
-    fastest = np.where(fits)[0][np.argsort(step[fits], kind="stable")][:EXPERT_REFINE]
-    smallest = np.argsort(np.asarray(r["memory_bytes"]), kind="stable")[:EXPERT_REFINE]
-    # and the fastest fitting plan of every (d, t, p, cp) layout with each seed degree (the
-    # most sharded seed fits with less recomputation, which other degrees may keep).
-    keys = ("d", "t", "p", "cp", "ep", "etp")
-    layout = np.stack([np.asarray(cand[k])[fits] for k in keys], axis=1)
-    by_layout = np.lexsort((step[fits], *layout.T[::-1]))
-    keys = layout[by_layout]
-    first = np.ones(len(keys), dtype=bool)
-    first[1:] = np.any(keys[1:] != keys[:-1], axis=1)
-    per_layout = np.where(fits)[0][by_layout[first]]
-    rows = np.unique(np.concatenate([fastest, smallest, per_layout]))
-    sh = parallel.shape_of(job.model)
-    blocks = [{k: v[rows] for k, v in cand.items()}]
-    for i in rows:
-        t, cp, d = (int(cand[k][i]) for k in ("t", "cp", "d"))
-        for code, eps in _expert_layouts(sh, t * cp * d, t, fixed):
-            block = {k: np.repeat(v[i : i + 1], len(eps)) for k, v in cand.items()}
-            block["ep"], block["etp"] = np.asarray(eps), np.full(len(eps), code)
-            blocks.append(block)
-    return {k: np.concatenate([b[k] for b in blocks]) for k in cand}
+def _evaluated(job: Job, cluster, rows: list[list]) -> tuple[list[Plan], dict]:
+    """Plans given by their encoded values (`AXES` order) and their evaluation."""
+    cand = {
+        a.key: np.array([row[k] for row in rows], dtype=bool if a.is_switch else np.int64)
+        for k, a in enumerate(AXES)
+    }
+    return [plan_at(cand, i) for i in range(len(rows))], parallel.evaluate_arrays(
+        job, cluster, cand
+    )
 
 
 def _check_fixed_alone(job: Job, cluster, fixed: dict) -> None:
