@@ -51,10 +51,18 @@ def recipe_defaults(framework: str | None, cfg) -> Recipe:
       PyTorch (compile off in its train configs), F.cross_entropy on upcast logits, SDPA's
       flash backend (FlashAttention-2);
     maxtext: FSDP over the data-parallel ranks (ici_fsdp_parallelism -1), XLA-fused
-      pointwise kernels and loss, cuDNN flash attention through Transformer Engine on GPUs."""
+      pointwise kernels and loss, cuDNN flash attention through Transformer Engine on GPUs;
+      XLA runs the step as compiled programs, no kernel launched one by one from Python
+      (priced as CUDA graphs, `host`).
+
+    Mixture-of-experts recipes: Megatron-Core's (and NeMo's) MoE recipes fuse the router and
+    the permutation (--moe-router-fusion, --moe-permute-fusion: the Megatron-Core MoE model
+    zoo's Qwen3 and DeepSeek-V3 configs) and run eagerly without CUDA graphs on Hopper;
+    torchtitan's router is plain PyTorch ops (unfused)."""
     if framework is None:
         return Recipe({}, {}, "")
     big = cfg.params_total >= TP_OVERLAP_FROM_PARAMS
+    routed = cfg.experts > 1
     if framework in ("megatron", "nemo"):
         pins = {"tp_overlap": True} if big else {}
         nemo = framework == "nemo"
@@ -62,6 +70,7 @@ def recipe_defaults(framework: str | None, cfg) -> Recipe:
         job = {"loss": "fused"} if nemo else {}
         said = (
             f"{framework} recipe: gradient reduce overlapped"
+            + (", MoE router and permutation fused, no CUDA graphs" if routed else "")
             + (f", TP overlap on ({cfg.params_total / 1e9:.0f}B ≥ 30B)" if big else "")
             + (
                 ", 16-bit gradients (16 bytes of state a parameter), fused cross-entropy"
@@ -73,15 +82,18 @@ def recipe_defaults(framework: str | None, cfg) -> Recipe:
     if framework == "torchtitan":
         return Recipe(
             {"zero": 3, "kernels": "eager"},
-            {"loss": "eager", "framework": framework, "attention_kernel": "fa2"},
+            {"loss": "eager", "framework": framework, "attention_kernel": "fa2"}
+            | ({"moe_router_fusion": False} if routed else {}),
             "torchtitan recipe: FSDP, eager kernels (no compile), eager cross-entropy, "
-            "SDPA flash attention (FlashAttention-2)",
+            "SDPA flash attention (FlashAttention-2)" + (", unfused router" if routed else ""),
         )
     if framework == "maxtext":
         return Recipe(
             {"zero": 3},
-            {"loss": "fused", "framework": framework, "attention_kernel": "cudnn"},
-            "maxtext recipe: FSDP, fused kernels and loss (XLA), cuDNN flash attention",
+            {"loss": "fused", "framework": framework, "attention_kernel": "cudnn"}
+            | {"cuda_graphs": True},
+            "maxtext recipe: FSDP, fused kernels and loss (XLA), cuDNN flash attention, "
+            "compiled programs (no per-kernel launches)",
         )
     from ceiling.model.plan.step import FRAMEWORKS
 
