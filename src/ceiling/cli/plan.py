@@ -39,6 +39,9 @@ FP8 GEMMs and casts, memory-bound kernels (and eager kernels' extra traffic), an
 communication left exposed; what overlap hides is shown beside it. A mixture of experts adds
 its grouped GEMMs at the rows each expert sees, routing and permutation traffic, and the
 dispatch/combine all-to-alls on the link each hop crosses, at the busiest expert rank's load.
+A layer whose kernels take the host longer to launch one by one than the GPU to run them is
+host-bound: the wait is its own part of the step ("host"), which CUDA graphs (--cuda-graphs)
+and the MoE router and permutation fusions (--moe-fusion) shorten.
 
 FLOPs count a multiply-add as 2; peaks are dense. Memory in GiB (2^30 bytes)."""
 

@@ -31,11 +31,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Host seconds per kernel of an eager step: the CUDA runtime's launch on the CPU takes 5-20 µs
-# a kernel in PyTorch traces (Holistic Trace Analysis, docs "CUDA kernel launch statistics":
-# "Usually, the launch time on the CPU side is between 5-20 microseconds"); 10 µs is the middle
-# of that range (its geometric mean). A profile of the user's own run
-# (`measure.host_costs`, `ceiling bench overhead`) measures its own figure per op.
+# Host seconds per kernel of an eager step: the CUDA runtime's launch event on the CPU takes
+# 5-20 µs a kernel in PyTorch traces (Holistic Trace Analysis, docs/source/features/
+# cuda_kernel_launch_stats.rst, "Short GPU kernels": the usual CPU-side launch time); 10 µs is
+# the middle of that range (its geometric mean). The Python and
+# PyTorch dispatch around each op come on top of the launch, so this is a low estimate of an
+# eager stack's host time a kernel; a figure measured on the user's own machine
+# (`measure.host_costs`, `ceiling bench overhead`: seconds a dispatched op) replaces it through
+# `Job.host_kernel_s` (--host-kernel-us).
 HOST_S_PER_KERNEL = 10e-6
 
 # The router and the dispatcher's preprocessing (routing map, top-k, probabilities, the
@@ -45,7 +48,9 @@ HOST_S_PER_KERNEL = 10e-6
 # unfused, 31 with --moe-router-fusion (Transformer Engine's fused router kernels); DeepEP's
 # fused preprocessing (the flex dispatcher) brings the fused router and preprocessing to 17.
 # DeepEP with the unfused router: the 72 less the 31 - 17 = 14 kernels DeepEP's preprocessing
-# saves, 58.
+# saves, 58. The counts are DeepSeek-V3's router (sigmoid scores, group-limited top-k, expert
+# bias, sequence-wise auxiliary loss), applied to every routed model: a plain softmax top-k
+# router launches somewhat fewer.
 ROUTER_KERNELS = {("alltoall", False): 72, ("alltoall", True): 31, ("deepep", True): 17}
 ROUTER_KERNELS[("deepep", False)] = ROUTER_KERNELS[("alltoall", False)] - (
     ROUTER_KERNELS[("alltoall", True)] - ROUTER_KERNELS[("deepep", True)]
