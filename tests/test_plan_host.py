@@ -4,6 +4,7 @@ GPU waits for the host to launch them."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -126,3 +127,29 @@ def test_recipes_set_the_host_options():
     assert "router and permutation fused, no CUDA graphs" in said
     job = dataclasses.replace(Job(QWEN3_30B, 8, 128), **tt.job)
     assert job.moe_router_fusion is False and job.moe_permute_fusion is True
+
+
+SMALL_MOE = [
+    "plan",
+    "custom:layers=4,hidden=1024,heads=8,kv_heads=8,ffn_hidden=512,ffn_kind=swiglu,vocab=32000,"
+    "max_seq=2048,experts=64,active_experts=8,norm=rmsnorm,trained_dropout=false",
+    "--spec", "h100-sxm", "-n", "8", "-s", "2048", "-b", "64",
+    "--fixed", "d=8,t=1,p=1,b=1,ep=8,zero=1,recompute=none",
+]  # fmt: skip
+
+
+def test_the_command_says_when_a_plan_is_host_bound_and_what_helps(cli):
+    code, out, err = cli(*SMALL_MOE, "--no-moe-fusion", "--host-kernel-us", "20")
+    assert code == 0, err
+    text = " ".join(out.split())  # the terminal wraps lines
+    assert "host-bound:" in text and "--cuda-graphs" in text and "--moe-fusion" in text
+    assert "MoE router unfused, permutation unfused; 20 µs a kernel launched (given)" in text
+    code, out, err = cli(*SMALL_MOE, "--no-moe-fusion", "--host-kernel-us", "20", "--json")
+    eager = json.loads(out)["plans"][0]
+    code, out, err = cli(*SMALL_MOE, "--cuda-graphs", "--host-kernel-us", "20", "--json")
+    data = json.loads(out)
+    graphs = data["plans"][0]
+    assert data["assumptions"]["host"].startswith("CUDA graphs")
+    assert 0 < graphs["time_breakdown_s"]["host_s"] < eager["time_breakdown_s"]["host_s"]
+    code, _, err = cli(*SMALL_MOE, "--host-kernel-us", "-1")
+    assert code == 2 and "host" in err and len(err.strip().splitlines()) == 1

@@ -13,9 +13,10 @@ launches; fusing kernels and CUDA graphs are the cures it names).
 
 A mixture-of-experts layer also synchronises the host with the device once per forward: the
 dispatcher copies the tokens each expert receives to the host (Megatron-Core's alltoall
-dispatcher, and DeepEP's received counts) before it can size the all-to-all (the same document,
-section 3.1: "the device-host sync in the MoE model ... to get the tokens per expert
-information"). The host therefore cannot run ahead past a MoE layer: each layer's forward takes
+dispatcher sizes its all-to-all with them, DeepEP returns its received counts as a host list,
+and Transformer Engine's GroupedLinear takes each expert's rows as a host list); the same
+document's section 3.1 names this device-host sync, made to learn the tokens per expert, as
+what keeps the MoE model from CUDA graphs. The host therefore cannot run ahead past a MoE layer: each layer's forward takes
 the longer of its host and GPU times, and after the sync the GPU idles while the host launches
 the permutation and the dispatch (`after_sync_kernels`).
 
@@ -200,7 +201,9 @@ def host_extra_s(host_fwd, host_bwd, after_sync, gpu_layer, rebuilt):
     the MoE sync (`after_sync`, the GPU idle while the permutation and dispatch are
     launched); the backward (the rebuilt share `rebuilt` of the forward run again inside it,
     host and GPU) the longer of its two. The GPU time `gpu_layer` splits over the passes as
-    the GEMMs' FLOPs: forward 1, backward 2, rebuilding `rebuilt`."""
+    the GEMMs' FLOPs: forward 1, backward 2, rebuilding `rebuilt`. A dense model has no sync
+    and its host could run ahead from the forward into the backward; taking each pass apart
+    prices it as a MoE layer's, a little above what it waits."""
     passes = 3.0 + rebuilt
     gpu_fwd = gpu_layer / passes
     gpu_bwd = gpu_layer * (2.0 + rebuilt) / passes
