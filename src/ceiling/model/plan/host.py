@@ -16,9 +16,10 @@ dispatcher copies the tokens each expert receives to the host (Megatron-Core's a
 dispatcher sizes its all-to-all with them, DeepEP returns its received counts as a host list,
 and Transformer Engine's GroupedLinear takes each expert's rows as a host list); the same
 document's section 3.1 names this device-host sync, made to learn the tokens per expert, as
-what keeps the MoE model from CUDA graphs. The host therefore cannot run ahead past a MoE layer: each layer's forward takes
-the longer of its host and GPU times, and after the sync the GPU idles while the host launches
-the permutation and the dispatch (`after_sync_kernels`).
+what keeps the MoE model from CUDA graphs. The host therefore cannot run ahead past a MoE
+layer: each layer's forward takes the longer of its host and GPU times, and after the sync the
+GPU idles while the host launches the permutation and the dispatch (`routed_kernels`' third
+count).
 
 This module counts the kernels one layer launches per micro-batch and pass (forward, backward)
 — `layer_kernels` — as Megatron-Core's layers with Transformer Engine run them; `host_extra_s`
