@@ -153,3 +153,27 @@ def test_the_command_says_when_a_plan_is_host_bound_and_what_helps(cli):
     assert 0 < graphs["time_breakdown_s"]["host_s"] < eager["time_breakdown_s"]["host_s"]
     code, _, err = cli(*SMALL_MOE, "--host-kernel-us", "-1")
     assert code == 2 and "host" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_gpu_profile_s_measured_host_cost_replaces_the_default():
+    from types import SimpleNamespace
+
+    from ceiling.hardware.profile import MeasuredDevice
+    from ceiling.model.plan.training import with_measured_host
+
+    costs = {"forward_s": 14e-6, "backward_s": 6e-6, "optimizer_s": 1e-6}
+    gpu = MeasuredDevice("H100", "cuda", {"bf16": 7e14}, 3e12,
+                         extra={"overhead": {"host_costs": costs}})  # fmt: skip
+    job = Job(QWEN3_30B, 8, 128)
+    measured = with_measured_host(job, SimpleNamespace(from_profile=True, measured=gpu))
+    assert measured.host_kernel_s == pytest.approx(10e-6) and measured.host_measured
+    costs["forward_s"] = 30e-6
+    assert with_measured_host(
+        job, SimpleNamespace(from_profile=True, measured=gpu)
+    ).host_kernel_s == pytest.approx(18e-6)
+    # a datasheet device, a CPU's profile, or a cost the user gave: unchanged
+    assert with_measured_host(job, SimpleNamespace(from_profile=False)) is job
+    cpu = dataclasses.replace(gpu, kind="cpu")
+    assert with_measured_host(job, SimpleNamespace(from_profile=True, measured=cpu)) is job
+    given = Job(QWEN3_30B, 8, 128, host_kernel_s=5e-6)
+    assert with_measured_host(given, SimpleNamespace(from_profile=True, measured=gpu)) is given

@@ -121,11 +121,13 @@ def host_told(job) -> str:
     """How the host launches the layers' kernels, in words."""
     from ceiling.model.plan import host, moe
 
-    cost = f"{job.host_kernel_s * 1e6:g} µs a kernel launched" + (
-        " (the default: PyTorch's 5-20 µs CPU launch, Holistic Trace Analysis)"
-        if job.host_kernel_s == host.HOST_S_PER_KERNEL
-        else " (given)"
-    )
+    if job.host_measured:
+        whence = " (measured by `ceiling bench overhead`: host time an op of an eager step)"
+    elif job.host_kernel_s == host.HOST_S_PER_KERNEL:
+        whence = " (the default: PyTorch's 5-20 µs CPU launch, Holistic Trace Analysis)"
+    else:
+        whence = " (given)"
+    cost = f"{job.host_kernel_s * 1e6:.3g} µs a kernel launched{whence}"
     graphs = "CUDA graphs of attention, router and dense FFNs" if job.cuda_graphs else "eager"
     fused = ""
     if moe.moe_of(job.model).routed:
@@ -369,7 +371,7 @@ def plan(
         matmul_efficiency=matmul_efficiency,
         adjust_cluster=None if cal is None else partial(calibrated, cal=cal),
     )
-    cluster = planned.cluster
+    cluster, job = planned.cluster, planned.job
     told = assumptions(cluster, job, attention is not None, dropout is not None)
     if recipe.said:
         told["framework"] = recipe.said

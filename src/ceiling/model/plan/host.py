@@ -103,6 +103,25 @@ FP8_CASTS_PER_LINEAR = (1, 1)
 GRAPH_LAUNCHES = 1
 
 
+def measured_kernel_s(measured) -> float | None:
+    """Host seconds a kernel a GPU's machine profile measured (`ceiling bench overhead`
+    saves `overhead.host_costs`: seconds of host an aten op of an eager training step's
+    forward and backward, `measure.host_costs`), their mean; None when it has none or the
+    profile is not a GPU's (a CPU's host cost launches no GPU kernel)."""
+    if getattr(measured, "kind", None) != "cuda":
+        return None
+    overhead = (getattr(measured, "extra", None) or {}).get("overhead")
+    costs = overhead.get("host_costs") if isinstance(overhead, dict) else None
+    if not isinstance(costs, dict):
+        return None
+    phases = [costs.get("forward_s"), costs.get("backward_s")]
+    if not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1 for v in phases
+    ):
+        return None
+    return (phases[0] + phases[1]) / 2.0
+
+
 @dataclass(frozen=True)
 class HostOptions:
     """What sets a layer's kernel count: the stack's fusions and CUDA graphs."""

@@ -89,6 +89,7 @@ class Job:
     moe_router_fusion: bool = True
     moe_permute_fusion: bool = True
     host_kernel_s: float = HOST_S_PER_KERNEL
+    host_measured: bool = False  # host_kernel_s from the device's machine profile
 
     def __post_init__(self) -> None:
         for name in ("global_batch", "seq_len"):
@@ -118,7 +119,7 @@ class Job:
                 f"moe_dispatcher must be one of {', '.join(DISPATCHERS)}, "
                 f"got {self.moe_dispatcher!r}"
             )
-        for name in ("cuda_graphs", "moe_router_fusion", "moe_permute_fusion"):
+        for name in ("cuda_graphs", "moe_router_fusion", "moe_permute_fusion", "host_measured"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInput(f"{name} must be True or False, got {getattr(self, name)!r}")
         cost = self.host_kernel_s

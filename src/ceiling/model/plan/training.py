@@ -204,6 +204,17 @@ def plan_cluster(
     return replace(cluster, fp8_matmul_efficiency=fp8_eff) if fp8_eff else cluster
 
 
+def with_measured_host(job: Job, device) -> Job:
+    """The job with the host seconds a kernel its device's GPU profile measured (`host`),
+    where the job holds the default."""
+    from ceiling.model.plan.host import HOST_S_PER_KERNEL, measured_kernel_s
+
+    if job.host_kernel_s != HOST_S_PER_KERNEL or not getattr(device, "from_profile", False):
+        return job
+    measured = measured_kernel_s(device.measured)
+    return replace(job, host_kernel_s=measured, host_measured=True) if measured else job
+
+
 @dataclass(frozen=True)
 class TrainingPlan:
     """The ranked plans of a job on a cluster, and the best plan at 2N, 4N, ... devices."""
@@ -235,6 +246,7 @@ def plan_training(
     pins = dict(pins or {})
     if dtype == "fp8":
         pins.setdefault("fp8", "linear")
+    job = with_measured_host(job, device)
     dtype = peak_dtype(dtype)
 
     def cluster_for(count: int):
