@@ -73,6 +73,8 @@ def test_attention_kernels_with_tensor_parallel_fp8_and_eager():
     assert list(b) == [13, 13 + 2 + 2, 13 + 1]
     fe, be = host.attention_kernels(np.array([1.0]), np.array([False]), False, True, False)
     assert (fe[0], be[0]) == (7 + 21, 13 + 42)
+    fq, bq = host.attention_kernels(np.array([1.0]), np.array([False]), False, False, False, True)
+    assert (fq[0], bq[0]) == (7 + 2, 13 + 4)
 
 
 def test_host_extra_is_the_longer_of_host_and_gpu_per_pass():

@@ -78,6 +78,9 @@ SORT_KERNELS = {False: 2, True: 1}
 # preprocessing, main kernel and dQ conversion: 3), rotary (2), QKV's two gradients (2), the
 # norm's backward and its weight-gradient reduction (2), the residual gradients added (1).
 ATTENTION_KERNELS = (7, 13)
+# RMSNorm on each head's queries and keys (Qwen3's, Megatron-Core's --qk-layernorm): a norm on
+# Q and one on K, each backward with its weight-gradient reduction.
+QK_NORM_KERNELS = (2, 4)
 # A dense FFN: norm fused with FC1 (2), the fused activation (1), FC2 (1), bias-dropout-add
 # (1); backward: 1 + 2 + 1 + 2 + 2 (norm) + 1.
 DENSE_FFN_KERNELS = (5, 9)
@@ -133,7 +136,7 @@ class HostOptions:
     kernel_s: float = HOST_S_PER_KERNEL
 
 
-def attention_kernels(t, sp, fp8, eager, graphs: bool):
+def attention_kernels(t, sp, fp8, eager, graphs: bool, qk_norm: bool = False):
     """Kernels of one attention block per micro-batch: (forward, backward)."""
     t = np.asarray(t, dtype=float)
     if graphs:
@@ -143,6 +146,8 @@ def attention_kernels(t, sp, fp8, eager, graphs: bool):
     tp = np.where(t > 1, np.where(sp, 2.0, 1.0), 0.0)
     fwd = ATTENTION_KERNELS[0] + tp + np.where(fp8, FP8_CASTS_PER_LINEAR[0], 0.0)
     bwd = ATTENTION_KERNELS[1] + tp + np.where(fp8, 2.0 * FP8_CASTS_PER_LINEAR[1], 0.0)
+    if qk_norm:
+        fwd, bwd = fwd + QK_NORM_KERNELS[0], bwd + QK_NORM_KERNELS[1]
     fwd = fwd + np.where(eager, EAGER_ATTENTION_EXTRA[0], 0.0)
     bwd = bwd + np.where(eager, EAGER_ATTENTION_EXTRA[1], 0.0)
     return fwd, bwd
@@ -192,11 +197,11 @@ def routed_kernels(moe, ep, etp, fp8, opts: HostOptions):
     return fwd, bwd, after_sync
 
 
-def layer_kernels(sh, x, opts: HostOptions):
+def layer_kernels(sh, x, opts: HostOptions, qk_norm: bool = False):
     """Kernels one layer launches per micro-batch, averaged over the layers (dense and MoE
     by their share): (forward, backward, launched after a MoE layer's host sync)."""
     graphs = opts.cuda_graphs
-    attn_f, attn_b = attention_kernels(x.plan.t, x.sp, x.fp8, x.eager, graphs)
+    attn_f, attn_b = attention_kernels(x.plan.t, x.sp, x.fp8, x.eager, graphs, qk_norm)
     moe = sh.moe
     if moe is None or not moe.routed:
         ffn_f, ffn_b = dense_ffn_kernels(x.plan.t, x.sp, x.fp8, x.eager, graphs)

@@ -232,7 +232,8 @@ def host_bound_mb(job: Job, x, layers_gpu_mb):
     kernels (`host`): each layer's host time (kernels × seconds a kernel) against its share of
     the stage's GPU time (`layers_gpu_mb`, the output layer and loss left out)."""
     opts = host_options(job)
-    fwd, bwd, after_sync = layer_kernels(x.sh, x, opts)
+    qk_norm = bool(getattr(job.model, "qk_norm", False))  # a field not every config has yet
+    fwd, bwd, after_sync = layer_kernels(x.sh, x, opts, qk_norm)
     layers = np.maximum(x.layers_dev, 1.0)
     extra = host_extra_s(
         fwd * opts.kernel_s,
