@@ -367,6 +367,14 @@ _change(
     "assumptions.moe",
 )
 
+_change(
+    _PLANS,
+    "the plan says how the host launches the layers' kernels (eager or CUDA graphs, the MoE "
+    "router and permutation fused or not, µs a kernel): a layer whose kernels take longer to "
+    "launch than to run is host-bound, its wait a part of the step (time_breakdown_s.host_s)",
+    "assumptions.host",
+)
+
 # Facts about the machine that ran the command, not results: never compared.
 MACHINE = ("environment", "environment.*")
 

@@ -117,6 +117,26 @@ def moe_told(job) -> str:
     return f"{said}; {job.moe_dispatcher} dispatch{limit}"
 
 
+def host_told(job) -> str:
+    """How the host launches the layers' kernels, in words."""
+    from ceiling.model.plan import host, moe
+
+    if job.host_measured:
+        whence = " (measured by `ceiling bench overhead`: host time an op of an eager step)"
+    elif job.host_kernel_s == host.HOST_S_PER_KERNEL:
+        whence = " (the default: PyTorch's 5-20 µs CPU launch, Holistic Trace Analysis)"
+    else:
+        whence = " (given)"
+    cost = f"{job.host_kernel_s * 1e6:.3g} µs a kernel launched{whence}"
+    graphs = "CUDA graphs of attention, router and dense FFNs" if job.cuda_graphs else "eager"
+    fused = ""
+    if moe.moe_of(job.model).routed:
+        router = "fused" if job.moe_router_fusion else "unfused"
+        permute = "fused" if job.moe_permute_fusion else "unfused"
+        fused = f", MoE router {router}, permutation {permute}"
+    return f"{graphs}{fused}; {cost}"
+
+
 def attention_kernel_told(cluster, job) -> str:
     """Which rate the fused attention runs at, in words."""
     from ceiling.model.plan import attention_kernels
@@ -255,6 +275,9 @@ def plan(
     moe_dispatcher: str = "alltoall",
     moe_imbalance: float | None = None,
     moe_node_limit: int = 0,
+    cuda_graphs: bool | None = None,
+    moe_fusion: bool | None = None,
+    host_kernel_us: float | None = None,
 ) -> PlanResult:
     """Plan training of `model` (catalog name, "custom:...", "hf:PATH", a Hugging Face config
     as a dict or a transformers config object) on `gpus` devices of a catalog `spec` (or
@@ -270,7 +293,11 @@ def plan(
     published curve on Hopper; a mixture of experts routes with `moe_dispatcher` (alltoall:
     NCCL, every copy sent; deepep: once per destination node, to at most `moe_node_limit`
     nodes when > 0) and its busiest expert rank carries `moe_imbalance` times the even
-    share (default `model.plan.moe.IMBALANCE`)."""
+    share (default `model.plan.moe.IMBALANCE`). The host launches each layer's kernels
+    (`model.plan.host`) at `host_kernel_us` microseconds a kernel (default
+    `host.HOST_S_PER_KERNEL`); `cuda_graphs` replays the static parts as graphs and
+    `moe_fusion` fuses the MoE router and permutation (default: the framework's recipe,
+    else off and on)."""
     from ceiling.hardware.resolve import resolve
     from ceiling.model.plan.axes import parse_fixed
     from ceiling.model.plan.training import (
@@ -300,6 +327,15 @@ def plan(
     given = dict(moe_dispatcher=moe_dispatcher, moe_node_limit=moe_node_limit)
     given.update({} if moe_imbalance is None else {"moe_imbalance": moe_imbalance})
     given.update({} if attention_kernel is None else {"attention_kernel": attention_kernel})
+    given.update({} if cuda_graphs is None else {"cuda_graphs": cuda_graphs})
+    if moe_fusion is not None:
+        given.update(moe_router_fusion=moe_fusion, moe_permute_fusion=moe_fusion)
+    if host_kernel_us is not None:
+        if isinstance(host_kernel_us, bool) or not isinstance(host_kernel_us, (int, float)):
+            raise BadArgument("host_kernel_us", f"must be a number, got {host_kernel_us!r}")
+        if not 0 <= host_kernel_us < 1e5:
+            raise BadArgument("host_kernel_us", f"must be in [0, 1e5) µs, got {host_kernel_us}")
+        given["host_kernel_s"] = host_kernel_us * 1e-6
     for name, value in given.items():
         with argument_named(name):
             job = replace(job, **{name: value})
@@ -335,12 +371,13 @@ def plan(
         matmul_efficiency=matmul_efficiency,
         adjust_cluster=None if cal is None else partial(calibrated, cal=cal),
     )
-    cluster = planned.cluster
+    cluster, job = planned.cluster, planned.job
     told = assumptions(cluster, job, attention is not None, dropout is not None)
     if recipe.said:
         told["framework"] = recipe.said
     if moe := moe_told(job):
         told["moe"] = moe
+    told["host"] = host_told(job)
     if cal is not None:
         told["calibrated_from"] = _calibration_told(calibrate, cal)
     return PlanResult(cfg, job, cluster, planned.search, planned.scaling, told, planned.pins)

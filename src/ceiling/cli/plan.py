@@ -39,6 +39,9 @@ FP8 GEMMs and casts, memory-bound kernels (and eager kernels' extra traffic), an
 communication left exposed; what overlap hides is shown beside it. A mixture of experts adds
 its grouped GEMMs at the rows each expert sees, routing and permutation traffic, and the
 dispatch/combine all-to-alls on the link each hop crosses, at the busiest expert rank's load.
+A layer whose kernels take the host longer to launch one by one than the GPU to run them is
+host-bound: the wait is its own part of the step ("host"), which CUDA graphs (--cuda-graphs)
+and the MoE router and permutation fusions (--moe-fusion) shorten.
 
 FLOPs count a multiply-add as 2; peaks are dense. Memory in GiB (2^30 bytes)."""
 
@@ -123,6 +126,31 @@ MoeNodeLimitOption = Annotated[
         "DeepSeek-V3 uses 4).",
     ),
 ]
+CudaGraphsOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--cuda-graphs/--no-cuda-graphs",
+        help="Replay attention, the MoE router and dense FFNs as CUDA graphs (one launch each "
+        "a pass) instead of launching each kernel from the host. Default: the framework's "
+        "recipe (off; maxtext's compiled programs on).",
+    ),
+]
+MoeFusionOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--moe-fusion/--no-moe-fusion",
+        help="MoE router and permutation fused (Megatron-Core's --moe-router-fusion, "
+        "--moe-permute-fusion; the default) or each op its own kernel.",
+    ),
+]
+HostKernelUsOption = Annotated[
+    float | None,
+    typer.Option(
+        "--host-kernel-us",
+        help="Host microseconds to launch one kernel eagerly (default 10: PyTorch's 5-20 µs "
+        "CPU launch); a layer whose kernels take longer to launch than to run is host-bound.",
+    ),
+]
 FrameworkOption = Annotated[
     str | None,
     typer.Option(
@@ -195,6 +223,9 @@ def plan(
     moe_dispatcher: MoeDispatcherOption = "alltoall",
     moe_imbalance: MoeImbalanceOption = None,
     moe_node_limit: MoeNodeLimitOption = 0,
+    cuda_graphs: CudaGraphsOption = None,
+    moe_fusion: MoeFusionOption = None,
+    host_kernel_us: HostKernelUsOption = None,
     json_out: JsonOption = False,
 ) -> None:
     from ceiling.api.plan import plan as plan_training
@@ -207,7 +238,8 @@ def plan(
         matmul_efficiency=matmul_efficiency, intra_bw=intra_bw, inter_bw=inter_bw, dtype=dtype,
         tokens=tokens, scaling=scaling, loss=loss, calibrate=calibrate, framework=framework,
         attention_kernel=attention_kernel, moe_dispatcher=moe_dispatcher,
-        moe_imbalance=moe_imbalance, moe_node_limit=moe_node_limit,
+        moe_imbalance=moe_imbalance, moe_node_limit=moe_node_limit, cuda_graphs=cuda_graphs,
+        moe_fusion=moe_fusion, host_kernel_us=host_kernel_us,
     )  # fmt: skip
     if json_out:
         emit_json(r.to_dict())
@@ -257,7 +289,8 @@ def _context_lines(cfg, job, cluster, result, assumptions) -> list[str]:
             else ""
         )
         + (f"; {assumptions['framework']}" if assumptions.get("framework") else "")
-        + (f"; MoE: {assumptions['moe']}" if assumptions.get("moe") else ""),
+        + (f"; MoE: {assumptions['moe']}" if assumptions.get("moe") else "")
+        + (f"; host: {assumptions['host']}" if assumptions.get("host") else ""),
     ]
 
 
@@ -297,6 +330,22 @@ def _plans_table(result):
     )
 
 
+# A host-bound share of the step worth a line of its own.
+HOST_BOUND_SHARE = 0.02
+
+
+def host_bound_line(job, share: float) -> str:
+    """What the step's host-bound share means and what would shorten it."""
+    cures = [] if job.cuda_graphs else ["CUDA graphs (--cuda-graphs)"]
+    if job.model.experts > 1 and not (job.moe_router_fusion and job.moe_permute_fusion):
+        cures.append("the MoE router and permutation fused (--moe-fusion)")
+    cure = " or ".join(cures) or "fewer, larger kernels (a larger micro-batch)"
+    return (
+        f"host-bound: {share:.0%} of the step the GPU waits for the host to launch the "
+        f"layers' kernels ({job.host_kernel_s * 1e6:g} µs each); {cure} would shorten it"
+    )
+
+
 def _best_lines(job, best) -> list[str]:
     """Where the best plan's step time and memory go, and what it delivers."""
     parts = ", ".join(
@@ -308,6 +357,8 @@ def _best_lines(job, best) -> list[str]:
         f"best plan: {best.plan.describe()}",
         f"best step {format_time(best.step_time_s)}: {parts}",
     ]
+    if (host := best.time.get("host_s", 0.0)) / best.step_time_s >= HOST_BOUND_SHARE:
+        lines.append(host_bound_line(job, host / best.step_time_s))
     hidden = ", ".join(f"{k.upper()} {format_time(v)}" for k, v in best.hidden.items() if v >= 1e-4)
     if hidden:
         lines.append(f"communication hidden behind compute (not in the step): {hidden}")

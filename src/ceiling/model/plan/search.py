@@ -399,6 +399,7 @@ _OTHER_REASONS = {
     "fp8_matmul_s": lambda pl, share: f"FP8 GEMMs {share:.0%} of step",
     "fp8_cast_s": lambda pl, share: f"FP8 casts {share:.0%} of step",
     "eager_kernels_s": lambda pl, share: f"unfused eager kernels {share:.0%} of step",
+    "host_s": lambda pl, share: f"host-bound layers {share:.0%} of step",
 }
 
 

@@ -38,6 +38,7 @@ from ceiling.model.plan.axes import Plan, plans_to_arrays
 from ceiling.model.plan.communication import data_parallel, model_parallel_comm, pipeline_sends_s
 from ceiling.model.plan.compute import stage_compute
 from ceiling.model.plan.costs import shape_of
+from ceiling.model.plan.host import HOST_S_PER_KERNEL, HostOptions, host_extra_s, layer_kernels
 from ceiling.model.plan.layout import layout_of
 from ceiling.model.plan.memory import LOSS, memory
 from ceiling.model.plan.moe import DISPATCHERS
@@ -81,6 +82,14 @@ class Job:
     framework: str = "megatron"
     moe_dispatcher: str = "alltoall"
     moe_node_limit: int = 0
+    # The host's side (`host`): the stack's MoE router and permutation fusions (Megatron-Core's
+    # --moe-router-fusion, --moe-permute-fusion), CUDA graphs of the static parts (attention,
+    # router, preprocessing, dense FFNs), and the host seconds per eager kernel launched.
+    cuda_graphs: bool = False
+    moe_router_fusion: bool = True
+    moe_permute_fusion: bool = True
+    host_kernel_s: float = HOST_S_PER_KERNEL
+    host_measured: bool = False  # host_kernel_s from the device's machine profile
 
     def __post_init__(self) -> None:
         for name in ("global_batch", "seq_len"):
@@ -110,6 +119,12 @@ class Job:
                 f"moe_dispatcher must be one of {', '.join(DISPATCHERS)}, "
                 f"got {self.moe_dispatcher!r}"
             )
+        for name in ("cuda_graphs", "moe_router_fusion", "moe_permute_fusion", "host_measured"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidInput(f"{name} must be True or False, got {getattr(self, name)!r}")
+        cost = self.host_kernel_s
+        if not (isinstance(cost, (int, float)) and not isinstance(cost, bool) and 0 <= cost < 1):
+            raise InvalidInput(f"host seconds per kernel must be in [0, 1), got {cost!r}")
         limit = self.moe_node_limit
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
             raise InvalidInput(f"moe_node_limit must be a whole number ≥ 0, got {limit!r}")
@@ -140,6 +155,8 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
     comp = stage_compute(job, cluster, x)
     mp = model_parallel_comm(cluster, x, comp)
     stage_mb = comp.compute_mb + mp.tp_mb + mp.cp_mb + mp.ep_mb
+    host_mb = host_bound_mb(job, x, stage_mb - comp.head_mb)
+    stage_mb = stage_mb + host_mb
     t, p, m = x.plan.t, x.plan.p, x.m
 
     # ---- pipeline: bubble and point-to-point sends ----
@@ -174,6 +191,7 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
         "fp8_cast_s": comp.fp8_cast_mb * m,
         "elementwise_s": comp.elementwise_mb * m,
         "eager_kernels_s": comp.eager_mb * m,
+        "host_s": host_mb * m,
         "tp_comm_s": mp.tp_mb * m,
         "cp_comm_s": mp.cp_mb * m,
         "ep_comm_s": mp.ep_mb * m,
@@ -197,6 +215,34 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
         "hfu": hw_flops_total / (step_s * devices * peak),
         "hw_flops_per_device_per_s": hw_flops_total / (step_s * devices),
     }
+
+
+def host_options(job: Job) -> HostOptions:
+    return HostOptions(
+        cuda_graphs=job.cuda_graphs,
+        router_fusion=job.moe_router_fusion,
+        permute_fusion=job.moe_permute_fusion,
+        dispatcher=job.moe_dispatcher,
+        kernel_s=job.host_kernel_s,
+    )
+
+
+def host_bound_mb(job: Job, x, layers_gpu_mb):
+    """Seconds per micro-batch the last stage's GPU waits for the host to launch its layers'
+    kernels (`host`): each layer's host time (kernels × seconds a kernel) against its share of
+    the stage's GPU time (`layers_gpu_mb`, the output layer and loss left out)."""
+    opts = host_options(job)
+    qk_norm = bool(getattr(job.model, "qk_norm", False))  # a field not every config has yet
+    fwd, bwd, after_sync = layer_kernels(x.sh, x, opts, qk_norm)
+    layers = np.maximum(x.layers_dev, 1.0)
+    extra = host_extra_s(
+        fwd * opts.kernel_s,
+        bwd * opts.kernel_s,
+        after_sync * opts.kernel_s,
+        layers_gpu_mb / layers,
+        x.rc_linear,
+    )
+    return x.layers_dev * extra
 
 
 # ---- one plan, validated and explained --------------------------------------------------
@@ -224,6 +270,7 @@ TIME_TERMS = (
     "fp8_cast_s",
     "elementwise_s",
     "eager_kernels_s",
+    "host_s",
     "tp_comm_s",
     "cp_comm_s",
     "ep_comm_s",

@@ -51,10 +51,18 @@ def recipe_defaults(framework: str | None, cfg) -> Recipe:
       PyTorch (compile off in its train configs), F.cross_entropy on upcast logits, SDPA's
       flash backend (FlashAttention-2);
     maxtext: FSDP over the data-parallel ranks (ici_fsdp_parallelism -1), XLA-fused
-      pointwise kernels and loss, cuDNN flash attention through Transformer Engine on GPUs."""
+      pointwise kernels and loss, cuDNN flash attention through Transformer Engine on GPUs;
+      XLA runs the step as compiled programs, no kernel launched one by one from Python
+      (priced as CUDA graphs, `host`).
+
+    Mixture-of-experts recipes: Megatron-Core's (and NeMo's) MoE recipes fuse the router and
+    the permutation (--moe-router-fusion, --moe-permute-fusion: the Megatron-Core MoE model
+    zoo's Qwen3 and DeepSeek-V3 configs) and run eagerly without CUDA graphs on Hopper;
+    torchtitan's router is plain PyTorch ops (unfused)."""
     if framework is None:
         return Recipe({}, {}, "")
     big = cfg.params_total >= TP_OVERLAP_FROM_PARAMS
+    routed = cfg.experts > 1
     if framework in ("megatron", "nemo"):
         pins = {"tp_overlap": True} if big else {}
         nemo = framework == "nemo"
@@ -62,6 +70,7 @@ def recipe_defaults(framework: str | None, cfg) -> Recipe:
         job = {"loss": "fused"} if nemo else {}
         said = (
             f"{framework} recipe: gradient reduce overlapped"
+            + (", MoE router and permutation fused, no CUDA graphs" if routed else "")
             + (f", TP overlap on ({cfg.params_total / 1e9:.0f}B ≥ 30B)" if big else "")
             + (
                 ", 16-bit gradients (16 bytes of state a parameter), fused cross-entropy"
@@ -73,15 +82,18 @@ def recipe_defaults(framework: str | None, cfg) -> Recipe:
     if framework == "torchtitan":
         return Recipe(
             {"zero": 3, "kernels": "eager"},
-            {"loss": "eager", "framework": framework, "attention_kernel": "fa2"},
+            {"loss": "eager", "framework": framework, "attention_kernel": "fa2"}
+            | ({"moe_router_fusion": False} if routed else {}),
             "torchtitan recipe: FSDP, eager kernels (no compile), eager cross-entropy, "
-            "SDPA flash attention (FlashAttention-2)",
+            "SDPA flash attention (FlashAttention-2)" + (", unfused router" if routed else ""),
         )
     if framework == "maxtext":
         return Recipe(
             {"zero": 3},
-            {"loss": "fused", "framework": framework, "attention_kernel": "cudnn"},
-            "maxtext recipe: FSDP, fused kernels and loss (XLA), cuDNN flash attention",
+            {"loss": "fused", "framework": framework, "attention_kernel": "cudnn"}
+            | {"cuda_graphs": True},
+            "maxtext recipe: FSDP, fused kernels and loss (XLA), cuDNN flash attention, "
+            "compiled programs (no per-kernel launches)",
         )
     from ceiling.model.plan.step import FRAMEWORKS
 
@@ -192,6 +204,17 @@ def plan_cluster(
     return replace(cluster, fp8_matmul_efficiency=fp8_eff) if fp8_eff else cluster
 
 
+def with_measured_host(job: Job, device) -> Job:
+    """The job with the host seconds a kernel its device's GPU profile measured (`host`),
+    where the job holds the default."""
+    from ceiling.model.plan.host import HOST_S_PER_KERNEL, measured_kernel_s
+
+    if job.host_kernel_s != HOST_S_PER_KERNEL or not getattr(device, "from_profile", False):
+        return job
+    measured = measured_kernel_s(device.measured)
+    return replace(job, host_kernel_s=measured, host_measured=True) if measured else job
+
+
 @dataclass(frozen=True)
 class TrainingPlan:
     """The ranked plans of a job on a cluster, and the best plan at 2N, 4N, ... devices."""
@@ -223,6 +246,7 @@ def plan_training(
     pins = dict(pins or {})
     if dtype == "fp8":
         pins.setdefault("fp8", "linear")
+    job = with_measured_host(job, device)
     dtype = peak_dtype(dtype)
 
     def cluster_for(count: int):

@@ -129,6 +129,7 @@ COMPUTE_PARTS = {
     "attention_s": "attention",
     "elementwise_s": "elementwise",
     "eager_kernels_s": "eager kernels",
+    "host_s": "host-bound",
     "optimizer_s": "optimizer",
     "bubble_s": "bubble",
     "straggler_s": "stragglers",
