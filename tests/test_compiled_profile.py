@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from ceiling.errors import InvalidInput, UnsupportedOnDevice
+from ceiling.measure.compiled_overhead import frame_host_s
 from ceiling.model.roofline import Roofs
 from ceiling.profile import compiled, compiled_step, placement
 
@@ -80,7 +81,7 @@ def _profiled(extern=None, outside_s=5e-3, wall_s=20e-3, frames=1):
         compiled.Kernel("graph_1_cpp_fused_sum_0", 1, 1e-3),  # not seen compiling
     ]
     extern = {"aten::mm": (4, 2e-3)} if extern is None else extern
-    return compiled.ProfiledStep(generated, extern, frames, outside_s, wall_s)
+    return compiled.ProfiledStep(generated, extern, frames, outside_s, wall_s, frame_calls=2)
 
 
 SITES = {
@@ -95,7 +96,7 @@ SITES = {
 def test_each_kernel_is_predicted_from_its_bytes_and_flops_at_the_roofs():
     step = compiled_step.predict(
         _profiled(), SITES, ROOFS, 1e10, rates={(8, 16, 32): 1e9}, op_rates={"aten::mm": 1e10},
-        predicted_outside_s=5e-3, step_s=19e-3,
+        predicted_outside_s=5e-3, step_s=19e-3, frame_host_s=40e-6,
     )  # fmt: skip
     rows = {k.name: k for k in step.kernels}
     fused = rows["graph_0_cpp_fused_gelu_0"]
@@ -114,7 +115,8 @@ def test_each_kernel_is_predicted_from_its_bytes_and_flops_at_the_roofs():
     unseen = rows["graph_1_cpp_fused_sum_0"]
     assert unseen.bytes is None and unseen.predicted_s is None and step.uncaptured == 1
     assert step.predicted_kernel_s == pytest.approx(2 * 6e6 / 1e10 + compute)
-    assert step.predicted_host_s == pytest.approx(6 * 2e-6)
+    # six kernel calls, each its host cost, and two frame calls, each its guards and wrappers
+    assert step.predicted_host_s == pytest.approx(6 * 2e-6 + 2 * 40e-6)
     assert step.predicted_step_s == pytest.approx(
         step.predicted_kernel_s + step.predicted_host_s + 5e-3
     )
@@ -153,7 +155,7 @@ def test_the_profiled_step_splits_into_kernels_graphs_and_eager_ops_outside():
     rows = [("graph_0_cpp_fused_sum_0", 2, 30.0), ("aten::mm", 2, 150.0)]
     step = compiled.read_events(events, {"aten::mm"}, 2e-3, rows)
     assert step.extern == {"aten::mm": (1, pytest.approx(100e-6))}
-    assert step.frames == 2
+    assert step.frames == 2 and step.frame_calls == 2
     assert step.outside_s == pytest.approx(350e-6)
     assert [(k.name, k.calls) for k in step.generated] == [("graph_0_cpp_fused_sum_0", 2)]
 
@@ -224,7 +226,11 @@ def test_a_compiled_mlp_is_its_kernels_with_their_bytes_and_flops(profiled_mlp):
     assert step.predicted_step_s == pytest.approx(
         step.predicted_kernel_s + step.predicted_host_s + step.predicted_outside_s
     )
-    assert step.predicted_host_s == pytest.approx(3 * r.explanation.roofs.per_op_s)
+    # three kernel calls and one frame call, at its host cost measured here
+    per_op = r.explanation.roofs.per_op_s
+    frame = frame_host_s("cpu", False, per_op)
+    assert frame > 0
+    assert step.predicted_host_s == pytest.approx(3 * per_op + frame)
     assert all("torch.compile" not in h for h in r.hints)
 
 

@@ -128,6 +128,7 @@ def _compiled_step_json(s) -> dict | None:
         "predicted_host_s": s.predicted_host_s,
         "predicted_outside_s": s.predicted_outside_s,
         "frames": s.frames,
+        "frame_calls": s.frame_calls,
         "graph_breaks": s.graph_breaks,
         "generated_bytes": s.generated_bytes,
         "uncaptured_kernels": s.uncaptured,

@@ -122,6 +122,7 @@ class ProfiledStep:
     frames: int
     outside_s: float
     wall_s: float
+    frame_calls: int = 0  # calls of compiled frames (each its guards and wrappers)
 
 
 def _inside_graph(event) -> bool:
@@ -141,17 +142,22 @@ def read_events(events, extern_names, wall_s: float, key_rows) -> ProfiledStep:
     """The compiled step's parts from profiler events (FunctionEvents: name, cpu_parent,
     times in µs) and key_averages rows for the generated kernels (key, count, µs)."""
     extern: dict[str, tuple[int, float]] = {}
-    frames, outside_us = set(), 0.0
+    frames, outside_us, frame_calls = set(), 0.0, 0
     for e in events:
         if e.name in extern_names and _inside_graph(e):
             calls, total = extern.get(e.name, (0, 0.0))
-            extern[e.name] = (calls + 1, total + e.cpu_time_total * 1e-6)
+            # on a GPU the time its kernels ran, not the host's launch
+            us = getattr(e, "device_time_total", 0.0) or e.cpu_time_total
+            extern[e.name] = (calls + 1, total + us * 1e-6)
         if e.cpu_parent is None:
             if e.name.startswith(REGION):
                 frames.add(e.name)
+                frame_calls += 1
             elif not _compiled_root(e.name):
                 outside_us += e.cpu_time_total
-    return ProfiledStep(kernels(key_rows), extern, len(frames), outside_us * 1e-6, wall_s)
+    return ProfiledStep(
+        kernels(key_rows), extern, len(frames), outside_us * 1e-6, wall_s, frame_calls
+    )
 
 
 def profiled_step(step, device: str, extern_names=()) -> ProfiledStep:

@@ -13,7 +13,8 @@ moves.
 The compiled step is those kernels, plus the eager ops outside the compiled graphs (the
 optimizer, the loss, code between graph breaks: predicted as the eager step predicts
 them), plus host time between kernels (the guards, the graphs' Python wrappers), which
-the kernels' host costs stand for in the prediction.
+the kernels' host costs and each compiled frame call's own (its guards and wrappers,
+measured once by measure.compiled_overhead) stand for in the prediction.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class CompiledStep:
     predicted_outside_s: float  # the eager ops outside, as the eager step predicts them
     step_s: float | None = None
     uncaptured: int = 0  # kernels seen running but not compiling: bytes unknown
+    frame_calls: int = 0  # calls of compiled frames in the step
 
     @property
     def host_s(self) -> float:
@@ -118,11 +120,13 @@ def predict(
     op_rates: dict | None = None,
     predicted_outside_s: float = 0.0,
     step_s: float | None = None,
+    frame_host_s: float = 0.0,
 ) -> CompiledStep:
     """The compiled step from one profiled step and the kernel sites its compile recorded.
     `rates`: measured FLOP/s by matmul (M, N, K); `op_rates`: by profiler name (aten::mm),
     what the eager step's calls of that op ran at; `predicted_outside_s`: the eager ops
-    outside the compiled graphs, predicted."""
+    outside the compiled graphs, predicted; `frame_host_s`: host time of one compiled
+    frame call beyond its kernels (measure.compiled_overhead), paid per call."""
     rates, op_rates = rates or {}, op_rates or {}
     at = (roofs, bandwidth_bytes_per_s, rates, op_rates)
     found = [_kernel(k.name, k.calls, k.time_s, "generated", sites.get(k.name), *at)
@@ -139,10 +143,11 @@ def predict(
         kernel_s=sum(k.time_s for k in rows),
         outside_s=profiled.outside_s,
         predicted_kernel_s=work,
-        predicted_host_s=host,
+        predicted_host_s=host + profiled.frame_calls * frame_host_s,
         predicted_outside_s=predicted_outside_s,
         step_s=step_s,
         uncaptured=len(rows) - len(known),
+        frame_calls=profiled.frame_calls,
     )
 
 

@@ -280,7 +280,8 @@ def _profile(
     bw, per_op = explanation.memory_roof_bytes_per_s, explanation.roofs.per_op_s
     step = None
     if profiled is not None:
-        step = _compiled_step(rec.calls, explanation, profiled, sites.sites, step_s)
+        step = guard(target, _compiled_step, rec.calls, explanation, profiled, sites.sites,
+                     step_s, str(dev), train)  # fmt: skip
     analytic = analytic_full = None
     cfg = workload.transformer
     if cfg is not None and workload.tokens_per_step:
@@ -333,15 +334,20 @@ def _profile(
     )
 
 
-def _compiled_step(calls, explanation, profiled, sites, step_s):
-    """The compiled step from its kernels; the eager ops outside the compiled graphs (the
-    optimizer, and what runs outside the model) predicted as the eager step has them."""
+def _compiled_step(calls, explanation, profiled, sites, step_s, device, train):
+    """The compiled step from its kernels and the host time of its frame calls; the eager
+    ops outside the compiled graphs (the optimizer, and what runs outside the model)
+    predicted as the eager step has them."""
+    from ceiling.measure.compiled_overhead import frame_host_s
+
     outside = [c for c in calls if c.phase == "optimizer" or c.module == "Global"]
-    rates = explanation.matmul_rates
+    rates, roofs = explanation.matmul_rates, explanation.roofs
+    frame_s = frame_host_s(device, train, roofs.host_s(compiled_step.HOST_PHASE))
     return compiled_step.predict(
-        profiled, sites, explanation.roofs, explanation.memory_roof_bytes_per_s,
+        profiled, sites, roofs, explanation.memory_roof_bytes_per_s,
         rates=rates, op_rates=rates_by_op(calls, rates),
         predicted_outside_s=predicted_s(outside, explanation), step_s=step_s,
+        frame_host_s=frame_s,
     )  # fmt: skip
 
 
