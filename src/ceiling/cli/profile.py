@@ -195,7 +195,6 @@ def _render_kernels(c, r, top: int) -> None:
     rows = [
         [
             k.name,
-            k.kind,
             str(k.calls),
             maybe(k.bytes_read, u.format_bytes),
             maybe(k.bytes_written, u.format_bytes),
@@ -206,8 +205,11 @@ def _render_kernels(c, r, top: int) -> None:
         ]
         for k in step.kernels[:top]
     ]
-    cols = ["kernel", "kind", "calls", "read", "written", "FLOPs", "time", "predicted", "bound"]
-    title = f"Compiled step's kernels, one profiled step (of {len(step.kernels)})"
+    cols = ["kernel", "calls", "read", "written", "FLOPs", "time", "predicted", "bound"]
+    title = (
+        f"Compiled step's kernels, one profiled step (of {len(step.kernels)}; aten:: a "
+        "library call, graph_/triton_ a generated one)"
+    )
     c.print(_compact_table(title, cols, rows))
     parts = [
         ["kernels' work at their roofs", u.format_time(step.kernel_s),
