@@ -125,6 +125,18 @@ def test_each_kernel_is_predicted_from_its_bytes_and_flops_at_the_roofs():
     assert step.kernels[0].name == "graph_0_cpp_fused_gelu_0"  # slowest first
 
 
+def test_a_fused_kernel_computes_its_functions_at_their_measured_cost():
+    costs = {"gelu": 1e-6, "exp": 2e-7}  # seconds per element, as measured on a device
+    roofs = Roofs(1e12, 1e10, per_op_s=2e-6, serial_dispatch=True, function_s_per_element=costs)
+    functions = (("add", 1000), ("exp", 500), ("gelu", 1000))  # add: no measured cost
+    site = compiled.Site("k", "generated", 4e6, 2e6, functions=functions)
+    profiled = compiled.ProfiledStep([compiled.Kernel("k", 1, 1e-3)], {}, 1, 0.0, 2e-3)
+    (k,) = compiled_step.predict(profiled, {"k": [site]}, roofs, 1e10).kernels
+    # 1 ms of GELU and 0.1 ms of exp outlast the 0.6 ms its 6 MB take
+    assert k.predicted_s == pytest.approx(2e-6 + 1000 * 1e-6 + 500 * 2e-7)
+    assert k.bound == "compute"
+
+
 def test_on_a_gpu_the_host_queues_kernels_ahead():
     gpu = Roofs(1e12, 1e10, per_op_s=2e-6, serial_dispatch=False)
     step = compiled_step.predict(_profiled(extern={}), SITES, gpu, 1e10)
@@ -223,6 +235,10 @@ def test_a_compiled_mlp_is_its_kernels_with_their_bytes_and_flops(profiled_mlp):
     assert addmm.bytes_read == 4.0 * weights_in
     assert addmm.bytes_written == 4.0 * BATCH * (HIDDEN + D_OUT)
     assert all(k.predicted_s > 0 for k in step.kernels)
+    # the fused GELU: its host cost, then its bytes or its GELUs at their measured cost
+    roofs, bw = r.explanation.roofs, r.explanation.memory_roof_bytes_per_s
+    gelu_s = BATCH * HIDDEN * roofs.function_s_per_element.get("gelu", 0.0)
+    assert gelu.predicted_s == pytest.approx(roofs.per_op_s + max(gelu.bytes / bw, gelu_s))
     assert step.predicted_step_s == pytest.approx(
         step.predicted_kernel_s + step.predicted_host_s + step.predicted_outside_s
     )

@@ -69,6 +69,9 @@ class Site:
     bytes_written: float
     flops: float = 0.0
     matmul_dims: tuple[int, ...] | None = None
+    # the elementwise functions a generated kernel computes, (aten name, elements) each:
+    # their measured cost per element (model.roofline) bounds its compute
+    functions: tuple[tuple[str, int], ...] = ()
 
 
 def is_compiled(model) -> bool:
@@ -215,6 +218,35 @@ def _fused_bytes(nodes) -> tuple[float, float]:
     return float(node.get_read_buffer_sizes()), float(node.get_write_buffer_sizes())
 
 
+def _functions(nodes) -> tuple[tuple[str, int], ...]:
+    """The aten functions a fused kernel computes (its nodes' origins before inductor's
+    decompositions, named as the recorder names them: "gelu[tanh]" for the tanh form),
+    each over the most elements a node computing it covers."""
+    import torch
+    from torch._inductor.utils import sympy_product
+    from torch._inductor.virtualized import V
+
+    found: dict[str, int] = {}
+    for n in _scheduled(nodes):
+        ranges = n.get_ranges()
+        numel = V.graph.sizevars.optimization_hint(
+            sympy_product(ranges[0]) * sympy_product(ranges[1]), fallback=0
+        )
+        for origin in getattr(n.node, "origins", ()):
+            aten = origin.meta.get("original_aten")
+            if not isinstance(aten, torch._ops.OpOverload):
+                continue
+            name = aten._overloadpacket.__name__
+            if origin.kwargs.get("approximate") == "tanh":
+                name += "[tanh]"
+            found[name] = max(found.get(name, 0), int(numel))
+    return tuple(sorted(found.items()))
+
+
+def _generated_site(name: str, nodes) -> Site:
+    return Site(name, "generated", *_fused_bytes(nodes), functions=_functions(nodes))
+
+
 def _graph_prefix() -> str:
     """Inductor names a CPU kernel's profiler range after its graph (cpp.py)."""
     from torch._inductor.virtualized import V
@@ -300,10 +332,10 @@ def capture():
         patched.append((cls, name, original))
 
     def cpp_kernel(name, src_code, nodes, *rest):
-        found.add(Site(_graph_prefix() + name, "generated", *_fused_bytes(nodes)))
+        found.add(_generated_site(_graph_prefix() + name, nodes))
 
     def triton_kernel(name, src_code, node_schedule, *rest):
-        found.add(Site(name, "generated", *_fused_bytes(node_schedule)))
+        found.add(_generated_site(name, node_schedule))
 
     def extern(_, scheduler_node):
         site = _extern_site(scheduler_node)

@@ -8,7 +8,8 @@ calls of that op got, else the compute roof), bytes at the memory roof the step'
 set picks (cache or DRAM), plus its host cost per call: the per-op floor, the measured
 cost of one tiny op, paid where the graph's code calls it. A generated kernel's FLOPs
 (pointwise arithmetic and reductions) are left at zero: a fused kernel is the bytes it
-moves.
+moves, and the elementwise functions it computes (a GELU, an exp), each at its measured
+cost per element as the eager op is (model.roofline).
 
 The compiled step is those kernels, plus the eager ops outside the compiled graphs (the
 optimizer, the loss, code between graph breaks: predicted as the eager step predicts
@@ -66,6 +67,20 @@ class CompiledStep:
         return sum(k.bytes or 0.0 for k in self.kernels if k.kind == "generated")
 
 
+def _site_time(s: Site, name, roofs, bandwidth, rates, op_rates) -> roofline.OpTime:
+    """One call of a site at the roofs; a fused kernel's compute is at least its functions'
+    measured cost per element over their elements, one after another."""
+    t = roofline.op_time(
+        s.flops, s.bytes_read + s.bytes_written, 1, roofs, bandwidth,
+        rates.get(s.matmul_dims) or op_rates.get(name), phase=HOST_PHASE,
+    )  # fmt: skip
+    per_element = roofs.function_s_per_element
+    functions_s = sum(n * per_element.get(f, 0.0) for f, n in s.functions)
+    return roofline.OpTime(
+        max(t.compute_s, functions_s), t.memory_s, t.overhead_s, roofs.serial_dispatch
+    )
+
+
 def _kernel(name, calls, time_s, kind, sites, roofs, bandwidth, rates, op_rates):
     """The kernel's row, and its time at the roofs (None: not seen compiling). Its calls
     share out over the sites that call it (a graph may call one kernel from several places,
@@ -73,13 +88,7 @@ def _kernel(name, calls, time_s, kind, sites, roofs, bandwidth, rates, op_rates)
     if not sites:
         return Kernel(name, calls, time_s, kind), None
     per_site = calls / len(sites)
-    times = [
-        roofline.op_time(
-            s.flops, s.bytes_read + s.bytes_written, 1, roofs, bandwidth,
-            rates.get(s.matmul_dims) or op_rates.get(name), phase=HOST_PHASE,
-        )
-        for s in sites
-    ]  # fmt: skip
+    times = [_site_time(s, name, roofs, bandwidth, rates, op_rates) for s in sites]
     t = roofline.OpTime(
         per_site * sum(x.compute_s for x in times),
         per_site * sum(x.memory_s for x in times),
