@@ -196,6 +196,12 @@ _change(
     "compiled_kernels",
 )
 _change(
+    _PROFILES,
+    "a compiled model's step is predicted from its kernels (each with its bytes, FLOPs and "
+    "predicted time) beside the measured step; null for an eager model",
+    "compiled_step",
+)
+_change(
     "plan-llama2-7b-fp8-slow-links",
     "pipeline sends that cross nodes are costed at the "
     "inter-node link: with t·d = 4 on 8-device nodes, 3 of the 7 hops of a p = 8 pipeline "

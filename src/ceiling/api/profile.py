@@ -94,9 +94,44 @@ def report_json(r) -> dict:
         "method_version": r.method_version,
         "environment": r.environment,
         "compiled": r.compiled,
-        "compiled_kernels": [
-            {"name": k.name, "calls": k.calls, "time_s": k.time_s} for k in r.compiled_kernels
-        ],
+        "compiled_kernels": [_kernel_json(k) for k in r.compiled_kernels],
+        "compiled_step": _compiled_step_json(r.compiled_step),
+    }
+
+
+def _kernel_json(k) -> dict:
+    return {
+        "name": k.name,
+        "kind": k.kind,
+        "calls": k.calls,
+        "time_s": k.time_s,
+        "bytes_read": k.bytes_read,
+        "bytes_written": k.bytes_written,
+        "flops": k.flops,
+        "matmul_dims": list(k.matmul_dims) if k.matmul_dims else None,
+        "predicted_s": k.predicted_s,
+        "bound": k.bound,
+    }
+
+
+def _compiled_step_json(s) -> dict | None:
+    if s is None:
+        return None
+    return {
+        "step_s": s.step_s,
+        "predicted_step_s": s.predicted_step_s,
+        "profiled_step_s": s.profiled_step_s,
+        "kernel_s": s.kernel_s,
+        "outside_s": s.outside_s,
+        "host_s": s.host_s,
+        "predicted_kernel_s": s.predicted_kernel_s,
+        "predicted_host_s": s.predicted_host_s,
+        "predicted_outside_s": s.predicted_outside_s,
+        "frames": s.frames,
+        "frame_calls": s.frame_calls,
+        "graph_breaks": s.graph_breaks,
+        "generated_bytes": s.generated_bytes,
+        "uncaptured_kernels": s.uncaptured,
     }
 
 
@@ -149,6 +184,12 @@ class ProfileResult(Result):
     @property
     def ops(self) -> list[Any]:
         return self.report.ops
+
+    @property
+    def compiled_step(self) -> Any:
+        """A compiled model's step from its kernels (`profile.compiled_step.CompiledStep`):
+        each kernel's bytes, FLOPs, measured and predicted time; None for an eager model."""
+        return self.report.compiled_step
 
     def record(self) -> dict[str, Any]:
         return report_json(self.report)

@@ -180,19 +180,53 @@ def render(r, top: int) -> None:
 
 
 def _render_kernels(c, r, top: int) -> None:
-    """The compiled graph's generated kernels (the op table above is its eager ops)."""
+    """The compiled step's kernels, and its step predicted from them (the op table above
+    is its eager ops: the same FLOPs, not the kernels that run)."""
     from ceiling import units as u
 
-    if not r.compiled_kernels:
-        c.print("compiled model: no generated kernels seen in one profiled step")
+    step = r.compiled_step
+    if step is None or not step.kernels:
+        c.print("compiled model: no compiled kernels seen in one profiled step")
         return
-    rows = [[k.name, str(k.calls), u.format_time(k.time_s)] for k in r.compiled_kernels[:top]]
+
+    def maybe(x, fmt):
+        return "—" if x is None else fmt(x)
+
+    rows = [
+        [
+            k.name,
+            str(k.calls),
+            maybe(k.bytes_read, u.format_bytes),
+            maybe(k.bytes_written, u.format_bytes),
+            u.format_flops(k.flops) if k.flops else "—",
+            u.format_time(k.time_s),
+            maybe(k.predicted_s, u.format_time),
+            k.bound or "—",
+        ]
+        for k in step.kernels[:top]
+    ]
+    cols = ["kernel", "calls", "read", "written", "FLOPs", "time", "predicted", "bound"]
+    title = (
+        f"Compiled step's kernels, one profiled step (of {len(step.kernels)}; aten:: a "
+        "library call, graph_/triton_ a generated one)"
+    )
+    c.print(_compact_table(title, cols, rows))
+    parts = [
+        ["kernels' work at their roofs", u.format_time(step.kernel_s),
+         u.format_time(step.predicted_kernel_s)],
+        ["host: kernel calls, guards, wrappers", u.format_time(step.host_s),
+         u.format_time(step.predicted_host_s)],
+        ["eager ops outside the compiled graphs", u.format_time(step.outside_s),
+         u.format_time(step.predicted_outside_s)],
+        ["step (measured: median of the timed steps)",
+         maybe(step.step_s, u.format_time), u.format_time(step.predicted_step_s)],
+    ]  # fmt: skip
+    c.print(table("Compiled step: measured (one profiled step) vs predicted",
+                  ["", "measured", "predicted"], parts))  # fmt: skip
     c.print(
-        table(
-            "Compiled graph's generated (fused) kernels, one step",
-            ["kernel", "calls", "time"],
-            rows,
-        )
+        f"compiled frames per step: {step.frames} ({step.graph_breaks} graph break(s)); "
+        "generated kernels: bytes each reads and writes as inductor scheduled them, FLOPs "
+        "left at 0; extern kernels: FLOPs of the library call (a multiply-add counts 2)"
     )
 
 

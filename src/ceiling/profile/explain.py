@@ -9,7 +9,7 @@ buffers it allocated (model.first_touch), as measured on this device.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ceiling.model import roofline, waterfall
 from ceiling.model.first_touch import FirstTouch
@@ -30,6 +30,8 @@ class StepExplanation:
     prediction: roofline.StepPrediction
     waterfall: list[waterfall.Bar] | None  # None when nothing ran (meta)
     matmul_shapes_measured: int = 0  # matmuls whose compute roof is their own measured rate
+    # those rates: FLOP/s by matmul (M, N, K), attention or convolution key
+    matmul_rates: dict = field(default_factory=dict)
 
 
 def working_set_bytes(params: int, itemsize: int, train: bool, calls) -> float:
@@ -82,8 +84,7 @@ def explain_step(
     op's own compute roof."""
     bandwidth, source = roofs.memory_roof(working_set)
     rates = matmul_rates or {}
-    ops = (_work(c, rates.get(c.matmul_dims or c.attention_dims or c.conv_dims)) for c in calls)
-    prediction = roofline.predict_step(ops, roofs, working_set)
+    prediction = roofline.predict_step(_works(calls, rates), roofs, working_set)
     bars = None
     if step_s and recorded_step_s is not None:
         bars = waterfall.bars(
@@ -100,8 +101,36 @@ def explain_step(
             )
         )
     return StepExplanation(
-        roofs, per_op_source, working_set, bandwidth, source, prediction, bars, len(rates)
-    )
+        roofs, per_op_source, working_set, bandwidth, source, prediction, bars, len(rates),
+        dict(rates),
+    )  # fmt: skip
+
+
+def predicted_s(calls, e: StepExplanation) -> float:
+    """These recorded calls alone, predicted as `e` predicts the whole step."""
+    return roofline.predict_step(_works(calls, e.matmul_rates), e.roofs, e.working_set_bytes).time_s
+
+
+def _rate_key(c):
+    return c.matmul_dims or c.attention_dims or c.conv_dims
+
+
+def _works(calls, rates: dict):
+    return (_work(c, rates.get(_rate_key(c))) for c in calls)
+
+
+def rates_by_op(calls, rates: dict) -> dict[str, float]:
+    """FLOP/s each op (by profiler name, aten::mm) ran at over its calls with a measured
+    rate: the total FLOPs over their total time at those rates."""
+    flops: dict[str, float] = {}
+    seconds: dict[str, float] = {}
+    for c in calls:
+        rate = rates.get(_rate_key(c))
+        if rate and c.flops:
+            name = c.op.replace(".", "::", 1)
+            flops[name] = flops.get(name, 0.0) + c.flops
+            seconds[name] = seconds.get(name, 0.0) + c.flops / rate
+    return {k: flops[k] / seconds[k] for k in flops if seconds[k] > 0}
 
 
 def host_phase(c) -> str:

@@ -102,24 +102,19 @@ def roofline_time(calls, peak_flops_per_s: float, bandwidth_bytes_per_s: float) 
     return sum(_roofline_time(c, peak_flops_per_s, bandwidth_bytes_per_s) for c in calls)
 
 
-def _fuse_hint(timed, total_time: float, total_flops: float, compiled: bool) -> str | None:
+def _fuse_hint(timed, total_time: float, total_flops: float) -> str | None:
     other = [c for c in timed if c.category in NON_MODEL_CATEGORIES]
     t_share = sum(c.time_s for c in other) / total_time
     f_share = sum(c.flops for c in other) / total_flops if total_flops else 0.0
     if t_share < FUSE_TIME_SHARE or f_share > FUSE_FLOP_SHARE:
         return None
-    advice = (
-        "drop extra passes (the compiled graph's kernels are listed below)"
-        if compiled
-        else "fuse them (torch.compile) or drop extra passes"
-    )
     return (
         f"elementwise, normalisation and copy ops are {_pct(t_share)} of op time at "
-        f"{_pct(f_share)} of FLOPs: {advice}"
+        f"{_pct(f_share)} of FLOPs: fuse them (torch.compile) or drop extra passes"
     )
 
 
-def _launch_hint(timed, total_time: float, peak: float, bw: float, compiled: bool) -> str | None:
+def _launch_hint(timed, total_time: float, peak: float, bw: float) -> str | None:
     short = [
         c
         for c in timed
@@ -132,12 +127,8 @@ def _launch_hint(timed, total_time: float, peak: float, bw: float, compiled: boo
     return (
         f"{len(short)} of {len(timed)} op calls are shorter than {SHORT_OP_S * 1e6:.0f} µs and "
         f"far above their roofline time ({_pct(share)} of op time, median op "
-        f"{median_us:.1f} µs): time per op is launch/dispatch-bound; use larger batches"
-        + (
-            " or CUDA graphs (mode='reduce-overhead')"
-            if compiled
-            else ", CUDA graphs or torch.compile"
-        )
+        f"{median_us:.1f} µs): time per op is launch/dispatch-bound; use larger batches, "
+        "CUDA graphs or torch.compile"
     )
 
 
@@ -234,19 +225,22 @@ def hints(
 ) -> list[str]:
     """Short advice drawn from the numbers of one recorded step (OpCall list). `step_s`:
     that step's wall time less the recorder's own work (for the host share); `compiled`:
-    the model is compiled already (no advice to compile it)."""
+    the model is compiled already: the hints drawn from the eager ops' times (fuse, launch,
+    memory, host) do not describe the kernels that run and are left to the compiled
+    step's own (profile.compiled_step.hints)."""
     unknown = [h for h in [_unknown_hint(calls)] if h]
     timed = [c for c in calls if c.category != "view" and c.time_s is not None]
     total_time = sum(c.time_s for c in timed)
     if not timed or total_time <= 0:
         return unknown
     total_flops = sum(c.flops for c in calls)
+    eager = not compiled
     found = [
-        _fuse_hint(timed, total_time, total_flops, compiled),
-        _launch_hint(timed, total_time, peak_flops_per_s, bandwidth_bytes_per_s, compiled),
+        eager and _fuse_hint(timed, total_time, total_flops),
+        eager and _launch_hint(timed, total_time, peak_flops_per_s, bandwidth_bytes_per_s),
         _align_hint(timed, total_time, itemsize),
-        _memory_hint(timed, total_time, peak_flops_per_s, bandwidth_bytes_per_s),
+        eager and _memory_hint(timed, total_time, peak_flops_per_s, bandwidth_bytes_per_s),
         _optimizer_hint(timed, total_time),
-        _host_hint(total_time, step_s),
+        eager and _host_hint(total_time, step_s),
     ]
     return unknown + [h for h in found if h]

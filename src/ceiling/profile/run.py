@@ -14,6 +14,7 @@ import contextlib
 import functools
 import statistics
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,7 @@ import torch
 from ceiling.errors import InvalidInput, UnsupportedOnDevice
 from ceiling.measure.deadline import DEFAULT_TIMEOUT_S, deadline
 from ceiling.model import mfu as mfu_model
-from ceiling.profile import placement
+from ceiling.profile import compiled_step, placement
 from ceiling.profile.ceiling import (
     Ceiling,
     conv_tf32_enabled,
@@ -38,17 +39,14 @@ from ceiling.profile.checks import (
     check_fits,
     parse_dtype,
 )
-from ceiling.profile.compiled import (
-    check_compiler,
-    is_compiled,
-    kernel_profiling,
-    profiled_kernels,
-)
+from ceiling.profile.compiled import capture, check_compiler, is_compiled, profiled_step
 from ceiling.profile.explain import (
     StepExplanation,
     explain_step,
     local_roofs,
     measured_matmul_rates,
+    predicted_s,
+    rates_by_op,
     working_set_bytes,
 )
 from ceiling.profile.op_flops import UNKNOWN
@@ -103,8 +101,13 @@ class ProfileReport:
     method_version: int = METHOD_VERSION
     environment: dict[str, Any] = field(default_factory=dict)
     compiled: bool = False  # a torch.compile'd model: its hints never advise compiling it
-    # the compiled graph's generated (fused) kernels, one step under torch.profiler
-    compiled_kernels: list = field(default_factory=list)
+    # the compiled step: its kernels (generated and extern) with their bytes, FLOPs,
+    # measured and predicted times, and the step predicted from them
+    compiled_step: compiled_step.CompiledStep | None = None
+
+    @property
+    def compiled_kernels(self) -> list:
+        return self.compiled_step.kernels if self.compiled_step else []
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -238,16 +241,20 @@ def _profile(
     compiled = not meta and is_compiled(runner.model)
     samples: list[float] = []
     step_s = None
-    kernels = []
+    profiled = sites = None
     if not meta:
-        with kernel_profiling() if compiled else contextlib.nullcontext():
+        with capture() if compiled else contextlib.nullcontext() as sites:
             guard(target, runner.timed_steps, max(warmup_steps, 2 if compiled else 0))
             samples = guard(target, runner.timed_steps, steps)
             if compiled:
-                kernels = guard(target, profiled_kernels, runner.step, str(dev))
+                names = {n for n, found in sites.sites.items() if found[0].kind == "extern"}
+                profiled = guard(target, profiled_step, runner.step, str(dev), names)
         step_s = statistics.median(samples)
     rec = OpRecorder(time_ops=not meta)
-    with rec:
+    with rec, warnings.catch_warnings():
+        # the recorder's global module hooks fire for the compiled wrapper too: it counts
+        # ops, not hook calls, so torch's warning about that says nothing to the user
+        warnings.filterwarnings("ignore", message=".*torch.compile.*global hooks")
         t0 = time.perf_counter()
         guard(target, runner.step, rec)
         sync(dev)
@@ -271,6 +278,10 @@ def _profile(
     explanation = _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s,
                            recorded_step_s, model_flops, compiled)  # fmt: skip
     bw, per_op = explanation.memory_roof_bytes_per_s, explanation.roofs.per_op_s
+    step = None
+    if profiled is not None:
+        step = guard(target, _compiled_step, rec.calls, explanation, profiled, sites.sites,
+                     step_s, str(dev), train)  # fmt: skip
     analytic = analytic_full = None
     cfg = workload.transformer
     if cfg is not None and workload.tokens_per_step:
@@ -309,7 +320,8 @@ def _profile(
         modules=[placement.place(t, roof, bw, per_op) for t in rec.by_module(depth=module_depth)],
         categories=[placement.place(t, roof, bw, per_op) for t in rec.by_category()],
         hints=_noise_hint(samples)
-        + placement.hints(rec.calls, roof, bw, itemsize, recorded_step_s, compiled),
+        + placement.hints(rec.calls, roof, bw, itemsize, recorded_step_s, compiled)
+        + (compiled_step.hints(step, bw, str(dev)) if step else []),
         roofline_step_s=placement.roofline_time(rec.calls, roof, bw),
         recorded_step_s=recorded_step_s,
         recomputed_flops=hardware_flops - model_flops,
@@ -318,8 +330,25 @@ def _profile(
         explanation=explanation,
         environment=environment(dev),
         compiled=compiled,
-        compiled_kernels=kernels,
+        compiled_step=step,
     )
+
+
+def _compiled_step(calls, explanation, profiled, sites, step_s, device, train):
+    """The compiled step from its kernels and the host time of its frame calls; the eager
+    ops outside the compiled graphs (the optimizer, and what runs outside the model)
+    predicted as the eager step has them."""
+    from ceiling.measure.compiled_overhead import frame_host_s
+
+    outside = [c for c in calls if c.phase == "optimizer" or c.module == "Global"]
+    rates, roofs = explanation.matmul_rates, explanation.roofs
+    frame_s = frame_host_s(device, train, roofs.host_s(compiled_step.HOST_PHASE))
+    return compiled_step.predict(
+        profiled, sites, roofs, explanation.memory_roof_bytes_per_s,
+        rates=rates, op_rates=rates_by_op(calls, rates),
+        predicted_outside_s=predicted_s(outside, explanation), step_s=step_s,
+        frame_host_s=frame_s,
+    )  # fmt: skip
 
 
 def _builds_its_own_batch(target: str) -> bool:
