@@ -210,9 +210,12 @@ def test_mixture_of_experts_flops_follow_active_experts_memory_all_experts():
     c = make_cluster(get_spec("h100-sxm"), 64)
     plan = Plan(8, 8, 1, 1, zero=1)
     moe, dense = evaluate_plan(job_moe, c, plan), evaluate_plan(job_dense, c, plan)
-    # Same active experts: same FLOPs per token (the router aside), about the same matmul
-    # time (8 experts see a quarter of the rows each: their grouped GEMM tiles differ) ...
-    assert moe.time["matmul_s"] == pytest.approx(dense.time["matmul_s"], rel=0.01)
+    # Same active experts: same FLOPs per token (the router aside), a little more matmul
+    # time: 8 experts see a quarter of the rows each, so their weight-gradient GEMMs (K = the
+    # rows) run shorter K loops and their tiles differ ...
+    model_flops = [r.mfu * r.step_time_s for r in (moe, dense)]  # MFU · step ∝ model FLOPs
+    assert model_flops[0] == pytest.approx(model_flops[1], rel=0.01)
+    assert 1.0 < moe.time["matmul_s"] / dense.time["matmul_s"] < 1.1
     # ... but 8 experts' weights to hold: state bytes scale with all parameters.
     ratio = moe.memory["params_per_device"] / dense.memory["params_per_device"]
     assert ratio == pytest.approx(mix.params_total / dense_like.params_total, rel=0.01)
@@ -290,10 +293,11 @@ def test_the_busiest_expert_rank_sets_the_pace_of_the_expert_matmuls():
         for x in (1.0, 1.5)
     )
     # Half as many rows again on the busiest rank: half the routed expert FLOPs again, each
-    # GEMM still above the ridge (Mixtral's experts see over a thousand rows each).
+    # GEMM still above the ridge (Mixtral's experts see over a thousand rows each); the
+    # longer K loop of its weight gradients (K = the rows) runs them a little faster.
     routed = 256 * 4096 * mix.layers * 3 * 2 * mix.active_experts * mix.params_expert
     extra = (skewed.time["matmul_s"] - even.time["matmul_s"]) * c.matmul_flops_per_s * 64
-    assert extra == pytest.approx(0.5 * routed)
+    assert 0.97 * 0.5 * routed < extra < 0.5 * routed
 
 
 @pytest.mark.parametrize("zero", [0, 1, 2, 3])
