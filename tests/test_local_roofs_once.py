@@ -64,8 +64,9 @@ def test_another_device_or_thread_count_is_measured_again(counted, monkeypatch):
 
 
 def test_a_machine_profile_with_the_figures_is_read_not_measured(counted, monkeypatch):
+    every = {name: 1e-7 for name in functions.NAMES}
     saved = {
-        "functions": {"elements": 100, "best_s": {"gelu": 3e-7}},
+        "functions": {"elements": 100, "best_s": {**every, "gelu": 3e-7}},
         "first_touch": {
             "sizes_bytes": [16 * MiB, 64 * MiB],
             "fresh_s": [1e-3, 9e-3],
@@ -73,9 +74,17 @@ def test_a_machine_profile_with_the_figures_is_read_not_measured(counted, monkey
         },
     }
     monkeypatch.setattr(roofs, "_profiled_overhead", lambda device, profile: saved)
-    assert roofs.function_costs("cpu") == pytest.approx({"gelu": 3e-9})
+    assert roofs.function_costs("cpu") == pytest.approx({**{n: 1e-9 for n in every}, "gelu": 3e-9})
     assert roofs.first_touch_cost("cpu").from_bytes == 64 * MiB
     assert counted == {"functions": 0, "first_touch": 0}
+
+
+def test_functions_a_saved_profile_lacks_are_measured_beside_its_own(counted, monkeypatch):
+    saved = {"functions": {"elements": 100, "best_s": {"exp": 5e-7}}}  # saved before the rest
+    monkeypatch.setattr(roofs, "_profiled_overhead", lambda device, profile: saved)
+    # the profile's exp kept; tanh from the quick measurement (1000 elements, 8 µs)
+    assert roofs.function_costs("cpu") == pytest.approx({"exp": 5e-9, "tanh": 8e-9})
+    assert counted["functions"] == 1
 
 
 def test_measured_once_keys_on_what_else_the_figure_depends_on():

@@ -6,6 +6,10 @@ than its bytes / bandwidth while its "FLOPs" look negligible. Each function here
 a block small enough to stay in the first cache levels (and small enough that its output
 comes back from the allocator's free list), so its best time is the function's own cost.
 
+Random numbers are functions too: dropout draws one Bernoulli sample per element
+(`bernoulli_`, or `native_dropout` where torch fuses the mask and the scaling), and the
+generator's cost per element is far above the bytes it writes.
+
 `time_functions` returns raw best seconds per function for `ELEMENTS` elements; keys are
 aten op names as the recorder names them (`gelu[tanh]`: gelu with approximate="tanh").
 """
@@ -21,7 +25,7 @@ ROWS, COLS = 64, 1024
 ELEMENTS = ROWS * COLS  # 256 KiB of fp32
 
 
-def _functions(x, g, a):
+def _functions(x, g, a, out):
     import torch
 
     aten = torch.ops.aten
@@ -43,7 +47,17 @@ def _functions(x, g, a):
         "_log_softmax": lambda: aten._log_softmax(x, -1, False),
         "_softmax_backward_data": lambda: aten._softmax_backward_data(g, x, -1, x.dtype),
         "_log_softmax_backward_data": lambda: aten._log_softmax_backward_data(g, x, -1, x.dtype),
+        # dropout's mask at a typical keep rate (0.9): one draw per element
+        "bernoulli_": lambda: aten.bernoulli_(out, 0.9),
+        "native_dropout": lambda: aten.native_dropout(x, 0.1, True),
     }
+
+
+# every function timed (a profile saved before one was added lacks it)
+NAMES = ("gelu", "gelu[tanh]", "gelu_backward", "gelu_backward[tanh]", "silu", "silu_backward",
+         "sigmoid", "tanh", "exp", "log", "erf", "sqrt", "rsqrt", "_softmax", "_log_softmax",
+         "_softmax_backward_data", "_log_softmax_backward_data", "bernoulli_",
+         "native_dropout")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -76,9 +90,10 @@ def time_functions(
     x = torch.randn(ROWS, COLS, generator=gen).to(device)
     g = torch.randn(ROWS, COLS, generator=gen).to(device)
     a = x.abs() + 0.5  # positive: log, sqrt and rsqrt of real numbers
+    out = torch.empty_like(x)  # written in place (a dropout mask)
     best: dict[str, float] = {}
     for _ in range(rounds):
-        for name, fn in _functions(x, g, a).items():
+        for name, fn in _functions(x, g, a, out).items():
             times = benchmark(fn, device=device, warmup_ms=0.0, budget_ms=budget_ms / rounds,
                               min_samples=min_samples, max_samples=max_samples,
                               flush=None)  # fmt: skip

@@ -131,18 +131,27 @@ def host_costs(device: str, profile=None, overhead: dict | None = None):
 def function_costs(device: str, profile=None, overhead: dict | None = None) -> dict[str, float]:
     """Seconds per element of each function of measure.functions: from the machine
     profile's raw times (`overhead`: as first_touch_cost), else measured quickly (once per
-    process, device and threads)."""
-    from ceiling.measure.functions import quick_function_times
+    process, device and threads); a function the profile lacks (saved before it was
+    timed) measured quickly beside the profile's."""
+    from ceiling.measure.functions import NAMES, quick_function_times
 
     if overhead is None:
         overhead = _profiled_overhead(device, profile)
     saved = overhead.get("functions")
     try:
-        n, best = float(saved["elements"]), dict(saved["best_s"])
+        costs = _per_element(float(saved["elements"]), dict(saved["best_s"]))
     except (KeyError, TypeError, ValueError):
+        costs = {}
+    if not set(NAMES) <= set(costs):
         t = quick_function_times(device)
-        n, best = t.elements, t.best_s
-    return {k: float(v) / n for k, v in best.items() if isinstance(v, (int, float)) and v > 0}
+        costs = {**_per_element(t.elements, t.best_s), **costs}
+    return costs
+
+
+def _per_element(elements: float, best: dict) -> dict[str, float]:
+    return {
+        k: float(v) / elements for k, v in best.items() if isinstance(v, (int, float)) and v > 0
+    }
 
 
 def local_roofs(
@@ -252,12 +261,18 @@ def attention_times(dims, device: str, dtype, budget_ms: float = 15.0) -> dict:
 
 def replayed_times(keys, device: str, budget_ms: float = 15.0) -> dict:
     """Seconds of one call (its median) per recorded call key (overload name, argument
-    specs: profile.conv_flops.conv_dims), run again alone on fresh random tensors of the
+    specs: profile.op_flops.replay_key), run again alone on fresh random tensors of the
     same shapes: a convolution's own rate on this device at its shape, which the library's
-    kernel choice (direct, im2col, Winograd; depthwise or not) sets, not the matmul peak."""
+    kernel choice (direct, im2col, Winograd; depthwise or not) sets, not the matmul peak; a
+    recurrent layer's, whose time steps run one after another as small GEMMs. A call that
+    cannot run on random inputs is left out (its op then at the peak)."""
     out = {}
     for key in list(keys)[:MAX_SHAPES]:
-        fn, args = _replayable(key, device)
+        try:
+            fn, args = _replayable(key, device)
+            fn(*args)
+        except (RuntimeError, TypeError, ValueError):  # a call its random inputs cannot
+            continue  # stand for (a backward checking its saved state): at the peak
 
         def call(fn=fn, args=args) -> None:
             fn(*args)
@@ -277,7 +292,10 @@ def _replayable(key, device: str):
 
     def build(spec):
         if isinstance(spec, tuple) and len(spec) == 3 and spec[0] == "tensor":
-            return torch.randn(spec[1], dtype=getattr(torch, spec[2]), device=device)
+            dtype = getattr(torch, spec[2])
+            if dtype.is_floating_point:
+                return torch.randn(spec[1], dtype=dtype, device=device)
+            return torch.zeros(spec[1], dtype=dtype, device=device)  # a workspace, indices
         if isinstance(spec, tuple):
             return [build(s) for s in spec]
         return spec

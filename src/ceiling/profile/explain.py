@@ -82,7 +82,7 @@ def explain_step(
     op's own compute roof."""
     bandwidth, source = roofs.memory_roof(working_set)
     rates = matmul_rates or {}
-    ops = (_work(c, rates.get(c.matmul_dims or c.attention_dims or c.conv_dims)) for c in calls)
+    ops = (_work(c, rates.get(c.matmul_dims or c.attention_dims or c.replay_key)) for c in calls)
     prediction = roofline.predict_step(ops, roofs, working_set)
     bars = None
     if step_s and recorded_step_s is not None:
@@ -159,18 +159,18 @@ def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_
 
 def measured_matmul_rates(calls, device: str, cold_bytes: float | None = None) -> dict:
     """FLOP/s of each distinct matmul shape (M, N, K), fused attention shape
-    (op_flops.attention_dims) and convolution call (conv_flops.conv_dims) of the step, each
-    timed alone on the device: its own compute roof. `cold_bytes`: the cache matmul
-    operands are pushed out of (the step's data do not fit it)."""
+    (op_flops.attention_dims), convolution and recurrent layer call (op_flops.replay_key) of
+    the step, each timed alone on the device: its own compute roof. `cold_bytes`: the cache
+    matmul operands are pushed out of (the step's data do not fit it)."""
     import torch
 
     from ceiling.measure.roofs import attention_times, matmul_rates, replayed_times
 
     shapes = {c.matmul_dims for c in calls if c.matmul_dims}
     convs: dict = {}
-    for c in calls:  # each convolution shape's FLOPs, the largest timed first
-        if c.conv_dims:
-            convs[c.conv_dims] = c.flops
+    for c in calls:  # each replayed call's FLOPs, the largest timed first
+        if c.replay_key:
+            convs[c.replay_key] = c.flops
     largest = sorted(convs, key=lambda k: -convs[k])
     rates = {k: convs[k] / s for k, s in replayed_times(largest, device).items() if s > 0}
     dtypes = [c.dtype for c in calls if (c.matmul_dims or c.attention_dims) and c.dtype]

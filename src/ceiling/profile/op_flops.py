@@ -571,6 +571,21 @@ def matmul_dims(func, args) -> tuple[int, ...] | None:
     return (int(m), int(n), int(k))
 
 
+# calls whose rate no matmul shape gives: the library picks a kernel per shape (direct,
+# im2col, Winograd; depthwise or not) or runs a recurrence step by step (small GEMMs in a
+# loop), so each is replayed at its own shapes (measure.roofs.replayed_times)
+REPLAYED_OPS = frozenset(("convolution", "convolution_backward", *rnn_flops.FORMULAS))
+
+
+def replay_key(func, args) -> tuple | None:
+    """A convolution's or a recurrent layer's call as its overload and its arguments, each
+    tensor as ("tensor", shape, dtype): enough to run the same call again on fresh tensors
+    and time it, its own compute roof; None for other ops."""
+    if func._overloadpacket.__name__ not in REPLAYED_OPS:
+        return None
+    return (str(func), tuple(conv_flops.spec(a) for a in args))
+
+
 def attention_dims(func, args, kwargs) -> tuple | None:
     """("forward" | "backward", B, H, Lq, Lk, head dim, causal) of a fused attention call
     on (batch, heads, seq, dim) tensors, the shape its measured rate is keyed by."""
