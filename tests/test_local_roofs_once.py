@@ -158,3 +158,28 @@ def test_a_foreach_optimizer_op_pays_the_foreach_host_cost():
     assert host_phase(call("aten._fused_adamw_", "optimizer")) == "optimizer_foreach"
     assert host_phase(call("aten.mul_", "optimizer")) == "optimizer"
     assert host_phase(call("aten._foreach_mul_", "forward")) == "forward"
+
+
+def test_elementwise_bandwidth_by_size_less_the_call_s_own_cost(monkeypatch):
+    # fake medians: the one-element call 2 µs; then each size in turn
+    medians = iter([2e-6, 2e-6, 12e-6, 1002e-6])
+    monkeypatch.setattr(roofs, "benchmark", lambda fn, **kw: [fn() is None or next(medians)] * 3)
+    points = roofs.time_elementwise_bandwidth("cpu", elements=(2**10, 2**13, 2**20))
+    # 2**10 took no longer than one element: left out; the others at 12 bytes per element
+    small, large = 12 * 2**13, 12 * 2**20
+    assert [p[0] for p in points] == [small, large]
+    assert [p[1] for p in points] == pytest.approx([small / 10e-6, large / 1e-3])
+
+
+def test_a_matmul_s_operands_are_cold_in_the_core_s_own_cache(monkeypatch):
+    from types import SimpleNamespace
+
+    from ceiling.hardware import cpu
+    from ceiling.measure import decode
+
+    caches = {"l1d": 32 * 2**10, "l1i": 32 * 2**10, "l2": 2**20, "l3": 32 * MiB}
+    monkeypatch.setattr(cpu, "detect_cpu", lambda: SimpleNamespace(caches=caches))
+    assert decode._private_cache_bytes("cpu") == 2**20  # the level below the last
+    assert decode._private_cache_bytes("cuda:0") is None  # a GPU's L2 is its last level
+    monkeypatch.setattr(cpu, "detect_cpu", lambda: SimpleNamespace(caches={"l1d": 2**15}))
+    assert decode._private_cache_bytes("cpu") is None  # one level: nothing below the last

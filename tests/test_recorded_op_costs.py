@@ -54,8 +54,22 @@ def test_quick_measurements_return_raw_times_for_every_case():
     f = time_functions("cpu", budget_ms=0.5)
     assert f.elements == ELEMENTS and set(f.best_s) == set(NAMES)
     assert all(s > 0 for s in f.best_s.values())
-    rates = matmul_rates({(4, 8, 16)}, "cpu", torch.float32, budget_ms=1.0, cold_bytes=2**16)
-    assert set(rates) == {(4, 8, 16)} and rates[(4, 8, 16)] > 0
+    shapes = {(4, 8, 16), (3, 4, 8, 16)}  # a plain product, a batch of 3 in one bmm
+    rates = matmul_rates(shapes, "cpu", torch.float32, budget_ms=1.0, cold_bytes=2**16)
+    assert set(rates) == shapes and all(r > 0 for r in rates.values())
     keys = [("forward", 1, 2, 8, 8, 4, True), ("backward", 1, 2, 8, 8, 4, True)]
     times = attention_times(keys, "cpu", torch.float32, budget_ms=1.0)
     assert set(times) == set(keys) and all(s > 0 for s in times.values())
+
+
+def test_a_batched_product_is_keyed_by_its_batch_and_shape():
+    from ceiling.profile.explain import rate_key
+
+    a, b, w = torch.randn(6, 3, 4), torch.randn(6, 4, 5), torch.randn(5, 4)
+    with OpRecorder() as rec:
+        torch.bmm(a, b)
+        torch.baddbmm(torch.zeros(6, 3, 5), a, b)
+        a.reshape(18, 4) @ w.t()
+    keys = [rate_key(c) for c in rec.calls if c.category == "matmul"]
+    assert keys == [(6, 3, 5, 4), (6, 3, 5, 4), (18, 5, 4)]
+    assert [c.matmul_batch for c in rec.calls if c.category == "matmul"] == [6, 6, 1]

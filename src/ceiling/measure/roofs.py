@@ -8,6 +8,7 @@ Raw figures (seconds, bytes/s); ceiling.model.roofline.Roofs combines them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,8 @@ class LocalRoofs:
     function_s_per_element: dict = field(default_factory=dict)
     # host seconds per op by phase of a training step (measure.host_costs; {}: not a step)
     host_s_by_phase: dict = field(default_factory=dict)
+    # ((bytes an elementwise op moves, bytes/s it moves them at), ...) by size
+    bandwidth_by_bytes: tuple = ()
 
 
 def _profiled_overhead(device: str, profile: str | Path | None) -> dict:
@@ -89,6 +92,45 @@ def _time_cache_bandwidth(device: str, cache_bytes: float) -> float:
         lambda: x.sum(), device=device, warmup_ms=20.0, budget_ms=QUICK_BUDGET_MS, min_samples=50
     )
     return n * 4 / min(times)
+
+
+# elements of each operand of the timed add: its three operands from inside the core's own
+# caches to beyond the last level (32 KiB ... 32 MiB of fp32 each)
+ELEMENTWISE_ELEMENTS = (2**13, 2**16, 2**19, 2**21, 2**22, 2**23)
+
+
+def quick_elementwise_bandwidth(device: str) -> tuple[tuple[float, float], ...]:
+    """time_elementwise_bandwidth at the quick budget, once per process, device and
+    threads."""
+    return measured_once(
+        "elementwise_bandwidth", device, lambda: time_elementwise_bandwidth(device)
+    )
+
+
+def time_elementwise_bandwidth(
+    device: str, budget_ms: float = QUICK_BUDGET_MS, elements=ELEMENTWISE_ELEMENTS
+) -> tuple[tuple[float, float], ...]:
+    """((bytes moved, bytes/s), ...): an add of two fp32 tensors into a third (read two,
+    write one, as a training step's elementwise ops do) at each size, its median call less
+    the same add's on one element (the call's own cost, which the per-op floor prices): the
+    bandwidth an op of that size moves its bytes at, from the caches it fits or from
+    memory. A size whose call is no longer than the one-element call is left out."""
+    import torch
+
+    def median_call(n: int) -> float:
+        x, y, o = (torch.ones(n, dtype=torch.float32, device=device) for _ in range(3))
+        times = benchmark(lambda: torch.add(x, y, out=o), device=device, warmup_ms=1.0,
+                          budget_ms=budget_ms / (len(elements) + 1), min_samples=3,
+                          flush=None)  # fmt: skip
+        return _typical(times)
+
+    floor = median_call(1)
+    out = []
+    for n in elements:
+        moved, work = 3.0 * n * 4, median_call(n) - floor
+        if work > 0:
+            out.append((moved, moved / work))
+    return tuple(out)
 
 
 AUTOGRAD_CHAIN = 100  # tiny ops per timed chain (each adds one op to the backward pass)
@@ -159,7 +201,7 @@ def local_roofs(
 ) -> LocalRoofs:
     """The per-op floor: with autograd for a training step (measured quickly, with each
     phase's host time per op), else from the machine profile or a quick measurement; the
-    cache's bandwidth measured quickly."""
+    cache's bandwidth and an elementwise op's bandwidth by size measured quickly."""
     from ceiling.measure.overhead import time_tiny_op
 
     overhead = _profiled_overhead(device, profile)  # the profile file, read once
@@ -180,7 +222,8 @@ def local_roofs(
     host = host_costs(device, overhead=overhead).by_phase() if train else {}
     return LocalRoofs(per_op, source, cache_bytes, quick_cache_bandwidth(device, cache_bytes),
                       touch.s_per_byte, touch.from_bytes, touch.s_per_fault,
-                      function_costs(device, overhead=overhead), host)  # fmt: skip
+                      function_costs(device, overhead=overhead), host,
+                      quick_elementwise_bandwidth(device))  # fmt: skip
 
 
 MAX_SHAPES = 24  # distinct matmul shapes timed per step, the largest by FLOPs first
@@ -201,30 +244,40 @@ def matmul_rates(
     """FLOP/s of one (M, K) × (K, N) matmul per (M, N, K) (its median call), laid out as
     nn.Linear has it (a weight of N rows of K), into an existing output: the compute roof
     of a matmul of that shape on this device, which small and skinny shapes keep below peak.
+    A batched shape (B, M, N, K) is timed as one bmm of B such products: many small
+    matrices in one call (windowed or per-head attention) run far faster than B calls.
 
-    `cold_bytes` (the last-level cache, when the step's data do not fit it): each call
-    reads operands the previous calls have pushed out of a cache that size, as each of the
-    step's matmuls reads its weights from memory; a matrix-vector product then runs at the
-    bandwidth a matmul kernel streams at, which a plain read benchmark does not show."""
+    `cold_bytes` (the last-level cache, when the step's data do not fit it; else the
+    core's own cache below it): each call reads operands the previous calls have pushed out
+    of a cache that size, as each of the step's matmuls reads its weights from memory (or
+    from the last level, the ops in between having refilled the core's own cache); a
+    matrix-vector product then runs at the bandwidth a matmul kernel streams at, which a
+    plain read benchmark does not show."""
     import torch
 
+    def batched(shape) -> tuple[int, int, int, int]:
+        return tuple(shape) if len(shape) == 4 else (1, *shape)
+
     rates = {}
-    for m, n, k in sorted(shapes, key=lambda s: -s[0] * s[1] * s[2])[:MAX_SHAPES]:
-        pair = (m * k + n * k) * torch.empty((), dtype=dtype).element_size()
+    for shape in sorted(shapes, key=lambda s: -math.prod(s))[:MAX_SHAPES]:
+        b, m, n, k = batched(shape)
+        pair = b * (m * k + n * k) * torch.empty((), dtype=dtype).element_size()
         copies = min(MAX_COPIES, 1 + int(2 * cold_bytes // pair)) if cold_bytes else 1
+        lead = (b,) if len(shape) == 4 else ()
         inputs = [
-            (torch.randn(m, k, device=device, dtype=dtype),
-             torch.randn(n, k, device=device, dtype=dtype))
+            (torch.randn(*lead, m, k, device=device, dtype=dtype),
+             torch.randn(*lead, n, k, device=device, dtype=dtype))
             for _ in range(copies)
         ]  # fmt: skip
-        out = torch.empty(m, n, device=device, dtype=dtype)
+        out = torch.empty(*lead, m, n, device=device, dtype=dtype)
+        product = torch.bmm if lead else torch.mm
 
-        def mm(x_w, out=out) -> None:
-            torch.mm(x_w[0], x_w[1].t(), out=out)
+        def mm(x_w, out=out, product=product) -> None:
+            product(x_w[0], x_w[1].transpose(-1, -2), out=out)
 
         times = benchmark(mm, device=device, inputs=inputs, warmup_ms=2.0,
                           budget_ms=budget_ms, min_samples=max(5, copies))  # fmt: skip
-        rates[(m, n, k)] = 2.0 * m * n * k / _typical(times)
+        rates[shape] = 2.0 * b * m * n * k / _typical(times)
     return rates
 
 

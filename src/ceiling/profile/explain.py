@@ -60,6 +60,7 @@ def local_roofs(
         function_s_per_element=m.function_s_per_element,
         serial_dispatch=not device.startswith("cuda"),
         host_s_by_phase=m.host_s_by_phase,
+        bandwidth_by_bytes=tuple(m.bandwidth_by_bytes),
     )
     return roofs, m.per_op_source
 
@@ -82,7 +83,7 @@ def explain_step(
     op's own compute roof."""
     bandwidth, source = roofs.memory_roof(working_set)
     rates = matmul_rates or {}
-    ops = (_work(c, rates.get(c.matmul_dims or c.attention_dims or c.replay_key)) for c in calls)
+    ops = (_work(c, rates.get(rate_key(c))) for c in calls)
     prediction = roofline.predict_step(ops, roofs, working_set)
     bars = None
     if step_s and recorded_step_s is not None:
@@ -102,6 +103,15 @@ def explain_step(
     return StepExplanation(
         roofs, per_op_source, working_set, bandwidth, source, prediction, bars, len(rates)
     )
+
+
+def rate_key(c):
+    """The key of a recorded call's own measured rate (measured_matmul_rates): a matmul's
+    (M, N, K), (B, M, N, K) for a batch of B products in one call; a fused attention's
+    shape; a replayed call's key; None for other ops."""
+    if c.matmul_dims and c.matmul_batch > 1:
+        return (c.matmul_batch, *c.matmul_dims)
+    return c.matmul_dims or c.attention_dims or c.replay_key
 
 
 def host_phase(c) -> str:
@@ -158,15 +168,16 @@ def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_
 
 
 def measured_matmul_rates(calls, device: str, cold_bytes: float | None = None) -> dict:
-    """FLOP/s of each distinct matmul shape (M, N, K), fused attention shape
+    """FLOP/s of each distinct matmul shape (M, N, K; B, M, N, K batched), fused attention shape
     (op_flops.attention_dims), convolution and recurrent layer call (op_flops.replay_key) of
     the step, each timed alone on the device: its own compute roof. `cold_bytes`: the cache
-    matmul operands are pushed out of (the step's data do not fit it)."""
+    matmul operands are pushed out of (the last level when the step's data do not fit it,
+    else the core's own)."""
     import torch
 
     from ceiling.measure.roofs import attention_times, matmul_rates, replayed_times
 
-    shapes = {c.matmul_dims for c in calls if c.matmul_dims}
+    shapes = {rate_key(c) for c in calls if c.matmul_dims}
     convs: dict = {}
     for c in calls:  # each replayed call's FLOPs, the largest timed first
         if c.replay_key:

@@ -552,6 +552,16 @@ def _nll_flops(func, args, kwargs, name: str) -> FlopCount:
     return FlopCount(float(flops), True, "reduction")
 
 
+def matmul_batch(func, args) -> int:
+    """How many matrix products one call makes: a bmm's batch, else 1."""
+    if func._overloadpacket.__name__ not in ("bmm", "baddbmm"):
+        return 1
+    try:
+        return int(args[0 if func._overloadpacket.__name__ == "bmm" else 1].shape[0])
+    except (AttributeError, IndexError):
+        return 1
+
+
 def matmul_dims(func, args) -> tuple[int, ...] | None:
     """(M, N, K) of a matmul call, for the alignment hint; None for other ops."""
     name = func._overloadpacket.__name__

@@ -38,6 +38,7 @@ from ceiling.profile.op_flops import (
     MODEL_CATEGORIES,
     attention_dims,
     count_flops,
+    matmul_batch,
     matmul_dims,
     replay_key,
 )
@@ -86,6 +87,7 @@ class OpCall:
     time_s: float | None
     dtype: str | None
     matmul_dims: tuple[int, ...] | None = None
+    matmul_batch: int = 1  # products of that shape one call makes (a bmm's batch)
     # attention pairs a causal mask removes (not in `flops`): full convention = flops + this
     causal_skipped_flops: float = 0.0
     # bytes of each output the op allocated (not a view, not written in place): a new
@@ -389,6 +391,7 @@ class OpRecorder:
                 time_s=elapsed,
                 dtype=dtype,
                 matmul_dims=matmul_dims(func, args) if fl.category == "matmul" else None,
+                matmul_batch=matmul_batch(func, args) if fl.category == "matmul" else 1,
                 causal_skipped_flops=fl.causal_skipped,
                 new_buffers=() if elapsed is None else new_buffers(args, kwargs, out),
                 page_faults=faults,
