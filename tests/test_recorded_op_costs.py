@@ -73,3 +73,14 @@ def test_a_batched_product_is_keyed_by_its_batch_and_shape():
     keys = [rate_key(c) for c in rec.calls if c.category == "matmul"]
     assert keys == [(6, 3, 5, 4), (6, 3, 5, 4), (18, 5, 4)]
     assert [c.matmul_batch for c in rec.calls if c.category == "matmul"] == [6, 6, 1]
+
+
+def test_batch_norm_and_pooling_are_priced_per_element_of_their_output():
+    x = torch.randn(2, 4, 8, 8, requires_grad=True)
+    bn = torch.nn.BatchNorm2d(4)
+    with OpRecorder() as rec:
+        F.max_pool2d(bn(x), 3, 2, 1).sum().backward()
+    fn = {c.op: (c.function, c.elements) for c in rec.calls if c.function}
+    assert fn["aten.native_batch_norm"] == ("native_batch_norm", 2 * 4 * 8 * 8)
+    assert fn["aten.max_pool2d_with_indices"] == ("max_pool2d_with_indices", 2 * 4 * 4 * 4)
+    assert fn["aten.max_pool2d_with_indices_backward"][1] == 2 * 4 * 8 * 8

@@ -275,14 +275,14 @@ def _warm_up() -> None:
         return
 
 
-_FUNCTION_CATEGORIES = ("elementwise", "norm")
+_FUNCTION_CATEGORIES = ("elementwise", "norm", "reduction")
 # ops that move no data from inputs but compute each element they write: random draws
 _GENERATORS = ("bernoulli_",)
 
 
 def _function(func, args, kwargs, out, category: str) -> dict:
-    """The function an elementwise, norm or random op computes, and over how many
-    elements."""
+    """The function an elementwise, norm, reduction (pooling) or random op computes, and
+    over how many elements (its largest output's)."""
     name = func._overloadpacket.__name__
     if category not in _FUNCTION_CATEGORIES and name not in _GENERATORS:
         return {}
