@@ -140,24 +140,32 @@ def test_host_time_per_op_comes_from_the_profile_else_is_measured_once(monkeypat
     assert roofs.host_costs("cpu", NO_PROFILE) is first and measured == ["cpu"]
     assert first.by_phase() == {"forward": 30e-6, "backward": 12e-6, "optimizer": 6e-6,
                                 "optimizer_foreach": 20e-6}  # fmt: skip
-    saved = {"host_costs": HostCosts(9e-6, 4e-6, 2e-6, 5e-6).row()}
+    saved = {"host_costs": HostCosts(9e-6, 4e-6, 2e-6, 5e-6, 1e-6, 2e-6).row()}
     assert roofs.host_costs("cpu", overhead=saved).forward_s == 9e-6 and len(measured) == 1
+    # views timed apart are their own phases; a row saved without them is measured again
+    both = HostCosts(9e-6, 4e-6, 2e-6, 5e-6, 1e-6, 3e-6)
+    assert both.by_phase()["forward_view"] == 1e-6 and both.by_phase()["backward_view"] == 3e-6
+    assert host_costs.from_row(both.row()) == both
+    assert host_costs.from_row(HostCosts(9e-6, 4e-6, 2e-6, 5e-6).row()) is None
     # a malformed or non-positive saved row is measured instead
     assert roofs.host_costs("cuda:0", overhead={"host_costs": {"forward_s": 0.0}}) == fake()
 
 
-def test_a_foreach_optimizer_op_pays_the_foreach_host_cost():
+def test_a_foreach_optimizer_op_or_a_view_pays_its_own_host_cost():
     from types import SimpleNamespace
 
     from ceiling.profile.explain import host_phase
 
-    def call(op, phase):
-        return SimpleNamespace(op=op, phase=phase)
+    def call(op, phase, category="elementwise"):
+        return SimpleNamespace(op=op, phase=phase, category=category)
 
     assert host_phase(call("aten._foreach_mul_", "optimizer")) == "optimizer_foreach"
     assert host_phase(call("aten._fused_adamw_", "optimizer")) == "optimizer_foreach"
     assert host_phase(call("aten.mul_", "optimizer")) == "optimizer"
     assert host_phase(call("aten._foreach_mul_", "forward")) == "forward"
+    assert host_phase(call("aten.view", "forward", "view")) == "forward_view"
+    assert host_phase(call("aten.t", "backward", "view")) == "backward_view"
+    assert host_phase(call("aten.mm", "backward", "matmul")) == "backward"
 
 
 def test_elementwise_bandwidth_by_size_less_the_call_s_own_cost(monkeypatch):

@@ -60,6 +60,10 @@ def test_each_phase_of_a_training_step_pays_its_own_host_time_per_op():
     assert p.by_bound_s["overhead"] == pytest.approx(p.time_s)
     with pytest.raises(InvalidInput, match="backward"):
         Roofs(1e12, 1e11, host_s_by_phase={"backward": -1.0})
+    # a view pays its own host cost where views were timed apart, else its phase's
+    views = replace(cpu, host_s_by_phase={**host, "forward_view": 2e-6})
+    assert views.host_s("forward_view") == 2e-6 and views.host_s("backward_view") == 12e-6
+    assert views.host_s("recompute_view") == 2e-6
 
 
 def test_memory_roof_is_the_cache_when_the_working_set_fits():

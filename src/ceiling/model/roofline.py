@@ -171,10 +171,15 @@ class Roofs:
         return min(roof_bytes_per_s, at)
 
     def host_s(self, phase: str | None) -> float:
-        """The host cost of one op of `phase` (a recomputation replays the forward)."""
-        if phase == "recompute":
-            phase = "forward"
-        return self.host_s_by_phase.get(phase, self.per_op_s) if phase else self.per_op_s
+        """The host cost of one op of `phase` (a recomputation replays the forward; a view
+        of a phase, "forward_view", costs as that phase's ops where views were not timed
+        apart)."""
+        if not phase:
+            return self.per_op_s
+        phase = phase.replace("recompute", "forward")
+        if phase not in self.host_s_by_phase:
+            phase = phase.removesuffix("_view")
+        return self.host_s_by_phase.get(phase, self.per_op_s)
 
     def __post_init__(self) -> None:
         _check_positive(self.peak_flops_per_s, "peak FLOP/s")

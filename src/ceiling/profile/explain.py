@@ -116,9 +116,12 @@ def rate_key(c):
 
 def host_phase(c) -> str:
     """The phase whose host time per op a recorded call pays: a foreach (or fused)
-    optimizer op runs over a whole list of tensors, at its own cost per call."""
+    optimizer op runs over a whole list of tensors, at its own cost per call; a view of
+    the forward or backward ("forward_view") costs its dispatch and autograd node only."""
     if c.phase == "optimizer" and c.op.startswith(FOREACH_PREFIXES):
         return "optimizer_foreach"
+    if c.category == "view" and c.phase in ("forward", "backward", "recompute"):
+        return f"{c.phase}_view"
     return c.phase
 
 
