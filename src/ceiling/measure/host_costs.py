@@ -14,14 +14,14 @@ costs its dispatch and its autograd node only, far less than a block's average o
 chain of views is timed apart, forward and backward, and priced to the views of a step
 (a windowed or multi-head model makes hundreds of them).
 
-Each phase is timed in turns with the others (ROUNDS), each turn's median kept: on a
-shared machine a burst of load spoils a turn, not every figure; the least disturbed turn
-is the phase's cost.
+Each phase is timed in turns with the others (ROUNDS), each turn's median kept, and the
+median turn is the phase's cost: on a shared machine a burst of load spoils a turn, not
+every figure, while a load that lasts (which the step itself runs under) is in it.
 """
 
 from __future__ import annotations
 
-import math
+import statistics
 from dataclasses import asdict, dataclass
 
 from ceiling.measure.once import measured_once
@@ -127,12 +127,13 @@ def time_host_costs(device: str, budget_ms: float = QUICK_BUDGET_MS) -> HostCost
         step()
     ops = {k: count_ops(fn) for k, fn in phases.items()}
     view_ops = {k: count_ops(phases[k], views_only=True) for k in ("views", "views_both")}
-    times = {k: math.inf for k in phases}
+    turns: dict[str, list[float]] = {k: [] for k in phases}
     turn_ms = budget_ms / (ROUNDS * len(phases))
     for _ in range(ROUNDS):
         for k, fn in phases.items():
             samples = benchmark(fn, device=device, warmup_ms=1.0, budget_ms=turn_ms, flush=None)
-            times[k] = min(times[k], sorted(samples)[len(samples) // 2])
+            turns[k].append(statistics.median(samples))
+    times = {k: statistics.median(v) for k, v in turns.items()}
     fw, both = times["forward"], times["both"]
     return HostCosts(
         forward_s=fw / ops["forward"],
