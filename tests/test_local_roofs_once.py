@@ -64,8 +64,9 @@ def test_another_device_or_thread_count_is_measured_again(counted, monkeypatch):
 
 
 def test_a_machine_profile_with_the_figures_is_read_not_measured(counted, monkeypatch):
+    every = {name: 1e-7 for name in functions.NAMES}
     saved = {
-        "functions": {"elements": 100, "best_s": {"gelu": 3e-7}},
+        "functions": {"elements": 100, "best_s": {**every, "gelu": 3e-7}},
         "first_touch": {
             "sizes_bytes": [16 * MiB, 64 * MiB],
             "fresh_s": [1e-3, 9e-3],
@@ -73,9 +74,17 @@ def test_a_machine_profile_with_the_figures_is_read_not_measured(counted, monkey
         },
     }
     monkeypatch.setattr(roofs, "_profiled_overhead", lambda device, profile: saved)
-    assert roofs.function_costs("cpu") == pytest.approx({"gelu": 3e-9})
+    assert roofs.function_costs("cpu") == pytest.approx({**{n: 1e-9 for n in every}, "gelu": 3e-9})
     assert roofs.first_touch_cost("cpu").from_bytes == 64 * MiB
     assert counted == {"functions": 0, "first_touch": 0}
+
+
+def test_functions_a_saved_profile_lacks_are_measured_beside_its_own(counted, monkeypatch):
+    saved = {"functions": {"elements": 100, "best_s": {"exp": 5e-7}}}  # saved before the rest
+    monkeypatch.setattr(roofs, "_profiled_overhead", lambda device, profile: saved)
+    # the profile's exp kept; tanh from the quick measurement (1000 elements, 8 µs)
+    assert roofs.function_costs("cpu") == pytest.approx({"exp": 5e-9, "tanh": 8e-9})
+    assert counted["functions"] == 1
 
 
 def test_measured_once_keys_on_what_else_the_figure_depends_on():
@@ -131,21 +140,54 @@ def test_host_time_per_op_comes_from_the_profile_else_is_measured_once(monkeypat
     assert roofs.host_costs("cpu", NO_PROFILE) is first and measured == ["cpu"]
     assert first.by_phase() == {"forward": 30e-6, "backward": 12e-6, "optimizer": 6e-6,
                                 "optimizer_foreach": 20e-6}  # fmt: skip
-    saved = {"host_costs": HostCosts(9e-6, 4e-6, 2e-6, 5e-6).row()}
+    saved = {"host_costs": HostCosts(9e-6, 4e-6, 2e-6, 5e-6, 1e-6, 2e-6).row()}
     assert roofs.host_costs("cpu", overhead=saved).forward_s == 9e-6 and len(measured) == 1
+    # views timed apart are their own phases; a row saved without them is measured again
+    both = HostCosts(9e-6, 4e-6, 2e-6, 5e-6, 1e-6, 3e-6)
+    assert both.by_phase()["forward_view"] == 1e-6 and both.by_phase()["backward_view"] == 3e-6
+    assert host_costs.from_row(both.row()) == both
+    assert host_costs.from_row(HostCosts(9e-6, 4e-6, 2e-6, 5e-6).row()) is None
     # a malformed or non-positive saved row is measured instead
     assert roofs.host_costs("cuda:0", overhead={"host_costs": {"forward_s": 0.0}}) == fake()
 
 
-def test_a_foreach_optimizer_op_pays_the_foreach_host_cost():
+def test_a_foreach_optimizer_op_or_a_view_pays_its_own_host_cost():
     from types import SimpleNamespace
 
     from ceiling.profile.explain import host_phase
 
-    def call(op, phase):
-        return SimpleNamespace(op=op, phase=phase)
+    def call(op, phase, category="elementwise"):
+        return SimpleNamespace(op=op, phase=phase, category=category)
 
     assert host_phase(call("aten._foreach_mul_", "optimizer")) == "optimizer_foreach"
     assert host_phase(call("aten._fused_adamw_", "optimizer")) == "optimizer_foreach"
     assert host_phase(call("aten.mul_", "optimizer")) == "optimizer"
     assert host_phase(call("aten._foreach_mul_", "forward")) == "forward"
+    assert host_phase(call("aten.view", "forward", "view")) == "forward_view"
+    assert host_phase(call("aten.t", "backward", "view")) == "backward_view"
+    assert host_phase(call("aten.mm", "backward", "matmul")) == "backward"
+
+
+def test_elementwise_bandwidth_by_size_less_the_call_s_own_cost(monkeypatch):
+    # fake medians: the one-element call 2 µs; then each size in turn
+    medians = iter([2e-6, 2e-6, 12e-6, 1002e-6])
+    monkeypatch.setattr(roofs, "benchmark", lambda fn, **kw: [fn() is None or next(medians)] * 3)
+    points = roofs.time_elementwise_bandwidth("cpu", elements=(2**10, 2**13, 2**20))
+    # 2**10 took no longer than one element: left out; the others at 12 bytes per element
+    small, large = 12 * 2**13, 12 * 2**20
+    assert [p[0] for p in points] == [small, large]
+    assert [p[1] for p in points] == pytest.approx([small / 10e-6, large / 1e-3])
+
+
+def test_a_matmul_s_operands_are_cold_in_the_core_s_own_cache(monkeypatch):
+    from types import SimpleNamespace
+
+    from ceiling.hardware import cpu
+    from ceiling.measure import decode
+
+    caches = {"l1d": 32 * 2**10, "l1i": 32 * 2**10, "l2": 2**20, "l3": 32 * MiB}
+    monkeypatch.setattr(cpu, "detect_cpu", lambda: SimpleNamespace(caches=caches))
+    assert decode._private_cache_bytes("cpu") == 2**20  # the level below the last
+    assert decode._private_cache_bytes("cuda:0") is None  # a GPU's L2 is its last level
+    monkeypatch.setattr(cpu, "detect_cpu", lambda: SimpleNamespace(caches={"l1d": 2**15}))
+    assert decode._private_cache_bytes("cpu") is None  # one level: nothing below the last

@@ -60,6 +60,10 @@ def test_each_phase_of_a_training_step_pays_its_own_host_time_per_op():
     assert p.by_bound_s["overhead"] == pytest.approx(p.time_s)
     with pytest.raises(InvalidInput, match="backward"):
         Roofs(1e12, 1e11, host_s_by_phase={"backward": -1.0})
+    # a view pays its own host cost where views were timed apart, else its phase's
+    views = replace(cpu, host_s_by_phase={**host, "forward_view": 2e-6})
+    assert views.host_s("forward_view") == 2e-6 and views.host_s("backward_view") == 12e-6
+    assert views.host_s("recompute_view") == 2e-6
 
 
 def test_memory_roof_is_the_cache_when_the_working_set_fits():
@@ -70,6 +74,20 @@ def test_memory_roof_is_the_cache_when_the_working_set_fits():
     assert bandwidth == 1e11 and "not measured" in source
     with pytest.raises(InvalidInput):
         Roofs(1e12, 1e11, per_op_s=-1.0)
+
+
+def test_an_op_moves_its_bytes_at_the_bandwidth_measured_for_its_size():
+    # fake measured points: 1 MB at 50 GB/s, 100 MB at 5 GB/s; the memory roof 40 GB/s
+    r = Roofs(1e12, 10e9, bandwidth_by_bytes=((1e6, 50e9), (100e6, 5e9)))
+    assert r.bandwidth_at(1e3, 40e9) == 40e9  # flat below the first point, held at the roof
+    assert r.bandwidth_at(10e6, 40e9) == pytest.approx(27.5e9)  # halfway in log size
+    assert r.bandwidth_at(1e9, 40e9) == 5e9  # flat beyond the last
+    assert Roofs(1e12, 10e9).bandwidth_at(1e9, 40e9) == 40e9  # no curve: the roof
+    # an op of 2 calls of 100 MB each: 200 MB at 5 GB/s
+    t = roofline.op_time(0.0, 200e6, 2, r, 40e9)
+    assert t.memory_s == pytest.approx(200e6 / 5e9)
+    with pytest.raises(InvalidInput, match="increasing size"):
+        Roofs(1e12, 10e9, bandwidth_by_bytes=((100e6, 5e9), (1e6, 50e9)))
 
 
 def test_step_prediction_sums_ops_and_names_the_roof_that_holds_it():

@@ -274,6 +274,22 @@ def _cache_bytes(device: str) -> float | None:
     return float(llc) if llc else None
 
 
+def _private_cache_bytes(device: str) -> float | None:
+    """The cache level below the last on a CPU (one core's own L2 where the L3 is shared):
+    what a matmul's operands fall out of while the ops between two uses of them run; None
+    on a GPU (its L2 is the last level) or when the CPU's caches are unknown."""
+    if is_cuda(device):
+        return None
+    try:
+        from ceiling.hardware.cpu import detect_cpu
+
+        caches = detect_cpu().caches
+    except CeilingError:
+        return None
+    levels = sorted((k for k in caches if k[1:].isdigit()), key=lambda k: int(k[1:]))
+    return float(caches[levels[-2]]) if len(levels) >= 2 else None
+
+
 @dataclass(frozen=True)
 class MeasuredDecodeRow:
     batch: int

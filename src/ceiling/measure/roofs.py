@@ -8,6 +8,7 @@ Raw figures (seconds, bytes/s); ceiling.model.roofline.Roofs combines them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,8 @@ class LocalRoofs:
     function_s_per_element: dict = field(default_factory=dict)
     # host seconds per op by phase of a training step (measure.host_costs; {}: not a step)
     host_s_by_phase: dict = field(default_factory=dict)
+    # ((bytes an elementwise op moves, bytes/s it moves them at), ...) by size
+    bandwidth_by_bytes: tuple = ()
 
 
 def _profiled_overhead(device: str, profile: str | Path | None) -> dict:
@@ -91,6 +94,45 @@ def _time_cache_bandwidth(device: str, cache_bytes: float) -> float:
     return n * 4 / min(times)
 
 
+# elements of each operand of the timed add: its three operands from inside the core's own
+# caches to beyond the last level (32 KiB ... 32 MiB of fp32 each)
+ELEMENTWISE_ELEMENTS = (2**13, 2**16, 2**19, 2**21, 2**22, 2**23)
+
+
+def quick_elementwise_bandwidth(device: str) -> tuple[tuple[float, float], ...]:
+    """time_elementwise_bandwidth at the quick budget, once per process, device and
+    threads."""
+    return measured_once(
+        "elementwise_bandwidth", device, lambda: time_elementwise_bandwidth(device)
+    )
+
+
+def time_elementwise_bandwidth(
+    device: str, budget_ms: float = QUICK_BUDGET_MS, elements=ELEMENTWISE_ELEMENTS
+) -> tuple[tuple[float, float], ...]:
+    """((bytes moved, bytes/s), ...): an add of two fp32 tensors into a third (read two,
+    write one, as a training step's elementwise ops do) at each size, its median call less
+    the same add's on one element (the call's own cost, which the per-op floor prices): the
+    bandwidth an op of that size moves its bytes at, from the caches it fits or from
+    memory. A size whose call is no longer than the one-element call is left out."""
+    import torch
+
+    def median_call(n: int) -> float:
+        x, y, o = (torch.ones(n, dtype=torch.float32, device=device) for _ in range(3))
+        times = benchmark(lambda: torch.add(x, y, out=o), device=device, warmup_ms=1.0,
+                          budget_ms=budget_ms / (len(elements) + 1), min_samples=3,
+                          flush=None)  # fmt: skip
+        return _typical(times)
+
+    floor = median_call(1)
+    out = []
+    for n in elements:
+        moved, work = 3.0 * n * 4, median_call(n) - floor
+        if work > 0:
+            out.append((moved, moved / work))
+    return tuple(out)
+
+
 AUTOGRAD_CHAIN = 100  # tiny ops per timed chain (each adds one op to the backward pass)
 
 
@@ -131,18 +173,27 @@ def host_costs(device: str, profile=None, overhead: dict | None = None):
 def function_costs(device: str, profile=None, overhead: dict | None = None) -> dict[str, float]:
     """Seconds per element of each function of measure.functions: from the machine
     profile's raw times (`overhead`: as first_touch_cost), else measured quickly (once per
-    process, device and threads)."""
-    from ceiling.measure.functions import quick_function_times
+    process, device and threads); a function the profile lacks (saved before it was
+    timed) measured quickly beside the profile's."""
+    from ceiling.measure.functions import NAMES, quick_function_times
 
     if overhead is None:
         overhead = _profiled_overhead(device, profile)
     saved = overhead.get("functions")
     try:
-        n, best = float(saved["elements"]), dict(saved["best_s"])
+        costs = _per_element(float(saved["elements"]), dict(saved["best_s"]))
     except (KeyError, TypeError, ValueError):
+        costs = {}
+    if not set(NAMES) <= set(costs):
         t = quick_function_times(device)
-        n, best = t.elements, t.best_s
-    return {k: float(v) / n for k, v in best.items() if isinstance(v, (int, float)) and v > 0}
+        costs = {**_per_element(t.elements, t.best_s), **costs}
+    return costs
+
+
+def _per_element(elements: float, best: dict) -> dict[str, float]:
+    return {
+        k: float(v) / elements for k, v in best.items() if isinstance(v, (int, float)) and v > 0
+    }
 
 
 def local_roofs(
@@ -150,7 +201,7 @@ def local_roofs(
 ) -> LocalRoofs:
     """The per-op floor: with autograd for a training step (measured quickly, with each
     phase's host time per op), else from the machine profile or a quick measurement; the
-    cache's bandwidth measured quickly."""
+    cache's bandwidth and an elementwise op's bandwidth by size measured quickly."""
     from ceiling.measure.overhead import time_tiny_op
 
     overhead = _profiled_overhead(device, profile)  # the profile file, read once
@@ -171,7 +222,8 @@ def local_roofs(
     host = host_costs(device, overhead=overhead).by_phase() if train else {}
     return LocalRoofs(per_op, source, cache_bytes, quick_cache_bandwidth(device, cache_bytes),
                       touch.s_per_byte, touch.from_bytes, touch.s_per_fault,
-                      function_costs(device, overhead=overhead), host)  # fmt: skip
+                      function_costs(device, overhead=overhead), host,
+                      quick_elementwise_bandwidth(device))  # fmt: skip
 
 
 MAX_SHAPES = 24  # distinct matmul shapes timed per step, the largest by FLOPs first
@@ -192,30 +244,40 @@ def matmul_rates(
     """FLOP/s of one (M, K) × (K, N) matmul per (M, N, K) (its median call), laid out as
     nn.Linear has it (a weight of N rows of K), into an existing output: the compute roof
     of a matmul of that shape on this device, which small and skinny shapes keep below peak.
+    A batched shape (B, M, N, K) is timed as one bmm of B such products: many small
+    matrices in one call (windowed or per-head attention) run far faster than B calls.
 
-    `cold_bytes` (the last-level cache, when the step's data do not fit it): each call
-    reads operands the previous calls have pushed out of a cache that size, as each of the
-    step's matmuls reads its weights from memory; a matrix-vector product then runs at the
-    bandwidth a matmul kernel streams at, which a plain read benchmark does not show."""
+    `cold_bytes` (the last-level cache, when the step's data do not fit it; else the
+    core's own cache below it): each call reads operands the previous calls have pushed out
+    of a cache that size, as each of the step's matmuls reads its weights from memory (or
+    from the last level, the ops in between having refilled the core's own cache); a
+    matrix-vector product then runs at the bandwidth a matmul kernel streams at, which a
+    plain read benchmark does not show."""
     import torch
 
+    def batched(shape) -> tuple[int, int, int, int]:
+        return tuple(shape) if len(shape) == 4 else (1, *shape)
+
     rates = {}
-    for m, n, k in sorted(shapes, key=lambda s: -s[0] * s[1] * s[2])[:MAX_SHAPES]:
-        pair = (m * k + n * k) * torch.empty((), dtype=dtype).element_size()
+    for shape in sorted(shapes, key=lambda s: -math.prod(s))[:MAX_SHAPES]:
+        b, m, n, k = batched(shape)
+        pair = b * (m * k + n * k) * torch.empty((), dtype=dtype).element_size()
         copies = min(MAX_COPIES, 1 + int(2 * cold_bytes // pair)) if cold_bytes else 1
+        lead = (b,) if len(shape) == 4 else ()
         inputs = [
-            (torch.randn(m, k, device=device, dtype=dtype),
-             torch.randn(n, k, device=device, dtype=dtype))
+            (torch.randn(*lead, m, k, device=device, dtype=dtype),
+             torch.randn(*lead, n, k, device=device, dtype=dtype))
             for _ in range(copies)
         ]  # fmt: skip
-        out = torch.empty(m, n, device=device, dtype=dtype)
+        out = torch.empty(*lead, m, n, device=device, dtype=dtype)
+        product = torch.bmm if lead else torch.mm
 
-        def mm(x_w, out=out) -> None:
-            torch.mm(x_w[0], x_w[1].t(), out=out)
+        def mm(x_w, out=out, product=product) -> None:
+            product(x_w[0], x_w[1].transpose(-1, -2), out=out)
 
         times = benchmark(mm, device=device, inputs=inputs, warmup_ms=2.0,
                           budget_ms=budget_ms, min_samples=max(5, copies))  # fmt: skip
-        rates[(m, n, k)] = 2.0 * m * n * k / _typical(times)
+        rates[shape] = 2.0 * b * m * n * k / _typical(times)
     return rates
 
 
@@ -252,12 +314,18 @@ def attention_times(dims, device: str, dtype, budget_ms: float = 15.0) -> dict:
 
 def replayed_times(keys, device: str, budget_ms: float = 15.0) -> dict:
     """Seconds of one call (its median) per recorded call key (overload name, argument
-    specs: profile.conv_flops.conv_dims), run again alone on fresh random tensors of the
+    specs: profile.op_flops.replay_key), run again alone on fresh random tensors of the
     same shapes: a convolution's own rate on this device at its shape, which the library's
-    kernel choice (direct, im2col, Winograd; depthwise or not) sets, not the matmul peak."""
+    kernel choice (direct, im2col, Winograd; depthwise or not) sets, not the matmul peak; a
+    recurrent layer's, whose time steps run one after another as small GEMMs. A call that
+    cannot run on random inputs is left out (its op then at the peak)."""
     out = {}
     for key in list(keys)[:MAX_SHAPES]:
-        fn, args = _replayable(key, device)
+        try:
+            fn, args = _replayable(key, device)
+            fn(*args)
+        except (RuntimeError, TypeError, ValueError):  # a call its random inputs cannot
+            continue  # stand for (a backward checking its saved state): at the peak
 
         def call(fn=fn, args=args) -> None:
             fn(*args)
@@ -277,7 +345,10 @@ def _replayable(key, device: str):
 
     def build(spec):
         if isinstance(spec, tuple) and len(spec) == 3 and spec[0] == "tensor":
-            return torch.randn(spec[1], dtype=getattr(torch, spec[2]), device=device)
+            dtype = getattr(torch, spec[2])
+            if dtype.is_floating_point:
+                return torch.randn(spec[1], dtype=dtype, device=device)
+            return torch.zeros(spec[1], dtype=dtype, device=device)  # a workspace, indices
         if isinstance(spec, tuple):
             return [build(s) for s in spec]
         return spec

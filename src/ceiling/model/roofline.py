@@ -149,12 +149,37 @@ class Roofs:
     # host seconds per op by phase ("forward", "backward", "optimizer", ...): an op of a
     # phase listed pays this instead of per_op_s
     host_s_by_phase: Mapping[str, float] = field(default_factory=dict)
+    # bandwidth an elementwise op of so many bytes (read + written) moves them at, measured
+    # at a few sizes ((bytes, bytes/s), by size): an op larger than the caches nearest the
+    # core streams slower than the hot read the memory roof is, whatever the working set
+    bandwidth_by_bytes: tuple[tuple[float, float], ...] = ()
+
+    def bandwidth_at(self, op_bytes: float, roof_bytes_per_s: float) -> float:
+        """The bandwidth one call moving `op_bytes` gets: the memory roof, or less where the
+        measured curve at that size (log-linear between its points, flat beyond) is lower."""
+        curve = self.bandwidth_by_bytes
+        if not curve or op_bytes <= 0:
+            return roof_bytes_per_s
+        sizes = [math.log(b) for b, _ in curve]
+        x = min(max(math.log(op_bytes), sizes[0]), sizes[-1])
+        i = max(j for j in range(len(sizes)) if sizes[j] <= x)
+        if i == len(sizes) - 1:
+            at = curve[i][1]
+        else:
+            share = (x - sizes[i]) / (sizes[i + 1] - sizes[i])
+            at = curve[i][1] + share * (curve[i + 1][1] - curve[i][1])
+        return min(roof_bytes_per_s, at)
 
     def host_s(self, phase: str | None) -> float:
-        """The host cost of one op of `phase` (a recomputation replays the forward)."""
-        if phase == "recompute":
-            phase = "forward"
-        return self.host_s_by_phase.get(phase, self.per_op_s) if phase else self.per_op_s
+        """The host cost of one op of `phase` (a recomputation replays the forward; a view
+        of a phase, "forward_view", costs as that phase's ops where views were not timed
+        apart)."""
+        if not phase:
+            return self.per_op_s
+        phase = phase.replace("recompute", "forward")
+        if phase not in self.host_s_by_phase:
+            phase = phase.removesuffix("_view")
+        return self.host_s_by_phase.get(phase, self.per_op_s)
 
     def __post_init__(self) -> None:
         _check_positive(self.peak_flops_per_s, "peak FLOP/s")
@@ -164,6 +189,12 @@ class Roofs:
         for phase, cost in self.host_s_by_phase.items():
             if not (math.isfinite(cost) and cost >= 0):
                 raise InvalidInput(f"host time per {phase} op must be >= 0 s, got {cost}")
+        for size, rate in self.bandwidth_by_bytes:
+            _check_positive(size, "bytes of a measured bandwidth point")
+            _check_positive(rate, "bandwidth at a size (bytes/s)")
+        sizes = [b for b, _ in self.bandwidth_by_bytes]
+        if sizes != sorted(set(sizes)):
+            raise InvalidInput("bandwidth points must be listed by increasing size, each once")
 
     def memory_roof(self, working_set_bytes: float) -> tuple[float, str]:
         """Bandwidth the step's bytes move at, and where they come from."""
@@ -232,12 +263,15 @@ def op_time(
     it allocated, whose first touch adds to its memory time (priced by `page_faults`, the
     faults it took, where counted); `function` over `elements`: at least that many
     elements at the function's measured cost each; `phase`: the host cost per call of
-    that phase of a training step (Roofs.host_s)."""
+    that phase of a training step (Roofs.host_s). Each call's bytes move at the memory roof,
+    or at the bandwidth measured for an op of its size where that is lower
+    (Roofs.bandwidth_at)."""
     if flops < 0 or bytes_moved < 0 or calls < 0:
         raise InvalidInput(
             f"FLOPs, bytes and calls must be >= 0, got {flops}, {bytes_moved}, {calls}"
         )
     _check_positive(bandwidth_bytes_per_s, "memory bandwidth (bytes/s)")
+    bandwidth_bytes_per_s = roofs.bandwidth_at(bytes_moved / max(calls, 1), bandwidth_bytes_per_s)
     rate = flops_per_s or roofs.peak_flops_per_s
     per_element = roofs.function_s_per_element.get(function, 0.0) if function else 0.0
     compute = max(flops / rate, elements * per_element)

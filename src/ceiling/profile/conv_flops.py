@@ -38,21 +38,10 @@ def convolution_backward(func, args, kwargs) -> FusedCount:
 FORMULAS = {"convolution_backward": ("matmul", convolution_backward)}
 
 
-CONV_OPS = ("convolution", "convolution_backward")
-
-
-def conv_dims(func, args) -> tuple | None:
-    """A convolution call as its overload and its arguments, each tensor as ("tensor",
-    shape, dtype): enough to run the same call again on fresh tensors and time it
-    (measure.roofs.replayed_times), its own compute roof."""
-    if func._overloadpacket.__name__ not in CONV_OPS:
-        return None
-    return (str(func), tuple(_spec(a) for a in args))
-
-
-def _spec(a):
+def spec(a):
+    """An argument as a replay needs it: a tensor as ("tensor", shape, dtype)."""
     if isinstance(a, torch.Tensor):
         return ("tensor", tuple(a.shape), str(a.dtype).removeprefix("torch."))
     if isinstance(a, (list, tuple)):
-        return tuple(_spec(x) for x in a)
+        return tuple(spec(x) for x in a)
     return a

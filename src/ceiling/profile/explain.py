@@ -62,6 +62,7 @@ def local_roofs(
         function_s_per_element=m.function_s_per_element,
         serial_dispatch=not device.startswith("cuda"),
         host_s_by_phase=m.host_s_by_phase,
+        bandwidth_by_bytes=tuple(m.bandwidth_by_bytes),
     )
     return roofs, m.per_op_source
 
@@ -111,12 +112,8 @@ def predicted_s(calls, e: StepExplanation) -> float:
     return roofline.predict_step(_works(calls, e.matmul_rates), e.roofs, e.working_set_bytes).time_s
 
 
-def _rate_key(c):
-    return c.matmul_dims or c.attention_dims or c.conv_dims
-
-
 def _works(calls, rates: dict):
-    return (_work(c, rates.get(_rate_key(c))) for c in calls)
+    return (_work(c, rates.get(rate_key(c))) for c in calls)
 
 
 def rates_by_op(calls, rates: dict) -> dict[str, float]:
@@ -125,7 +122,7 @@ def rates_by_op(calls, rates: dict) -> dict[str, float]:
     flops: dict[str, float] = {}
     seconds: dict[str, float] = {}
     for c in calls:
-        rate = rates.get(_rate_key(c))
+        rate = rates.get(rate_key(c))
         if rate and c.flops:
             name = c.op.replace(".", "::", 1)
             flops[name] = flops.get(name, 0.0) + c.flops
@@ -133,11 +130,23 @@ def rates_by_op(calls, rates: dict) -> dict[str, float]:
     return {k: flops[k] / seconds[k] for k in flops if seconds[k] > 0}
 
 
+def rate_key(c):
+    """The key of a recorded call's own measured rate (measured_matmul_rates): a matmul's
+    (M, N, K), (B, M, N, K) for a batch of B products in one call; a fused attention's
+    shape; a replayed call's key; None for other ops."""
+    if c.matmul_dims and c.matmul_batch > 1:
+        return (c.matmul_batch, *c.matmul_dims)
+    return c.matmul_dims or c.attention_dims or c.replay_key
+
+
 def host_phase(c) -> str:
     """The phase whose host time per op a recorded call pays: a foreach (or fused)
-    optimizer op runs over a whole list of tensors, at its own cost per call."""
+    optimizer op runs over a whole list of tensors, at its own cost per call; a view of
+    the forward or backward ("forward_view") costs its dispatch and autograd node only."""
     if c.phase == "optimizer" and c.op.startswith(FOREACH_PREFIXES):
         return "optimizer_foreach"
+    if c.category == "view" and c.phase in ("forward", "backward", "recompute"):
+        return f"{c.phase}_view"
     return c.phase
 
 
@@ -187,19 +196,20 @@ def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_
 
 
 def measured_matmul_rates(calls, device: str, cold_bytes: float | None = None) -> dict:
-    """FLOP/s of each distinct matmul shape (M, N, K), fused attention shape
-    (op_flops.attention_dims) and convolution call (conv_flops.conv_dims) of the step, each
-    timed alone on the device: its own compute roof. `cold_bytes`: the cache matmul
-    operands are pushed out of (the step's data do not fit it)."""
+    """FLOP/s of each distinct matmul shape (M, N, K; B, M, N, K batched), fused attention shape
+    (op_flops.attention_dims), convolution and recurrent layer call (op_flops.replay_key) of
+    the step, each timed alone on the device: its own compute roof. `cold_bytes`: the cache
+    matmul operands are pushed out of (the last level when the step's data do not fit it,
+    else the core's own)."""
     import torch
 
     from ceiling.measure.roofs import attention_times, matmul_rates, replayed_times
 
-    shapes = {c.matmul_dims for c in calls if c.matmul_dims}
+    shapes = {rate_key(c) for c in calls if c.matmul_dims}
     convs: dict = {}
-    for c in calls:  # each convolution shape's FLOPs, the largest timed first
-        if c.conv_dims:
-            convs[c.conv_dims] = c.flops
+    for c in calls:  # each replayed call's FLOPs, the largest timed first
+        if c.replay_key:
+            convs[c.replay_key] = c.flops
     largest = sorted(convs, key=lambda k: -convs[k])
     rates = {k: convs[k] / s for k, s in replayed_times(largest, device).items() if s > 0}
     dtypes = [c.dtype for c in calls if (c.matmul_dims or c.attention_dims) and c.dtype]

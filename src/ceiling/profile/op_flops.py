@@ -552,6 +552,16 @@ def _nll_flops(func, args, kwargs, name: str) -> FlopCount:
     return FlopCount(float(flops), True, "reduction")
 
 
+def matmul_batch(func, args) -> int:
+    """How many matrix products one call makes: a bmm's batch, else 1."""
+    if func._overloadpacket.__name__ not in ("bmm", "baddbmm"):
+        return 1
+    try:
+        return int(args[0 if func._overloadpacket.__name__ == "bmm" else 1].shape[0])
+    except (AttributeError, IndexError):
+        return 1
+
+
 def matmul_dims(func, args) -> tuple[int, ...] | None:
     """(M, N, K) of a matmul call, for the alignment hint; None for other ops."""
     name = func._overloadpacket.__name__
@@ -569,6 +579,21 @@ def matmul_dims(func, args) -> tuple[int, ...] | None:
     except (AttributeError, ValueError, IndexError):
         return None
     return (int(m), int(n), int(k))
+
+
+# calls whose rate no matmul shape gives: the library picks a kernel per shape (direct,
+# im2col, Winograd; depthwise or not) or runs a recurrence step by step (small GEMMs in a
+# loop), so each is replayed at its own shapes (measure.roofs.replayed_times)
+REPLAYED_OPS = frozenset(("convolution", "convolution_backward", *rnn_flops.FORMULAS))
+
+
+def replay_key(func, args) -> tuple | None:
+    """A convolution's or a recurrent layer's call as its overload and its arguments, each
+    tensor as ("tensor", shape, dtype): enough to run the same call again on fresh tensors
+    and time it, its own compute roof; None for other ops."""
+    if func._overloadpacket.__name__ not in REPLAYED_OPS:
+        return None
+    return (str(func), tuple(conv_flops.spec(a) for a in args))
 
 
 def attention_dims(func, args, kwargs) -> tuple | None:

@@ -34,12 +34,13 @@ from torch.utils.module_tracker import ModuleTracker
 
 from ceiling.measure.first_touch import faults_now
 from ceiling.profile.causal import EagerAttention
-from ceiling.profile.conv_flops import conv_dims
 from ceiling.profile.op_flops import (
     MODEL_CATEGORIES,
     attention_dims,
     count_flops,
+    matmul_batch,
     matmul_dims,
+    replay_key,
 )
 from ceiling.profile.shadow_values import replay
 from ceiling.profile.traffic import count_traffic, tensor_bytes
@@ -86,6 +87,7 @@ class OpCall:
     time_s: float | None
     dtype: str | None
     matmul_dims: tuple[int, ...] | None = None
+    matmul_batch: int = 1  # products of that shape one call makes (a bmm's batch)
     # attention pairs a causal mask removes (not in `flops`): full convention = flops + this
     causal_skipped_flops: float = 0.0
     # bytes of each output the op allocated (not a view, not written in place): a new
@@ -98,8 +100,9 @@ class OpCall:
     elements: int = 0
     # a fused attention call's shape (op_flops.attention_dims), its own rate's key
     attention_dims: tuple | None = None
-    # a convolution call's overload and argument shapes (conv_flops.conv_dims), likewise
-    conv_dims: tuple | None = None
+    # a convolution's or recurrent layer's call: its overload and argument shapes
+    # (op_flops.replay_key), its replayed rate's key
+    replay_key: tuple | None = None
 
     @property
     def bytes(self) -> float:
@@ -272,14 +275,17 @@ def _warm_up() -> None:
         return
 
 
-_FUNCTION_CATEGORIES = ("elementwise", "norm")
+_FUNCTION_CATEGORIES = ("elementwise", "norm", "reduction")
+# ops that move no data from inputs but compute each element they write: random draws
+_GENERATORS = ("bernoulli_",)
 
 
 def _function(func, args, kwargs, out, category: str) -> dict:
-    """The function an elementwise or norm op computes, and over how many elements."""
-    if category not in _FUNCTION_CATEGORIES:
-        return {}
+    """The function an elementwise, norm, reduction (pooling) or random op computes, and
+    over how many elements (its largest output's)."""
     name = func._overloadpacket.__name__
+    if category not in _FUNCTION_CATEGORIES and name not in _GENERATORS:
+        return {}
     if kwargs.get("approximate") == "tanh" or any(a == "tanh" for a in args if isinstance(a, str)):
         name += "[tanh]"
     sizes = [t.numel() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
@@ -385,6 +391,7 @@ class OpRecorder:
                 time_s=elapsed,
                 dtype=dtype,
                 matmul_dims=matmul_dims(func, args) if fl.category == "matmul" else None,
+                matmul_batch=matmul_batch(func, args) if fl.category == "matmul" else 1,
                 causal_skipped_flops=fl.causal_skipped,
                 new_buffers=() if elapsed is None else new_buffers(args, kwargs, out),
                 page_faults=faults,
@@ -392,7 +399,7 @@ class OpRecorder:
                 attention_dims=(
                     attention_dims(func, args, kwargs) if fl.category == "attention" else None
                 ),
-                conv_dims=conv_dims(func, args) if fl.category == "matmul" else None,
+                replay_key=replay_key(func, args) if fl.category == "matmul" else None,
             )
         )
         name = func._overloadpacket.__name__

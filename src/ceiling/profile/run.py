@@ -392,7 +392,7 @@ def check_layers(workload) -> None:
 
 def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, recorded_s, flops,
              compiled=False):  # fmt: skip
-    from ceiling.measure.decode import _cache_bytes
+    from ceiling.measure.decode import _cache_bytes, _private_cache_bytes
 
     ran = dev.type != "meta"
     cache = _cache_bytes(str(dev)) if ran else None
@@ -400,7 +400,10 @@ def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, reco
     working_set = working_set_bytes(workload.params, itemsize, train, rec.calls)
     # each matmul shape timed alone here is its own compute roof (not for another device)
     here = ran and not ceiling.source.startswith("datasheet spec")
-    cold = cache if cache and working_set > cache else None  # operands come from memory
+    # operands come from memory when the step's data do not fit the last-level cache; else
+    # from it, not from the core's own cache, which the ops between two uses have refilled
+    private = _private_cache_bytes(str(dev)) if ran else None
+    cold = cache if cache and working_set > cache else private
     rates = measured_matmul_rates(rec.calls, str(dev), cold) if here else None
     return explain_step(
         rec.calls, roofs, source, working_set, ceiling=ceiling, model_flops=flops,
