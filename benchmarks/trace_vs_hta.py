@@ -93,7 +93,8 @@ def main() -> None:
     ap.add_argument("--hta-python", help="a Python with HolisticTraceAnalysis installed")
     ap.add_argument("--mb", type=float, default=0, help="also a synthetic trace of this size")
     args = ap.parse_args()
-    files = args.files or sorted(p for p in REAL.iterdir() if p.name != "README.md")
+    kept = ("README.md", "op_calls.json.gz")  # notes and the list of their calls: no traces
+    files = args.files or sorted(p for p in REAL.iterdir() if p.name not in kept)
     with tempfile.TemporaryDirectory() as tmp:
         if args.mb:
             sys.path.insert(0, str(Path(__file__).parent))
@@ -113,8 +114,10 @@ def main() -> None:
                 ratio = (
                     f"{hta['wall_s'] / cold['wall_s']:.2f}x, {hta['wall_s'] / warm['wall_s']:.2f}x"
                 )
-            print(f"{f.name[:34]:34} {_cell(cold)} {_cell(warm)} {_cell(hta)}  {ratio}")
-    print("ratio: HTA's time over ceiling's, cold and warm (above 1: ceiling is faster)")
+            load = f"load {os.getloadavg()[0]:.1f}"
+            print(f"{f.name[:34]:34} {_cell(cold)} {_cell(warm)} {_cell(hta)}  {ratio}  {load}")
+    print("ratio: HTA's time over ceiling's, cold and warm (above 1: ceiling is faster);")
+    print(f"load: the 1-minute load average after the row (cores: {os.cpu_count()})")
 
 
 if __name__ == "__main__":

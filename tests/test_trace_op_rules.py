@@ -79,6 +79,231 @@ def test_every_call_costs_what_the_replay_gives(trace):
         assert ruled == _expected(name, dims, types, concrete, strides), (name, dims, types)
 
 
+F = "float"
+SL, SC = "ScalarList", "Scalar"
+
+
+def c(name, dims, types, concrete=None, strides=None):
+    return [name, dims, types, concrete, strides]
+
+
+# Calls as a current profiler records them (scalars and lists in "Concrete Inputs"), for the
+# rules the committed traces do not reach: matmuls with a bias, convolutions (grouped,
+# depthwise, transposed, 1-D, their backward), norms, softmax, activations, broadcasting and
+# type promotion, copies between layouts, views; some of them refused by torch's meta kernels.
+MODERN = [
+    c(
+        "aten::baddbmm",
+        [[4, 8, 16], [4, 8, 32], [4, 32, 16], [], []],
+        [F, F, F, SC, SC],
+        ["", "", "", "1", "1"],
+    ),
+    c(
+        "aten::baddbmm",
+        [[1, 8, 16], [4, 8, 32], [4, 32, 16], [], []],
+        ["c10::BFloat16"] * 3 + [SC, SC],
+        ["", "", "", "0", "0.125"],
+    ),
+    c(
+        "aten::addmm",
+        [[16], [8, 32], [32, 16], [], []],
+        ["c10::Half"] * 3 + [SC, SC],
+        ["", "", "", "1", "1"],
+    ),
+    c("aten::mm", [[8, 32], [32, 16]], ["c10::BFloat16"] * 2, None, [[32, 1], [1, 32]]),
+    c("aten::bmm", [[4, 8, 32], [4, 33, 16]], [F, F]),
+    c(
+        "aten::convolution",
+        [[8, 3, 32, 32], [16, 3, 3, 3], [16], [], [], [], [], [], []],
+        [F, F, F, SL, SL, SL, SC, SL, SC],
+        ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"],
+    ),
+    c(
+        "aten::convolution",
+        [[8, 32, 28, 28], [32, 1, 3, 3], [], [], [], [], [], [], []],
+        [F, F, "", SL, SL, SL, SC, SL, SC],
+        ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "32"],
+    ),
+    c(
+        "aten::convolution",
+        [[2, 16, 14, 14], [16, 8, 4, 4], [], [], [], [], [], [], []],
+        [F, F, "", SL, SL, SL, SC, SL, SC],
+        ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "True", "[0, 0]", "1"],
+    ),
+    c(
+        "aten::convolution",
+        [[8, 3, 32, 32], [16, 4, 3, 3], [16], [], [], [], [], [], []],
+        [F, F, F, SL, SL, SL, SC, SL, SC],
+        ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"],
+    ),
+    c(
+        "aten::_convolution",
+        [[8, 3, 32, 32], [16, 3, 3, 3], [16], [], [], [], [], [], [], [], [], [], []],
+        [F, F, F, SL, SL, SL, SC, SL, SC, SC, SC, SC, SC],
+        [
+            "",
+            "",
+            "",
+            "[1, 1]",
+            "[0, 0]",
+            "[2, 2]",
+            "False",
+            "[0, 0]",
+            "1",
+            "False",
+            "False",
+            "True",
+            "True",
+        ],
+    ),
+    c(
+        "aten::cudnn_convolution",
+        [[8, 3, 32, 32], [16, 3, 3, 3], [], [], [], [], [], [], []],
+        [F, F, SL, SL, SL, SC, SC, SC, SC],
+        ["", "", "[1, 1]", "[1, 1]", "[1, 1]", "1", "False", "False", "True"],
+    ),
+    c(
+        "aten::convolution",
+        [[4, 16, 100], [32, 16, 5], [32], [], [], [], [], [], []],
+        ["c10::BFloat16"] * 3 + [SL, SL, SL, SC, SL, SC],
+        ["", "", "", "[1]", "[2]", "[1]", "False", "[0]", "1"],
+    ),
+    c(
+        "aten::convolution_backward",
+        [[8, 16, 32, 32], [8, 3, 32, 32], [16, 3, 3, 3], [], [], [], [], [], [], [], []],
+        [F, F, F, SL, SL, SL, SL, SC, SL, SC, SL],
+        [
+            "",
+            "",
+            "",
+            "[16]",
+            "[1, 1]",
+            "[1, 1]",
+            "[1, 1]",
+            "False",
+            "[0, 0]",
+            "1",
+            "[True, True, True]",
+        ],
+    ),
+    c(
+        "aten::convolution_backward",
+        [[8, 32, 14, 14], [8, 32, 28, 28], [32, 1, 3, 3], [], [], [], [], [], [], [], []],
+        [F, F, F, SL, SL, SL, SL, SC, SL, SC, SL],
+        [
+            "",
+            "",
+            "",
+            "[0]",
+            "[2, 2]",
+            "[1, 1]",
+            "[1, 1]",
+            "False",
+            "[0, 0]",
+            "32",
+            "[False, True, False]",
+        ],
+    ),
+    c(
+        "aten::native_layer_norm",
+        [[4, 128, 768], [], [768], [768], []],
+        ["c10::BFloat16", SL, "c10::BFloat16", "c10::BFloat16", SC],
+        ["", "[768]", "", "", "1e-05"],
+    ),
+    c(
+        "aten::native_layer_norm",
+        [[4, 128, 768], [], [], [], []],
+        [F, SL, "", "", SC],
+        ["", "[768]", "", "", "1e-05"],
+    ),
+    c(
+        "aten::native_layer_norm_backward",
+        [[4, 128, 768], [4, 128, 768], [], [4, 128, 1], [4, 128, 1], [768], [768], []],
+        [F, F, SL, F, F, F, F, SL],
+        ["", "", "[768]", "", "", "", "", "[True, True, True]"],
+    ),
+    c("aten::_softmax", [[4, 12, 128, 128], [], []], ["c10::Half", SC, SC], ["", "-1", "True"]),
+    c("aten::_softmax", [[4, 12, 128, 128], [], []], [F, SC, SC], ["", "-1", "False"]),
+    c("aten::_log_softmax", [[32, 1000], [], []], [F, SC, SC], ["", "1", "False"]),
+    c(
+        "aten::_softmax_backward_data",
+        [[4, 12, 128, 128], [4, 12, 128, 128], [], []],
+        [F, F, SC, SC],
+        ["", "", "-1", "6"],
+    ),
+    c(
+        "aten::_log_softmax_backward_data",
+        [[32, 1000], [32, 1000], [], []],
+        [F, F, SC, SC],
+        ["", "", "1", "6"],
+    ),
+    c("aten::gelu", [[4, 128, 3072], []], ["c10::BFloat16", "String"], ["", "none"]),
+    c("aten::gelu", [[4, 128, 3072], []], [F, "String"], ["", "tanh"]),
+    c(
+        "aten::gelu_backward",
+        [[4, 128, 3072], [4, 128, 3072], []],
+        [F, F, "String"],
+        ["", "", "none"],
+    ),
+    c("aten::silu", [[4, 128, 3072]], ["c10::BFloat16"]),
+    c("aten::silu_backward", [[4, 128, 3072], [4, 128, 3072]], [F, F]),
+    c(
+        "aten::add",
+        [[4, 128, 768], [768], []],
+        ["c10::BFloat16", "c10::BFloat16", SC],
+        ["", "", "1"],
+    ),
+    c("aten::add", [[4, 128, 768], [], []], ["c10::BFloat16", F, SC], ["", "", "1"]),
+    c("aten::mul", [[4, 128, 768], [4, 1, 768]], ["c10::Half", "float"]),
+    c("aten::div", [[4, 128], []], ["long int", SC], ["", "2"]),
+    c("aten::sum", [[4, 128, 768], [], [], []], [F, SL, SC, ""], ["", "[0, 1]", "False", ""]),
+    c(
+        "aten::sum",
+        [[4, 128, 768], [], [], []],
+        ["c10::BFloat16", SL, SC, ""],
+        ["", "[-1]", "True", ""],
+    ),
+    c("aten::mean", [[4, 128, 768], [], [], []], [F, SL, SC, ""], ["", "[-1]", "True", ""]),
+    c(
+        "aten::copy_",
+        [[4, 128, 768], [4, 128, 768], []],
+        ["c10::BFloat16", F, SC],
+        ["", "", "False"],
+        [[98304, 768, 1], [1, 512, 4], []],
+    ),
+    c(
+        "aten::_to_copy",
+        [[4, 128, 768], [], [], [], [], [], []],
+        [F, SC, "", "", "", SC, ""],
+        ["", "15", "", "", "", "False", ""],
+    ),
+    c("aten::view", [[4, 128, 768], []], [F, SL], ["", "[512, -1]"]),
+    c("aten::view", [[4, 128, 768], []], [F, SL], ["", "[500, -1]"]),
+    c("aten::transpose", [[4, 128, 12, 64], [], []], [F, SC, SC], ["", "1", "2"]),
+    c("aten::expand", [[1, 768], [], []], [F, SL, SC], ["", "[4, 128, 768]", "False"]),
+    c("aten::cat", [[[4, 128], [4, 64]], []], ["TensorList", SC], ["", "1"]),
+    c("aten::clone", [[4, 128, 768], []], [F, ""], ["", ""], [[1, 512, 4], []]),
+    c("aten::zeros", [[], [], [], [], []], [SL, SC, "", "", ""], ["[4, 128]", "6", "", "", ""]),
+    c("aten::fill_", [[4, 128], []], ["c10::BFloat16", SC], ["", "0"]),
+    c(
+        "aten::addmm_",
+        [[8, 16], [8, 32], [32, 16], [], []],
+        [F, F, F, SC, SC],
+        ["", "", "", "1", "1"],
+    ),
+    c("aten::where", [[4, 128], [4, 128], []], ["bool", F, F]),
+    c("aten::sigmoid", [[4, 128]], ["long int"]),
+    c("aten::relu_", [[4, 128]], [F]),
+]
+
+
+@pytest.mark.parametrize("call", MODERN, ids=lambda call: call[0] if isinstance(call, list) else "")
+def test_calls_of_a_current_profiler_cost_what_the_replay_gives(call):
+    ruled = op_rules.rule_cost(*call)
+    assert ruled is not op_rules.UNSURE
+    assert ruled == _expected(*call)
+
+
 def test_a_call_without_a_rule_is_left_to_the_replay():
     assert op_rules.rule_cost("aten::my_op", [[2]], ["float"], None, None) is op_rules.UNSURE
     # an argument these rules do not model (a rounding mode) is left to the replay too

@@ -319,18 +319,22 @@ def _flops(kind, rule, category, per, schema, pos, kw, out):
         flops = 2 * n + (n - k if k < n else 0) + (k if reduction == 1 else 0)
         return float(flops), True, "reduction", 0.0
     if kind == "registry" and rule in ("convolution", "_convolution", "cudnn_convolution"):
-        return _conv_flops(schema, pos, kw, out), True, "matmul", 0.0
+        # the registry reads its 7th argument as `transposed` (cudnn_convolution: benchmark)
+        return _conv_flops(pos[0], pos[1], out, bool(pos[6])), True, "matmul", 0.0
+    if kind == "fused" and rule == "convolution_backward":
+        # `profile.conv_flops`: each gradient asked for costs the forward's FLOPs
+        grad, x, w = pos[:3]
+        mask = pos[10]
+        forward = _conv_flops(x, w, grad, bool(pos[7]))
+        return forward * (int(bool(mask[0])) + int(bool(mask[1]))), True, category, 0.0
     raise _Unsure
 
 
-def _conv_flops(schema, pos, kw, out) -> float:
+def _conv_flops(x: Meta, w: Meta, out: Meta, transposed: bool) -> float:
     """torch's registry formula (`flop_counter.conv_flop_count`): 2 · output positions of a
     plain convolution (input positions of a transposed one) · weight elements · batch."""
-    x, w = pos[0], pos[1]
-    transposed = bool(_arg(schema, pos, kw, "transposed", False))
-    batch = x.shape[0]
     positions = math.prod((x if transposed else out).shape[2:])
-    return 2.0 * batch * positions * math.prod(w.shape)
+    return 2.0 * x.shape[0] * positions * math.prod(w.shape)
 
 
 def _tensors(obj, into: list) -> list:
@@ -516,8 +520,11 @@ def _result(op: str, overload: str, schema, pos, kw):
         if shape != self.shape:
             raise _Refused
         return self
-    if base in ("mm", "bmm", "addmm"):
-        return _matmul(base, pos)
+    if base in ("mm", "bmm", "addmm", "baddbmm"):
+        out = _matmul(base, pos)
+        if inplace and (out.shape != self.shape or out.dtype != self.dtype):
+            raise _Refused
+        return self if inplace else out
     if base in _REDUCE:
         return _reduce(base, overload, schema, pos, kw)
     if op in _OVERWRITTEN:
@@ -586,6 +593,8 @@ def _more(op, overload, schema, pos, kw, self):
         raise _Refused  # a value the meta device does not hold
     if op in ("cat", "stack") and pos[0] == []:
         raise _Refused
+    if op == "cat" and overload == "default":
+        return _cat(pos[0], pos[1])
     if op in ("clamp", "clamp_") and overload == "default":
         low, high = pos[1], pos[2]
         if low is None and high is None:
@@ -615,12 +624,12 @@ def _more(op, overload, schema, pos, kw, self):
         if cond.dtype != _BOOL:
             raise _Refused
         return Meta(cond.shape, _result_type(pos[1:3]))
-    if op == "_softmax" and overload == "default":
+    if op in ("_softmax", "_log_softmax") and overload == "default":
         n = max(len(self.shape), 1)
         if (pos[2] and self.dtype != "c10::Half") or not -n <= pos[1] < n:
             raise _Refused  # half_to_float is for a half input only
         return Meta(self.shape, _FLOAT if pos[2] else self.dtype)
-    if op == "_softmax_backward_data":
+    if op in ("_softmax_backward_data", "_log_softmax_backward_data"):
         grad, out = pos[0], pos[1]
         if grad.shape != out.shape:
             raise _Refused
@@ -637,7 +646,105 @@ def _more(op, overload, schema, pos, kw, self):
             raise _Refused
         middle = math.prod(self.shape[start : end + 1])
         return Meta((*self.shape[:start], middle, *self.shape[end + 1 :]), self.dtype)
+    return _layers(op, overload, schema, pos, kw, self)
+
+
+def _layers(op, overload, schema, pos, kw, self):
+    """Convolutions, normalisations and activations."""
+    if op == "cudnn_convolution":
+        raise _Refused  # no meta kernel: the replay knows its kind only
+    if op in ("convolution", "_convolution") and overload == "default":
+        return _convolution(schema, pos, kw)
+    if op == "convolution_backward" and overload == "default":
+        grad, x, w = pos[:3]
+        mask = pos[10]
+        if len(x.shape) != len(w.shape) or grad.shape[1] != w.shape[0] or len(mask) != 3:
+            raise _Unsure
+        bias = _arg(schema, pos, kw, "bias_sizes")
+        return (
+            Meta(x.shape, x.dtype) if mask[0] else None,
+            Meta(w.shape, w.dtype) if mask[1] else None,
+            Meta(_ints(bias), grad.dtype) if mask[2] and bias is not None else None,
+        )
+    if op in ("gelu", "silu") and overload == "default":
+        return Meta(self.shape, self.dtype)
+    if op in ("gelu_backward", "silu_backward") and overload == "default":
+        if pos[0].shape != pos[1].shape:
+            raise _Unsure
+        return Meta(pos[0].shape, _result_type(pos[:2]))
+    if op == "native_layer_norm" and overload == "default":
+        normalized = _ints(pos[1])
+        axis = len(self.shape) - len(normalized)
+        if axis < 0 or tuple(self.shape[axis:]) != normalized:
+            raise _Refused
+        for p in pos[2:4]:
+            if p is not None and p.shape != normalized:
+                raise _Refused
+        stats = (*self.shape[:axis], *([1] * len(normalized)))
+        stat_dtype = _FLOAT if self.dtype in ("c10::Half", "c10::BFloat16") else self.dtype
+        return (Meta(self.shape, self.dtype), Meta(stats, stat_dtype), Meta(stats, stat_dtype))
+    if op == "native_layer_norm_backward" and overload == "default":
+        grad, x = pos[0], pos[1]
+        weight, bias, mask = pos[5], pos[6], pos[7]
+        if grad.shape != x.shape or len(mask) != 3:
+            raise _Unsure
+        return (
+            Meta(x.shape, x.dtype) if mask[0] else None,
+            Meta(weight.shape, weight.dtype) if mask[1] and weight is not None else None,
+            Meta(bias.shape, bias.dtype) if mask[2] and bias is not None else None,
+        )
     raise _Unsure
+
+
+def _convolution(schema, pos, kw):
+    """The output of a convolution, as torch's shape check gives it."""
+    x, w = pos[0], pos[1]
+    names = ("stride", "padding", "dilation", "output_padding")
+    stride, padding, dilation, output_padding = (_arg(schema, pos, kw, n, [0]) for n in names)
+    transposed = bool(_arg(schema, pos, kw, "transposed", False))
+    groups = _arg(schema, pos, kw, "groups", 1)
+    k = len(w.shape) - 2
+    if k < 1 or len(x.shape) != k + 2 or x.dtype != w.dtype or not isinstance(groups, int):
+        raise _Unsure
+    lists = [_ints(v) for v in (stride, padding, dilation, output_padding)]
+    stride, padding, dilation, output_padding = (v * k if len(v) == 1 else v for v in lists)
+    if any(len(v) != k for v in (stride, padding, dilation)) or groups < 1:
+        raise _Unsure
+    c_in = x.shape[1]
+    if (w.shape[0] if transposed else w.shape[1] * groups) != c_in:
+        raise _Refused
+    c_out = w.shape[1] * groups if transposed else w.shape[0]
+    sizes = []
+    for i in range(k):
+        n, kk = x.shape[2 + i], dilation[i] * (w.shape[2 + i] - 1) + 1
+        if transposed:
+            size = (n - 1) * stride[i] - 2 * padding[i] + kk + output_padding[i]
+        else:
+            size = (n + 2 * padding[i] - kk) // stride[i] + 1
+        if size < 1:
+            raise _Refused
+        sizes.append(size)
+    return Meta((x.shape[0], c_out, *sizes), x.dtype)
+
+
+def _cat(tensors: list, dim) -> Meta:
+    """torch.cat's output: sizes added along `dim`, the rest equal (a legacy empty 1-D
+    tensor is skipped)."""
+    kept = [t for t in tensors if t.shape != (0,)]
+    if not kept or not isinstance(dim, int):
+        raise _Unsure
+    rank = len(kept[0].shape)
+    if rank == 0 or not -rank <= dim < rank:
+        raise _Refused
+    dim %= rank
+    shape = list(kept[0].shape)
+    for t in kept[1:]:
+        if len(t.shape) != rank:
+            raise _Refused
+        if any(a != b for i, (a, b) in enumerate(zip(t.shape, shape, strict=True)) if i != dim):
+            raise _Refused
+        shape[dim] += t.shape[dim]
+    return Meta(shape, _promote_all(t.dtype for t in kept))
 
 
 def _ints(value) -> tuple:
@@ -688,17 +795,18 @@ def _elementwise(base, inplace, schema, pos, kw):
 
 
 def _matmul(base, pos):
-    if base == "addmm":
+    bias = None
+    if base in ("addmm", "baddbmm"):
         bias, a, b = pos[:3]
     else:
         a, b = pos[:2]
-    rank = 3 if base == "bmm" else 2
+    rank = 3 if "bmm" in base else 2
     if len(a.shape) != rank or len(b.shape) != rank or a.dtype != b.dtype:
         raise _Refused
     if a.shape[-1] != b.shape[-2] or (rank == 3 and a.shape[0] != b.shape[0]):
         raise _Refused
     shape = (*a.shape[:-1], b.shape[-1])
-    if base == "addmm" and (bias.dtype != a.dtype or _broadcast(bias.shape, shape) != shape):
+    if bias is not None and (bias.dtype != a.dtype or _broadcast(bias.shape, shape) != shape):
         raise _Refused
     return Meta(shape, a.dtype)
 
