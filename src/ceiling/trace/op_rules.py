@@ -672,6 +672,19 @@ def _layers(op, overload, schema, pos, kw, self):
         if pos[0].shape != pos[1].shape:
             raise _Unsure
         return Meta(pos[0].shape, _result_type(pos[:2]))
+    if op in _BATCH_NORMS and overload == "default":
+        return _batch_norm(op, pos)
+    if op == "native_group_norm" and overload == "default":
+        n, c, hxw, group = pos[3:7]
+        if n * c * hxw != self.numel or self.shape[:2] != (n, c) or c % group:
+            raise _Refused
+        stat = Meta((n, group), _stat_dtype(self.dtype))
+        return (Meta(self.shape, self.dtype), stat, Meta(stat.shape, stat.dtype))
+    if op == "native_group_norm_backward" and overload == "default":
+        x, weight, c, mask = pos[1], pos[4], pos[6], pos[9]
+        if weight is None or len(mask) != 3 or pos[0].shape != x.shape:
+            raise _Unsure
+        return _gradients(x, weight, (c,), mask)
     if op == "native_layer_norm" and overload == "default":
         normalized = _ints(pos[1])
         axis = len(self.shape) - len(normalized)
@@ -694,6 +707,47 @@ def _layers(op, overload, schema, pos, kw, self):
             Meta(bias.shape, bias.dtype) if mask[2] and bias is not None else None,
         )
     raise _Unsure
+
+
+_BATCH_NORMS = {
+    "native_batch_norm",
+    "_native_batch_norm_legit",
+    "_native_batch_norm_legit_no_training",
+    "native_batch_norm_backward",
+}
+
+
+def _stat_dtype(dtype: str) -> str:
+    """Norms keep their mean and inverse deviation in float32 for a 16-bit input."""
+    return _FLOAT if dtype in ("c10::Half", "c10::BFloat16") else dtype
+
+
+def _gradients(x: Meta, weight: Meta | None, channels: tuple, mask):
+    """A norm backward's (input, weight, bias) gradients, those the mask asks for."""
+    if weight is None:
+        raise _Unsure
+    return (
+        Meta(x.shape, x.dtype) if mask[0] else None,
+        Meta(channels, weight.dtype) if mask[1] else None,
+        Meta(channels, weight.dtype) if mask[2] else None,
+    )
+
+
+def _batch_norm(op, pos):
+    backward = op == "native_batch_norm_backward"
+    x = pos[1] if backward else pos[0]
+    if len(x.shape) < 2:
+        raise _Unsure
+    channels = (x.shape[1],)
+    for p in pos[2:7] if backward else pos[1:5]:
+        if p is not None and (not isinstance(p, Meta) or p.shape != channels):
+            raise _Refused
+    if backward:
+        if pos[0].shape != x.shape or len(pos[9]) != 3:
+            raise _Unsure
+        return _gradients(x, pos[2], channels, pos[9])
+    stat = _stat_dtype(x.dtype)
+    return (Meta(x.shape, x.dtype), Meta(channels, stat), Meta(channels, stat))
 
 
 def _convolution(schema, pos, kw):
