@@ -80,7 +80,7 @@ def test_every_call_costs_what_the_replay_gives(trace):
 
 
 F = "float"
-SL, SC = "ScalarList", "Scalar"
+SL, SC, BF = "ScalarList", "Scalar", "c10::BFloat16"
 
 
 def c(name, dims, types, concrete=None, strides=None):
@@ -263,6 +263,36 @@ MODERN = [
         [[8, 32, 14, 14]] * 2 + [[8, 4], [8, 4], [32]] + [[]] * 5,
         [F] * 5 + [SC] * 4 + [SL],
         [""] * 5 + ["8", "32", "196", "4", "[True, False, True]"],
+    ),
+    c(
+        "aten::_scaled_dot_product_efficient_attention",
+        [[2, 8, 128, 64]] * 3 + [[]] * 5,
+        [BF] * 3 + ["", SC, SC, SC, ""],
+        ["", "", "", "", "True", "0.0", "True", ""],
+    ),
+    c(
+        "aten::_scaled_dot_product_efficient_attention",
+        [[2, 8, 100, 64], [2, 8, 256, 64], [2, 8, 256, 32], [2, 8, 100, 256]] + [[]] * 4,
+        [BF] * 4 + [SC, SC, SC, ""],
+        ["", "", "", "", "True", "0.1", "False", ""],
+    ),
+    c(
+        "aten::_scaled_dot_product_efficient_attention",
+        [[2, 8, 128, 64]] * 3 + [[]] * 5,
+        [BF] * 3 + ["", SC, SC, SC, ""],
+        ["", "", "", "", "False", "0.0", "False", ""],
+    ),
+    c(
+        "aten::_scaled_dot_product_flash_attention",
+        [[2, 8, 128, 64]] * 3 + [[]] * 4,
+        [BF] * 3 + [SC, SC, SC, ""],
+        ["", "", "", "0.0", "True", "False", ""],
+    ),
+    c(
+        "aten::_scaled_dot_product_flash_attention",
+        [[2, 8, 64, 64]] + [[2, 8, 256, 64]] * 2 + [[]] * 4,
+        [BF] * 3 + [SC, SC, SC, ""],
+        ["", "", "", "0.0", "True", "True", ""],
     ),
     c("aten::_softmax", [[4, 12, 128, 128], [], []], ["c10::Half", SC, SC], ["", "-1", "True"]),
     c("aten::_softmax", [[4, 12, 128, 128], [], []], [F, SC, SC], ["", "-1", "False"]),

@@ -51,6 +51,7 @@ _TYPES = {
     "c10::complex<double>": (16, 3, None),
     "c10::Float8_e4m3fn": (1, 2, "fp8"),
     "c10::Float8_e5m2": (1, 2, "fp8"),
+    "uint64": (8, 1, None),  # a flash kernel's random state (never in a recorded input)
 }
 _CANON = {"int64_t": "long int"}  # one name per dtype
 # at::ScalarType codes, as a recorded `dtype` argument gives them
@@ -321,6 +322,8 @@ def _flops(kind, rule, category, per, schema, pos, kw, out):
     if kind == "registry" and rule in ("convolution", "_convolution", "cudnn_convolution"):
         # the registry reads its 7th argument as `transposed` (cudnn_convolution: benchmark)
         return _conv_flops(pos[0], pos[1], out, bool(pos[6])), True, "matmul", 0.0
+    if kind == "registry_attention" and rule in _ATTENTION:
+        return _attention_flops(schema, pos, kw)
     if kind == "fused" and rule == "convolution_backward":
         # `profile.conv_flops`: each gradient asked for costs the forward's FLOPs
         grad, x, w = pos[:3]
@@ -328,6 +331,25 @@ def _flops(kind, rule, category, per, schema, pos, kw, out):
         forward = _conv_flops(x, w, grad, bool(pos[7]))
         return forward * (int(bool(mask[0])) + int(bool(mask[1]))), True, category, 0.0
     raise _Unsure
+
+
+_ATTENTION = ("_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention")
+
+
+def _attention_flops(schema, pos, kw):
+    """torch's registry formula (`flop_counter.sdpa_flop_count`: Q·Kᵀ and P·V), counted at the
+    share of query/key pairs a causal mask keeps (`profile.causal.kept_share`); an explicit
+    mask's values are not recorded, so it is counted in full, marked estimated."""
+    q, k, v = pos[:3]
+    if not len(q.shape) == len(k.shape) == len(v.shape) == 4:
+        raise _Unsure
+    b, h, lq, d = q.shape
+    lk, dv = k.shape[-2], v.shape[-1]
+    flops = 2.0 * b * h * lq * d * lk + 2.0 * b * h * lq * lk * dv
+    if _arg(schema, pos, kw, "is_causal", False):
+        share = 1.0 if lq <= 0 or lk <= 0 else 0.5 if lq >= lk else 1.0 - lq / (2.0 * lk)
+        return flops * share, True, "attention", 0.0
+    return flops, _arg(schema, pos, kw, "attn_bias") is None, "attention", 0.0
 
 
 def _conv_flops(x: Meta, w: Meta, out: Meta, transposed: bool) -> float:
@@ -672,6 +694,8 @@ def _layers(op, overload, schema, pos, kw, self):
         if pos[0].shape != pos[1].shape:
             raise _Unsure
         return Meta(pos[0].shape, _result_type(pos[:2]))
+    if op in _ATTENTION and overload == "default":
+        return _attention(op, schema, pos, kw)
     if op in _BATCH_NORMS and overload == "default":
         return _batch_norm(op, pos)
     if op == "native_group_norm" and overload == "default":
@@ -715,6 +739,33 @@ _BATCH_NORMS = {
     "_native_batch_norm_legit_no_training",
     "native_batch_norm_backward",
 }
+
+
+def _attention(op, schema, pos, kw):
+    """A fused attention kernel's outputs on the meta device: the output, the log-sum-exp
+    kept for the backward (float32; the memory-efficient kernel pads it to 32 queries) and
+    the random state of its dropout."""
+    q, k, v = pos[:3]
+    if not len(q.shape) == len(k.shape) == len(v.shape) == 4 or not q.dtype == k.dtype == v.dtype:
+        raise _Unsure
+    b, h, lq, _ = q.shape
+    if op == "_scaled_dot_product_flash_attention":
+        lk = k.shape[-2]
+        debug = (b, h, lq, lk) if _arg(schema, pos, kw, "return_debug_mask") else (0,)
+        return (
+            Meta(q.shape, q.dtype),
+            Meta((b, h, lq), _FLOAT),
+            Meta((2,), "uint64"),
+            Meta((), "uint64"),
+            Meta(debug, q.dtype),
+        )
+    rows = -(-lq // 32) * 32 if _arg(schema, pos, kw, "compute_log_sumexp") else 0
+    return (
+        Meta((b, h, lq, v.shape[-1]), q.dtype),
+        Meta((b, h, rows), _FLOAT),
+        Meta((), _LONG),
+        Meta((), _LONG),
+    )
 
 
 def _stat_dtype(dtype: str) -> str:
