@@ -694,6 +694,12 @@ def _layers(op, overload, schema, pos, kw, self):
         if pos[0].shape != pos[1].shape:
             raise _Unsure
         return Meta(pos[0].shape, _result_type(pos[:2]))
+    if overload == "default" and op in _LOOKUPS:
+        return _lookup(op, pos)
+    if op == "native_dropout" and overload == "default":
+        return (Meta(self.shape, self.dtype), Meta(self.shape, _BOOL))
+    if op in ("max_pool2d_with_indices", "_adaptive_avg_pool2d") and overload == "default":
+        return _pool(op, pos)
     if op in _ATTENTION and overload == "default":
         return _attention(op, schema, pos, kw)
     if op in _BATCH_NORMS and overload == "default":
@@ -739,6 +745,70 @@ _BATCH_NORMS = {
     "_native_batch_norm_legit_no_training",
     "native_batch_norm_backward",
 }
+
+
+_LOOKUPS = ("embedding", "index_select", "embedding_dense_backward")
+
+
+def _lookup(op, pos):
+    """Rows picked from a table by index (and the gradient scattered back to them)."""
+    if op == "index_select":
+        table, dim, index = pos
+        if len(index.shape) > 1 or index.dtype not in (_LONG, "int") or not table.shape:
+            raise _Unsure
+        if not -len(table.shape) <= dim < len(table.shape):
+            raise _Refused
+        shape = list(table.shape)
+        shape[dim % len(shape)] = index.numel
+        return Meta(shape, table.dtype)
+    if op == "embedding":
+        table, index = pos[0], pos[1]
+        if len(table.shape) != 2 or index.dtype not in (_LONG, "int"):
+            raise _Unsure
+        return Meta((*index.shape, table.shape[1]), table.dtype)
+    grad, index, rows = pos[0], pos[1], pos[2]
+    if index.dtype not in (_LONG, "int") or not isinstance(rows, int) or not grad.shape:
+        raise _Unsure
+    return Meta((rows, grad.shape[-1]), grad.dtype)
+
+
+def _pool(op, pos):
+    """A 2-D pooling's output over the last two dimensions (as torch's pooling shape check)."""
+    x = pos[0]
+    if len(x.shape) not in (3, 4):
+        raise _Unsure
+    lead, (h, w) = x.shape[:-2], x.shape[-2:]
+    if op == "_adaptive_avg_pool2d":
+        size = _ints(pos[1])
+        if len(size) != 2:
+            raise _Unsure
+        return Meta((*lead, *size), x.dtype)
+    kernel, stride, padding, dilation = (_pair(v) for v in pos[1:5])
+    stride = stride or kernel
+    ceil_mode = bool(pos[5])
+    sizes = []
+    for n, k, s, p, d in zip((h, w), kernel, stride, padding, dilation, strict=True):
+        if k < 1 or s < 1 or d < 1 or p < 0 or p > (d * (k - 1) + 1) // 2:
+            raise _Refused
+        span = n + 2 * p - d * (k - 1) - 1
+        out = (span + (s - 1 if ceil_mode else 0)) // s + 1
+        if ceil_mode and (out - 1) * s >= n + p:
+            out -= 1
+        if out < 1:
+            raise _Refused
+        sizes.append(out)
+    return (Meta((*lead, *sizes), x.dtype), Meta((*lead, *sizes), _LONG))
+
+
+def _pair(value) -> tuple:
+    """An int[2] argument: one value stands for both; an empty list (a default stride) stays
+    empty."""
+    v = _ints(value) if value != [] else ()
+    if len(v) == 1:
+        return v * 2
+    if len(v) not in (0, 2):
+        raise _Unsure
+    return v
 
 
 def _attention(op, schema, pos, kw):
