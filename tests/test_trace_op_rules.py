@@ -30,7 +30,7 @@ def _recorded() -> dict:
 
 def calls_of(path: Path) -> list:
     """A trace's distinct aten calls, as op_calls.json.gz keeps them."""
-    with gzip.open(path, "rt") as f:
+    with gzip.open(path, "rt") if path.suffix == ".gz" else path.open() as f:
         events = json.load(f)["traceEvents"]
     seen = {}
     for e in events:
@@ -401,6 +401,54 @@ def test_calls_of_a_current_profiler_cost_what_the_replay_gives(call):
     ruled = op_rules.rule_cost(*call)
     assert ruled is not op_rules.UNSURE
     assert ruled == _expected(*call)
+
+
+def _small_training_step():
+    """Two steps of a model with the usual layers (embedding, layer/batch/group norm,
+    linear, causal attention, convolutions plain and depthwise, pooling, softmax, a loss,
+    AdamW), as `torch.profiler` records them with shapes."""
+    import torch
+    from torch import nn
+    from torch.nn import functional as f
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.ln, self.lin = nn.Embedding(100, 64), nn.LayerNorm(64), nn.Linear(64, 64)
+            self.conv, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+            self.gn, self.dw = nn.GroupNorm(2, 8), nn.Conv2d(8, 8, 3, groups=8, stride=2)
+
+        def forward(self, ids, img):
+            x = f.gelu(self.lin(self.ln(self.emb(ids))))
+            q = x.view(2, 16, 4, 16).transpose(1, 2)
+            a = f.scaled_dot_product_attention(q, q, q, is_causal=True)
+            x = x + a.transpose(1, 2).reshape(2, 16, 64)
+            y = f.max_pool2d(self.dw(self.gn(torch.relu(self.bn(self.conv(img))))), 2)
+            z = f.softmax(x, -1).sum() + y.mean() + f.silu(x).pow(2).mean()
+            return z + f.cross_entropy(x.reshape(-1, 64), ids.reshape(-1))
+
+    torch.manual_seed(0)
+    model = Model()
+    opt = torch.optim.AdamW(model.parameters())
+    ids, img = torch.randint(0, 64, (2, 16)), torch.randn(2, 3, 16, 16)
+    with torch.profiler.profile(record_shapes=True) as prof:
+        for _ in range(2):
+            model(ids, img).backward()
+            opt.step()
+            opt.zero_grad()
+    return prof
+
+
+def test_every_call_of_a_trace_recorded_here_costs_what_the_replay_gives(tmp_path):
+    path = tmp_path / "trace.json"
+    _small_training_step().export_chrome_trace(str(path))
+    calls = calls_of(path)
+    assert len(calls) > 200
+    for name, dims, types, concrete, strides in calls:
+        shaped = _shaped(dims, types)
+        ruled = op_rules.rule_cost(name, dims if shaped else None, types, concrete, strides)
+        assert ruled is not op_rules.UNSURE, (name, dims, types)
+        assert ruled == _expected(name, dims, types, concrete, strides), (name, dims, types)
 
 
 def test_a_call_without_a_rule_is_left_to_the_replay():

@@ -314,6 +314,14 @@ def _flops(kind, rule, category, per, schema, pos, kw, out):
         if rule == "mean":
             return float(max(n_in - n_out, 0) + n_out), True, "reduction", 0.0
         return float(n_in), False, "reduction", 0.0
+    if kind == "nll":
+        # `profile.op_flops`: one add (a scaled negation backward) per target, twice with a
+        # class weight; a mean divides once
+        n = _numel(_arg(schema, pos, kw, "target"))
+        flops = n * (2 if _arg(schema, pos, kw, "weight") is not None else 1)
+        if rule.endswith("forward") and _arg(schema, pos, kw, "reduction") == 1:
+            flops += 1
+        return float(flops), True, "reduction", 0.0
     if kind == "mse":
         n, k = _numel(pos[0]), _numel(out)
         reduction = _arg(schema, pos, kw, "reduction", 1)
@@ -322,8 +330,8 @@ def _flops(kind, rule, category, per, schema, pos, kw, out):
     if kind == "registry" and rule in ("convolution", "_convolution", "cudnn_convolution"):
         # the registry reads its 7th argument as `transposed` (cudnn_convolution: benchmark)
         return _conv_flops(pos[0], pos[1], out, bool(pos[6])), True, "matmul", 0.0
-    if kind == "registry_attention" and rule in _ATTENTION:
-        return _attention_flops(schema, pos, kw)
+    if (kind == "registry_attention" and rule in _ATTENTION) or kind == "cpu_attention":
+        return _attention_flops(rule, schema, pos, kw)
     if kind == "fused" and rule == "convolution_backward":
         # `profile.conv_flops`: each gradient asked for costs the forward's FLOPs
         grad, x, w = pos[:3]
@@ -336,20 +344,28 @@ def _flops(kind, rule, category, per, schema, pos, kw, out):
 _ATTENTION = ("_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention")
 
 
-def _attention_flops(schema, pos, kw):
-    """torch's registry formula (`flop_counter.sdpa_flop_count`: Q·Kᵀ and P·V), counted at the
-    share of query/key pairs a causal mask keeps (`profile.causal.kept_share`); an explicit
-    mask's values are not recorded, so it is counted in full, marked estimated."""
-    q, k, v = pos[:3]
+def _attention_flops(rule, schema, pos, kw):
+    """torch's registry formulas (`flop_counter.sdpa_flop_count`: Q·Kᵀ and P·V; its backward
+    recomputes Q·Kᵀ, then four products), counted at the share of query/key pairs a causal
+    mask keeps (`profile.causal.kept_share`); the backward's recomputation is kept apart
+    (hardware work, not model work); an explicit mask's values are not recorded, so it is
+    counted in full, marked estimated."""
+    backward = rule.endswith("backward")
+    q, k, v = pos[1:4] if backward else pos[:3]
     if not len(q.shape) == len(k.shape) == len(v.shape) == 4:
         raise _Unsure
     b, h, lq, d = q.shape
     lk, dv = k.shape[-2], v.shape[-1]
-    flops = 2.0 * b * h * lq * d * lk + 2.0 * b * h * lq * lk * dv
+    recomputed = 2.0 * b * h * lq * d * lk if backward else 0.0
+    if backward:
+        flops = 2.0 * b * h * lq * lk * (3 * d + 2 * dv)
+    else:
+        flops = 2.0 * b * h * lq * d * lk + 2.0 * b * h * lq * lk * dv
     if _arg(schema, pos, kw, "is_causal", False):
         share = 1.0 if lq <= 0 or lk <= 0 else 0.5 if lq >= lk else 1.0 - lq / (2.0 * lk)
-        return flops * share, True, "attention", 0.0
-    return flops, _arg(schema, pos, kw, "attn_bias") is None, "attention", 0.0
+        return flops * share, True, "attention", recomputed * share
+    mask = _arg(schema, pos, kw, "attn_mask", _arg(schema, pos, kw, "attn_bias"))
+    return flops, mask is None, "attention", recomputed
 
 
 def _conv_flops(x: Meta, w: Meta, out: Meta, transposed: bool) -> float:
@@ -382,8 +398,6 @@ def _traffic(tkind, written, overwrite, schema, pos, kw, out) -> float:
         return 0.0
     if tkind == "like":
         return float(sum(t.nbytes() for t in _unique(_tensors(out, []))))
-    if tkind == "nll":
-        raise _Unsure
     written_args: list = []
     for i in written:
         name = schema[i][0]
@@ -392,6 +406,8 @@ def _traffic(tkind, written, overwrite, schema, pos, kw, out) -> float:
     inputs = _unique(_tensors(kw, _tensors(pos, [])))
     outputs = _unique(_tensors(out, list(written_args)))
     write = float(sum(t.nbytes() for t in outputs))
+    if tkind == "nll":
+        return _nll_read(schema, pos, kw) + write
     if tkind == "lookup":
         read = sum(t.nbytes() for t in inputs[1:]) + write if inputs else 0.0
         return float(read) + write
@@ -399,6 +415,25 @@ def _traffic(tkind, written, overwrite, schema, pos, kw, out) -> float:
         skip = {id(t) for t in written_args}
         inputs = [t for t in inputs if id(t) not in skip]
     return float(sum(t.nbytes() for t in inputs)) + write
+
+
+def _nll_read(schema, pos, kw) -> float:
+    """`profile.traffic`: the targets, one input entry and class weight per target; the
+    backward reads the incoming gradient and the weight total instead of the input."""
+    target = _arg(schema, pos, kw, "target")
+    n = target.numel if isinstance(target, Meta) else 0
+    read = target.nbytes() if isinstance(target, Meta) else 0
+    weight = _arg(schema, pos, kw, "weight")
+    if isinstance(weight, Meta):
+        read += min(n, weight.numel) * weight.itemsize
+    if "self" in (a[0] for a in schema) and "grad_output" not in (a[0] for a in schema):
+        values = _arg(schema, pos, kw, "self")
+        read += n * values.itemsize if isinstance(values, Meta) else 0
+    else:
+        for name in ("grad_output", "total_weight"):
+            t = _arg(schema, pos, kw, name)
+            read += t.nbytes() if isinstance(t, Meta) else 0
+    return float(read)
 
 
 # ----------------------------------------------------------------------------- outputs
@@ -497,7 +532,17 @@ _FACTORIES = {"zeros", "ones", "empty", "rand", "randn"}
 _LIKE = {"zeros_like", "ones_like", "empty_like"}
 _OVERWRITTEN = {"fill_", "zero_", "normal_", "uniform_"}
 # views that only need their input to exist: same storage, no checks a recorded call can fail
-_PLAIN_VIEWS = {"detach", "detach_", "conj", "alias", "_unsafe_view", "contiguous", "t"}
+_PLAIN_VIEWS = {
+    "detach",
+    "detach_",
+    "conj",
+    "resolve_conj",
+    "lift_fresh",
+    "alias",
+    "_unsafe_view",
+    "contiguous",
+    "t",
+}
 
 
 def _output(op: str, overload: str, schema, pos, kw, written=()):
@@ -537,8 +582,8 @@ def _result(op: str, overload: str, schema, pos, kw):
         if mask.dtype != _BOOL or _broadcast(self.shape, mask.shape) != self.shape:
             raise _Refused
         return self
-    if op == "addcmul_":
-        shape = _broadcast(*(p.shape for p in pos[:3]))
+    if op in ("addcmul_", "addcdiv_", "lerp_"):
+        shape = _broadcast(*(p.shape for p in pos[:3] if isinstance(p, Meta)))
         if shape != self.shape:
             raise _Refused
         return self
@@ -554,7 +599,8 @@ def _result(op: str, overload: str, schema, pos, kw):
     if op in ("_to_copy", "clone"):
         dtype = _dtype_arg(_arg(schema, pos, kw, "dtype"), self.dtype)
         fmt = _arg(schema, pos, kw, "memory_format")
-        if fmt is not None and not isinstance(fmt, _Opaque):
+        # any dense layout spans the same bytes: contiguous, preserve, channels-last (2-D, 3-D)
+        if fmt is not None and not isinstance(fmt, _Opaque) and fmt not in (0, 1, 2, 3):
             raise _Unsure
         return Meta(self.shape, dtype)
     if op == "copy_":
@@ -577,6 +623,14 @@ def _result(op: str, overload: str, schema, pos, kw):
             if not -n <= d < n:
                 raise _Refused
         return Meta(self.shape, self.dtype)
+    if op == "select" and overload == "int":
+        n = len(self.shape)
+        dim, index = pos[1], pos[2]
+        if not n or not -n <= dim < n or not -self.shape[dim] <= index < self.shape[dim]:
+            raise _Refused
+        return Meta(self.shape[: dim % n] + self.shape[dim % n + 1 :], self.dtype)
+    if op == "reshape" and overload == "default":
+        return Meta(_view_shape(self, _ints(pos[1])), self.dtype)
     if op == "view" and overload == "default":
         return Meta(_view_shape(self, _ints(pos[1])), self.dtype)
     return _more(op, overload, schema, pos, kw, self)
@@ -589,12 +643,15 @@ def _more(op, overload, schema, pos, kw, self):
         return Meta(shape if _arg(schema, pos, kw, "reduction", 1) == 0 else (), dtype)
     if op == "mse_loss_backward":
         return Meta(pos[1].shape, pos[1].dtype)
-    if op in ("as_strided", "empty_strided"):
-        at = 1 if op == "as_strided" else 0
+    if op in ("as_strided", "as_strided_", "empty_strided"):
+        at = 0 if op == "empty_strided" else 1
         size, stride = _ints(pos[at]), _ints(pos[at + 1])
         if len(size) != len(stride):
             raise _Refused
         requested = _arg(schema, pos, kw, "dtype")
+        if op == "as_strided_":
+            self.shape, self.strides = size, stride
+            return self
         dtype = self.dtype if op == "as_strided" else _dtype_arg(requested, _FLOAT)
         return Meta(size, dtype, stride)
     if op == "resize_":
@@ -698,10 +755,27 @@ def _layers(op, overload, schema, pos, kw, self):
         return _lookup(op, pos)
     if op == "native_dropout" and overload == "default":
         return (Meta(self.shape, self.dtype), Meta(self.shape, _BOOL))
+    if op == "nll_loss_forward" and overload == "default":
+        target, reduction = pos[1], pos[3]
+        if len(self.shape) not in (1, 2) or target.dtype != _LONG or reduction not in (0, 1, 2):
+            raise _Unsure
+        if len(self.shape) == 2 and target.shape != self.shape[:1]:
+            raise _Refused
+        out = self.shape[:1] if reduction == 0 and len(self.shape) == 2 else ()
+        return (Meta(out, self.dtype), Meta((), self.dtype))
+    if op in ("nll_loss_backward", "max_pool2d_with_indices_backward") and overload == "default":
+        return Meta(pos[1].shape, pos[1].dtype)
     if op in ("max_pool2d_with_indices", "_adaptive_avg_pool2d") and overload == "default":
         return _pool(op, pos)
     if op in _ATTENTION and overload == "default":
         return _attention(op, schema, pos, kw)
+    if op == "_scaled_dot_product_flash_attention_for_cpu" and overload == "default":
+        q, v = pos[0], pos[2]
+        if len(q.shape) != 4 or not q.dtype == pos[1].dtype == v.dtype:
+            raise _Unsure
+        return (Meta((*q.shape[:3], v.shape[-1]), q.dtype), Meta(q.shape[:3], _FLOAT))
+    if op == "_scaled_dot_product_flash_attention_for_cpu_backward" and overload == "default":
+        return tuple(Meta(t.shape, t.dtype) for t in pos[1:4])
     if op in _BATCH_NORMS and overload == "default":
         return _batch_norm(op, pos)
     if op == "native_group_norm" and overload == "default":
