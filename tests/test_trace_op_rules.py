@@ -80,7 +80,8 @@ def test_every_call_costs_what_the_replay_gives(trace):
 
 
 F = "float"
-SL, SC, BF = "ScalarList", "Scalar", "c10::BFloat16"
+SL, SC, BF, TL = "ScalarList", "Scalar", "c10::BFloat16", "TensorList"
+TWO = [[128, 64], [64]]  # a weight and a bias, as a list argument records them
 
 
 def c(name, dims, types, concrete=None, strides=None):
@@ -321,6 +322,19 @@ MODERN = [
         ["", "[2, 2]", "[]", "[0, 0]", "[1, 1]", "True"],
     ),
     c("aten::_adaptive_avg_pool2d", [[32, 2048, 7, 7], []], [F, SL], ["", "[1, 1]"]),
+    c("aten::_foreach_addcdiv_", [TWO] * 3 + [[]], [TL] * 3 + [SC], ["", "", "", "0.5"]),
+    c("aten::_foreach_addcmul_", [TWO] * 3 + [[]], [TL] * 3 + [SC], ["", "", "", "0.1"]),
+    c("aten::_foreach_sqrt", [TWO], [TL], [""]),
+    c("aten::_foreach_div_", [TWO] * 2, [TL] * 2, ["", ""]),
+    c("aten::_foreach_add", [TWO, []], [TL, SC], ["", "1e-8"]),
+    c("aten::_foreach_mul_", [TWO, []], [TL, SC], ["", "0.9"]),
+    c("aten::_foreach_sub_", [TWO, [[128, 64]]], [TL, TL], ["", ""]),
+    c(
+        "aten::_fused_adamw_",
+        [TWO] * 4 + [[], [[], []]] + [[]] * 9,
+        [TL] * 6 + [SC] * 7 + ["", ""],
+        [""] * 6 + ["0.001", "0.9", "0.999", "0.01", "1e-08", "False", "False", "", ""],
+    ),
     c("aten::_softmax", [[4, 12, 128, 128], [], []], ["c10::Half", SC, SC], ["", "-1", "True"]),
     c("aten::_softmax", [[4, 12, 128, 128], [], []], [F, SC, SC], ["", "-1", "False"]),
     c("aten::_log_softmax", [[32, 1000], [], []], [F, SC, SC], ["", "1", "False"]),

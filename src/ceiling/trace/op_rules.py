@@ -684,14 +684,8 @@ def _more(op, overload, schema, pos, kw, self):
                 raise _Refused
             return self
         return Meta(self.shape, dtype)
-    if op in ("_foreach_add_", "_foreach_mul_"):
-        lists = [p for p in pos if isinstance(p, list)]
-        if not lists[0] or any(len(x) != len(lists[0]) for x in lists):
-            raise _Refused
-        for x in lists[1:]:
-            if any(a.shape != b.shape for a, b in zip(lists[0], x, strict=True)):
-                raise _Refused
-        return None  # updated in place
+    if op.removesuffix("_") in _FOREACH or op in _FUSED_OPTIMIZERS:
+        return _foreach(op, pos)
     if op == "arange" and overload == "default":
         end = pos[0]
         if not isinstance(end, (int, float)) or isinstance(end, bool) or end < 0:
@@ -994,6 +988,39 @@ def _cat(tensors: list, dim) -> Meta:
             raise _Refused
         shape[dim] += t.shape[dim]
     return Meta(shape, _promote_all(t.dtype for t in kept))
+
+
+# optimizer steps over lists of tensors (checked against the replay: other _foreach ops are
+# left to it, some have no meta kernel)
+_FOREACH = {
+    "_foreach_add",
+    "_foreach_sub",
+    "_foreach_mul",
+    "_foreach_div",
+    "_foreach_addcmul",
+    "_foreach_addcdiv",
+    "_foreach_sqrt",
+}
+_FUSED_OPTIMIZERS = {"_fused_adam_", "_fused_adamw_"}
+
+
+def _foreach(op, pos):
+    """A list op: as many tensors in each list (of one shape, position by position, for a
+    _foreach op); updated in place, or new tensors shaped as the first list."""
+    lists = [p for p in pos if isinstance(p, list)]
+    first = lists[0]
+    if not first or any(x and len(x) != len(first) for x in lists):
+        raise _Refused
+    if op in _FUSED_OPTIMIZERS:
+        if any(len(x) != len(first) for x in lists[1:4]):
+            raise _Refused
+        return ()
+    for x in lists[1:]:
+        if len(x) != len(first) or any(a.shape != b.shape for a, b in zip(first, x, strict=True)):
+            raise _Refused
+    if op.endswith("_"):
+        return None  # updated in place
+    return [Meta(t.shape, t.dtype) for t in first]
 
 
 def _ints(value) -> tuple:
