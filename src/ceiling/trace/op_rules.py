@@ -135,10 +135,10 @@ def rule_cost(name: str, dims, types, concrete, strides):
         return _kind_only(rows)
     try:
         return _cost(name, rows, dims, tuple(types), concrete or (), strides or ())
-    except _Unsure:
-        return UNSURE
-    except (_Refused, ValueError, TypeError, IndexError, KeyError, OverflowError):
+    except _Refused:
         return _kind_only(rows)
+    except Exception:  # _Unsure, or arguments recorded in a form not judged here
+        return UNSURE
 
 
 def _kind_only(rows):
