@@ -335,6 +335,11 @@ MODERN = [
         [TL] * 6 + [SC] * 7 + ["", ""],
         [""] * 6 + ["0.001", "0.9", "0.999", "0.01", "1e-08", "False", "False", "", ""],
     ),
+    # composites: no rule of their own, the ops they run are counted (mm, addmm, bmm...)
+    c("aten::linear", [[4, 128, 768], [3072, 768], [3072]], [BF] * 3),
+    c("aten::matmul", [[4, 128, 768], [768, 3072]], [BF] * 2),
+    c("aten::addmv", [[64], [64, 32], [32], [], []], [F] * 3 + [SC] * 2, ["", "", "", "1", "1"]),
+    c("aten::mv", [[64, 32], [32]], [F] * 2),
     c("aten::_softmax", [[4, 12, 128, 128], [], []], ["c10::Half", SC, SC], ["", "-1", "True"]),
     c("aten::_softmax", [[4, 12, 128, 128], [], []], [F, SC, SC], ["", "-1", "False"]),
     c("aten::_log_softmax", [[32, 1000], [], []], [F, SC, SC], ["", "1", "False"]),
