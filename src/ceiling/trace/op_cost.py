@@ -175,7 +175,7 @@ def _fingerprint() -> str:
             digest.update(b"no torch distribution")
         root = Path(__file__).resolve().parents[1]
         sources = sorted((root / "profile").glob("*.py"))
-        sources += [root / "trace" / "op_replay.py", root / "trace" / "op_cost.py"]
+        sources += [root / "trace" / f for f in ("op_replay.py", "op_cost.py", "op_rules.py")]
         sources += [root / "vocabulary.py"]
         sources += [root / "model" / "attention.py", root / "model" / "mfu.py"]
         for f in sources:
