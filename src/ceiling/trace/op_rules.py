@@ -109,17 +109,9 @@ def _contiguous(shape) -> tuple:
     return tuple(reversed(strides))
 
 
-def _like(t: Meta, dtype=None, shape=None) -> Meta:
-    return Meta(t.shape if shape is None else shape, dtype or t.dtype)
-
-
 @cache
 def _table() -> dict:
     return json.loads((Path(__file__).parent / "op_rules.json").read_text())
-
-
-def covers(name: str) -> bool:
-    return name in _table()
 
 
 def rule_cost(name: str, dims, types, concrete, strides):
