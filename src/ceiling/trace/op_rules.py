@@ -215,6 +215,8 @@ def _rebuild(schema, dims, types, concrete, strides):
             value = [_meta(x, _FLOAT, ()) for x in d if isinstance(x, (list, tuple))]
         elif c not in ("", None):
             value = literal(c)
+            if not _valid(arg_type, value):
+                raise _Unsure  # torch may refuse it or read it otherwise: the replay decides
         elif has_default:
             if isinstance(default, str) and name not in ("reduce", "rounding_mode"):
                 value = _Opaque(default)  # a torch enum default (memory format, layout)
@@ -231,6 +233,32 @@ def _rebuild(schema, dims, types, concrete, strides):
         else:
             pos.append(value)
     return pos, kw, first_dtype
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# what a recorded value must be to stand for an argument of each schema type
+_VALID = {
+    "int": _is_int,
+    "bool": lambda v: isinstance(v, bool),
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)),
+    "str": lambda v: isinstance(v, str),
+    "List[int]": lambda v: isinstance(v, list) and all(_is_int(x) for x in v),
+    "List[bool]": lambda v: isinstance(v, list) and all(isinstance(x, bool) for x in v),
+}
+
+
+def _valid(arg_type: str, value) -> bool:
+    """Whether a recorded value fits its argument's type (else the replay judges it)."""
+    if arg_type.startswith("Optional["):
+        if value is None:
+            return True
+        arg_type = arg_type[len("Optional[") : -1]
+    check = _VALID.get(arg_type)
+    return check is not None and check(value)
 
 
 class _Opaque:
@@ -264,6 +292,11 @@ def _cost(name, rows, dims, types, concrete, strides):
     if call is None:
         return _kind_only(rows)
     pos, kw, dtype = call
+    if _arg(schema, pos, kw, "pin_memory") or _arg(schema, pos, kw, "layout") not in (None, 0):
+        raise _Unsure  # pinned memory, a sparse layout: not what the meta device gives
+    fmt = _arg(schema, pos, kw, "memory_format")
+    if not (fmt is None or isinstance(fmt, _Opaque) or fmt in (0, 1)):
+        raise _Unsure  # channels-last asks for a rank the replay checks
     out = _output(name[len("aten::") :], overload, schema, pos, kw, written)
     flops, exact, category, recomputed = _flops(kind, rule, category, per, schema, pos, kw, out)
     nbytes = _traffic(tkind, written, overwrite, schema, pos, kw, out)
@@ -560,45 +593,43 @@ def _result(op: str, overload: str, schema, pos, kw):
         return _elementwise(base, inplace, schema, pos, kw)
     if base in _BACKWARD:
         tensors = [p for p in pos if isinstance(p, Meta)]
-        if len(tensors) != 2:
+        if len(tensors) != 2 or tensors[0].dtype != tensors[1].dtype:
             raise _Unsure
         shape = _broadcast(*(t.shape for t in tensors))
         return Meta(shape, _result_type(tensors))
     if base == "where" and overload == "self":
         cond, a, b = pos[:3]
         if cond.dtype != _BOOL:
-            raise _Refused
+            raise _Unsure
         return Meta(_broadcast(cond.shape, a.shape, b.shape), _result_type([a, b]))
     if op == "masked_fill_":
         mask = pos[1]
         if mask.dtype != _BOOL or _broadcast(self.shape, mask.shape) != self.shape:
-            raise _Refused
+            raise _Unsure
         return self
     if op in ("addcmul_", "addcdiv_", "lerp_"):
         shape = _broadcast(*(p.shape for p in pos[:3] if isinstance(p, Meta)))
         if shape != self.shape:
-            raise _Refused
+            raise _Unsure
         return self
     if base in ("mm", "bmm", "addmm", "baddbmm"):
         out = _matmul(base, pos)
         if inplace and (out.shape != self.shape or out.dtype != self.dtype):
-            raise _Refused
+            raise _Unsure
         return self if inplace else out
     if base in _REDUCE:
         return _reduce(base, overload, schema, pos, kw)
     if op in _OVERWRITTEN:
+        if op in ("normal_", "uniform_") and self.category != 2:
+            raise _Unsure  # random values of a float distribution
         return self
     if op in ("_to_copy", "clone"):
         dtype = _dtype_arg(_arg(schema, pos, kw, "dtype"), self.dtype)
-        fmt = _arg(schema, pos, kw, "memory_format")
-        # any dense layout spans the same bytes: contiguous, preserve, channels-last (2-D, 3-D)
-        if fmt is not None and not isinstance(fmt, _Opaque) and fmt not in (0, 1, 2, 3):
-            raise _Unsure
         return Meta(self.shape, dtype)
     if op == "copy_":
         _broadcast(self.shape, pos[1].shape)
         if _broadcast(self.shape, pos[1].shape) != self.shape:
-            raise _Refused
+            raise _Unsure
         return self
     if op in _FACTORIES:
         size = _ints(pos[0])
@@ -607,19 +638,19 @@ def _result(op: str, overload: str, schema, pos, kw):
         return Meta(self.shape, _dtype_arg(_arg(schema, pos, kw, "dtype"), self.dtype))
     if op in _PLAIN_VIEWS and overload == "default":
         if op == "t" and len(self.shape) > 2:
-            raise _Refused
+            raise _Unsure
         return self if op == "detach_" else Meta(self.shape, self.dtype)
     if op == "transpose" and overload == "int":
         n = max(len(self.shape), 1)
         for d in pos[1:3]:
             if not -n <= d < n:
-                raise _Refused
+                raise _Unsure
         return Meta(self.shape, self.dtype)
     if op == "select" and overload == "int":
         n = len(self.shape)
         dim, index = pos[1], pos[2]
         if not n or not -n <= dim < n or not -self.shape[dim] <= index < self.shape[dim]:
-            raise _Refused
+            raise _Unsure
         return Meta(self.shape[: dim % n] + self.shape[dim % n + 1 :], self.dtype)
     if op == "reshape" and overload == "default":
         return Meta(_view_shape(self, _ints(pos[1])), self.dtype)
@@ -630,16 +661,19 @@ def _result(op: str, overload: str, schema, pos, kw):
 
 def _more(op, overload, schema, pos, kw, self):
     if op == "mse_loss":
+        if _arg(schema, pos, kw, "reduction", 1) not in (0, 1, 2):
+            raise _Unsure  # none, mean, sum: at::Reduction knows no other
         shape = _broadcast(self.shape, pos[1].shape)
         dtype = _result_type(pos[:2])
         return Meta(shape if _arg(schema, pos, kw, "reduction", 1) == 0 else (), dtype)
     if op == "mse_loss_backward":
-        return Meta(pos[1].shape, pos[1].dtype)
+        tensors = [t for t in pos[:3] if isinstance(t, Meta)]
+        return Meta(_broadcast(*(t.shape for t in tensors)), _result_type(tensors))
     if op in ("as_strided", "as_strided_", "empty_strided"):
         at = 0 if op == "empty_strided" else 1
         size, stride = _ints(pos[at]), _ints(pos[at + 1])
         if len(size) != len(stride):
-            raise _Refused
+            raise _Unsure
         requested = _arg(schema, pos, kw, "dtype")
         if op == "as_strided_":
             self.shape, self.strides = size, stride
@@ -651,10 +685,10 @@ def _more(op, overload, schema, pos, kw, self):
     if op == "expand":
         size = _ints(pos[1])
         if len(size) < len(self.shape):
-            raise _Refused
+            raise _Unsure
         for have, want in zip(reversed(self.shape), reversed(size), strict=False):
             if want != -1 and have not in (1, want):
-                raise _Refused
+                raise _Unsure
         return Meta(size, self.dtype)
     if op == "to" and overload in ("dtype_layout", "dtype"):
         return Meta(self.shape, _dtype_arg(_arg(schema, pos, kw, "dtype"), self.dtype))
@@ -673,7 +707,7 @@ def _more(op, overload, schema, pos, kw, self):
         dtype = _result_type([self] + [v for v in (low, high) if v is not None])
         if op == "clamp_":
             if not _can_cast(dtype, self.dtype):
-                raise _Refused
+                raise _Unsure
             return self
         return Meta(self.shape, dtype)
     if op.removesuffix("_") in _FOREACH or op in _FUSED_OPTIMIZERS:
@@ -687,17 +721,19 @@ def _more(op, overload, schema, pos, kw, self):
     if op == "where" and overload == "Scalar":
         cond = pos[0]
         if cond.dtype != _BOOL:
-            raise _Refused
+            raise _Unsure
         return Meta(cond.shape, _result_type(pos[1:3]))
     if op in ("_softmax", "_log_softmax") and overload == "default":
         n = max(len(self.shape), 1)
-        if (pos[2] and self.dtype != "c10::Half") or not -n <= pos[1] < n:
+        if pos[2] and self.dtype != "c10::Half":
             raise _Refused  # half_to_float is for a half input only
+        if not -n <= pos[1] < n:
+            raise _Unsure
         return Meta(self.shape, _FLOAT if pos[2] else self.dtype)
     if op in ("_softmax_backward_data", "_log_softmax_backward_data"):
         grad, out = pos[0], pos[1]
         if grad.shape != out.shape:
-            raise _Refused
+            raise _Unsure
         return Meta(grad.shape, _dtype_arg(pos[3], grad.dtype))
     if op == "max" and overload == "dim":
         values = _reduce("max", overload, schema, pos, kw)
@@ -708,7 +744,7 @@ def _more(op, overload, schema, pos, kw, self):
             return Meta((1,), self.dtype)
         start, end = (d % n if -n <= d < n else None for d in pos[1:3])
         if start is None or end is None or start > end:
-            raise _Refused
+            raise _Unsure
         middle = math.prod(self.shape[start : end + 1])
         return Meta((*self.shape[:start], middle, *self.shape[end + 1 :]), self.dtype)
     return _layers(op, overload, schema, pos, kw, self)
@@ -716,6 +752,9 @@ def _more(op, overload, schema, pos, kw, self):
 
 def _layers(op, overload, schema, pos, kw, self):
     """Convolutions, normalisations and activations."""
+    first = pos[0] if pos else None
+    if isinstance(first, Meta) and first.category != 2 and op not in _LOOKUPS:
+        raise _Unsure  # these take floating inputs: torch refuses others kernel by kernel
     if op == "cudnn_convolution":
         raise _Refused  # no meta kernel: the replay knows its kind only
     if op in ("convolution", "_convolution") and overload == "default":
@@ -724,6 +763,8 @@ def _layers(op, overload, schema, pos, kw, self):
         grad, x, w = pos[:3]
         mask = pos[10]
         if len(x.shape) != len(w.shape) or grad.shape[1] != w.shape[0] or len(mask) != 3:
+            raise _Unsure
+        if not grad.dtype == x.dtype == w.dtype:
             raise _Unsure
         bias = _arg(schema, pos, kw, "bias_sizes")
         return (
@@ -740,13 +781,15 @@ def _layers(op, overload, schema, pos, kw, self):
     if overload == "default" and op in _LOOKUPS:
         return _lookup(op, pos)
     if op == "native_dropout" and overload == "default":
+        if self.category != 2:
+            raise _Unsure
         return (Meta(self.shape, self.dtype), Meta(self.shape, _BOOL))
     if op == "nll_loss_forward" and overload == "default":
         target, reduction = pos[1], pos[3]
         if len(self.shape) not in (1, 2) or target.dtype != _LONG or reduction not in (0, 1, 2):
             raise _Unsure
         if len(self.shape) == 2 and target.shape != self.shape[:1]:
-            raise _Refused
+            raise _Unsure
         out = self.shape[:1] if reduction == 0 and len(self.shape) == 2 else ()
         return (Meta(out, self.dtype), Meta((), self.dtype))
     if op in ("nll_loss_backward", "max_pool2d_with_indices_backward") and overload == "default":
@@ -767,29 +810,47 @@ def _layers(op, overload, schema, pos, kw, self):
     if op == "native_group_norm" and overload == "default":
         n, c, hxw, group = pos[3:7]
         if n * c * hxw != self.numel or self.shape[:2] != (n, c) or c % group:
-            raise _Refused
+            raise _Unsure
+        if any(p is not None and p.shape != (c,) for p in pos[1:3]):
+            raise _Unsure
         stat = Meta((n, group), _stat_dtype(self.dtype))
         return (Meta(self.shape, self.dtype), stat, Meta(stat.shape, stat.dtype))
     if op == "native_group_norm_backward" and overload == "default":
-        x, weight, c, mask = pos[1], pos[4], pos[6], pos[9]
-        if weight is None or len(mask) != 3 or pos[0].shape != x.shape:
+        x, weight, mask = pos[1], pos[4], pos[9]
+        n, c, hxw, group = pos[5:9]
+        if weight is None or len(mask) != 3 or pos[0].shape != x.shape or c % group:
+            raise _Unsure
+        stats = (n, group)
+        if n * c * hxw != x.numel or x.shape[:2] != (n, c) or pos[2].shape != stats:
+            raise _Unsure
+        if pos[3].shape != stats or weight.shape != (c,):
             raise _Unsure
         return _gradients(x, weight, (c,), mask)
     if op == "native_layer_norm" and overload == "default":
         normalized = _ints(pos[1])
         axis = len(self.shape) - len(normalized)
         if axis < 0 or tuple(self.shape[axis:]) != normalized:
-            raise _Refused
+            raise _Unsure
         for p in pos[2:4]:
             if p is not None and p.shape != normalized:
-                raise _Refused
+                raise _Unsure
         stats = (*self.shape[:axis], *([1] * len(normalized)))
         stat_dtype = _FLOAT if self.dtype in ("c10::Half", "c10::BFloat16") else self.dtype
         return (Meta(self.shape, self.dtype), Meta(stats, stat_dtype), Meta(stats, stat_dtype))
     if op == "native_layer_norm_backward" and overload == "default":
         grad, x = pos[0], pos[1]
         weight, bias, mask = pos[5], pos[6], pos[7]
-        if grad.shape != x.shape or len(mask) != 3:
+        normalized = _ints(pos[2])
+        if (
+            grad.shape != x.shape
+            or len(mask) != 3
+            or x.shape[len(x.shape) - len(normalized) :] != normalized
+        ):
+            raise _Unsure
+        if any(p is not None and p.shape != normalized for p in (weight, bias)):
+            raise _Unsure
+        stats = (*x.shape[: len(x.shape) - len(normalized)], *([1] * len(normalized)))
+        if pos[3].shape != stats or pos[4].shape != stats:
             raise _Unsure
         return (
             Meta(x.shape, x.dtype) if mask[0] else None,
@@ -817,7 +878,7 @@ def _lookup(op, pos):
         if len(index.shape) > 1 or index.dtype not in (_LONG, "int") or not table.shape:
             raise _Unsure
         if not -len(table.shape) <= dim < len(table.shape):
-            raise _Refused
+            raise _Unsure
         shape = list(table.shape)
         shape[dim % len(shape)] = index.numel
         return Meta(shape, table.dtype)
@@ -827,7 +888,7 @@ def _lookup(op, pos):
             raise _Unsure
         return Meta((*index.shape, table.shape[1]), table.dtype)
     grad, index, rows = pos[0], pos[1], pos[2]
-    if index.dtype not in (_LONG, "int") or not isinstance(rows, int) or not grad.shape:
+    if index.dtype not in (_LONG, "int") or not _is_int(rows) or rows < 0 or not grad.shape:
         raise _Unsure
     return Meta((rows, grad.shape[-1]), grad.dtype)
 
@@ -849,13 +910,13 @@ def _pool(op, pos):
     sizes = []
     for n, k, s, p, d in zip((h, w), kernel, stride, padding, dilation, strict=True):
         if k < 1 or s < 1 or d < 1 or p < 0 or p > (d * (k - 1) + 1) // 2:
-            raise _Refused
+            raise _Unsure
         span = n + 2 * p - d * (k - 1) - 1
         out = (span + (s - 1 if ceil_mode else 0)) // s + 1
         if ceil_mode and (out - 1) * s >= n + p:
             out -= 1
         if out < 1:
-            raise _Refused
+            raise _Unsure
         sizes.append(out)
     return (Meta((*lead, *sizes), x.dtype), Meta((*lead, *sizes), _LONG))
 
@@ -879,9 +940,16 @@ def _attention(op, schema, pos, kw):
     if not len(q.shape) == len(k.shape) == len(v.shape) == 4 or not q.dtype == k.dtype == v.dtype:
         raise _Unsure
     b, h, lq, _ = q.shape
+    bias = _arg(schema, pos, kw, "attn_bias")
+    same = q.shape[:2] == k.shape[:2] == v.shape[:2] and k.shape[2] == v.shape[2]
+    if not same or q.shape[3] != k.shape[3]:
+        raise _Unsure
+    if bias is not None and (not isinstance(bias, Meta) or bias.shape != (b, h, lq, k.shape[2])):
+        raise _Unsure
     if op == "_scaled_dot_product_flash_attention":
-        lk = k.shape[-2]
-        debug = (b, h, lq, lk) if _arg(schema, pos, kw, "return_debug_mask") else (0,)
+        if _arg(schema, pos, kw, "return_debug_mask"):
+            raise _Unsure  # the kernel's own block sizes shape it
+        debug = (0,)
         return (
             Meta(q.shape, q.dtype),
             Meta((b, h, lq), _FLOAT),
@@ -922,7 +990,9 @@ def _batch_norm(op, pos):
     channels = (x.shape[1],)
     for p in pos[2:7] if backward else pos[1:5]:
         if p is not None and (not isinstance(p, Meta) or p.shape != channels):
-            raise _Refused
+            if isinstance(p, Meta) and len(p.shape) == 1 and p.shape[0] > 1:
+                raise _Refused  # per-channel statistics of another length
+            raise _Unsure
     if backward:
         if pos[0].shape != x.shape or len(pos[9]) != 3:
             raise _Unsure
@@ -947,7 +1017,7 @@ def _convolution(schema, pos, kw):
         raise _Unsure
     c_in = x.shape[1]
     if (w.shape[0] if transposed else w.shape[1] * groups) != c_in:
-        raise _Refused
+        raise _Unsure if transposed else _Refused
     c_out = w.shape[1] * groups if transposed else w.shape[0]
     sizes = []
     for i in range(k):
@@ -957,7 +1027,7 @@ def _convolution(schema, pos, kw):
         else:
             size = (n + 2 * padding[i] - kk) // stride[i] + 1
         if size < 1:
-            raise _Refused
+            raise _Unsure
         sizes.append(size)
     return Meta((x.shape[0], c_out, *sizes), x.dtype)
 
@@ -970,14 +1040,14 @@ def _cat(tensors: list, dim) -> Meta:
         raise _Unsure
     rank = len(kept[0].shape)
     if rank == 0 or not -rank <= dim < rank:
-        raise _Refused
+        raise _Unsure
     dim %= rank
     shape = list(kept[0].shape)
     for t in kept[1:]:
         if len(t.shape) != rank:
-            raise _Refused
+            raise _Unsure
         if any(a != b for i, (a, b) in enumerate(zip(t.shape, shape, strict=True)) if i != dim):
-            raise _Refused
+            raise _Unsure
         shape[dim] += t.shape[dim]
     return Meta(shape, _promote_all(t.dtype for t in kept))
 
@@ -1041,6 +1111,8 @@ def _elementwise(base, inplace, schema, pos, kw):
         raise _Unsure
     shape = _broadcast(*(t.shape for t in tensors))
     common = _result_type(operands)
+    if base not in _COMPARE and common == _BOOL:
+        raise _Unsure  # arithmetic on booleans alone: torch promotes or refuses op by op
     if base in _COMPARE:
         dtype = _BOOL
     elif base in _TO_FLOAT or base == "div":
@@ -1051,13 +1123,13 @@ def _elementwise(base, inplace, schema, pos, kw):
         dtype = common
         alpha = _arg(schema, pos, kw, "alpha", 1)
         if isinstance(alpha, float) and _TYPES[common][1] < 2:
-            raise _Refused  # an integral add/sub with a floating alpha
+            raise _Unsure  # an integral add/sub with a floating alpha
         if base in ("sub", "rsub", "neg") and common == _BOOL:
-            raise _Refused
+            raise _Unsure
     if inplace:
         self = pos[0]
         if shape != self.shape or not _can_cast(dtype, self.dtype):
-            raise _Refused
+            raise _Unsure
         return self
     return Meta(shape, dtype)
 
@@ -1070,12 +1142,12 @@ def _matmul(base, pos):
         a, b = pos[:2]
     rank = 3 if "bmm" in base else 2
     if len(a.shape) != rank or len(b.shape) != rank or a.dtype != b.dtype:
-        raise _Refused
+        raise _Unsure
     if a.shape[-1] != b.shape[-2] or (rank == 3 and a.shape[0] != b.shape[0]):
-        raise _Refused
+        raise _Refused  # the inner (or batch) sizes differ
     shape = (*a.shape[:-1], b.shape[-1])
     if bias is not None and (bias.dtype != a.dtype or _broadcast(bias.shape, shape) != shape):
-        raise _Refused
+        raise _Unsure
     return Meta(shape, a.dtype)
 
 
@@ -1089,8 +1161,8 @@ def _reduce(base, overload, schema, pos, kw):
     else:
         dims = set()
         for d in _ints(dim):
-            if not -max(ndim, 1) <= d < max(ndim, 1):
-                raise _Refused
+            if not -max(ndim, 1) <= d < max(ndim, 1) or d % max(ndim, 1) in dims:
+                raise _Unsure  # out of range, or named twice
             dims.add(d % max(ndim, 1))
     shape = tuple(1 if i in dims else s for i, s in enumerate(self.shape) if keep or i not in dims)
     requested = _arg(schema, pos, kw, "dtype")
@@ -1099,7 +1171,7 @@ def _reduce(base, overload, schema, pos, kw):
         dtype = _dtype_arg(requested, _LONG if category < 2 else self.dtype)
     elif base in ("mean", "linalg_vector_norm"):
         if requested is None and category < 2:
-            raise _Refused
+            raise _Unsure
         dtype = _dtype_arg(requested, self.dtype)
     else:
         dtype = self.dtype
