@@ -11,19 +11,19 @@ ceiling runs its whole analysis (steps, ops, kernels, HTA's figures, ranks), twi
 empty memo of op costs ("cold": a call no plain-Python rule covers then loads torch to be
 replayed) and again with the memo the first read left ("warm").
 
-Measured 2026-12-02 on the 2-core development VM while other work ran on it (1-minute load
-average 3.5 on 2 cores; the synthetic row from an earlier run at load 4.0), HTA 0.5.0,
-torch 2.13. Every op call of these traces is costed in plain Python (`trace.op_rules`), so
-no read loads torch and cold equals warm:
+Measured 2026-12-02 on the 2-core development VM (1-minute load average 1.2-1.4 during
+the real traces; the synthetic row from an earlier run at load 4.0), HTA 0.5.0, torch 2.13.
+Every op call of these traces is costed in plain Python (`trace.op_rules`), so no read
+loads torch and cold equals warm:
 
 trace (s, MiB)                     ceiling cold   ceiling warm   HTA            HTA/ceiling
-a100_ddp_nccl_rank0 (no shapes)     1.59    73     1.37    73     3.40   143     2.2x, 2.5x
-alexnet_a100_nosteps (no shapes)    0.44    26     0.32    26     1.75    99     4.0x, 5.5x
-gp100_gpu_annotations (no shapes)   0.27    27     0.30    27     1.91    99     7.2x, 6.4x
-mi250_minitoy_rocm6 (shapes)        0.32    26     0.28    26     1.29    97     4.0x, 4.7x
-sampled_2rank (2 files, shapes)     0.59    40     0.60    40     3.75   105     6.3x, 6.3x
-v100_bmm_rank1 (216k events)        5.29   188     5.11   188    10.29   333     1.9x, 2.0x
-v100_resnet50_kineto_pt18 (shapes)  2.43   152     2.43   152     6.17   206     2.5x, 2.5x
+a100_ddp_nccl_rank0 (no shapes)     1.17    73     1.12    73     2.65   143     2.3x, 2.4x
+alexnet_a100_nosteps (no shapes)    0.22    26     0.27    26     1.21    99     5.6x, 4.4x
+gp100_gpu_annotations (no shapes)   0.23    27     0.26    27     1.07    99     4.6x, 4.1x
+mi250_minitoy_rocm6 (shapes)        0.16    26     0.21    26     1.15    98     7.0x, 5.4x
+sampled_2rank (2 files, shapes)     0.53    40     0.65    40     1.87   105     3.5x, 2.9x
+v100_bmm_rank1 (216k events)        4.62   188     4.03   188     7.97   333     1.7x, 2.0x
+v100_resnet50_kineto_pt18 (shapes)  1.71   152     1.79   152     4.90   206     2.9x, 2.7x
 synthetic 200 MB (--mb 200)        71.57  1163    70.50  1164   115.60  1597     1.6x, 1.6x
 
 Before the plain-Python costs, a cold read of a trace with shapes loaded torch to replay
