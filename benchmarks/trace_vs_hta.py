@@ -8,24 +8,28 @@ about N MB (benchmarks/trace_read_speed.py's generator). HTA is not a dependency
 give the Python of an environment that has it (`pip install HolisticTraceAnalysis`), else
 only ceiling is timed. HTA runs `get_temporal_breakdown` and `get_comm_comp_overlap`;
 ceiling runs its whole analysis (steps, ops, kernels, HTA's figures, ranks), twice: with an
-empty memo of op costs (a trace with shapes then loads torch to replay them: "cold") and
-again with the memo the first read left ("warm": the next read of the same shapes).
+empty memo of op costs ("cold": a call no plain-Python rule covers then loads torch to be
+replayed) and again with the memo the first read left ("warm").
 
-Measured 2026-12-02 on the 2-core development VM while other work ran on it (wall times are
-loaded-machine figures; the ratios were steadier than the seconds), HTA 0.5.0, torch 2.13:
+Measured 2026-12-02 on the 2-core development VM (1-minute load average 1.2-1.4 during
+the real traces; the synthetic row from an earlier run at load 4.0), HTA 0.5.0, torch 2.13.
+Every op call of these traces is costed in plain Python (`trace.op_rules`), so no read
+loads torch and cold equals warm:
 
 trace (s, MiB)                     ceiling cold   ceiling warm   HTA            HTA/ceiling
-a100_ddp_nccl_rank0 (no shapes)     2.61    73     2.53    73     7.15   143     2.7x, 2.8x
-alexnet_a100_nosteps (no shapes)    0.42    26     0.38    26     3.26    99     7.7x, 8.5x
-gp100_gpu_annotations (no shapes)   0.68    27     0.76    26     3.81    99     5.6x, 5.0x
-mi250_minitoy_rocm6 (shapes)       14.45   303     0.84    25     3.91    98     0.27x, 4.7x
-sampled_2rank (2 files, shapes)    18.22   331     0.98    39     5.17   105     0.28x, 5.3x
-v100_bmm_rank1 (216k events)        8.48   188     6.81   188    17.83   333     2.1x, 2.6x
-v100_resnet50_kineto_pt18 (shapes) 18.70   392     5.16   152    12.77   206     0.68x, 2.5x
-synthetic 228 MB (--mb 200)       155.8   1449                   528.3  1597     3.4x
+a100_ddp_nccl_rank0 (no shapes)     1.17    73     1.12    73     2.65   143     2.3x, 2.4x
+alexnet_a100_nosteps (no shapes)    0.22    26     0.27    26     1.21    99     5.6x, 4.4x
+gp100_gpu_annotations (no shapes)   0.23    27     0.26    27     1.07    99     4.6x, 4.1x
+mi250_minitoy_rocm6 (shapes)        0.16    26     0.21    26     1.15    98     7.0x, 5.4x
+sampled_2rank (2 files, shapes)     0.53    40     0.65    40     1.87   105     3.5x, 2.9x
+v100_bmm_rank1 (216k events)        4.62   188     4.03   188     7.97   333     1.7x, 2.0x
+v100_resnet50_kineto_pt18 (shapes)  1.71   152     1.79   152     4.90   206     2.9x, 2.7x
+synthetic 200 MB (--mb 200)        71.57  1163    70.50  1164   115.60  1597     1.6x, 1.6x
 
-Cold reads of a trace with shapes load torch (about 200 MB and, on that loaded machine,
-9 s) to replay each distinct call once; every other read is faster than HTA's and smaller.
+Before the plain-Python costs, a cold read of a trace with shapes loaded torch to replay
+each distinct call (mi250 14.5 s and 303 MiB, sampled_2rank 18.2 s and 331 MiB, ResNet-50
+18.7 s and 392 MiB on that machine: 0.27-0.68x HTA's speed). A call no rule covers is still
+replayed, once, and kept in the memo.
 """
 
 from __future__ import annotations
@@ -93,7 +97,8 @@ def main() -> None:
     ap.add_argument("--hta-python", help="a Python with HolisticTraceAnalysis installed")
     ap.add_argument("--mb", type=float, default=0, help="also a synthetic trace of this size")
     args = ap.parse_args()
-    files = args.files or sorted(p for p in REAL.iterdir() if p.name != "README.md")
+    kept = ("README.md", "op_calls.json.gz")  # notes and the list of their calls: no traces
+    files = args.files or sorted(p for p in REAL.iterdir() if p.name not in kept)
     with tempfile.TemporaryDirectory() as tmp:
         if args.mb:
             sys.path.insert(0, str(Path(__file__).parent))
@@ -113,8 +118,10 @@ def main() -> None:
                 ratio = (
                     f"{hta['wall_s'] / cold['wall_s']:.2f}x, {hta['wall_s'] / warm['wall_s']:.2f}x"
                 )
-            print(f"{f.name[:34]:34} {_cell(cold)} {_cell(warm)} {_cell(hta)}  {ratio}")
-    print("ratio: HTA's time over ceiling's, cold and warm (above 1: ceiling is faster)")
+            load = f"load {os.getloadavg()[0]:.1f}"
+            print(f"{f.name[:34]:34} {_cell(cold)} {_cell(warm)} {_cell(hta)}  {ratio}  {load}")
+    print("ratio: HTA's time over ceiling's, cold and warm (above 1: ceiling is faster);")
+    print(f"load: the 1-minute load average after the row (cores: {os.cpu_count()})")
 
 
 if __name__ == "__main__":

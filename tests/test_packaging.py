@@ -116,6 +116,8 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     # the Python API ships with its type marker (PEP 561)
     assert "ceiling/py.typed" in names and "ceiling/api/result.py" in names
+    # the table a trace's op costs are worked out from without torch
+    assert "ceiling/trace/op_rules.json" in names
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"

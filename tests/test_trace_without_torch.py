@@ -1,13 +1,15 @@
 """`ceiling trace` reads a trace without loading torch (seconds and ~200 MB, more than a small
-trace costs to read) unless it has shapes no earlier read has costed: a trace without shapes
-never needs it; a trace with shapes replays each distinct call once, and the memo of those
-costs lets the next read of the same shapes go without."""
+trace costs to read) unless it has a call neither the plain-Python rules (`trace.op_rules`,
+tests/test_trace_op_rules.py) nor an earlier read have costed: a trace without shapes never
+needs it; a call left to the replay is replayed once, and the memo of those costs lets the
+next read of the same call go without."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from dataclasses import astuple
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,6 @@ from ceiling.trace.analyze import analyze
 
 DATA = Path(__file__).parent / "data" / "traces-real"
 NO_SHAPES = DATA / "gp100_gpu_annotations.json.gz"
-SHAPED = DATA / "mi250_minitoy_rocm6.json.gz"
 
 # The command as a user runs it, then what it loaded and what it answered
 RUN = """
@@ -39,16 +40,16 @@ print(json.dumps({"torch": "torch" in sys.modules, "answer": answers[-1]}))
 def fresh_memo(tmp_path, monkeypatch):
     """An empty memo, in a cache folder of the test's own."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    for name, empty in (("_MEMO", {}), ("_NEW", set()), ("_LOADED", set())):
+    for name, empty in (("_MEMO", {}), ("_RULED", {}), ("_NEW", set()), ("_LOADED", set())):
         monkeypatch.setattr(op_cost, name, empty)
     return tmp_path / "cache"
 
 
-def _run(cache: Path, *paths: Path) -> dict:
+def _run(cache: Path, script: str, *argv: str) -> dict:
     env = {"XDG_CACHE_HOME": str(cache), "PATH": "/usr/bin:/bin"}
     src = str(Path(op_cost.__file__).resolve().parents[2])
     out = subprocess.run(
-        [sys.executable, "-c", RUN, *map(str, paths)],
+        [sys.executable, "-c", script, *argv],
         capture_output=True,
         text=True,
         env={**env, "PYTHONPATH": src},
@@ -58,27 +59,46 @@ def _run(cache: Path, *paths: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_a_trace_is_read_without_torch_once_its_shapes_were_costed(fresh_memo):
-    first = analyze(SHAPED)  # this process has torch: the shapes are replayed here
+# a call the plain-Python rules (`trace.op_rules`) leave to the replay
+ADDCDIV = {
+    "Input Dims": [[8, 16], [8, 16], [8, 16], []],
+    "Input type": ["float", "float", "float", "Scalar"],
+    "Concrete Inputs": ["", "", "", "1"],
+}
+COST_RUN = """
+import json, sys
+from dataclasses import astuple
+from ceiling.trace import op_cost
+c = op_cost.cost("aten::addcdiv", json.loads(sys.argv[1]))
+print(json.dumps({"torch": "torch" in sys.modules, "cost": astuple(c)}))
+"""
+
+
+def test_a_call_replayed_once_is_read_from_the_memo_without_torch(fresh_memo):
+    first = op_cost.cost("aten::addcdiv", ADDCDIV)  # this process has torch: replayed here
+    assert (first.flops, first.category) == (2.0 * 8 * 16, "elementwise")
+    op_cost.save_memo()
     assert op_cost.memo_path().parent == fresh_memo / "ceiling"
     assert op_cost.memo_path().exists()
-    shaped = [r for r in first.ranks[0].ops if r.flops]
-    assert shaped, "the trace's shapes were costed"
-    ran = _run(fresh_memo, NO_SHAPES, SHAPED)
+    ran = _run(fresh_memo, COST_RUN, json.dumps(ADDCDIV))
+    assert ran == {"torch": False, "cost": list(astuple(first))}
+
+
+def test_a_trace_without_shapes_is_read_without_torch(fresh_memo):
+    ran = _run(fresh_memo, RUN, str(NO_SHAPES))
     assert ran["torch"] is False
-    assert ran["answer"] == json.loads(json.dumps(first.to_dict()))
+    assert ran["answer"] == json.loads(json.dumps(analyze(NO_SHAPES).to_dict()))
 
 
 def test_a_memo_that_cannot_be_read_is_counted_again(fresh_memo):
     path = op_cost.memo_path()
     path.parent.mkdir(parents=True)
-    path.write_text('{"aten::mm": [1, 2]}')  # not a cost: written by something else
-    op = {"Input Dims": [[8, 16], [16, 4]], "Input type": ["float", "float"]}
-    c = op_cost.cost("aten::mm", op)
-    assert (c.flops, c.category, c.dtype) == (2 * 8 * 16 * 4, "matmul", "fp32")
+    path.write_text('{"aten::addcdiv": [1, 2]}')  # not a cost: written by something else
+    c = op_cost.cost("aten::addcdiv", ADDCDIV)
+    assert (c.flops, c.category, c.dtype) == (2 * 8 * 16, "elementwise", "fp32")
     # a call recorded with more text than a memo entry may hold is costed, not kept
     wide = {"Input Dims": [[8, 16]] * 400, "Input type": ["float"] * 400}
     assert op_cost.cost("aten::cat", wide).category == "memory"
     op_cost.save_memo()
     stored = json.loads(path.read_text())
-    assert list(stored) == [next(k for k in stored if k.startswith("aten::mm\0"))]
+    assert list(stored) == [next(k for k in stored if k.startswith("aten::addcdiv\0"))]

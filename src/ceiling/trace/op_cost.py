@@ -1,8 +1,10 @@
 """FLOPs and bytes of a recorded op call, from the shapes and dtypes the trace kept.
 
-The count itself is a replay on torch's meta device through the one formula registry
-(`trace.op_replay`). Loading torch costs seconds and about 200 MB, more than reading a small
-trace, so every call's cost is also kept in a memo file in the user's cache folder
+The ops real traces are made of are counted in plain Python (`trace.op_rules`: the same
+answer as the replay, from torch's shape rules and the same counting rules); any other call
+is replayed on torch's meta device through the one formula registry (`trace.op_replay`).
+Loading torch costs seconds and about 200 MB, more than reading a small trace, so every
+replayed call's cost is also kept in a memo file in the user's cache folder
 ($XDG_CACHE_HOME, else ~/.cache, then ceiling/): a trace whose calls were all seen before
 (the next step, rank or run of the same model: same ops, same shapes) is costed without
 torch. The memo's name carries a fingerprint of the installed torch and of the counting
@@ -20,6 +22,8 @@ import os
 from dataclasses import astuple, dataclass
 from importlib import metadata
 from pathlib import Path
+
+from ceiling.trace import op_rules
 
 # A memo past this many calls is started afresh: read whole on a trace's first unseen call,
 # it must stay small beside the trace (a model's distinct calls: 50-1,000 in real traces).
@@ -70,12 +74,19 @@ def cost(name: str, args: dict) -> TracedOpCost | None:
     dims = args.get("Input Dims")
     types = args.get("Input type")
     shaped = isinstance(dims, list) and isinstance(types, list) and len(dims) == len(types)
+    concrete, strides = args.get("Concrete Inputs"), args.get("Input Strides")
     if shaped:
-        concrete, strides = args.get("Concrete Inputs"), args.get("Input Strides")
         # repr: the cheapest exact text of the nested lists (it never writes a NUL itself)
         key = "\0".join((name, repr(dims), repr(types), repr(concrete), repr(strides)))
     else:
         key = name  # no shapes: the op's kind alone is known
+    hit = _RULED.get(key, _MISSING)
+    if hit is not _MISSING:
+        return hit
+    ruled = op_rules.rule_cost(name, dims if shaped else None, types, concrete, strides)
+    if ruled is not op_rules.UNSURE:
+        hit = _RULED[key] = None if ruled is None else TracedOpCost(*ruled)
+        return hit
     hit = _MEMO.get(key, _MISSING)
     if hit is _MISSING:
         _load_memo()
@@ -94,6 +105,7 @@ def cost(name: str, args: dict) -> TracedOpCost | None:
 
 
 _MEMO: dict[str, TracedOpCost | None] = {}
+_RULED: dict[str, TracedOpCost | None] = {}  # calls costed by `op_rules`: never in the memo file
 _NEW: set[str] = set()  # keys counted in this process and not yet in the memo file
 _LOADED: set[Path] = set()
 _MISSING = object()
@@ -163,7 +175,7 @@ def _fingerprint() -> str:
             digest.update(b"no torch distribution")
         root = Path(__file__).resolve().parents[1]
         sources = sorted((root / "profile").glob("*.py"))
-        sources += [root / "trace" / "op_replay.py", root / "trace" / "op_cost.py"]
+        sources += [root / "trace" / f for f in ("op_replay.py", "op_cost.py", "op_rules.py")]
         sources += [root / "vocabulary.py"]
         sources += [root / "model" / "attention.py", root / "model" / "mfu.py"]
         for f in sources:

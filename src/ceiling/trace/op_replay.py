@@ -11,14 +11,16 @@ This module loads torch: `trace.op_cost` calls it only for the calls its memo ha
 
 from __future__ import annotations
 
-import ast
 import functools
+import json
+from pathlib import Path
 
 import torch
 
 from ceiling.profile.op_flops import count_flops, flop_kind, kind_category
 from ceiling.profile.traffic import count_traffic
 from ceiling.trace.op_cost import TracedOpCost
+from ceiling.trace.op_rules import fits, literal
 from ceiling.vocabulary import DTYPES, canonical_dtype
 
 _NO_RULE = ("unknown", "other")  # kinds op_flops has no formula for
@@ -104,27 +106,6 @@ def _replay(name, dims, types, concrete, strides) -> TracedOpCost | None:
     )
 
 
-def _is_tensor_type(t) -> bool:
-    text = str(t)
-    return text.startswith("Tensor") or text.startswith("Optional[Tensor]")
-
-
-def _is_list_type(t) -> bool:
-    return str(t).startswith(("Tensor[]", "List[Tensor]", "Tensor?[]", "List[Optional[Tensor]]"))
-
-
-def _fits(arg_type, recorded: str) -> bool:
-    """Whether a schema argument can hold what the trace recorded in its place."""
-    tensor, listed = _is_tensor_type(arg_type), _is_list_type(arg_type)
-    if recorded in _DTYPES:
-        return tensor and not listed
-    if recorded == "TensorList":
-        return listed
-    if recorded == "Scalar":
-        return not tensor or "Optional" in str(arg_type)
-    return True
-
-
 def _overload(packet, types: tuple):
     """The overload whose schema has as many arguments as were recorded, with tensors where
     the trace shows tensors."""
@@ -133,7 +114,7 @@ def _overload(packet, types: tuple):
         schema = func._schema.arguments
         if len(schema) != len(types):
             continue
-        if all(_fits(a.type, t) for a, t in zip(schema, types, strict=True)):
+        if all(fits(str(a.type), t) for a, t in zip(schema, types, strict=True)):
             return func
     return None
 
@@ -146,15 +127,6 @@ def _meta(dims, dtype, strides):
         except (RuntimeError, TypeError, ValueError):
             pass
     return torch.empty(dims, dtype=dtype, device="meta")
-
-
-def _scalar(text):
-    if text in ("True", "False"):
-        return text == "True"
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
 
 
 def _rebuild(func, dims, types, concrete, strides):
@@ -172,7 +144,7 @@ def _rebuild(func, dims, types, concrete, strides):
             # the trace gives no dtype per list element: float32 is assumed
             value = [_meta(x, torch.float32, ()) for x in d if isinstance(x, (list, tuple))]
         elif c not in ("", None):
-            value = _scalar(c)
+            value = literal(c)
         elif a.has_default_value():
             value = a.default_value
         elif str(a.type).startswith("Optional"):
@@ -186,3 +158,70 @@ def _rebuild(func, dims, types, concrete, strides):
         else:
             pos.append(value)
     return pos, kw, first_dtype
+
+
+def rule_table(names) -> dict:
+    """What `trace.op_rules` needs to cost these ops without torch, taken from torch and the
+    counting rules: for each op, None when it has no rule of its own (or torch has no such op),
+    else its overloads in torch's order, each (overload, how its FLOPs are counted, the rule's
+    name, the category, FLOPs per element, how its bytes are counted, positions it writes,
+    whether those are only overwritten, whether the byte count is exact, its arguments as
+    (name, type, has a default, the default, keyword-only))."""
+    from ceiling.profile import op_flops, traffic
+
+    table = {}
+    for name in sorted(names):
+        packet = _packet(name)
+        funcs = [getattr(packet, ov) for ov in packet.overloads()] if packet else []
+        if all(flop_kind(f)[0] in _NO_RULE for f in funcs):
+            table[name] = None
+            continue
+        rows = []
+        for ov, f in zip(packet.overloads(), funcs, strict=True):
+            kind, rule = flop_kind(f)
+            per = 0.0
+            if kind == "exact":
+                per = op_flops._PER_ELEMENT_EXACT[rule]
+            elif kind == "estimated":
+                per = op_flops._PER_ELEMENT_ESTIMATED[rule][1]
+            t = traffic._rule(f)
+            args = tuple(
+                (a.name, str(a.type), a.has_default_value(), _literal(a), a.kwarg_only)
+                for a in f._schema.arguments
+            )
+            written = tuple(i for i, _ in t.written)
+            rows.append(
+                (
+                    ov,
+                    kind,
+                    rule,
+                    kind_category(f),
+                    per,
+                    t.kind,
+                    written,
+                    t.overwrite_only,
+                    t.exact,
+                    args,
+                )
+            )
+        table[name] = tuple(rows)
+    return table
+
+
+def _literal(a):
+    """A schema default as plain data (a torch enum or dtype default as its text)."""
+    if not a.has_default_value():
+        return None
+    value = a.default_value
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value):
+        return list(value)
+    return str(value)
+
+
+def write_rule_table(path, names) -> None:
+    """Write `rule_table(names)` as the JSON file `trace.op_rules` reads (one op a line)."""
+    table = json.loads(json.dumps(rule_table(names)))
+    lines = [f"{json.dumps(k)}: {json.dumps(v, separators=(',', ':'))}" for k, v in table.items()]
+    Path(path).write_text("{\n" + ",\n".join(lines) + "\n}\n")

@@ -58,9 +58,10 @@ class Prepared:
 
 
 def cost_rule(trace: RankTrace):
-    """The op cost rule: shapes are replayed on torch's meta device (or found in the memo of
-    earlier replays); a trace without any recorded shapes has nothing to replay, so no op is
-    costed and torch is not loaded for it (the kernels' names still tell what each one is)."""
+    """The op cost rule: each call costed from its shapes (in plain Python for the ops real
+    traces hold, else replayed on torch's meta device or found in the memo of earlier
+    replays); a trace without any recorded shapes has nothing to cost, so no op is costed
+    and torch is not loaded for it (the kernels' names still tell what each one is)."""
     if not any("Input Dims" in e.args for e in trace.cpu_ops):
         return lambda name, args: None
     return cost
