@@ -1,3 +1,4 @@
+import dataclasses
 import itertools
 
 import pytest
@@ -111,6 +112,22 @@ def test_nothing_fits_is_explained():
     job = Job(get_model("gpt3-175b"), 64, 2048, attention="unfused")
     with pytest.raises(DoesNotFit, match=r"no plan fits: .* needs [\d.]+ GiB per device"):
         search(job, make_cluster(A100, 8))
+
+
+def test_a_plan_that_fits_only_in_the_headroom_says_how_much_headroom_it_leaves():
+    job = Job(get_model("gpt3-175b"), 64, 2048, attention="unfused")
+    c = make_cluster(A100, 8)
+    with pytest.raises(DoesNotFit) as far:  # far over the whole device: no such hint
+        search(job, c)
+    assert "fits with" not in str(far.value)
+    small = Job(get_model("llama-2-7b"), 64, 2048, attention="flash")
+    fixed = dict(d=8, t=1, p=1, micro_batch=1, recompute="full", zero=1)
+    plan = search(dataclasses.replace(small, headroom=0.0), c, fixed).plans[0]
+    free = 1 - plan.memory_bytes_per_device / c.memory_bytes
+    assert 0.01 < free < 0.9
+    # asked to keep more free than the plan leaves: refused, with the most it does leave
+    with pytest.raises(DoesNotFit, match=rf"fits with headroom {int(free * 100) / 100:g} "):
+        search(dataclasses.replace(small, headroom=free + 0.01), c, fixed)
 
 
 def test_impossible_pins_are_explained():

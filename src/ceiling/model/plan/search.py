@@ -226,6 +226,15 @@ class SearchResult:
     fitting: int  # of those, how many fit in memory
 
 
+def _headroom_hint(need: float, memory: float, headroom: float) -> str:
+    """The smaller headroom (whole percent) with which the smallest plan would fit, where one
+    would: the planning margin is a choice, and a run that is known to fit may go without."""
+    free = int((1.0 - need / memory) * 100) / 100  # whole percent, rounded down
+    if headroom <= 0 or free < 0:
+        return ""
+    return f"; it fits with {argument('headroom')} {free:g} ({free:.0%} of the device kept free)"
+
+
 def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> SearchResult:
     """Rank the plans that fit, fastest first; DoesNotFit explains when none does.
 
@@ -251,6 +260,7 @@ def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> Search
             f"{need / 2**30:.1f} GiB per device but {usable / 2**30:.1f} GiB are usable "
             f"({cluster.memory_bytes / 2**30:.0f} GiB less {job.headroom:.0%} headroom); "
             "use more devices, a smaller micro-batch or global batch, or a bigger device"
+            + _headroom_hint(need, cluster.memory_bytes, job.headroom)
         )
     # Blocks by their fastest fitting plan, the earlier block first among equals: the order
     # of the plans themselves, as each block's best is its first of equals.
