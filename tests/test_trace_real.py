@@ -150,6 +150,24 @@ def test_a_trace_without_steps_is_its_gpu_active_span(name):
     assert any("GPU-active span" in note for note in rank.notes)
 
 
+@pytest.mark.parametrize("length", [0, -1])
+def test_steps_of_no_length_leave_the_gpu_active_span(tmp_path, length):
+    # ProfilerStep spans of no length (or negative, a damaged file) launch nothing: the
+    # GPU's work is read as one window, its active span, and said so
+    name = "mi250_minitoy_rocm6.json.gz"
+    with gzip.open(DATA / name, "rt") as f:
+        doc = json.load(f)
+    for e in doc["traceEvents"]:
+        if str(e.get("name", "")).startswith("ProfilerStep"):
+            e["dur"] = length * e["dur"]
+    path = tmp_path / "steps.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    rank = analyze(path).ranks[0]
+    span, _ = raw_active_span(DATA / name)
+    assert len(rank.steps) == 1 and rank.step_s == pytest.approx(span, rel=1e-4)
+    assert any("no ProfilerStep launched GPU work" in note for note in rank.notes)
+
+
 @pytest.mark.parametrize("name", [*STEPPED, "mi250_minitoy_rocm6.json.gz"])
 def test_kernel_time_is_attributed_and_bounded(name):
     rank = _analyzed(name).ranks[0]

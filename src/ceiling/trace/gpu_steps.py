@@ -35,15 +35,7 @@ def gpu_steps(spans: list[tuple[float, float]], names: list[str], events, launch
     if not events:
         return GpuSteps([], [], ["no device events: nothing ran on the GPU"])
     if not spans:
-        lo, hi = min(e.start_s for e in events), max(e.end_s for e in events)
-        return GpuSteps(
-            [(lo, hi)],
-            [-1],
-            [
-                "no ProfilerStep in the trace: one window, the GPU-active span (first device "
-                "event to last)"
-            ],
-        )
+        return _active_span(events, "no ProfilerStep in the trace")
     starts = [a for a, _ in spans]
     end: list[float | None] = [None] * len(spans)
     first: list[float | None] = [None] * len(spans)
@@ -95,9 +87,17 @@ def gpu_steps(spans: list[tuple[float, float]], names: list[str], events, launch
     if kept:
         notes += [f"{names[k]} dropped as partial: {why}" for k, _, why in partial]
         return GpuSteps(windows, kept, notes)
+    if not partial:  # steps of no length (or negative): none launched the GPU's work
+        return _active_span(events, "no ProfilerStep launched GPU work", notes)
     k, window, why = partial[0]
     notes.append(f"{names[k]} is partial ({why}): its window starts at its first device event")
     return GpuSteps([window], [k], notes)
+
+
+def _active_span(events, why: str, notes: list[str] | None = None) -> GpuSteps:
+    lo, hi = min(e.start_s for e in events), max(e.end_s for e in events)
+    told = f"{why}: one window, the GPU-active span (first device event to last)"
+    return GpuSteps([(lo, hi)], [-1], [*(notes or []), told])
 
 
 def gpu_lag_s(events, launched_at) -> float | None:
