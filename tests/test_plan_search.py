@@ -102,7 +102,7 @@ def test_parse_fixed():
         ("recompute=some", "recompute must be"),
         ("zero=5", "zero must be"),
         ("sp=maybe", "sp must be"),
-        ("state=17", "14, 16 or 18"),
+        ("state=17", r"14 \(2\+4\+8.*16 \(2\+2\+12.*or 18 \(2\+4\+12"),
     ]:
         with pytest.raises(InvalidInput, match=msg):
             parse_fixed(bad)

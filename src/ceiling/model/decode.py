@@ -537,8 +537,9 @@ def decode_ceiling(
         bw, lat = step.tp_link
         notes.append(
             f"tensor parallelism: 2 all-reduces per layer ({2 * cfg.layers} per step) at "
-            f"{bw / 1e9:.0f} GB/s achieved, {lat * 1e6:.1f} µs per step, ring or tree as `plan` "
-            "prices them (the link × collective efficiency of clusters.toml)"
+            f"{bw / 1e9:.0f} GB/s achieved and {lat * 1e6:.1f} µs of latency per hop of each "
+            "all-reduce's ring or tree, as `plan` prices them (the link × collective "
+            "efficiency of clusters.toml)"
             + ("" if step.link else f"; {spec.name} lists no link: the generic default")
         )
     if cfg.experts > 1:

@@ -177,9 +177,9 @@ class Plan:
                                    "residuals split over the t devices", _ON_OFF, _switch,
                                    said_when=lambda plan: plan.t > 1)
     state_bytes_per_param: int = axis("state_bytes", 18, "weights + gradients + Adam state "
-                                      "per parameter", "14, 16 or 18 (2+2+12 as ZeRO "
-                                      "counts; 2+4+12 with fp32 gradients; 2+4+8 with BF16 "
-                                      "Adam moments, as DeepSeek-V3)", lambda s: s in STATE_BYTES,
+                                      "per parameter", "14 (2+4+8: BF16 Adam moments, "
+                                      "as DeepSeek-V3), 16 (2+2+12, as ZeRO counts) or 18 "
+                                      "(2+4+12: fp32 gradients)", lambda s: s in STATE_BYTES,
                                       aliases=("state",), said_when=lambda plan: False)
     cp: int = axis("cp", 1, "context parallelism: each sequence split over cp ranks, K/V "
                    "passed round a ring (devices = d·t·p·cp)", _WHOLE, _whole(1),
