@@ -149,3 +149,18 @@ def test_attention_is_one_default_for_every_model_and_dropout_the_models_config(
     code, out, _ = cli("plan", "gpt3-175b", "--spec", "a100-80gb", "--gpus", "1024", "--json")
     gpt3 = json.loads(out)["assumptions"]
     assert (gpt3["attention"], gpt3["dropout"]) == ("flash", True)
+
+
+def test_an_uneven_even_share_is_shown_as_the_split_that_holds_the_layers():
+    from types import SimpleNamespace
+
+    from ceiling.cli.plan import _stages
+
+    def result(p, first, mid, last):
+        return SimpleNamespace(plan=SimpleNamespace(p=p), stages={"layers": [first, mid, last]})
+
+    # 61 layers on 4 stages, each priced at the fullest stage's 16: held as 16,15,15,15
+    assert _stages(result(4, 16, 16, 16), 61) == "16,15×3"
+    assert _stages(result(32, 2, 2, 2), 61) == "2×29,1×3"
+    assert _stages(result(16, 7, 8, 7), 126) == "7,8…8,7"  # pinned stages that add up
+    assert _stages(result(3, 5, 6, 5)) == "5,6,5"

@@ -362,7 +362,7 @@ def _best_lines(job, best) -> list[str]:
     hidden = ", ".join(f"{k.upper()} {format_time(v)}" for k, v in best.hidden.items() if v >= 1e-4)
     if hidden:
         lines.append(f"communication hidden behind compute (not in the step): {hidden}")
-    lines.append(_memory_line(best))
+    lines.append(_memory_line(best, job.model.layers))
     if best.recompute_s > 0:
         lines.append(
             f"recompute={best.plan.recompute}: rebuilding activations takes "
@@ -382,7 +382,7 @@ def _best_lines(job, best) -> list[str]:
     return lines + [f"note: {note}" for note in best.notes]
 
 
-def _memory_line(best) -> str:
+def _memory_line(best, layers: int | None = None) -> str:
     """Where the best plan's memory goes, in the order a user trims it."""
     mem, pl = best.memory, best.plan
 
@@ -412,16 +412,22 @@ def _memory_line(best) -> str:
     return (
         f"best memory per device {gib(best.memory_bytes_per_device)} of "
         f"{gib(best.usable_bytes_per_device)} usable"
-        + (f" (its {where} pipeline stage, {_stages(best)} layers)" if where else "")
+        + (f" (its {where} pipeline stage, {_stages(best, layers)} layers)" if where else "")
         + f": {', '.join(parts)} "
         f"({best.memory['params_per_device'] / 1e9:.2f}B parameters per device{zero})"
     )
 
 
-def _stages(result) -> str:
-    """'7,8…8,7': layers on the first, the middle and the last pipeline stage."""
+def _stages(result, layers: int | None = None) -> str:
+    """'7,8…8,7': layers on the first, the middle and the last pipeline stage. Where the
+    even share leaves a remainder, every stage is priced at the fullest one's layers; the
+    split itself is shown as it holds the model's layers ('16,15×3' for 61 on 4 stages)."""
     first, mid, last = result.stages.get("layers", (0, 0, 0))
     p = result.plan.p
+    if layers and p > 1 and first + mid * (p - 2) + last != layers:
+        split = [layers // p + (i < layers % p) for i in range(p)]
+        runs = [(n, len(list(group))) for n, group in itertools.groupby(split)]
+        return ",".join(f"{n}×{k}" if k > 1 else f"{n}" for n, k in runs)
     middle = "" if p < 3 else (f"{mid}," if p == 3 else f"{mid}…{mid},")
     return f"{first},{middle}{last}"
 
