@@ -327,3 +327,13 @@ def test_a_dask_address_nobody_answers_is_one_line():
 
     with pytest.raises(CeilingError, match="no Dask scheduler answers"):
         analyze(DATA / "sampled_2rank", dask="nonsense://x")
+
+
+def test_a_folder_of_traces_from_different_devices_says_so(tmp_path):
+    import shutil
+
+    for name in ("gp100_gpu_annotations.json.gz", "alexnet_a100_nosteps.json.gz"):
+        shutil.copy(DATA / name, tmp_path / name)
+    notes = " ".join(analyze(tmp_path).notes)
+    assert "the traces name different devices" in notes and "Quadro GP100" in notes
+    assert "different devices" not in " ".join(_analyzed("sampled_2rank").notes)

@@ -89,6 +89,14 @@ def _analyze(path, spec, profile, dtype, workers, dask, progress) -> TraceResult
     if skipped:
         notes.append(f"{skipped} JSON file(s) in the folder are not traces: passed over")
     ranks = _numbered(summaries)
+    names = sorted({r.device_name for r in ranks if r.device_name})
+    if len(names) > 1 and spec is None and profile is None:
+        notes.append(
+            f"the traces name different devices ({', '.join(names)}): a folder is read as one "
+            f"job's ranks, each placed on {device.name or 'the first trace'}'s figures and "
+            "compared with the "
+            "others; read each device's traces apart"
+        )
     if not all(r.shapes_recorded for r in ranks):
         notes.append(
             "shapes were not recorded (torch.profiler record_shapes=False): FLOPs, MFU and "
