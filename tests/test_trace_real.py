@@ -337,3 +337,9 @@ def test_a_folder_of_traces_from_different_devices_says_so(tmp_path):
     notes = " ".join(analyze(tmp_path).notes)
     assert "the traces name different devices" in notes and "Quadro GP100" in notes
     assert "different devices" not in " ".join(_analyzed("sampled_2rank").notes)
+
+
+def test_unknown_model_flops_name_the_ops_that_could_not_be_counted():
+    notes = " ".join(_analyzed("v100_resnet50_kineto_pt18.json.gz").notes)
+    assert "model FLOPs unknown, not zero" in notes and "cudnn_convolution" in notes
+    assert "model FLOPs unknown" not in " ".join(_analyzed("mi250_minitoy_rocm6.json.gz").notes)

@@ -97,6 +97,9 @@ def _analyze(path, spec, profile, dtype, workers, dask, progress) -> TraceResult
             "compared with the "
             "others; read each device's traces apart"
         )
+    for r in ranks:
+        if r.shapes_recorded and r.model_flops_per_step is None:
+            notes.append(_uncounted(r))
     if not all(r.shapes_recorded for r in ranks):
         notes.append(
             "shapes were not recorded (torch.profiler record_shapes=False): FLOPs, MFU and "
@@ -108,6 +111,25 @@ def _analyze(path, spec, profile, dtype, workers, dask, progress) -> TraceResult
         ranks=ranks,
         cross=cross_rank(ranks, device.link_bandwidth_bytes_per_s),
         notes=notes,
+    )
+
+
+def _uncounted(rank) -> str:
+    """Why a rank's model FLOPs are unknown though shapes were recorded: the ops whose
+    arithmetic could not be counted from what the trace holds, by time."""
+    ops: dict[str, float] = {}
+    for o in rank.ops:
+        if o.flops is None and o.category in ("matmul", "attention", "unknown"):
+            ops[o.name] = ops.get(o.name, 0.0) + o.time_s
+    top = sorted(ops, key=ops.get, reverse=True)[:3]
+    why = (
+        " (PyTorch 1.8's profiler records no convolution's stride, padding or groups)"
+        if any("convolution" in name for name in top)
+        else ""
+    )
+    return (
+        f"rank {rank.rank}: model FLOPs unknown, not zero: the trace does not hold what "
+        f"counting {', '.join(top) or 'some ops'} needs{why}"
     )
 
 
