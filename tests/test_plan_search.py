@@ -1,5 +1,6 @@
 import dataclasses
 import itertools
+import re
 
 import pytest
 
@@ -182,3 +183,20 @@ def test_a_ring_across_nodes_does_not_make_node_local_tensor_parallelism_read_as
     assert any("ring (t=4 × cp=4) spans nodes" in n for n in worse.notes)
     why = explain_loss(worse, best)
     assert "TP t=4" in why and "across nodes" not in why
+
+
+@pytest.mark.parametrize(
+    ("model", "devices", "fixed", "words"),
+    [
+        ("llama-3-8b", 8, dict(ep=8), "is dense (no experts)"),
+        ("mixtral-8x7b", 8, dict(ep=3), "ep must divide the routed experts (8)"),
+        ("mixtral-8x7b", 8, dict(dualpipe=True, p=1), "an even p ≥ 2 and v = 1"),
+        ("llama-3-8b", 8, dict(ends=True, p=1), "it needs p ≥ 2"),
+        ("mixtral-8x7b", 8, dict(ep=8, etp=4), "ep·etp divides no stage's ranks"),
+        ("llama-3-8b", 8, dict(zero=3, shard=3), "shard=3 must divide d·cp"),
+    ],
+)
+def test_a_pinned_option_no_layout_can_keep_is_named(model, devices, fixed, words):
+    job = Job(get_model(model), 64, 2048, attention="flash")
+    with pytest.raises(InvalidInput, match=re.escape(words)):
+        search(job, make_cluster(A100, devices), fixed)

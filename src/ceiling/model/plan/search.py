@@ -393,11 +393,41 @@ def _no_valid_plan_message(job: Job, cluster, fixed: dict) -> str:
             f"(p({p}) × v({v}) = {p * v}) = {sh.layers % (p * v)}, or an uneven layout that "
             f"leaves every chunk a layer (stages=balanced, or stages=F,M,…,M,L with F, M, L ≥ v)"
         )
+    pinned = _pinned_option_rule(job, fixed, n)
+    if pinned:
+        return f"{head}: {pinned}"
     return (
         f"{head}: d·t·p must equal the device count, t divide heads({sh.heads}) and "
         f"ffn_hidden({sh.ffn_hidden}), p·v ≤ layers({sh.layers}) (a layer in every chunk), "
         f"d·micro_batch divide global_batch({B}), m divisible by p when v > 1"
     )
+
+
+def _pinned_option_rule(job: Job, fixed: dict, devices: int) -> str:
+    """The rule of a pinned option that no layout can keep, where one can be named from the
+    pins alone."""
+    experts, p = job.model.experts, fixed.get("p")
+    ep, etp = fixed.get("ep", 1), fixed.get("etp", 0)
+    if ep > 1 and experts <= 1:
+        return f"ep={ep} spreads routed experts, and {job.model.name} is dense (no experts)"
+    if ep > 1 and experts % ep:
+        return f"ep must divide the routed experts ({experts}), got ep={ep}"
+    if fixed.get("dualpipe") and p is not None and (p < 2 or p % 2 or fixed.get("v", 1) > 1):
+        return (
+            f"dualpipe feeds the pipeline from both ends: it needs an even p ≥ 2 and v = 1, "
+            f"got p={p}, v={fixed.get('v', 1)}"
+        )
+    if fixed.get("ends") and p is not None and p < 2:
+        return "ends=on counts the embedding and the loss as pipeline chunks: it needs p ≥ 2"
+    stages = [p] if p is not None else _divisors(devices)
+    if (ep > 1 or etp > 1) and all((devices // q) % (ep * max(etp, 1)) for q in stages):
+        return (
+            f"the expert layers lay ep·etp ({ep}·{etp or 't'}) over the t·cp·d ranks of a "
+            f"stage, and ep·etp divides no stage's ranks (devices/p) here"
+        )
+    if fixed.get("shard") and devices % fixed["shard"]:
+        return f"shard={fixed['shard']} must divide d·cp, the data-parallel ranks it shards over"
+    return ""
 
 
 _OTHER_REASONS = {
