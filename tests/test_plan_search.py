@@ -200,3 +200,12 @@ def test_a_pinned_option_no_layout_can_keep_is_named(model, devices, fixed, word
     job = Job(get_model(model), 64, 2048, attention="flash")
     with pytest.raises(InvalidInput, match=re.escape(words)):
         search(job, make_cluster(A100, devices), fixed)
+
+
+def test_flash_attention_3_is_refused_off_hopper():
+    from ceiling.errors import UnsupportedOnDevice
+
+    job = Job(get_model("llama-3-8b"), 64, 2048, attention="flash", attention_kernel="fa3")
+    with pytest.raises(UnsupportedOnDevice, match=r"Hopper GPUs .* is 8\.0; use fa2, cudnn"):
+        search(job, make_cluster(A100, 8))
+    assert search(job, make_cluster(get_spec("h100-sxm"), 8)).plans  # where it runs

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ceiling.errors import DoesNotFit, InvalidInput, argument
+from ceiling.errors import DoesNotFit, InvalidInput, UnsupportedOnDevice, argument
 from ceiling.model.plan import grid, recompute
 from ceiling.model.plan import step as parallel
 from ceiling.model.plan.axes import AXES, BY_KEY, parse_fixed, plan_at  # noqa: F401  (re-exported)
@@ -226,6 +226,17 @@ class SearchResult:
     fitting: int  # of those, how many fit in memory
 
 
+def _check_attention_kernel(job: Job, device) -> None:
+    """FlashAttention-3 is written for Hopper's tensor cores (sm_90) and runs on nothing else:
+    a device known to be another is refused, not priced as if it ran there."""
+    cc = getattr(device, "compute_capability", None)
+    if job.attention_kernel == "fa3" and cc is not None and cc != "9.0":
+        raise UnsupportedOnDevice(
+            f"{argument('attention_kernel')} fa3: FlashAttention-3 runs on Hopper GPUs "
+            f"(compute capability 9.0) only, and {device.name} is {cc}; use fa2, cudnn or auto"
+        )
+
+
 def _headroom_hint(need: float, memory: float, headroom: float) -> str:
     """The smaller headroom (whole percent) with which the smallest plan would fit, where one
     would: the planning margin is a choice, and a run that is known to fit may go without."""
@@ -244,6 +255,7 @@ def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> Search
     (d, t, p, cp) layout."""
     if top < 1:
         raise InvalidInput(f"{argument('top')} must be ≥ 1, got {top}")
+    _check_attention_kernel(job, cluster.device)
     fixed = dict(fixed or {})
     _check_fixed_alone(job, cluster, fixed)
     blocks = plan_blocks(job, cluster, fixed)
