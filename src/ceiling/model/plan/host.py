@@ -136,34 +136,31 @@ class HostOptions:
     kernel_s: float = HOST_S_PER_KERNEL
 
 
-def attention_kernels(t, sp, fp8, eager, graphs: bool, qk_norm: bool = False):
-    """Kernels of one attention block per micro-batch: (forward, backward)."""
+def _block_kernels(base, eager_extra, t, sp, fp8, eager, graphs: bool):
+    """Kernels of one block (its own `base` (forward, backward) count) per micro-batch, with
+    its tensor-parallel collectives, FP8 casts and eager extras: (forward, backward)."""
     t = np.asarray(t, dtype=float)
     if graphs:
         return np.full_like(t, GRAPH_LAUNCHES), np.full_like(t, GRAPH_LAUNCHES)
-    # Tensor parallelism: an all-gather before QKV and a reduce-scatter after the output
-    # projection with sequence parallelism, one all-reduce without; the backward mirrors them.
+    # Tensor parallelism: an all-gather before the first linear and a reduce-scatter after
+    # the last with sequence parallelism, one all-reduce without; the backward mirrors them.
     tp = np.where(t > 1, np.where(sp, 2.0, 1.0), 0.0)
-    fwd = ATTENTION_KERNELS[0] + tp + np.where(fp8, FP8_CASTS_PER_LINEAR[0], 0.0)
-    bwd = ATTENTION_KERNELS[1] + tp + np.where(fp8, 2.0 * FP8_CASTS_PER_LINEAR[1], 0.0)
-    if qk_norm:
-        fwd, bwd = fwd + QK_NORM_KERNELS[0], bwd + QK_NORM_KERNELS[1]
-    fwd = fwd + np.where(eager, EAGER_ATTENTION_EXTRA[0], 0.0)
-    bwd = bwd + np.where(eager, EAGER_ATTENTION_EXTRA[1], 0.0)
-    return fwd, bwd
+    fwd = base[0] + tp + np.where(fp8, FP8_CASTS_PER_LINEAR[0], 0.0)
+    bwd = base[1] + tp + np.where(fp8, 2.0 * FP8_CASTS_PER_LINEAR[1], 0.0)
+    return fwd + np.where(eager, eager_extra[0], 0.0), bwd + np.where(eager, eager_extra[1], 0.0)
+
+
+def attention_kernels(t, sp, fp8, eager, graphs: bool, qk_norm: bool = False):
+    """Kernels of one attention block per micro-batch: (forward, backward)."""
+    base = ATTENTION_KERNELS
+    if qk_norm and not graphs:
+        base = (base[0] + QK_NORM_KERNELS[0], base[1] + QK_NORM_KERNELS[1])
+    return _block_kernels(base, EAGER_ATTENTION_EXTRA, t, sp, fp8, eager, graphs)
 
 
 def dense_ffn_kernels(t, sp, fp8, eager, graphs: bool):
     """Kernels of one dense FFN (or a shared expert's, its norm included) per micro-batch."""
-    t = np.asarray(t, dtype=float)
-    if graphs:
-        return np.full_like(t, GRAPH_LAUNCHES), np.full_like(t, GRAPH_LAUNCHES)
-    tp = np.where(t > 1, np.where(sp, 2.0, 1.0), 0.0)
-    fwd = DENSE_FFN_KERNELS[0] + tp + np.where(fp8, FP8_CASTS_PER_LINEAR[0], 0.0)
-    bwd = DENSE_FFN_KERNELS[1] + tp + np.where(fp8, 2.0 * FP8_CASTS_PER_LINEAR[1], 0.0)
-    fwd = fwd + np.where(eager, EAGER_FFN_EXTRA[0], 0.0)
-    bwd = bwd + np.where(eager, EAGER_FFN_EXTRA[1], 0.0)
-    return fwd, bwd
+    return _block_kernels(DENSE_FFN_KERNELS, EAGER_FFN_EXTRA, t, sp, fp8, eager, graphs)
 
 
 def routed_kernels(moe, ep, etp, fp8, opts: HostOptions):
