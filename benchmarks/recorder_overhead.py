@@ -1,14 +1,16 @@
 """Wall time of one training step plain, under the op recorder, under torch's
 FlopCounterMode and under torch.profiler, side by side on the same step.
 
-    .venv/bin/python benchmarks/recorder_overhead.py [--model gpt:tiny|clip] [--steps 7]
+    .venv/bin/python benchmarks/recorder_overhead.py [--model gpt:tiny|gpt:small|clip]
+        [--steps 7]
 
-`gpt:tiny` is the catalog model (batch × seq tokens); `clip` a CLIP-like model built from a
-small transformers config (two towers of 4 layers, width 128; needs transformers). The
-modes run in alternation, so load on a shared machine hits them alike; the ratios are of
-the medians and of the minima (the least disturbed runs). The recorder counts FLOPs, bytes
-and module paths; FlopCounterMode FLOPs and module paths only; the profiler records each
-op's time. "+ op time" also times each op (a device sync around each).
+`gpt:tiny` and `gpt:small` (GPT-2's 124M) are the catalog models (batch × seq tokens);
+`clip` a CLIP-like model built from a small transformers config (two towers of 4 layers,
+width 128; needs transformers). The modes run in alternation, so load on a shared machine
+hits them alike; the ratios are of the medians and of the minima (the least disturbed
+runs). The recorder counts FLOPs, bytes and module paths; FlopCounterMode FLOPs and module
+paths only; the profiler records each op's time. "+ op time" also times each op (a device
+sync around each).
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ import time
 from collections.abc import Callable
 
 
-def _gpt_step(batch: int, seq: int) -> Callable[[Callable[[], object]], None]:
+def _gpt_step(model: str, batch: int, seq: int) -> Callable[[Callable[[], object]], None]:
     import torch
 
     from ceiling.profile.runner import StepRunner
     from ceiling.profile.targets import load_target
 
-    workload = load_target("gpt:tiny", batch=batch, seq=seq)
+    workload = load_target(model, batch=batch, seq=seq)
     runner = StepRunner(workload, torch.device("cpu"), torch.float32, train=True)
     runner.step()  # warm-up: optimizer state, allocator
     return runner.step
@@ -58,7 +60,7 @@ def _clip_step(batch: int, seq: int):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=["gpt:tiny", "clip"], default="gpt:tiny")
+    parser.add_argument("--model", choices=["gpt:tiny", "gpt:small", "clip"], default="gpt:tiny")
     parser.add_argument("--steps", type=int, default=7)
     parser.add_argument("--batch", type=int, default=None, help="default 2 (gpt), 4 (clip)")
     parser.add_argument("--seq", type=int, default=None, help="default 128 (gpt), 32 (clip)")
@@ -71,10 +73,10 @@ def main() -> None:
     from ceiling.profile.recorder import OpRecorder
 
     torch.set_num_threads(args.threads)
-    gpt = args.model == "gpt:tiny"
+    gpt = args.model.startswith("gpt:")
     batch = args.batch or (2 if gpt else 4)
     seq = args.seq or (128 if gpt else 32)
-    step = _gpt_step(batch, seq) if gpt else _clip_step(batch, seq)
+    step = _gpt_step(args.model, batch, seq) if gpt else _clip_step(batch, seq)
 
     def counted() -> None:
         with OpRecorder() as rec:

@@ -44,6 +44,9 @@ def test_a_compiled_model_is_never_advised_to_compile():
     calls = [_call("aten.mm", "matmul", 1e-6, 1e6)] + [_call("aten.add", "elementwise", 9e-6)] * 9
     eager = " ".join(placement.hints(calls, 1e12, 1e11, 4))
     assert "fuse them (torch.compile)" in eager and "CUDA graphs or torch.compile" in eager
+    # on a CPU there are no CUDA graphs to advise
+    on_cpu = " ".join(placement.hints(calls, 1e12, 1e11, 4, device="cpu"))
+    assert "launch/dispatch-bound" in on_cpu and "CUDA graphs" not in on_cpu
     # compiled, those eager ops do not run: the compiled step's own hints replace them
     done = " ".join(placement.hints(calls, 1e12, 1e11, 4, compiled=True))
     assert "elementwise" not in done and "launch/dispatch-bound" not in done
@@ -264,3 +267,15 @@ def test_the_compiled_step_reaches_json_and_the_table(profiled_mlp, capsys):
     out = capsys.readouterr().out
     assert "Compiled step's kernels" in out and "aten::addmm" in out
     assert "measured (one profiled step) vs predicted" in out
+    # every column of the kernels' table is there at 80 characters
+    (header,) = [line for line in out.splitlines() if line.lstrip().startswith("kernel ")]
+    assert header.split() == ["kernel", "calls", "bytes", "FLOPs", "time", "predicted", "bound"]
+
+
+def test_a_long_kernel_name_is_cut_in_the_middle_to_fit():
+    from ceiling.cli.profile import KERNEL_NAME_CHARS, short_name
+
+    name = "graph_0_cpp_fused_add_gelu_mul_native_layer_norm_view_12"
+    cut = short_name(name)
+    assert len(cut) == KERNEL_NAME_CHARS and cut.endswith("…_12") and cut.startswith("graph_0_cpp")
+    assert short_name("aten::addmm") == "aten::addmm"  # short names stay whole

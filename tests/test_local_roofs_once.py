@@ -191,3 +191,18 @@ def test_a_matmul_s_operands_are_cold_in_the_core_s_own_cache(monkeypatch):
     assert decode._private_cache_bytes("cuda:0") is None  # a GPU's L2 is its last level
     monkeypatch.setattr(cpu, "detect_cpu", lambda: SimpleNamespace(caches={"l1d": 2**15}))
     assert decode._private_cache_bytes("cpu") is None  # one level: nothing below the last
+
+
+def test_a_matmul_s_operands_are_cold_at_the_last_level_when_the_step_moves_more():
+    from types import SimpleNamespace
+
+    from ceiling.profile.explain import matmul_cold_bytes
+
+    llc, l2 = 32 * MiB, 2**20
+    calls = [SimpleNamespace(bytes=10 * MiB)] * 3  # a step moving 30 MiB through the caches
+    # weights (4 MiB with their optimizer state) fit, and so do the step's bytes: cold in L2
+    assert matmul_cold_bytes(calls, 4 * MiB, llc, l2) == l2
+    # one more op: 40 MiB pass between two uses of a weight, more than the last level holds
+    assert matmul_cold_bytes([*calls, calls[0]], 4 * MiB, llc, l2) == llc
+    assert matmul_cold_bytes(calls, 40 * MiB, llc, l2) == llc  # the working set alone
+    assert matmul_cold_bytes(calls, 4 * MiB, None, None) is None  # caches unknown

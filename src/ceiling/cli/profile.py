@@ -179,6 +179,18 @@ def render(r, top: int) -> None:
         c.print(f"hint: {h}")
 
 
+KERNEL_NAME_CHARS = 30  # a generated kernel's name lists every op it fused: cut to fit 80
+
+
+def short_name(name: str, width: int = KERNEL_NAME_CHARS) -> str:
+    """A kernel's name cut in the middle to `width` characters, its numbered end kept
+    (`triton_poi_fused_add_mul_…_3`)."""
+    if len(name) <= width:
+        return name
+    tail = name[name.rfind("_") :] if "_" in name[-6:] else name[-4:]
+    return name[: width - len(tail) - 1] + "…" + tail
+
+
 def _render_kernels(c, r, top: int) -> None:
     """The compiled step's kernels, and its step predicted from them (the op table above
     is its eager ops: the same FLOPs, not the kernels that run)."""
@@ -192,12 +204,16 @@ def _render_kernels(c, r, top: int) -> None:
     def maybe(x, fmt):
         return "—" if x is None else fmt(x)
 
+    def moved(k) -> str:
+        if k.bytes_read is None or k.bytes_written is None:
+            return "—"
+        return u.format_bytes(k.bytes_read + k.bytes_written)
+
     rows = [
         [
-            k.name,
+            short_name(k.name),
             str(k.calls),
-            maybe(k.bytes_read, u.format_bytes),
-            maybe(k.bytes_written, u.format_bytes),
+            moved(k),
             u.format_flops(k.flops) if k.flops else "—",
             u.format_time(k.time_s),
             maybe(k.predicted_s, u.format_time),
@@ -205,10 +221,11 @@ def _render_kernels(c, r, top: int) -> None:
         ]
         for k in step.kernels[:top]
     ]
-    cols = ["kernel", "calls", "read", "written", "FLOPs", "time", "predicted", "bound"]
+    cols = ["kernel", "calls", "bytes", "FLOPs", "time", "predicted", "bound"]
     title = (
         f"Compiled step's kernels, one profiled step (of {len(step.kernels)}; aten:: a "
-        "library call, graph_/triton_ a generated one)"
+        "library call, graph_/triton_ a generated one; whole names and the bytes read and "
+        "written apart in --json)"
     )
     c.print(_compact_table(title, cols, rows))
     parts = [

@@ -195,6 +195,20 @@ def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_
     )
 
 
+def matmul_cold_bytes(calls, working_set: float, cache: float | None,
+                      private: float | None) -> float | None:  # fmt: skip
+    """The cache a matmul's operands have fallen out of when it runs (measured_matmul_rates'
+    `cold_bytes`). A weight is used again a step later and a saved activation in the
+    backward, after the step's other ops have moved their bytes through the caches: when
+    those bytes (or the step's working set) exceed the last-level cache, the operands come
+    from memory; else from the last level, the core's own cache having been refilled by
+    the ops in between."""
+    traffic = sum(c.bytes for c in calls)
+    if cache and max(working_set, traffic) > cache:
+        return cache
+    return private
+
+
 def measured_matmul_rates(calls, device: str, cold_bytes: float | None = None) -> dict:
     """FLOP/s of each distinct matmul shape (M, N, K; B, M, N, K batched), fused attention shape
     (op_flops.attention_dims), convolution and recurrent layer call (op_flops.replay_key) of

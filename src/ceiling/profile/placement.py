@@ -114,7 +114,7 @@ def _fuse_hint(timed, total_time: float, total_flops: float) -> str | None:
     )
 
 
-def _launch_hint(timed, total_time: float, peak: float, bw: float) -> str | None:
+def _launch_hint(timed, total_time: float, peak: float, bw: float, gpu: bool) -> str | None:
     short = [
         c
         for c in timed
@@ -128,7 +128,7 @@ def _launch_hint(timed, total_time: float, peak: float, bw: float) -> str | None
         f"{len(short)} of {len(timed)} op calls are shorter than {SHORT_OP_S * 1e6:.0f} µs and "
         f"far above their roofline time ({_pct(share)} of op time, median op "
         f"{median_us:.1f} µs): time per op is launch/dispatch-bound; use larger batches, "
-        "CUDA graphs or torch.compile"
+        + ("CUDA graphs or torch.compile" if gpu else "or torch.compile (fewer, fused ops)")
     )
 
 
@@ -222,22 +222,24 @@ def hints(
     itemsize: int,
     step_s: float | None = None,
     compiled: bool = False,
+    device: str = "cuda",
 ) -> list[str]:
     """Short advice drawn from the numbers of one recorded step (OpCall list). `step_s`:
     that step's wall time less the recorder's own work (for the host share); `compiled`:
     the model is compiled already: the hints drawn from the eager ops' times (fuse, launch,
     memory, host) do not describe the kernels that run and are left to the compiled
-    step's own (profile.compiled_step.hints)."""
+    step's own (profile.compiled_step.hints). `device`: where the step ran (CUDA graphs
+    are advised on a GPU only)."""
     unknown = [h for h in [_unknown_hint(calls)] if h]
     timed = [c for c in calls if c.category != "view" and c.time_s is not None]
     total_time = sum(c.time_s for c in timed)
     if not timed or total_time <= 0:
         return unknown
     total_flops = sum(c.flops for c in calls)
-    eager = not compiled
+    eager, gpu = not compiled, device.startswith("cuda")
     found = [
         eager and _fuse_hint(timed, total_time, total_flops),
-        eager and _launch_hint(timed, total_time, peak_flops_per_s, bandwidth_bytes_per_s),
+        eager and _launch_hint(timed, total_time, peak_flops_per_s, bandwidth_bytes_per_s, gpu),
         _align_hint(timed, total_time, itemsize),
         eager and _memory_hint(timed, total_time, peak_flops_per_s, bandwidth_bytes_per_s),
         _optimizer_hint(timed, total_time),

@@ -44,6 +44,7 @@ from ceiling.profile.explain import (
     StepExplanation,
     explain_step,
     local_roofs,
+    matmul_cold_bytes,
     measured_matmul_rates,
     predicted_s,
     rates_by_op,
@@ -320,7 +321,7 @@ def _profile(
         modules=[placement.place(t, roof, bw, per_op) for t in rec.by_module(depth=module_depth)],
         categories=[placement.place(t, roof, bw, per_op) for t in rec.by_category()],
         hints=_noise_hint(samples)
-        + placement.hints(rec.calls, roof, bw, itemsize, recorded_step_s, compiled)
+        + placement.hints(rec.calls, roof, bw, itemsize, recorded_step_s, compiled, str(dev))
         + (compiled_step.hints(step, bw, str(dev)) if step else []),
         roofline_step_s=placement.roofline_time(rec.calls, roof, bw),
         recorded_step_s=recorded_step_s,
@@ -400,10 +401,8 @@ def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, reco
     working_set = working_set_bytes(workload.params, itemsize, train, rec.calls)
     # each matmul shape timed alone here is its own compute roof (not for another device)
     here = ran and not ceiling.source.startswith("datasheet spec")
-    # operands come from memory when the step's data do not fit the last-level cache; else
-    # from it, not from the core's own cache, which the ops between two uses have refilled
     private = _private_cache_bytes(str(dev)) if ran else None
-    cold = cache if cache and working_set > cache else private
+    cold = matmul_cold_bytes(rec.calls, working_set, cache, private)
     rates = measured_matmul_rates(rec.calls, str(dev), cold) if here else None
     return explain_step(
         rec.calls, roofs, source, working_set, ceiling=ceiling, model_flops=flops,
