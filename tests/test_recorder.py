@@ -1,3 +1,5 @@
+from dataclasses import MISSING
+
 import pytest
 import torch
 import torch.nn as nn
@@ -177,3 +179,15 @@ def test_custom_ops_are_recorded_with_their_bytes():
     assert len(custom) == 1
     assert custom[0].bytes_read == 64 and custom[0].bytes_written == 64
     assert custom[0].flops == 0 and not custom[0].flops_exact
+
+
+def test_a_call_made_fast_equals_one_made_by_the_dataclass():
+    from dataclasses import fields
+
+    from ceiling.profile.recorder import OpCall, _new_call
+
+    required = [f.name for f in fields(OpCall) if f.default is MISSING]
+    values = {name: f"{name}-value" for name in required}
+    values["matmul_batch"] = 4  # one default overridden, the others taken
+    fast, slow = _new_call(values), OpCall(**values)
+    assert fast == slow and fast.__dict__ == slow.__dict__

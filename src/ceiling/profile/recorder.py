@@ -24,7 +24,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 
 import torch
 from torch.nn.modules.module import register_module_forward_hook
@@ -107,6 +107,37 @@ class OpCall:
     @property
     def bytes(self) -> float:
         return self.bytes_read + self.bytes_written
+
+
+_CALL_DEFAULTS = {f.name: f.default for f in fields(OpCall) if f.default is not MISSING}
+
+
+def _new_call(values: dict) -> OpCall:
+    """An OpCall made without the frozen dataclass's __init__, which sets each of its twenty
+    fields through object.__setattr__ (several µs a call: the recorder makes one per op)."""
+    call = object.__new__(OpCall)
+    call.__dict__.update(_CALL_DEFAULTS)
+    call.__dict__.update(values)
+    return call
+
+
+_OP_NAMES: dict = {}  # OpOverload -> ("aten.mm", "mm")
+_DTYPE_NAMES: dict = {}  # torch.float32 -> "float32"
+
+
+def _op_names(func) -> tuple[str, str]:
+    names = _OP_NAMES.get(func)
+    if names is None:
+        packet = func._overloadpacket.__name__
+        names = _OP_NAMES[func] = (f"{func.namespace}.{packet}", packet)
+    return names
+
+
+def _dtype_name(dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
 
 
 @dataclass
@@ -278,16 +309,19 @@ def _warm_up() -> None:
 _FUNCTION_CATEGORIES = ("elementwise", "norm", "reduction")
 # ops that move no data from inputs but compute each element they write: random draws
 _GENERATORS = ("bernoulli_",)
+_GENERATOR_PACKETS = {getattr(torch.ops.aten, n) for n in _GENERATORS}
 
 
 def _function(func, args, kwargs, out, category: str) -> dict:
     """The function an elementwise, norm, reduction (pooling) or random op computes, and
     over how many elements (its largest output's)."""
-    name = func._overloadpacket.__name__
-    if category not in _FUNCTION_CATEGORIES and name not in _GENERATORS:
+    if category not in _FUNCTION_CATEGORIES and func._overloadpacket not in _GENERATOR_PACKETS:
         return {}
-    if kwargs.get("approximate") == "tanh" or any(a == "tanh" for a in args if isinstance(a, str)):
+    name = func._overloadpacket.__name__
+    if kwargs.get("approximate") == "tanh" or any(a == "tanh" for a in args if type(a) is str):
         name += "[tanh]"
+    if isinstance(out, torch.Tensor):  # most ops: one output, no tree to walk
+        return {"function": name, "elements": out.numel()}
     sizes = [t.numel() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
     if not sizes:
         sizes = [t.numel() for t in tree_leaves(args) if isinstance(t, torch.Tensor)]
@@ -371,38 +405,42 @@ class OpRecorder:
         replay(func, args, kwargs, out)  # a mask's values on meta: read as on any device
         fl = count_flops(func, args, kwargs, out)
         tr = count_traffic(func, args, kwargs, out)
+        op, name = _op_names(func)
         dtype = None
-        for x in (*args, out):
+        for x in args:
             if isinstance(x, torch.Tensor):
-                dtype = str(x.dtype).removeprefix("torch.")
+                dtype = x.dtype
                 break
-        self.calls.append(
-            OpCall(
-                op=f"{func.namespace}.{func._overloadpacket.__name__}",
-                module=self._tracker.innermost(),
-                phase=self._current_phase(),
-                category=fl.category,
-                flops=fl.flops,
-                flops_exact=fl.exact,
-                recomputed_flops=fl.recomputed,
-                bytes_read=tr.bytes_read,
-                bytes_written=tr.bytes_written,
-                bytes_exact=tr.exact,
-                time_s=elapsed,
-                dtype=dtype,
-                matmul_dims=matmul_dims(func, args) if fl.category == "matmul" else None,
-                matmul_batch=matmul_batch(func, args) if fl.category == "matmul" else 1,
-                causal_skipped_flops=fl.causal_skipped,
-                new_buffers=() if elapsed is None else new_buffers(args, kwargs, out),
-                page_faults=faults,
-                **_function(func, args, kwargs, out, fl.category),
-                attention_dims=(
-                    attention_dims(func, args, kwargs) if fl.category == "attention" else None
-                ),
-                replay_key=replay_key(func, args) if fl.category == "matmul" else None,
-            )
-        )
-        name = func._overloadpacket.__name__
+        else:
+            if isinstance(out, torch.Tensor):
+                dtype = out.dtype
+        category = fl.category
+        matmul = category == "matmul"
+        values = {
+            "op": op,
+            "module": self._tracker.innermost(),
+            "phase": self._current_phase(),
+            "category": category,
+            "flops": fl.flops,
+            "flops_exact": fl.exact,
+            "recomputed_flops": fl.recomputed,
+            "bytes_read": tr.bytes_read,
+            "bytes_written": tr.bytes_written,
+            "bytes_exact": tr.exact,
+            "time_s": elapsed,
+            "dtype": None if dtype is None else _dtype_name(dtype),
+            "matmul_dims": matmul_dims(func, args) if matmul else None,
+            "matmul_batch": matmul_batch(func, args) if matmul else 1,
+            "causal_skipped_flops": fl.causal_skipped,
+            "new_buffers": () if elapsed is None else new_buffers(args, kwargs, out),
+            "page_faults": faults,
+            "attention_dims": (
+                attention_dims(func, args, kwargs) if category == "attention" else None
+            ),
+            "replay_key": replay_key(func, args) if matmul else None,
+        }
+        values.update(_function(func, args, kwargs, out, category))
+        self.calls.append(_new_call(values))
         for index, share in self._eager.observe(name, args, kwargs, out, len(self.calls) - 1):
             self._mark_causal(index, share)
 

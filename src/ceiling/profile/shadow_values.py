@@ -60,6 +60,8 @@ def storage_id(t: torch.Tensor) -> int:
 
 def replay(func, args, kwargs, out) -> None:
     """Keep the values of `out` when every input of `func` has values; see the module doc."""
+    if type(out) in _PLAIN and not out.is_meta:  # a real tensor: its values are its own
+        return
     if isinstance(out, torch.Tensor):  # most ops: no tree to walk
         outs = [out]
     elif isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out):
