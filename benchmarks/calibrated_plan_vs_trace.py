@@ -17,6 +17,8 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # no profiler start/stop lines on stderr
+
 import ceiling
 from ceiling.hardware.resolve import this_machine
 from ceiling.hardware.spec_template import spec_to_toml

@@ -67,8 +67,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier)")
     args = parser.parse_args()
 
+    import os
+
     import torch
     from torch.utils.flop_counter import FlopCounterMode
+
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # no profiler start/stop lines on stderr
 
     from ceiling.profile.recorder import OpRecorder
 

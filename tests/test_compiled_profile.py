@@ -267,6 +267,8 @@ def test_the_compiled_step_reaches_json_and_the_table(profiled_mlp, capsys):
     out = capsys.readouterr().out
     assert "Compiled step's kernels" in out and "aten::addmm" in out
     assert "measured (one profiled step) vs predicted" in out
+    # the parts add up to the profiled step, shown apart from the plain steps' median
+    assert "the profiled step: the three above" in out and "median of the timed steps" in out
     # every column of the kernels' table is there at 80 characters
     (header,) = [line for line in out.splitlines() if line.lstrip().startswith("kernel ")]
     assert header.split() == ["kernel", "calls", "bytes", "FLOPs", "time", "predicted", "bound"]

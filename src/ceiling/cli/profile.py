@@ -179,7 +179,7 @@ def render(r, top: int) -> None:
         c.print(f"hint: {h}")
 
 
-KERNEL_NAME_CHARS = 30  # a generated kernel's name lists every op it fused: cut to fit 80
+KERNEL_NAME_CHARS = 26  # a generated kernel's name lists every op it fused: cut to fit 80
 
 
 def short_name(name: str, width: int = KERNEL_NAME_CHARS) -> str:
@@ -235,7 +235,9 @@ def _render_kernels(c, r, top: int) -> None:
          u.format_time(step.predicted_host_s)],
         ["eager ops outside the compiled graphs", u.format_time(step.outside_s),
          u.format_time(step.predicted_outside_s)],
-        ["step (measured: median of the timed steps)",
+        ["the profiled step: the three above", u.format_time(step.profiled_step_s),
+         u.format_time(step.predicted_step_s)],
+        ["step: median of the timed steps (no profiler)",
          maybe(step.step_s, u.format_time), u.format_time(step.predicted_step_s)],
     ]  # fmt: skip
     c.print(table("Compiled step: measured (one profiled step) vs predicted",
