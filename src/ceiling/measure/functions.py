@@ -44,6 +44,8 @@ def _functions(x, g, a, out):
         "sqrt": lambda: aten.sqrt(a),
         "rsqrt": lambda: aten.rsqrt(a),
         "_softmax": lambda: aten._softmax(x, -1, False),
+        # scaled_dot_product_attention's math path: a softmax whose fully masked rows are 0
+        "_safe_softmax": lambda: aten._safe_softmax(x, -1),
         "_log_softmax": lambda: aten._log_softmax(x, -1, False),
         "_softmax_backward_data": lambda: aten._softmax_backward_data(g, x, -1, x.dtype),
         "_log_softmax_backward_data": lambda: aten._log_softmax_backward_data(g, x, -1, x.dtype),
@@ -51,7 +53,23 @@ def _functions(x, g, a, out):
         "bernoulli_": lambda: aten.bernoulli_(out, 0.9),
         "native_dropout": lambda: aten.native_dropout(x, 0.1, True),
         **_image_functions(x),
+        **_layer_norms(x, g),
     }
+
+
+def _layer_norms(x, g) -> dict:
+    """Layer norm over each row (a token's features), forward and backward."""
+    import torch
+
+    aten = torch.ops.aten
+    shape = [x.shape[-1]]
+    w, b = torch.ones(shape, device=x.device), torch.zeros(shape, device=x.device)
+    _, mean, rstd = aten.native_layer_norm(x, shape, w, b, 1e-5)
+    return {
+        "native_layer_norm": lambda: aten.native_layer_norm(x, shape, w, b, 1e-5),
+        "native_layer_norm_backward": lambda: aten.native_layer_norm_backward(
+            g, x, shape, mean, rstd, w, b, [True, True, True]),
+    }  # fmt: skip
 
 
 def _image_functions(x) -> dict:
@@ -85,10 +103,12 @@ def _image_functions(x) -> dict:
 
 # every function timed (a profile saved before one was added lacks it)
 NAMES = ("gelu", "gelu[tanh]", "gelu_backward", "gelu_backward[tanh]", "silu", "silu_backward",
-         "sigmoid", "tanh", "exp", "log", "erf", "sqrt", "rsqrt", "_softmax", "_log_softmax",
+         "sigmoid", "tanh", "exp", "log", "erf", "sqrt", "rsqrt", "_softmax", "_safe_softmax",
+         "_log_softmax",
          "_softmax_backward_data", "_log_softmax_backward_data", "bernoulli_",
          "native_dropout", "native_batch_norm", "native_batch_norm_backward",
-         "max_pool2d_with_indices", "max_pool2d_with_indices_backward")  # fmt: skip
+         "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "native_layer_norm",
+         "native_layer_norm_backward")  # fmt: skip
 
 
 @dataclass(frozen=True)
