@@ -191,6 +191,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="profiles of each model")
     args = parser.parse_args()
     args.clock = args.clock or ("thread" if args.threads == 1 else "wall")
+    if args.repeats < 1 or args.steps < 1:
+        parser.error("--repeats and --steps take 1 or more")
     if args.clock == "thread" and args.threads != 1:
         parser.error("--clock thread times one thread: use it with --threads 1")
     if args.clock == "thread":  # before any timing code is imported and binds its clock

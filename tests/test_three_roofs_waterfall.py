@@ -264,3 +264,16 @@ def test_profile_and_step_waterfalls_sum_to_the_measured_step_with_fake_timings(
     p = e.prediction
     assert p.by_bound_s["compute"] == pytest.approx(8e-3)
     assert p.by_bound_s["memory"] == pytest.approx(8e6 / 1e11 + 2e-3 + 1.2e-4 + 1e-5)
+
+
+def test_cuda_graphs_are_a_remedy_on_a_gpu_only():
+    from dataclasses import replace
+
+    def remedies(times) -> str:
+        return " ".join(b.recover for b in waterfall.bars(times))
+
+    assert "CUDA graphs" in remedies(TIMES)  # a GPU step (the default)
+    on_cpu = remedies(replace(TIMES, gpu=False))
+    assert "CUDA graphs" not in on_cpu and "torch.compile; less Python per step" in on_cpu
+    compiled_cpu = remedies(replace(TIMES, gpu=False, compiled=True))
+    assert "CUDA graphs" not in compiled_cpu and "torch.compile" not in compiled_cpu

@@ -7,6 +7,7 @@ Command modules import torch, matplotlib and scipy inside their functions only, 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Annotated
 
@@ -127,6 +128,10 @@ def main(argv: list[str] | None = None) -> None:
 
     take_unwritten()
     _warnings_as_lines()
+    # Kineto writes "USDT: ... profiler_start/stop" to stderr each time a profile (--compile)
+    # runs, at every log level below 6; 6 also hides its errors, which the command reports
+    # itself. Read once per process, at the first profile; a level the user set is kept.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     argv = sys.argv[1:] if argv is None else argv
     command = None
     try:

@@ -40,9 +40,13 @@ def _si(text: str, unit: str) -> str:
     return text.removesuffix(unit).rstrip() if text.endswith(unit) else text
 
 
-def _compact_table(title: str, columns: list[str], rows: list[list[str]]):
+FOLDED_NAME_CHARS = 26  # the name column of a folded table: the rest of the 80 is numbers
+
+
+def _compact_table(title: str, columns: list[str], rows: list[list[str]], fold: bool = False):
     """A table without vertical rules (one space between columns), so that eight columns
-    fit 80 characters."""
+    fit 80 characters. `fold`: a long name folds onto more lines (a generated kernel's
+    name lists every op it fused) rather than widening its column."""
     from rich import box
     from rich.table import Table
 
@@ -55,6 +59,8 @@ def _compact_table(title: str, columns: list[str], rows: list[list[str]]):
     )
     # an op's name breaks between words (`sdpa_flash_cpu_bwd` / `×4`), never inside one
     name = max([unbreakable_width(w) for r in rows for w in r[0].split()], default=1)
+    if fold:
+        name = min(name, FOLDED_NAME_CHARS)
     for i, col in enumerate(columns):
         # only the name column may fold when the terminal is narrow; numbers stay whole
         t.add_column(
@@ -179,18 +185,6 @@ def render(r, top: int) -> None:
         c.print(f"hint: {h}")
 
 
-KERNEL_NAME_CHARS = 26  # a generated kernel's name lists every op it fused: cut to fit 80
-
-
-def short_name(name: str, width: int = KERNEL_NAME_CHARS) -> str:
-    """A kernel's name cut in the middle to `width` characters, its numbered end kept
-    (`triton_poi_fused_add_mul_…_3`)."""
-    if len(name) <= width:
-        return name
-    tail = name[name.rfind("_") :] if "_" in name[-6:] else name[-4:]
-    return name[: width - len(tail) - 1] + "…" + tail
-
-
 def _render_kernels(c, r, top: int) -> None:
     """The compiled step's kernels, and its step predicted from them (the op table above
     is its eager ops: the same FLOPs, not the kernels that run)."""
@@ -211,7 +205,7 @@ def _render_kernels(c, r, top: int) -> None:
 
     rows = [
         [
-            short_name(k.name),
+            k.name,
             str(k.calls),
             moved(k),
             u.format_flops(k.flops) if k.flops else "—",
@@ -224,10 +218,9 @@ def _render_kernels(c, r, top: int) -> None:
     cols = ["kernel", "calls", "bytes", "FLOPs", "time", "predicted", "bound"]
     title = (
         f"Compiled step's kernels, one profiled step (of {len(step.kernels)}; aten:: a "
-        "library call, graph_/triton_ a generated one; whole names and the bytes read and "
-        "written apart in --json)"
+        "library call, graph_/triton_ a generated one; bytes read and written apart in --json)"
     )
-    c.print(_compact_table(title, cols, rows))
+    c.print(_compact_table(title, cols, rows, fold=True))
     parts = [
         ["kernels' work at their roofs", u.format_time(step.kernel_s),
          u.format_time(step.predicted_kernel_s)],
@@ -235,7 +228,7 @@ def _render_kernels(c, r, top: int) -> None:
          u.format_time(step.predicted_host_s)],
         ["eager ops outside the compiled graphs", u.format_time(step.outside_s),
          u.format_time(step.predicted_outside_s)],
-        ["the profiled step: the three above", u.format_time(step.profiled_step_s),
+        ["the profiled step's wall time", u.format_time(step.profiled_step_s),
          u.format_time(step.predicted_step_s)],
         ["step: median of the timed steps (no profiler)",
          maybe(step.step_s, u.format_time), u.format_time(step.predicted_step_s)],

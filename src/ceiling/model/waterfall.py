@@ -46,6 +46,7 @@ class StepTimes:
     data_wait_s: float = 0.0  # waiting for the next batch (`ceiling step`), plain time
     first_touch_s: float = 0.0  # the other ops' new buffers, first touch (model.first_touch)
     compiled: bool = False  # the model is compiled already: compiling it is no remedy
+    gpu: bool = True  # the step ran on a GPU: CUDA graphs are a remedy there only
 
     @property
     def scale(self) -> float:
@@ -57,6 +58,12 @@ class StepTimes:
 
 FIRST_TOUCH = "first touch of new buffers (page faults)"
 _ONLY_WHEN_PRESENT = ("ops with no FLOP formula", "waiting for data", FIRST_TOUCH)
+
+
+def _host_remedy(t: StepTimes) -> str:
+    if t.compiled:
+        return ("CUDA graphs (mode='reduce-overhead'); " if t.gpu else "") + "less Python per step"
+    return ("torch.compile or CUDA graphs" if t.gpu else "torch.compile") + "; less Python per step"
 
 
 def bars(t: StepTimes) -> list[Bar]:
@@ -95,16 +102,15 @@ def bars(t: StepTimes) -> list[Bar]:
         Bar(
             "per-op overhead (calls × the per-op floor)",
             min(t.other_calls * t.per_op_s, above_roof - touch),
-            "fewer, larger ops: fusion, foreach optimizers, CUDA graphs, larger batches",
+            "fewer, larger ops: fusion, foreach optimizers, "
+            + ("CUDA graphs, larger batches" if t.gpu else "larger batches"),
         ),
         Bar("ops with no FLOP formula", k * t.unknown_op_s, "unknown: no roof to judge them"),
         Bar("waiting for data", t.data_wait_s, "more loader workers, pinned memory, prefetch"),
         Bar(
             "host time between ops (Python, autograd)",
             k * max(t.recorded_step_s - op_s, 0.0),
-            "CUDA graphs (mode='reduce-overhead'); less Python per step"
-            if t.compiled
-            else "torch.compile or CUDA graphs; less Python per step",
+            _host_remedy(t),
         ),
     ]
     out = [b for b in out if b.seconds or b.name not in _ONLY_WHEN_PRESENT]

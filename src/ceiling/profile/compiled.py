@@ -165,14 +165,9 @@ def read_events(events, extern_names, wall_s: float, key_rows) -> ProfiledStep:
 
 def profiled_step(step, device: str, extern_names=()) -> ProfiledStep:
     """Run `step()` once under torch.profiler; its compiled step's parts."""
-    import os
     import time
 
     from torch.profiler import ProfilerActivity, profile
-
-    # Kineto logs its start and stop to stderr ("USDT: ... profiler_start") at every level
-    # below 6; a user who set a level keeps it
-    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
     activities = [ProfilerActivity.CPU]
     if device.startswith("cuda"):

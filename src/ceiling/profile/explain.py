@@ -192,17 +192,22 @@ def _times(calls, roofs, bandwidth, ceiling, model_flops, step_s, recorded_step_
         unknown_op_s=unknown_s,
         data_wait_s=data_wait_s,
         compiled=compiled,
+        gpu=not roofs.serial_dispatch,
     )
 
 
 def matmul_cold_bytes(calls, working_set: float, cache: float | None,
                       private: float | None) -> float | None:  # fmt: skip
     """The cache a matmul's operands have fallen out of when it runs (measured_matmul_rates'
-    `cold_bytes`). A weight is used again a step later and a saved activation in the
-    backward, after the step's other ops have moved their bytes through the caches: when
-    those bytes (or the step's working set) exceed the last-level cache, the operands come
-    from memory; else from the last level, the core's own cache having been refilled by
-    the ops in between."""
+    `cold_bytes`). A weight is used again a step later (and, training, a saved activation
+    in the backward), after the step's other ops have moved their bytes through the caches:
+    when those bytes (or the step's working set) exceed the last-level cache, the operands
+    come from memory; else from the last level, the core's own cache having been refilled
+    by the ops in between. The bytes moved, not the distinct bytes held, are compared: a
+    last-level cache shared with other cores and processes, its prefetchers and the
+    step's streaming writes evict more than an ideal least-recently-used cache of its
+    size would (on a shared 32 MiB L3 measured here, a read slows from cache to memory
+    speed between 12 and 16 MiB, and a step's matmuls ran 1.4-1.8× their hot time)."""
     traffic = sum(c.bytes for c in calls)
     if cache and max(working_set, traffic) > cache:
         return cache
