@@ -104,8 +104,7 @@ def _image_functions(x) -> dict:
 # every function timed (a profile saved before one was added lacks it)
 NAMES = ("gelu", "gelu[tanh]", "gelu_backward", "gelu_backward[tanh]", "silu", "silu_backward",
          "sigmoid", "tanh", "exp", "log", "erf", "sqrt", "rsqrt", "_softmax", "_safe_softmax",
-         "_log_softmax",
-         "_softmax_backward_data", "_log_softmax_backward_data", "bernoulli_",
+         "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data", "bernoulli_",
          "native_dropout", "native_batch_norm", "native_batch_norm_backward",
          "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "native_layer_norm",
          "native_layer_norm_backward")  # fmt: skip

@@ -94,30 +94,8 @@ def _tensors(obj, into: list | None = None) -> list[torch.Tensor]:
     return out
 
 
-def _read_bytes(args, kwargs) -> int:
-    """Bytes of the tensor arguments, each tensor once: _unique(_tensors(...)) summed, with
-    no list built for the common flat argument tuple."""
-    seen: set[int] = set()
-    total = 0
-    for x in args:
-        if isinstance(x, torch.Tensor):
-            if id(x) not in seen:
-                seen.add(id(x))
-                total += tensor_bytes(x)
-        elif isinstance(x, (list, tuple, dict)):
-            for t in _tensors(x):
-                if id(t) not in seen:
-                    seen.add(id(t))
-                    total += tensor_bytes(t)
-    if kwargs:
-        for t in _tensors(kwargs):
-            if id(t) not in seen:
-                seen.add(id(t))
-                total += tensor_bytes(t)
-    return total
-
-
 def _written_bytes(out) -> int:
+    """Bytes of the tensors in an op's output, each once (a single tensor: no tree walk)."""
     if isinstance(out, torch.Tensor):
         return tensor_bytes(out)
     return sum(tensor_bytes(t) for t in _unique(_tensors(out)))
@@ -183,17 +161,17 @@ def count_traffic(func, args, kwargs, out) -> Traffic:
         return Traffic(0.0, 0.0, True)
     if rule.kind == "like":
         # factories that take only the shape and dtype of their argument
-        written = sum(tensor_bytes(t) for t in _unique(_tensors(out)))
-        return Traffic(0.0, float(written), True)
-    if rule.kind == "plain" and not rule.written:  # most ops: inputs read, outputs written
-        return Traffic(float(_read_bytes(args, kwargs)), float(_written_bytes(out)), rule.exact)
+        return Traffic(0.0, float(_written_bytes(out)), True)
     written_args: list[torch.Tensor] = []
     for i, name in rule.written:
         value = kwargs.get(name) if name in kwargs else (args[i] if i < len(args) else None)
         _tensors(value, written_args)
     inputs = _unique(_tensors(kwargs, _tensors(args)))
-    outputs = _unique(_tensors(out, list(written_args)))
-    write = float(sum(tensor_bytes(t) for t in outputs))
+    if written_args:
+        outputs = _unique(_tensors(out, list(written_args)))
+        write = float(sum(tensor_bytes(t) for t in outputs))
+    else:
+        write = float(_written_bytes(out))
     if rule.kind == "nll":
         return _nll_traffic(func, args, kwargs, write)
     if rule.kind == "lookup":
