@@ -22,7 +22,8 @@ before and after. Usage:
 
     .venv/bin/python benchmarks/predicted_vs_measured.py [--steps 5] [--threads 1]
         [--repeats 3] (--steps: at least this many timed steps per workload)
-        [--clock thread|wall]
+        [--clock thread|wall] [--models gpt2,clip] (--models: only these architectures,
+        no built-in workloads)
 """
 
 from __future__ import annotations
@@ -96,7 +97,9 @@ def training_rows(profile: Path, steps: int) -> list[tuple]:
     return rows
 
 
-def architecture_rows(tmp: Path, steps: int, repeats: int) -> dict[int, list[tuple]]:
+def architecture_rows(
+    tmp: Path, steps: int, repeats: int, names: set[str] | None = None
+) -> dict[int, list[tuple]]:
     """Each model at each batch, `repeats` times, each time against this machine measured
     afresh just before (a shared machine has slow spells of seconds: the roofs and the
     step are then taken in the same one); the repeat of median predicted / measured."""
@@ -106,6 +109,8 @@ def architecture_rows(tmp: Path, steps: int, repeats: int) -> dict[int, list[tup
 
     rows: dict[int, list[tuple]] = {b: [] for b in ARCHITECTURE_BATCHES}
     for make in MAKERS:
+        if names and make.__name__ not in names:
+            continue
         for b in ARCHITECTURE_BATCHES:
             runs = []
             for i in range(repeats):
@@ -189,7 +194,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clock", choices=("thread", "wall"), default=None)
     parser.add_argument("--repeats", type=int, default=3, help="profiles of each model")
+    parser.add_argument("--models", default=None, help="only these architectures (by name)")
     args = parser.parse_args()
+    names = set(args.models.split(",")) if args.models else None
     args.clock = args.clock or ("thread" if args.threads == 1 else "wall")
     if args.repeats < 1 or args.steps < 1:
         parser.error("--repeats and --steps take 1 or more")
@@ -203,8 +210,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         profile = quick_profile(Path(tmp) / "profile.json")
-        rows = training_rows(profile, args.steps) + decode_rows(profile)
-        by_batch = architecture_rows(Path(tmp), max(args.steps, ARCHITECTURE_STEPS), args.repeats)
+        rows = [] if names else training_rows(profile, args.steps) + decode_rows(profile)
+        steps = max(args.steps, ARCHITECTURE_STEPS)
+        by_batch = architecture_rows(Path(tmp), steps, args.repeats, names)
     print(
         "measured: the fastest step; predicted: each op at its roofs, matmul and attention "
         "shapes at their median call (a step sums many calls, so it gets each one's typical "

@@ -9,10 +9,11 @@ buffers it allocated (model.first_touch), as measured on this device.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ceiling.model import roofline, waterfall
 from ceiling.model.first_touch import FirstTouch
+from ceiling.model.forward_host import ForwardHost
 from ceiling.model.roofline import Roofs
 from ceiling.profile.op_flops import MODEL_CATEGORIES, UNKNOWN
 from ceiling.profile.placement import FOREACH_PREFIXES
@@ -32,6 +33,8 @@ class StepExplanation:
     matmul_shapes_measured: int = 0  # matmuls whose compute roof is their own measured rate
     # those rates: FLOP/s by matmul (M, N, K), attention or convolution key
     matmul_rates: dict = field(default_factory=dict)
+    # the model's own host time per forward op, measured on it (None: torch's modules' figure)
+    forward_host: ForwardHost | None = None
 
 
 def working_set_bytes(params: int, itemsize: int, train: bool, calls) -> float:
@@ -67,6 +70,13 @@ def local_roofs(
     return roofs, m.per_op_source
 
 
+def with_forward_host(roofs: Roofs, source: str, host: ForwardHost) -> tuple[Roofs, str]:
+    """The roofs with the forward's ops (views too, and a recomputation's replay of them)
+    at the model's own measured host time per op, and the source saying so."""
+    by_phase = {**roofs.host_s_by_phase, "forward": host.per_op_s, "forward_view": host.per_op_s}
+    return replace(roofs, host_s_by_phase=by_phase), f"{source}; {host.describe()}"
+
+
 def explain_step(
     calls,
     roofs: Roofs,
@@ -80,6 +90,7 @@ def explain_step(
     data_wait_s: float = 0.0,
     matmul_rates: dict | None = None,
     compiled: bool = False,
+    forward_host: ForwardHost | None = None,
 ) -> StepExplanation:
     """`matmul_rates`: measured FLOP/s per matmul (M, N, K) and attention shape, each such
     op's own compute roof."""
@@ -103,7 +114,7 @@ def explain_step(
         )
     return StepExplanation(
         roofs, per_op_source, working_set, bandwidth, source, prediction, bars, len(rates),
-        dict(rates),
+        dict(rates), forward_host,
     )  # fmt: skip
 
 

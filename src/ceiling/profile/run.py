@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ceiling.errors import InvalidInput, UnsupportedOnDevice
+from ceiling.errors import CeilingError, InvalidInput, UnsupportedOnDevice
 from ceiling.measure.deadline import DEFAULT_TIMEOUT_S, deadline
 from ceiling.model import mfu as mfu_model
 from ceiling.profile import compiled_step, placement
@@ -48,6 +48,7 @@ from ceiling.profile.explain import (
     measured_matmul_rates,
     predicted_s,
     rates_by_op,
+    with_forward_host,
     working_set_bytes,
 )
 from ceiling.profile.op_flops import UNKNOWN
@@ -277,7 +278,7 @@ def _profile(
     peak = ceiling.peak_flops_per_s
     roof = ceiling.roof_flops_per_s
     explanation = _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s,
-                           recorded_step_s, model_flops, compiled)  # fmt: skip
+                           recorded_step_s, model_flops, compiled, runner)  # fmt: skip
     bw, per_op = explanation.memory_roof_bytes_per_s, explanation.roofs.per_op_s
     step = None
     if profiled is not None:
@@ -392,13 +393,18 @@ def check_layers(workload) -> None:
 
 
 def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, recorded_s, flops,
-             compiled=False):  # fmt: skip
+             compiled=False, runner=None):  # fmt: skip
     from ceiling.measure.decode import _cache_bytes, _private_cache_bytes
 
     ran = dev.type != "meta"
     cache = _cache_bytes(str(dev)) if ran else None
     roofs, source = local_roofs(ceiling, str(dev), profile, cache, measure=ran, train=train)
     working_set = working_set_bytes(workload.params, itemsize, train, rec.calls)
+    host = None
+    if runner is not None and ran and not compiled and step_s:
+        host = _forward_host(runner, workload, rec.calls, roofs, working_set, itemsize, step_s)
+    if host is not None:
+        roofs, source = with_forward_host(roofs, source, host)
     # each matmul shape timed alone here is its own compute roof (not for another device)
     here = ran and not ceiling.source.startswith("datasheet spec")
     private = _private_cache_bytes(str(dev)) if ran else None
@@ -407,7 +413,41 @@ def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, reco
     return explain_step(
         rec.calls, roofs, source, working_set, ceiling=ceiling, model_flops=flops,
         step_s=step_s, recorded_step_s=recorded_s, matmul_rates=rates, compiled=compiled,
+        forward_host=host,
     )  # fmt: skip
+
+
+# The model's own forward host time is measured where the host runs the ops too (a CPU)
+# and matters: where torch's modules' figure puts the forward's host time at this share of
+# the step or more. A GPU's host queues kernels ahead of it, and a forward's fixed time
+# there is not its host's; it keeps torch's modules' figure.
+FORWARD_HOST_SHARE = 0.02
+
+
+def _forward_host(runner, workload, calls, roofs, working_set, itemsize, step_s):
+    """model.forward_host.ForwardHost of this step's forward, or None where it is not
+    measured (see FORWARD_HOST_SHARE) or the batch has no half."""
+    from ceiling.model.forward_host import forward_host
+    from ceiling.profile.forward_host import half_batch, time_forward_turns
+
+    if not roofs.serial_dispatch:
+        return None
+    ops = sum(1 for c in calls if c.phase == "forward")
+    if ops * roofs.host_s("forward") < FORWARD_HOST_SHARE * step_s:
+        return None
+    samples = workload.samples_per_step
+    half = half_batch(runner.batch, samples)
+    if half is None:
+        return None
+    try:
+        turns = time_forward_turns(runner, half)
+    except CeilingError:
+        raise
+    except Exception:  # a batch whose halves do not go together: torch's figure stands
+        return None
+    bandwidth, _ = roofs.memory_roof(working_set)
+    weights_s = workload.params * itemsize / bandwidth
+    return forward_host(turns, ops, samples, samples // 2, weights_s)
 
 
 def _noise_hint(samples: list[float]) -> list[str]:

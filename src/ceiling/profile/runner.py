@@ -84,6 +84,15 @@ class StepRunner:
             with recorder.phase("optimizer"):
                 self.optimizer.step()
 
+    def forward_only(self, batch: Any = None) -> None:
+        """The step's forward alone (with its loss when training), its graph then dropped."""
+        batch = self.batch if batch is None else batch
+        if not self.train:
+            with torch.no_grad():
+                run_forward(self.model, batch, self.forward)
+            return
+        self.loss_fn(run_forward(self.model, batch, self.forward), batch)
+
     def timed_steps(self, n: int) -> list[float]:
         out = []
         for _ in range(n):

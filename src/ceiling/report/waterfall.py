@@ -18,6 +18,8 @@ def explanation_json(e) -> dict | None:
         "step_bound": p.bound,
         "per_op_s": e.roofs.per_op_s,
         "per_op_source": e.per_op_source,
+        "host_s_per_op_by_phase": dict(e.roofs.host_s_by_phase),
+        "forward_host": e.forward_host.row() if e.forward_host else None,
         "working_set_bytes": e.working_set_bytes,
         "cache_bytes": e.roofs.cache_bytes,
         "cache_bandwidth_bytes_per_s": e.roofs.cache_bandwidth_bytes_per_s,

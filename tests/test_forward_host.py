@@ -1,0 +1,160 @@
+"""A model's own host time per forward op: its forward timed at its batch and at half of it
+(model.forward_host, profile.forward_host), and a profile's forward priced with it."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ceiling.errors import InvalidInput
+from ceiling.model.forward_host import ForwardHost, fixed_time_s, forward_host
+from ceiling.model.roofline import Roofs
+from ceiling.profile.forward_host import MAX_TURNS, MIN_TURNS, half_batch, time_forward_turns
+
+
+def test_the_fixed_part_is_the_line_through_both_batches_at_zero():
+    # t(n) = 2 ms + n · 4 ms
+    assert fixed_time_s(10e-3, 6e-3, 2, 1) == pytest.approx(2e-3)
+    assert fixed_time_s(14e-3, 6e-3, 3, 1) == pytest.approx(2e-3)  # an odd batch
+    with pytest.raises(InvalidInput, match="half"):
+        fixed_time_s(1.0, 1.0, 2, 2)
+
+
+@given(
+    fixed=st.floats(0.0, 1.0),
+    per_sample=st.floats(1e-6, 1.0),
+    samples=st.integers(2, 512),
+)
+def test_a_forward_linear_in_its_batch_gives_back_its_fixed_part(fixed, per_sample, samples):
+    half = samples // 2
+    full_s, half_s = fixed + samples * per_sample, fixed + half * per_sample
+    got = fixed_time_s(full_s, half_s, samples, half)
+    assert got == pytest.approx(fixed, abs=1e-9 * (1 + samples * per_sample))
+
+
+def test_host_per_op_is_the_median_turns_fixed_part_less_the_weights_over_the_ops():
+    turns = [(10e-3, 6e-3), (10e-3, 6e-3), (30e-3, 6e-3), (11e-3, 6.5e-3)]  # one spoilt turn
+    host = forward_host(turns, ops=100, samples=2, half=1, weights_s=0.5e-3)
+    # fixed parts 2, 2, -18, 2 ms: median 2 ms; less 0.5 ms of weights, over 100 ops
+    assert host == ForwardHost(15e-6, pytest.approx(2e-3), 0.5e-3, 100, 2, 1, 4)
+    assert host.row()["per_op_s"] == pytest.approx(15e-6)
+    assert "15 µs an op" in host.describe() and "batch 2 and 1" in host.describe()
+
+
+def test_no_host_figure_when_the_work_hides_it_or_there_are_no_ops():
+    assert forward_host([(10e-3, 5e-3)], ops=10, samples=2, half=1) is None  # fixed 0
+    assert forward_host([(10e-3, 6e-3)], ops=10, samples=2, half=1, weights_s=3e-3) is None
+    assert forward_host([(10e-3, 6e-3)], ops=0, samples=2, half=1) is None
+    assert forward_host([], ops=10, samples=2, half=1) is None
+
+
+def test_half_a_batch_cuts_the_tensors_the_samples_lead():
+    ids = torch.arange(32).reshape(4, 8)
+    positions = torch.arange(8)  # shared by every sample: kept whole
+    half = half_batch({"input_ids": ids, "labels": ids, "positions": positions, "k": 3}, 4)
+    assert torch.equal(half["input_ids"], ids[:2]) and torch.equal(half["labels"], ids[:2])
+    assert half["positions"] is positions and half["k"] == 3
+    x, y = half_batch((torch.zeros(5, 3), torch.ones(5)), 5)
+    assert x.shape == (2, 3) and y.shape == (2,)
+    assert half_batch({"input_ids": ids}, 1) is None  # one sample has no half
+    assert half_batch({"positions": positions}, 4) is None  # no tensor leads with samples
+
+
+class _LinearForward:
+    """A runner whose forward takes 3 ms plus 2 ms a sample on a fake clock."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, samples: int) -> None:
+        self.now, self.samples, self.batches = 0.0, samples, []
+
+    def clock(self) -> float:
+        return self.now
+
+    def forward_only(self, batch=None) -> None:
+        n = self.samples if batch is None else batch.shape[0]
+        self.batches.append(n)
+        self.now += 3e-3 + n * 2e-3
+
+
+def test_turns_alternate_the_batches_and_stop_at_their_budget():
+    runner = _LinearForward(8)
+    turns = time_forward_turns(runner, torch.zeros(4), budget_s=0.1, clock=runner.clock)
+    # each turn: 19 ms at 8, 11 ms at 4; the first half-batch forward is untimed warm-up
+    assert turns == [pytest.approx((19e-3, 11e-3))] * 4  # 4 turns pass the 0.1 s budget
+    assert runner.batches == [4, 8, 4, 4, 8, 8, 4, 4, 8]
+    few = time_forward_turns(_LinearForward(8), torch.zeros(4), budget_s=0.0)
+    assert len(few) == MIN_TURNS
+    many = time_forward_turns(runner, torch.zeros(4), budget_s=1e9, clock=runner.clock)
+    assert len(many) == MAX_TURNS
+    assert forward_host(turns, ops=10, samples=8, half=4).fixed_s == pytest.approx(3e-3)
+
+
+def test_the_forward_phase_takes_the_models_own_host_figure():
+    from ceiling.profile.explain import with_forward_host
+
+    by_phase = {"forward": 20e-6, "forward_view": 2e-6, "backward": 9e-6}
+    roofs = Roofs(1e12, 1e11, per_op_s=2e-6, serial_dispatch=True, host_s_by_phase=by_phase)
+    host = ForwardHost(30e-6, 3e-3, 0.0, 100, 2, 1, 5)
+    priced, source = with_forward_host(roofs, "tiny op timed", host)
+    assert priced.host_s("forward") == priced.host_s("forward_view") == 30e-6
+    assert priced.host_s("recompute") == 30e-6  # a recomputation replays the model's forward
+    assert priced.host_s("backward") == 9e-6 and priced.host_s("optimizer") == 2e-6
+    assert source.startswith("tiny op timed; forward 30 µs an op, this model's own")
+
+
+def _stub(samples: int, serial: bool = True, forward_s: float = 20e-6):
+    roofs = Roofs(1e12, 1e11, serial_dispatch=serial, host_s_by_phase={"forward": forward_s})
+    workload = SimpleNamespace(samples_per_step=samples, name="stub", params=1000)
+    runner = SimpleNamespace(batch={"x": torch.zeros(samples, 4)})
+    calls = [SimpleNamespace(phase="forward")] * 10 + [SimpleNamespace(phase="backward")] * 5
+    return runner, workload, calls, roofs
+
+
+def test_the_models_host_is_measured_on_a_cpu_with_a_half_batch_where_it_matters(monkeypatch):
+    from ceiling.profile import forward_host as timing
+    from ceiling.profile.run import _forward_host
+
+    monkeypatch.setattr(timing, "time_forward_turns", lambda runner, half: [(10e-3, 6e-3)] * 3)
+    runner, workload, calls, roofs = _stub(2)
+    host = _forward_host(runner, workload, calls, roofs, 0.0, 4, step_s=0.01)
+    assert host.ops == 10 and host.fixed_s == pytest.approx(2e-3)
+    assert host.weights_s == pytest.approx(1000 * 4 / 1e11)
+    assert _forward_host(*_stub(1), 0.0, 4, step_s=0.01) is None  # no half of one sample
+    assert _forward_host(*_stub(2, serial=False), 0.0, 4, step_s=0.01) is None  # a GPU
+    # torch's figure puts the forward's host at 10 × 20 µs = 1 % of a 20 ms step: not worth it
+    assert _forward_host(*_stub(2), 0.0, 4, step_s=0.02) is None
+
+
+@pytest.mark.slow
+def test_a_profiled_training_step_prices_its_forward_at_the_models_own_host(monkeypatch):
+    from ceiling.profile import forward_host as timing
+    from ceiling.profile import run
+    from ceiling.profile.runner import StepRunner
+    from ceiling.profile.targets import load_target
+
+    workload = dataclasses.replace(
+        load_target("gpt:tiny", batch=2, seq=16),
+        make_optimizer=lambda m: torch.optim.SGD(m.parameters(), lr=0.0, foreach=True),
+    )
+    measured = []
+
+    def turns(runner, half):
+        measured.append(half[0].shape[0])  # (tokens, targets)
+        runner.forward_only(half)  # the half batch really runs
+        return [(10e-3, 6e-3)] * 3
+
+    monkeypatch.setattr(timing, "time_forward_turns", turns)
+    monkeypatch.setattr(StepRunner, "timed_steps", lambda self, n: [0.05] * max(n, 1))
+    monkeypatch.setattr(run, "FORWARD_HOST_SHARE", 0.0)
+    e = run.profile_target(workload, train=True, steps=1, warmup_steps=0).explanation
+    assert measured == [1]
+    host = e.forward_host
+    assert host.fixed_s == pytest.approx(2e-3) and host.samples == 2 and host.half == 1
+    assert e.roofs.host_s("forward") == host.per_op_s
+    assert "this model's own" in e.per_op_source
