@@ -158,3 +158,17 @@ def test_a_profiled_training_step_prices_its_forward_at_the_models_own_host(monk
     assert host.fixed_s == pytest.approx(2e-3) and host.samples == 2 and host.half == 1
     assert e.roofs.host_s("forward") == host.per_op_s
     assert "this model's own" in e.per_op_source
+
+
+def test_a_line_when_the_models_python_costs_well_over_torchs_modules():
+    from ceiling.model.forward_host import python_hint
+
+    host = ForwardHost(30e-6, 3e-3, 0.0, 100, 2, 1, 5, torch_modules_s=15e-6)
+    (line,) = python_hint(host, step_s=0.02, compiled=False)
+    assert line == (
+        "the model's own Python: its forward pays 30 µs of host time an op, 2× torch's own "
+        "modules (15 µs), 3 ms of the 20 ms step; torch.compile traces it away"
+    )
+    assert python_hint(host, step_s=0.04, compiled=False) == []  # under a tenth of the step
+    assert python_hint(dataclasses.replace(host, torch_modules_s=25e-6), 0.02, False) == []
+    assert python_hint(None, 0.02, False) == [] and python_hint(host, None, False) == []

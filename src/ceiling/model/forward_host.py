@@ -42,6 +42,7 @@ class ForwardHost:
     samples: int  # the batch timed, and half of it
     half: int
     turns: int
+    torch_modules_s: float = 0.0  # the figure it replaces: torch's own modules' (0: none)
 
     def row(self) -> dict:
         return {
@@ -52,6 +53,7 @@ class ForwardHost:
             "samples": self.samples,
             "half": self.half,
             "turns": self.turns,
+            "torch_modules_s": self.torch_modules_s,
         }
 
     def describe(self) -> str:
@@ -70,7 +72,12 @@ def fixed_time_s(full_s: float, half_s: float, samples: int, half: int) -> float
 
 
 def forward_host(
-    turns: list[tuple[float, float]], ops: int, samples: int, half: int, weights_s: float = 0.0
+    turns: list[tuple[float, float]],
+    ops: int,
+    samples: int,
+    half: int,
+    weights_s: float = 0.0,
+    torch_modules_s: float = 0.0,
 ) -> ForwardHost | None:
     """The model's host seconds per forward op from turns of (forward at `samples`, forward
     at `half`) seconds; None when there is nothing to spread it over or nothing is left
@@ -81,4 +88,22 @@ def forward_host(
     host = fixed - max(weights_s, 0.0)
     if host <= 0:
         return None
-    return ForwardHost(host / ops, fixed, weights_s, ops, samples, half, len(turns))
+    return ForwardHost(host / ops, fixed, weights_s, ops, samples, half, len(turns),
+                       torch_modules_s)  # fmt: skip
+
+
+def python_hint(host: ForwardHost | None, step_s: float | None, compiled: bool) -> list[str]:
+    """A line when the model's own Python costs well over torch's modules per op (1.5× or
+    more) and a tenth of the step or more."""
+    if host is None or not step_s or not host.torch_modules_s:
+        return []
+    total = host.per_op_s * host.ops
+    times = host.per_op_s / host.torch_modules_s
+    if times < 1.5 or total < 0.1 * step_s:
+        return []
+    cure = "" if compiled else "; torch.compile traces it away"
+    return [
+        f"the model's own Python: its forward pays {host.per_op_s * 1e6:.3g} µs of host time "
+        f"an op, {times:.2g}× torch's own modules ({host.torch_modules_s * 1e6:.3g} µs), "
+        f"{total * 1e3:.3g} ms of the {step_s * 1e3:.3g} ms step{cure}"
+    ]

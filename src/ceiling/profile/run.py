@@ -23,6 +23,7 @@ import torch
 from ceiling.errors import CeilingError, InvalidInput, UnsupportedOnDevice
 from ceiling.measure.deadline import DEFAULT_TIMEOUT_S, deadline
 from ceiling.model import mfu as mfu_model
+from ceiling.model.forward_host import python_hint
 from ceiling.profile import compiled_step, placement
 from ceiling.profile.ceiling import (
     Ceiling,
@@ -323,7 +324,8 @@ def _profile(
         categories=[placement.place(t, roof, bw, per_op) for t in rec.by_category()],
         hints=_noise_hint(samples)
         + placement.hints(rec.calls, roof, bw, itemsize, recorded_step_s, compiled, str(dev))
-        + (compiled_step.hints(step, bw, str(dev)) if step else []),
+        + (compiled_step.hints(step, bw, str(dev)) if step else [])
+        + python_hint(explanation.forward_host, step_s, compiled),
         roofline_step_s=placement.roofline_time(rec.calls, roof, bw),
         recorded_step_s=recorded_step_s,
         recomputed_flops=hardware_flops - model_flops,
@@ -447,7 +449,7 @@ def _forward_host(runner, workload, calls, roofs, working_set, itemsize, step_s)
         return None
     bandwidth, _ = roofs.memory_roof(working_set)
     weights_s = workload.params * itemsize / bandwidth
-    return forward_host(turns, ops, samples, samples // 2, weights_s)
+    return forward_host(turns, ops, samples, samples // 2, weights_s, roofs.host_s("forward"))
 
 
 def _noise_hint(samples: list[float]) -> list[str]:
