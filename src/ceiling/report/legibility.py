@@ -44,10 +44,11 @@ def make_legible(fig) -> dict[str, Any]:
 def measure(fig, renderer=None) -> dict[str, Any]:
     """Width on the page, smallest text in page pixels, legends over points, hidden markers."""
     renderer = renderer or _draw(fig)
-    scale = _page_scale(fig, renderer)
+    width_in = _width_in(fig, renderer)
+    scale = _page_scale(fig, renderer, width_in)
     sizes = [t.get_fontsize() for t in _texts(fig)]
     return {
-        "width_px": round(float(_width_in(fig, renderer)) * PX_PER_INCH, 1),
+        "width_px": round(float(width_in) * PX_PER_INCH, 1),
         "page_scale": round(float(scale), 3),
         "min_text_px": round(float(min(sizes) * PX_PER_PT * scale), 2) if sizes else None,
         "legend_overlaps": sum(_legend_hits(ax, renderer) for ax in fig.axes)
@@ -57,7 +58,8 @@ def measure(fig, renderer=None) -> dict[str, Any]:
 
 
 def _draw(fig):
-    fig.canvas.draw()
+    """Lay the figure out as a draw would (text placed, ticks made), painting nothing."""
+    fig.draw_without_rendering()
     return fig.canvas.get_renderer()
 
 
@@ -69,9 +71,9 @@ def _width_in(fig, renderer) -> float:
     return fig.get_tightbbox(renderer).width + 2 * float(pad)
 
 
-def _page_scale(fig, renderer) -> float:
+def _page_scale(fig, renderer, width_in: float | None = None) -> float:
     """How much the page shrinks the figure: img max-width 100 % of the column."""
-    width_px = _width_in(fig, renderer) * PX_PER_INCH
+    width_px = (_width_in(fig, renderer) if width_in is None else width_in) * PX_PER_INCH
     return min(1.0, COLUMN_PX / width_px) if width_px > 0 else 1.0
 
 
