@@ -102,18 +102,19 @@ def architecture_rows(
 ) -> dict[int, list[tuple]]:
     """Each model at each batch, `repeats` times, each time against this machine measured
     afresh just before (a shared machine has slow spells of seconds: the roofs and the
-    step are then taken in the same one); the repeat of median predicted / measured."""
+    step are then taken in the same one); the repeat of median predicted / measured. The
+    repeats are passes over every model, one after another."""
     from architectures import MAKERS
     from ceiling.measure.once import forget
     from ceiling.profile.run import profile_target
 
-    rows: dict[int, list[tuple]] = {b: [] for b in ARCHITECTURE_BATCHES}
-    for make in MAKERS:
-        if names and make.__name__ not in names:
-            continue
-        for b in ARCHITECTURE_BATCHES:
-            runs = []
-            for i in range(repeats):
+    makers = [m for m in MAKERS if not names or m.__name__ in names]
+    runs: dict[tuple[int, int], list[tuple]] = {}
+    # a model's repeats are spread over the run, each a pass over every model: a slow spell
+    # of a minute spoils one repeat of several models, not every repeat of one
+    for i in range(repeats):
+        for k, make in enumerate(makers):
+            for b in ARCHITECTURE_BATCHES:
                 forget()  # the host costs and quick roofs a process keeps: measured again
                 profile = quick_profile(tmp / f"profile-{i}.json")
                 w = make(b)
@@ -121,10 +122,12 @@ def architecture_rows(
                 e = r.explanation
                 bars = sum(x.seconds for x in e.waterfall)
                 name = f"{w.name} training, batch {b}"
-                runs.append((name, e.prediction.time_s, min(r.step_samples_s),
-                             e.prediction.bound, bars, r.step_s))  # fmt: skip
-            runs.sort(key=lambda row: row[1] / row[2])
-            rows[b].append(runs[len(runs) // 2])
+                runs.setdefault((k, b), []).append((name, e.prediction.time_s,
+                    min(r.step_samples_s), e.prediction.bound, bars, r.step_s))  # fmt: skip
+    rows: dict[int, list[tuple]] = {b: [] for b in ARCHITECTURE_BATCHES}
+    for (_k, b), each in runs.items():
+        each.sort(key=lambda row: row[1] / row[2])
+        rows[b].append(each[len(each) // 2])
     return rows
 
 

@@ -43,7 +43,12 @@ def test_host_per_op_is_the_median_turns_fixed_part_less_the_weights_over_the_op
     # fixed parts 2, 2, -18, 2 ms: median 2 ms; less 0.5 ms of weights, over 100 ops
     assert host == ForwardHost(15e-6, pytest.approx(2e-3), 0.5e-3, 100, 2, 1, 4)
     assert host.row()["per_op_s"] == pytest.approx(15e-6)
-    assert "15 µs an op" in host.describe() and "batch 2 and 1" in host.describe()
+    assert host.describe() == (
+        "this model's own: its forward timed at batch 2 and 1, 4 turns, the part that does "
+        "not grow with the batch over its 100 ops"
+    )
+    beside = dataclasses.replace(host, torch_modules_s=20e-6).describe()
+    assert beside.endswith("; torch's own modules 20 µs")
 
 
 def test_no_host_figure_when_the_work_hides_it_or_there_are_no_ops():
@@ -101,11 +106,10 @@ def test_the_forward_phase_takes_the_models_own_host_figure():
     by_phase = {"forward": 20e-6, "forward_view": 2e-6, "backward": 9e-6}
     roofs = Roofs(1e12, 1e11, per_op_s=2e-6, serial_dispatch=True, host_s_by_phase=by_phase)
     host = ForwardHost(30e-6, 3e-3, 0.0, 100, 2, 1, 5)
-    priced, source = with_forward_host(roofs, "tiny op timed", host)
+    priced = with_forward_host(roofs, host)
     assert priced.host_s("forward") == priced.host_s("forward_view") == 30e-6
     assert priced.host_s("recompute") == 30e-6  # a recomputation replays the model's forward
     assert priced.host_s("backward") == 9e-6 and priced.host_s("optimizer") == 2e-6
-    assert source.startswith("tiny op timed; forward 30 µs an op, this model's own")
 
 
 def _stub(samples: int, serial: bool = True, forward_s: float = 20e-6):
@@ -157,7 +161,14 @@ def test_a_profiled_training_step_prices_its_forward_at_the_models_own_host(monk
     host = e.forward_host
     assert host.fixed_s == pytest.approx(2e-3) and host.samples == 2 and host.half == 1
     assert e.roofs.host_s("forward") == host.per_op_s
-    assert "this model's own" in e.per_op_source
+    from ceiling.report.waterfall import explanation_json, roofs_rows
+    from ceiling.units import format_time
+
+    row = ["host time per forward op", f"{format_time(host.per_op_s)} — {host.describe()}"]
+    assert row in roofs_rows(e, 0.05)
+    row = explanation_json(e)
+    assert row["forward_host"] == host.row()
+    assert row["host_s_per_op_by_phase"]["forward"] == host.per_op_s
 
 
 def test_a_line_when_the_models_python_costs_well_over_torchs_modules():

@@ -57,9 +57,16 @@ class ForwardHost:
         }
 
     def describe(self) -> str:
+        """Where the figure comes from, and the one it replaces."""
+        beside = (
+            f"; torch's own modules {self.torch_modules_s * 1e6:.3g} µs"
+            if self.torch_modules_s
+            else ""
+        )
         return (
-            f"forward {self.per_op_s * 1e6:.3g} µs an op, this model's own (its forward "
-            f"timed at batch {self.samples} and {self.half}, {self.turns} turns)"
+            f"this model's own: its forward timed at batch {self.samples} and {self.half}, "
+            f"{self.turns} turns, the part that does not grow with the batch over its "
+            f"{self.ops:,} ops{beside}"
         )
 
 

@@ -70,11 +70,11 @@ def local_roofs(
     return roofs, m.per_op_source
 
 
-def with_forward_host(roofs: Roofs, source: str, host: ForwardHost) -> tuple[Roofs, str]:
+def with_forward_host(roofs: Roofs, host: ForwardHost) -> Roofs:
     """The roofs with the forward's ops (views too, and a recomputation's replay of them)
-    at the model's own measured host time per op, and the source saying so."""
+    at the model's own measured host time per op."""
     by_phase = {**roofs.host_s_by_phase, "forward": host.per_op_s, "forward_view": host.per_op_s}
-    return replace(roofs, host_s_by_phase=by_phase), f"{source}; {host.describe()}"
+    return replace(roofs, host_s_by_phase=by_phase)
 
 
 def explain_step(

@@ -406,7 +406,7 @@ def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, reco
     if runner is not None and ran and not compiled and step_s:
         host = _forward_host(runner, workload, rec.calls, roofs, working_set, itemsize, step_s)
     if host is not None:
-        roofs, source = with_forward_host(roofs, source, host)
+        roofs = with_forward_host(roofs, host)
     # each matmul shape timed alone here is its own compute roof (not for another device)
     here = ran and not ceiling.source.startswith("datasheet spec")
     private = _private_cache_bytes(str(dev)) if ran else None

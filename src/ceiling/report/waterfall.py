@@ -49,6 +49,7 @@ def roofs_rows(e, step_s: float | None) -> list[list[str]]:
     )
     return [
         ["per-op floor", f"{u.format_time(e.roofs.per_op_s)} — {e.per_op_source}"],
+        *_forward_host_rows(e),
         [
             "memory roof",
             f"{u.format_bandwidth(e.memory_roof_bytes_per_s)} ({e.memory_source}; working set "
@@ -67,6 +68,13 @@ def roofs_rows(e, step_s: float | None) -> list[list[str]]:
         ],
         ["the step is", f"{p.bound}-bound ({shares})"],
     ]
+
+
+def _forward_host_rows(e) -> list[list[str]]:
+    host = e.forward_host
+    if host is None:
+        return []
+    return [["host time per forward op", f"{u.format_time(host.per_op_s)} — {host.describe()}"]]
 
 
 def waterfall_rows(bars, step_s: float) -> list[list[str]]:
