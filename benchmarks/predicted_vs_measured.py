@@ -200,6 +200,13 @@ def main() -> None:
     parser.add_argument("--models", default=None, help="only these architectures (by name)")
     args = parser.parse_args()
     names = set(args.models.split(",")) if args.models else None
+    if names:
+        from architectures import MAKERS
+
+        unknown = names - {m.__name__ for m in MAKERS}
+        if unknown:
+            parser.error(f"no architecture {', '.join(sorted(unknown))}; there are "
+                         + ", ".join(m.__name__ for m in MAKERS))  # fmt: skip
     args.clock = args.clock or ("thread" if args.threads == 1 else "wall")
     if args.repeats < 1 or args.steps < 1:
         parser.error("--repeats and --steps take 1 or more")

@@ -20,7 +20,14 @@ turn gives one estimate; their median is kept, so that a burst of load on a shar
 machine spoils a turn, not the figure.
 
 It assumes the forward's work is linear in the batch: a matmul that runs less efficiently
-at half the rows reads as host time here, an overestimate of at most the difference.
+at half the rows reads as host time here, as does a call's own fixed device work (packing a
+weight, waking threads), which the op's measured rate already prices: an overestimate of
+at most those parts. Turns that disagree by more than the host time left (their
+interquartile range) give no figure: the machine is then too noisy to tell it.
+
+The figure is a mean over the forward's ops, views included. It replaces a figure that
+prices a view below another op (torch's own modules'): both are scaled by the one factor,
+the model's host time over theirs for the same ops, so a view still costs less.
 """
 
 from __future__ import annotations
@@ -30,43 +37,52 @@ from dataclasses import dataclass
 
 from ceiling.errors import InvalidInput
 
+TORCH_MODULES = "torch's own modules"  # the figure a training step's forward replaces
+
 
 @dataclass(frozen=True)
 class ForwardHost:
     """The model's host seconds per forward op, and what they came from."""
 
-    per_op_s: float
+    per_op_s: float  # the mean over the forward's ops, views included
     fixed_s: float  # the forward's time that does not grow with the batch (median turn)
     weights_s: float  # of it, reading the weights once: device work, taken off
     ops: int  # forward ops the host time is spread over
     samples: int  # the batch timed, and half of it
     half: int
     turns: int
-    torch_modules_s: float = 0.0  # the figure it replaces: torch's own modules' (0: none)
+    spread_s: float = 0.0  # interquartile range of the turns' fixed parts
+    # the figure it replaces, as a mean over the same ops, and whose figure that is
+    replaced_s: float = 0.0
+    replaced: str = ""
+
+    @property
+    def times(self) -> float | None:
+        """The model's host time over the figure it replaces (None: nothing replaced)."""
+        return self.per_op_s / self.replaced_s if self.replaced_s > 0 else None
 
     def row(self) -> dict:
         return {
             "per_op_s": self.per_op_s,
             "fixed_s": self.fixed_s,
             "weights_s": self.weights_s,
+            "spread_s": self.spread_s,
             "ops": self.ops,
             "samples": self.samples,
             "half": self.half,
             "turns": self.turns,
-            "torch_modules_s": self.torch_modules_s,
+            "replaced_s": self.replaced_s,
+            "replaced": self.replaced,
         }
 
     def describe(self) -> str:
         """Where the figure comes from, and the one it replaces."""
-        beside = (
-            f"; torch's own modules {self.torch_modules_s * 1e6:.3g} µs"
-            if self.torch_modules_s
-            else ""
-        )
+        beside = f"; {self.replaced} {self.replaced_s * 1e6:.3g} µs" if self.replaced_s > 0 else ""
         return (
-            f"this model's own: its forward timed at batch {self.samples} and {self.half}, "
-            f"{self.turns} turns, the part that does not grow with the batch over its "
-            f"{self.ops:,} ops{beside}"
+            f"this model's own, a mean over its {self.ops:,} forward ops: the forward's time "
+            f"that does not grow with the batch (batch {self.samples} against {self.half}, "
+            f"median of {self.turns} turns, less {self.weights_s * 1e3:.2g} ms reading the "
+            f"weights){beside}"
         )
 
 
@@ -84,33 +100,44 @@ def forward_host(
     samples: int,
     half: int,
     weights_s: float = 0.0,
-    torch_modules_s: float = 0.0,
+    replaced_s: float = 0.0,
+    replaced: str = "",
 ) -> ForwardHost | None:
     """The model's host seconds per forward op from turns of (forward at `samples`, forward
-    at `half`) seconds; None when there is nothing to spread it over or nothing is left
-    once the weights' reading is taken off (the forward's work then hides it)."""
+    at `half`) seconds; None when there is nothing to spread it over, when nothing is left
+    once the weights' reading is taken off (the forward's work then hides it), or when the
+    turns disagree by more than what is left (a machine too noisy to tell)."""
     if ops <= 0 or not turns:
         return None
-    fixed = statistics.median(fixed_time_s(f, h, samples, half) for f, h in turns)
-    host = fixed - max(weights_s, 0.0)
-    if host <= 0:
+    fixed = [fixed_time_s(f, h, samples, half) for f, h in turns]
+    median = statistics.median(fixed)
+    host = median - max(weights_s, 0.0)
+    spread = _interquartile(fixed)
+    if host <= 0 or spread > host:
         return None
-    return ForwardHost(host / ops, fixed, weights_s, ops, samples, half, len(turns),
-                       torch_modules_s)  # fmt: skip
+    return ForwardHost(host / ops, median, weights_s, ops, samples, half, len(turns), spread,
+                       replaced_s, replaced)  # fmt: skip
 
 
-def python_hint(host: ForwardHost | None, step_s: float | None, compiled: bool) -> list[str]:
+def _interquartile(values: list[float]) -> float:
+    if len(values) < 4:
+        return 0.0
+    q1, _q2, q3 = statistics.quantiles(values, n=4)
+    return q3 - q1
+
+
+def python_hint(host: ForwardHost | None, step_s: float | None) -> list[str]:
     """A line when the model's own Python costs well over torch's modules per op (1.5× or
     more) and a tenth of the step or more."""
-    if host is None or not step_s or not host.torch_modules_s:
+    times = host.times if host is not None and host.replaced == TORCH_MODULES else None
+    if times is None or not step_s:
         return []
     total = host.per_op_s * host.ops
-    times = host.per_op_s / host.torch_modules_s
     if times < 1.5 or total < 0.1 * step_s:
         return []
-    cure = "" if compiled else "; torch.compile traces it away"
     return [
         f"the model's own Python: its forward pays {host.per_op_s * 1e6:.3g} µs of host time "
-        f"an op, {times:.2g}× torch's own modules ({host.torch_modules_s * 1e6:.3g} µs), "
-        f"{total * 1e3:.3g} ms of the {step_s * 1e3:.3g} ms step{cure}"
+        f"an op, {times:.2g}× what torch's own modules pay for the same ops "
+        f"({host.replaced_s * 1e6:.3g} µs), {total * 1e3:.3g} ms of the {step_s * 1e3:.3g} ms "
+        "step; torch.compile traces it away"
     ]

@@ -72,9 +72,14 @@ def local_roofs(
 
 def with_forward_host(roofs: Roofs, host: ForwardHost) -> Roofs:
     """The roofs with the forward's ops (views too, and a recomputation's replay of them)
-    at the model's own measured host time per op."""
-    by_phase = {**roofs.host_s_by_phase, "forward": host.per_op_s, "forward_view": host.per_op_s}
-    return replace(roofs, host_s_by_phase=by_phase)
+    at the model's own measured host time: the figure it replaces scaled by the model's
+    host time over it for the same ops (model.forward_host), else its mean per op."""
+    times = host.times
+    if times is None:
+        by_phase = {"forward": host.per_op_s, "forward_view": host.per_op_s}
+    else:
+        by_phase = {k: times * roofs.host_s(k) for k in ("forward", "forward_view")}
+    return replace(roofs, host_s_by_phase={**roofs.host_s_by_phase, **by_phase})
 
 
 def explain_step(

@@ -44,6 +44,7 @@ from ceiling.profile.compiled import capture, check_compiler, is_compiled, profi
 from ceiling.profile.explain import (
     StepExplanation,
     explain_step,
+    host_phase,
     local_roofs,
     matmul_cold_bytes,
     measured_matmul_rates,
@@ -325,7 +326,7 @@ def _profile(
         hints=_noise_hint(samples)
         + placement.hints(rec.calls, roof, bw, itemsize, recorded_step_s, compiled, str(dev))
         + (compiled_step.hints(step, bw, str(dev)) if step else [])
-        + python_hint(explanation.forward_host, step_s, compiled),
+        + python_hint(explanation.forward_host, step_s),
         roofline_step_s=placement.roofline_time(rec.calls, roof, bw),
         recorded_step_s=recorded_step_s,
         recomputed_flops=hardware_flops - model_flops,
@@ -428,28 +429,37 @@ FORWARD_HOST_SHARE = 0.02
 
 def _forward_host(runner, workload, calls, roofs, working_set, itemsize, step_s):
     """model.forward_host.ForwardHost of this step's forward, or None where it is not
-    measured (see FORWARD_HOST_SHARE) or the batch has no half."""
-    from ceiling.model.forward_host import forward_host
+    measured (see FORWARD_HOST_SHARE) or the batch has no half that runs."""
+    from ceiling.model.forward_host import TORCH_MODULES, forward_host
     from ceiling.profile.forward_host import half_batch, time_forward_turns
 
     if not roofs.serial_dispatch:
         return None
-    ops = sum(1 for c in calls if c.phase == "forward")
-    if ops * roofs.host_s("forward") < FORWARD_HOST_SHARE * step_s:
+    forward = [c for c in calls if c.phase == "forward"]
+    replaced = sum(roofs.host_s(host_phase(c)) for c in forward)
+    if not forward or replaced < FORWARD_HOST_SHARE * step_s:
         return None
     samples = workload.samples_per_step
-    half = half_batch(runner.batch, samples)
-    if half is None:
+    cut = half_batch(runner.batch, samples)
+    if cut is None:
         return None
-    try:
-        turns = time_forward_turns(runner, half)
+    half, half_samples = cut
+    if runner.optimizer is not None:  # the last step's gradients freed, as a step does
+        runner.optimizer.zero_grad(set_to_none=True)
+    try:  # once, untimed: its shapes' buffers made, and a half that does not run found
+        runner.forward_only(half)
     except CeilingError:
         raise
-    except Exception:  # a batch whose halves do not go together: torch's figure stands
+    except Exception:  # a batch whose halves do not go together: the figure stands
         return None
+    turns = guard(workload.name, time_forward_turns, runner, half)
     bandwidth, _ = roofs.memory_roof(working_set)
     weights_s = workload.params * itemsize / bandwidth
-    return forward_host(turns, ops, samples, samples // 2, weights_s, roofs.host_s("forward"))
+    # a training step's forward is priced at torch's own modules' host time per op; an
+    # inference step's at the per-op floor
+    label = TORCH_MODULES if "forward" in roofs.host_s_by_phase else "the per-op floor"
+    return forward_host(turns, len(forward), samples, half_samples, weights_s,
+                        replaced / len(forward), label)  # fmt: skip
 
 
 def _noise_hint(samples: list[float]) -> list[str]:
