@@ -421,9 +421,10 @@ def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, reco
 
 
 # The model's own forward host time is measured where the host runs the ops too (a CPU)
-# and matters: where torch's modules' figure puts the forward's host time at this share of
-# the step or more. A GPU's host queues kernels ahead of it, and a forward's fixed time
-# there is not its host's; it keeps torch's modules' figure.
+# and matters: where the figure it would replace (torch's modules', or an inference step's
+# per-op floor) puts the forward's host time at this share of the step or more. A GPU's host
+# queues kernels ahead of it, and a forward's fixed time there is not its host's; it keeps
+# torch's modules' figure.
 FORWARD_HOST_SHARE = 0.02
 
 

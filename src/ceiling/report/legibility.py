@@ -24,7 +24,7 @@ def make_legible(fig) -> dict[str, Any]:
     """Raise small text, move legends off the data; what the figure measures afterwards."""
     renderer = _draw(fig)
     for _ in range(2):  # raising text widens the figure a little: measure again once
-        scale = _page_scale(fig, renderer)
+        scale = _page_scale(_width_in(fig, renderer))
         floor_pt = MIN_TEXT_PX / PX_PER_PT / scale
         raised = False
         for t in _texts(fig):
@@ -45,7 +45,7 @@ def measure(fig, renderer=None) -> dict[str, Any]:
     """Width on the page, smallest text in page pixels, legends over points, hidden markers."""
     renderer = renderer or _draw(fig)
     width_in = _width_in(fig, renderer)
-    scale = _page_scale(fig, renderer, width_in)
+    scale = _page_scale(width_in)
     sizes = [t.get_fontsize() for t in _texts(fig)]
     return {
         "width_px": round(float(width_in) * PX_PER_INCH, 1),
@@ -71,9 +71,9 @@ def _width_in(fig, renderer) -> float:
     return fig.get_tightbbox(renderer).width + 2 * float(pad)
 
 
-def _page_scale(fig, renderer, width_in: float | None = None) -> float:
-    """How much the page shrinks the figure: img max-width 100 % of the column."""
-    width_px = (_width_in(fig, renderer) if width_in is None else width_in) * PX_PER_INCH
+def _page_scale(width_in: float) -> float:
+    """How much the page shrinks a figure this wide: img max-width 100 % of the column."""
+    width_px = width_in * PX_PER_INCH
     return min(1.0, COLUMN_PX / width_px) if width_px > 0 else 1.0
 
 
