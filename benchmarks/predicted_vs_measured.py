@@ -10,18 +10,18 @@ Then trains twelve architectures of the field built small from their configurati
 CLIP, torch's LSTM and TransformerEncoder) at two batch sizes, each --repeats times against
 the machine measured afresh just before (a shared machine has slow spells lasting seconds,
 which should hit the roofs and the step alike), and prints the median and the lowest
-predicted / measured at each, a model's figure being its repeat of median ratio (the
-target: median within 0.9-1.1, none below 0.7). Torch runs on --threads threads (default
-1): on a shared machine a descheduled worker thread stalls every parallel op, which no roof
-describes. Every timing (steps, ops and roofs alike) reads the main thread's CPU time
-(time.thread_time, --clock thread, the default with one thread): all the work runs on that
-thread, and time spent descheduled by other processes on a loaded machine is not counted
-(their use of the shared cache still is). --clock wall reads the wall clock, as the
-commands do; it is the only clock for more than one thread. The load average is printed
-before and after. Usage:
+predicted / measured at each, a model's figure being its repeat of median ratio, the range
+of its repeats beside its name (the target: median within 0.9-1.1, none below 0.7). Torch
+runs on --threads threads (default 1): on a shared machine a descheduled worker thread
+stalls every parallel op, which no roof describes. Every timing (steps, ops and roofs alike)
+reads the main thread's CPU time (time.thread_time, --clock thread, the default with one
+thread): all the work runs on that thread, and time spent descheduled by other processes on
+a loaded machine is not counted (their use of the shared cache still is). --clock wall reads
+the wall clock, as the commands do; it is the only clock for more than one thread. The load
+average is printed before and after. Usage:
 
     .venv/bin/python benchmarks/predicted_vs_measured.py [--steps 5] [--threads 1]
-        [--repeats 3] (--steps: at least this many timed steps per workload)
+        [--repeats 5] (--steps: at least this many timed steps per workload)
         [--clock thread|wall] [--models gpt2,clip] (--models: only these architectures,
         no built-in workloads)
 """
@@ -129,13 +129,16 @@ def architecture_rows(
     rows: dict[int, list[tuple]] = {b: [] for b in ARCHITECTURE_BATCHES}
     for (_k, b), each in runs.items():
         each.sort(key=lambda row: row[1] / row[2])
-        rows[b].append(each[len(each) // 2])
+        what, *rest = each[len(each) // 2]
+        if len(each) > 1:  # the repeats' range beside the median one's name
+            what += f" ({each[0][1] / each[0][2]:.2f}-{each[-1][1] / each[-1][2]:.2f})"
+        rows[b].append((what, *rest))
     return rows
 
 
 def _print_rows(rows) -> None:
     print(
-        f"{'workload':34} {'predicted':>10} {'measured':>10} {'pred/meas':>9} {'median':>10}  bound"
+        f"{'workload':56} {'predicted':>10} {'measured':>10} {'pred/meas':>9} {'median':>10}  bound"
     )
     for what, predicted, measured, bound, bars, median in rows:
         ok = "" if abs(predicted / measured - 1) <= TOLERANCE else "  (outside 30 %)"
@@ -143,7 +146,7 @@ def _print_rows(rows) -> None:
         check = "" if bars is None else f"; waterfall sums to {bars * 1e3:.4g} ms"
         check += " = the median step" if same else (" ≠ the median step" if check else "")
         print(
-            f"{what:34} {predicted * 1e3:8.3g}ms {measured * 1e3:8.3g}ms "
+            f"{what:56} {predicted * 1e3:8.3g}ms {measured * 1e3:8.3g}ms "
             f"{predicted / measured:9.2f} {median * 1e3:8.3g}ms  {bound}{check}{ok}"
         )
 
@@ -198,7 +201,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clock", choices=("thread", "wall"), default=None)
-    parser.add_argument("--repeats", type=int, default=3, help="profiles of each model")
+    # five: a model's ratio moves by up to ±0.2 from one profile to the next on a shared
+    # host (its quick roofs are measured in seconds), and the median of five holds steadier
+    parser.add_argument("--repeats", type=int, default=5, help="profiles of each model")
     parser.add_argument("--models", default=None, help="only these architectures (by name)")
     args = parser.parse_args()
     names = set(args.models.split(",")) if args.models else None

@@ -74,8 +74,7 @@ class StepRunner:
             return
         if self.optimizer is not None:
             self.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss_fn(run_forward(self.model, batch, self.forward), batch)
-        loss.backward()
+        self._loss(batch).backward()
         if self.optimizer is None:
             return
         if recorder is None:
@@ -86,12 +85,14 @@ class StepRunner:
 
     def forward_only(self, batch: Any = None) -> None:
         """The step's forward alone (with its loss when training), its graph then dropped."""
-        batch = self.batch if batch is None else batch
-        if not self.train:
-            with torch.no_grad():
-                run_forward(self.model, batch, self.forward)
+        if not self.train:  # an inference step is its forward
+            self._step(None, batch)
             return
-        self.loss_fn(run_forward(self.model, batch, self.forward), batch)
+        self._loss(self.batch if batch is None else batch)
+
+    def _loss(self, batch: Any):
+        """The training step's forward and its loss (the step's and forward_only's)."""
+        return self.loss_fn(run_forward(self.model, batch, self.forward), batch)
 
     def timed_steps(self, n: int) -> list[float]:
         out = []
