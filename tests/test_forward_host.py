@@ -227,3 +227,30 @@ def test_a_line_when_the_models_python_costs_well_over_torchs_modules():
     assert python_hint(host, step_s=0.04) == []  # under a tenth of the step
     assert python_hint(dataclasses.replace(host, replaced_s=25e-6), 0.02) == []
     assert python_hint(None, 0.02) == [] and python_hint(host, None) == []
+
+
+@pytest.mark.slow
+def test_ceiling_step_explains_its_step_as_ceiling_profile_does(monkeypatch):
+    """`ceiling step` prices its recorded step with the same roofs as `ceiling profile`:
+    each matmul shape at its own measured rate, the forward at the model's own host time."""
+    from ceiling.profile import forward_host as timing
+    from ceiling.profile import run
+    from ceiling.profile.step_run import measure_step
+
+    halves = []
+
+    def turns(runner, half):
+        halves.append(half[0].shape[0])
+        return [(10e-3, 6e-3)] * 3
+
+    monkeypatch.setattr(timing, "time_forward_turns", turns)
+    monkeypatch.setattr(run, "FORWARD_HOST_SHARE", 0.0)
+    report = measure_step("mlp", workers=(0,), batch=4, steps=1, warmup_steps=0, threads=1)
+    e = report.explanation
+    assert halves == [2]
+    assert e.forward_host is not None and e.forward_host.fixed_s == pytest.approx(2e-3)
+    assert e.forward_host.samples == 4 and e.forward_host.half == 2
+    assert e.matmul_shapes_measured > 0  # the Linear layers' shapes, each timed
+    # the waterfall still sums to the fastest worker count's step, its data wait apart
+    (row,) = report.rows
+    assert sum(b.seconds for b in e.waterfall) == pytest.approx(row.step_s)

@@ -279,8 +279,9 @@ def _profile(
     total = rec.totals()
     peak = ceiling.peak_flops_per_s
     roof = ceiling.roof_flops_per_s
-    explanation = _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s,
-                           recorded_step_s, model_flops, compiled, runner)  # fmt: skip
+    explanation = explain_recorded(rec.calls, ceiling, dev, profile, workload, itemsize, train,
+                                   step_s, recorded_step_s, model_flops, compiled=compiled,
+                                   runner=runner)  # fmt: skip
     bw, per_op = explanation.memory_roof_bytes_per_s, explanation.roofs.per_op_s
     step = None
     if profiled is not None:
@@ -395,28 +396,33 @@ def check_layers(workload) -> None:
         )
 
 
-def _explain(rec, ceiling, dev, profile, workload, itemsize, train, step_s, recorded_s, flops,
-             compiled=False, runner=None):  # fmt: skip
+def explain_recorded(calls, ceiling, dev, profile, workload, itemsize, train, step_s,
+                     recorded_s, flops, *, compiled=False, runner=None,
+                     data_wait_s=0.0) -> StepExplanation:  # fmt: skip
+    """A recorded step (`calls`) of `workload` against the roofs of the device it ran on:
+    each matmul, attention and convolution shape at its own measured rate, the forward at
+    the model's own host time per op where `runner` can time it (_forward_host). One
+    explanation for `ceiling profile`, `ceiling step` and the report alike."""
     from ceiling.measure.decode import _cache_bytes, _private_cache_bytes
 
     ran = dev.type != "meta"
     cache = _cache_bytes(str(dev)) if ran else None
     roofs, source = local_roofs(ceiling, str(dev), profile, cache, measure=ran, train=train)
-    working_set = working_set_bytes(workload.params, itemsize, train, rec.calls)
+    working_set = working_set_bytes(workload.params, itemsize, train, calls)
     host = None
     if runner is not None and ran and not compiled and step_s:
-        host = _forward_host(runner, workload, rec.calls, roofs, working_set, itemsize, step_s)
+        host = _forward_host(runner, workload, calls, roofs, working_set, itemsize, step_s)
     if host is not None:
         roofs = with_forward_host(roofs, host)
     # each matmul shape timed alone here is its own compute roof (not for another device)
     here = ran and not ceiling.source.startswith("datasheet spec")
     private = _private_cache_bytes(str(dev)) if ran else None
-    cold = matmul_cold_bytes(rec.calls, working_set, cache, private)
-    rates = measured_matmul_rates(rec.calls, str(dev), cold) if here else None
+    cold = matmul_cold_bytes(calls, working_set, cache, private)
+    rates = measured_matmul_rates(calls, str(dev), cold) if here else None
     return explain_step(
-        rec.calls, roofs, source, working_set, ceiling=ceiling, model_flops=flops,
-        step_s=step_s, recorded_step_s=recorded_s, matmul_rates=rates, compiled=compiled,
-        forward_host=host,
+        calls, roofs, source, working_set, ceiling=ceiling, model_flops=flops,
+        step_s=step_s, recorded_step_s=recorded_s, data_wait_s=data_wait_s,
+        matmul_rates=rates, compiled=compiled, forward_host=host,
     )  # fmt: skip
 
 

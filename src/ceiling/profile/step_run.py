@@ -105,28 +105,26 @@ def recorded_compute(target: str, runner: StepRunner, repeats: int) -> tuple[flo
     return sum(best), statistics.median(sums), at_best
 
 
-def _explain(calls, rows, dev, key: str, workload, itemsize: int):
-    """The fastest worker count's step against three roofs, and its waterfall."""
-    from ceiling.measure.decode import _cache_bytes
+def _explain(calls, rows, dev, key: str, workload, itemsize: int, runner=None):
+    """The fastest worker count's step against three roofs, and its waterfall: explained
+    as `ceiling profile` explains a step (profile.run.explain_recorded), its data wait
+    apart."""
     from ceiling.profile.ceiling import resolve_ceiling, tf32_enabled
-    from ceiling.profile.explain import explain_step, local_roofs, working_set_bytes
     from ceiling.profile.op_flops import MODEL_CATEGORIES
+    from ceiling.profile.run import explain_recorded
 
     if not calls:
         return None, None
     row = min(rows, key=lambda r: r.step_s)
     ceiling = resolve_ceiling(dev, key, tf32_enabled(dev) and key == "fp32", None, None)
-    cache = _cache_bytes(str(dev))
-    roofs, source = local_roofs(ceiling, str(dev), None, cache, measure=True, train=True)
     model_flops = sum(
         c.flops - c.recomputed_flops
         for c in calls
         if c.category in MODEL_CATEGORIES and c.phase != "recompute"
     )
-    explanation = explain_step(
-        calls, roofs, source, working_set_bytes(workload.params, itemsize, True, calls),
-        ceiling=ceiling, model_flops=model_flops, step_s=row.step_s,
-        recorded_step_s=row.step_s - row.data_s, data_wait_s=row.data_s,
+    explanation = explain_recorded(
+        calls, ceiling, dev, None, workload, itemsize, True, row.step_s,
+        row.step_s - row.data_s, model_flops, runner=runner, data_wait_s=row.data_s,
     )  # fmt: skip
     return row.workers, explanation
 
@@ -309,7 +307,9 @@ def _measure_step(
             del loader
     from ceiling.profile.run import environment
 
-    waterfall_workers, explanation = _explain(best_calls, rows, dev, key, workload, itemsize)
+    waterfall_workers, explanation = guard(
+        target, _explain, best_calls, rows, dev, key, workload, itemsize, runner
+    )
     return StepReport(
         target=workload.name,
         device=str(dev),
