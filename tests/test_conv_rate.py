@@ -27,7 +27,9 @@ def test_a_recorded_convolution_is_replayed_with_its_own_shapes(monkeypatch):
     assert [g.shape for g in grads[0](*grads[1])] == [(2, 4, 9, 9), (8, 2, 3, 3), (8,)]
     # each key timed once by the benchmark, its median call kept
     monkeypatch.setattr(
-        roofs, "benchmark", lambda call, **kw: [call() or t for t in (3.0, 1.0, 2.0)]
+        roofs,
+        "benchmark",
+        lambda call, inputs, **kw: [call(inputs[0]) or t for t in (3.0, 1.0, 2.0)],
     )
     assert roofs.replayed_times(keys, "cpu") == {keys[0]: 2.0, keys[1]: 2.0}
     assert not [c for c in rec.calls if c.replay_key and c.category != "matmul"]
@@ -48,6 +50,30 @@ def test_a_recurrent_layer_is_replayed_and_a_call_that_cannot_run_is_left_out(mo
     for key in keys:  # the backward's workspace (bytes) made as zeros: it runs
         fn, args = roofs._replayable(key, "cpu")
         fn(*args)
-    monkeypatch.setattr(roofs, "benchmark", lambda call, **kw: [call() or 1.0])
+    monkeypatch.setattr(roofs, "benchmark", lambda call, inputs, **kw: [call(inputs[0]) or 1.0])
     wrong = ("aten.mm.default", (("tensor", (2, 3), "float32"), ("tensor", (4, 5), "float32")))
     assert set(roofs.replayed_times([*keys, wrong], "cpu")) == set(keys)
+
+
+def test_a_replayed_call_reads_arguments_pushed_out_of_the_cache(monkeypatch):
+    """With `cold_bytes`, copies of the arguments are rotated, enough of them to hold twice
+    that cache, so each call reads what the others pushed out (as matmul_rates does)."""
+    conv = nn.Conv2d(4, 8, 3, padding=1)
+    with OpRecorder() as rec:
+        conv(torch.randn(2, 4, 8, 8))
+    (key,) = [c.replay_key for c in rec.calls if c.replay_key]
+    held = (2 * 4 * 8 * 8 + 8 * 4 * 3 * 3 + 8) * 4  # input, weight and bias, fp32
+    seen = {}
+
+    def fake(call, inputs, min_samples, **kw):
+        seen["inputs"], seen["min_samples"] = inputs, min_samples
+        return [call(x) or 1.0 for x in inputs]
+
+    monkeypatch.setattr(roofs, "benchmark", fake)
+    assert roofs.replayed_times([key], "cpu", cold_bytes=10 * held) == {key: 1.0}
+    inputs = seen["inputs"]
+    assert len(inputs) == 21 == seen["min_samples"]  # 1 + 2 × 10 copies
+    assert len({a[0].data_ptr() for a in inputs}) == 21  # each copy its own tensors
+    roofs.replayed_times([key], "cpu")
+    assert len(seen["inputs"]) == 1  # no cache to push them out of: the call hot
+    assert roofs._copies([torch.ones(10**6)], 1e12) == roofs.MAX_COPIES

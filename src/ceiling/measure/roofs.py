@@ -312,13 +312,18 @@ def attention_times(dims, device: str, dtype, budget_ms: float = 15.0) -> dict:
     return out
 
 
-def replayed_times(keys, device: str, budget_ms: float = 15.0) -> dict:
+def replayed_times(
+    keys, device: str, budget_ms: float = 15.0, cold_bytes: float | None = None
+) -> dict:
     """Seconds of one call (its median) per recorded call key (overload name, argument
     specs: profile.op_flops.replay_key), run again alone on fresh random tensors of the
     same shapes: a convolution's own rate on this device at its shape, which the library's
     kernel choice (direct, im2col, Winograd; depthwise or not) sets, not the matmul peak; a
     recurrent layer's, whose time steps run one after another as small GEMMs. A call that
-    cannot run on random inputs is left out (its op then at the peak)."""
+    cannot run on random inputs is left out (its op then at the peak). `cold_bytes`: as
+    matmul_rates has it, each call reads arguments the previous calls have pushed out of a
+    cache that size (copies of them rotated), as the step's call reads its weights, and its
+    saved activations in the backward, after the ops in between."""
     out = {}
     for key in list(keys)[:MAX_SHAPES]:
         try:
@@ -326,14 +331,35 @@ def replayed_times(keys, device: str, budget_ms: float = 15.0) -> dict:
             fn(*args)
         except (RuntimeError, TypeError, ValueError):  # a call its random inputs cannot
             continue  # stand for (a backward checking its saved state): at the peak
+        copies = _copies(args, cold_bytes)
+        inputs = [args] + [_replayable(key, device)[1] for _ in range(copies - 1)]
 
-        def call(fn=fn, args=args) -> None:
+        def call(args, fn=fn) -> None:
             fn(*args)
 
-        times = benchmark(call, device=device, warmup_ms=1.0, budget_ms=budget_ms,
-                          min_samples=3)  # fmt: skip
+        times = benchmark(call, device=device, inputs=inputs, warmup_ms=1.0,
+                          budget_ms=budget_ms, min_samples=max(3, copies))  # fmt: skip
         out[key] = _typical(times)
     return out
+
+
+def _copies(args, cold_bytes: float | None) -> int:
+    """Copies of a call's arguments that, rotated, push each out of a cache of
+    `cold_bytes` before it is read again (1: no cache to push them out of)."""
+    import torch
+
+    held = sum(a.nbytes for a in _leaves(args) if isinstance(a, torch.Tensor))
+    if not cold_bytes or held <= 0:
+        return 1
+    return min(MAX_COPIES, 1 + int(2 * cold_bytes // held))
+
+
+def _leaves(args):
+    for a in args:
+        if isinstance(a, list):
+            yield from _leaves(a)
+        else:
+            yield a
 
 
 def _replayable(key, device: str):

@@ -234,8 +234,8 @@ def measured_matmul_rates(calls, device: str, cold_bytes: float | None = None) -
     """FLOP/s of each distinct matmul shape (M, N, K; B, M, N, K batched), fused attention shape
     (op_flops.attention_dims), convolution and recurrent layer call (op_flops.replay_key) of
     the step, each timed alone on the device: its own compute roof. `cold_bytes`: the cache
-    matmul operands are pushed out of (the last level when the step's data do not fit it,
-    else the core's own)."""
+    matmul, convolution and recurrent operands are pushed out of (the last level when the
+    step's data do not fit it, else the core's own)."""
     import torch
 
     from ceiling.measure.roofs import attention_times, matmul_rates, replayed_times
@@ -246,7 +246,8 @@ def measured_matmul_rates(calls, device: str, cold_bytes: float | None = None) -
         if c.replay_key:
             convs[c.replay_key] = c.flops
     largest = sorted(convs, key=lambda k: -convs[k])
-    rates = {k: convs[k] / s for k, s in replayed_times(largest, device).items() if s > 0}
+    replayed = replayed_times(largest, device, cold_bytes=cold_bytes)
+    rates = {k: convs[k] / s for k, s in replayed.items() if s > 0}
     dtypes = [c.dtype for c in calls if (c.matmul_dims or c.attention_dims) and c.dtype]
     if not dtypes:
         return rates
