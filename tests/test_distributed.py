@@ -250,11 +250,19 @@ def _workers_of(proc: subprocess.Popen, n: int) -> list[psutil.Process]:
     return workers
 
 
+def _default_interrupt() -> None:
+    """In the command's process before exec: Ctrl-C interrupts it. A suite started in the
+    background by a shell without job control (`make test &` in a script) ignores SIGINT,
+    and a child inherits that; the command would then run on past the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _scale_with_two_workers(settle_s: float = 3.0):
     """A long `ceiling scale` run on 2 spawned workers: (process, its two workers)."""
     cmd = [sys.executable, "-m", "ceiling", "scale", "synthetic", "--workers", "1,2"]
     cmd += ["--work-ms", "400", "--steps", "200", "--json"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_interrupt)  # fmt: skip
     try:
         workers = _workers_of(proc, 2)
     except BaseException:
@@ -295,7 +303,7 @@ def test_stopping_the_command_stops_its_workers(sig, code):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == code
+    assert proc.returncode == code, err
     assert "Traceback" not in err
     _assert_gone([w.pid for w in workers])
     assert not tmpdir.exists()
