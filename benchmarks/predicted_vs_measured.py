@@ -201,7 +201,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clock", choices=("thread", "wall"), default=None)
-    # five: a model's ratio moves by up to ±0.2 from one profile to the next on a shared
+    # five: a model's ratio moves by up to ±0.3 from one profile to the next on a shared
     # host (its quick roofs are measured in seconds), and the median of five holds steadier
     parser.add_argument("--repeats", type=int, default=5, help="profiles of each model")
     parser.add_argument("--models", default=None, help="only these architectures (by name)")

@@ -347,19 +347,12 @@ def _copies(args, cold_bytes: float | None) -> int:
     """Copies of a call's arguments that, rotated, push each out of a cache of
     `cold_bytes` before it is read again (1: no cache to push them out of)."""
     import torch
+    from torch.utils._pytree import tree_leaves
 
-    held = sum(a.nbytes for a in _leaves(args) if isinstance(a, torch.Tensor))
+    held = sum(a.nbytes for a in tree_leaves(args) if isinstance(a, torch.Tensor))
     if not cold_bytes or held <= 0:
         return 1
     return min(MAX_COPIES, 1 + int(2 * cold_bytes // held))
-
-
-def _leaves(args):
-    for a in args:
-        if isinstance(a, list):
-            yield from _leaves(a)
-        else:
-            yield a
 
 
 def _replayable(key, device: str):
