@@ -381,6 +381,28 @@ _change(
     "assumptions.host",
 )
 
+_change(
+    _PLANS,
+    "every plan row carries its error band: the regime it falls in and that regime's median "
+    "and p90 |error| on published runs, scored leave-one-source-out (`ceiling validate`)",
+    "plans.*.accuracy*",
+    "scaling.*.best.accuracy*",
+)
+_change(
+    _DECODES,
+    "every decode row, expected and ceiling, carries its error band (`ceiling validate`)",
+    "accuracy*",
+    "rows.*.accuracy*",
+    "expected.rows.*.accuracy*",
+)
+_change(
+    _DECODES,
+    "a GEMM of at most 16 rows (decode at a small batch) pads to the tensor cores' 16-row MMA "
+    "as skinny split-K kernels do, not to a 64-row tile: quantised weights are no longer "
+    "slower than 16-bit ones at batch 1",
+    "expected.rows.*",
+)
+
 # Facts about the machine that ran the command, not results: never compared.
 MACHINE = ("environment", "environment.*")
 

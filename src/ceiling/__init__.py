@@ -42,6 +42,7 @@ _LAZY = {
     "repeat": ("ceiling.api.repeat", "repeat"),
     "scale": ("ceiling.api.scale", "scale"),
     "serve": ("ceiling.api.serve", "serve"),
+    "validate": ("ceiling.api.validate", "validate"),
     "amdahl": ("ceiling.api.laws", "amdahl"),
     "gustafson": ("ceiling.api.laws", "gustafson"),
     "report": ("ceiling.report", None),  # a callable package: ceiling.report(...)
@@ -70,6 +71,7 @@ __all__ = [
     "specs",
     "step",
     "trace",
+    "validate",
 ]
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes lazily
@@ -90,6 +92,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
     from ceiling.api.serve import serve
     from ceiling.api.specs import specs
     from ceiling.api.step import step
+    from ceiling.api.validate import validate
     from ceiling.trace.analyze import analyze as trace
 
 

@@ -149,9 +149,21 @@ class DecodeResult(Result):
         out = ceiling_json(self.model, self.ceiling)
         out["max_batch_context"], out["max_batch"] = self.max_batch_context, self.max_batch
         out["device_source"] = self.device_source
-        out["rows"] = [r.to_json() for r in self.ceiling.rows]
+        bands = {k: b.to_json() for k, b in self.accuracy().items()}
+        out["rows"] = [{**r.to_json(), "accuracy": bands["ceiling"]} for r in self.ceiling.rows]
         out["expected"] = expected_report.expected_json(self.expected, self.costs)
+        for row in out["expected"]["rows"]:
+            row["accuracy"] = bands["expected"]
+        out["accuracy"] = bands
         return out
+
+    def accuracy(self) -> dict:
+        """The error bands of the expected figures and of the ceiling (`expected`,
+        `ceiling`): the regime they fall in and its |error| on published runs, scored
+        leave-one-source-out."""
+        from ceiling.validation.features import decode_bands
+
+        return decode_bands(self)
 
     def heading(self) -> str:
         return f"{self.model.name} decode on {self.ceiling.device} ({self.device_source})"

@@ -234,9 +234,19 @@ class PlanResult(Result):
             "fixed": self.fixed,
             "evaluated": result.evaluated,
             "fitting": result.fitting,
-            "plans": [r.to_json(w) for r, w in zip(result.plans, result.why, strict=True)],
+            "plans": [
+                {**r.to_json(w), "accuracy": self.accuracy(r).to_json()}
+                for r, w in zip(result.plans, result.why, strict=True)
+            ],
             "scaling": [row.to_json() for row in self.scaling],
         }
+
+    def accuracy(self, row=None):
+        """The error band of a plan row's step time (default the best): the regime it falls
+        in and that regime's |error| on published runs, scored leave-one-source-out."""
+        from ceiling.validation.features import plan_band
+
+        return plan_band(self.model, row or self.best, self.job.seq_len, self.cluster.device)
 
     def heading(self) -> str:
         b = self.best

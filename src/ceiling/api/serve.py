@@ -116,6 +116,14 @@ class ServeResult(Result):
     measured: Any = None
     title = "Serving"
 
+    def accuracy(self) -> dict:
+        """The error bands of the simulated throughput and latencies (`throughput`,
+        `latency`): the regime they fall in and its |error| on published runs, scored
+        leave-one-source-out."""
+        from ceiling.validation.features import serving_bands
+
+        return serving_bands(self)
+
     def record(self) -> dict[str, Any]:
         out = {
             "model": self.model.name,
@@ -126,6 +134,7 @@ class ServeResult(Result):
             "kv_cache_tokens": self.kv_blocks * self.inputs["block_size"],
             **self.metrics.to_json(),
             "iteration": self.iteration_at_batch,
+            "accuracy": {k: b.to_json() for k, b in self.accuracy().items()},
         }
         if self.curve is not None:
             out["curve"] = [{"rate_per_s": rate, **_short(m)} for rate, m in self.curve]
@@ -232,6 +241,7 @@ def serve(
     seed: int = 0,
     measure: str | None = None,
     engine: str = "generic",
+    memory_utilization: float | None = None,
 ) -> ServeResult:
     """Simulate serving `model` on `gpus` devices (`spec`/`profile`) laid out as `tp` ×
     `pp` × `replicas`, under a load: Poisson `rate` (requests/s), closed-loop
@@ -245,7 +255,9 @@ def serve(
     highest rate meeting it, and with `target_rate` the fewest GPUs; `curve` the
     latency–throughput curve; `measure` a server URL to run the same workload against.
     `engine` ("generic", "vllm", "sglang", "trtllm"): the host time the engine adds to each
-    iteration (`ceiling.model.serve.engine.HOST_SHARE`; generic: none)."""
+    iteration (`ceiling.model.serve.engine.HOST_SHARE`; generic: none). `memory_utilization`:
+    the share of each device's memory the engine may use for weights and KV cache (vLLM's
+    `gpu_memory_utilization`, SGLang's `mem_fraction_static`; default 0.9)."""
     import numpy as np
 
     from ceiling.hardware.resolve import resolve
@@ -279,7 +291,7 @@ def serve(
     the_slo = parse_slo(slo)
     if not isinstance(engine, str) or engine not in eng.HOST_SHARE:
         raise BadArgument("engine", f"must be one of {', '.join(eng.HOST_SHARE)}, got {engine!r}")
-    engine_name, host_share = engine, eng.HOST_SHARE[engine]
+    engine_name, host_share = engine, eng.host_share(engine)
     layout = _layout(gpus, tp, pp, replicas)
     fmt = quant_format(weights)
     resolved = resolve(spec, profile)
@@ -316,6 +328,10 @@ def serve(
             f"{cfg.name or 'the model'}'s {cfg.max_seq} positions"
         )
 
+    utilization = eng.GPU_MEMORY_UTILIZATION if memory_utilization is None else memory_utilization
+    if isinstance(utilization, bool) or not 0 < utilization <= 1:
+        raise BadArgument("memory_utilization", f"must be in (0, 1], got {memory_utilization}")
+
     def make(lay):
         s = DecodeSetup(weights_dtype=setup.weights_dtype, kv_dtype=kv_dtype,
                         activation_dtype=activations, tp=lay.tp)  # fmt: skip
@@ -323,7 +339,8 @@ def serve(
 
         compute = resolve_dtypes(dev, s).compute
         return eng.Engine(cfg, dev, s, costs_for(dev, weights=weights, compute=compute), lay,
-                          policy, draft, host_share=host_share)  # fmt: skip
+                          policy, draft, memory_utilization=utilization,
+                          host_share=host_share)  # fmt: skip
 
     engine = make(layout)
     if arrivals is not None and not any(loads):

@@ -91,6 +91,7 @@ COMMAND_MODULES = [
     "ceiling.cli.bench_comm",
     "ceiling.cli.repeat",
     "ceiling.cli.trace",
+    "ceiling.cli.validate",
 ]
 
 for _name in COMMAND_MODULES:

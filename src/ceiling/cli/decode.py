@@ -179,6 +179,11 @@ def decode(
         _rows_table(c, ttft=prompt_tokens is not None or c.prompt_tokens > 1, stated=ctx is None)
     )
     con.print(table(*expected_report.expected_table(result.expected, result.costs), compact=True))
+    bands = result.accuracy()
+    con.print(f"accuracy of the expected figures: {bands['expected'].text()}")
+    con.print(
+        f"the ceiling against published runs (a bound, above them): {bands['ceiling'].text()}"
+    )
     for note in c.notes:
         con.print(f"note: {note}")
     if plot:

@@ -245,6 +245,7 @@ def plan(
         emit_json(r.to_dict())
         return
     _render(r.model, r.job, r.cluster, r.search, r.scaling, r.assumptions)
+    console().print(f"accuracy of the best plan's step: {r.accuracy().text()}")
 
 
 def _render(cfg, job, cluster, result, rows, assumptions) -> None:

@@ -174,6 +174,9 @@ def _show(r) -> None:
             else ""
         )
     )
+    bands = r.accuracy()
+    con.print(f"accuracy of the throughput: {bands['throughput'].text()}")
+    con.print(f"accuracy of the latencies: {bands['latency'].text()}")
     cols = ["latency", "mean", "p50", "p90", "p99"] + (["measured p50"] if meas else [])
     con.print(
         table(

@@ -174,8 +174,14 @@ def _defaults() -> dict[str, dict]:
 
 def node_defaults(device_key: str) -> dict:
     """The clusters.toml entry for a device key, or the generic default entry."""
+    from ceiling.model import fitted
+
     data = _defaults()
-    return dict(data.get(device_key, data["default"]))
+    out = dict(data.get(device_key, data["default"]))
+    name = f"plan.matmul_efficiency.{device_key}"
+    if name in fitted.DECLARED:
+        out["matmul_efficiency"] = fitted.value(name, out["matmul_efficiency"])
+    return out
 
 
 def _node_figures(device) -> tuple[dict, dict]:

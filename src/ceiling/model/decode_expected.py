@@ -153,14 +153,23 @@ class ExpectedRow:
 # the planner (`ceiling.model.plan.costs.GEMM_TILES`) and the 64-row tiles CUTLASS and
 # cuBLAS use for skinny GEMMs, so that a batch of a few tokens pads to 64 rows, not 128.
 INFERENCE_GEMM_TILES = ((64, 128), (128, 128), (128, 256), (256, 128))
+# A GEMM of a few rows (decode at a small batch) runs as a skinny, split-K kernel (cuBLAS's
+# GEMV and small-M paths, Marlin, tinygemm): it pads its rows only to the tensor cores' MMA
+# instruction, 16 rows (mma.m16n8k16), and splits the long reduction over the SMs, so its
+# columns do not quantise into waves. Up to this many rows such kernels are chosen.
+SKINNY_ROWS = 16
+MMA_ROWS = 16
 
 
 @functools.lru_cache(maxsize=65536)
 def tile_utilisation(rows, cols, sms: int | None) -> float:
-    """Useful share of an M×N GEMM's tiles over `sms` SMs (padding and wave quantisation,
-    best over INFERENCE_GEMM_TILES; the planner's `gemm_tile_utilisation` with these tiles)."""
+    """Useful share of an M×N GEMM's tiles over `sms` SMs: a skinny GEMM (≤ SKINNY_ROWS rows)
+    pads only to the MMA's 16 rows; otherwise padding and wave quantisation, best over
+    INFERENCE_GEMM_TILES (the planner's `gemm_tile_utilisation` with these tiles)."""
     if not sms:
         return 1.0
+    if rows <= SKINNY_ROWS:
+        return rows / (math.ceil(rows / MMA_ROWS) * MMA_ROWS)
     best = 0.0
     for tm, tn in INFERENCE_GEMM_TILES:
         tr, tc = math.ceil(rows / tm), math.ceil(cols / tn)
@@ -298,7 +307,7 @@ def costs_for(
         vector = None
     fmt = quant_format(weights) or QUANT_FORMATS["int4"]
     return EngineCosts(
-        bandwidth_share=1.0 if measured else BANDWIDTH_SHARE,
+        bandwidth_share=1.0 if measured else bandwidth_share(),
         per_kernel_s=GPU_KERNEL_FLOOR_S if per_kernel_s is None else per_kernel_s,
         group_size=fmt.group_size,
         scale_bytes=fmt.scale_bytes,
@@ -308,6 +317,13 @@ def costs_for(
         attention_peak_flops_per_s=_sixteen_bit_peak(spec),
         vector_peak_flops_per_s=vector,
     )
+
+
+def bandwidth_share() -> float:
+    """The HBM streaming share of the datasheet bandwidth (a declared fitted constant)."""
+    from ceiling.model import fitted
+
+    return fitted.value("decode.bandwidth_share", BANDWIDTH_SHARE)
 
 
 def matmul_share(spec, compute: str = "bf16") -> float:

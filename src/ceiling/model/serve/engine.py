@@ -35,6 +35,15 @@ GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default share of device memory it may use
 HOST_SHARE = {"sglang": 0.10, "vllm": 0.10, "trtllm": 0.0, "generic": 0.0}
 
 
+def host_share(engine: str) -> float:
+    """The engine's host share (HOST_SHARE); those chosen from published runs are declared
+    fitted constants (`model.fitted`)."""
+    from ceiling.model import fitted
+
+    name = f"serve.host_share.{engine}"
+    return fitted.value(name, HOST_SHARE[engine]) if name in fitted.DECLARED else HOST_SHARE[engine]
+
+
 @dataclass(frozen=True)
 class Layout:
     tp: int = 1

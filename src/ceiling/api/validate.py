@@ -1,0 +1,305 @@
+"""`ceiling.validate()`: every published run of the validation corpus predicted as a user
+would ask for it (`ceiling.plan`, `ceiling.decode`, `ceiling.serve` with the run's own
+arguments), scored in-sample and leave-one-source-out, by regime."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ceiling.api.arguments import checked
+from ceiling.api.result import Result
+from ceiling.errors import CeilingError
+from ceiling.validation.features import decode_features, serving_features, training_features
+
+STEP = 0.05  # the relative step of a constant for its elasticity: ln(1.05)
+
+
+@dataclass(frozen=True)
+class ValidateResult(Result):
+    """The corpus scored: `regimes` (per regime: cases, sources, median and p90 |error|
+    in-sample and leave-one-source-out), `rows` (each run, each figure), `constants` (each
+    fitted constant: its value, the sources it came from, its refit on every run) and the
+    runs ceiling `refused` with the reason."""
+
+    regimes: list[Any]
+    rows: list[dict]
+    constants: list[dict]
+    refused: list[dict]
+    sources: int
+    seconds: float
+    title = "Validation against published runs"
+
+    def heading(self) -> str:
+        return (
+            f"{len({r['run'] for r in self.rows})} published runs from {self.sources} sources, "
+            "scored leave-one-source-out"
+        )
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "regimes": [
+                {
+                    "name": g.name,
+                    "cases": g.cases,
+                    "sources": g.sources,
+                    "median_abs_error": g.median_abs_error,
+                    "p90_abs_error": g.p90_abs_error,
+                    "loso_median_abs_error": g.loso_median_abs_error,
+                    "loso_p90_abs_error": g.loso_p90_abs_error,
+                }
+                for g in self.regimes
+            ],
+            "rows": self.rows,
+            "constants": self.constants,
+            "refused": self.refused,
+            "sources": self.sources,
+            "seconds": self.seconds,
+            "errors_are": "predicted / published − 1; |error| medians and p90s as fractions",
+        }
+
+    def residuals(self):
+        """The scored rows as `model.accuracy.Residual`s (the error bands' input)."""
+        from ceiling.model.accuracy import Residual
+
+        return [
+            Residual(r["regime"], tuple(r["features"]), r["family"], r["run"], r["error"],
+                     r["loso_error"])
+            for r in self.rows
+        ]  # fmt: skip
+
+
+def _call(kind: str, args: dict):
+    """The API call a run of `kind` asks for, with its own arguments."""
+    args = dict(args)
+    model = args.pop("model")
+    if kind == "training":
+        from ceiling.api.plan import plan
+
+        args.setdefault("headroom", 0.0)
+        return plan(model, args.pop("gpus"), top=1, **args)
+    if kind == "decode":
+        from ceiling.api.decode import decode
+
+        r = decode(model, **args)
+        if not r.expected:
+            raise CeilingError("the batch does not fit on the device")
+        return r
+    from ceiling.api.serve import serve
+
+    return serve(model, **args)
+
+
+def _figures(run, r) -> dict[str, float]:
+    """The run's metric from the API's result, by regime family."""
+    if run.kind == "training":
+        best, n = r.best, r.cluster.devices
+        return {
+            "training": {
+                "step_time_s": best.step_time_s,
+                "tokens_per_s_per_gpu": best.tokens_per_s / n,
+                "hw_tflops_per_gpu": best.hw_tflops_per_device,
+                "model_tflops_per_gpu": best.mfu * r.cluster.peak_flops_per_s / 1e12,
+                "mfu": best.mfu,
+            }[run.metric]
+        }
+    if run.kind == "decode":
+        e, c = r.expected[0], r.ceiling.rows[0]
+        if run.metric == "tokens_per_s":
+            return {"decode expected": e.tokens_per_s, "decode ceiling": c.tokens_per_s}
+        return {"decode expected": 1e3 * e.step_s, "decode ceiling": 1e3 * c.batch / c.tokens_per_s}
+    m = r.metrics
+    if run.metric in ("output_tokens_per_s", "requests_per_s"):
+        return {"serving throughput": getattr(m, run.metric)}
+    what, stat = run.metric.removesuffix("_s").split("_")
+    return {"serving latency": getattr(getattr(m, f"{what}_s"), stat)}
+
+
+def _features(kind: str, r) -> tuple[str, tuple[str, ...]]:
+    """(device key, features) of a prediction."""
+    if kind == "training":
+        return r.cluster.device.key, training_features(r.model, r.best, r.job.seq_len,
+                                                       r.cluster.device)  # fmt: skip
+    if kind == "decode":
+        return r.device.key, decode_features(r.model, r)
+    return r.device.key, serving_features(r.model, r)
+
+
+def _needs_elasticity(f, run, device: str) -> bool:
+    """Whether a constant's effect on this run is needed: it enters the run, and the run is
+    of the kind the constant is refit on, or of a source it came from."""
+    engine = run.args.get("engine", "generic") if run.kind == "serving" else None
+    if not f.enters(run.kind, device, engine):
+        return False
+    return run.kind == f.kind.split(",")[0] or run.source.family in f.sources
+
+
+def predict_group(runs: list, shipped: dict[str, float]) -> list:
+    """Runs that share one API call: each run's (figures, features, device, elasticities by
+    regime family), or the refusal's text. One call with the constants as shipped, one more
+    per constant the runs need the elasticity of."""
+    from ceiling.model.fitted import DECLARED, overridden
+
+    kind = runs[0].kind
+    try:
+        r = _call(kind, runs[0].args)
+        device, features = _features(kind, r)
+        figures = [_figures(run, r) for run in runs]
+        elastic: list[dict[str, dict[str, float]]] = [{b: {} for b in f} for f in figures]
+        for name, f in DECLARED.items():
+            needing = [i for i, run in enumerate(runs) if _needs_elasticity(f, run, device)]
+            if not needing:
+                continue
+            with overridden({name: shipped[name] * (1 + STEP)}):
+                moved = _call(kind, runs[0].args)
+            for i in needing:
+                for base, v1 in _figures(runs[i], moved).items():
+                    v0 = figures[i][base]
+                    if v0 > 0 and v1 > 0:
+                        e = math.log(v1 / v0) / math.log(1 + STEP)
+                        if abs(e) > 1e-4:
+                            elastic[i][base][name] = e
+    except CeilingError as exc:
+        return [str(exc)] * len(runs)
+    return [(figures[i], features, device, elastic[i]) for i in range(len(runs))]
+
+
+def _shipped() -> dict[str, float]:
+    """The value in use of every declared fitted constant (read where it lives)."""
+    from ceiling.model.cluster import node_defaults
+    from ceiling.model.decode_expected import bandwidth_share
+    from ceiling.model.fitted import DECLARED
+    from ceiling.model.serve.engine import host_share
+
+    out = {}
+    for name in DECLARED:
+        if name == "decode.bandwidth_share":
+            out[name] = bandwidth_share()
+        elif name.startswith("serve.host_share."):
+            out[name] = host_share(name.rsplit(".", 1)[1])
+        elif name.startswith("plan.matmul_efficiency."):
+            out[name] = float(node_defaults(name.split(".", 2)[2])["matmul_efficiency"])
+    return out
+
+
+def _predicted(groups: list[list], shipped: dict[str, float], workers: int | None):
+    """(group, outcomes) for each group of runs, in worker processes when there are several."""
+    n = workers if workers is not None else min(os.cpu_count() or 1, 4)
+    if n <= 1 or len(groups) < 8:
+        for g in groups:
+            yield g, predict_group(g, shipped)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # fork: the workers inherit the loaded corpus and modules (spawn would import anew)
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    # the slowest groups (serving, many requests) first, so the workers end together
+    order = sorted(groups, key=lambda g: g[0].kind != "serving")
+    with ProcessPoolExecutor(n, mp_context=context) as pool:
+        futures = {pool.submit(predict_group, g, shipped): g for g in order}
+        from concurrent.futures import as_completed
+
+        for fut in as_completed(futures):
+            yield futures[fut], fut.result()
+
+
+@checked
+def validate(
+    runs: Path | str | list | None = None,
+    *,
+    kinds: str | None = None,
+    workers: int | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> ValidateResult:
+    """Predict every published run of the validation corpus (or of `runs`: a corpus file or
+    folder in the same format, `ceiling.validation.corpus`) as a user would ask for it, and
+    score the predictions against the published figures by regime: median and p90
+    |predicted / published − 1|, in-sample and leave-one-source-out (every constant chosen
+    from a source refit without it, `ceiling.model.fitted`). `kinds` ("training,decode")
+    limits the kinds scored; `workers` processes predict in parallel (default: the cores, at
+    most 4); `progress(done, total, name)` is called as runs are predicted."""
+    import time
+
+    from ceiling.errors import InvalidInput
+    from ceiling.model import accuracy
+    from ceiling.model.fitted import DECLARED
+    from ceiling.validation import corpus
+
+    start = time.perf_counter()
+    paths = None if runs is None else [runs] if isinstance(runs, str | Path) else list(runs)
+    every = corpus.load(paths)
+    if kinds:
+        wanted = {k.strip() for k in kinds.split(",") if k.strip()}
+        if unknown := wanted - set(corpus.KINDS):
+            raise InvalidInput(f"kinds: {', '.join(sorted(unknown))} not among {corpus.KINDS}")
+        every = [r for r in every if r.kind in wanted]
+    if not every:
+        raise InvalidInput("no runs to validate")
+    shipped = _shipped()
+    groups: dict[str, list] = {}
+    for run in every:
+        key = json.dumps([run.kind, run.args], sort_keys=True, default=str)
+        groups.setdefault(key, []).append(run)
+    scored: list[tuple[Any, str, tuple, accuracy.Scored]] = []
+    refused = []
+    done = 0
+    for group, outcome in _predicted(list(groups.values()), shipped, workers):
+        for run, out in zip(group, outcome, strict=True):
+            if isinstance(out, str):
+                refused.append({"run": run.key, "source": run.source.id, "reason": out})
+                continue
+            figures, features, _, elastic = out
+            for base, value in figures.items():
+                s = accuracy.Scored(run.source.family, value, run.published, elastic[base])
+                scored.append((run, base, features, s))
+        done += len(group)
+        if progress:
+            progress(done, len(every), group[0].name)
+    rows, residuals = [], []
+    loso = accuracy.loso_errors([s for *_, s in scored], DECLARED, shipped)
+    for (run, base, p, s), le in zip(scored, loso, strict=True):
+        error = s.predicted / s.published - 1.0
+        rows.append(
+            {
+                "run": run.key,
+                "source": run.source.id,
+                "family": run.source.family,
+                "regime": base,
+                "features": list(p),
+                "metric": run.metric,
+                "published": run.published,
+                "predicted": s.predicted,
+                "error": error,
+                "loso_error": le,
+                "where": run.where,
+            }
+        )
+        residuals.append(accuracy.Residual(base, p, run.source.family, run.key, error, le))
+    constants = []
+    for name, f in DECLARED.items():
+        every_fit = accuracy.refit(name, [s for *_, s in scored], shipped, f.low, f.high, f.prior)
+        constants.append(
+            {
+                "name": name,
+                "value": shipped[name],
+                "sources": list(f.sources),
+                "prior": f.prior,
+                "why": f.why,
+                "refit_on_every_run": every_fit,
+            }
+        )
+    return ValidateResult(
+        regimes=accuracy.regimes(residuals),
+        rows=rows,
+        constants=constants,
+        refused=refused,
+        sources=len({run.source.id for run in every}),
+        seconds=time.perf_counter() - start,
+    )

@@ -1,0 +1,209 @@
+"""How sure a prediction is: errors against published runs, by regime, scored
+leave-one-source-out.
+
+A scored run is a `Residual`: the regime family it belongs to (`base`: "training", "decode
+expected", "serving latency", ...), the features of the prediction (MoE, FP8, a device
+generation, ...), the error of the prediction as shipped (`error`, predicted/published − 1)
+and the error with every fitted constant that came from its own source refit on the other
+sources (`loso_error`). A regime is the base alone or the base with one feature; a
+prediction's band (`band_for`) is the widest regime it falls in, or "no published run like
+this was checked" when one of its features has fewer than MIN_CASES scored runs.
+
+The refit (`refit`, `loso_errors`) works on each run's sensitivity to each constant: the
+prediction's elasticity e = d ln(prediction) / d ln(constant), measured by the caller, so a
+constant's value c moves a prediction p0 to p0·(c/c0)^e. A constant is refit from the value
+each run it enters implies, one vote per source, shrunk toward its data-free prior; the
+held-out source's runs left out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MIN_CASES = 3  # fewer scored runs than this in a regime: "no published run like this"
+
+
+@dataclass(frozen=True)
+class Residual:
+    base: str  # "training", "decode expected", "decode ceiling", "serving throughput", ...
+    features: tuple[str, ...]
+    source: str  # the held-out unit: the source's family
+    run: str
+    error: float  # predicted / published − 1, constants as shipped
+    loso_error: float  # the same with the constants from its own source refit without it
+
+
+@dataclass(frozen=True)
+class Band:
+    """The error band of a prediction: the regime it falls in and that regime's median and
+    p90 |error| over published runs, scored leave-one-source-out."""
+
+    regime: str
+    cases: int
+    sources: int
+    median_abs_error: float | None
+    p90_abs_error: float | None
+    note: str = ""
+
+    def to_json(self) -> dict:
+        return {
+            "regime": self.regime,
+            "cases": self.cases,
+            "sources": self.sources,
+            "median_abs_error": self.median_abs_error,
+            "p90_abs_error": self.p90_abs_error,
+            **({"note": self.note} if self.note else {}),
+        }
+
+    def text(self) -> str:
+        """ "±9 % typical, ±21 % p90; 31 published runs of this kind" or the lack of them."""
+        if not self.cases:
+            return f"no published run like this was checked ({self.note or self.regime})"
+        return (
+            f"±{self.median_abs_error:.0%} typical, ±{self.p90_abs_error:.0%} p90; "
+            f"{self.cases} published runs of this kind from {self.sources} sources"
+        )
+
+
+@dataclass(frozen=True)
+class RegimeScore:
+    name: str
+    cases: int
+    sources: int
+    median_abs_error: float
+    p90_abs_error: float
+    loso_median_abs_error: float
+    loso_p90_abs_error: float
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "cases": self.cases,
+            "sources": self.sources,
+            "median_abs_error": self.median_abs_error,
+            "p90_abs_error": self.p90_abs_error,
+            "loso_median_abs_error": self.loso_median_abs_error,
+            "loso_p90_abs_error": self.loso_p90_abs_error,
+        }
+
+
+def p90(values) -> float:
+    return float(np.percentile(np.asarray(values, dtype=float), 90))
+
+
+def regime_name(base: str, feature: str | None = None) -> str:
+    return base if feature is None else f"{base} · {feature}"
+
+
+def regimes(residuals: list[Residual]) -> list[RegimeScore]:
+    """Per base and per base × feature: cases, sources, median and p90 |error|, in-sample
+    and leave-one-source-out; bases first, each followed by its features."""
+    groups: dict[str, list[Residual]] = {}
+    for r in residuals:
+        groups.setdefault(regime_name(r.base), []).append(r)
+    for r in residuals:
+        for f in r.features:
+            groups.setdefault(regime_name(r.base, f), []).append(r)
+    out = []
+    for name in sorted(groups, key=lambda n: (n.split(" · ")[0], " · " in n, n)):
+        rs = groups[name]
+        ins = [abs(r.error) for r in rs]
+        loso = [abs(r.loso_error) for r in rs]
+        out.append(
+            RegimeScore(
+                name=name,
+                cases=len(rs),
+                sources=len({r.source for r in rs}),
+                median_abs_error=float(np.median(ins)),
+                p90_abs_error=p90(ins),
+                loso_median_abs_error=float(np.median(loso)),
+                loso_p90_abs_error=p90(loso),
+            )
+        )
+    return out
+
+
+def band_for(base: str, features, residuals: list[Residual]) -> Band:
+    """The band of a prediction in regime family `base` with `features`: the widest
+    (leave-one-source-out p90) regime among the base and each feature's, over `residuals`;
+    a feature with fewer than MIN_CASES scored runs makes the prediction unchecked."""
+    mine = [r for r in residuals if r.base == base]
+    candidates: list[tuple[str, list[Residual]]] = [(regime_name(base), mine)]
+    for f in features:
+        rs = [r for r in mine if f in r.features]
+        if len(rs) < MIN_CASES:
+            checked = f"{len(rs)} published run{'s' * (len(rs) != 1)}"
+            return Band(regime_name(base, f), 0, 0, None, None, f"{checked} of {base} · {f}")
+        candidates.append((regime_name(base, f), rs))
+    if len(mine) < MIN_CASES:
+        return Band(regime_name(base), 0, 0, None, None, f"{len(mine)} published runs")
+    best = None
+    for name, rs in candidates:
+        loso = [abs(r.loso_error) for r in rs]
+        b = Band(name, len(rs), len({r.source for r in rs}), float(np.median(loso)), p90(loso))
+        if best is None or b.p90_abs_error > best.p90_abs_error:
+            best = b
+    return best
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One run's prediction, ready for leave-one-source-out: its published figure, the
+    prediction with the constants as shipped and its elasticity to each constant it enters."""
+
+    source: str
+    predicted: float
+    published: float
+    elasticity: dict[str, float] = field(default_factory=dict)
+
+    def at(self, values: dict[str, float], shipped: dict[str, float]) -> float:
+        """The prediction with the constants at `values` (others as shipped)."""
+        factor = 1.0
+        for name, e in self.elasticity.items():
+            if name in values:
+                factor *= (values[name] / shipped[name]) ** e
+        return self.predicted * factor
+
+
+PRIOR_WEIGHT = 2.0  # the prior counts as this many sources in a refit
+
+
+def refit(name: str, runs: list[Scored], shipped: dict[str, float], low: float, high: float,
+          prior: float) -> float:  # fmt: skip
+    """The value of constant `name` the `runs` it enters imply: each run implies the value
+    that makes its prediction exact (c0·(published/predicted)^(1/e)); each source votes the
+    median of its runs' values, and the votes and the prior (worth PRIOR_WEIGHT sources) are
+    averaged (in logs for a constant that cannot be 0), within [low, high]. With no run to go
+    by, the prior."""
+    votes: dict[str, list[float]] = {}
+    for r in runs:
+        e = r.elasticity.get(name, 0.0)
+        if abs(e) < 0.05:  # the run hardly moves with the constant: it says nothing of it
+            continue
+        implied = shipped[name] * (r.published / r.predicted) ** (1.0 / e)
+        votes.setdefault(r.source, []).append(min(max(implied, low), high))
+    # a constant that may be 0 (a share added to a time) is averaged as it is, others in logs
+    to, back = (math.log, math.exp) if low > 0 else (float, float)
+    points = [to(float(np.median(v))) for v in votes.values()]
+    mean = (sum(points) + PRIOR_WEIGHT * to(prior)) / (len(points) + PRIOR_WEIGHT)
+    return min(max(back(mean), low), high)
+
+
+def loso_errors(runs: list[Scored], declared: dict, shipped: dict[str, float]) -> list[float]:
+    """Each run's error with every constant chosen from its own source refit on the other
+    sources' runs (`declared`: name -> model.fitted.Fitted; `shipped`: the values in use)."""
+    out = []
+    refits: dict[str, dict[str, float]] = {}
+    for r in runs:
+        if r.source not in refits:
+            others = [x for x in runs if x.source != r.source]
+            refits[r.source] = {
+                name: refit(name, others, shipped, f.low, f.high, f.prior)
+                for name, f in declared.items()
+                if r.source in f.sources
+            }
+        out.append(r.at(refits[r.source], shipped) / r.published - 1.0)
+    return out

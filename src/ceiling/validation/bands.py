@@ -1,0 +1,55 @@
+"""The error band of a prediction, from the leave-one-source-out residuals of the shipped
+corpus (`accuracy.json` beside this file: one row per scored published figure, as
+`ceiling validate --json` gives them; `ceiling validate --write-bands` rewrites it)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib.resources import files
+from pathlib import Path
+
+from ceiling.errors import MalformedFile
+from ceiling.model.accuracy import Band, Residual, band_for
+
+FILE = "accuracy.json"
+
+
+def path() -> Path:
+    return Path(str(files("ceiling.validation").joinpath(FILE)))
+
+
+@functools.cache
+def residuals() -> tuple[Residual, ...]:
+    """The shipped residuals (none when the file is absent: every band then says unchecked)."""
+    p = path()
+    if not p.exists():
+        return ()
+    try:
+        rows = json.loads(p.read_text(encoding="utf-8"))["rows"]
+        return tuple(
+            Residual(r["regime"], tuple(r["features"]), r["family"], r["run"], float(r["error"]),
+                     float(r["loso_error"]))
+            for r in rows
+        )  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise MalformedFile(f"{p}: the shipped error bands are unreadable ({exc})") from exc
+
+
+def band(base: str, features) -> Band:
+    """The band of a prediction of regime family `base` ("training", "decode expected",
+    "decode ceiling", "serving throughput", "serving latency") with `features`."""
+    return band_for(base, tuple(features), list(residuals()))
+
+
+def write(rows: list[dict], target: Path | None = None) -> Path:
+    """Write the scored rows (`ValidateResult.rows`) as the shipped residuals, atomically."""
+    from ceiling.records import write_text_atomic
+
+    keep = ("run", "family", "regime", "features", "metric", "published", "predicted", "error",
+            "loso_error")  # fmt: skip
+    text = json.dumps({"rows": [{k: r[k] for k in keep} for r in rows]}, indent=1) + "\n"
+    out = target or path()
+    write_text_atomic(text, out)
+    residuals.cache_clear()
+    return out
