@@ -283,7 +283,10 @@ def validate(
         )
         residuals.append(accuracy.Residual(base, p, run.source.family, run.key, error, le))
     constants = []
+    kinds_run = {run.kind for run in every}
     for name, f in DECLARED.items():
+        if not kinds_run & set(f.kind.split(",")):
+            continue
         every_fit = accuracy.refit(name, [s for *_, s in scored], shipped, f.low, f.high, f.prior)
         constants.append(
             {

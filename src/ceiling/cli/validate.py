@@ -98,7 +98,7 @@ def show(result, with_rows: bool) -> None:
         ("held-out median", "right"),
         ("held-out p90", "right"),
     ):
-        t.add_column(name, justify=justify)  # type: ignore[arg-type]
+        t.add_column(name, justify=justify, no_wrap=name == "regime")  # type: ignore[arg-type]
     for g in result.regimes:
         base = " · " not in g.name
         t.add_row(

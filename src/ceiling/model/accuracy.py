@@ -11,7 +11,8 @@ this was checked" when one of its features has fewer than MIN_CASES scored runs.
 
 The refit (`refit`, `loso_errors`) works on each run's sensitivity to each constant: the
 prediction's elasticity e = d ln(prediction) / d ln(constant), measured by the caller, so a
-constant's value c moves a prediction p0 to p0·(c/c0)^e. A constant is refit from the value
+constant's value c moves a prediction p0 to p0·exp(e·(c/c0 − 1)) (first order; a share
+that may be 0 stays defined). A constant is refit from the value
 each run it enters implies, one vote per source, shrunk toward its data-free prior; the
 held-out source's runs left out.
 """
@@ -63,7 +64,7 @@ class Band:
         if not self.cases:
             return f"no published run like this was checked ({self.note or self.regime})"
         return (
-            f"±{self.median_abs_error:.0%} typical, ±{self.p90_abs_error:.0%} p90; "
+            f"±{self.median_abs_error * 100:.0f} % typical, ±{self.p90_abs_error * 100:.0f} % p90; "
             f"{self.cases} published runs of this kind from {self.sources} sources"
         )
 
@@ -161,11 +162,11 @@ class Scored:
 
     def at(self, values: dict[str, float], shipped: dict[str, float]) -> float:
         """The prediction with the constants at `values` (others as shipped)."""
-        factor = 1.0
+        exponent = 0.0
         for name, e in self.elasticity.items():
-            if name in values:
-                factor *= (values[name] / shipped[name]) ** e
-        return self.predicted * factor
+            if name in values:  # first order in the constant's relative change
+                exponent += e * (values[name] / shipped[name] - 1.0)
+        return self.predicted * math.exp(exponent)
 
 
 PRIOR_WEIGHT = 2.0  # the prior counts as this many sources in a refit
@@ -174,7 +175,7 @@ PRIOR_WEIGHT = 2.0  # the prior counts as this many sources in a refit
 def refit(name: str, runs: list[Scored], shipped: dict[str, float], low: float, high: float,
           prior: float) -> float:  # fmt: skip
     """The value of constant `name` the `runs` it enters imply: each run implies the value
-    that makes its prediction exact (c0·(published/predicted)^(1/e)); each source votes the
+    that makes its prediction exact (c0·(1 + ln(published/predicted)/e)); each source votes the
     median of its runs' values, and the votes and the prior (worth PRIOR_WEIGHT sources) are
     averaged (in logs for a constant that cannot be 0), within [low, high]. With no run to go
     by, the prior."""
@@ -183,7 +184,7 @@ def refit(name: str, runs: list[Scored], shipped: dict[str, float], low: float, 
         e = r.elasticity.get(name, 0.0)
         if abs(e) < 0.05:  # the run hardly moves with the constant: it says nothing of it
             continue
-        implied = shipped[name] * (r.published / r.predicted) ** (1.0 / e)
+        implied = shipped[name] * (1.0 + math.log(r.published / r.predicted) / e)
         votes.setdefault(r.source, []).append(min(max(implied, low), high))
     # a constant that may be 0 (a share added to a time) is averaged as it is, others in logs
     to, back = (math.log, math.exp) if low > 0 else (float, float)

@@ -1,0 +1,229 @@
+"""The validation corpus, `ceiling validate` and the error bands: exact statistics on fake
+residuals, the leave-one-source-out refit on runs with known elasticities, the loader's
+refusals, a small corpus file scored end to end, and the shipped corpus's size and bands."""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+
+import pytest
+
+from ceiling.errors import CeilingError, MalformedFile
+from ceiling.model import accuracy, fitted
+from ceiling.model.accuracy import Residual, Scored
+from ceiling.validation import bands, corpus
+
+
+def _res(base, features, source, error, loso=None):
+    return Residual(base, tuple(features), source, f"{source}:{error}", error,
+                    error if loso is None else loso)  # fmt: skip
+
+
+def test_regimes_give_exact_medians_and_p90_in_sample_and_held_out():
+    rs = [_res("training", ["MoE"], s, e, 2 * e) for s, e in [("a", 0.1), ("b", -0.2), ("c", 0.3)]]
+    rs.append(_res("training", [], "a", 0.05, 0.05))
+    by_name = {g.name: g for g in accuracy.regimes(rs)}
+    whole, moe = by_name["training"], by_name["training · MoE"]
+    assert (whole.cases, whole.sources, moe.cases, moe.sources) == (4, 3, 3, 3)
+    assert whole.median_abs_error == pytest.approx(0.15)  # |0.05|, 0.1, 0.2, 0.3
+    assert moe.median_abs_error == pytest.approx(0.2)
+    assert moe.loso_median_abs_error == pytest.approx(0.4)
+    # numpy's linear percentile of 0.2, 0.4, 0.6 at 90 %: 0.56
+    assert moe.loso_p90_abs_error == pytest.approx(0.56)
+
+
+def test_a_band_is_the_widest_regime_and_unchecked_below_three_runs():
+    rs = [_res("decode expected", ["Ampere"], s, 0.05) for s in "abc"]
+    rs += [_res("decode expected", ["Ampere", "int4"], s, 0.3) for s in "de"]
+    b = accuracy.band_for("decode expected", ["Ampere"], rs)
+    assert (
+        b.cases == 5
+        and b.sources == 5
+        and b.regime in ("decode expected", "decode expected · Ampere")
+    )
+    # two int4 runs only: a prediction with int4 weights was not checked
+    unchecked = accuracy.band_for("decode expected", ["Ampere", "int4"], rs)
+    assert unchecked.cases == 0 and unchecked.median_abs_error is None
+    assert unchecked.text().startswith("no published run like this was checked")
+    assert "2 published runs" in unchecked.text()
+    # a feature no run has (another device generation): unchecked too
+    assert accuracy.band_for("decode expected", ["CPU"], rs).cases == 0
+    # the wider regime wins: the band is never narrower than a feature's own
+    rs += [_res("decode expected", ["Ampere", "int4"], "f", 0.4)]
+    wide = accuracy.band_for("decode expected", ["Ampere", "int4"], rs)
+    assert wide.regime == "decode expected · int4" and wide.cases == 3
+    assert wide.median_abs_error == pytest.approx(0.3)
+    assert "±30 % typical" in wide.text() and "3 published runs" in wide.text()
+
+
+def _runs_implying(true: float, shipped: float, e: float, sources: str) -> list[Scored]:
+    """Runs whose published figure is what the constant at `true` predicts exactly."""
+    out = []
+    for s in sources:
+        predicted = 100.0
+        published = predicted * math.exp(e * (true / shipped - 1.0))
+        out.append(Scored(s, predicted, published, {"k": e}))
+    return out
+
+
+def test_refit_recovers_the_value_the_runs_imply_shrunk_toward_the_prior():
+    runs = _runs_implying(0.6, 0.8, -1.0, "abcd")
+    # four sources vote 0.6, the prior 1.0 counts as two: exp((4 ln 0.6 + 2 ln 1) / 6)
+    got = accuracy.refit("k", runs, {"k": 0.8}, 0.1, 2.0, 1.0)
+    assert got == pytest.approx(math.exp(4 * math.log(0.6) / 6))
+    # no run moves with the constant: the prior
+    flat = [Scored("a", 1.0, 1.0, {})]
+    assert accuracy.refit("k", flat, {"k": 0.8}, 0.1, 2.0, 1.0) == 1.0
+    # a share that may be 0 is averaged as it is: (4 × 0.6 + 2 × 0) / 6
+    assert accuracy.refit("k", runs, {"k": 0.8}, 0.0, 2.0, 0.0) == pytest.approx(0.4)
+
+
+def test_a_source_is_scored_with_the_constants_from_it_refit_without_it():
+    declared = {"k": fitted.Fitted("k", "decode", ("a",), 0.1, 2.0, 0.6, "test")}
+    shipped = {"k": 0.8}
+    # source a chose 0.8; b, c and d imply 0.6 (as the prior does)
+    runs = [Scored("a", 100.0, 100.0, {"k": -1.0})] + _runs_implying(0.6, 0.8, -1.0, "bcd")
+    errors = accuracy.loso_errors(runs, declared, shipped)
+    # a's run at 0.6: 100·exp(−1·(0.6/0.8 − 1)) = 128.4 against its 100
+    assert errors[0] == pytest.approx(math.exp(0.25) - 1.0)
+    # b, c, d did not choose the constant: scored with it as shipped
+    assert errors[1:] == [pytest.approx(r.predicted / r.published - 1.0) for r in runs[1:]]
+
+
+def test_fitted_constants_are_overridden_only_inside_the_block():
+    from ceiling.model.decode_expected import BANDWIDTH_SHARE, bandwidth_share
+
+    assert bandwidth_share() == BANDWIDTH_SHARE
+    with fitted.overridden({"decode.bandwidth_share": 0.5}):
+        assert bandwidth_share() == 0.5
+    assert bandwidth_share() == BANDWIDTH_SHARE
+    with pytest.raises(CeilingError, match="not declared"):
+        with fitted.overridden({"nonsense": 1.0}):
+            pass
+
+
+def test_every_declared_constant_names_sources_the_corpus_has():
+    families = {r.source.family for r in corpus.load()}
+    for f in fitted.DECLARED.values():
+        assert f.low <= f.prior <= f.high, f.name
+        assert set(f.sources) <= families, f.name
+
+
+GOOD = """\
+[source]
+id = "my-cluster"
+title = "our own decode runs"
+kind = "decode"
+
+[[run]]
+name = "7B bf16 batch 1"
+args = { model = "llama-2-7b", spec = "a100-80gb", batch = 1, context = 100 }
+metric = "tokens_per_s"
+published = 100.0
+
+[[run]]
+name = "7B int8 batch 1"
+args = { model = "llama-2-7b", spec = "a100-80gb", batch = 1, context = 100, weights = "int8" }
+metric = "ms_per_token"
+published = 6.5
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("not toml [", "not a readable TOML file"),
+        ('[source]\nid = "x"\ntitle = "t"\nkind = "cooking"\n', "kind 'cooking'"),
+        ('[source]\nid = "x"\ntitle = "t"\nkind = "decode"\n', r"no \[\[run\]\]"),
+        (GOOD.replace("published = 100.0", "published = -3"), "positive number"),
+        (GOOD.replace('"tokens_per_s"', '"speed"'), "metric 'speed'"),
+        (GOOD.replace('args = { model = "llama-2-7b", spec', "args = { spec"), "with a `model`"),
+        (GOOD.replace('kind = "decode"', 'kind = "training"'), "need `gpus`"),
+    ],
+)
+def test_a_malformed_runs_file_is_refused_naming_it(tmp_path, text, message):
+    p = tmp_path / "runs.toml"
+    p.write_text(text)
+    with pytest.raises(MalformedFile, match=message):
+        corpus.load([p])
+
+
+def test_two_files_with_one_source_id_are_refused(tmp_path):
+    for name in ("a.toml", "b.toml"):
+        (tmp_path / name).write_text(GOOD)
+    with pytest.raises(MalformedFile, match="also used by"):
+        corpus.load([tmp_path])
+
+
+def test_a_users_runs_file_is_scored_end_to_end(tmp_path):
+    import ceiling
+
+    p = tmp_path / "runs.toml"
+    p.write_text(GOOD)
+    r = ceiling.validate(p, workers=1)
+    d = r.to_dict()
+    names = {g["name"] for g in d["regimes"]}
+    assert {"decode expected", "decode ceiling", "decode expected · Ampere"} <= names
+    rows = [x for x in d["rows"] if x["regime"] == "decode expected"]
+    assert len(rows) == 2 and not d["refused"]
+    direct = ceiling.decode("llama-2-7b", spec="a100-80gb", batch=1, context=100).expected[0]
+    bf16 = next(x for x in rows if x["metric"] == "tokens_per_s")
+    assert bf16["predicted"] == pytest.approx(direct.tokens_per_s)
+    assert bf16["error"] == pytest.approx(direct.tokens_per_s / 100.0 - 1.0)
+    # the user's source chose no constant: held out, it is scored as in-sample
+    assert bf16["loso_error"] == pytest.approx(bf16["error"])
+    assert "int8" in next(x for x in rows if x["metric"] == "ms_per_token")["features"]
+    for g in d["regimes"]:
+        assert set(g) >= {"name", "cases", "sources", "median_abs_error", "p90_abs_error",
+                          "loso_median_abs_error"}  # fmt: skip
+
+
+def test_a_run_ceiling_refuses_is_listed_not_scored(tmp_path):
+    import ceiling
+
+    p = tmp_path / "runs.toml"
+    p.write_text(GOOD.replace("context = 100 }", "context = 100, batch = 100000 }", 1)
+                 .replace("batch = 1, context = 100, batch", "context = 100, batch"))  # fmt: skip
+    r = ceiling.validate(p, workers=1)
+    assert len(r.refused) == 1 and "7B bf16" in r.refused[0]["run"]
+    assert {x["metric"] for x in r.rows} == {"ms_per_token"}
+
+
+def test_the_command_prints_the_regimes_and_refuses_a_bad_file_in_one_line(tmp_path, cli):
+    p = tmp_path / "runs.toml"
+    p.write_text(GOOD)
+    code, out, _ = cli("validate", "--runs", p)
+    assert code == 0 and "decode expected" in out and "held-out" in out
+    code, out, _ = cli("validate", "--runs", p, "--json")
+    assert code == 0 and json.loads(out)["regimes"]
+    p.write_text("nonsense [")
+    code, out, err = cli("validate", "--runs", p)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "runs.toml" in err
+
+
+def test_the_shipped_corpus_is_large_and_varied_enough():
+    runs = corpus.load()
+    by_kind = {k: [r for r in runs if r.kind == k] for k in corpus.KINDS}
+    families = {k: {r.source.family for r in v} for k, v in by_kind.items()}
+    assert len(by_kind["training"]) >= 60 and len(by_kind["decode"]) >= 30
+    assert len(by_kind["serving"]) >= 40
+    assert len(families["decode"]) >= 6 and len(families["serving"]) >= 4
+    assert len(families["training"]) >= 8
+    for r in runs:  # every figure says where in its source it stands
+        assert r.source.title and r.source.url, r.key
+
+
+def test_the_shipped_bands_are_scored_on_the_shipped_corpus():
+    """Every shipped residual is a corpus figure with its published value (the bands are
+    rewritten by `ceiling validate --write-bands` when the corpus or a model changes)."""
+    published = {r.key: r.published for r in corpus.load()}
+    shipped = bands.residuals()
+    assert shipped, "no shipped error bands"
+    raw = json.loads(bands.path().read_text())["rows"]
+    for row in raw:
+        assert row["run"] in published
+        assert row["published"] == published[row["run"]]
+    kinds = {r.base for r in shipped}
+    assert {"training", "decode expected", "serving throughput", "serving latency"} <= kinds
