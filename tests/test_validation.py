@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import textwrap
 
 import pytest
 
@@ -84,7 +83,7 @@ def test_a_source_is_scored_with_the_constants_from_it_refit_without_it():
     declared = {"k": fitted.Fitted("k", "decode", ("a",), 0.1, 2.0, 0.6, "test")}
     shipped = {"k": 0.8}
     # source a chose 0.8; b, c and d imply 0.6 (as the prior does)
-    runs = [Scored("a", 100.0, 100.0, {"k": -1.0})] + _runs_implying(0.6, 0.8, -1.0, "bcd")
+    runs = [Scored("a", 100.0, 100.0, {"k": -1.0}), *_runs_implying(0.6, 0.8, -1.0, "bcd")]
     errors = accuracy.loso_errors(runs, declared, shipped)
     # a's run at 0.6: 100·exp(−1·(0.6/0.8 − 1)) = 128.4 against its 100
     assert errors[0] == pytest.approx(math.exp(0.25) - 1.0)
