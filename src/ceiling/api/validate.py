@@ -105,6 +105,7 @@ def _figures(run, r) -> dict[str, float]:
                 "tokens_per_s_per_gpu": best.tokens_per_s / n,
                 "hw_tflops_per_gpu": best.hw_tflops_per_device,
                 "model_tflops_per_gpu": best.mfu * r.cluster.peak_flops_per_s / 1e12,
+                "megatron_tflops_per_gpu": _megatron_tflops(r),
                 "mfu": best.mfu,
             }[run.metric]
         }
@@ -118,6 +119,15 @@ def _figures(run, r) -> dict[str, float]:
         return {"serving throughput": getattr(m, run.metric)}
     what, stat = run.metric.removesuffix("_s").split("_")
     return {"serving latency": getattr(getattr(m, f"{what}_s"), stat)}
+
+
+def _megatron_tflops(r) -> float:
+    """TFLOP/s per GPU as Megatron-LM logs them, at the plan's step time."""
+    from ceiling.model.plan.costs import megatron_model_flops_per_token
+
+    tokens = r.job.global_batch * r.job.seq_len
+    flops = megatron_model_flops_per_token(r.model, r.job.seq_len) * tokens
+    return flops / (r.best.step_time_s * r.cluster.devices) / 1e12
 
 
 def _features(kind: str, r) -> tuple[str, tuple[str, ...]]:

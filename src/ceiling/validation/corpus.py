@@ -17,7 +17,10 @@
     published = 196.8
 
 `args` are the keyword arguments of `ceiling.plan` (training: `model` and `gpus` among
-them), `ceiling.decode` or `ceiling.serve`; `metric` one of METRICS[kind]. The built-in corpus
+them), `ceiling.decode` or `ceiling.serve`; `metric` one of METRICS[kind]. Training rates:
+`hw_tflops_per_gpu` counts recomputation, `model_tflops_per_gpu` is ceiling's model FLOPs
+(MFU × peak), `megatron_tflops_per_gpu` the "TFLOPS" Megatron-LM logs
+(`model.plan.costs.megatron_model_flops_per_token`). The built-in corpus
 lies beside this file; a user's own runs in the same format are read with `--runs FILE`.
 """
 
@@ -38,6 +41,7 @@ METRICS = {
         "tokens_per_s_per_gpu",
         "hw_tflops_per_gpu",
         "model_tflops_per_gpu",
+        "megatron_tflops_per_gpu",
         "mfu",
     ),
     "decode": ("tokens_per_s", "ms_per_token"),
@@ -54,6 +58,7 @@ METRICS = {
 KINDS = tuple(METRICS)
 # metrics where a higher published figure means a faster run
 RATES = {"tokens_per_s_per_gpu", "hw_tflops_per_gpu", "model_tflops_per_gpu", "mfu"} | {
+    "megatron_tflops_per_gpu",
     "tokens_per_s",
     "output_tokens_per_s",
     "requests_per_s",

@@ -279,6 +279,16 @@ def megatron_hw_flops_per_step(layers, h, V, s, B, recompute_full: bool = True) 
     return 72.0 * B * s * n * h * h * (1 + s / (6 * h) + V / (12 * n * h))
 
 
+def megatron_model_flops_per_token(model, seq: int) -> float:
+    """Model FLOPs per token as Megatron-LM logs them (training.py,
+    num_floating_point_operations, 2025): 6 per weight a token multiplies (its top-k experts
+    only) and the causal attention scores over half the s×s matrix, 6·q·s per layer; the
+    output layer 6·h·V. Its "TFLOPS" figure is this over the step time and the GPUs."""
+    linear = 6.0 * model.params_layer_matmul_active
+    scores = 6.0 * model.q_dim * seq
+    return model.layers * (linear + scores) + 6.0 * model.hidden * model.vocab
+
+
 # ---- GEMM shapes, attention kernels, FP8 casts, the context-parallel ring ------------------
 
 # Output tiles a GEMM kernel may pick (rows × columns of C per thread block); cuBLAS and
