@@ -161,11 +161,17 @@ SKINNY_ROWS = 16
 MMA_ROWS = 16
 
 
+SPLIT_K_MIN = 256  # a split-K slice keeps at least this much of the reduction
+
+
 @functools.lru_cache(maxsize=65536)
-def tile_utilisation(rows, cols, sms: int | None) -> float:
+def tile_utilisation(rows, cols, sms: int | None, k: int | None = None) -> float:
     """Useful share of an M×N GEMM's tiles over `sms` SMs: a skinny GEMM (≤ SKINNY_ROWS rows)
     pads only to the MMA's 16 rows; otherwise padding and wave quantisation, best over
-    INFERENCE_GEMM_TILES (the planner's `gemm_tile_utilisation` with these tiles)."""
+    INFERENCE_GEMM_TILES (the planner's `gemm_tile_utilisation` with these tiles). Given the
+    reduction length `k`, a GEMM of fewer tiles than SMs splits its reduction over the idle
+    ones (split-K / stream-K, as cuBLAS and CUTLASS do for such shapes), in slices of at least
+    SPLIT_K_MIN."""
     if not sms:
         return 1.0
     if rows <= SKINNY_ROWS:
@@ -174,8 +180,9 @@ def tile_utilisation(rows, cols, sms: int | None) -> float:
     for tm, tn in INFERENCE_GEMM_TILES:
         tr, tc = math.ceil(rows / tm), math.ceil(cols / tn)
         tiles = tr * tc
-        waves = math.ceil(tiles / sms)
-        best = max(best, rows * cols / (tiles * tm * tn) * tiles / (waves * sms))
+        splits = max(1, min(sms // tiles, int(k) // SPLIT_K_MIN)) if k else 1
+        waves = math.ceil(tiles * splits / sms)
+        best = max(best, rows * cols / (tiles * tm * tn) * tiles * splits / (waves * sms))
     return best
 
 
@@ -191,16 +198,17 @@ def gemm_seconds(cfg, tp: int, tokens: float, sampled: float, rate: float, sms) 
     experts = cfg.experts
     per_expert = max(tokens * cfg.active_experts / experts, 1.0) if experts > 1 else tokens
     reached = experts_reached(cfg, tokens)
-    shapes = [  # (rows, columns per device, FLOPs per device)
-        (tokens, (q + 2 * kv) / tp, 2.0 * tokens * h * (q + 2 * kv) / tp),
-        (tokens, h, 2.0 * tokens * q * h / tp),
-        (per_expert, up / tp * reached, 2.0 * tokens * cfg.active_experts * h * up / tp),
-        (per_expert, h * reached, 2.0 * tokens * cfg.active_experts * f * h / tp),
+    shapes = [  # (rows, columns per device, reduction length, FLOPs per device)
+        (tokens, (q + 2 * kv) / tp, h, 2.0 * tokens * h * (q + 2 * kv) / tp),
+        (tokens, h, q / tp, 2.0 * tokens * q * h / tp),
+        (per_expert, up / tp * reached, h, 2.0 * tokens * cfg.active_experts * h * up / tp),
+        (per_expert, h * reached, f / tp, 2.0 * tokens * cfg.active_experts * f * h / tp),
     ]
-    layer = sum(fl / tile_utilisation(r, c, sms) for r, c, fl in shapes)
+    layer = sum(fl / tile_utilisation(r, c, sms, round(k)) for r, c, k, fl in shapes)
     router = 2.0 * tokens * h * experts / tp if experts > 1 else 0.0
     head = 2.0 * sampled * cfg.vocab * h / tp
-    head_s = head / tile_utilisation(max(sampled, 1), cfg.vocab / tp, sms) if sampled else 0.0
+    head_u = tile_utilisation(max(sampled, 1), cfg.vocab / tp, sms, h)
+    head_s = head / head_u if sampled else 0.0
     return (cfg.layers * (layer + router) + head_s) / rate
 
 
