@@ -86,8 +86,17 @@ def test_fewer_weight_bytes_are_never_slower_while_memory_bound(model, device, b
     order = [w for w in ("bf16", "int8", "int4") if by[w] is not None]
     for more, fewer in zip(order, order[1:], strict=False):
         (_, a), (_, b) = by[more], by[fewer]
-        if a.limited_by == b.limited_by == "memory":
+        if _memory_bound(a) and _memory_bound(b):
             assert b.tokens_per_s >= a.tokens_per_s * (1 - 1e-9), (more, fewer)
+
+
+def _memory_bound(row) -> bool:
+    """The weight stream sets the step: memory its largest term, and the dequantisation (which
+    adds to the stream at small batches: the held-out decode runs favour adding it, 11.5 %
+    median against 13.1 % overlapped) small beside it. A model whose experts are already 4-bit
+    (gpt-oss) gains few bytes from int4 over int8 on the rest and pays twice the unpacking:
+    that step is not memory-bound."""
+    return row.limited_by == "memory" and row.dequant_s <= 0.2 * row.memory_s
 
 
 @FAST

@@ -190,6 +190,7 @@ def _shipped() -> dict[str, float]:
     for name in DECLARED:
         if name == "decode.bandwidth_share":
             out[name] = bandwidth_share()
+
         elif name.startswith("serve.host_share."):
             out[name] = host_share(name.rsplit(".", 1)[1])
         elif name.startswith("plan.matmul_efficiency."):

@@ -138,6 +138,8 @@ class DecodeRow:
     fits: bool
     ttft_s: float  # prefill of the prompt for the whole batch
     attention_flops: float = 0.0  # of flops_per_step: scores and weighted sums over the cache
+    weights_read: float = 0.0  # weights the step reads (0: not counted; weight_bytes / dtype)
+    narrow_weights_read: float = 0.0  # of them, routed experts stored in fewer bits
 
     def to_json(self) -> dict:
         return {
@@ -340,15 +342,27 @@ class _Step:
         """Every weight, stored on the device whether a step reads it or not."""
         return self.cfg.weight_bytes(self.w_bytes) / self.tp
 
-    def weight_bytes(self, tokens: int) -> float:
+    def weights_read(self, tokens: int) -> tuple[float, float]:
+        """(weights a step over `tokens` tokens reads, of them those stored narrower than the
+        weights' dtype: routed experts the model publishes in fewer bits), per device."""
         cfg = self.cfg
         params = weights_read_params(cfg, tokens, self.setup.weights_counted)
         narrow = 0.0
-        if self.expert_bytes < self.w_bytes and cfg.moe_layers:
+        # experts the model publishes in as few bits as the weights' dtype, or fewer, keep
+        # their own format (gpt-oss's MXFP4 experts stay MXFP4 under int4)
+        if (
+            cfg.expert_weight_bits is not None
+            and self.expert_bytes <= self.w_bytes
+            and cfg.moe_layers
+        ):
             touched = experts_touched(cfg, tokens)
             matrix = cfg.ffn_mats * cfg.hidden * cfg.expert_ffn_hidden
             narrow = cfg.moe_layers * touched * matrix
-        return ((params - narrow) * self.w_bytes + narrow * self.expert_bytes) / self.tp
+        return params / self.tp, narrow / self.tp
+
+    def weight_bytes(self, tokens: int) -> float:
+        params, narrow = self.weights_read(tokens)
+        return (params - narrow) * self.w_bytes + narrow * self.expert_bytes
 
     def kv_sequence_bytes(self, tokens: int) -> float:
         """One sequence's cache of `tokens` tokens on one device (local layers: the window)."""
@@ -388,6 +402,7 @@ class _Step:
 
     def row(self, batch: int, context: int, prompt: int) -> DecodeRow:
         w = self.weight_bytes(batch)
+        params, narrow = self.weights_read(batch)
         kv_read = batch * self.kv_sequence_bytes(context)
         kv_write = batch * self.kv_tok_dev
         total = w + kv_read + kv_write
@@ -412,6 +427,8 @@ class _Step:
             tokens_per_s=batch / step,
             intensity_flop_per_byte=flops / total,
             memory_needed_bytes=need,
+            weights_read=params,
+            narrow_weights_read=narrow,
             fits=self.mem is None or need <= self.mem,
             ttft_s=self.prefill_time(batch, prompt),
             attention_flops=batch * self.attention_flops(context + 1),

@@ -230,8 +230,15 @@ def expected_rows(
     kernels = layers * costs.kernels_per_layer + costs.kernels_outside_layers
     out = []
     for r in (row for row in ceiling.rows if row.fits):
-        quantised = r.weight_bytes / w_bytes if w_bytes else 0.0
-        quant = quantised * costs.scale_bytes / costs.group_size if weights == "int4" else 0.0
+        # the weights dequantised before the multiply: every weight read when the weights
+        # are integers, else the routed experts a model stores in fewer bits (MXFP4)
+        read = getattr(r, "weights_read", 0.0) or (r.weight_bytes / w_bytes if w_bytes else 0.0)
+        narrow = getattr(r, "narrow_weights_read", 0.0)
+        quantised = read if w_bytes else narrow
+        # a 4-bit format's scales, for the weights it stores (experts stored narrower than
+        # the format keep their own)
+        fmt_weights = quantised - narrow
+        quant = fmt_weights * costs.scale_bytes / costs.group_size if weights == "int4" else 0.0
         bandwidth = (
             costs.memory_bandwidth_bytes_per_s
             or ceiling.bandwidth_bytes_per_s * costs.bandwidth_share
@@ -252,7 +259,8 @@ def expected_rows(
         memory, compute = w_mem + kv_mem, gemm_c + attn_c
         dequant = 0.0
         if quantised and costs.vector_peak_flops_per_s:
-            dequant = quantised * DEQUANT_OPS[weights] / vector_ops_per_s(costs)
+            ops = (quantised - narrow) * DEQUANT_OPS.get(weights, 0.0) + narrow * DEQUANT_OPS["int4"]
+            dequant = ops / vector_ops_per_s(costs)
         launch = kernels * costs.kernel_s
         step = gemm + attention + dequant + launch + r.comm_time_s
         terms = {
