@@ -259,7 +259,7 @@ def expected_rows(
         memory, compute = w_mem + kv_mem, gemm_c + attn_c
         dequant = 0.0
         if quantised and costs.vector_peak_flops_per_s:
-            ops = (quantised - narrow) * DEQUANT_OPS.get(weights, 0.0) + narrow * DEQUANT_OPS["int4"]
+            ops = fmt_weights * DEQUANT_OPS.get(weights, 0.0) + narrow * DEQUANT_OPS["int4"]
             dequant = ops / vector_ops_per_s(costs)
         launch = kernels * costs.kernel_s
         step = gemm + attention + dequant + launch + r.comm_time_s
