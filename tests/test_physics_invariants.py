@@ -7,6 +7,7 @@ beats its FLOPs at the peak."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -84,7 +85,7 @@ def test_more_bandwidth_or_peak_is_never_slower(case, factor, what):
 def test_fewer_weight_bytes_are_never_slower_while_memory_bound(model, device, batch, tp):
     by = {w: _decode(model, device, w, batch, tp) for w in ("bf16", "int8", "int4")}
     order = [w for w in ("bf16", "int8", "int4") if by[w] is not None]
-    for more, fewer in zip(order, order[1:], strict=False):
+    for more, fewer in itertools.pairwise(order):
         (_, a), (_, b) = by[more], by[fewer]
         if _memory_bound(a) and _memory_bound(b):
             assert b.tokens_per_s >= a.tokens_per_s * (1 - 1e-9), (more, fewer)
