@@ -24,9 +24,10 @@ MEASURES = {
     "step": "times DataLoader workers over many steps",
     "repeat": "runs a model ten times per thread count",
     "trace": "reads a profiler trace the page names by a placeholder",
+    "validate": "predicts every published run of the validation corpus (a minute or two)",
 }
 # Forms that run although their subcommand measures: small enough for a test.
-RUN_ANYWAY = ("bench matmul --dtype fp32 --sizes 256",)
+RUN_ANYWAY = ("bench matmul --dtype fp32 --sizes 256", "validate --kinds decode --rows")
 FLAGS_THAT_MEASURE = {
     "--measure": "times real work on this machine",
     "profile gpt:tiny --train --spec": "trains the model on this machine (tens of seconds)",
@@ -236,6 +237,11 @@ KEY_FIGURES = [
     (r"^simulate straggler -n 256", r"256"),
     # Llama-3-8B fits one 80 GB H100: one GPU, one replica, and the simulated throughput
     (r"^serve llama-3-8b --spec h100-sxm$", r"TP 1 × PP 1 × 1 replicas.*output tokens/s"),
+    # the decode corpus scored by regime, held out: its base regime's row
+    (r"^validate --kinds decode", r"decode expected .* held-out"),
+    # a Blackwell decode: no published decode run on that generation was checked
+    (r"^decode llama-2-7b --spec b200$", r"no published run like this was checked"),
+    (r"^plan llama-3-70b --spec h100-sxm --gpus 64$", r"accuracy of the best plan's step: ±"),
 ]
 
 # (N, seconds) of a strong-scaling run for `ceiling fit measurements.csv`: Amdahl p = 0.95

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from ceiling.cli.app import app
-from ceiling.cli.output import JsonOption, console, emit_json
+from ceiling.cli.output import LIST_HELP, JsonOption, comma_list, console, emit_json
 
 VALIDATE_HELP = """How far ceiling's predictions are from published runs, and how far to trust
 them where you run.
@@ -31,12 +31,15 @@ runs of your cluster to see how far ceiling is from them."""
 @app.command(help=VALIDATE_HELP)
 def validate(
     runs: Annotated[
-        list[Path] | None,
-        typer.Option("--runs", help="A corpus file (or folder) of your own runs, same format."),
+        Path | None,
+        typer.Option(
+            "--runs",
+            help="A corpus file (or a folder of them) of your own runs, in the same format.",
+        ),
     ] = None,
     kinds: Annotated[
-        str | None,
-        typer.Option(help="Only these kinds: training, decode, serving (comma-separated)."),
+        list[str] | None,
+        typer.Option(help=f"Only these kinds: training, decode, serving; {LIST_HELP}."),
     ] = None,
     rows: Annotated[
         bool, typer.Option("--rows", help="Also list every scored figure with its error.")
@@ -67,7 +70,10 @@ def validate(
         def advance(done: int, total: int, name: str) -> None:
             progress.update(task, completed=done, total=total)
 
-        result = run_validate(runs or None, kinds=kinds, workers=workers, progress=advance)
+        chosen = comma_list(kinds)
+        result = run_validate(
+            runs, kinds=",".join(chosen) if chosen else None, workers=workers, progress=advance
+        )
     if write_bands:
         from ceiling.validation import bands
 
@@ -95,8 +101,8 @@ def show(result, with_rows: bool) -> None:
         ("sources", "right"),
         ("median", "right"),
         ("p90", "right"),
-        ("held-out median", "right"),
-        ("held-out p90", "right"),
+        ("held out\nmedian", "right"),
+        ("held out\np90", "right"),
     ):
         t.add_column(name, justify=justify, no_wrap=name == "regime")  # type: ignore[arg-type]
     for g in result.regimes:

@@ -1,8 +1,6 @@
-"""How far each model's predictions have been from published runs: the one home of these
-figures. tests/test_report_validated.py recomputes each from the validation tests' cases
-(the same rows those tests check), so a model change that moves them fails there until
-they are updated here.
-"""
+"""How far each model's predictions have been from published runs, as the report prints them
+beside modelled figures: the leave-one-source-out bands of the validation corpus
+(`ceiling validate`, shipped as `ceiling.validation.bands`), one regime family each."""
 
 from __future__ import annotations
 
@@ -12,12 +10,12 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class ValidatedError:
     what: str
-    median_abs_error: float  # median over the runs of |predicted / published − 1|
+    median_abs_error: float  # median over the runs of |predicted / published − 1|, held out
     runs: int
     source: str
 
     def line(self) -> str:
-        """`planner: median error 6 % on 10 published runs`."""
+        """`planner: median error 6 % on 150 published runs (…)`."""
         return (
             f"{self.what}: median error {self.median_abs_error * 100:.0f} % on {self.runs} "
             f"published runs ({self.source})"
@@ -27,25 +25,31 @@ class ValidatedError:
         return f"±{self.median_abs_error * 100:.0f} % (median, {self.runs} runs)"
 
 
-# the planner at published layouts: hardware TFLOP/s per GPU of the 10 rows of Narayanan et al.
-# 2021 Table 1 (tests/test_parallel.py: NARAYANAN and NARAYANAN_OTHER_ROWS) and the step time or
-# tokens/s of the 7 recent public runs (BLOOM, LLaMA-65B, NeMo GPT-3 BF16/FP8 and Llama 3.1,
-# MPT-70B, torchtitan; tests/test_plan_validation_v2.py: CASES), misses included
-PLANNER = ValidatedError(
-    "planner", 0.023, 17, "Megatron-LM, BLOOM, LLaMA, NeMo, MosaicML and torchtitan runs"
-)
+def of(base: str, what: str) -> ValidatedError:
+    """The validated error of a regime family (`model.accuracy` base) over the whole corpus."""
+    from ceiling.validation.bands import band
 
-# expected batch-1 decode tokens/s, gpt-fast README (tests/test_decode_expected.py: PUBLISHED)
-DECODE_EXPECTED = ValidatedError("expected decode", 0.089, 3, "gpt-fast")
+    b = band(base, ())
+    return ValidatedError(
+        what,
+        b.median_abs_error if b.median_abs_error is not None else float("nan"),
+        b.cases,
+        f"{b.sources} sources, each scored leave-one-source-out",
+    )
 
-# simulated serving against published runs (tests/serving_cases.py: CASES): output tokens/s
-# of TensorRT-LLM, SGLang and NIM runs, and their TTFT, TPOT and end-to-end latencies
-SERVING_THROUGHPUT = ValidatedError(
-    "serving throughput", 0.144, 9, "TensorRT-LLM, SGLang and NIM runs"
-)
-SERVING_LATENCY = ValidatedError(
-    "serving latency (TTFT, TPOT, E2E)", 0.213, 17, "SGLang, NIM and vLLM runs"
-)
 
-# the decode ceiling is a bound, not a prediction: it must stay above every published run
-DECODE_CEILING_NOTE = "a bound: above all 3 published gpt-fast runs"
+def ceiling_note() -> str:
+    """The decode ceiling is a bound, not a prediction: how many published runs it is above."""
+    from ceiling.validation.bands import rows
+
+    ceiling = [r for r in rows() if r["regime"] == "decode ceiling"]
+    # errors are predicted/published − 1 of tokens/s, or of a step's time (ms per token)
+    above = sum(1 for r in ceiling if (r["error"] > 0) == (r["metric"] == "tokens_per_s"))
+    return f"a bound: above {above} of {len(ceiling)} published decode runs"
+
+
+PLANNER = of("training", "planner")
+DECODE_EXPECTED = of("decode expected", "expected decode")
+SERVING_THROUGHPUT = of("serving throughput", "serving throughput")
+SERVING_LATENCY = of("serving latency", "serving latency (TTFT, TPOT, E2E)")
+DECODE_CEILING_NOTE = ceiling_note()

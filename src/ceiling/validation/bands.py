@@ -20,20 +20,28 @@ def path() -> Path:
 
 
 @functools.cache
-def residuals() -> tuple[Residual, ...]:
-    """The shipped residuals (none when the file is absent: every band then says unchecked)."""
+def rows() -> tuple[dict, ...]:
+    """The shipped scored rows (none when the file is absent: every band then says so)."""
     p = path()
     if not p.exists():
         return ()
     try:
-        rows = json.loads(p.read_text(encoding="utf-8"))["rows"]
+        return tuple(json.loads(p.read_text(encoding="utf-8"))["rows"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise MalformedFile(f"{p}: the shipped error bands are unreadable ({exc})") from exc
+
+
+@functools.cache
+def residuals() -> tuple[Residual, ...]:
+    """The shipped rows as residuals."""
+    try:
         return tuple(
             Residual(r["regime"], tuple(r["features"]), r["family"], r["run"], float(r["error"]),
                      float(r["loso_error"]))
-            for r in rows
+            for r in rows()
         )  # fmt: skip
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise MalformedFile(f"{p}: the shipped error bands are unreadable ({exc})") from exc
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MalformedFile(f"{path()}: the shipped error bands are unreadable ({exc})") from exc
 
 
 def band(base: str, features) -> Band:
@@ -42,14 +50,15 @@ def band(base: str, features) -> Band:
     return band_for(base, tuple(features), list(residuals()))
 
 
-def write(rows: list[dict], target: Path | None = None) -> Path:
+def write(scored: list[dict], target: Path | None = None) -> Path:
     """Write the scored rows (`ValidateResult.rows`) as the shipped residuals, atomically."""
     from ceiling.records import write_text_atomic
 
     keep = ("run", "family", "regime", "features", "metric", "published", "predicted", "error",
             "loso_error")  # fmt: skip
-    text = json.dumps({"rows": [{k: r[k] for k in keep} for r in rows]}, indent=1) + "\n"
+    text = json.dumps({"rows": [{k: r[k] for k in keep} for r in scored]}, indent=1) + "\n"
     out = target or path()
     write_text_atomic(text, out)
+    rows.cache_clear()
     residuals.cache_clear()
     return out

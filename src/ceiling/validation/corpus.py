@@ -93,7 +93,7 @@ class Run:
 
     @property
     def key(self) -> str:
-        return f"{self.source.id}: {self.name}"
+        return f"{self.source.id}: {self.name} [{self.metric}]"
 
 
 def builtin_files() -> list[Path]:
