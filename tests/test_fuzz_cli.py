@@ -138,7 +138,8 @@ COMMANDS = {
         "--no-chunked-prefill --chunked-prefill --prefix-hit-rate=0|0.5|0.99 "
         "--speculative=ngram|gpt:tiny|nope --spec-tokens=0|3 --acceptance=0|0.7 --reserve-kv "
         "--slo=ttft_p99=2s,tpot_p99=200ms|ttft_p50=1ms|e2e_p99=zz|x=1 --target-rate=5|50 "
-        "--seed=0|7 --engine=generic|vllm|sglang|trtllm|nope --json --plot=@plots",
+        "--seed=0|7 --engine=generic|vllm|sglang|trtllm|nope --memory-utilization=0.9|0.5|1.5 "
+        "--json --plot=@plots",
         sizes_work="--gpus --replicas --input-tokens --output-tokens --concurrency --offline "
         "--max-num-seqs --max-batched-tokens --spec-tokens --target-rate --num-requests --rate",
         fixed=["--num-requests", "20"],
@@ -229,6 +230,8 @@ COMMANDS = {
 NOT_FUZZED = {
     "report": "measures the machine for minutes; its inputs are checked by test_report_cli",
     "bench": "measures the machine; its inputs are checked by test_bench_cli",
+    "validate": "predicts the whole corpus (a minute or more); its inputs are checked by "
+    "test_validation",
 }
 
 

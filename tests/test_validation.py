@@ -224,3 +224,16 @@ def test_the_shipped_bands_are_scored_on_the_shipped_corpus():
         assert (row["run"], row["published"]) in published, row["run"]
     kinds = {r.base for r in shipped}
     assert {"training", "decode expected", "serving throughput", "serving latency"} <= kinds
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--kinds", "cooking"], "kinds: cooking"),
+        (["--workers", "0"], "workers must be"),
+        (["--runs", "no-such-file.toml"], "does not exist"),
+    ],
+)
+def test_bad_validate_input_is_one_line_and_exit_2(cli, args, message):
+    code, _, err = cli("validate", *args)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err

@@ -149,6 +149,11 @@ def _needs_elasticity(f, run, device: str) -> bool:
     return run.kind == f.kind.split(",")[0] or run.source.family in f.sources
 
 
+# constants added as they are to every request's TTFT and end-to-end latency, after the
+# simulation: their effect on a figure needs no second simulation
+ADDED_TO_LATENCY = ("serve.request_s",)
+
+
 def predict_group(runs: list, shipped: dict[str, float]) -> list:
     """Runs that share one API call: each run's (figures, features, device, elasticities by
     regime family), or the refusal's text. One call with the constants as shipped, one more
@@ -164,6 +169,12 @@ def predict_group(runs: list, shipped: dict[str, float]) -> list:
         for name, f in DECLARED.items():
             needing = [i for i, run in enumerate(runs) if _needs_elasticity(f, run, device)]
             if not needing:
+                continue
+            if name in ADDED_TO_LATENCY:  # exact without a second call: v(c) = v0 + c − c0
+                for i in needing:
+                    for base, v0 in figures[i].items():
+                        if base == "serving latency" and not runs[i].metric.startswith("tpot"):
+                            elastic[i][base][name] = shipped[name] / v0
                 continue
             with overridden({name: shipped[name] * (1 + STEP)}):
                 moved = _call(kind, runs[0].args)
@@ -191,6 +202,14 @@ def _shipped() -> dict[str, float]:
         if name == "decode.bandwidth_share":
             out[name] = bandwidth_share()
 
+        elif name == "serve.iteration_s":
+            from ceiling.model.serve.engine import iteration_s
+
+            out[name] = iteration_s()
+        elif name == "serve.request_s":
+            from ceiling.model.serve.engine import request_s
+
+            out[name] = request_s()
         elif name.startswith("serve.host_share."):
             out[name] = host_share(name.rsplit(".", 1)[1])
         elif name.startswith("plan.matmul_efficiency."):
@@ -243,6 +262,8 @@ def validate(
     from ceiling.model.fitted import DECLARED
     from ceiling.validation import corpus
 
+    if workers is not None and (isinstance(workers, bool) or workers < 1):
+        raise InvalidInput(f"workers must be a whole number ≥ 1, got {workers!r}")
     start = time.perf_counter()
     paths = None if runs is None else [runs] if isinstance(runs, str | Path) else list(runs)
     every = corpus.load(paths)

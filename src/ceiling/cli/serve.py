@@ -78,6 +78,12 @@ Speculative = _opt("--speculative", "Speculative decoding: ngram, or a draft mod
 SloOption = _opt("--slo", "Targets: ttft_p99=2s,tpot_p99=200ms (ttft_p50, tpot_p50, e2e_p99).", str)
 TargetRate = _opt("--target-rate", "With --slo: the fewest GPUs for this many requests/s.", float)
 Measure = _opt("--measure", "URL of an OpenAI-compatible server to measure.", str)
+MemoryUtilization = _opt(
+    "--memory-utilization",
+    "Share of each device's memory for weights and KV cache (vLLM's gpu_memory_utilization, "
+    "SGLang's mem_fraction_static; default 0.9).",
+    float,
+)
 EngineOption = Annotated[
     str,
     typer.Option(
@@ -121,6 +127,7 @@ def serve(
     seed: Seed = 0,
     measure: Measure = None,
     engine: EngineOption = "generic",
+    memory_utilization: MemoryUtilization = None,
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
@@ -136,6 +143,7 @@ def serve(
         prefix_hit_rate=prefix_hit_rate, speculative=speculative, spec_tokens=spec_tokens,
         acceptance=acceptance, reserve_kv=reserve_kv, slo=slo, target_rate=target_rate,
         curve=plot is not None, seed=seed, measure=measure, engine=engine,
+        memory_utilization=memory_utilization,
     )  # fmt: skip
     if figure_and_json(r, plot, json_out):
         return

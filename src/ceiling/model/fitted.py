@@ -45,6 +45,16 @@ class Fitted:
         )
 
 
+# the serving sources with online (served over HTTP) latency figures
+SERVING_ONLINE = (
+    "trtllm-perf-overview",
+    "sglang-benchmark-vllm-060",
+    "nim-benchmarking-llm-1.0.0",
+    "lmdeploy-a100-fp16",
+    "vllm-ci-perf-benchmark",
+    "vllm-blog-serving-amd-mi300x-2024-10",
+)
+
 # name -> declaration. The value itself lives where the model uses it (one home each).
 DECLARED = {
     f.name: f
@@ -58,6 +68,26 @@ DECLARED = {
             1.0,
             "the share of the datasheet HBM bandwidth a weight-streaming decode reaches "
             "(`model.decode_expected.BANDWIDTH_SHARE`): gpt-fast's A100 at ≈1.7 of 2.039 TB/s",
+        ),
+        Fitted(
+            "serve.iteration_s",
+            "serving",
+            SERVING_ONLINE,
+            0.0,
+            0.02,
+            0.0,
+            "the host's fixed time per serving iteration that no overlap hides "
+            "(`model.serve.engine.ITERATION_S`)",
+        ),
+        Fitted(
+            "serve.request_s",
+            "serving",
+            SERVING_ONLINE,
+            0.0,
+            0.2,
+            0.0,
+            "a request's way in and out of the server, added to its TTFT "
+            "(`model.serve.engine.REQUEST_S`)",
         ),
         Fitted(
             "serve.host_share.sglang",

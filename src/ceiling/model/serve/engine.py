@@ -35,6 +35,28 @@ GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default share of device memory it may use
 HOST_SHARE = {"sglang": 0.10, "vllm": 0.10, "trtllm": 0.0, "generic": 0.0}
 
 
+# What every iteration and every request cost beyond the GPU's work, whatever the engine: the
+# host's fixed work between two iterations that no overlap hides (sampling, detokenising and
+# streaming the new tokens, the scheduler's bookkeeping), and a request's way in and out of
+# the server (HTTP, tokenising the prompt, admission to the next iteration, the first
+# streamed chunk). Declared fitted constants (`model.fitted`): chosen from the published
+# online runs, refit without each source when it is scored.
+ITERATION_S = 0.0
+REQUEST_S = 0.0
+
+
+def iteration_s() -> float:
+    from ceiling.model import fitted
+
+    return fitted.value("serve.iteration_s", ITERATION_S)
+
+
+def request_s() -> float:
+    from ceiling.model import fitted
+
+    return fitted.value("serve.request_s", REQUEST_S)
+
+
 def host_share(engine: str) -> float:
     """The engine's host share (HOST_SHARE); those chosen from published runs are declared
     fitted constants (`model.fitted`)."""
@@ -74,6 +96,7 @@ class Engine:
     host_share: float = 0.0  # the host's time per iteration, a share of the GPU's (HOST_SHARE)
 
     def __post_init__(self) -> None:
+        self.iteration_s, self.request_s = iteration_s(), request_s()
         if not (isinstance(self.host_share, int | float) and 0 <= self.host_share < 10):
             raise InvalidInput(f"engine host share must be in [0, 10), got {self.host_share!r}")
         self.iteration = Iteration(self.cfg, self.spec, self.setup, self.costs)
@@ -139,7 +162,7 @@ class Engine:
         if self.draft_iteration is not None and n_dec:
             # k draft steps of the small model over the decoding sequences
             t += self.policy.spec_tokens * self.draft_iteration.time(n_dec, dec_ctx)
-        return t * (1.0 + self.host_share), bound
+        return t * (1.0 + self.host_share) + self.iteration_s, bound
 
     @property
     def engines(self) -> int:
@@ -162,7 +185,7 @@ class Engine:
         return out
 
     def metrics(self, prompt, output, arrival_s, concurrency=None) -> ServeMetrics:
-        return summarize(self.run(prompt, output, arrival_s, concurrency))
+        return summarize(self.run(prompt, output, arrival_s, concurrency), self.request_s)
 
 
 def poisson(n: int, rate: float, seed: int = 0) -> np.ndarray:

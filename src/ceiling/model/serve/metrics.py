@@ -86,8 +86,10 @@ def _bound(compute: np.ndarray, dt: np.ndarray) -> str:
     return "compute" if dt[compute].sum() > dt[~compute].sum() else "memory"
 
 
-def summarize(schedules) -> ServeMetrics:
-    """Metrics over one or more schedules (replicas run side by side from time 0)."""
+def summarize(schedules, request_s: float = 0.0) -> ServeMetrics:
+    """Metrics over one or more schedules (replicas run side by side from time 0); each
+    request's way in and out of the server (`request_s`) added to its TTFT and end-to-end
+    latency."""
 
     def steady(s, values):
         return values[s.warmup :] if len(values) > s.warmup else values
@@ -96,8 +98,8 @@ def summarize(schedules) -> ServeMetrics:
     first = np.concatenate([steady(s, s.first_token_s) for s in schedules])
     finish = np.concatenate([steady(s, s.finish_s) for s in schedules])
     output = np.concatenate([steady(s, s.output) for s in schedules])
-    ttft = first - arrival
-    e2e = finish - arrival
+    ttft = first - arrival + request_s
+    e2e = finish - arrival + request_s
     many = output > 1
     tpot = (e2e[many] - ttft[many]) / (output[many] - 1)
     duration = float(finish.max() - arrival.min())
