@@ -1,7 +1,7 @@
 """Planner against published mixture-of-experts and long-context runs.
 
 Each layout is pinned as its source publishes it; what the source leaves out is searched.
-Errors are predicted/published - 1 on step time (`benchmarks/validation_medians.py` prints
+Errors are predicted/published - 1 on step time (`ceiling validate --kinds training --rows` prints
 every case, these and the dense ones of `test_plan_validation_v2`, with the medians).
 
 Sources:

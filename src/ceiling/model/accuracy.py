@@ -169,16 +169,15 @@ class Scored:
         return self.predicted * math.exp(exponent)
 
 
-PRIOR_WEIGHT = 2.0  # the prior counts as this many sources in a refit
+PRIOR_WEIGHT = 2  # the prior counts as this many sources in a refit
 
 
 def refit(name: str, runs: list[Scored], shipped: dict[str, float], low: float, high: float,
           prior: float) -> float:  # fmt: skip
     """The value of constant `name` the `runs` it enters imply: each run implies the value
     that makes its prediction exact (c0·(1 + ln(published/predicted)/e)); each source votes the
-    median of its runs' values, and the votes and the prior (worth PRIOR_WEIGHT sources) are
-    averaged (in logs for a constant that cannot be 0), within [low, high]. With no run to go
-    by, the prior."""
+    median of its runs' values, and the refit is the median of the votes and the prior (worth
+    PRIOR_WEIGHT sources), within [low, high]. With no run to go by, the prior."""
     votes: dict[str, list[float]] = {}
     for r in runs:
         e = r.elasticity.get(name, 0.0)
@@ -186,11 +185,12 @@ def refit(name: str, runs: list[Scored], shipped: dict[str, float], low: float, 
             continue
         implied = shipped[name] * (1.0 + math.log(r.published / r.predicted) / e)
         votes.setdefault(r.source, []).append(min(max(implied, low), high))
-    # a constant that may be 0 (a share added to a time) is averaged as it is, others in logs
-    to, back = (math.log, math.exp) if low > 0 else (float, float)
-    points = [to(float(np.median(v))) for v in votes.values()]
-    mean = (sum(points) + PRIOR_WEIGHT * to(prior)) / (len(points) + PRIOR_WEIGHT)
-    return min(max(back(mean), low), high)
+    points = [float(np.median(v)) for v in votes.values()]
+    if not points:
+        return prior
+    # the median of the sources' votes and the prior's (robust to one source far from the
+    # others); the prior alone when no run implies anything
+    return min(max(float(np.median(points + [prior] * PRIOR_WEIGHT)), low), high)
 
 
 def loso_errors(runs: list[Scored], declared: dict, shipped: dict[str, float]) -> list[float]:
