@@ -89,3 +89,29 @@ def test_the_calibrated_plan_reproduces_the_traced_step(cpu_spec, traced_step):
     # the catalog's defaults miss the traced step by far more (0.09-0.13 here)
     plain_ratio = plain.best.step_time_s / busy_s
     assert abs(math.log(plain_ratio)) > 2 * abs(math.log(ratio)), plain_ratio
+
+
+def test_a_traced_gemm_efficiency_holds_only_within_its_dtypes_and_sizes():
+    from dataclasses import replace as _replace
+
+    from ceiling.hardware.catalog import get_spec
+    from ceiling.model.cluster import make_cluster
+    from ceiling.trace.calibration import Calibration, calibrated, matmul_weight
+
+    cal = Calibration(0.05, None, None, None, 1, "a trace of tiny fp32 GEMMs",
+                      matmul_dtypes=("fp32",), matmul_flops_per_call=6e7)  # fmt: skip
+    # another dtype: the trace says nothing of it, the default is kept and said
+    w, why = matmul_weight(cal, "fp16", 6e7)
+    assert w == 0.0 and "not fp16" in why
+    # the same dtype and size: all of it; 10× larger: two thirds; 1000× larger: none
+    assert matmul_weight(cal, "fp32", 6e7) == (1.0, "")
+    assert matmul_weight(cal, "fp32", 6e8)[0] == pytest.approx(2 / 3)
+    assert matmul_weight(cal, "fp32", 6e10)[0] == 0.0
+    cluster = make_cluster(get_spec("v100"), 8, dtype="fp16")
+    default = cluster.matmul_efficiency
+    assert calibrated(cluster, cal, "fp16", 6e7).matmul_efficiency == default
+    blended = calibrated(cluster, cal, "fp32", 6e8).matmul_efficiency
+    assert blended == pytest.approx(0.05 ** (2 / 3) * default ** (1 / 3))
+    # without a plan's dtype and size (an older caller): the traced figure as it is
+    assert calibrated(cluster, cal).matmul_efficiency == 0.05
+    assert calibrated(cluster, _replace(cal, matmul_dtypes=())).matmul_efficiency == 0.05

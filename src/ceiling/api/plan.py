@@ -379,7 +379,9 @@ def plan(
         intra_bytes_per_s=_bandwidth(intra_bw, "intra_bw"),
         inter_bytes_per_s=_bandwidth(inter_bw, "inter_bw"),
         matmul_efficiency=matmul_efficiency,
-        adjust_cluster=None if cal is None else partial(calibrated, cal=cal),
+        adjust_cluster=None
+        if cal is None
+        else partial(calibrated, cal=cal, dtype=dtype, gemm_flops=_typical_gemm_flops(cfg, job)),
     )
     cluster, job = planned.cluster, planned.job
     told = assumptions(cluster, job, attention is not None, dropout is not None)
@@ -390,7 +392,20 @@ def plan(
     told["host"] = host_told(job)
     if cal is not None:
         told["calibrated_from"] = _calibration_told(calibrate, cal)
+        from ceiling.trace.calibration import matmul_weight
+
+        if cal.matmul_efficiency is not None:
+            w, why = matmul_weight(cal, dtype, _typical_gemm_flops(cfg, job))
+            told["calibrated_from"]["matmul_weight"] = w
+            if why:
+                told["calibrated_from"]["matmul_scope"] = why
     return PlanResult(cfg, job, cluster, planned.search, planned.scaling, told, planned.pins)
+
+
+def _typical_gemm_flops(cfg, job) -> float:
+    """FLOPs of a typical GEMM of the step: one sequence's tokens through a hidden × hidden
+    projection (the size a traced GEMM efficiency is compared with)."""
+    return 2.0 * job.seq_len * cfg.hidden * cfg.hidden
 
 
 def _calibration(trace_path: Path | str, spec: str | None):

@@ -28,6 +28,10 @@ class Calibration:
     world_size: int  # ranks of the traced job: whether its collectives left a node
     source: str
     basis: dict[str, str] = field(default_factory=dict)  # how each figure was measured
+    # where the GEMM figure holds: the dtypes its GEMMs ran in, and their FLOPs per call
+    # (the FLOP-weighted geometric mean)
+    matmul_dtypes: tuple[str, ...] = ()
+    matmul_flops_per_call: float | None = None
 
     @property
     def taken(self) -> list[str]:
@@ -57,6 +61,24 @@ def _compute_share(result: TraceResult, category: str) -> tuple[float | None, st
     if ideal <= 0:
         return None, ""
     return min(flops / ideal, 1.0), f"{category} ops, {time * 1e3:.3g} ms of kernels"
+
+
+def _gemm_scope(result: TraceResult) -> tuple[tuple[str, ...], float | None]:
+    """The dtypes the traced GEMMs ran in, and their FLOPs per call (FLOP-weighted
+    geometric mean): where a GEMM efficiency read from them holds."""
+    import math
+
+    dtypes: set[str] = set()
+    weight = log_sum = 0.0
+    for rank in result.ranks:
+        for row in rank.ops:
+            if row.category != "matmul" or not row.flops or row.calls < 1:
+                continue
+            if row.dtype:
+                dtypes.add(row.dtype)
+            weight += row.flops
+            log_sum += row.flops * math.log(row.flops / row.calls)
+    return tuple(sorted(dtypes)), (math.exp(log_sum / weight) if weight else None)
 
 
 def _memory_share(result: TraceResult) -> tuple[float | None, str]:
@@ -111,15 +133,46 @@ def calibration(result: TraceResult) -> Calibration:
         if value is not None:
             basis[name] = how
     world = max([r.world_size or 0 for r in result.ranks] + [len(result.ranks)])
+    dtypes, per_call = _gemm_scope(result)
     return Calibration(
-        **figures, world_size=world, source=f"measured in the trace {result.path}", basis=basis
+        **figures, world_size=world, source=f"measured in the trace {result.path}", basis=basis,
+        matmul_dtypes=dtypes, matmul_flops_per_call=per_call,
+    )  # fmt: skip
+
+
+# GEMMs this many times larger than the traced ones keep nothing of the traced efficiency
+# (a decade's worth of size moves a GEMM's efficiency as much as the device's default does)
+SCOPE_DECADES = 3.0
+
+
+def matmul_weight(cal: Calibration, dtype: str, gemm_flops: float | None) -> tuple[float, str]:
+    """How much of the traced GEMM efficiency a plan in `dtype` with GEMMs of `gemm_flops`
+    may take (1: all of it, 0: the catalog's default), and why: none in a dtype the trace's
+    GEMMs did not run in; less the further its GEMMs are above the traced ones in size,
+    nothing SCOPE_DECADES decades above (small GEMMs reach less of the peak)."""
+    import math
+
+    if cal.matmul_dtypes and dtype not in cal.matmul_dtypes:
+        traced = ", ".join(cal.matmul_dtypes)
+        return 0.0, f"the trace's GEMMs ran in {traced}, not {dtype}: the default kept"
+    if not gemm_flops or not cal.matmul_flops_per_call:
+        return 1.0, ""
+    decades = math.log10(gemm_flops / cal.matmul_flops_per_call)
+    if decades <= 0:
+        return 1.0, ""
+    w = max(0.0, 1.0 - decades / SCOPE_DECADES)
+    return w, (
+        f"the plan's GEMMs ({gemm_flops:.3g} FLOPs) are {10**decades:.3g}× the traced ones "
+        f"({cal.matmul_flops_per_call:.3g}): {w:.0%} of the traced efficiency, the rest the "
+        "default's (geometric blend)"
     )
 
 
-def calibrated(cluster, cal: Calibration):
+def calibrated(cluster, cal: Calibration, dtype: str | None = None, gemm_flops=None):
     """The cluster with the traced run's efficiencies in place of its defaults. Collectives
     of a job that fit in one of the cluster's nodes calibrate the intra-node links; of a
-    larger job, the inter-node ones."""
+    larger job, the inter-node ones. The GEMM efficiency holds within the dtypes and sizes
+    the trace measured (`matmul_weight`): beyond them it is blended toward the default."""
     from dataclasses import replace
 
     changes = {
@@ -127,6 +180,13 @@ def calibrated(cluster, cal: Calibration):
         for name in ("matmul_efficiency", "attention_efficiency", "memory_efficiency")
         if (value := getattr(cal, name)) is not None
     }
+    if "matmul_efficiency" in changes and dtype is not None:
+        w, _ = matmul_weight(cal, dtype, gemm_flops)
+        measured, default = changes["matmul_efficiency"], cluster.matmul_efficiency
+        if w <= 0:
+            del changes["matmul_efficiency"]
+        elif w < 1:
+            changes["matmul_efficiency"] = measured**w * default ** (1 - w)
     if cal.collective_efficiency is not None:
         inside = cal.world_size <= cluster.devices_per_node
         key = "intra_collective_efficiency" if inside else "inter_collective_efficiency"
