@@ -59,6 +59,12 @@ class Band:
             **({"note": self.note} if self.note else {}),
         }
 
+    def short(self) -> str:
+        """ "±9 % (median, 31 runs)", or that no published run like it was checked."""
+        if not self.cases:
+            return "no published run like this checked"
+        return f"±{self.median_abs_error * 100:.0f} % (median, {self.cases} runs)"
+
     def text(self) -> str:
         """ "±9 % typical, ±21 % p90; 31 published runs of this kind" or the lack of them."""
         if not self.cases:

@@ -45,11 +45,16 @@ def training_features(cfg, best, seq: int, device) -> tuple[str, ...]:
 
 
 def decode_features(cfg, result) -> tuple[str, ...]:
-    out = [generation(result.device)]
-    w = str(result.ceiling.dtypes.weights)
-    if w in ("int4", "int8", "fp8", "fp4"):
-        out.append(w)
-    if result.setup.tp > 1:
+    """A decode result's features."""
+    return decode_features_of(cfg, result.device, result.ceiling.dtypes.weights, result.setup.tp)
+
+
+def decode_features_of(cfg, device, weights: str, tp: int) -> tuple[str, ...]:
+    """The features of a decode of `cfg` on `device` with `weights` over `tp` devices."""
+    out = [generation(device)]
+    if str(weights) in ("int4", "int8", "fp8", "fp4"):
+        out.append(str(weights))
+    if tp > 1:
         out.append("tensor parallel")
     if getattr(cfg, "experts", 1) > 1:
         out.append("MoE")
@@ -57,13 +62,19 @@ def decode_features(cfg, result) -> tuple[str, ...]:
 
 
 def serving_features(cfg, result) -> tuple[str, ...]:
+    """A serving result's features."""
     inputs = result.inputs
-    load = str(inputs.get("load", ""))
-    out = [generation(result.device), "offline" if "offline" in load else "online"]
-    out.append(f"engine {inputs.get('engine', 'generic')}")
+    online = "offline" not in str(inputs.get("load", ""))
+    engine, weights = inputs.get("engine", "generic"), inputs.get("weights", "")
+    return serving_features_of(cfg, result.device, online, engine, weights)
+
+
+def serving_features_of(cfg, device, online: bool, engine: str, weights: str):
+    """The features of serving `cfg` on `device`, online or offline, by `engine`."""
+    out = [generation(device), "online" if online else "offline", f"engine {engine}"]
     if getattr(cfg, "experts", 1) > 1:
         out.append("MoE")
-    if str(inputs.get("weights", "")) == "fp8":
+    if str(weights) == "fp8":
         out.append("FP8")
     return tuple(out)
 
@@ -77,9 +88,12 @@ def plan_band(cfg, row, seq: int, device):
 
 def decode_bands(result) -> dict:
     """The bands of a decode result's expected figures and its ceiling."""
+    return decode_bands_of(decode_features(result.model, result))
+
+
+def decode_bands_of(features) -> dict:
     from ceiling.validation.bands import band
 
-    features = decode_features(result.model, result)
     return {
         "expected": band("decode expected", features),
         "ceiling": band("decode ceiling", features),
@@ -88,9 +102,12 @@ def decode_bands(result) -> dict:
 
 def serving_bands(result) -> dict:
     """The bands of a serving result's throughput and latency figures."""
+    return serving_bands_of(serving_features(result.model, result))
+
+
+def serving_bands_of(features) -> dict:
     from ceiling.validation.bands import band
 
-    features = serving_features(result.model, result)
     return {
         "throughput": band("serving throughput", features),
         "latency": band("serving latency", features),

@@ -103,7 +103,14 @@ def _one_device(out: SectionOutput, decode, cfg, spec, setup, here: bool, contex
     if res is None:
         return None, ["does not fit", "—", "—", "—"]
     b1 = res.rows[0]
-    exp = expected_rows(res, cfg.layers, costs_for(spec))[0]
+    # as `ceiling decode` prices it: each GEMM at its tile utilisation on the device's SMs
+    exp = expected_rows(res, cfg.layers, costs_for(spec), cfg=cfg, sms=getattr(spec, "sms", None))[
+        0
+    ]
+    from ceiling.validation.features import decode_bands_of, decode_features_of
+
+    features = decode_features_of(cfg, spec, res.dtypes.weights, s.tp)
+    accuracy = {k: b.to_json() for k, b in decode_bands_of(features).items()}
     serving = serving_batch(decode, cfg, spec, s, context)
     long_max = serving["max_batch"]
     entry = {
@@ -115,6 +122,7 @@ def _one_device(out: SectionOutput, decode, cfg, spec, setup, here: bool, contex
         "kv_bytes_per_token": res.kv_bytes_per_token,
         "serving": serving,
         "rows": [r.to_json() for r in res.rows],
+        "accuracy": accuracy,
     }
     row = [
         f"{b1.tokens_per_s:,.1f}",

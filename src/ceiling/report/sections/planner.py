@@ -45,6 +45,10 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     if not res.plans:
         raise Skip(f"no plan of {cfg.name} fits {gpus} × {spec_name}")
     best = res.plans[0]
+    from ceiling.validation.features import plan_band
+
+    band = plan_band(cfg, best, seq, cluster.device)
+    out.key_figures["accuracy"] = band.to_json()
     out.key_figures["model"] = cfg.name
     out.key_figures["device"] = _short(spec_name)
     out.key_figures["gpus"] = gpus
@@ -54,15 +58,15 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     out.key("fitting_plans", res.fitting)
     out.key_figures["best_plan"] = {**_plan_dict(best), **_breakdowns(best, cluster)}
     out.key("best_mfu", best.mfu, "predicted MFU", units.format_percent(best.mfu), "modelled",
-            PLANNER.short())  # fmt: skip
+            band.short())  # fmt: skip
     out.key("best_step_time_s", best.step_time_s, "predicted step",
-            units.format_time(best.step_time_s), "modelled", PLANNER.short())  # fmt: skip
+            units.format_time(best.step_time_s), "modelled", band.short())  # fmt: skip
     _plans_table(out, res, cluster)
     out.text(best_plan_text(best, cluster))
     out.note(
         f"modelled: matmuls at {cluster.matmul_efficiency:.2f} of the dense bf16 peak "
         f"({cluster.efficiency_source}); MFU counts model FLOPs (6N + attention); "
-        f"{PLANNER.line()}"
+        f"{PLANNER.line()}; this plan's kind: {band.text()}"
     )
     _scaling(out, planned.scaling, cfg.name)
     demo = model.demo and gpus_choice.demo and device.demo
