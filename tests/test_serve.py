@@ -177,13 +177,42 @@ def test_the_fast_iteration_time_is_the_terms_time(args):
 
 
 def test_the_engine_host_adds_its_share_to_every_iteration():
+    from ceiling.model.serve import engine as eng
+
     cfg, spec = get_model("llama-3-8b"), resolve_device("h100-sxm", None)
     plain = Engine(cfg, spec, DecodeSetup(), costs_for(spec))
     sglang = Engine(cfg, spec, DecodeSetup(), costs_for(spec), host_share=0.1)
     args = (16, 16 * 700.0, 256, chunk_pairs(0, 256), 0.0, 17, 1)
-    assert sglang.time_fn(*args)[0] == pytest.approx(1.1 * plain.time_fn(*args)[0], rel=1e-12)
+    # the share scales the GPU's time; the fixed host time an iteration is added to both
+    fixed = plain.iteration_s
+    assert fixed == eng.ITERATION_S > 0
+    assert sglang.time_fn(*args)[0] - fixed == pytest.approx(
+        1.1 * (plain.time_fn(*args)[0] - fixed), rel=1e-12
+    )
     r = ceiling.serve("gpt:tiny", spec="h100-sxm", offline=4, input_tokens=16,
                       output_tokens=4, engine="sglang")  # fmt: skip
     assert r.inputs["engine"] == "sglang" and r.inputs["host_share"] == 0.1
     with pytest.raises(ceiling.errors.InvalidInput, match="engine"):
         ceiling.serve("gpt:tiny", spec="h100-sxm", offline=4, engine="tgi")
+
+
+def test_a_request_pays_its_way_in_and_out_and_every_iteration_its_fixed_host_time():
+    from ceiling.model import fitted
+    from ceiling.model.serve import engine as eng
+
+    def run(**values):
+        with fitted.overridden(values):
+            return ceiling.serve("llama-3-8b", spec="h100-sxm", concurrency=1, num_requests=3,
+                                 input_tokens=128, output_tokens=33).metrics  # fmt: skip
+
+    base = run(**{"serve.request_s": 0.0, "serve.iteration_s": 0.0})
+    slow = run(**{"serve.request_s": 0.05, "serve.iteration_s": 0.0})
+    # added as it is to each request's TTFT and end-to-end latency, not to its TPOT
+    assert slow.ttft_s.mean == pytest.approx(base.ttft_s.mean + 0.05)
+    assert slow.e2e_s.mean == pytest.approx(base.e2e_s.mean + 0.05)
+    assert slow.tpot_s.mean == pytest.approx(base.tpot_s.mean)
+    # alone in the engine, each of the 32 decode iterations after the first token takes
+    # 2 ms more: the TPOT grows by it exactly
+    ticking = run(**{"serve.request_s": 0.0, "serve.iteration_s": 0.002})
+    assert ticking.tpot_s.mean == pytest.approx(base.tpot_s.mean + 0.002)
+    assert eng.REQUEST_S > 0 and eng.ITERATION_S > 0

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from ceiling.model.decode import DecodeSetup, _Step, experts_touched, resolve_dtypes
 from ceiling.model.decode_expected import (
     DEQUANT_OPS,
+    SKINNY_ROWS,
     EngineCosts,
     gemm_seconds,
     vector_ops_per_s,
@@ -85,8 +86,6 @@ class Iteration:
         self.step = _Step(cfg, spec, setup, dtypes)
         self.costs = costs
         tp = setup.tp
-        self.w_bytes = self.step.w_bytes
-        self.quantised = dtypes.weights in DEQUANT_OPS
         head = cfg.vocab * cfg.hidden
         self.body_params = (cfg.params_matmul - head) / tp
         self.head_params = head / tp
@@ -113,16 +112,20 @@ class Iteration:
         got = self._weights.get(key)
         if got is None:
             w = self.step.weight_bytes(max(key, 1))
-            if self.step.dtypes.weights == "int4":
-                w += (w / 0.5) * self.costs.scale_bytes / self.costs.group_size
+            if self.step.dtypes.weights == "int4":  # the format's scales, beside its weights
+                params, narrow = self.step.weights_read(max(key, 1))
+                w += (params - narrow) * self.costs.scale_bytes / self.costs.group_size
             self._weights[key] = got = w
         return got
 
     def dequant_s(self, tokens: int) -> float:
-        if not self.quantised or self.vector is None:
+        """Unpacking the weights read (as `decode_expected.expected_rows` does): every weight
+        when they are integers, else the experts a model stores in fewer bits."""
+        if self.vector is None:
             return 0.0
-        weights = self.step.weight_bytes(max(tokens, 1)) / self.w_bytes
-        return weights * DEQUANT_OPS[self.step.dtypes.weights] / self.vector
+        params, narrow = self.step.weights_read(max(tokens, 1))
+        own = (params - narrow) * DEQUANT_OPS.get(self.step.dtypes.weights, 0.0)
+        return (own + narrow * DEQUANT_OPS["int4"]) / self.vector
 
     def comm_s(self, tokens: int) -> float:
         got = self._comm.get(tokens)
@@ -154,10 +157,10 @@ class Iteration:
         )
         kv = (decode_context + prefill_cached + tokens) * self.kv_tok
         # With tiles, a GEMM's time depends on its rows only through ⌈rows / 64⌉ (its waves of
-        # whole tiles): dense models share one figure per 64 rows.
-        key = (
-            (-(-tokens // 64), -(-sampled // 64)) if self.sms and self.dense else (tokens, sampled)
-        )
+        # whole tiles), and up to SKINNY_ROWS rows not at all (one 16-row MMA pads them all):
+        # dense models share one figure per such step of rows.
+        key = (_rows_step(tokens), _rows_step(sampled)) if self.sms and self.dense else (
+            tokens, sampled)  # fmt: skip
         gemm_s = self._gemm.get(key)
         if gemm_s is None:
             gemm_s = gemm_seconds(self.cfg, self.tp, tokens, sampled, self.matmul_rate, self.sms)
@@ -217,3 +220,9 @@ def chunk_pairs(cached, chunk):
     """Causal query-key pairs of a prompt chunk of `chunk` tokens after `cached` ones:
     each new token i (1..chunk) attends over cached + i keys."""
     return chunk * cached + chunk * (chunk + 1) / 2.0
+
+
+def _rows_step(rows: int) -> int:
+    """The step of rows a dense GEMM's time is the same over: 0 for a skinny GEMM (up to
+    SKINNY_ROWS rows), else its count of 64-row tiles."""
+    return 0 if rows <= SKINNY_ROWS else -(-rows // 64)
