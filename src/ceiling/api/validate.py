@@ -31,14 +31,15 @@ class ValidateResult(Result):
     rows: list[dict]
     constants: list[dict]
     refused: list[dict]
-    sources: int
+    sources: int  # source documents
     seconds: float
+    families: int = 0  # independent sources: versions of one document are one
     title = "Validation against published runs"
 
     def heading(self) -> str:
         return (
-            f"{len({r['run'] for r in self.rows})} published runs from {self.sources} sources, "
-            "scored leave-one-source-out"
+            f"{len({r['run'] for r in self.rows})} published figures from {self.sources} "
+            f"documents of {self.families} independent sources, scored leave-one-source-out"
         )
 
     def record(self) -> dict[str, Any]:
@@ -59,6 +60,7 @@ class ValidateResult(Result):
             "constants": self.constants,
             "refused": self.refused,
             "sources": self.sources,
+            "families": self.families,
             "seconds": self.seconds,
             "errors_are": "predicted / published − 1; |error| medians and p90s as fractions",
         }
@@ -336,5 +338,6 @@ def validate(
         constants=constants,
         refused=refused,
         sources=len({run.source.id for run in every}),
+        families=len({run.source.family for run in every}),
         seconds=time.perf_counter() - start,
     )

@@ -181,9 +181,13 @@ def decode(
     con.print(table(*expected_report.expected_table(result.expected, result.costs), compact=True))
     bands = result.accuracy()
     con.print(f"accuracy of the expected figures: {bands['expected'].text()}")
-    con.print(
-        f"the ceiling against published runs (a bound, above them): {bands['ceiling'].text()}"
-    )
+    ceiling_band = bands["ceiling"]
+    if ceiling_band.cases:
+        con.print(
+            f"the ceiling is a bound: it stands a median {ceiling_band.median_abs_error:.0%} "
+            f"from published runs of this kind (p90 {ceiling_band.p90_abs_error:.0%}; "
+            f"{ceiling_band.cases} runs)"
+        )
     for note in c.notes:
         con.print(f"note: {note}")
     if plot:

@@ -85,7 +85,7 @@ def validate(
 
 
 def _pct(x: float) -> str:
-    return f"{x * 100:.1f} %"
+    return f"{x * 100:.1f} %" if x < 0.995 else f"{x * 100:.0f} %"
 
 
 def show(result, with_rows: bool) -> None:

@@ -27,10 +27,18 @@ def generation(spec) -> str:
     return f"device {key or 'unknown'}"
 
 
+SMALL_MODEL_PARAMS = 1e9  # below this a model is a feature of its own: its costs are overheads
+
+
+def _size(cfg) -> list[str]:
+    params = getattr(cfg, "params_total", None)
+    return ["< 1B params"] if params and params < SMALL_MODEL_PARAMS else []
+
+
 def training_features(cfg, best, seq: int, device) -> tuple[str, ...]:
     """A plan's features: what its error band is chosen by."""
     plan = best.plan
-    out = [generation(device)]
+    out = [generation(device), *_size(cfg)]
     if getattr(cfg, "experts", 1) > 1:
         out.append("MoE")
     if seq >= 32768:
@@ -51,7 +59,7 @@ def decode_features(cfg, result) -> tuple[str, ...]:
 
 def decode_features_of(cfg, device, weights: str, tp: int) -> tuple[str, ...]:
     """The features of a decode of `cfg` on `device` with `weights` over `tp` devices."""
-    out = [generation(device)]
+    out = [generation(device), *_size(cfg)]
     if str(weights) in ("int4", "int8", "fp8", "fp4"):
         out.append(str(weights))
     if tp > 1:
@@ -65,13 +73,13 @@ def serving_features(cfg, result) -> tuple[str, ...]:
     """A serving result's features."""
     inputs = result.inputs
     online = "offline" not in str(inputs.get("load", ""))
-    engine, weights = inputs.get("engine", "generic"), inputs.get("weights", "")
-    return serving_features_of(cfg, result.device, online, engine, weights)
+    return serving_features_of(cfg, result.device, online, inputs.get("weights", ""))
 
 
-def serving_features_of(cfg, device, online: bool, engine: str, weights: str):
-    """The features of serving `cfg` on `device`, online or offline, by `engine`."""
-    out = [generation(device), "online" if online else "offline", f"engine {engine}"]
+def serving_features_of(cfg, device, online: bool, weights: str):
+    """The features of serving `cfg` on `device`, online or offline. The engine is not one:
+    its own costs are terms of the model (`--engine`), checked together."""
+    out = [generation(device), *_size(cfg), "online" if online else "offline"]
     if getattr(cfg, "experts", 1) > 1:
         out.append("MoE")
     if str(weights) == "fp8":

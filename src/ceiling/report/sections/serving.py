@@ -57,7 +57,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     top_rate, top = curve[-1]
     from ceiling.validation.features import serving_bands_of, serving_features_of
 
-    features = serving_features_of(cfg, spec, True, "generic", "bf16")
+    features = serving_features_of(cfg, spec, True, "bf16")
     out.key_figures["accuracy"] = {k: b.to_json() for k, b in serving_bands_of(features).items()}
     out.key("gpus", tp)
     out.key("rate_per_s_at_90_percent", top_rate)
