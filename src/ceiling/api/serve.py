@@ -9,7 +9,7 @@ meets it and, given a target rate, the fewest GPUs over layouts and replicas; wi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +113,10 @@ class ServeResult(Result):
     max_rate_per_s: float | None = None
     at_max_rate: Any = None
     fewest_gpus: list | None = None
+    # the simulated schedules behind `metrics`, and the time a request adds to them (for
+    # `ceiling validate`'s sensitivities; not in the JSON)
+    schedules: Any = field(default=None, repr=False, compare=False)
+    request_s: float = 0.0
     measured: Any = None
     title = "Serving"
 
@@ -352,7 +356,7 @@ def serve(
     else:
         arrival = np.zeros(n)
         load = f"closed loop, {concurrency} concurrent" if concurrency else f"offline, {n} at once"
-    metrics = engine.metrics(prompt, output, arrival, concurrency)
+    metrics, schedules = engine.metrics_and_schedules(prompt, output, arrival, concurrency)
     inputs = {
         "layout": {
             "tp": layout.tp,
@@ -419,7 +423,7 @@ def serve(
             measure, prompt, output, arrival, concurrency=concurrency
         )
     return ServeResult(cfg, dev, resolved.source, inputs, metrics, engine.kv_blocks, iteration,
-                       **result)  # fmt: skip
+                       **result, schedules=schedules, request_s=engine.request_s)  # fmt: skip
 
 
 def _layout(gpus, tp, pp, replicas):

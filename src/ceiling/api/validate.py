@@ -154,6 +154,20 @@ def _needs_elasticity(f, run, device: str) -> bool:
 # constants added as they are to every request's TTFT and end-to-end latency, after the
 # simulation: their effect on a figure needs no second simulation
 ADDED_TO_LATENCY = ("serve.request_s",)
+# constants added to every serving iteration: their effect read off the simulated schedules
+# with every iteration that much longer, its decisions kept (first order, as the refit is)
+ADDED_TO_ITERATIONS = ("serve.iteration_s",)
+
+
+def _with_iterations_longer(r, extra_s: float):
+    """A stand-in of serving result `r` whose metrics have `extra_s` more in each iteration."""
+    from types import SimpleNamespace
+
+    from ceiling.model.serve.engine import with_iteration_time_added
+    from ceiling.model.serve.metrics import summarize
+
+    moved = with_iteration_time_added(r.schedules, extra_s)
+    return SimpleNamespace(metrics=summarize(moved, r.request_s))
 
 
 def predict_group(runs: list, shipped: dict[str, float]) -> list:
@@ -178,8 +192,11 @@ def predict_group(runs: list, shipped: dict[str, float]) -> list:
                         if base == "serving latency" and not runs[i].metric.startswith("tpot"):
                             elastic[i][base][name] = shipped[name] / v0
                 continue
-            with overridden({name: shipped[name] * (1 + STEP)}):
-                moved = _call(kind, runs[0].args)
+            if name in ADDED_TO_ITERATIONS and getattr(r, "schedules", None) is not None:
+                moved = _with_iterations_longer(r, shipped[name] * STEP)
+            else:
+                with overridden({name: shipped[name] * (1 + STEP)}):
+                    moved = _call(kind, runs[0].args)
             for i in needing:
                 for base, v1 in _figures(runs[i], moved).items():
                     v0 = figures[i][base]
@@ -242,6 +259,34 @@ def _predicted(groups: list[list], shipped: dict[str, float], workers: int | Non
             yield futures[fut], fut.result()
 
 
+def predict_with(runs: list, bases: list[str], values: dict) -> list[float | None]:
+    """The figures (of regime families `bases`) of runs that share one call, with the
+    constants at `values`."""
+    from ceiling.model.fitted import overridden
+
+    try:
+        with overridden(values):
+            r = _call(runs[0].kind, runs[0].args)
+    except CeilingError:
+        return [None] * len(runs)
+    return [_figures(run, r).get(base) for run, base in zip(runs, bases, strict=True)]
+
+
+def _predicted_again(items: list, workers: int | None):
+    """(index, figures) of each (runs, bases, values) predicted with those constant values."""
+    n = workers if workers is not None else min(os.cpu_count() or 1, 4)
+    if n <= 1 or len(items) < 8:
+        yield from enumerate(predict_with(*item) for item in items)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    with ProcessPoolExecutor(n, mp_context=context) as pool:
+        yield from enumerate(pool.map(predict_with, *zip(*items, strict=True)))
+
+
 @checked
 def validate(
     runs: Path | str | list | None = None,
@@ -291,13 +336,30 @@ def validate(
                 continue
             figures, features, _, elastic = out
             for base, value in figures.items():
-                s = accuracy.Scored(run.source.family, value, run.published, elastic[base])
+                linear = tuple(n for n in ADDED_TO_LATENCY if n in elastic[base])
+                s = accuracy.Scored(run.source.family, value, run.published, elastic[base],
+                                    linear)  # fmt: skip
                 scored.append((run, base, features, s))
         done += len(group)
         if progress:
             progress(done, len(every), group[0].name)
     rows, residuals = [], []
-    loso = accuracy.loso_errors([s for *_, s in scored], DECLARED, shipped)
+    scores = [s for *_, s in scored]
+    values = accuracy.loso_values(scores, DECLARED, shipped)
+    loso = [s.at(v, shipped) / s.published - 1.0 for s, v in zip(scores, values, strict=True)]
+    # refits far from the shipped values: predicted again with them, not to first order
+    far: dict[str, list[int]] = {}
+    for i, v in enumerate(values):
+        if not accuracy.near(v, shipped, exact=ADDED_TO_LATENCY):
+            run = scored[i][0]
+            key = json.dumps([run.kind, run.args, v], sort_keys=True, default=str)
+            far.setdefault(key, []).append(i)
+    groups = list(far.values())
+    items = [([scored[i][0] for i in g], [scored[i][1] for i in g], values[g[0]]) for g in groups]
+    for k, figures in _predicted_again(items, workers):
+        for i, figure in zip(groups[k], figures, strict=True):
+            if figure:
+                loso[i] = figure / scored[i][3].published - 1.0
     for (run, base, p, s), le in zip(scored, loso, strict=True):
         error = s.predicted / s.published - 1.0
         rows.append(
@@ -312,6 +374,7 @@ def validate(
                 "predicted": s.predicted,
                 "error": error,
                 "loso_error": le,
+                "loso_constants": values[len(rows)],
                 "where": run.where,
             }
         )

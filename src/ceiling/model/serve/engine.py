@@ -188,6 +188,38 @@ class Engine:
     def metrics(self, prompt, output, arrival_s, concurrency=None) -> ServeMetrics:
         return summarize(self.run(prompt, output, arrival_s, concurrency), self.request_s)
 
+    def metrics_and_schedules(self, prompt, output, arrival_s, concurrency=None):
+        """(metrics, the schedules they came from)."""
+        schedules = self.run(prompt, output, arrival_s, concurrency)
+        return summarize(schedules, self.request_s), schedules
+
+
+def with_iteration_time_added(schedules, extra_s: float) -> list:
+    """The schedules with `extra_s` more in every iteration, their decisions kept: each time
+    moves by `extra_s` per iteration started before it (first order in `extra_s`: a longer
+    iteration would also change what later iterations hold)."""
+    import dataclasses
+
+    out = []
+    for s in schedules:
+        starts = s.iter_start_s
+
+        def moved(times, starts=starts):
+            return times + extra_s * np.searchsorted(starts, times, side="left")
+
+        arrival = s.arrival_s if not s.warmup else moved(s.arrival_s)  # closed loop: sent on
+        out.append(
+            dataclasses.replace(
+                s,
+                arrival_s=arrival,
+                first_token_s=moved(s.first_token_s),
+                finish_s=moved(s.finish_s),
+                iter_start_s=moved(starts),
+                iter_time_s=s.iter_time_s + extra_s,
+            )
+        )
+    return out
+
 
 def poisson(n: int, rate: float, seed: int = 0) -> np.ndarray:
     from ceiling.model.serve.workload import poisson_arrivals

@@ -32,7 +32,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 
 import numpy as np
 
@@ -205,6 +205,10 @@ def simulate(
         epoch[i] += 1
         heappush(done_at, (out[i] - generated[i], i, epoch[i]))
         heappush(covers, (held[i] * bs - q - computed[i], i, epoch[i]))
+        if len(done_at) > 4 * len(running) + 1024:  # mostly stale entries: drop them at once
+            for heap in (done_at, covers):
+                heap[:] = [x for x in heap if x[2] == epoch[x[1]]]
+                heapify(heap)
 
     def start_decoding(i: int) -> None:
         nonlocal n_dec, base_sum, dec_held
@@ -249,8 +253,20 @@ def simulate(
     def crossing(at: float) -> list[int]:
         """Decoding sequences whose blocks do not hold a step at K = `at` (popped)."""
         got = []
+        popped = 0
         while covers and covers[0][0] < at:
+            if popped == 64:  # many cross (a long run of steps): split the heap in one pass
+                rest = []
+                for entry in covers:
+                    if entry[0] >= at:
+                        rest.append(entry)
+                    elif entry[2] == epoch[entry[1]]:
+                        got.append(entry[1])
+                covers[:] = rest
+                heapify(covers)
+                break
             _, i, e = heappop(covers)
+            popped += 1
             if e == epoch[i]:
                 got.append(i)
         return got
