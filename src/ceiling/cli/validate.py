@@ -20,9 +20,9 @@ ceiling) is predicted as a user would ask for it — `plan`, `decode` or `serve`
 run's own arguments — and scored by regime (the kind of prediction and each of its features:
 MoE, FP8, long context, FSDP, pipeline, device generation, a model under 1B parameters,
 quantisation, tensor parallelism, online/offline): cases, sources, median and p90
-|predicted / published − 1|, in-sample and leave-one-source-out (every constant chosen from a source refit without it). The
-leave-one-source-out figures are the ones to trust: they are what the error bands on every
-prediction show.
+|predicted / published − 1|, in-sample and leave-one-source-out (every constant chosen
+from a source refit without it). The leave-one-source-out figures are the ones to trust:
+they are what the error bands on every prediction show.
 
 --runs FILE (or a folder of them) scores your own runs in the same format instead: add the
 runs of your cluster to see how far ceiling is from them."""
