@@ -344,7 +344,7 @@ def serve(
         compute = resolve_dtypes(dev, s).compute
         return eng.Engine(cfg, dev, s, costs_for(dev, weights=weights, compute=compute), lay,
                           policy, draft, memory_utilization=utilization,
-                          host_share=host_share)  # fmt: skip
+                          host_share=host_share, engine=engine_name)  # fmt: skip
 
     engine = make(layout)
     if arrivals is not None and not any(loads):

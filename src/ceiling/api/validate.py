@@ -153,7 +153,7 @@ def _needs_elasticity(f, run, device: str) -> bool:
 
 # constants added as they are to every request's TTFT and end-to-end latency, after the
 # simulation: their effect on a figure needs no second simulation
-ADDED_TO_LATENCY = ("serve.request_s",)
+ADDED_TO_LATENCY = ("serve.request_s.trtllm", "serve.request_s.python")
 # constants added to every serving iteration: their effect read off the simulated schedules
 # with every iteration that much longer, its decisions kept (first order, as the refit is)
 ADDED_TO_ITERATIONS = ("serve.iteration_s",)
@@ -190,7 +190,7 @@ def predict_group(runs: list, shipped: dict[str, float]) -> list:
                 for i in needing:
                     for base, v0 in figures[i].items():
                         if base == "serving latency" and not runs[i].metric.startswith("tpot"):
-                            elastic[i][base][name] = shipped[name] / v0
+                            elastic[i][base][name] = 1.0 / v0  # per second (`Scored.linear`)
                 continue
             if name in ADDED_TO_ITERATIONS and getattr(r, "schedules", None) is not None:
                 moved = _with_iterations_longer(r, shipped[name] * STEP)
@@ -214,6 +214,7 @@ def _shipped() -> dict[str, float]:
     from ceiling.model.cluster import node_defaults
     from ceiling.model.decode_expected import bandwidth_share
     from ceiling.model.fitted import DECLARED
+    from ceiling.model.fitted import value as fitted_value
     from ceiling.model.serve.engine import host_share
 
     out = {}
@@ -225,10 +226,11 @@ def _shipped() -> dict[str, float]:
             from ceiling.model.serve.engine import iteration_s
 
             out[name] = iteration_s()
-        elif name == "serve.request_s":
-            from ceiling.model.serve.engine import request_s
+        elif name.startswith("serve.request_s."):
+            from ceiling.model.serve.engine import REQUEST_S
 
-            out[name] = request_s()
+            key = name.rsplit(".", 1)[1]
+            out[name] = fitted_value(name, REQUEST_S[key])
         elif name.startswith("serve.host_share."):
             out[name] = host_share(name.rsplit(".", 1)[1])
         elif name.startswith("plan.matmul_efficiency."):

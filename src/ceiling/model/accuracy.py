@@ -165,7 +165,8 @@ class Scored:
     predicted: float
     published: float
     elasticity: dict[str, float] = field(default_factory=dict)
-    # constants the prediction is exactly linear in (a time added as it is): p0·(1 + e·Δ)
+    # constants added as they are to the predicted time: their `elasticity` entry is then
+    # 1 / p0 (per unit of the constant), and the prediction p0·(1 + (c − c0) / p0) exactly
     linear: tuple[str, ...] = ()
 
     def at(self, values: dict[str, float], shipped: dict[str, float]) -> float:
@@ -174,11 +175,10 @@ class Scored:
         for name, e in self.elasticity.items():
             if name not in values:
                 continue
-            change = values[name] / shipped[name] - 1.0
             if name in self.linear:
-                factor *= max(1.0 + e * change, 1e-9)
+                factor *= max(1.0 + e * (values[name] - shipped[name]), 1e-9)
             else:  # first order in the constant's relative change
-                exponent += e * change
+                exponent += e * (values[name] / shipped[name] - 1.0)
         return self.predicted * factor * math.exp(exponent)
 
 
@@ -197,7 +197,7 @@ def refit(name: str, runs: list[Scored], shipped: dict[str, float], low: float, 
         if abs(e) < 0.05:  # the run hardly moves with the constant: it says nothing of it
             continue
         if name in r.linear:
-            implied = shipped[name] * (1.0 + (r.published / r.predicted - 1.0) / e)
+            implied = shipped[name] + (r.published / r.predicted - 1.0) / e
         else:
             implied = shipped[name] * (1.0 + math.log(r.published / r.predicted) / e)
         votes.setdefault(r.source, []).append(min(max(implied, low), high))

@@ -33,7 +33,7 @@ class Fitted:
     prior: float  # its value with no published run to go by
     why: str
     device: str | None = None  # enters only predictions on this catalog device
-    engine: str | None = None  # enters only serving predictions of this engine
+    engines: tuple[str, ...] = ()  # enters only serving predictions of these engines
 
     def enters(self, kind: str, device: str | None, engine: str | None = None) -> bool:
         """Whether the constant enters a prediction of `kind` on `device` (serving: by
@@ -41,7 +41,7 @@ class Fitted:
         return (
             kind in self.kind.split(",")
             and (self.device is None or self.device == device)
-            and (self.engine is None or self.engine == engine)
+            and (not self.engines or engine in self.engines)
         )
 
 
@@ -80,14 +80,31 @@ DECLARED = {
             "(`model.serve.engine.ITERATION_S`)",
         ),
         Fitted(
-            "serve.request_s",
+            "serve.request_s.trtllm",
             "serving",
-            SERVING_ONLINE,
+            ("trtllm-perf-overview", "nim-benchmarking-llm-1.0.0"),
             0.0,
             0.2,
             0.0,
-            "a request's way in and out of the server, added to its TTFT "
+            "a request's way in and out of a TensorRT-LLM server, added to its TTFT "
             "(`model.serve.engine.REQUEST_S`)",
+            engines=("trtllm",),
+        ),
+        Fitted(
+            "serve.request_s.python",
+            "serving",
+            (
+                "sglang-benchmark-vllm-060",
+                "lmdeploy-a100-fp16",
+                "vllm-ci-perf-benchmark",
+                "vllm-blog-serving-amd-mi300x-2024-10",
+            ),
+            0.0,
+            0.2,
+            0.0,
+            "a request's way in and out of a Python server (vLLM, SGLang, LMDeploy), added to "
+            "its TTFT (`model.serve.engine.REQUEST_S`)",
+            engines=("vllm", "sglang", "generic"),
         ),
         Fitted(
             "serve.host_share.sglang",
@@ -98,7 +115,7 @@ DECLARED = {
             0.0,
             "the host's time per iteration over the GPU's in SGLang's Python scheduler "
             "(`model.serve.engine.HOST_SHARE`)",
-            engine="sglang",
+            engines=("sglang",),
         ),
         Fitted(
             "serve.host_share.vllm",
@@ -109,7 +126,7 @@ DECLARED = {
             0.0,
             "the host's time per iteration over the GPU's in vLLM's Python scheduler "
             "(`model.serve.engine.HOST_SHARE`), taken as SGLang's",
-            engine="vllm",
+            engines=("vllm",),
         ),
         Fitted(
             "plan.matmul_efficiency.a100-80gb",

@@ -40,10 +40,12 @@ HOST_SHARE = {"sglang": 0.10, "vllm": 0.10, "trtllm": 0.0, "generic": 0.0}
 # streaming the new tokens, the scheduler's bookkeeping), and a request's way in and out of
 # the server (HTTP, tokenising the prompt, admission to the next iteration, the first
 # streamed chunk). Declared fitted constants (`model.fitted`): chosen from the published
-# online runs (what `ceiling validate` refits them to over all of them: 2.8–3.4 ms and
-# 9–10 ms), refit without each source when it is scored.
+# online runs (what `ceiling validate` refits them to over all of them: 3.0 ms an iteration;
+# 6.5 ms a request through TensorRT-LLM's server, 25 ms through a Python one), refit
+# without each source when it is scored.
 ITERATION_S = 0.003
-REQUEST_S = 0.009
+# by front end: TensorRT-LLM's C++ executor and server, or a Python one (vLLM, SGLang, ...)
+REQUEST_S = {"trtllm": 0.0065, "python": 0.025}
 
 
 def iteration_s() -> float:
@@ -52,10 +54,16 @@ def iteration_s() -> float:
     return fitted.value("serve.iteration_s", ITERATION_S)
 
 
-def request_s() -> float:
+def front_end(engine: str) -> str:
+    """The kind of server in front of `engine`: trtllm (C++), else python."""
+    return "trtllm" if engine == "trtllm" else "python"
+
+
+def request_s(engine: str = "generic") -> float:
     from ceiling.model import fitted
 
-    return fitted.value("serve.request_s", REQUEST_S)
+    key = front_end(engine)
+    return fitted.value(f"serve.request_s.{key}", REQUEST_S[key])
 
 
 def host_share(engine: str) -> float:
@@ -95,9 +103,10 @@ class Engine:
     draft: object | None = None  # a draft model's config, or None (n-gram or no speculation)
     memory_utilization: float = GPU_MEMORY_UTILIZATION
     host_share: float = 0.0  # the host's time per iteration, a share of the GPU's (HOST_SHARE)
+    engine: str = "generic"  # whose front end a request passes (`request_s`)
 
     def __post_init__(self) -> None:
-        self.iteration_s, self.request_s = iteration_s(), request_s()
+        self.iteration_s, self.request_s = iteration_s(), request_s(self.engine)
         if not (isinstance(self.host_share, int | float) and 0 <= self.host_share < 10):
             raise InvalidInput(f"engine host share must be in [0, 10), got {self.host_share!r}")
         self.iteration = Iteration(self.cfg, self.spec, self.setup, self.costs)
@@ -195,26 +204,30 @@ class Engine:
 
 
 def with_iteration_time_added(schedules, extra_s: float) -> list:
-    """The schedules with `extra_s` more in every iteration, their decisions kept: each time
-    moves by `extra_s` per iteration started before it (first order in `extra_s`: a longer
-    iteration would also change what later iterations hold)."""
+    """The schedules with `extra_s` more in every iteration, their decisions kept (first order
+    in `extra_s`: a longer iteration would also change what later iterations hold). A request
+    is delayed by `extra_s` for every iteration from its arrival to each of its times; in a
+    closed loop its arrival itself moves with the iterations before it (it is sent when an
+    earlier request finishes)."""
     import dataclasses
 
     out = []
     for s in schedules:
         starts = s.iter_start_s
 
-        def moved(times, starts=starts):
-            return times + extra_s * np.searchsorted(starts, times, side="left")
+        def count(times, starts=starts):
+            return np.searchsorted(starts, times, side="left")
 
-        arrival = s.arrival_s if not s.warmup else moved(s.arrival_s)  # closed loop: sent on
+        before = count(s.arrival_s)
+        arrival = s.arrival_s + extra_s * before if s.warmup else s.arrival_s
+        shift = arrival - s.arrival_s - extra_s * before  # so each time moves by its own count
         out.append(
             dataclasses.replace(
                 s,
                 arrival_s=arrival,
-                first_token_s=moved(s.first_token_s),
-                finish_s=moved(s.finish_s),
-                iter_start_s=moved(starts),
+                first_token_s=s.first_token_s + extra_s * count(s.first_token_s) + shift,
+                finish_s=s.finish_s + extra_s * count(s.finish_s) + shift,
+                iter_start_s=starts + extra_s * np.arange(len(starts)),
                 iter_time_s=s.iter_time_s + extra_s,
             )
         )
