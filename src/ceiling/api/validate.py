@@ -44,18 +44,7 @@ class ValidateResult(Result):
 
     def record(self) -> dict[str, Any]:
         return {
-            "regimes": [
-                {
-                    "name": g.name,
-                    "cases": g.cases,
-                    "sources": g.sources,
-                    "median_abs_error": g.median_abs_error,
-                    "p90_abs_error": g.p90_abs_error,
-                    "loso_median_abs_error": g.loso_median_abs_error,
-                    "loso_p90_abs_error": g.loso_p90_abs_error,
-                }
-                for g in self.regimes
-            ],
+            "regimes": [g.to_json() for g in self.regimes],
             "rows": self.rows,
             "constants": self.constants,
             "refused": self.refused,
@@ -64,16 +53,6 @@ class ValidateResult(Result):
             "seconds": self.seconds,
             "errors_are": "predicted / published − 1; |error| medians and p90s as fractions",
         }
-
-    def residuals(self):
-        """The scored rows as `model.accuracy.Residual`s (the error bands' input)."""
-        from ceiling.model.accuracy import Residual
-
-        return [
-            Residual(r["regime"], tuple(r["features"]), r["family"], r["run"], r["error"],
-                     r["loso_error"])
-            for r in self.rows
-        ]  # fmt: skip
 
 
 def _call(kind: str, args: dict):
@@ -238,25 +217,20 @@ def _shipped() -> dict[str, float]:
     return out
 
 
-def _predicted(groups: list[list], shipped: dict[str, float], workers: int | None):
-    """(group, outcomes) for each group of runs, in worker processes when there are several."""
+def _in_workers(function: Callable, items: list, workers: int | None):
+    """(index, function(*item)) for each item, in worker processes when there are several
+    (forked: they inherit the loaded corpus and modules), in the order they complete."""
     n = workers if workers is not None else min(os.cpu_count() or 1, 4)
-    if n <= 1 or len(groups) < 8:
-        for g in groups:
-            yield g, predict_group(g, shipped)
+    if n <= 1 or len(items) < 8:
+        yield from ((i, function(*item)) for i, item in enumerate(items))
         return
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    # fork: the workers inherit the loaded corpus and modules (spawn would import anew)
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
-    # the slowest groups (serving, many requests) first, so the workers end together
-    order = sorted(groups, key=lambda g: g[0].kind != "serving")
     with ProcessPoolExecutor(n, mp_context=context) as pool:
-        futures = {pool.submit(predict_group, g, shipped): g for g in order}
-        from concurrent.futures import as_completed
-
+        futures = {pool.submit(function, *item): i for i, item in enumerate(items)}
         for fut in as_completed(futures):
             yield futures[fut], fut.result()
 
@@ -274,19 +248,97 @@ def predict_with(runs: list, bases: list[str], values: dict) -> list[float | Non
     return [_figures(run, r).get(base) for run, base in zip(runs, bases, strict=True)]
 
 
-def _predicted_again(items: list, workers: int | None):
-    """(index, figures) of each (runs, bases, values) predicted with those constant values."""
-    n = workers if workers is not None else min(os.cpu_count() or 1, 4)
-    if n <= 1 or len(items) < 8:
-        yield from enumerate(predict_with(*item) for item in items)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+def _runs(runs, kinds: str | None) -> list:
+    """The corpus runs to score: of `runs` (a file, a folder or several; the built-in corpus
+    when None), of `kinds` only when given."""
+    from ceiling.errors import InvalidInput
+    from ceiling.validation import corpus
 
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else None)
-    with ProcessPoolExecutor(n, mp_context=context) as pool:
-        yield from enumerate(pool.map(predict_with, *zip(*items, strict=True)))
+    paths = None if runs is None else [runs] if isinstance(runs, str | Path) else list(runs)
+    every = corpus.load(paths)
+    if kinds:
+        wanted = {k.strip() for k in kinds.split(",") if k.strip()}
+        if unknown := wanted - set(corpus.KINDS):
+            raise InvalidInput(f"kinds: {', '.join(sorted(unknown))} not among {corpus.KINDS}")
+        every = [r for r in every if r.kind in wanted]
+    if not every:
+        raise InvalidInput("no runs to validate")
+    return every
+
+
+def _score(every: list, shipped: dict, workers, progress) -> tuple[list, list]:
+    """(scored: (run, regime family, features, `accuracy.Scored`) for every figure, refused:
+    the runs ceiling refuses, with why). Runs sharing one call are predicted once; the
+    slowest (serving) go to the workers first, so they end together."""
+    from ceiling.model import accuracy
+
+    groups: dict[str, list] = {}
+    for run in every:
+        key = json.dumps([run.kind, run.args], sort_keys=True, default=str)
+        groups.setdefault(key, []).append(run)
+    order = sorted(groups.values(), key=lambda g: g[0].kind != "serving")
+    scored: list[tuple[Any, str, tuple, accuracy.Scored]] = []
+    refused, done = [], 0
+    for k, outcome in _in_workers(predict_group, [(g, shipped) for g in order], workers):
+        for run, out in zip(order[k], outcome, strict=True):
+            if isinstance(out, str):
+                refused.append({"run": run.key, "source": run.source.id, "reason": out})
+                continue
+            figures, features, _, elastic = out
+            for base, value in figures.items():
+                linear = tuple(n for n in ADDED_TO_LATENCY if n in elastic[base])
+                s = accuracy.Scored(run.source.family, value, run.published, elastic[base],
+                                    linear)  # fmt: skip
+                scored.append((run, base, features, s))
+        done += len(order[k])
+        if progress:
+            progress(done, len(every), order[k][0].name)
+    return scored, refused
+
+
+def _held_out(scored: list, shipped: dict, workers) -> tuple[list[float], list[dict]]:
+    """Each figure's leave-one-source-out error and the constant values it was scored with:
+    to first order, or predicted again where a refit is far from the shipped value."""
+    from ceiling.model import accuracy
+    from ceiling.model.fitted import DECLARED
+
+    scores = [s for *_, s in scored]
+    values = accuracy.loso_values(scores, DECLARED, shipped)
+    loso = [s.at(v, shipped) / s.published - 1.0 for s, v in zip(scores, values, strict=True)]
+    far: dict[str, list[int]] = {}
+    for i, v in enumerate(values):
+        if not accuracy.near(v, shipped, exact=ADDED_TO_LATENCY):
+            run = scored[i][0]
+            key = json.dumps([run.kind, run.args, v], sort_keys=True, default=str)
+            far.setdefault(key, []).append(i)
+    groups = list(far.values())
+    items = [([scored[i][0] for i in g], [scored[i][1] for i in g], values[g[0]]) for g in groups]
+    for k, figures in _in_workers(predict_with, items, workers):
+        for i, figure in zip(groups[k], figures, strict=True):
+            if figure:
+                loso[i] = figure / scored[i][3].published - 1.0
+    return loso, values
+
+
+def _constants(scored: list, shipped: dict, kinds: set[str]) -> list[dict]:
+    """Each declared constant that enters the kinds scored: its value, where it came from,
+    its prior and its refit on every run."""
+    from ceiling.model import accuracy
+    from ceiling.model.fitted import DECLARED
+
+    scores = [s for *_, s in scored]
+    return [
+        {
+            "name": name,
+            "value": shipped[name],
+            "sources": list(f.sources),
+            "prior": f.prior,
+            "why": f.why,
+            "refit_on_every_run": accuracy.refit(name, scores, shipped, f.low, f.high, f.prior),
+        }
+        for name, f in DECLARED.items()
+        if kinds & set(f.kind.split(","))
+    ]
 
 
 @checked
@@ -308,61 +360,16 @@ def validate(
 
     from ceiling.errors import InvalidInput
     from ceiling.model import accuracy
-    from ceiling.model.fitted import DECLARED
-    from ceiling.validation import corpus
 
     if workers is not None and (isinstance(workers, bool) or workers < 1):
         raise InvalidInput(f"workers must be a whole number ≥ 1, got {workers!r}")
     start = time.perf_counter()
-    paths = None if runs is None else [runs] if isinstance(runs, str | Path) else list(runs)
-    every = corpus.load(paths)
-    if kinds:
-        wanted = {k.strip() for k in kinds.split(",") if k.strip()}
-        if unknown := wanted - set(corpus.KINDS):
-            raise InvalidInput(f"kinds: {', '.join(sorted(unknown))} not among {corpus.KINDS}")
-        every = [r for r in every if r.kind in wanted]
-    if not every:
-        raise InvalidInput("no runs to validate")
+    every = _runs(runs, kinds)
     shipped = _shipped()
-    groups: dict[str, list] = {}
-    for run in every:
-        key = json.dumps([run.kind, run.args], sort_keys=True, default=str)
-        groups.setdefault(key, []).append(run)
-    scored: list[tuple[Any, str, tuple, accuracy.Scored]] = []
-    refused = []
-    done = 0
-    for group, outcome in _predicted(list(groups.values()), shipped, workers):
-        for run, out in zip(group, outcome, strict=True):
-            if isinstance(out, str):
-                refused.append({"run": run.key, "source": run.source.id, "reason": out})
-                continue
-            figures, features, _, elastic = out
-            for base, value in figures.items():
-                linear = tuple(n for n in ADDED_TO_LATENCY if n in elastic[base])
-                s = accuracy.Scored(run.source.family, value, run.published, elastic[base],
-                                    linear)  # fmt: skip
-                scored.append((run, base, features, s))
-        done += len(group)
-        if progress:
-            progress(done, len(every), group[0].name)
+    scored, refused = _score(every, shipped, workers, progress)
+    loso, values = _held_out(scored, shipped, workers)
     rows, residuals = [], []
-    scores = [s for *_, s in scored]
-    values = accuracy.loso_values(scores, DECLARED, shipped)
-    loso = [s.at(v, shipped) / s.published - 1.0 for s, v in zip(scores, values, strict=True)]
-    # refits far from the shipped values: predicted again with them, not to first order
-    far: dict[str, list[int]] = {}
-    for i, v in enumerate(values):
-        if not accuracy.near(v, shipped, exact=ADDED_TO_LATENCY):
-            run = scored[i][0]
-            key = json.dumps([run.kind, run.args, v], sort_keys=True, default=str)
-            far.setdefault(key, []).append(i)
-    groups = list(far.values())
-    items = [([scored[i][0] for i in g], [scored[i][1] for i in g], values[g[0]]) for g in groups]
-    for k, figures in _predicted_again(items, workers):
-        for i, figure in zip(groups[k], figures, strict=True):
-            if figure:
-                loso[i] = figure / scored[i][3].published - 1.0
-    for (run, base, p, s), le in zip(scored, loso, strict=True):
+    for (run, base, features, s), le, v in zip(scored, loso, values, strict=True):
         error = s.predicted / s.published - 1.0
         rows.append(
             {
@@ -370,33 +377,18 @@ def validate(
                 "source": run.source.id,
                 "family": run.source.family,
                 "regime": base,
-                "features": list(p),
+                "features": list(features),
                 "metric": run.metric,
                 "published": run.published,
                 "predicted": s.predicted,
                 "error": error,
                 "loso_error": le,
-                "loso_constants": values[len(rows)],
+                "loso_constants": v,
                 "where": run.where,
             }
         )
-        residuals.append(accuracy.Residual(base, p, run.source.family, run.key, error, le))
-    constants = []
-    kinds_run = {run.kind for run in every}
-    for name, f in DECLARED.items():
-        if not kinds_run & set(f.kind.split(",")):
-            continue
-        every_fit = accuracy.refit(name, [s for *_, s in scored], shipped, f.low, f.high, f.prior)
-        constants.append(
-            {
-                "name": name,
-                "value": shipped[name],
-                "sources": list(f.sources),
-                "prior": f.prior,
-                "why": f.why,
-                "refit_on_every_run": every_fit,
-            }
-        )
+        residuals.append(accuracy.Residual(base, features, run.source.family, run.key, error, le))
+    constants = _constants(scored, shipped, {run.kind for run in every})
     return ValidateResult(
         regimes=accuracy.regimes(residuals),
         rows=rows,

@@ -183,10 +183,10 @@ def decode(
     con.print(f"accuracy of the expected figures: {bands['expected'].text()}")
     ceiling_band = bands["ceiling"]
     if ceiling_band.cases:
+        median, p90 = ceiling_band.median_abs_error * 100, ceiling_band.p90_abs_error * 100
         con.print(
-            f"the ceiling is a bound: it stands a median {ceiling_band.median_abs_error:.0%} "
-            f"from published runs of this kind (p90 {ceiling_band.p90_abs_error:.0%}; "
-            f"{ceiling_band.cases} runs)"
+            f"the ceiling is a bound: it stands a median {median:.0f} % from published runs "
+            f"of this kind (p90 {p90:.0f} %; {ceiling_band.cases} runs)"
         )
     for note in c.notes:
         con.print(f"note: {note}")

@@ -56,13 +56,6 @@ METRICS = {
     ),
 }
 KINDS = tuple(METRICS)
-# metrics where a higher published figure means a faster run
-RATES = {"tokens_per_s_per_gpu", "hw_tflops_per_gpu", "model_tflops_per_gpu", "mfu"} | {
-    "megatron_tflops_per_gpu",
-    "tokens_per_s",
-    "output_tokens_per_s",
-    "requests_per_s",
-}
 
 
 @dataclass(frozen=True)

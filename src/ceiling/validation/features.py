@@ -100,12 +100,7 @@ def decode_bands(result) -> dict:
 
 
 def decode_bands_of(features) -> dict:
-    from ceiling.validation.bands import band
-
-    return {
-        "expected": band("decode expected", features),
-        "ceiling": band("decode ceiling", features),
-    }
+    return _bands({"expected": "decode expected", "ceiling": "decode ceiling"}, features)
 
 
 def serving_bands(result) -> dict:
@@ -114,9 +109,11 @@ def serving_bands(result) -> dict:
 
 
 def serving_bands_of(features) -> dict:
+    return _bands({"throughput": "serving throughput", "latency": "serving latency"}, features)
+
+
+def _bands(bases: dict[str, str], features) -> dict:
+    """key -> the band of regime family `bases[key]` for a prediction with `features`."""
     from ceiling.validation.bands import band
 
-    return {
-        "throughput": band("serving throughput", features),
-        "latency": band("serving latency", features),
-    }
+    return {key: band(base, features) for key, base in bases.items()}

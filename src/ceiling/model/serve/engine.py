@@ -195,7 +195,7 @@ class Engine:
         return out
 
     def metrics(self, prompt, output, arrival_s, concurrency=None) -> ServeMetrics:
-        return summarize(self.run(prompt, output, arrival_s, concurrency), self.request_s)
+        return self.metrics_and_schedules(prompt, output, arrival_s, concurrency)[0]
 
     def metrics_and_schedules(self, prompt, output, arrival_s, concurrency=None):
         """(metrics, the schedules they came from)."""
