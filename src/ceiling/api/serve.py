@@ -167,6 +167,35 @@ class ServeResult(Result):
                             self.measured)  # fmt: skip
 
 
+def parse_deadlines(deadlines):
+    """`connect=10s,first_byte=2m,idle=5m,run=1h` (or a dict of those keys, any subset) as
+    `Deadlines`, the rest at their defaults."""
+    from ceiling.measure.http_stream import Deadlines
+    from ceiling.units import parse_time
+
+    if deadlines is None or isinstance(deadlines, Deadlines):
+        return deadlines or Deadlines()
+    if isinstance(deadlines, str):
+        pairs = [p.strip().partition("=") for p in deadlines.split(",") if p.strip()]
+        if any(not sep for _, sep, _ in pairs):
+            raise BadArgument("deadlines", f"needs KEY=TIME pairs, got {deadlines!r}")
+        items = {k.strip(): v.strip() for k, _, v in pairs}
+    elif isinstance(deadlines, dict):
+        items = dict(deadlines)
+    else:
+        raise BadArgument("deadlines", "must be 'connect=10s,idle=5m' or a dict of those")
+    known = ("connect", "first_byte", "idle", "run")
+    out = {}
+    for key, value in items.items():
+        if key not in known:
+            raise BadArgument("deadlines", f"has unknown key {key!r}; known: {', '.join(known)}")
+        seconds = parse_time(value)
+        if not 0 < seconds < float("inf"):
+            raise BadArgument("deadlines", f"{key} must be a time > 0, got {value!r}")
+        out[f"{key}_s"] = seconds
+    return Deadlines(**out)
+
+
 def _short(m) -> dict:
     from ceiling.model.serve.metrics import headline_json
 
@@ -246,6 +275,7 @@ def serve(
     measure: str | None = None,
     engine: str = "generic",
     memory_utilization: float | None = None,
+    deadlines: Any = None,
 ) -> ServeResult:
     """Simulate serving `model` on `gpus` devices (`spec`/`profile`) laid out as `tp` ×
     `pp` × `replicas`, under a load: Poisson `rate` (requests/s), closed-loop
@@ -261,7 +291,8 @@ def serve(
     `engine` ("generic", "vllm", "sglang", "trtllm"): the host time the engine adds to each
     iteration (`ceiling.model.serve.engine.HOST_SHARE`; generic: none). `memory_utilization`:
     the share of each device's memory the engine may use for weights and KV cache (vLLM's
-    `gpu_memory_utilization`, SGLang's `mem_fraction_static`; default 0.9)."""
+    `gpu_memory_utilization`, SGLang's `mem_fraction_static`; default 0.9). `deadlines`
+    bound a measurement ("connect=10s,first_byte=2m,idle=5m,run=1h", the defaults)."""
     import numpy as np
 
     from ceiling.hardware.resolve import resolve
@@ -293,6 +324,11 @@ def serve(
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise BadArgument("seed", f"must be a whole number ≥ 0, got {seed!r}")
     the_slo = parse_slo(slo)
+    the_deadlines = parse_deadlines(deadlines)
+    if measure is not None:
+        from ceiling.measure.http_stream import base_url
+
+        base_url(measure)  # a bad address is refused before any work
     if not isinstance(engine, str) or engine not in eng.HOST_SHARE:
         raise BadArgument("engine", f"must be one of {', '.join(eng.HOST_SHARE)}, got {engine!r}")
     engine_name, host_share = engine, eng.host_share(engine)
@@ -420,7 +456,7 @@ def serve(
         from ceiling.measure.serving import measure_server
 
         result["measured"] = measure_server(
-            measure, prompt, output, arrival, concurrency=concurrency
+            measure, prompt, output, arrival, concurrency=concurrency, deadlines=the_deadlines
         )
     return ServeResult(cfg, dev, resolved.source, inputs, metrics, engine.kv_blocks, iteration,
                        **result, schedules=schedules, request_s=engine.request_s)  # fmt: skip

@@ -40,7 +40,8 @@ def flag_for(command: Any, argv: list[str], argument: str) -> str | None:
         for param in params:
             flags = [o for o in getattr(param, "opts", []) if o.startswith("--")]
             if param.name == name and flags:
-                return flags[0]
+                typed = [f for f in flags if f in argv or any(a.startswith(f + "=") for a in argv)]
+                return (typed or flags)[0]  # the alias the user typed, where one was
     return None
 
 

@@ -32,8 +32,11 @@ the fewest GPUs over tensor-parallel layouts and replicas. --measure URL sends t
 workload to a running OpenAI-compatible server and shows what it measured beside."""
 
 
-def _opt(flag: str, help_: str, kind=int):
-    return Annotated[kind | None, typer.Option(flag, help=help_, show_default=False)]
+def _opt(flags: str | tuple[str, ...], help_: str, kind=int):
+    """An option with no default; more than one flag where vLLM's benchmark names it too
+    (`vllm bench serve --request-rate`: the same option)."""
+    names = (flags,) if isinstance(flags, str) else flags
+    return Annotated[kind | None, typer.Option(*names, help=help_, show_default=False)]
 
 
 Weights = option(WEIGHTS, str | None)
@@ -66,18 +69,27 @@ Tp = TpOption
 Pp = Annotated[int, typer.Option("--pp", help="Pipeline stages.")]
 Gpus = option(GPUS, int | None, "Default: tp × pp × replicas.", show_default=False)
 Replicas = _opt("--replicas", "Replicas (default: --gpus / (tp × pp), else 1).")
-InputTokens = _opt("--input-tokens", "Prompt tokens of every request (fixed).")
-OutputTokens = _opt("--output-tokens", "Output tokens of every request (fixed).")
+InputTokens = _opt(("--input-tokens", "--random-input-len"), "Prompt tokens of every request "
+                   "(fixed).")  # fmt: skip
+OutputTokens = _opt(("--output-tokens", "--random-output-len"), "Output tokens of every "
+                    "request (fixed).")  # fmt: skip
 Dataset = _opt("--dataset", "A named length distribution: sharegpt.", str)
 Requests = _opt("--requests", "JSONL of requests: prompt_tokens, output_tokens.", Path)
-Rate = _opt("--rate", "Poisson arrivals, requests/s.", float)
-Concurrency = _opt("--concurrency", "Closed loop: requests in flight.")
+Rate = _opt(("--rate", "--request-rate"), "Poisson arrivals, requests/s.", float)
+Concurrency = _opt(("--concurrency", "--max-concurrency"), "Closed loop: requests in flight.")
 Offline = _opt("--offline", "N requests at once.")
-NumRequests = _opt("--num-requests", "Requests to simulate (default 1000).")
+NumRequests = _opt(("--num-requests", "--num-prompts"), "Requests to simulate (default 1000).")
 Speculative = _opt("--speculative", "Speculative decoding: ngram, or a draft model.", str)
 SloOption = _opt("--slo", "Targets: ttft_p99=2s,tpot_p99=200ms (ttft_p50, tpot_p50, e2e_p99).", str)
 TargetRate = _opt("--target-rate", "With --slo: the fewest GPUs for this many requests/s.", float)
 Measure = _opt("--measure", "URL of an OpenAI-compatible server to measure.", str)
+Deadlines = _opt(
+    "--deadlines",
+    "Bounds of --measure: connect=10s,first_byte=2m,idle=5m,run=1h (the defaults; give any "
+    "of them). idle: the longest wait between two reads of a stream, a queued request's "
+    "wait for its first token included; run: the whole measurement.",
+    str,
+)
 MemoryUtilization = _opt(
     "--memory-utilization",
     "Share of each device's memory for weights and KV cache (vLLM's gpu_memory_utilization, "
@@ -128,6 +140,7 @@ def serve(
     measure: Measure = None,
     engine: EngineOption = "generic",
     memory_utilization: MemoryUtilization = None,
+    deadlines: Deadlines = None,
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
@@ -143,7 +156,7 @@ def serve(
         prefix_hit_rate=prefix_hit_rate, speculative=speculative, spec_tokens=spec_tokens,
         acceptance=acceptance, reserve_kv=reserve_kv, slo=slo, target_rate=target_rate,
         curve=plot is not None, seed=seed, measure=measure, engine=engine,
-        memory_utilization=memory_utilization,
+        memory_utilization=memory_utilization, deadlines=deadlines,
     )  # fmt: skip
     if figure_and_json(r, plot, json_out):
         return
@@ -177,11 +190,14 @@ def _show(r) -> None:
         f"requests/s"
         + (
             f"; measured: {meas.output_tokens_per_s:,.0f} output tokens/s, "
-            f"{meas.requests_per_s:.3g} requests/s ({meas.failed} failed)"
+            f"{meas.requests_per_s:.3g} requests/s ({meas.failed} failed, {meas.unfinished} "
+            "unfinished)"
             if meas
             else ""
         )
     )
+    if meas:
+        _show_measured(meas)
     bands = r.accuracy()
     con.print(f"accuracy of the throughput: {bands['throughput'].text()}")
     con.print(f"accuracy of the latencies: {bands['latency'].text()}")
@@ -193,10 +209,12 @@ def _show(r) -> None:
             [
                 _dist_row("TTFT", m.ttft_s, meas.ttft_s if meas else None),
                 _dist_row("TPOT", m.tpot_s, meas.tpot_s if meas else None),
+                _dist_row("ITL", m.itl_s, meas.itl_s if meas else None),
                 _dist_row("E2E", m.e2e_s, meas.e2e_s if meas else None),
             ],
             caption="TTFT: time to first token; TPOT: time per output token after the first; "
-            "E2E: arrival to last token",
+            "ITL: each gap between two streamed chunks; E2E: arrival to last token "
+            "(vLLM's benchmark_serving definitions)",
             compact=True,
         )
     )
@@ -231,3 +249,19 @@ def _show(r) -> None:
                 compact=True,
             )
         )  # fmt: skip
+
+
+def _show_measured(meas) -> None:
+    con = console()
+    con.print(
+        f"measured at {meas.url} ({meas.model}, {meas.protocol.path}): tokens counted by "
+        f"{meas.counted}" + (f"; {meas.warmup} warm-up requests left out, as simulated"
+                             if meas.warmup else "")
+    )  # fmt: skip
+    for note in meas.protocol.notes:
+        con.print(f"note: {note}")
+    for error, count in meas.errors:
+        con.print(f"failed: {count} × {error}")
+    if meas.interrupted:
+        con.print(f"the measurement stopped early ({meas.interrupted}): the figures are the "
+                  "requests that finished")  # fmt: skip

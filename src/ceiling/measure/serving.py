@@ -1,44 +1,82 @@
-"""Measure a running OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp) with a workload.
+"""Measure a running OpenAI-compatible server (vLLM, SGLang, TensorRT-LLM, `transformers
+serve`, llama.cpp) with a workload, as the field's benchmark clients do.
 
-Each request goes to `POST /v1/completions` with `"stream": true`, a prompt of about its
-prompt length (one short word per token), `max_tokens` its output length and `ignore_eos`
-(vLLM's and SGLang's way to make a server produce every token asked for). The client reads
-the server-sent events as they come: the first event that carries text is the first token;
-the rest are the following tokens. Times come from the monotonic clock, in the benchmark
-clients' definitions (`ceiling.model.serve.metrics`).
+Each request is a streamed `POST /v1/completions` (or `/v1/chat/completions` where the
+server has no completions API) with a prompt of about its prompt length (one short word a
+token) and `max_tokens` its output length. Engine-specific fields go only where the server
+takes them: one probe request is sent first with `ignore_eos` and `min_tokens` (vLLM's and
+SGLang's way to make every asked token come) and `stream_options.include_usage`; a field the
+server refuses (HTTP 400/422) is dropped, and the result says so (outputs may then end early
+at an end-of-sequence token, which the token counts show).
 
-Requests are sent at their arrival times (seconds after the start), or by `concurrency`
-workers each sending its next request when the last one ends (closed loop). The client is
-the standard library's `http.client`.
+Tokens of a request: the `completion_tokens` of the server's usage report when it sends one,
+else the number of stream events that carried text (one token an event; stated). Times come
+from the monotonic clock; the figures are computed by `ceiling.model.serve.metrics`, in the
+definitions of vLLM's `benchmark_serving` (TTFT, TPOT, ITL, E2E), the same function that
+scores the simulation, with the same warm-up left out.
+
+Requests are sent at their arrival times, or by `concurrency` workers each sending its next
+request when its last one ends (closed loop). Every read is bounded (`http_stream.Deadlines`);
+Ctrl-C or SIGTERM ends the measurement at once, keeping the requests already finished.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
+import signal
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from urllib.parse import urlsplit
+from collections import Counter
+from dataclasses import dataclass, field
 
-from ceiling.errors import InvalidInput, WorkerFailed
+from ceiling.errors import WorkerFailed
+from ceiling.measure.http_stream import Client, Deadlines, ServerAnswer
 
-MAX_CONNECTIONS = 256
-TIMEOUT_S = 600.0
+EXTRAS = ("ignore_eos", "min_tokens", "stream_options")
+WAIT_SLICE_S = 0.1
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One request as the client saw it: monotonic times of sending, of each event that
+    carried text (`chunks`) and of the end; its tokens and how they were counted; or the
+    one-line reason it failed."""
+
+    start: float
+    chunks: tuple[float, ...] = ()
+    end: float = 0.0
+    tokens: int = 0
+    from_usage: bool = False
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How this server is spoken to: the path, the engine-specific fields it takes, and what
+    was learned probing it."""
+
+    path: str = "/v1/completions"
+    extras: tuple[str, ...] = EXTRAS
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Measured:
     url: str
     model: str
-    requests: int
-    failed: int
+    requests: int  # in the workload
+    failed: int  # ended with an error
+    unfinished: int  # not sent or still open when the run stopped
     output_tokens: int
     duration_s: float
     ttft_s: object  # Distribution
     tpot_s: object
+    itl_s: object
     e2e_s: object
+    counted: str  # how tokens were counted
+    protocol: Protocol = field(default_factory=Protocol)
+    errors: tuple[tuple[str, int], ...] = ()  # the commonest failures and their counts
+    interrupted: str | None = None  # why the run ended early, if it did
+    warmup: int = 0  # requests left out of the figures as warm-up
 
     @property
     def output_tokens_per_s(self) -> float:
@@ -46,7 +84,8 @@ class Measured:
 
     @property
     def requests_per_s(self) -> float:
-        return (self.requests - self.failed) / self.duration_s if self.duration_s > 0 else 0.0
+        done = self.requests - self.failed - self.unfinished - self.warmup
+        return done / self.duration_s if self.duration_s > 0 else 0.0
 
     def to_json(self) -> dict:
         from ceiling.model.serve.metrics import headline_json
@@ -56,146 +95,270 @@ class Measured:
             "model": self.model,
             "requests": self.requests,
             "failed": self.failed,
+            "unfinished": self.unfinished,
+            "warmup": self.warmup,
             "output_tokens": self.output_tokens,
             "duration_s": self.duration_s,
             **headline_json(self),
+            "tokens_counted_by": self.counted,
+            "endpoint": self.protocol.path,
+            "fields_sent": list(self.protocol.extras),
+            "notes": list(self.protocol.notes),
+            "errors": [{"error": e, "requests": n} for e, n in self.errors],
+            "interrupted": self.interrupted,
         }
 
 
-def _endpoint(url: str):
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidInput(f"measure needs an http:// or https:// server address, got {url!r}")
-    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    base = parts.path.rstrip("/")
-    base = base.removesuffix("/v1/completions").removesuffix("/v1")
-    return kind, parts.hostname, parts.port, base
+def _body(protocol: Protocol, model: str, prompt_tokens: int, output_tokens: int) -> dict:
+    prompt = " ".join(["hi"] * int(prompt_tokens))
+    body: dict = {"model": model, "max_tokens": int(output_tokens), "stream": True,
+                  "temperature": 0.0}  # fmt: skip
+    if protocol.path.endswith("chat/completions"):
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    extras = {"ignore_eos": True, "min_tokens": int(output_tokens),
+              "stream_options": {"include_usage": True}}  # fmt: skip
+    return body | {k: extras[k] for k in protocol.extras}
 
 
-def _served_model(kind, host, port, base) -> str | None:
-    """The first model `GET /v1/models` lists, or None when the server does not say."""
+def _text(event: dict, chat: bool) -> str:
     try:
-        conn = kind(host, port, timeout=10)
-        conn.request("GET", f"{base}/v1/models")
-        resp = conn.getresponse()
-        body = resp.read()
-        conn.close()
-        if resp.status != 200:
-            return None
-        data = json.loads(body)
-        return str(data["data"][0]["id"])
-    except (OSError, ValueError, KeyError, IndexError, TypeError, http.client.HTTPException):
-        return None
+        choice = event["choices"][0]
+        text = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return ""
+    return text if isinstance(text, str) else ""
 
 
-def _one(kind, host, port, base, model, prompt_tokens, output_tokens):
-    """(start, first token, end, tokens) of one streamed completion; None on failure."""
-    body = json.dumps({
-        "model": model,
-        "prompt": " ".join(["hi"] * int(prompt_tokens)),
-        "max_tokens": int(output_tokens),
-        "min_tokens": int(output_tokens),
-        "ignore_eos": True,
-        "stream": True,
-        "temperature": 0.0,
-    })  # fmt: skip
+def _usage(event: dict) -> int | None:
+    usage = event.get("usage")
+    n = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None
+
+
+def one_request(client: Client, protocol: Protocol, model: str, prompt_tokens: int,
+                output_tokens: int, until: float) -> Sample:  # fmt: skip
+    """Send one request and read its stream; a failure is a Sample with its `error`."""
     start = time.perf_counter()
-    first = None
-    tokens = 0
+    chat = protocol.path.endswith("chat/completions")
+    chunks: list[float] = []
+    usage = None
     try:
-        conn = kind(host, port, timeout=TIMEOUT_S)
-        conn.request("POST", f"{base}/v1/completions", body=body,
-                     headers={"Content-Type": "application/json"})  # fmt: skip
-        resp = conn.getresponse()
-        if resp.status != 200:
-            resp.read()
-            conn.close()
-            return None
-        while True:
-            line = resp.readline()
-            if not line:
-                break
-            line = line.strip()
-            if not line.startswith(b"data:"):
-                continue
-            payload = line[5:].strip()
-            if payload == b"[DONE]":
-                break
-            try:
-                event = json.loads(payload)
-                text = event["choices"][0].get("text") or ""
-            except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-                continue
-            if text:
-                now = time.perf_counter()
-                if first is None:
-                    first = now
-                tokens += 1
-        conn.close()
-    except (OSError, http.client.HTTPException):
-        return None
-    if first is None:
-        return None
-    return start, first, time.perf_counter(), tokens
+        body = _body(protocol, model, prompt_tokens, output_tokens)
+        for now, event in client.stream(protocol.path, body, until):
+            usage = _usage(event) if _usage(event) is not None else usage
+            if _text(event, chat):
+                chunks.append(now)
+                if len(chunks) > output_tokens:
+                    raise ServerAnswer(f"the server sent more than the {output_tokens} tokens "
+                                       "asked (max_tokens)")  # fmt: skip
+    except ServerAnswer as e:
+        return Sample(start, tuple(chunks), time.perf_counter(), error=str(e))
+    if usage is not None and usage > output_tokens:
+        return Sample(start, tuple(chunks), time.perf_counter(),
+                      error=f"the server reports {usage} tokens for a request of "
+                            f"max_tokens {output_tokens}")  # fmt: skip
+    if not chunks:
+        return Sample(start, (), time.perf_counter(), error="the stream carried no text")
+    tokens = usage if usage is not None else len(chunks)
+    return Sample(start, tuple(chunks), time.perf_counter(), max(tokens, 1), usage is not None)
 
 
-def measure_server(url, prompt, output, arrival_s, concurrency=None, model=None) -> Measured:
+def probe(client: Client, model: str, until: float) -> Protocol:
+    """Send one short request to learn the path and the engine-specific fields the server
+    takes; fields it refuses are dropped and noted."""
+    protocol, notes = Protocol(), []
+    for _ in range(len(EXTRAS) + 2):
+        s = one_request(client, protocol, model, 4, 2, until)
+        if s.error is None:
+            return Protocol(protocol.path, protocol.extras, tuple(notes))
+        status = _status(s.error)
+        if status == 404 and protocol.path == "/v1/completions":
+            notes.append("the server has no /v1/completions: sent to /v1/chat/completions")
+            protocol = Protocol("/v1/chat/completions", protocol.extras)
+        elif status in (400, 422) and protocol.extras:
+            named = tuple(k for k in protocol.extras if k in s.error) or protocol.extras
+            notes.append(f"the server refused {', '.join(named)} ({s.error}): sent without; "
+                         "outputs may end early at an end-of-sequence token")  # fmt: skip
+            protocol = Protocol(protocol.path, tuple(k for k in protocol.extras if k not in named))
+        else:
+            break
+    raise WorkerFailed(f"the server at {client.base} does not stream a completion: {s.error}")
+
+
+def _status(error: str) -> int | None:
+    import re
+
+    m = re.search(r"answered HTTP (\d{3})", error)
+    return int(m.group(1)) if m else None
+
+
+def served_model(client: Client) -> str:
+    """The first model `GET /v1/models` lists."""
+    try:
+        data = client.get_json("/v1/models")
+        return str(data["data"][0]["id"])
+    except ServerAnswer as e:
+        raise WorkerFailed(f"no OpenAI-compatible server answers at {client.base}: {e}") from None
+    except (KeyError, IndexError, TypeError):
+        raise WorkerFailed(
+            f"the server at {client.base} lists no model at GET /v1/models"
+        ) from None
+
+
+def _bounded(fn, seconds: float, what: str):
+    """`fn()` on a daemon thread, waited for at most `seconds` (a server that trickles its
+    answer a byte at a time cannot hold the process; Ctrl-C ends the wait)."""
+    out: list = []
+
+    def call():
+        try:
+            out.append((True, fn()))
+        except BaseException as e:  # handed to the waiting thread
+            out.append((False, e))
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not out:
+        raise WorkerFailed(f"{what}: no whole answer within {seconds:g} s")
+    ok, value = out[0]
+    if not ok:
+        raise value
+    return value
+
+
+def measure_server(url, prompt, output, arrival_s, concurrency=None, model=None,
+                   deadlines: Deadlines = Deadlines()) -> Measured:  # fmt: skip
     """Send the workload to the server at `url`; see the module's docstring."""
+    client = Client(url, deadlines)
+    answer_s = min(deadlines.connect_s + deadlines.first_byte_s + deadlines.idle_s,
+                   deadlines.run_s)  # fmt: skip
+    try:
+        until = time.perf_counter() + deadlines.run_s
+        name = model or _bounded(lambda: served_model(client), answer_s,
+                                 f"the server at {client.base} (GET /v1/models)")  # fmt: skip
+        protocol = _bounded(lambda: probe(client, name, until),
+                            min(deadlines.run_s, answer_s * (len(EXTRAS) + 2)),
+                            f"the server at {client.base} (a first completion)")  # fmt: skip
+        runner = _Runner(client, protocol, name, prompt, output, deadlines)
+        interrupted = runner.run(arrival_s, concurrency)
+    finally:
+        client.close()
+    return _measured(url, name, protocol, runner, interrupted, concurrency)
+
+
+class _Runner:
+    """Sends the requests on daemon threads (a server that never answers cannot hold the
+    process) and waits for them, for the run deadline or for Ctrl-C/SIGTERM."""
+
+    def __init__(self, client, protocol, model, prompt, output, deadlines):
+        self.client, self.protocol, self.model = client, protocol, model
+        self.prompt, self.output = [int(x) for x in prompt], [int(x) for x in output]
+        self.n = len(self.prompt)
+        self.samples: list[Sample | None] = [None] * self.n
+        self.finished = threading.Semaphore(0)
+        self.slots = threading.Semaphore(min(self.n, 256))
+        self.t0 = time.perf_counter()
+        self.until = self.t0 + deadlines.run_s
+        self.lock = threading.Lock()
+
+    def _send(self, i: int) -> None:
+        try:
+            self.samples[i] = one_request(self.client, self.protocol, self.model,
+                                          self.prompt[i], self.output[i], self.until)  # fmt: skip
+        except Exception as e:  # its failure is its sample
+            self.samples[i] = Sample(time.perf_counter(), error=f"{type(e).__name__}: {e}")
+        self.finished.release()
+
+    def run(self, arrival_s, concurrency) -> str | None:
+        """None when every request ended; else why the run stopped."""
+        previous = _on_sigterm()
+        try:
+            self._dispatch(arrival_s, concurrency)
+            for _ in range(self.n):
+                while not self.finished.acquire(timeout=WAIT_SLICE_S):
+                    if time.perf_counter() > self.until:
+                        return "the run deadline passed"
+            return None
+        except KeyboardInterrupt:
+            return "interrupted"
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+    def _dispatch(self, arrival_s, concurrency) -> None:
+        if concurrency:
+            queue = iter(range(self.n))
+
+            def worker():
+                while True:
+                    with self.lock:
+                        i = next(queue, None)
+                    if i is None or time.perf_counter() > self.until:
+                        return
+                    self._send(i)
+
+            for _ in range(min(int(concurrency), self.n)):
+                threading.Thread(target=worker, daemon=True).start()
+            return
+        import numpy as np
+
+        for i in np.argsort(np.asarray(arrival_s, dtype=float), kind="stable"):
+            wait = self.t0 + float(arrival_s[i]) - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+            if time.perf_counter() > self.until:
+                return
+            self.slots.acquire()
+            threading.Thread(target=self._held, args=(int(i),), daemon=True).start()
+
+    def _held(self, i: int) -> None:
+        try:
+            self._send(i)
+        finally:
+            self.slots.release()
+
+
+def _on_sigterm():
+    """SIGTERM ends a measurement as Ctrl-C does (only the main thread can set it)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
+def _measured(url, name, protocol, runner: _Runner, interrupted, concurrency) -> Measured:
     import numpy as np
 
-    from ceiling.model.serve.metrics import Distribution
+    from ceiling.model.serve.metrics import Distribution, client_figures
 
-    kind, host, port, base = _endpoint(url)
-    name = model or _served_model(kind, host, port, base)
-    if name is None:
-        raise WorkerFailed(f"no OpenAI-compatible server answers at {url} (GET /v1/models)")
-    n = len(prompt)
-    results: list = [None] * n
-    t0 = time.perf_counter()
-
-    def run(i):
-        results[i] = _one(kind, host, port, base, name, prompt[i], output[i])
-
-    if concurrency:
-        lock = threading.Lock()
-        queue = iter(range(n))
-
-        def worker():
-            while True:
-                with lock:
-                    i = next(queue, None)
-                if i is None:
-                    return
-                run(i)
-
-        threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-    else:
-        with ThreadPoolExecutor(max_workers=min(n, MAX_CONNECTIONS)) as pool:
-            for i in np.argsort(arrival_s, kind="stable"):
-                wait = t0 + float(arrival_s[i]) - time.perf_counter()
-                if wait > 0:
-                    time.sleep(wait)
-                pool.submit(run, int(i))
-    done = [r for r in results if r is not None]
-    if not done:
-        raise WorkerFailed(f"the server at {url} completed none of the {n} requests")
-    start = np.array([r[0] for r in done])
-    first = np.array([r[1] for r in done])
-    end = np.array([r[2] for r in done])
-    tokens = np.array([r[3] for r in done])
-    many = tokens > 1
-    return Measured(
-        url=url,
-        model=name,
-        requests=n,
-        failed=n - len(done),
-        output_tokens=int(tokens.sum()),
-        duration_s=float(end.max() - t0),
-        ttft_s=Distribution.of(first - start),
-        tpot_s=Distribution.of((end[many] - first[many]) / (tokens[many] - 1)),
-        e2e_s=Distribution.of(end - start),
+    samples = [s for s in runner.samples if s is not None]
+    ok = [s for s in samples if s.error is None]
+    errors = Counter(s.error for s in samples if s.error is not None)
+    if not ok:
+        why = errors.most_common(1)[0][0] if errors else interrupted or "none finished"
+        raise WorkerFailed(f"the server at {url} completed none of the {runner.n} requests: {why}")
+    warmup = int(concurrency) if concurrency and len(ok) > int(concurrency) else 0
+    order = sorted(ok, key=lambda s: s.start)
+    t0 = runner.t0
+    fig = client_figures(
+        arrival=np.array([s.start - t0 for s in order]),
+        first=np.array([s.chunks[0] - t0 for s in order]),
+        finish=np.array([s.end - t0 for s in order]),
+        output=np.array([s.tokens for s in order]),
+        warmup=warmup,
     )
+    gaps = np.concatenate([np.diff(s.chunks) for s in order[warmup:]] + [np.zeros(0)])
+    by_usage = sum(s.from_usage for s in ok)
+    counted = ("the server's usage report" if by_usage == len(ok) else
+               "stream events with text, one token each (the server sent no usage report)"
+               if by_usage == 0 else "the usage report where sent, else stream events")  # fmt: skip
+    return Measured(
+        url=url, model=name, requests=runner.n, failed=len(samples) - len(ok),
+        unfinished=runner.n - len(samples),
+        output_tokens=fig["output_tokens"], duration_s=fig["duration_s"],
+        ttft_s=fig["ttft_s"], tpot_s=fig["tpot_s"], itl_s=Distribution.of(gaps),
+        e2e_s=fig["e2e_s"], counted=counted, protocol=protocol,
+        errors=tuple(errors.most_common(3)), interrupted=interrupted, warmup=warmup,
+    )  # fmt: skip

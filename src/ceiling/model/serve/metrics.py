@@ -1,9 +1,13 @@
 """Serving metrics from simulated schedules, in the benchmark clients' definitions.
 
-vLLM's `benchmark_serving` and `sglang.bench_serving`:
+vLLM's `benchmark_serving` (`vllm bench serve`) and `sglang.bench_serving`:
   TTFT = first token − arrival; E2E = last token − arrival;
   TPOT = (E2E − TTFT) / (output tokens − 1), over requests with more than one output token;
+  ITL = each gap between two successive streamed chunks of a request, pooled over requests
+  (a simulated iteration emits one chunk a decoding sequence, so its ITL is the iteration
+  times weighted by the sequences decoding in them);
   output tokens/s and requests/s = totals / (last completion − first arrival).
+guidellm calls the same per-request (E2E − TTFT) / (tokens − 1) its "inter-token latency".
 A closed loop is measured in its steady state: the C requests sent together at the start
 (a burst no later request sees) are a warm-up, left out when more requests follow them.
 """
@@ -25,12 +29,19 @@ class Distribution:
     p99: float
 
     @classmethod
-    def of(cls, values) -> Distribution:
+    def of(cls, values, weights=None) -> Distribution:
+        """Mean and percentiles of `values`, each counted `weights` times when given."""
         v = np.asarray(values, dtype=float)
+        w = np.ones_like(v) if weights is None else np.asarray(weights, dtype=float)
+        keep = w > 0
+        v, w = v[keep], w[keep]
         if len(v) == 0:
             return cls(float("nan"), float("nan"), float("nan"), float("nan"))
-        p50, p90, p99 = np.percentile(v, PERCENTILES)
-        return cls(float(v.mean()), float(p50), float(p90), float(p99))
+        if weights is None:
+            p50, p90, p99 = np.percentile(v, PERCENTILES)
+        else:
+            p50, p90, p99 = np.percentile(v, PERCENTILES, weights=w, method="inverted_cdf")
+        return cls(float(np.average(v, weights=w)), float(p50), float(p90), float(p99))
 
     def to_json(self) -> dict:
         return {"mean": self.mean, "p50": self.p50, "p90": self.p90, "p99": self.p99}
@@ -46,6 +57,7 @@ class ServeMetrics:
     ttft_s: Distribution
     tpot_s: Distribution
     e2e_s: Distribution
+    itl_s: Distribution
     kv_use_mean: float  # share of KV blocks held, time-weighted
     kv_use_peak: float
     preemptions: int
@@ -76,6 +88,7 @@ def headline_json(m) -> dict:
         "requests_per_s": m.requests_per_s,
         "ttft_s": m.ttft_s.to_json(),
         "tpot_s": m.tpot_s.to_json(),
+        "itl_s": m.itl_s.to_json(),
         "e2e_s": m.e2e_s.to_json(),
     }
 
@@ -86,6 +99,27 @@ def _bound(compute: np.ndarray, dt: np.ndarray) -> str:
     return "compute" if dt[compute].sum() > dt[~compute].sum() else "memory"
 
 
+def client_figures(arrival, first, finish, output, warmup: int = 0, request_s: float = 0.0):
+    """What a benchmark client reports of requests (arrays in one order, seconds): their
+    count, output tokens, duration, and TTFT/TPOT/E2E distributions, the first `warmup`
+    left out when more follow; `request_s` (a request's way in and out of the server) is
+    added to each TTFT and E2E. One function for simulated and measured serving."""
+    if len(arrival) > warmup:
+        arrival, first, finish, output = (x[warmup:] for x in (arrival, first, finish, output))
+    ttft = first - arrival + request_s
+    e2e = finish - arrival + request_s
+    many = output > 1
+    duration = float(finish.max() - arrival.min())
+    return {
+        "requests": len(output),
+        "output_tokens": int(output.sum()),
+        "duration_s": duration,
+        "ttft_s": Distribution.of(ttft),
+        "tpot_s": Distribution.of((e2e[many] - ttft[many]) / (output[many] - 1)),
+        "e2e_s": Distribution.of(e2e),
+    }
+
+
 def summarize(schedules, request_s: float = 0.0) -> ServeMetrics:
     """Metrics over one or more schedules (replicas run side by side from time 0); each
     request's way in and out of the server (`request_s`) added to its TTFT and end-to-end
@@ -94,15 +128,12 @@ def summarize(schedules, request_s: float = 0.0) -> ServeMetrics:
     def steady(s, values):
         return values[s.warmup :] if len(values) > s.warmup else values
 
-    arrival = np.concatenate([steady(s, s.arrival_s) for s in schedules])
-    first = np.concatenate([steady(s, s.first_token_s) for s in schedules])
-    finish = np.concatenate([steady(s, s.finish_s) for s in schedules])
-    output = np.concatenate([steady(s, s.output) for s in schedules])
-    ttft = first - arrival + request_s
-    e2e = finish - arrival + request_s
-    many = output > 1
-    tpot = (e2e[many] - ttft[many]) / (output[many] - 1)
-    duration = float(finish.max() - arrival.min())
+    keys = ("arrival_s", "first_token_s", "finish_s", "output")
+    fig = client_figures(
+        *(np.concatenate([steady(s, getattr(s, k)) for s in schedules]) for k in keys),
+        request_s=request_s,
+    )
+    duration, output_tokens = fig["duration_s"], fig["output_tokens"]
     dt = np.concatenate([s.iter_time_s for s in schedules])
     blocks = np.concatenate([s.iter_blocks / s.kv_blocks for s in schedules])
     batch = np.concatenate([s.iter_decodes for s in schedules])
@@ -111,14 +142,15 @@ def summarize(schedules, request_s: float = 0.0) -> ServeMetrics:
     busy = float(dt.sum())
     weighted = (lambda x: float((x * dt).sum() / busy)) if busy > 0 else (lambda x: 0.0)
     return ServeMetrics(
-        requests=len(output),
-        output_tokens=int(output.sum()),
+        requests=fig["requests"],
+        output_tokens=output_tokens,
         duration_s=duration,
-        output_tokens_per_s=float(output.sum()) / duration,
-        requests_per_s=len(output) / duration,
-        ttft_s=Distribution.of(ttft),
-        tpot_s=Distribution.of(tpot),
-        e2e_s=Distribution.of(e2e),
+        output_tokens_per_s=output_tokens / duration,
+        requests_per_s=fig["requests"] / duration,
+        ttft_s=fig["ttft_s"],
+        tpot_s=fig["tpot_s"],
+        e2e_s=fig["e2e_s"],
+        itl_s=Distribution.of(dt, batch),
         kv_use_mean=weighted(blocks),
         kv_use_peak=float(blocks.max()) if len(blocks) else 0.0,
         preemptions=sum(s.preemptions for s in schedules),
