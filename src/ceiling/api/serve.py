@@ -15,6 +15,7 @@ from typing import Any
 
 from ceiling.api.arguments import BadArgument, checked
 from ceiling.api.result import Result
+from ceiling.api.serve_calibrate import recorded_call
 from ceiling.errors import InvalidInput, argument
 
 DEFAULT_REQUESTS = 1000
@@ -118,6 +119,7 @@ class ServeResult(Result):
     schedules: Any = field(default=None, repr=False, compare=False)
     request_s: float = 0.0
     measured: Any = None
+    calibration: Any = None  # `model.serve.calibrate.Calibration`, when calibrated
     title = "Serving"
 
     def accuracy(self) -> dict:
@@ -150,6 +152,8 @@ class ServeResult(Result):
             out["fewest_gpus"] = self.fewest_gpus
         if self.measured is not None:
             out["measured"] = self.measured.to_json()
+        if self.calibration is not None:
+            out["calibration"] = self.calibration.to_json()
         return out
 
     def heading(self) -> str:
@@ -276,13 +280,16 @@ def serve(
     engine: str = "generic",
     memory_utilization: float | None = None,
     deadlines: Any = None,
+    calibrate: Any = None,
+    device_scale: float = 1.0,
 ) -> ServeResult:
     """Simulate serving `model` on `gpus` devices (`spec`/`profile`) laid out as `tp` ×
     `pp` × `replicas`, under a load: Poisson `rate` (requests/s), closed-loop
     `concurrency`, or `offline` N requests at once (default: offline). Workload: fixed
     `input_tokens`/`output_tokens`, a named `dataset` (default "sharegpt") or `requests`
     (a JSONL file of prompt_tokens/output_tokens[/arrival_s] lines, or two length lists).
-    `weights`: a dtype or a 4-bit format (int4, awq, gptq, mxfp4). Engine: `max_num_seqs`,
+    `weights`: a dtype or a 4-bit format (int4, awq, gptq, mxfp4); default bf16, fp32 on a
+    CPU. Engine: `max_num_seqs`,
     `max_batched_tokens`, `chunked_prefill`, `prefix_hit_rate`, speculative decoding
     (`speculative`: "ngram" or a draft model; `spec_tokens`, `acceptance`), `reserve_kv`
     (TensorRT-LLM's no-eviction admission). `slo` ("ttft_p99=2s,tpot_p99=200ms") adds the
@@ -292,7 +299,19 @@ def serve(
     iteration (`ceiling.model.serve.engine.HOST_SHARE`; generic: none). `memory_utilization`:
     the share of each device's memory the engine may use for weights and KV cache (vLLM's
     `gpu_memory_utilization`, SGLang's `mem_fraction_static`; default 0.9). `deadlines`
-    bound a measurement ("connect=10s,first_byte=2m,idle=5m,run=1h", the defaults)."""
+    bound a measurement ("connect=10s,first_byte=2m,idle=5m,run=1h", the defaults).
+    `calibrate`: a measured run (the JSON of `serve --measure URL --json`, or its dict): the
+    engine's per-iteration and per-request costs and the device's scale are fitted so that
+    the run's simulation gives what was measured, then used here (`calibration` says the
+    fit). `device_scale`: the device's time of an iteration over its priced terms (1)."""
+    args = dict(locals())
+    if calibrate is not None:
+        from ceiling.api.serve_calibrate import calibrated_serve
+
+        return calibrated_serve(calibrate, serve, {k: v for k, v in args.items()
+                                                   if k != "calibrate"})  # fmt: skip
+    if isinstance(device_scale, bool) or not 0 < device_scale < float("inf"):
+        raise BadArgument("device_scale", f"must be a number > 0, got {device_scale!r}")
     import numpy as np
 
     from ceiling.hardware.resolve import resolve
@@ -337,7 +356,7 @@ def serve(
     resolved = resolve(spec, profile)
     dev = resolved.spec
     setup = DecodeSetup(
-        weights_dtype=fmt.dtype if fmt else (weights or "bf16"),
+        weights_dtype=fmt.dtype if fmt else (weights or _default_weights(dev)),
         kv_dtype=kv_dtype,
         activation_dtype=activations,
         tp=layout.tp,
@@ -372,15 +391,24 @@ def serve(
     if isinstance(utilization, bool) or not 0 < utilization <= 1:
         raise BadArgument("memory_utilization", f"must be in (0, 1], got {memory_utilization}")
 
+    # on a CPU each op of the eager forward pays the host's time an op the profile measured
+    host_op_s = None
+    if dev.kind == "cpu":
+        from ceiling.model.plan.host import measured_forward_op_s
+
+        host_op_s = measured_forward_op_s(resolved.measured)
+
     def make(lay):
         s = DecodeSetup(weights_dtype=setup.weights_dtype, kv_dtype=kv_dtype,
                         activation_dtype=activations, tp=lay.tp)  # fmt: skip
         from ceiling.model.decode import resolve_dtypes
 
         compute = resolve_dtypes(dev, s).compute
-        return eng.Engine(cfg, dev, s, costs_for(dev, weights=weights, compute=compute), lay,
+        costs = costs_for(dev, per_kernel_s=host_op_s, weights=weights, compute=compute)
+        return eng.Engine(cfg, dev, s, costs, lay,
                           policy, draft, memory_utilization=utilization,
-                          host_share=host_share, engine=engine_name)  # fmt: skip
+                          host_share=host_share, engine=engine_name,
+                          device_scale=device_scale)  # fmt: skip
 
     engine = make(layout)
     if arrivals is not None and not any(loads):
@@ -400,7 +428,7 @@ def serve(
             "replicas": layout.replicas,
             "gpus": layout.gpus,
         },
-        "weights": weights or "bf16",
+        "weights": weights or _default_weights(dev),
         "kv_dtype": engine.iteration.step.dtypes.kv,
         "workload": described,
         "load": load,
@@ -419,6 +447,11 @@ def serve(
         "cuda_graphs": engine.costs.cuda_graphs,
         "engine": engine_name,
         "host_share": host_share,
+        "device_scale": device_scale,
+        "iteration_s": engine.iteration_s,
+        "request_s": engine.request_s,
+        "device_kind": dev.kind,
+        "call": recorded_call(args),
     }
     mean_ctx = float(np.mean(prompt) + np.mean(output) / 2)
     batch = max(1, round(metrics.mean_batch))
@@ -460,6 +493,11 @@ def serve(
         )
     return ServeResult(cfg, dev, resolved.source, inputs, metrics, engine.kv_blocks, iteration,
                        **result, schedules=schedules, request_s=engine.request_s)  # fmt: skip
+
+
+def _default_weights(dev) -> str:
+    """bf16 on an accelerator; on a CPU fp32, the dtype a torch model is built in."""
+    return "fp32" if dev.kind == "cpu" else "bf16"
 
 
 def _layout(gpus, tp, pp, replicas):

@@ -83,6 +83,13 @@ Speculative = _opt("--speculative", "Speculative decoding: ngram, or a draft mod
 SloOption = _opt("--slo", "Targets: ttft_p99=2s,tpot_p99=200ms (ttft_p50, tpot_p50, e2e_p99).", str)
 TargetRate = _opt("--target-rate", "With --slo: the fewest GPUs for this many requests/s.", float)
 Measure = _opt("--measure", "URL of an OpenAI-compatible server to measure.", str)
+Calibrate = _opt(
+    "--calibrate",
+    "A measured run (the JSON of `serve --measure URL --json`): fit the engine's cost an "
+    "iteration and a request, and the device's speed, to what it measured, then predict "
+    "this run with them.",
+    Path,
+)
 Deadlines = _opt(
     "--deadlines",
     "Bounds of --measure: connect=10s,first_byte=2m,idle=5m,run=1h (the defaults; give any "
@@ -141,6 +148,7 @@ def serve(
     engine: EngineOption = "generic",
     memory_utilization: MemoryUtilization = None,
     deadlines: Deadlines = None,
+    calibrate: Calibrate = None,
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
@@ -156,7 +164,7 @@ def serve(
         prefix_hit_rate=prefix_hit_rate, speculative=speculative, spec_tokens=spec_tokens,
         acceptance=acceptance, reserve_kv=reserve_kv, slo=slo, target_rate=target_rate,
         curve=plot is not None, seed=seed, measure=measure, engine=engine,
-        memory_utilization=memory_utilization, deadlines=deadlines,
+        memory_utilization=memory_utilization, deadlines=deadlines, calibrate=calibrate,
     )  # fmt: skip
     if figure_and_json(r, plot, json_out):
         return
@@ -174,16 +182,23 @@ def _show(r) -> None:
     con = console()
     m, lay, inp = r.metrics, r.inputs["layout"], r.inputs
     con.print(r.heading())
+    units = "CPU" if inp["device_kind"] == "cpu" else "GPUs" if lay["gpus"] > 1 else "GPU"
     con.print(
-        f"layout: {lay['gpus']} GPUs = TP {lay['tp']} × PP {lay['pp']} × {lay['replicas']} "
+        f"layout: {lay['gpus']} {units} = TP {lay['tp']} × PP {lay['pp']} × {lay['replicas']} "
         f"replicas; weights {inp['weights']}, KV cache {inp['kv_dtype']} "
         f"({r.kv_blocks * inp['block_size']:,} tokens per engine)"
     )
     con.print(f"workload: {m.requests:,} requests, {inp['workload']}; load: {inp['load']}")
     con.print(
         f"assumed: engine {inp['engine']}, its host adding {inp['host_share'] * 100:.0f} % to "
-        f"each iteration's GPU time (--engine generic|vllm|sglang|trtllm)"
-    )
+        f"each iteration's device time (--engine generic|vllm|sglang|trtllm), "
+        f"{format_time(inp['iteration_s'])} of host work between two iterations and "
+        f"{format_time(inp['request_s'])} a request through the server"
+        + (f"; the device at {inp['device_scale']:.3g}× its priced time"
+           if inp["device_scale"] != 1 else "")
+    )  # fmt: skip
+    if r.calibration is not None:
+        _show_calibration(r.calibration)
     meas = r.measured
     con.print(
         f"simulated: {m.output_tokens_per_s:,.0f} output tokens/s, {m.requests_per_s:.3g} "
@@ -265,3 +280,17 @@ def _show_measured(meas) -> None:
     if meas.interrupted:
         con.print(f"the measurement stopped early ({meas.interrupted}): the figures are the "
                   "requests that finished")  # fmt: skip
+
+
+def _show_calibration(cal) -> None:
+    con = console()
+    before, after = cal.errors(cal.before), cal.errors(cal.after)
+    names = {"ttft_p50_s": "TTFT p50", "tpot_p50_s": "TPOT p50",
+             "output_tokens_per_s": "output tokens/s"}  # fmt: skip
+    con.print(
+        f"calibrated from {cal.source} (measured on {cal.device}): "
+        f"{format_time(cal.iteration_s)} an iteration, {format_time(cal.request_s)} a "
+        f"request, the device at {cal.device_scale:.3g}× its priced time"
+    )
+    changes = [f"{names[k]} {before[k] * 100:+.0f} % → {after[k] * 100:+.0f} %" for k in before]
+    con.print("  the measured run simulated again: " + "; ".join(changes))

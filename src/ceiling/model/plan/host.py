@@ -113,16 +113,26 @@ def measured_kernel_s(measured) -> float | None:
     profile is not a GPU's (a CPU's host cost launches no GPU kernel)."""
     if getattr(measured, "kind", None) != "cuda":
         return None
+    return _host_cost(measured, ("forward_s", "backward_s"))
+
+
+def measured_forward_op_s(measured) -> float | None:
+    """Host seconds an aten op of an eager forward the machine profile measured, on any
+    device (on a CPU the host's time an op beside its work); None when it has none."""
+    return _host_cost(measured, ("forward_s",))
+
+
+def _host_cost(measured, phases_named: tuple[str, ...]) -> float | None:
     overhead = (getattr(measured, "extra", None) or {}).get("overhead")
     costs = overhead.get("host_costs") if isinstance(overhead, dict) else None
     if not isinstance(costs, dict):
         return None
-    phases = [costs.get("forward_s"), costs.get("backward_s")]
+    phases = [costs.get(name) for name in phases_named]
     if not all(
         isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1 for v in phases
     ):
         return None
-    return (phases[0] + phases[1]) / 2.0
+    return sum(phases) / len(phases)
 
 
 @dataclass(frozen=True)

@@ -104,6 +104,9 @@ class Engine:
     memory_utilization: float = GPU_MEMORY_UTILIZATION
     host_share: float = 0.0  # the host's time per iteration, a share of the GPU's (HOST_SHARE)
     engine: str = "generic"  # whose front end a request passes (`request_s`)
+    # the device's time of an iteration over its terms' (1: as priced; fitted by
+    # `serve --calibrate` from a measured run on this device)
+    device_scale: float = 1.0
 
     def __post_init__(self) -> None:
         self.iteration_s, self.request_s = iteration_s(), request_s(self.engine)
@@ -155,7 +158,9 @@ class Engine:
         if room <= 0:
             raise DoesNotFit(
                 f"{cfg.name or 'the model'} leaves no room for a KV cache on {self.spec.name} "
-                f"(tp={tp}, pp={pp}): {resident / pp / 1e9:.1f} GB of weights per device of "
+                f"(tp={tp}, pp={pp}): {resident / pp / 1e9:.1f} GB of weights and "
+                f"{activations / 1e9:.1f} GB of activations for a full iteration of "
+                f"{self.policy.max_batched_tokens:,} tokens (max_batched_tokens) per device of "
                 f"{step.mem * self.memory_utilization / 1e9:.1f} GB usable"
             )
         # each device holds its 1/p of the layers' KV for all p engines' sequences
@@ -172,7 +177,7 @@ class Engine:
         if self.draft_iteration is not None and n_dec:
             # k draft steps of the small model over the decoding sequences
             t += self.policy.spec_tokens * self.draft_iteration.time(n_dec, dec_ctx)
-        return t * (1.0 + self.host_share) + self.iteration_s, bound
+        return t * self.device_scale * (1.0 + self.host_share) + self.iteration_s, bound
 
     @property
     def engines(self) -> int:

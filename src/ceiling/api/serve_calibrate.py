@@ -1,0 +1,95 @@
+"""`serve(..., calibrate="measured.json")`: a prediction from the engine costs that make the
+simulation of one measured run (the JSON `serve --measure ... --json` writes) give what was
+measured (`ceiling.model.serve.calibrate`).
+
+The measured run is simulated again from the arguments it records (`call`), under trial
+costs; the fitted host costs then hold for any load, length, batch limit or device, and the
+device's scale only on the device the run was measured on (elsewhere it is 1, and said).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from ceiling.errors import MalformedFile
+
+# the arguments of `ceiling.serve` a run records, to be simulated again (JSON values only)
+CALL_KEYS = (
+    "model", "spec", "profile", "gpus", "tp", "pp", "replicas", "weights", "kv_dtype",
+    "activations", "input_tokens", "output_tokens", "dataset", "requests", "rate",
+    "concurrency", "offline", "num_requests", "max_num_seqs", "max_batched_tokens",
+    "chunked_prefill", "prefix_hit_rate", "speculative", "spec_tokens", "acceptance",
+    "reserve_kv", "seed", "engine", "memory_utilization",
+)  # fmt: skip
+
+
+def recorded_call(args: dict) -> dict | None:
+    """The arguments of a `serve` call that JSON can hold, or None when the model is not a
+    name or a dict (a transformers object: the run cannot be simulated again)."""
+    call = {k: args.get(k) for k in CALL_KEYS}
+    if not isinstance(call["model"], str | dict):
+        return None
+    for key in ("profile", "requests"):
+        if isinstance(call[key], Path):
+            call[key] = str(call[key])
+    if call["requests"] is not None and not isinstance(call["requests"], str):
+        return None
+    return call
+
+
+def _measured_run(calibrate) -> tuple[dict, dict, str]:
+    from ceiling.files import parse_json, read_text
+
+    if isinstance(calibrate, dict):
+        data, source = calibrate, "the measured run given"
+    else:
+        source = str(calibrate)
+        data = parse_json(read_text(calibrate, "measured serving run"), source)
+    if not isinstance(data, dict) or not isinstance(data.get("measured"), dict):
+        raise MalformedFile(f"{source}: not a measured run (the JSON of `ceiling serve "
+                            "--measure URL --json`, with its `measured` figures)")  # fmt: skip
+    if not isinstance(data.get("call"), dict):
+        raise MalformedFile(f"{source}: records no `call` (the arguments of the run), so it "
+                            "cannot be simulated again")  # fmt: skip
+    m = data["measured"]
+    try:
+        figures = {"ttft_p50_s": m["ttft_s"]["p50"], "tpot_p50_s": m["tpot_s"]["p50"],
+                   "output_tokens_per_s": m["output_tokens_per_s"]}  # fmt: skip
+    except (KeyError, TypeError):
+        raise MalformedFile(f"{source}: its `measured` block lacks TTFT, TPOT or "
+                            "output tokens/s") from None  # fmt: skip
+    return data["call"], figures, source
+
+
+def calibrated_serve(calibrate, serve, args: dict[str, Any]):
+    """`serve(**args)` with the costs fitted to the measured run `calibrate`."""
+    from ceiling.model import fitted
+    from ceiling.model.serve import engine as eng
+    from ceiling.model.serve.calibrate import figures_of, fit
+
+    call, measured, source = _measured_run(calibrate)
+
+    def run(iteration_s: float, request_s: float, device_scale: float) -> dict:
+        with fitted.overridden(_costs(iteration_s, request_s)):
+            return figures_of(serve(**{**call, "device_scale": device_scale}).metrics)
+
+    device = _device(call)
+    cal = fit(run, measured, (eng.iteration_s(), eng.request_s(call.get("engine") or "generic")),
+              device, source)  # fmt: skip
+    scale = cal.device_scale if _device(args) == cal.device else 1.0
+    with fitted.overridden(_costs(cal.iteration_s, cal.request_s)):
+        result = serve(**{**args, "device_scale": scale})
+    return dataclasses.replace(result, calibration=cal)
+
+
+def _device(args: dict) -> str:
+    from ceiling.hardware.resolve import resolve
+
+    return resolve(args.get("spec"), args.get("profile")).spec.name
+
+
+def _costs(iteration_s: float, request_s: float) -> dict:
+    return {"serve.iteration_s": iteration_s, "serve.request_s.python": request_s,
+            "serve.request_s.trtllm": request_s}  # fmt: skip

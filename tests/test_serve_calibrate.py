@@ -1,0 +1,106 @@
+"""`serve --calibrate MEASURED.json`: the costs fitted to one measured run reproduce it and
+predict other loads; and serving on a CPU prices the host's time an op and says "CPU".
+
+The "measured" runs here are the simulation itself under known costs, written as the JSON
+`serve --measure --json` writes: the fit must find costs that give the same figures, and
+the prediction at another load must agree with the simulation under the true costs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import ceiling
+from ceiling.errors import MalformedFile
+from ceiling.hardware.profile import MachineProfile, MeasuredDevice, save_profile
+from ceiling.model import fitted
+
+RUN = dict(spec="h100-sxm", input_tokens=512, output_tokens=128, num_requests=200)
+TRUE = {"serve.iteration_s": 0.012, "serve.request_s.python": 0.08}
+TRUE_SCALE = 1.3
+
+
+def _as_measured(rate: float) -> dict:
+    """The JSON of a run at `rate` whose measured figures are the simulation's under TRUE."""
+    record = ceiling.serve("llama-3-8b", rate=rate, **RUN).to_dict()
+    with fitted.overridden(TRUE):
+        truth = ceiling.serve("llama-3-8b", rate=rate, device_scale=TRUE_SCALE, **RUN)
+    m = truth.metrics
+    record["measured"] = {"ttft_s": m.ttft_s.to_json(), "tpot_s": m.tpot_s.to_json(),
+                          "output_tokens_per_s": m.output_tokens_per_s}  # fmt: skip
+    return record
+
+
+def test_the_fit_reproduces_the_measured_run_and_predicts_another_load():
+    cal_run = ceiling.serve("llama-3-8b", rate=8.0, calibrate=_as_measured(4.0), **RUN)
+    cal = cal_run.calibration
+    # the shipped costs miss the measured run; the fitted ones give it back
+    assert max(abs(e) for e in cal.errors(cal.before).values()) > 0.1
+    assert max(abs(e) for e in cal.errors(cal.after).values()) < 0.03
+    assert cal.device == "NVIDIA H100 SXM5 80GB" and cal_run.inputs["device_scale"] != 1
+    # at twice the load, the calibrated prediction is the true costs' within 5 %
+    with fitted.overridden(TRUE):
+        truth = ceiling.serve("llama-3-8b", rate=8.0, device_scale=TRUE_SCALE, **RUN).metrics
+    got = cal_run.metrics
+    for a, b in ((got.tpot_s.p50, truth.tpot_s.p50), (got.ttft_s.p50, truth.ttft_s.p50),
+                 (got.output_tokens_per_s, truth.output_tokens_per_s)):  # fmt: skip
+        assert a == pytest.approx(b, rel=0.05)
+    assert json.dumps(cal_run.to_dict()["calibration"])
+
+
+def test_on_another_device_only_the_host_costs_carry_over():
+    r = ceiling.serve("llama-3-8b", rate=4.0, calibrate=_as_measured(4.0),
+                      **{**RUN, "spec": "a100-80gb"})  # fmt: skip
+    assert r.inputs["device_scale"] == 1.0
+    assert r.inputs["iteration_s"] == pytest.approx(r.calibration.iteration_s)
+
+
+def test_files_that_are_not_a_measured_run_are_refused(tmp_path):
+    plain = ceiling.serve("llama-3-8b", rate=4.0, **RUN).to_dict()
+    for broken, says in ((plain, "not a measured run"),
+                         ({**_as_measured(4.0), "call": None}, "records no `call`"),
+                         ({"measured": {"ttft_s": {}}, "call": {}}, "lacks TTFT")):  # fmt: skip
+        with pytest.raises(MalformedFile, match=says):
+            ceiling.serve("llama-3-8b", rate=4.0, calibrate=broken, **RUN)
+    path = tmp_path / "m.json"
+    path.write_text("{not json")
+    with pytest.raises(MalformedFile):
+        ceiling.serve("llama-3-8b", rate=4.0, calibrate=path, **RUN)
+
+
+def test_the_command_line_shows_the_fit(cli, tmp_path):
+    path = tmp_path / "measured.json"
+    path.write_text(json.dumps(_as_measured(4.0)))
+    code, out, err = cli("serve", "llama-3-8b", "--spec", "h100-sxm", "--request-rate", "6",
+                         "--input-tokens", "512", "--output-tokens", "128", "--num-prompts",
+                         "200", "--calibrate", path)  # fmt: skip
+    assert code == 0, err
+    assert "calibrated from" in out and "the measured run simulated again" in out
+
+
+CPU = MeasuredDevice(
+    name="Test CPU", kind="cpu", peak_flops_per_s={"fp32": 100e9, "bf16": 50e9},
+    bandwidth_bytes_per_s=10e9, datasheet_peak_flops_per_s={"fp32": 200e9},
+    memory_bytes=16 * 2**30,
+    extra={"overhead": {"host_costs": {"forward_s": 20e-6, "backward_s": 30e-6}}},
+)  # fmt: skip
+
+
+def test_a_cpu_serves_fp32_and_pays_the_host_time_an_op(tmp_path, cli):
+    path = save_profile(MachineProfile(1, "2026-01-01T00:00:00+00:00", "h", {}, [CPU]),
+                        tmp_path / "cpu.json")  # fmt: skip
+    args = dict(profile=path, input_tokens=32, output_tokens=16, concurrency=2, num_requests=8)
+    r = ceiling.serve("gpt:small", **args)
+    assert r.inputs["weights"] == "fp32" and r.inputs["device_kind"] == "cpu"
+    # each op of the eager forward: the profile's 20 µs, not a GPU's launch floor
+    it = r.iteration_at_batch
+    from ceiling.model.decode_expected import KERNELS_OUTSIDE_LAYERS, KERNELS_PER_LAYER
+
+    kernels = KERNELS_PER_LAYER * r.model.layers + KERNELS_OUTSIDE_LAYERS
+    assert it["launch_s"] == pytest.approx(kernels * 20e-6)
+    code, out, err = cli("serve", "gpt:small", "--profile", path, "--input-tokens", "32",
+                         "--output-tokens", "16", "--concurrency", "2",
+                         "--num-requests", "8")  # fmt: skip
+    assert code == 0, err
+    assert "1 CPU =" in out and "GPUs" not in out.split("workload")[0]
