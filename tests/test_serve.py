@@ -76,6 +76,20 @@ def test_kv_cache_holds_what_the_memory_leaves():
     e2 = Engine(cfg, spec, DecodeSetup(), costs_for(spec), Layout(pp=2))
     room2 = 0.9 * spec.memory_bytes - cfg.params_total - 8192 * per_token * 2
     assert e2.kv_blocks == int(room2 / cfg.kv_bytes_per_token(2) // 16)
+    # TensorRT-LLM: 0.9 of what the weights and the activation buffers leave
+    trt = Engine(cfg, spec, DecodeSetup(), costs_for(spec), engine="trtllm")
+    room3 = 0.9 * (spec.memory_bytes - cfg.params_total * 2 - 8192 * per_token * 2)
+    assert trt.kv_blocks == int(room3 / cfg.kv_bytes_per_token(2) // 16)
+
+
+def test_trtllm_reserves_each_requests_kv_by_default():
+    import ceiling
+
+    run = dict(spec="h100-sxm", input_tokens=128, output_tokens=32, offline=20)
+    assert ceiling.serve("llama-3-8b", engine="trtllm", **run).inputs["reserve_kv"] is True
+    assert ceiling.serve("llama-3-8b", engine="vllm", **run).inputs["reserve_kv"] is False
+    off = ceiling.serve("llama-3-8b", engine="trtllm", reserve_kv=False, **run)
+    assert off.inputs["reserve_kv"] is False
 
 
 def test_sharegpt_lengths_have_the_published_output_mean():

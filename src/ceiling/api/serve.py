@@ -271,7 +271,7 @@ def serve(
     speculative: str | None = None,
     spec_tokens: int = 0,
     acceptance: float = 0.0,
-    reserve_kv: bool = False,
+    reserve_kv: bool | None = None,
     slo: Any = None,
     target_rate: float | None = None,
     curve: bool = False,
@@ -292,9 +292,10 @@ def serve(
     CPU. Engine: `max_num_seqs`,
     `max_batched_tokens`, `chunked_prefill`, `prefix_hit_rate`, speculative decoding
     (`speculative`: "ngram" or a draft model; `spec_tokens`, `acceptance`), `reserve_kv`
-    (TensorRT-LLM's no-eviction admission). `slo` ("ttft_p99=2s,tpot_p99=200ms") adds the
-    highest rate meeting it, and with `target_rate` the fewest GPUs; `curve` the
-    latency–throughput curve; `measure` a server URL to run the same workload against.
+    (TensorRT-LLM's no-eviction admission; default: on with engine "trtllm"). `slo`
+    ("ttft_p99=2s,tpot_p99=200ms") adds the highest rate meeting it, and with `target_rate`
+    the fewest GPUs; `curve` the latency–throughput curve; `measure` a server URL to run
+    the same workload against.
     `engine` ("generic", "vllm", "sglang", "trtllm"): the host time the engine adds to each
     iteration (`ceiling.model.serve.engine.HOST_SHARE`; generic: none). `memory_utilization`:
     the share of each device's memory the engine may use for weights and KV cache (vLLM's
@@ -368,7 +369,7 @@ def serve(
         prefix_hit_rate=prefix_hit_rate,
         spec_tokens=spec_tokens,
         acceptance=acceptance,
-        reserve_kv=reserve_kv,
+        reserve_kv=engine == "trtllm" if reserve_kv is None else reserve_kv,
     )
     if spec_tokens and speculative is None:
         raise BadArgument(
@@ -443,7 +444,7 @@ def serve(
         "speculative": speculative,
         "spec_tokens": spec_tokens,
         "acceptance": acceptance,
-        "reserve_kv": reserve_kv,
+        "reserve_kv": policy.reserve_kv,
         "cuda_graphs": engine.costs.cuda_graphs,
         "engine": engine_name,
         "host_share": host_share,

@@ -55,10 +55,12 @@ Acceptance = Annotated[
     float, typer.Option("--acceptance", help="Probability a draft token is accepted.")
 ]
 ReserveKv = Annotated[
-    bool,
+    bool | None,
     typer.Option(
-        "--reserve-kv",
-        help="Reserve each request's whole KV cache at admission (TensorRT-LLM's default).",
+        "--reserve-kv/--no-reserve-kv",
+        help="Reserve each request's whole KV cache at admission (TensorRT-LLM's "
+        "GUARANTEED_NO_EVICT; default: on with --engine trtllm, else off).",
+        show_default=False,
     ),
 ]
 MaxSeqs = Annotated[int, typer.Option("--max-num-seqs", help="Sequences a batch holds.")]
@@ -100,7 +102,8 @@ Deadlines = _opt(
 MemoryUtilization = _opt(
     "--memory-utilization",
     "Share of each device's memory for weights and KV cache (vLLM's gpu_memory_utilization, "
-    "SGLang's mem_fraction_static; default 0.9).",
+    "SGLang's mem_fraction_static; default 0.9); with --engine trtllm the share of the "
+    "memory the weights leave that the KV cache takes (kv_cache_free_gpu_mem_fraction).",
     float,
 )
 EngineOption = Annotated[
@@ -140,7 +143,7 @@ def serve(
     speculative: Speculative = None,
     spec_tokens: SpecTokens = 0,
     acceptance: Acceptance = 0.0,
-    reserve_kv: ReserveKv = False,
+    reserve_kv: ReserveKv = None,
     slo: SloOption = None,
     target_rate: TargetRate = None,
     seed: Seed = 0,

@@ -2,7 +2,9 @@
 
 Its KV cache holds what the memory leaves: vLLM's `gpu_memory_utilization` share of each
 device (0.9 by default) less the weights and the activations of a full token budget, in
-blocks of `block_size` tokens. Pipeline parallelism over p stages keeps p batches in
+blocks of `block_size` tokens; TensorRT-LLM's `kv_cache_free_gpu_mem_fraction` (also 0.9)
+is a share of the memory the weights and activations leave (its executor API docs, "KV
+cache": the fraction of free GPU memory after the engine is loaded). Pipeline parallelism over p stages keeps p batches in
 flight (vLLM's virtual engines): it is run as p engines, each iteration passing through all
 stages (the whole model's time on its tensor-parallel group, plus p − 1 activation sends),
 each with its share of the KV cache. Replicas split the requests round robin.
@@ -154,7 +156,12 @@ class Engine:
         # and out, the query/key/value projections and the FFN's gate and up outputs.
         per_token = 4 * cfg.hidden + (cfg.q_dim + 2 * cfg.kv_dim + 2 * cfg.ffn_hidden) / tp
         activations = self.policy.max_batched_tokens * per_token * self.act_bytes
-        room = step.mem * self.memory_utilization - resident / pp - activations
+        if self.engine == "trtllm":
+            # TensorRT-LLM: kv_cache_free_gpu_mem_fraction of the memory left once the
+            # engine (weights and activation buffers) is loaded
+            room = (step.mem - resident / pp - activations) * self.memory_utilization
+        else:  # vLLM's gpu_memory_utilization, SGLang's mem_fraction_static: of the whole
+            room = step.mem * self.memory_utilization - resident / pp - activations
         if room <= 0:
             raise DoesNotFit(
                 f"{cfg.name or 'the model'} leaves no room for a KV cache on {self.spec.name} "
