@@ -5,9 +5,9 @@ device (0.9 by default) less the weights and the activations of a full token bud
 blocks of `block_size` tokens; TensorRT-LLM's `kv_cache_free_gpu_mem_fraction` (also 0.9)
 is a share of the memory the weights and activations leave (its executor API docs, "KV
 cache": the fraction of free GPU memory after the engine is loaded). Pipeline parallelism
-over p stages keeps p batches in flight (vLLM's virtual engines): it is run as p engines, each iteration passing through all
-stages (the whole model's time on its tensor-parallel group, plus p − 1 activation sends),
-each with its share of the KV cache. Replicas split the requests round robin.
+over p stages keeps p batches in flight (vLLM's virtual engines): it is run as p engines,
+each iteration passing through all stages (the whole model's time on its tensor-parallel
+group, plus p − 1 activation sends), each with its share of the KV cache. Replicas split the requests round robin.
 """
 
 from __future__ import annotations
