@@ -7,7 +7,8 @@ is a share of the memory the weights and activations leave (its executor API doc
 cache": the fraction of free GPU memory after the engine is loaded). Pipeline parallelism
 over p stages keeps p batches in flight (vLLM's virtual engines): it is run as p engines,
 each iteration passing through all stages (the whole model's time on its tensor-parallel
-group, plus p − 1 activation sends), each with its share of the KV cache. Replicas split the requests round robin.
+group, plus p − 1 activation sends), each with its share of the KV cache. Replicas split
+the requests round robin.
 """
 
 from __future__ import annotations
