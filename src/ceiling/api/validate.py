@@ -151,9 +151,10 @@ def _with_iterations_longer(r, extra_s: float):
 
 def predict_group(runs: list, shipped: dict[str, float]) -> list:
     """Runs that share one API call: each run's (figures, features, device, elasticities by
-    regime family), or the refusal's text. One call with the constants as shipped, one more
-    per constant the runs need the elasticity of."""
-    from ceiling.model.fitted import DECLARED, overridden
+    regime family, the constants each figure follows exactly), or the refusal's text. One
+    call with the constants as shipped, one more per constant the runs need the elasticity
+    of that cannot be read off the first."""
+    from ceiling.model.fitted import DECLARED
 
     kind = runs[0].kind
     try:
@@ -161,31 +162,60 @@ def predict_group(runs: list, shipped: dict[str, float]) -> list:
         device, features = _features(kind, r)
         figures = [_figures(run, r) for run in runs]
         elastic: list[dict[str, dict[str, float]]] = [{b: {} for b in f} for f in figures]
+        # the constants each figure follows exactly: "linear" or "reciprocal" (`Scored`)
+        exact: list[dict[str, dict[str, str]]] = [{b: {} for b in f} for f in figures]
         for name, f in DECLARED.items():
             needing = [i for i, run in enumerate(runs) if _needs_elasticity(f, run, device)]
-            if not needing:
-                continue
-            if name in ADDED_TO_LATENCY:  # exact without a second call: v(c) = v0 + c − c0
-                for i in needing:
-                    for base, v0 in figures[i].items():
-                        if base == "serving latency" and not runs[i].metric.startswith("tpot"):
-                            elastic[i][base][name] = 1.0 / v0  # per second (`Scored.linear`)
-                continue
-            if name in ADDED_TO_ITERATIONS and getattr(r, "schedules", None) is not None:
-                moved = _with_iterations_longer(r, shipped[name] * STEP)
-            else:
-                with overridden({name: shipped[name] * (1 + STEP)}):
-                    moved = _call(kind, runs[0].args)
-            for i in needing:
-                for base, v1 in _figures(runs[i], moved).items():
-                    v0 = figures[i][base]
-                    if v0 > 0 and v1 > 0:
-                        e = math.log(v1 / v0) / math.log(1 + STEP)
-                        if abs(e) > 1e-4:
-                            elastic[i][base][name] = e
+            for i, base, e, mode in _elasticities(name, runs, needing, r, figures, shipped):
+                elastic[i][base][name] = e
+                if mode:
+                    exact[i][base][name] = mode
     except CeilingError as exc:
         return [str(exc)] * len(runs)
-    return [(figures[i], features, device, elastic[i]) for i in range(len(runs))]
+    return [(figures[i], features, device, elastic[i], exact[i]) for i in range(len(runs))]
+
+
+def _elasticities(name: str, runs: list, needing: list[int], r, figures: list, shipped: dict):
+    """(run index, regime family, elasticity, None or the exact mode) of constant `name` for
+    the runs `needing` it: added latencies and, where the decisions do not depend on the
+    clock, iteration times exactly; else from a second prediction with it STEP larger."""
+    from ceiling.model.fitted import overridden
+
+    if not needing:
+        return
+    if name in ADDED_TO_LATENCY:  # exact without a second call: v(c) = v0 + c − c0
+        for i in needing:
+            for base, v0 in figures[i].items():
+                if base == "serving latency" and not runs[i].metric.startswith("tpot"):
+                    yield i, base, 1.0 / v0, "linear"  # per second (`Scored.linear`)
+        return
+    clockless = False
+    if name in ADDED_TO_ITERATIONS and getattr(r, "schedules", None) is not None:
+        step = shipped[name] * STEP
+        moved, clockless = _with_iterations_longer(r, step), _clockless(r)
+    else:
+        with overridden({name: shipped[name] * (1 + STEP)}):
+            moved = _call(runs[0].kind, runs[0].args)
+    for i in needing:
+        for base, v1 in _figures(runs[i], moved).items():
+            v0 = figures[i][base]
+            if not (v0 > 0 and v1 > 0):
+                continue
+            if clockless:  # exact: times linear in the added time, rates their reciprocals
+                time = base == "serving latency"
+                yield (i, base, ((v1 / v0 if time else v0 / v1) - 1) / step,
+                       "linear" if time else "reciprocal")  # fmt: skip
+                continue
+            e = math.log(v1 / v0) / math.log(1 + STEP)
+            if abs(e) > 1e-4:
+                yield i, base, e, None
+
+
+def _clockless(r) -> bool:
+    """Whether a serving run's decisions do not depend on the clock (every request there at
+    time 0): a time added to every iteration then moves each request's times by it once per
+    iteration before them, exactly."""
+    return str(r.inputs.get("load", "")).startswith("offline")
 
 
 def _shipped() -> dict[str, float]:
@@ -284,11 +314,13 @@ def _score(every: list, shipped: dict, workers, progress) -> tuple[list, list]:
             if isinstance(out, str):
                 refused.append({"run": run.key, "source": run.source.id, "reason": out})
                 continue
-            figures, features, _, elastic = out
+            figures, features, _, elastic, exact = out
             for base, value in figures.items():
-                linear = tuple(n for n in ADDED_TO_LATENCY if n in elastic[base])
+                modes = exact[base]
+                linear = tuple(n for n, m in modes.items() if m == "linear")
+                reciprocal = tuple(n for n, m in modes.items() if m == "reciprocal")
                 s = accuracy.Scored(run.source.family, value, run.published, elastic[base],
-                                    linear)  # fmt: skip
+                                    linear, reciprocal)  # fmt: skip
                 scored.append((run, base, features, s))
         done += len(order[k])
         if progress:
@@ -307,7 +339,7 @@ def _held_out(scored: list, shipped: dict, workers) -> tuple[list[float], list[d
     loso = [s.at(v, shipped) / s.published - 1.0 for s, v in zip(scores, values, strict=True)]
     far: dict[str, list[int]] = {}
     for i, v in enumerate(values):
-        if not accuracy.near(v, shipped, exact=ADDED_TO_LATENCY):
+        if not accuracy.near(v, shipped, exact=ADDED_TO_LATENCY + scores[i].exact):
             run = scored[i][0]
             key = json.dumps([run.kind, run.args, v], sort_keys=True, default=str)
             far.setdefault(key, []).append(i)

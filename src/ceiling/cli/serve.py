@@ -15,8 +15,8 @@ from ceiling.cli.output import JsonOption, PlotOption, console, figure_and_json,
 from ceiling.inputs import GPUS, WEIGHTS
 from ceiling.units import format_time
 
-SERVE_HELP = """What a deployment serves at a request load: TTFT, TPOT, end-to-end latency
-(mean, p50, p90, p99), output tokens/s and requests/s, KV-cache use and preemptions.
+SERVE_HELP = """What a deployment serves at a request load: TTFT, TPOT, ITL, end-to-end
+latency (mean, p50, p90, p99), output tokens/s and requests/s, KV-cache use and preemptions.
 
 A simulation of a continuous-batching scheduler (vLLM-style: --max-num-seqs,
 --max-batched-tokens, chunked prefill, a paged KV cache that preempts when full), each
@@ -29,7 +29,11 @@ or --offline N (N at once; the default, with 1000).
 
 --slo ttft_p99=2s,tpot_p99=200ms finds the highest rate that meets it; with --target-rate,
 the fewest GPUs over tensor-parallel layouts and replicas. --measure URL sends the same
-workload to a running OpenAI-compatible server and shows what it measured beside."""
+workload to a running OpenAI-compatible server (vLLM, SGLang, TensorRT-LLM, transformers
+serve) and shows what it measured beside, every read bounded by --deadlines; its --json
+given to --calibrate fits the engine's costs to that server, to predict other loads,
+lengths and batch limits from it. vLLM's benchmark flags are accepted (--request-rate,
+--num-prompts, --random-input-len, --random-output-len, --max-concurrency)."""
 
 
 def _opt(flags: str | tuple[str, ...], help_: str, kind=int):
@@ -39,7 +43,7 @@ def _opt(flags: str | tuple[str, ...], help_: str, kind=int):
     return Annotated[kind | None, typer.Option(*names, help=help_, show_default=False)]
 
 
-Weights = option(WEIGHTS, str | None)
+Weights = option(WEIGHTS, str | None, "On a CPU: fp32, the dtype a torch model is built in.")
 Chunked = Annotated[
     bool,
     typer.Option(

@@ -168,6 +168,15 @@ class Scored:
     # constants added as they are to the predicted time: their `elasticity` entry is then
     # 1 / p0 (per unit of the constant), and the prediction p0·(1 + (c − c0) / p0) exactly
     linear: tuple[str, ...] = ()
+    # constants added to the time a rate is the reciprocal of (a time added to every serving
+    # iteration of a run whose decisions do not depend on the clock): the prediction is then
+    # p0 / (1 + e·(c − c0)) exactly
+    reciprocal: tuple[str, ...] = ()
+
+    @property
+    def exact(self) -> tuple[str, ...]:
+        """The constants this prediction follows exactly at any value."""
+        return self.linear + self.reciprocal
 
     def at(self, values: dict[str, float], shipped: dict[str, float]) -> float:
         """The prediction with the constants at `values` (others as shipped)."""
@@ -175,7 +184,9 @@ class Scored:
         for name, e in self.elasticity.items():
             if name not in values:
                 continue
-            if name in self.linear:
+            if name in self.reciprocal:
+                factor /= max(1.0 + e * (values[name] - shipped[name]), 1e-9)
+            elif name in self.linear:
                 factor *= max(1.0 + e * (values[name] - shipped[name]), 1e-9)
             else:  # first order in the constant's relative change
                 exponent += e * (values[name] / shipped[name] - 1.0)
@@ -196,7 +207,9 @@ def refit(name: str, runs: list[Scored], shipped: dict[str, float], low: float, 
         e = r.elasticity.get(name, 0.0)
         if abs(e) < 0.05:  # the run hardly moves with the constant: it says nothing of it
             continue
-        if name in r.linear:
+        if name in r.reciprocal:
+            implied = shipped[name] + (r.predicted / r.published - 1.0) / e
+        elif name in r.linear:
             implied = shipped[name] + (r.published / r.predicted - 1.0) / e
         else:
             implied = shipped[name] * (1.0 + math.log(r.published / r.predicted) / e)
