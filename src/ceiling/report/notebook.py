@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import base64
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ceiling.errors import CeilingError
 from ceiling.report import tables
+
+if TYPE_CHECKING:  # pandas is optional: only to_pandas() imports it
+    import pandas
 
 MAX_ROWS = 50  # a notebook cell stays readable; to_dict() holds every row
 
@@ -87,7 +90,7 @@ class NotebookViews:
 
         return jsonable(self.record())
 
-    def row_lists(self, record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    def _row_lists(self, record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         """The lists of rows in `record` by name, the main one first."""
         return tables.row_lists(record)
 
@@ -100,13 +103,13 @@ class NotebookViews:
         plans, decode's rows per batch), or "summary", the single values as one row."""
         return tables.pick(self._tables(), name)
 
-    def to_pandas(self, table: str | None = None) -> Any:
+    def to_pandas(self, table: str | None = None) -> pandas.DataFrame:
         """`table(table)` as a pandas DataFrame; nested values become dotted columns."""
         return tables.data_frame(self.table(table))
 
     def _tables(self) -> dict[str, list[dict[str, Any]]]:
         record = self.to_dict()
-        return tables.named_tables(record, self.row_lists(record))
+        return tables.named_tables(record, self._row_lists(record))
 
     def _repr_png_(self) -> bytes | None:
         """The figure as PNG; None where the result draws none or cannot (too few points)."""
@@ -122,9 +125,9 @@ class NotebookViews:
         return None if fig is None else png_bytes(fig)
 
     def _repr_html_(self) -> str:
-        return self.html_view(self._repr_png_())
+        return self._html_view(self._repr_png_())
 
-    def html_view(self, png: bytes | None) -> str:
+    def _html_view(self, png: bytes | None) -> str:
         """The notebook's HTML: the record's tables with the figure (`png`) among them."""
         return record_html(self.heading(), self.to_dict(), png)
 
@@ -137,7 +140,7 @@ class NotebookViews:
         png = self._repr_png_() if wanted("text/html") or wanted("image/png") else None
         bundle: dict[str, Any] = {}
         if wanted("text/html"):
-            bundle["text/html"] = self.html_view(png)
+            bundle["text/html"] = self._html_view(png)
         if png is not None and wanted("image/png"):
             bundle["image/png"] = png
         return bundle

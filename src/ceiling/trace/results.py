@@ -198,7 +198,7 @@ class TraceResult(NotebookViews):
     def heading(self) -> str:
         return f"Trace {self.path} ({len(self.ranks)} ranks)"
 
-    def row_lists(self, record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    def _row_lists(self, record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         """Each rank's ops, steps, kernels and collectives in one table each (a `rank` column
         says whose), then the ranks and the rows across ranks."""
         ranks = record["ranks"]
@@ -207,7 +207,7 @@ class TraceResult(NotebookViews):
             for name in RANK_TABLES
         }
         single = [{k: v for k, v in raw.items() if k not in RANK_TABLES} for raw in ranks]
-        across = {k: v for k, v in super().row_lists(record).items() if k != "ranks"}
+        across = {k: v for k, v in super()._row_lists(record).items() if k != "ranks"}
         return {**{k: v for k, v in tables.items() if v}, "ranks": single, **across}
 
     def calibration(self):
