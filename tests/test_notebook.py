@@ -5,6 +5,8 @@ figures of its own and leaves the notebook's backend alone."""
 from __future__ import annotations
 
 import base64
+import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,16 +31,29 @@ def shown(cell) -> dict[str, object]:
     return data
 
 
+def this_pythons_kernel(folder: Path) -> str:
+    """A kernel spec that runs this interpreter (not whatever "python3" names elsewhere)."""
+    spec = folder / "kernels" / "ceiling-test"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    kernel = {"argv": argv, "display_name": "ceiling test", "language": "python"}
+    (spec / "kernel.json").write_text(json.dumps(kernel))
+    return "ceiling-test"
+
+
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
+    jupyter = tmp_path_factory.mktemp("jupyter")
+    kernel = this_pythons_kernel(jupyter)
     monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setenv("JUPYTER_PATH", str(jupyter))
     # the kernel's own default: the inline backend a fresh Jupyter kernel starts with
     monkeypatch.delenv("MPLBACKEND", raising=False)
     monkeypatch.setenv("PYTHONPATH", str(SOURCE))
     monkeypatch.setenv("CEILING_PROFILE", str(tmp_path_factory.mktemp("np") / "none.json"))
     nb = nbformat.read(NOTEBOOK, as_version=4)
     client = nbclient.NotebookClient(
-        nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": NOTEBOOK.parent}}
+        nb, timeout=240, kernel_name=kernel, resources={"metadata": {"path": NOTEBOOK.parent}}
     )
     try:
         client.execute()
