@@ -16,8 +16,7 @@ from ceiling.report.compose import ReportContext, SectionSpec, Skip
 def _ok(ctx, out):
     from ceiling.report import plots
 
-    plt = plots.pyplot()
-    fig, ax = plt.subplots()
+    fig, ax = plots.subplots()
     ax.plot([1, 2, 3], [1, 4, 9])
     out.text("a paragraph with <markup> & ampersands")
     out.key("answer_flops_per_s", 4.2e12, "answer", "4.2 TFLOP/s")

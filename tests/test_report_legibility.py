@@ -11,8 +11,7 @@ from ceiling.report import legibility, plots
 @pytest.fixture
 def crowded():
     """A legend in the corner the data fill, 6 pt ticks, two filled markers on one spot."""
-    plt = plots.pyplot()
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, ax = plots.subplots(figsize=(5, 3.5))
     xs = [i / 10 for i in range(11)]
     ax.plot(xs, [1.0] * 11, "o-", label="flat along the top")
     ax.plot([0.5], [0.5], "s", ms=8, label="under")
@@ -20,8 +19,7 @@ def crowded():
     ax.set_ylim(0, 1.1)
     ax.tick_params(labelsize=6)
     ax.legend(loc="upper center", fontsize=6)
-    yield fig
-    plt.close(fig)
+    return fig
 
 
 def test_measure_sees_small_text_a_legend_on_data_and_hidden_markers(crowded):
@@ -39,27 +37,19 @@ def test_make_legible_raises_text_and_moves_the_legend(crowded):
 
 
 def test_a_figure_wider_than_the_column_gets_larger_text():
-    plt = plots.pyplot()
-    fig, ax = plt.subplots(figsize=(14, 3))  # shown shrunk to the page's column
+    fig, ax = plots.subplots(figsize=(14, 3))  # shown shrunk to the page's column
     ax.plot([1, 2], [1, 2])
     ax.tick_params(labelsize=8)
-    try:
-        found = legibility.make_legible(fig)
-    finally:
-        plt.close(fig)
+    found = legibility.make_legible(fig)
     assert found["page_scale"] < 1
     assert found["min_text_px"] >= legibility.MIN_TEXT_PX  # on the page, after shrinking
 
 
 def test_a_hollow_ring_around_a_cross_hides_nothing():
-    plt = plots.pyplot()
-    fig, ax = plt.subplots()
+    fig, ax = plots.subplots()
     ax.plot([1], [1], "o", ms=11, mfc="none")
     ax.plot([1], [1], "x", ms=7)
-    try:
-        assert legibility.measure(fig)["hidden_markers"] == 0
-    finally:
-        plt.close(fig)
+    assert legibility.measure(fig)["hidden_markers"] == 0
 
 
 @pytest.mark.parametrize(

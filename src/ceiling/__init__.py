@@ -7,9 +7,10 @@
     meter = ceiling.MfuMeter(model)                   # MFU inside your own loop
 
 Every function returns a typed result: `.to_dict()` is the matching command's `--json`,
-a notebook shows it as tables, `.figure()` (where the command draws one) is a matplotlib
-Figure. Bad arguments raise `CeilingError` subclasses with a one-line message. Nothing heavy
-(torch, matplotlib, scipy) is imported until a function that needs it is called.
+`.table()` / `.to_pandas()` its rows, a notebook shows it as tables with its figure,
+`.figure()` (where the command draws one) is a matplotlib Figure. Bad arguments raise
+`CeilingError` subclasses with a one-line message. Nothing heavy (torch, matplotlib, scipy)
+is imported until a function that needs it is called.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from collections import abc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from ceiling.errors import CeilingError, InvalidInput, argument
 from ceiling.text import shortened
@@ -51,19 +51,24 @@ class WrongType(BadArgument, TypeError):
     and a TypeError to code that catches one)."""
 
 
-def checked(function: Callable) -> Callable:
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def checked(function: Callable[P, R]) -> Callable[P, R]:
     """Refuse, before any work, a call the signature does not take or an argument whose type
     its annotation does not allow, naming the argument; the docstring gains the shared
-    inputs' meanings (`ceiling.inputs`), in the words the command line's help uses."""
+    inputs' meanings (`ceiling.inputs`), in the words the command line's help uses. Typed
+    so that type checkers and editors see the function's own signature."""
     signature = inspect.signature(function)
 
     @functools.wraps(function)
-    def call(*args, **kwargs):
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
         hints = _hints(function)
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError as exc:
-            raise WrongCall(f"{function.__name__}(): {exc}") from None
+            raise WrongCall(f"{getattr(function, '__name__', 'function')}(): {exc}") from None
         for name, value in bound.arguments.items():
             hint = hints.get(name)
             if hint is not None and not fits(value, hint):

@@ -37,6 +37,10 @@ class ModelsResult(Result):
     def heading(self) -> str:
         return "Transformer shapes" if self.chosen else self.title
 
+    def _row_lists(self, record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+        """One row per model, its name first."""
+        return {"models": [{"name": name, **row} for name, row in record.items()]}
+
 
 @checked
 def models(names: Iterable[str] | str | None = None) -> ModelsResult:

@@ -205,12 +205,11 @@ class ProfileResult(Result):
         from ceiling.report import plots
 
         r = self.report
-        plt = plots.pyplot()
         peak, bw = r.ceiling.roof_flops_per_s, r.ceiling.bandwidth_bytes_per_s
         pts = [p for p in r.ops if p.intensity and p.achieved_flops_per_s]
         lo = min([p.intensity for p in pts] + [peak / bw / 100])
         hi = max([p.intensity for p in pts] + [peak / bw * 100])
-        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        fig, ax = plots.subplots(figsize=(6.4, 4.2))
         xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
         ax.plot(xs, [min(peak, x * bw) for x in xs], color="k", lw=1.5, label="roofline")
         for p in pts[:40]:

@@ -45,7 +45,7 @@ class ReportResult(Result):
         """The self-contained page (figures embedded, no network)."""
         return self.built.html()
 
-    def _repr_html_(self) -> str:
+    def _html_view(self, png: bytes | None) -> str:
         page = html.escape(self.html(), quote=True)
         return f'<iframe srcdoc="{page}" style="width:100%;height:720px;border:0"></iframe>'
 

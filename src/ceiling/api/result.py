@@ -4,26 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from ceiling.report.notebook import NotebookViews
 
-class Result:
-    """A typed result: `to_dict()` is the command's `--json` record, `_repr_html_()` its
-    notebook view; results with a figure give it by `figure()` (a matplotlib Figure)."""
+
+class Result(NotebookViews):
+    """A typed result: `to_dict()` is the command's `--json` record, a notebook shows its
+    tables and figure, `to_pandas()` / `table()` give its rows; results with a figure give it
+    by `figure()` (a matplotlib Figure)."""
 
     title: str = "ceiling result"
 
     def record(self) -> dict[str, Any]:  # pragma: no cover - every result defines it
         raise NotImplementedError
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON types (inf and nan become None), exactly the command's `--json`."""
-        from ceiling.records import jsonable
-
-        return jsonable(self.record())
-
-    def _repr_html_(self) -> str:
-        from ceiling.report.notebook import record_html
-
-        return record_html(self.heading(), self.to_dict())
 
     def heading(self) -> str:
         return self.title

@@ -82,8 +82,7 @@ class StepBreakdownResult(Result):
         from ceiling.report import plots
 
         report = self.report
-        plt = plots.pyplot()
-        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        fig, ax = plots.subplots(figsize=(6.4, 4.2))
         labels = [str(r.workers) for r in report.rows]
         bottom = [0.0] * len(report.rows)
         for name, attr in (("data wait", "data_s"), ("host", "host_s"), ("compute", "compute_s")):

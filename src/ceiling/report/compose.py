@@ -312,15 +312,9 @@ class ReportContext:
 
 
 def figure_svg(fig) -> bytes:
-    """A matplotlib figure as SVG bytes, closed afterwards so figures do not pile up."""
-    from ceiling.report import plots
-
-    plt = plots.pyplot()
+    """A matplotlib figure as SVG bytes."""
     buf = io.BytesIO()
-    try:
-        fig.savefig(buf, format="svg", bbox_inches="tight")
-    finally:
-        plt.close(fig)
+    fig.savefig(buf, format="svg", bbox_inches="tight")
     return buf.getvalue()
 
 

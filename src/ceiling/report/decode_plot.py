@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ceiling.report.plots import pyplot
+from ceiling.report.plots import subplots
 
 
 def decode_figure(
@@ -18,8 +18,7 @@ def decode_figure(
     `curves` holds "batch", "memory", "compute", "ceiling" lists (tokens/s at each batch);
     `rows` the tabulated ceilings, `measured` measured points, both (batches, tokens/s).
     """
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.6, 4.4))
+    fig, ax = subplots(figsize=(6.6, 4.4))
     b = curves["batch"]
     # The ceiling underneath as a wide light band, the two roofs drawn over it.
     ax.plot(b, curves["ceiling"], lw=6, color="0.8", solid_capstyle="round", label="ceiling")
@@ -78,8 +77,7 @@ def three_roofs_figure(
 ):
     """Measured decode against its three roofs at the batches measured, each point labelled
     with the roof that holds it (the same classification the table shows)."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.6, 4.2))
+    fig, ax = subplots(figsize=(6.6, 4.2))
     styles = {"memory": "tab:blue", "compute": "tab:red", "overhead": "tab:purple"}
     for name, values in roofs.items():
         pts = [(b, v) for b, v in zip(batches, values, strict=True) if v]

@@ -12,6 +12,8 @@ def ceilings_figure(devices: list[dict]):
     Each device dict has name, measured / reference (dtype -> FLOP/s), bandwidth and
     reference_bandwidth (bytes/s or None).
     """
+    import matplotlib
+
     from ceiling.report import plots
 
     dtypes = [
@@ -19,16 +21,15 @@ def ceilings_figure(devices: list[dict]):
     ]
     if not dtypes:
         return None
-    plt = plots.pyplot()
     has_bw = any(dev["bandwidth"] or dev["reference_bandwidth"] for dev in devices)
-    fig, axes = plt.subplots(
+    fig, axes = plots.subplots(
         1,
         2 if has_bw else 1,
         figsize=(8.4 if has_bw else 6.0, 3.6),
         gridspec_kw={"width_ratios": [3, 1]} if has_bw else None,
     )
     ax = axes[0] if has_bw else axes
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     slots = 2 * len(devices)
     width = 0.8 / slots
     for i, dev in enumerate(devices):

@@ -7,8 +7,7 @@ def loop_vs_vectorized_figure(bars: list[tuple[str, float]], elements: int):
     """Horizontal bars, log scale: seconds to square `elements` floats each way."""
     from ceiling.report import plots
 
-    plt = plots.pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 0.5 * len(bars) + 1.3))
+    fig, ax = plots.subplots(figsize=(6.4, 0.5 * len(bars) + 1.3))
     names = [b[0] for b in bars]
     secs = [b[1] for b in bars]
     colors = ["#b3261e" if "loop" in n.lower() else "#2456a6" for n in names]
@@ -33,8 +32,7 @@ def crossover_figure(crossovers: list[dict]):
     """Time per op against size on CPU and GPU (with and without copies), one panel per op."""
     from ceiling.report import plots
 
-    plt = plots.pyplot()
-    fig, axes = plt.subplots(
+    fig, axes = plots.subplots(
         1, len(crossovers), figsize=(4.2 * len(crossovers), 3.6), squeeze=False
     )
     for ax, c in zip(axes[0], crossovers, strict=True):

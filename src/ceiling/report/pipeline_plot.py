@@ -1,9 +1,9 @@
 """Gantt-style figures of a simulated pipeline step and of a data-parallel step with
-stragglers. matplotlib is imported lazily through `plots.pyplot()`."""
+stragglers. matplotlib is imported lazily through `plots.subplots()`."""
 
 from __future__ import annotations
 
-from ceiling.report.plots import pyplot
+from ceiling.report.plots import subplots
 
 FORWARD_COLOURS = ("#4C72B0", "#6A8FCC", "#8AAAD9", "#A9C4E6")
 BACKWARD_COLOURS = ("#DD8452", "#E69D74", "#EEB596", "#F5CDB8")
@@ -12,9 +12,8 @@ LABEL_LIMIT = 400  # beyond this many passes, micro-batch numbers would only clu
 
 def pipeline_figure(result, time_unit: float = 1.0, unit_label: str = "s"):
     """One row per device; forward passes blue, backward orange, lighter for later chunks."""
-    plt = pyplot()
     p = result.stages
-    fig, ax = plt.subplots(figsize=(9.0, 0.55 * p + 1.6))
+    fig, ax = subplots(figsize=(9.0, 0.55 * p + 1.6))
     label = len(result.passes) <= LABEL_LIMIT
     # One broken_barh per (device, colour): fast even for tens of thousands of passes.
     groups: dict[tuple[int, str], list[tuple[float, float]]] = {}
@@ -79,10 +78,9 @@ def pipeline_figure(result, time_unit: float = 1.0, unit_label: str = "s"):
 def straggler_figure(result, max_rows: int = 64):
     """Per worker: compute, waiting for the slowest, then the all-reduce. Many workers are
     shown as a histogram of compute times against the slowest."""
-    plt = pyplot()
     n = result.workers
     if n <= max_rows:
-        fig, ax = plt.subplots(figsize=(8.0, 0.25 * n + 1.6))
+        fig, ax = subplots(figsize=(8.0, 0.25 * n + 1.6))
         ys = range(n)
         ax.barh(ys, result.compute_s, color="#4C72B0", label="compute")
         ax.barh(ys, result.wait_s, left=result.compute_s, color="#C44E52", label="waiting")
@@ -97,7 +95,7 @@ def straggler_figure(result, max_rows: int = 64):
         # under the axis: inside, the legend would cover the last workers' bars
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=8)
     else:
-        fig, ax = plt.subplots(figsize=(8.0, 4.2))
+        fig, ax = subplots(figsize=(8.0, 4.2))
         ax.hist(result.compute_s, bins=50, color="#4C72B0")
         ax.axvline(max(result.compute_s), color="#C44E52", ls="--", label="slowest: everyone waits")
         ax.axvline(sum(result.compute_s) / n, color="0.3", ls=":", label="mean")

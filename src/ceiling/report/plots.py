@@ -1,9 +1,12 @@
-"""Figures. matplotlib is imported lazily and always with the non-interactive Agg backend."""
+"""Figures. matplotlib is imported lazily; every figure is drawn on a `Figure` object of its
+own (`ceiling.report.figure`), never through pyplot, so the user's backend and pyplot figures
+are left as they were."""
 
 from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 from ceiling.records import check_writable
 
@@ -28,17 +31,18 @@ def take_unwritten() -> list[str]:
     return messages
 
 
-def pyplot():
-    import matplotlib
+def subplots(
+    nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | None = None, **grid: Any
+):
+    """(figure, axes) as `plt.subplots` gives them, on a new figure of ceiling's own."""
+    from ceiling.report.figure import new_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = new_figure(figsize=figsize)
+    return fig, fig.subplots(nrows, ncols, **grid)
 
 
 def save(fig, path: str | Path) -> Path:
-    """Save and close a figure; the format follows the file's extension."""
+    """Save a figure; the format follows the file's extension."""
     from ceiling.records import replace_whole
 
     p = Path(path)
@@ -50,8 +54,6 @@ def save(fig, path: str | Path) -> Path:
         replace_whole(buffer.getvalue(), p)
     except OSError as exc:
         _UNWRITTEN.append(f"figure not written to {p}: {exc.strerror or exc}")
-    finally:
-        pyplot().close(fig)
     return p
 
 
@@ -62,8 +64,7 @@ def speedup_figure(
     points: tuple[list[float], list[float]] | None = None,
 ):
     """Speedup vs N on log axes, one curve per label, dashed horizontal ceilings, ideal S = N."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = subplots(figsize=(6.4, 4.2))
     all_n = [n for ns, _ in curves.values() for n in ns]
     lo, hi = min(all_n), max(all_n)
     ax.plot([lo, hi], [lo, hi], color="0.75", lw=1, ls=":", label="ideal (S = N)")

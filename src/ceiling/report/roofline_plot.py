@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ceiling.report.plots import pyplot
+from ceiling.report.plots import subplots
 
 
 @dataclass(frozen=True)
@@ -25,8 +25,7 @@ class OpPoint:
 
 def roofline_figure(roofs: list[Roof], points: list[OpPoint], title: str = "Roofline"):
     """Log-log FLOP/s vs FLOP/byte: min(peak, I x bandwidth) per roof, ridge points marked."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7.0, 4.6))
+    fig, ax = subplots(figsize=(7.0, 4.6))
     intensities = [p.intensity for p in points if p.intensity > 0]
     ridges = [
         r.peak_flops_per_s / r.bandwidth_bytes_per_s for r in roofs if r.bandwidth_bytes_per_s

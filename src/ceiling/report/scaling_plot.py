@@ -21,8 +21,7 @@ def _grid(lo: float, hi: float) -> list[float]:
 
 def scaling_figure(summary: dict[str, Any], title: str = "Measured scaling"):
     """`summary` has `points` (n, speedup, karp_flatt) and `fit` (as summarize_run gives)."""
-    plt = plots.pyplot()
-    fig, (ax, axk) = plt.subplots(1, 2, figsize=(10.5, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    fig, (ax, axk) = plots.subplots(1, 2, figsize=(10.5, 4.2), gridspec_kw={"width_ratios": [3, 2]})
     points, fit = summary["points"], summary["fit"]
     ns = [p["n"] for p in points]
     preds = fit.get("predictions") or []

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from ceiling.report.plots import pyplot
+from ceiling.report.plots import subplots
 
 
 def serve_figure(curve, title: str, point=None, point_label: str = "", measured=None):
     """p50 and p99 TTFT and TPOT (ms) against output tokens/s, one point per rate of
     `curve` ((rate, ServeMetrics) pairs); `point` (metrics) the simulated load itself,
     `measured` a server's measured figures, marked."""
-    plt = pyplot()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.0, 3.8))
+    fig, (ax1, ax2) = subplots(1, 2, figsize=(9.0, 3.8))
     points = list(curve or [])
     for ax, key, label in ((ax1, "ttft_s", "TTFT"), (ax2, "tpot_s", "TPOT")):
         if points:

@@ -122,8 +122,7 @@ def trace_figure(r: TraceResult, path: str | Path, top: int = 12) -> Path:
 
 def build_figure(r: TraceResult, top: int = 12):
     """The three panels side by side; the caller saves or embeds the figure."""
-    plt = plots.pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, axes = plots.subplots(1, 3, figsize=(15, 4.2))
     _strips(axes[0], r)
     _roofline(axes[1], r, top)
     _waterfall(axes[2], r.ranks[0])

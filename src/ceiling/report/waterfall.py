@@ -95,8 +95,7 @@ def waterfall_fig(bars, title: str):
     """The waterfall as a matplotlib figure (for the report page and for files alike)."""
     from ceiling.report import plots
 
-    plt = plots.pyplot()
-    fig, ax = plt.subplots(figsize=(7.2, 0.45 * len(bars) + 1.2))
+    fig, ax = plots.subplots(figsize=(7.2, 0.45 * len(bars) + 1.2))
     start = 0.0
     for i, b in enumerate(bars):
         color = "tab:green" if i == 0 else ("tab:red" if b.seconds >= 0 else "tab:blue")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ceiling.report.notebook import NotebookViews
 
 # bumped whenever what is counted or how time is split changes, so old results stay comparable
 METHOD_VERSION = 2
@@ -161,8 +164,12 @@ class CrossRank:
     collectives: list[CollectiveRow] = field(default_factory=list)
 
 
+# the per-rank lists of rows `TraceResult.table()` gives, across ranks, the default first
+RANK_TABLES = ("ops", "steps", "kernels", "collectives")
+
+
 @dataclass
-class TraceResult:
+class TraceResult(NotebookViews):
     path: str
     device: TraceDevice
     ranks: list[RankResult]
@@ -185,16 +192,23 @@ class TraceResult:
             )
         return out
 
-    def to_dict(self) -> dict:
-        """The `ceiling trace --json` record in plain JSON types, as every API result gives."""
-        from ceiling.records import jsonable
+    def record(self) -> dict:
+        return self.to_json()
 
-        return jsonable(self.to_json())
+    def heading(self) -> str:
+        return f"Trace {self.path} ({len(self.ranks)} ranks)"
 
-    def _repr_html_(self) -> str:  # a notebook's view of the result
-        from ceiling.report.notebook import record_html
-
-        return record_html(f"Trace {self.path} ({len(self.ranks)} ranks)", self.to_dict())
+    def _row_lists(self, record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+        """Each rank's ops, steps, kernels and collectives in one table each (a `rank` column
+        says whose), then the ranks and the rows across ranks."""
+        ranks = record["ranks"]
+        tables = {
+            name: [{"rank": raw["rank"], **row} for raw in ranks for row in raw[name]]
+            for name in RANK_TABLES
+        }
+        single = [{k: v for k, v in raw.items() if k not in RANK_TABLES} for raw in ranks]
+        across = {k: v for k, v in super()._row_lists(record).items() if k != "ranks"}
+        return {**{k: v for k, v in tables.items() if v}, "ranks": single, **across}
 
     def calibration(self):
         """The efficiencies this run achieved, for the planner (`plan(..., calibrate=)`)."""
