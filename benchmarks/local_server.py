@@ -122,12 +122,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve_command(folder: Path, port: int, continuous_batching: bool) -> list[str]:
+def _serve_command(folder: Path, port: int, batching: bool, extra: tuple[str, ...]) -> list[str]:
     exe = Path(sys.executable).with_name("transformers")
     cmd = [str(exe) if exe.exists() else "transformers", "serve", str(folder),
            "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
            "--log-level", "warning"]  # fmt: skip
-    return cmd + (["--continuous-batching"] if continuous_batching else [])
+    return cmd + (["--continuous-batching"] if batching else []) + list(extra)
 
 
 def wait_until_up(url: str, proc: subprocess.Popen, deadline_s: float) -> None:
@@ -152,14 +152,16 @@ def local_server(
     continuous_batching: bool = False,
     deadline_s: float = 180.0,
     log: Path | None = None,
+    extra_args: tuple[str, ...] = (),
 ) -> Iterator[tuple[str, Path]]:
-    """(server URL, model folder) of a `transformers serve` of the tiny model on the CPU,
-    stopped on leaving the block. The server's output goes to `log` (else discarded)."""
+    """(server URL, model folder) of a `transformers serve` of the tiny model on the CPU
+    (`extra_args` added to its command line), stopped on leaving the block. The server's
+    output goes to `log` (else discarded)."""
     folder = build_model_folder(shape)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     sink = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(_serve_command(folder, port, continuous_batching),
+    proc = subprocess.Popen(_serve_command(folder, port, continuous_batching, extra_args),
                             stdout=sink, stderr=subprocess.STDOUT)  # fmt: skip
     try:
         wait_until_up(url, proc, deadline_s)

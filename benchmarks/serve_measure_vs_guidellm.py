@@ -22,7 +22,10 @@ Like with like:
   the difference of definitions.
 - Prompts: ceiling sends "hi hi … hi" (one token a word with this tokenizer), guidellm
   synthetic text cut to the token count with the same tokenizer; both report the server's
-  prompt token counts (`prompt_tokens`, from its usage report). Both send `max_tokens`
+  prompt token counts (`prompt_tokens`, from its usage report). ceiling's prompts are all
+  the same: a server with a prefix cache reuses every whole cache page of them after the
+  first request; `transformers serve` pages hold 256 tokens, so prompts of fewer tokens
+  (the default 64) are computed in full, as guidellm's are. Both send `max_tokens`
   and ask for the usage report; `transformers serve` refuses `ignore_eos`, and the model
   never generates an end token, so every answer has exactly the asked tokens.
 - The clients share the machine with the server (2 cores here): each client's CPU time
@@ -318,7 +321,7 @@ def parse_args(argv=None):
         help="the guidellm executable (default: guidellm on PATH)",
     )
     p.add_argument("--concurrency", type=int, nargs="+", default=[2, 4])
-    p.add_argument("--requests", type=int, default=24)
+    p.add_argument("--requests", type=int, default=48)
     p.add_argument("--prompt-tokens", type=int, default=64)
     p.add_argument("--output-tokens", type=int, default=32)
     p.add_argument("--alternations", type=int, default=3)
