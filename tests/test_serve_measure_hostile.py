@@ -304,3 +304,15 @@ def test_a_signal_ends_the_measurement_and_keeps_what_finished(sig):
     assert measured["requests"] == 6 and measured["failed"] == 0
     assert measured["unfinished"] == 4
     assert measured["output_tokens"] == 3
+
+
+def test_no_two_prompts_share_a_prefix_and_each_keeps_its_length():
+    from ceiling.measure.serving import prompt_text
+
+    prompts = [prompt_text(i, 64) for i in range(1, 4097)]
+    assert len({tuple(p.split()[:3]) for p in prompts}) == 4096
+    assert all(len(p.split()) == 64 for p in prompts)
+    assert prompt_text(5, 1) == "so" and len(prompt_text(5, 2).split()) == 2
+    _, server = _run(well_behaved)
+    sent = [body["prompt"] for method, _, body in server.requests if method == "POST"]
+    assert len(set(sent)) == len(sent)  # the probe and every request differ

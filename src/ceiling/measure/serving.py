@@ -3,7 +3,8 @@ serve`, llama.cpp) with a workload, as the field's benchmark clients do.
 
 Each request is a streamed `POST /v1/completions` (or `/v1/chat/completions` where the
 server has no completions API) with a prompt of about its prompt length (one short word a
-token) and `max_tokens` its output length. Engine-specific fields go only where the server
+token; its first words differ from every other request's, so no prefix cache serves it) and
+`max_tokens` its output length. Engine-specific fields go only where the server
 takes them: one probe request is sent first with `ignore_eos` and `min_tokens` (vLLM's and
 SGLang's way to make every asked token come) and `stream_options.include_usage`; a field the
 server refuses (HTTP 400/422) is dropped, and the result says so (outputs may then end early
@@ -13,7 +14,9 @@ Tokens of a request: the `completion_tokens` of the server's usage report when i
 else the number of stream events that carried text (one token an event; stated). Times come
 from the monotonic clock; the figures are computed by `ceiling.model.serve.metrics`, in the
 definitions of vLLM's `benchmark_serving` (TTFT, TPOT, ITL, E2E), the same function that
-scores the simulation, with the same warm-up left out.
+scores the simulation, with the same warm-up left out. ITL is each gap between two events
+that carried text: a server that sends several tokens in one event shows a longer ITL than
+TPOT (which divides by the tokens).
 
 Requests are sent at their arrival times, or by `concurrency` workers each sending its next
 request when its last one ends (closed loop). Every read is bounded (`http_stream.Deadlines`);
@@ -109,8 +112,23 @@ class Measured:
         }
 
 
-def _body(protocol: Protocol, model: str, prompt_tokens: int, output_tokens: int) -> dict:
-    prompt = " ".join(["hi"] * int(prompt_tokens))
+# short words most tokenizers keep whole: a request's first words spell its index in them
+WORDS = ("hi", "yes", "no", "ok", "go", "so", "up", "on", "we", "me", "do", "be", "at", "it",
+         "is", "as")  # fmt: skip
+
+
+def prompt_text(index: int, tokens: int) -> str:
+    """A prompt of about `tokens` tokens (one short word a token) whose first three words
+    differ from every other request's (up to 4,096 of them), so that no server's prefix
+    cache serves one request from another's, as random token ids do in vLLM's benchmark."""
+    n = max(int(tokens), 1)
+    head = [WORDS[(index // len(WORDS) ** k) % len(WORDS)] for k in range(min(3, n))]
+    return " ".join(head + ["hi"] * (n - len(head)))
+
+
+def _body(protocol: Protocol, model: str, prompt_tokens: int, output_tokens: int,
+          index: int = 0) -> dict:  # fmt: skip
+    prompt = prompt_text(index, prompt_tokens)
     body: dict = {"model": model, "max_tokens": int(output_tokens), "stream": True,
                   "temperature": 0.0}  # fmt: skip
     if protocol.path.endswith("chat/completions"):
@@ -138,14 +156,14 @@ def _usage(event: dict) -> int | None:
 
 
 def one_request(client: Client, protocol: Protocol, model: str, prompt_tokens: int,
-                output_tokens: int, until: float) -> Sample:  # fmt: skip
+                output_tokens: int, until: float, index: int = 0) -> Sample:  # fmt: skip
     """Send one request and read its stream; a failure is a Sample with its `error`."""
     start = time.perf_counter()
     chat = protocol.path.endswith("chat/completions")
     chunks: list[float] = []
     usage = None
     try:
-        body = _body(protocol, model, prompt_tokens, output_tokens)
+        body = _body(protocol, model, prompt_tokens, output_tokens, index)
         for now, event in client.stream(protocol.path, body, until):
             usage = _usage(event) if _usage(event) is not None else usage
             if _text(event, chat):
@@ -266,8 +284,8 @@ class _Runner:
 
     def _send(self, i: int) -> None:
         try:
-            self.samples[i] = one_request(self.client, self.protocol, self.model,
-                                          self.prompt[i], self.output[i], self.until)  # fmt: skip
+            self.samples[i] = one_request(self.client, self.protocol, self.model, self.prompt[i],
+                                          self.output[i], self.until, i + 1)  # fmt: skip
         except Exception as e:  # its failure is its sample
             self.samples[i] = Sample(time.perf_counter(), error=f"{type(e).__name__}: {e}")
         self.finished.release()
