@@ -80,21 +80,23 @@ class StepGraph:
     def resolve(self) -> None:
         """Each node's dependencies: the one that finished last carries the gap to the node
         (the latency that held it), the others none; one that finished after it is no cause.
-        A device event keeps only the dependency that released it, as Holistic Trace Analysis
-        links a kernel to its launch or to the kernel before it, never both: on an idle
+        A launch is done when its call returns (`ready_s`), though its gap is counted from
+        the call's start. A device event keeps only the dependency that released it, as HTA
+        (Holistic Trace Analysis) links a kernel to its launch or to the one before it: on an idle
         stream its launch, queued the work before it."""
         t = self.times
         for v, us in self.deps.items():
             us = [x for x in us if t[x[0]] <= t[v] + _TOL_S and x[0] != v]
             if not us:
                 continue
-            last = max(us, key=lambda x: t[x[0]])[0]
+            last = max(us, key=lambda x: min(x[3].get("ready_s", t[x[0]]), t[v]))[0]
             if v in self.released_once:
                 us = [x for x in us if x[0] == last]
             for u, why, latency, facts in us:
                 if self.g.has_edge(u, v):
                     continue
                 gap = max(t[v] - t[u], 0.0) if u == last and latency else 0.0
+                facts.pop("ready_s", None)
                 self.g.add_edge(u, v, w=gap, cat=WAIT, kind=DEPENDENCY, name=why, **facts)
         self.deps.clear()
 
@@ -178,7 +180,10 @@ def _stream_chain(sg, events, launch_of, launch_node, comm_facts) -> tuple[list,
         call = launch_of.get(e.args.get("correlation"))
         launched.append(e.start_s if call is None else call.start_s)
         if call is not None and id(call) in launch_node:
-            sg.depend(a, launch_node[id(call)], LAUNCH_LATENCY, call_s=call.dur_s)
+            # the launch counts as done when its call returns (the kernel may start before)
+            sg.depend(
+                a, launch_node[id(call)], LAUNCH_LATENCY, call_s=call.dur_s, ready_s=call.end_s
+            )
         if e.cat == KERNEL and is_comm_kernel(e.name):
             sg.work(a, b, COMM, COLLECTIVE, name=e.name, **comm_facts(e))
         else:

@@ -61,8 +61,11 @@ class WhatIf:
                 return 0.0
             if self.kernel_class == "comm":
                 return w / self.speedup
-            if self.link_bytes_per_s is not None and edge.get("bytes"):
-                return edge["bytes"] * _bus_share(edge) / self.link_bytes_per_s
+            if self.link_bytes_per_s is not None and edge.get("bytes") and edge["w"] > 0:
+                # as long as the message takes at that bus bandwidth, scaled as the duration
+                # has been changed so far (an overlapped collective stays hidden)
+                at_link = edge["bytes"] * _bus_share(edge) / self.link_bytes_per_s
+                return w * at_link / edge["w"]
             return w
         if kind == LAUNCH and self.launch_s is not None:
             return self.launch_s
