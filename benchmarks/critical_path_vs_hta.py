@@ -8,6 +8,24 @@ tests/data/traces-real), three lengths: HTA 0.5.0's `critical_path_analysis(rank
 (from the host step's start to the end of the device work launched in it, HTA's window), and
 ceiling's on its own step window (the GPU step: from the previous step's GPU end to this
 one's). HTA is not a dependency of ceiling: give the Python of an environment that has it.
+
+Measured 2026-12-05, HTA 0.5.0 (ms; the last column: ceiling on HTA's window over HTA):
+
+trace, step                          HTA       ceiling, HTA window   ceiling, GPU step
+a100_ddp_nccl_rank0 ProfilerStep#4   101.646   101.892               —        +0.24 %
+a100_ddp_nccl_rank0 ProfilerStep#5   101.398   101.657               101.682  +0.26 %
+v100_bmm_rank1 ProfilerStep#2        238.893   238.896               —        +0.00 %
+v100_bmm_rank1 ProfilerStep#3        252.853   252.863               252.863  +0.00 %
+v100_bmm_rank1 ProfilerStep#4        238.688   238.678               238.678  -0.00 %
+v100_bmm_rank1 ProfilerStep#5        239.396   239.384               239.384  -0.00 %
+sampled_2rank/rank-0 ProfilerStep#551 267.581  267.580               —        -0.00 %
+mi250_minitoy_rocm6 ProfilerStep#1   7.448     7.452                 7.452    +0.06 %
+
+HTA gives no path for each trace's last step and none for the PyTorch 1.8 ResNet-50 (it fails
+on that trace); on the MI250 its instance 1 is not ProfilerStep#2 (an empty 49 µs span for
+ceiling: HTA counts the GPU-side copy of the annotation among the instances). Both tools give
+a thread's time outside every recorded op, and a blocking call's own span, no weight, and
+link a kernel to what released it (its launch on an idle stream, else the kernel before it).
 """
 
 from __future__ import annotations
