@@ -19,9 +19,10 @@ def critical_path(sg: StepGraph, questions: list[WhatIf] = ()) -> CriticalPath |
     """None when the graph holds a cycle (clocks of host and device disagreeing)."""
     g = sg.g
     try:
-        nodes = nx.dag_longest_path(g, weight="w", default_weight=0.0)
+        order = list(nx.topological_sort(g))  # once for the path and every what-if
     except nx.NetworkXUnfeasible:
         return None
+    nodes = nx.dag_longest_path(g, weight="w", default_weight=0.0, topo_order=order)
     seconds = dict.fromkeys(PATH_CATEGORIES, 0.0)
     items: dict[tuple[str, str], float] = defaultdict(float)
     comm: list[tuple[int, float]] = []
@@ -34,18 +35,19 @@ def critical_path(sg: StepGraph, questions: list[WhatIf] = ()) -> CriticalPath |
             comm.append((edge["index"], w))
     length = sum(seconds.values())
     top = sorted(((c, n, s) for (c, n), s in items.items() if s > 0), key=lambda x: -x[2])
-    answers = [_answer(g, q.text, [q], length) for q in questions]
+    answers = [_answer(g, order, q.text, [q], length) for q in questions]
     if len(questions) > 1:
-        answers.append(_answer(g, "all", questions, length))
+        answers.append(_answer(g, order, "all", questions, length))
     return CriticalPath(length, seconds, top[:TOP], answers, comm)
 
 
-def _answer(g: nx.DiGraph, text: str, questions: list[WhatIf], length: float) -> WhatIfAnswer:
+def _answer(g: nx.DiGraph, order, text: str, questions: list[WhatIf], length) -> WhatIfAnswer:
     """The longest path once every question has changed the work's durations."""
     for _, _, edge in g.edges(data=True):
         w = edge["w"]
         for q in questions:
             w = q.duration(edge, w)
         edge["w_if"] = w
-    new = nx.dag_longest_path_length(g, weight="w_if", default_weight=0.0)
+    nodes = nx.dag_longest_path(g, weight="w_if", default_weight=0.0, topo_order=order)
+    new = sum(g.edges[u, v]["w_if"] for u, v in pairwise(nodes))
     return WhatIfAnswer(text, new, length - new)
