@@ -16,6 +16,9 @@ def path_rows(path: CriticalPath, step_s: float) -> list[list[str]]:
         rows.append([f"  {cat}", u.format_time(s), share])
         if cat == PATH_WAIT and path.peer_wait_s > 0:
             rows.append(["    for other ranks", u.format_time(path.peer_wait_s), ""])
+    rest = step_s - path.length_s
+    if rest > 0:  # a thread outside every recorded op weighs nothing (Python between ops)
+        rows.append(["not on the path", u.format_time(rest), "host outside recorded ops"])
     return rows
 
 

@@ -154,12 +154,8 @@ def analyze_rank(
         steps.append(step)
     rec_step = [s if s in kept_steps else -1 for s in rec_step]
     colls, coll_index = collectives(trace, links, records, steps_ix)
-    if questions is not None:  # networkx is loaded only for it
-        from ceiling.trace.step_paths import step_paths
-
-        paths = step_paths(trace, windows, colls, coll_index, questions)
-        for step, path in zip(steps, paths, strict=True):
-            step.critical_path = path
+    if questions is not None:
+        _attach_paths(trace, windows, steps, (colls, coll_index), questions, notes)
     in_windows = [e for w in windows for e in timeline.overlapping(w) if e.start_s >= w[0]]
     return RankResult(
         rank=rank,
@@ -176,6 +172,20 @@ def analyze_rank(
         notes=notes,
         hta=hta_figures(trace, links) if trace.on_gpu else None,
     )
+
+
+def _attach_paths(trace, windows, steps, colls, questions, notes: list[str]) -> None:
+    """Each step's critical path and what-if answers (networkx is loaded only for them)."""
+    from ceiling.trace.step_paths import step_paths
+
+    paths = step_paths(trace, windows, *colls, questions)
+    for step, path in zip(steps, paths, strict=True):
+        step.critical_path = path
+        if path is None:
+            notes.append(
+                f"{step.name}: no critical path (the recorded host and device clocks disagree: "
+                "a kernel would start before the work it waits for ended)"
+            )
 
 
 class _HostEvents:
