@@ -21,6 +21,10 @@ v100_bmm_rank1 ProfilerStep#5        239.396   239.384               239.384  -0
 sampled_2rank/rank-0 ProfilerStep#551 267.581  267.580               —        -0.00 %
 mi250_minitoy_rocm6 ProfilerStep#1   7.448     7.452                 7.452    +0.06 %
 
+Time on the same machine (2 cores, shared), v100_bmm_rank1 (216k events): HTA loads the trace
+in 9.7 s and finds 4 steps' critical paths in 17.6 s; ceiling reads and analyses it in 6.3 s,
+13.5 s with the critical paths of its 5 steps, 15.5 s with two what-if questions on each.
+
 HTA gives no path for each trace's last step and none for the PyTorch 1.8 ResNet-50 (it fails
 on that trace); on the MI250 its instance 1 is not ProfilerStep#2 (an empty 49 µs span for
 ceiling: HTA counts the GPU-side copy of the annotation among the instances). Both tools give

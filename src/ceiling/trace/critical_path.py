@@ -12,7 +12,7 @@ from ceiling.trace.path_graph import COLLECTIVE, StepGraph
 from ceiling.trace.results import PATH_CATEGORIES, CriticalPath, WhatIfAnswer
 from ceiling.trace.what_if import WhatIf
 
-TOP = 20  # the longest items on the path kept per step
+TOP = 12  # the longest items on the path kept per step
 
 
 def critical_path(sg: StepGraph, questions: list[WhatIf] = ()) -> CriticalPath | None:

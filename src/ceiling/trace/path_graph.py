@@ -196,7 +196,9 @@ def _stream_chain(sg, events, launch_of, launch_node, comm_facts) -> tuple[list,
 
 def _wait_on_device(sg, e: Event, end: int, chains) -> None:
     """A host wait ends after the device work launched before it: on each stream, the last
-    event launched before the wait began (a stream runs its work in launch order)."""
+    event launched before the wait began (a stream runs its work in launch order). Which
+    stream or event a call waits on is not in the trace, so every stream is a candidate; the
+    one that finished last released the wait, the others weigh nothing."""
     for launched, ends in chains:
         k = bisect_right(launched, e.start_s) - 1
         if k >= 0:
