@@ -9,8 +9,8 @@ only the one that finished last released it: that one carries the observed laten
 to the node; the GPU waiting for a launch or for the kernel before it), the others none. A
 thread's time outside every recorded op (Python between ops, a thread with nothing to do) is
 no recorded work and weighs nothing, as in Holistic Trace Analysis's critical path; so the
-longest path is at most the step and at least its busiest stream. When a what-if shortens
-work, the longest path is the step re-timed. Pure: events in, a networkx graph out.
+longest path is at most the step (a stream's queued work is one chain in it). When a what-if
+shortens work, the longest path is the step re-timed. Pure: events in, a networkx graph out.
 """
 
 from __future__ import annotations
