@@ -209,7 +209,8 @@ COMMANDS = {
     "trace": Command(
         positional="@traces",
         options="--spec=@specs --profile=@profiles --dtype=bf16|zz --top=3|10 --workers=1|2|0 "
-        "--json --plot=@plots",
+        "--json --plot=@plots --critical-path "
+        "--what-if=gemm=2x,comm=overlap|launch=3us|link=400GB/s|gemm=0x|zz=1|link=0GB/s",
         skip={"--dask": "starts a cluster: tests/test_trace_real.py runs it on a local one"},
         examples=20,
     ),

@@ -102,3 +102,27 @@ def test_a_memo_that_cannot_be_read_is_counted_again(fresh_memo):
     op_cost.save_memo()
     stored = json.loads(path.read_text())
     assert list(stored) == [next(k for k in stored if k.startswith("aten::addcdiv\0"))]
+
+
+# each committed real trace that recorded shapes, read cold (an empty memo), critical path too
+COLD_RUN = """
+import json, sys
+from ceiling.trace.analyze import analyze
+r = analyze(sys.argv[1], critical_path=True)
+print(json.dumps({"torch": "torch" in sys.modules, "flops": r.ranks[0].ops[0].flops}))
+"""
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mi250_minitoy_rocm6.json.gz",
+        "v100_resnet50_kineto_pt18.json.gz",
+        "sampled_2rank/rank-0.json.gz",
+        "v100_bmm_rank1.json.gz",
+    ],
+)
+def test_a_cold_read_of_a_shaped_real_trace_never_loads_torch(fresh_memo, name):
+    ran = _run(fresh_memo, COLD_RUN, str(DATA / name))
+    assert ran["torch"] is False
+    assert ran["flops"] == analyze(DATA / name).ranks[0].ops[0].flops

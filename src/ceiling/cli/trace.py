@@ -42,11 +42,30 @@ def trace_command(
             "(needs pip install 'ceiling-perf[cluster]')."
         ),
     ] = None,
+    critical_path: Annotated[
+        bool,
+        typer.Option(
+            "--critical-path",
+            help="Each step's critical path through host ops, launches, kernels, streams, "
+            "synchronisations and (with rank files) collectives: its length and its share "
+            "by compute, communication, host and idle waits.",
+        ),
+    ] = False,
+    what_if: Annotated[
+        str | None,
+        typer.Option(
+            "--what-if",
+            help="Re-time each step on its critical path (implies --critical-path): e.g. "
+            "gemm=2x,comm=overlap,launch=3us,link=400GB/s (a kernel class k× faster: gemm, "
+            "conv, attention, elementwise, norm, reduction, optimizer, memory, compute, comm).",
+        ),
+    ] = None,
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
     """Per step and rank: compute, memory-bound, communication (exposed/overlapped), memcpy,
-    idle with its host reason; MFU; each op on the device's roofline; stragglers."""
+    idle with its host reason; MFU; each op on the device's roofline; stragglers; with
+    --critical-path, what the step waits on and what a change would buy."""
     from ceiling.cli.output import rank_progress
     from ceiling.trace.analyze import analyze
 
@@ -59,6 +78,8 @@ def trace_command(
             workers=workers,
             dask=dask,
             progress=progress,
+            critical_path=critical_path,
+            what_if=what_if,
         )
     if plot is not None:
         from ceiling.report.trace_plot import trace_figure

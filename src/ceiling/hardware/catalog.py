@@ -269,7 +269,9 @@ def all_specs() -> list[DeviceSpec]:
 def match_driver_name(name: str) -> DeviceSpec | None:
     """The entry for a name as the driver reports it ('NVIDIA A100-SXM4-80GB'), or None."""
     cat = _catalog()
-    for form in (_canonical(name), _compact(name)):
+    # drivers before 2021 named GeForce and Quadro boards without the maker: 'GeForce RTX 3090'
+    names = (name, f"NVIDIA {name}") if name.lower().startswith(("geforce", "quadro")) else (name,)
+    for form in (f(n) for n in names for f in (_canonical, _compact)):
         if form in cat.index:
             return cat.specs[cat.index[form]]
     return None

@@ -160,6 +160,7 @@ def shown_ranks(r: TraceResult) -> list[RankResult]:
 
 
 def render(r: TraceResult, top: int = 10) -> None:
+    from ceiling.report.critical_path_tables import render_path
     from ceiling.report.terminal import console, table
 
     out = console()
@@ -178,6 +179,7 @@ def render(r: TraceResult, top: int = 10) -> None:
         )
         for line in [*rank.notes, *gpu_lines(rank)]:
             out.print(f"rank {rank.rank}: {line}")
+        render_path(out, rank, top)
         if rank.kernels:
             title = f"Rank {rank.rank}: top kernels by device time"
             out.print(table(title, *kernel_table(rank, top)))
@@ -194,10 +196,10 @@ def render(r: TraceResult, top: int = 10) -> None:
         if len(r.ranks) > len(shown_ranks(r)):
             out.print("(tables for the other ranks: --json)")
         out.print(table("Ranks", ["rank", "step time", "busy (less waiting)"], cross_rows(r)))
+        slowest = "" if c.straggler is not None else f"slowest rank: {c.slowest_rank}; "
         out.print(
-            f"slowest rank by step time: {c.slowest_rank} "
-            f"(+{u.format_percent(c.slowest_over_fastest)} over the fastest); "
-            f"load imbalance (max/mean busy - 1): {u.format_percent(c.imbalance)}"
+            f"{slowest}step times: the longest +{u.format_percent(c.slowest_over_fastest)} over "
+            f"the shortest; load imbalance (max/mean busy - 1): {u.format_percent(c.imbalance)}"
         )
         if c.straggler is not None:
             out.print(

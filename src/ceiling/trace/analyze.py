@@ -21,6 +21,8 @@ def analyze(
     workers: int | None = None,
     dask: str | None = None,
     progress=None,
+    critical_path: bool = False,
+    what_if: str | None = None,
 ) -> TraceResult:
     """Explain a torch.profiler trace (a file, .json.gz, or a folder of per-rank files).
 
@@ -29,13 +31,28 @@ def analyze(
     overrides the dtype MFU is measured against (default: the one most matmul FLOPs use).
     The ranks of a folder are read `workers` at a time in local processes (default: one per
     core), or on the Dask cluster at `dask` ("local", or a scheduler's address);
-    `progress(done, total)` is called as ranks finish.
+    `progress(done, total)` is called as ranks finish. `critical_path`: each step's critical
+    path through its dependency graph (`TraceResult.critical_path`); `what_if` (implies it):
+    questions such as "gemm=2x,comm=overlap,launch=3us,link=400GB/s", each answered as the
+    step re-timed on that graph.
     """
+    questions = _questions(critical_path, what_if)
     with without_gc():
-        return _analyze(path, spec, machine_profile, dtype, workers, dask, progress)
+        return _analyze(path, spec, machine_profile, dtype, workers, dask, progress, questions)
 
 
-def _analyze(path, spec, profile, dtype, workers, dask, progress) -> TraceResult:
+def _questions(critical_path, what_if) -> list | None:
+    """The what-if questions to answer on the critical path; None: no critical path."""
+    if not isinstance(critical_path, bool):
+        raise InvalidInput(f"critical_path must be True or False, got {critical_path!r}")
+    if what_if is None:
+        return [] if critical_path else None
+    from ceiling.trace.what_if import parse
+
+    return parse(what_if)
+
+
+def _analyze(path, spec, profile, dtype, workers, dask, progress, questions) -> TraceResult:
     from ceiling.hardware.resolve import check_one_device
 
     check_one_device(spec, profile)  # before any file is read: the one device rule
@@ -77,11 +94,11 @@ def _analyze(path, spec, profile, dtype, workers, dask, progress) -> TraceResult
             device.peak_key, device.peak_flops_per_s = key, machine.datasheet_peak(key)
             if device.peak_flops_per_s is None:
                 notes.append(f"{machine.name} has no datasheet {key} peak: no MFU")
-    summaries = [(first.trace.rank, first.summary(machine, key))]
+    summaries = [(first.trace.rank, first.summary(machine, key, questions))]
     del first  # the first trace is let go like every other
     rest = [str(f) for f in files[skipped + 1 :]]
     n = workers if workers is not None else default_workers(len(rest))
-    for done in run_ranks(rest, machine, key, n, dask, progress):
+    for done in run_ranks(rest, machine, key, n, dask, progress, questions):
         if done is None:
             skipped += 1
         else:

@@ -29,26 +29,29 @@ def message_bytes(op: str, args: dict) -> float | None:
     return None
 
 
-def collectives(trace, idx, records, steps_ix) -> list[Collective]:
-    """`idx` links kernels to launches and counted ops; `steps_ix` places them in steps."""
+def collectives(trace, idx, records, steps_ix) -> tuple[list[Collective], dict[int, int]]:
+    """The rank's collectives in time order, and for a GPU trace the index of each
+    communication kernel's (by `id` of its event). `idx` links kernels to launches and
+    counted ops; `steps_ix` places them in steps."""
     if not trace.on_gpu:
-        return sorted(
+        found = [
             (
+                e,
                 Collective(
                     op := collective_op(e.name) or "other",
                     e.start_s,
                     e.dur_s,
                     message_bytes(op, e.args),
                     steps_ix.of(e.start_s),
-                )
-                for e in trace.annotations
-                if is_host_collective(e)
-            ),
-            key=lambda c: c.start_s,
-        )
+                ),
+            )
+            for e in trace.annotations
+            if is_host_collective(e)
+        ]
+        return sorted((c for _, c in found), key=lambda c: c.start_s), {}
     # the sizes PyTorch records on the launching op (`record_param_comms`), by External id
     sized = {e.args.get("External id"): e.args for e in trace.cpu_ops if "In msg nelems" in e.args}
-    out = []
+    found = []
     for e in trace.device_events:
         if e.cat != KERNEL or not is_comm_kernel(e.name):
             continue
@@ -60,8 +63,7 @@ def collectives(trace, idx, records, steps_ix) -> list[Collective]:
                 i = idx.record(e)
                 args = records[i].event.args if i is not None else e.args
         step = steps_ix.of(idx.launched_at(e))
-        out.append(
-            Collective(op or "other", e.start_s, e.dur_s, message_bytes(op or "", args), step)
-        )
-    out.sort(key=lambda c: c.start_s)
-    return out
+        c = Collective(op or "other", e.start_s, e.dur_s, message_bytes(op or "", args), step)
+        found.append((e, c))
+    found.sort(key=lambda x: x[1].start_s)
+    return [c for _, c in found], {id(e): k for k, (e, _) in enumerate(found)}

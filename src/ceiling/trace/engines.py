@@ -28,16 +28,17 @@ def run_ranks(
     workers: int = 1,
     dask: str | None = None,
     progress: Progress | None = None,
+    questions=None,
 ) -> list:
-    """rank_summary(path, machine, peak_key) for every path."""
+    """rank_summary(path, machine, peak_key, questions) for every path."""
     if not paths:
         return []
     if dask is not None:
-        return _on_dask(paths, machine, peak_key, dask, progress)
+        return _on_dask(paths, machine, peak_key, dask, progress, questions)
     if workers <= 1 or len(paths) == 1:
         out = []
         for i, p in enumerate(paths):
-            out.append(rank_summary(p, machine, peak_key))
+            out.append(rank_summary(p, machine, peak_key, questions))
             if progress:
                 progress(i + 1, len(paths))
         return out
@@ -46,14 +47,15 @@ def run_ranks(
     context = multiprocessing.get_context(method)
     out = []
     with ProcessPoolExecutor(min(workers, len(paths)), mp_context=context) as pool:
-        for i, r in enumerate(pool.map(rank_summary, paths, repeat(machine), repeat(peak_key))):
+        jobs = pool.map(rank_summary, paths, repeat(machine), repeat(peak_key), repeat(questions))
+        for i, r in enumerate(jobs):
             out.append(r)
             if progress:
                 progress(i + 1, len(paths))
     return out
 
 
-def _on_dask(paths, machine, peak_key, address: str, progress: Progress | None) -> list:
+def _on_dask(paths, machine, peak_key, address: str, progress: Progress | None, questions) -> list:
     try:
         from dask.distributed import Client, as_completed
     except ImportError:
@@ -71,7 +73,12 @@ def _on_dask(paths, machine, peak_key, address: str, progress: Progress | None) 
         ) from None
     try:
         futures = client.map(
-            rank_summary, list(paths), machine=machine, peak_key=peak_key, pure=False
+            rank_summary,
+            list(paths),
+            machine=machine,
+            peak_key=peak_key,
+            questions=questions,
+            pure=False,
         )
         for done, _ in enumerate(as_completed(futures), start=1):
             if progress:

@@ -8,6 +8,7 @@ and `correlation` arguments carry the same links.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -58,6 +59,20 @@ class Event:
 
     def arg(self, key: str, default=None):
         return self.args.get(key, default)
+
+
+class Timeline:
+    """Events sorted by start, for the events overlapping a window."""
+
+    def __init__(self, events: list[Event]) -> None:
+        self.events = sorted(events, key=lambda e: e.start_s)
+        self.starts = [e.start_s for e in self.events]
+        self.longest = max((e.dur_s for e in self.events), default=0.0)
+
+    def overlapping(self, window) -> list[Event]:
+        lo = bisect_left(self.starts, window[0] - self.longest)
+        hi = bisect_left(self.starts, window[1])
+        return [e for e in self.events[lo:hi] if e.end_s > window[0]]
 
 
 def collective_op(name: str) -> str | None:

@@ -10,7 +10,9 @@ their mean is the GPU step period and the idle inside them is the GPU's idle.
 The first step is partial when no earlier GPU work is in the trace (when its window began is
 unknown); a trailing step is partial when the profiler stopped inside it (it launched much
 less work than the others). Partial steps are dropped, and said so, whenever a whole step
-remains. A trace without steps has one window: the GPU-active span. Pure.
+remains. A lone step (or a lone partial one) is its ProfilerStep span, extended to the end of
+the GPU work it launched, the window Holistic Trace Analysis gives a step's critical path. A
+trace without steps has one window: the GPU-active span. Pure.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ def gpu_steps(spans: list[tuple[float, float]], names: list[str], events, launch
         return GpuSteps([], [], ["no device events: nothing ran on the GPU"])
     if not spans:
         return _active_span(events, "no ProfilerStep in the trace")
+    if len(spans) == 1:
+        return _one_step(spans[0], names[0], events, launched_at)
     starts = [a for a, _ in spans]
     end: list[float | None] = [None] * len(spans)
     first: list[float | None] = [None] * len(spans)
@@ -89,9 +93,25 @@ def gpu_steps(spans: list[tuple[float, float]], names: list[str], events, launch
         return GpuSteps(windows, kept, notes)
     if not partial:  # steps of no length (or negative): none launched the GPU's work
         return _active_span(events, "no ProfilerStep launched GPU work", notes)
-    k, window, why = partial[0]
-    notes.append(f"{names[k]} is partial ({why}): its window starts at its first device event")
-    return GpuSteps([window], [k], notes)
+    k, _, why = partial[0]
+    notes.append(f"{names[k]} is partial ({why})")
+    one = _one_step(spans[k], names[k], events, launched_at)
+    return GpuSteps(one.windows, [k], notes + one.notes)
+
+
+def _one_step(span, name: str, events, launched_at) -> GpuSteps:
+    """A lone step is measured as Holistic Trace Analysis bounds a step's critical path: from
+    its ProfilerStep's start to the later of that span's end and the end of the GPU work
+    launched in it (a step that waits on the host keeps that wait)."""
+    ends = [e.end_s for e in events if span[0] <= launched_at(e) < span[1]]
+    if not ends:
+        return _active_span(events, "no ProfilerStep launched GPU work")
+    end = max(span[1], *ends)
+    told = (
+        f"one step: {name}'s window is its ProfilerStep span, to the end of the GPU work "
+        "it launched"
+    )
+    return GpuSteps([(span[0], end)], [0], [told])
 
 
 def _active_span(events, why: str, notes: list[str] | None = None) -> GpuSteps:

@@ -77,13 +77,14 @@ def _add_cost(row: KernelRow, e, rec, kernels_of_call: int) -> None:
 def hta_figures(trace, links) -> dict[str, float] | None:
     """Holistic Trace Analysis's temporal breakdown and communication-computation overlap, as
     ratios, on HTA's own window: the device events launched before the last ProfilerStep
-    began (every event without steps), from the first one's start to the last one's end.
+    began (every event when the trace has fewer than two steps, as HTA keeps them all then),
+    from the first one's start to the last one's end.
     idle_time: no device event runs; compute_time: a kernel other than communication or
     memcpy/memset runs; non_compute_time: the rest; comp_comm_overlap: the share of
     communication time during which a computation kernel also runs. (ceiling's own step split
     uses whole GPU steps instead, see gpu_steps.)"""
     events = trace.device_events
-    if trace.steps:
+    if len(trace.steps) > 1:
         cut = trace.steps[-1].start_s
         launch = links.launch
         events = [e for e in events if launch.get(e.args.get("correlation"), cut) < cut]

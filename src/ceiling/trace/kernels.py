@@ -25,8 +25,10 @@ _FAMILIES: tuple[tuple[str, re.Pattern], ...] = tuple(
         (ATTENTION, r"flash|fmha|attention|attn|sdpa|_mha_"),
         (NORM, r"bn_fw|bn_bw|batch_?norm|layer_?norm|rms_?norm|group_?norm|instance_?norm"),
         (OPTIMIZER, r"adam|sgd|lamb(?!da)|adagrad|_foreach|multi_tensor_apply"),
-        (ELEMENTWISE, r"nchwtonhwc|nhwctonchw|transpose|pool"),
-        (CONV, r"conv(?!ert)|fprop|dgrad|wgrad|scudnn|fft2d|fft_|winograd|implicit_gemm"),
+        (ELEMENTWISE, r"nchwtonhwc|nhwctonchw|transpose|permute|pool"),
+        # cuDNN's FFT convolutions multiply in the frequency domain with complex GEMMs
+        # (volta_cgemm, ampere_gcgemm): convolution work, not the model's matmuls
+        (CONV, r"conv(?!ert)|fprop|dgrad|wgrad|scudnn|fft2d|fft_|winograd|implicit_gemm|_g?cgemm"),
         (GEMM, r"gemm|gemv|matmul|cublas|cutlass|xmma|nvjet|triton_tem|_dot_|^cijk_"),
         (REDUCTION, r"reduce|softmax|triton_red|triton_per|norm_kernel|sum_kernel"),
         (
@@ -60,6 +62,8 @@ def _function(low: str) -> tuple[str, str]:
     not in the types it is instantiated with (fbgemm_gpu:: inside an embedding kernel's
     arguments is no GEMM); a generic launcher (cutlass::Kernel<...>) names it in the first."""
     low = low.removeprefix("void ").replace("(anonymous namespace)", "anon")
+    # a library's namespace is no family: fbgemm_gpu::permute_2d_data_kernel moves data
+    low = low.removeprefix("fbgemm_gpu::").removeprefix("fbgemm::")
     head = low.split("(", 1)[0]
     fn, _, rest = head.partition("<")
     return fn, rest

@@ -6,7 +6,7 @@ per dtype and memory bandwidth, or None when no device is known).
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections import defaultdict
 
 from ceiling.model import roofline
@@ -20,6 +20,7 @@ from ceiling.trace.events import (
     SYNC_CALLS,
     Event,
     RankTrace,
+    Timeline,
     is_comm_kernel,
     is_host_collective,
 )
@@ -100,20 +101,6 @@ def _start(e: Event) -> float:
     return e.start_s
 
 
-class _Timeline:
-    """Device events sorted by start, for the events overlapping a window."""
-
-    def __init__(self, events: list[Event]) -> None:
-        self.events = sorted(events, key=_start)
-        self.starts = [e.start_s for e in self.events]
-        self.longest = max((e.dur_s for e in self.events), default=0.0)
-
-    def overlapping(self, window) -> list[Event]:
-        lo = bisect_left(self.starts, window[0] - self.longest)
-        hi = bisect_left(self.starts, window[1])
-        return [e for e in self.events[lo:hi] if e.end_s > window[0]]
-
-
 def analyze_rank(
     trace: RankTrace,
     records: list[OpRecord],
@@ -121,7 +108,10 @@ def analyze_rank(
     rank: int,
     links: Links,
     precisions: dict[int, str],
+    questions: list | None = None,
 ) -> RankResult:
+    """`questions`: compute each step's critical path and answer these what-ifs (`WhatIf`)
+    on it (None: no critical path)."""
     spans = [(s.start_s, s.end_s) for s in trace.steps]
     names = [s.name for s in trace.steps]
     notes: list[str] = []
@@ -142,7 +132,7 @@ def analyze_rank(
     rec_step = [steps_ix.of(r.event.start_s) for r in records]
     recs_in = steps_ix.bucket(range(len(records)), lambda i: records[i].event.start_s)
     host = _HostEvents(trace, steps_ix)
-    timeline = _Timeline(trace.device_events)
+    timeline = Timeline(trace.device_events)
     kept_steps = sorted({max(k, 0) for k in which})
     shapes = any("Input Dims" in e.args for e in trace.cpu_ops)
     steps = []
@@ -163,6 +153,9 @@ def analyze_rank(
             _flops(step, [(records[i], precisions.get(i)) for i in recs_in[k]], roof)
         steps.append(step)
     rec_step = [s if s in kept_steps else -1 for s in rec_step]
+    colls, coll_index = collectives(trace, links, records, steps_ix)
+    if questions is not None:
+        _attach_paths(trace, windows, steps, (colls, coll_index), questions, notes)
     in_windows = [e for w in windows for e in timeline.overlapping(w) if e.start_s >= w[0]]
     return RankResult(
         rank=rank,
@@ -171,7 +164,7 @@ def analyze_rank(
         on_gpu=trace.on_gpu,
         steps=steps,
         ops=op_rows(records, rec_step, _op_times(trace, records, links), roof, precisions),
-        collectives=collectives(trace, links, records, steps_ix),
+        collectives=colls,
         shapes_recorded=shapes,
         kernels=kernel_rows(in_windows, links, records) if trace.on_gpu else [],
         world_size=trace.world_size,
@@ -181,13 +174,29 @@ def analyze_rank(
     )
 
 
+def _attach_paths(trace, windows, steps, colls, questions, notes: list[str]) -> None:
+    """Each step's critical path and what-if answers (networkx is loaded only for them)."""
+    from ceiling.trace.step_paths import step_paths
+
+    paths = step_paths(trace, windows, *colls, questions)
+    for step, path in zip(steps, paths, strict=True):
+        step.critical_path = path
+        if path is None:
+            notes.append(
+                f"{step.name}: no critical path (the recorded host and device clocks disagree: "
+                "a kernel would start before the work it waits for ended)"
+            )
+
+
 class _HostEvents:
     """Host-side spans the steps need: data loading and device waits (all of them, since a
     GPU window is not a host step), gloo collectives and the step's own thread by step."""
 
     def __init__(self, trace: RankTrace, steps_ix: _Steps) -> None:
         ann = trace.annotations
-        self.data = [(e.start_s, e.end_s) for e in ann if DATA_LOADER.search(e.name)]
+        # the loader's span is an annotation today, an op (`Operator`) in PyTorch 1.8
+        loader = (e for e in ann + trace.cpu_ops if DATA_LOADER.search(e.name))
+        self.data = [(e.start_s, e.end_s) for e in loader]
         self.sync_ends = sorted(e.end_s for e in trace.runtime if SYNC_CALLS.match(e.name))
         self.collectives = steps_ix.bucket([e for e in ann if is_host_collective(e)], _start)
         # the thread that ran each step (its ProfilerStep span)

@@ -49,12 +49,12 @@ class Prepared:
                 flops[dt] += c.flops or 1.0
         return max(flops, key=flops.get) if flops else "fp32"
 
-    def summary(self, machine, peak_key: str | None) -> RankResult:
+    def summary(self, machine, peak_key: str | None, questions=None) -> RankResult:
+        """`questions`: what-ifs for each step's critical path (None: no critical path)."""
         t = self.trace
         rank = -1 if t.rank is None else t.rank
-        return analyze_rank(
-            t, self.records, roof(machine, peak_key), rank, self.links, self.precisions
-        )
+        r = roof(machine, peak_key)
+        return analyze_rank(t, self.records, r, rank, self.links, self.precisions, questions)
 
 
 def cost_rule(trace: RankTrace):
@@ -83,7 +83,9 @@ def roof(machine, peak_key: str | None) -> Roof | None:
     )
 
 
-def rank_summary(path: str, machine, peak_key: str | None) -> tuple[int | None, RankResult] | None:
+def rank_summary(
+    path: str, machine, peak_key: str | None, questions=None
+) -> tuple[int | None, RankResult] | None:
     """(the rank the file's header names, its summary), or None when the file is JSON but no
     profiler trace (a folder may hold other files)."""
     with without_gc():
@@ -91,4 +93,4 @@ def rank_summary(path: str, machine, peak_key: str | None) -> tuple[int | None, 
             trace = read_trace(path)
         except NotATrace:
             return None
-        return trace.rank, Prepared.of(trace).summary(machine, peak_key)
+        return trace.rank, Prepared.of(trace).summary(machine, peak_key, questions)

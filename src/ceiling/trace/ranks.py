@@ -6,7 +6,8 @@ machines, how much later than the others each rank arrived: lag = d_max - d_rank
 straggler is the rank with the least wait; its delay is the others' median wait less its
 own (per step, the median over steps); the straggler cost is the mean wait less the least,
 the time an average rank loses waiting. A collective's transfer time is the least wait over
-ranks (the last arrival's).
+ranks (the last arrival's). The slowest rank is the straggler where collectives tell one;
+only without any is it the rank with the longest step.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from collections import defaultdict
 from statistics import median
 
 from ceiling.model.collectives import bus_factor
-from ceiling.trace.results import CollectiveRow, CrossRank, RankResult
+from ceiling.trace.results import PATH_COMM, PATH_WAIT, CollectiveRow, CrossRank, RankResult
 
-_BUS_OPS = (
+BUS_OPS = (
     "all_reduce",
     "all_gather",
     "reduce_scatter",
@@ -35,6 +36,27 @@ def _matched(ranks: list[RankResult]) -> list[list]:
     return [[x[k] for x in lists] for k in range(n)]
 
 
+def split_peer_waits(ranks: list[RankResult], matched: list[list]) -> None:
+    """On each rank's critical paths, a collective's time beyond its transfer (the least any
+    rank spent in it) was spent waiting for a later rank: moved from communication to idle
+    waits, and counted in `peer_wait_s`."""
+    for r, lists in zip(ranks, zip(*matched, strict=False) if matched else [], strict=False):
+        position = {id(c): k for k, c in enumerate(lists)}
+        for step in r.steps:
+            path = step.critical_path
+            if path is None:
+                continue
+            for i, on_path in path.collectives:
+                k = position.get(id(r.collectives[i]))
+                if k is None:
+                    continue
+                transfer = min(c.dur_s for c in matched[k])
+                waited = min(on_path, max(r.collectives[i].dur_s - transfer, 0.0))
+                path.seconds[PATH_COMM] -= waited
+                path.seconds[PATH_WAIT] += waited
+                path.peer_wait_s += waited
+
+
 def cross_rank(ranks: list[RankResult], link_bytes_per_s: float | None) -> CrossRank | None:
     if len(ranks) < 2:
         return None
@@ -43,6 +65,7 @@ def cross_rank(ranks: list[RankResult], link_bytes_per_s: float | None) -> Cross
     slowest = max(ids, key=lambda i: step_s[i])
     fastest = min(step_s.values())
     matched = _matched(ranks)
+    split_peer_waits(ranks, matched)
     n_steps = max(min(len(r.steps) for r in ranks), 1)
     # per rank and step: time spent in collectives waiting for later ranks
     per_step = {i: defaultdict(float) for i in ids}
@@ -66,7 +89,9 @@ def cross_rank(ranks: list[RankResult], link_bytes_per_s: float | None) -> Cross
         cost = sum(wait.values()) / len(wait) - wait[straggler]
     return CrossRank(
         step_s=step_s,
-        slowest_rank=slowest,
+        # one answer to "which rank is slowest": the straggler where the ranks meet in
+        # collectives (step times of ranks that wait for each other are alike), else by time
+        slowest_rank=slowest if straggler is None else straggler,
         slowest_over_fastest=step_s[slowest] / fastest - 1.0 if fastest > 0 else 0.0,
         busy_s=busy,
         imbalance=max(busy.values()) / mean_busy - 1.0 if mean_busy > 0 else 0.0,
@@ -86,7 +111,7 @@ def _collective_rows(matched, world: int, link: float | None) -> list[Collective
     for (op, nbytes), transfers in groups.items():
         t = median(transfers)
         busbw = None
-        if nbytes and t > 0 and op in _BUS_OPS:
+        if nbytes and t > 0 and op in BUS_OPS:
             busbw = nbytes / t * bus_factor(op, world)
         rows.append(
             CollectiveRow(

@@ -240,11 +240,12 @@ class _Parser:
         args = e.get("args")
         if args.__class__ is not dict:
             args = {}
-        elif "External id" not in args:
-            for old in _OLD_EXTERNAL_ID:  # PyTorch 1.8-era spellings
-                if old in args:
-                    args["External id"] = args.pop(old)
-                    break
+        else:
+            if "External id" not in args:
+                _respell(args, _OLD_EXTERNAL_ID, "External id")
+            if "Input dims" in args:  # PyTorch 1.8-1.9 spell the shapes so
+                _respell(args, ("Input dims",), "Input Dims")
+                _respell(args, ("Input types",), "Input type")
         for key in _LINKS:  # ids that index tables later: hashable or dropped
             if key in args and args[key].__class__ not in (int, str):
                 del args[key]
@@ -261,6 +262,14 @@ class _Parser:
 
 _LINKS = ("External id", "correlation")
 _OLD_EXTERNAL_ID = ("external id", "External ID")
+
+
+def _respell(args: dict, old: tuple[str, ...], new: str) -> None:
+    """Today's key for a value an older profiler wrote under another spelling."""
+    for key in old:
+        if key in args and new not in args:
+            args[new] = args.pop(key)
+            return
 
 
 def _hashable(value):

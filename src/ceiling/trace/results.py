@@ -28,6 +28,63 @@ class TraceDevice:
     measured_peaks_flops_per_s: dict[str, float] = field(default_factory=dict)
 
 
+# what a critical path's time is spent on
+PATH_COMPUTE, PATH_COMM, PATH_HOST, PATH_WAIT = "compute", "communication", "host", "idle waits"
+PATH_CATEGORIES = (PATH_COMPUTE, PATH_COMM, PATH_HOST, PATH_WAIT)
+
+
+@dataclass
+class WhatIfAnswer:
+    """A what-if question answered on the step's dependency graph."""
+
+    question: str  # as asked: "gemm=2x", "comm=overlap", "launch=3us", "link=400GB/s", "all"
+    step_s: float  # the step re-timed: the longest path on the new durations
+    saving_s: float  # the critical path's length less step_s
+
+
+@dataclass
+class CriticalPath:
+    """The longest chain of dependent work through a step: its length, its seconds by
+    category (compute, communication, host, idle waits), what lies longest on it and the
+    what-if answers. On the recorded times its length is the step's window."""
+
+    length_s: float
+    seconds: dict[str, float]  # category -> seconds on the path (sum = length_s)
+    # (category, the kernel, host op or kind of wait, seconds), the longest first
+    top: list[tuple[str, str, float]]
+    what_if: list[WhatIfAnswer] = field(default_factory=list)
+    # (index into the rank's collectives, seconds on the path): to tell the wait for other
+    # ranks from the transfer once the ranks are compared
+    collectives: list[tuple[int, float]] = field(default_factory=list)
+    peer_wait_s: float = 0.0  # of the idle waits: in collectives, for a later rank
+
+    @classmethod
+    def mean(cls, paths: list[CriticalPath]) -> CriticalPath | None:
+        """The mean over steps: lengths, categories, what lies on the path, what-if answers."""
+        if not paths:
+            return None
+        n = len(paths)
+        seconds: dict[str, float] = {}
+        items: dict[tuple[str, str], float] = {}
+        for p in paths:
+            for k, v in p.seconds.items():
+                seconds[k] = seconds.get(k, 0.0) + v / n
+            for cat, name, v in p.top:
+                items[(cat, name)] = items.get((cat, name), 0.0) + v / n
+        answers = [
+            WhatIfAnswer(
+                a.question,
+                sum(p.what_if[i].step_s for p in paths) / n,
+                sum(p.what_if[i].saving_s for p in paths) / n,
+            )
+            for i, a in enumerate(paths[0].what_if)
+        ]
+        top = sorted(((c, name, v) for (c, name), v in items.items()), key=lambda x: -x[2])
+        length = sum(p.length_s for p in paths) / n
+        peer = sum(p.peer_wait_s for p in paths) / n
+        return cls(length, seconds, top[: len(paths[0].top)], answers, peer_wait_s=peer)
+
+
 @dataclass
 class StepResult:
     name: str
@@ -45,6 +102,7 @@ class StepResult:
     hfu: float | None
     # model FLOPs by the dtype the matmuls ran in (TF32 when fp32 GEMMs ran on tensor cores)
     model_flops_by_dtype: dict[str, float] = field(default_factory=dict)
+    critical_path: CriticalPath | None = None  # when asked for (`critical_path=True`)
     # busy intervals per category, for the figure; left out of the JSON
     timeline: dict[str, list[tuple[float, float]]] = field(default_factory=dict, repr=False)
 
@@ -137,6 +195,11 @@ class RankResult:
         return self._time_weighted("mfu")
 
     @property
+    def critical_path(self) -> CriticalPath | None:
+        """The mean critical path over the rank's steps (None when not asked for)."""
+        return CriticalPath.mean([s.critical_path for s in self.steps if s.critical_path])
+
+    @property
     def hfu(self) -> float | None:
         return self._time_weighted("hfu")
 
@@ -154,8 +217,8 @@ class CollectiveRow:
 @dataclass
 class CrossRank:
     step_s: dict[int, float]
-    slowest_rank: int
-    slowest_over_fastest: float  # step time, slowest / fastest - 1
+    slowest_rank: int  # the straggler where collectives tell one, else the longest step's
+    slowest_over_fastest: float  # step time, longest / shortest - 1
     busy_s: dict[int, float]  # step time less the wait for others, per step
     imbalance: float  # max(busy) / mean(busy) - 1
     straggler: int | None
@@ -189,6 +252,7 @@ class TraceResult(NotebookViews):
                 model_flops_per_step=r.model_flops_per_step,
                 mfu=r.mfu,
                 hfu=r.hfu,
+                critical_path=None if r.critical_path is None else asdict(r.critical_path),
             )
         return out
 
@@ -209,6 +273,12 @@ class TraceResult(NotebookViews):
         single = [{k: v for k, v in raw.items() if k not in RANK_TABLES} for raw in ranks]
         across = {k: v for k, v in super()._row_lists(record).items() if k != "ranks"}
         return {**{k: v for k, v in tables.items() if v}, "ranks": single, **across}
+
+    @property
+    def critical_path(self) -> dict[int, CriticalPath]:
+        """Each rank's mean critical path over its steps (`ceiling.trace(path,
+        critical_path=True)`; empty when not asked for)."""
+        return {r.rank: p for r in self.ranks if (p := r.critical_path) is not None}
 
     def calibration(self):
         """The efficiencies this run achieved, for the planner (`plan(..., calibrate=)`)."""
