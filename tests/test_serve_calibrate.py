@@ -21,11 +21,16 @@ TRUE = {"serve.iteration_s": 0.012, "serve.request_s.python": 0.08}
 TRUE_SCALE = 1.3
 
 
-def _as_measured(rate: float) -> dict:
+def _truth(rate: float, sequence_s: float = 0.0, **more):
+    with fitted.overridden(TRUE):
+        return ceiling.serve("llama-3-8b", rate=rate, device_scale=TRUE_SCALE,
+                             sequence_s=sequence_s, **{**RUN, **more})  # fmt: skip
+
+
+def _as_measured(rate: float, sequence_s: float = 0.0) -> dict:
     """The JSON of a run at `rate` whose measured figures are the simulation's under TRUE."""
     record = ceiling.serve("llama-3-8b", rate=rate, **RUN).to_dict()
-    with fitted.overridden(TRUE):
-        truth = ceiling.serve("llama-3-8b", rate=rate, device_scale=TRUE_SCALE, **RUN)
+    truth = _truth(rate, sequence_s)
     m = truth.metrics
     record["measured"] = {"ttft_s": m.ttft_s.to_json(), "tpot_s": m.tpot_s.to_json(),
                           "output_tokens_per_s": m.output_tokens_per_s}  # fmt: skip
@@ -36,17 +41,29 @@ def test_the_fit_reproduces_the_measured_run_and_predicts_another_load():
     cal_run = ceiling.serve("llama-3-8b", rate=8.0, calibrate=_as_measured(4.0), **RUN)
     cal = cal_run.calibration
     # the shipped costs miss the measured run; the fitted ones give it back
-    assert max(abs(e) for e in cal.errors(cal.before).values()) > 0.1
-    assert max(abs(e) for e in cal.errors(cal.after).values()) < 0.03
+    (before,), (after,) = cal.errors(cal.before), cal.errors(cal.after)
+    assert max(map(abs, before.values())) > 0.1 and max(map(abs, after.values())) < 0.03
     assert cal.device == "NVIDIA H100 SXM5 80GB" and cal_run.inputs["device_scale"] != 1
+    assert cal.sequence_s == 0.0  # one load: no time a sequence is fitted
     # at twice the load, the calibrated prediction is the true costs' within 5 %
-    with fitted.overridden(TRUE):
-        truth = ceiling.serve("llama-3-8b", rate=8.0, device_scale=TRUE_SCALE, **RUN).metrics
+    truth = _truth(8.0).metrics
     got = cal_run.metrics
     for a, b in ((got.tpot_s.p50, truth.tpot_s.p50), (got.ttft_s.p50, truth.ttft_s.p50),
                  (got.output_tokens_per_s, truth.output_tokens_per_s)):  # fmt: skip
         assert a == pytest.approx(b, rel=0.05)
     assert json.dumps(cal_run.to_dict()["calibration"])
+
+
+def test_runs_at_two_loads_also_fit_the_time_a_sequence():
+    sequence_s = 0.002  # the host's time for each sequence an iteration
+    runs = [_as_measured(rate, sequence_s) for rate in (2.0, 8.0)]
+    cal_run = ceiling.serve("llama-3-8b", rate=5.0, calibrate=runs, **RUN)
+    cal = cal_run.calibration
+    assert cal.sequence_s == pytest.approx(sequence_s, rel=0.25)
+    assert all(max(map(abs, e.values())) < 0.05 for e in cal.errors(cal.after))
+    truth = _truth(5.0, sequence_s).metrics
+    assert cal_run.metrics.tpot_s.p50 == pytest.approx(truth.tpot_s.p50, rel=0.05)
+    assert cal_run.metrics.ttft_s.p50 == pytest.approx(truth.ttft_s.p50, rel=0.05)
 
 
 def test_on_another_device_only_the_host_costs_carry_over():
@@ -58,6 +75,8 @@ def test_on_another_device_only_the_host_costs_carry_over():
 
 def test_files_that_are_not_a_measured_run_are_refused(tmp_path):
     plain = ceiling.serve("llama-3-8b", rate=4.0, **RUN).to_dict()
+    with pytest.raises(ceiling.errors.InvalidInput, match="at least one"):
+        ceiling.serve("llama-3-8b", rate=4.0, calibrate=[], **RUN)
     for broken, says in ((plain, "not a measured run"),
                          ({**_as_measured(4.0), "call": None}, "records no `call`"),
                          ({"measured": {"ttft_s": {}}, "call": {}}, "lacks TTFT")):  # fmt: skip
@@ -76,7 +95,7 @@ def test_the_command_line_shows_the_fit(cli, tmp_path):
                          "--input-tokens", "512", "--output-tokens", "128", "--num-prompts",
                          "200", "--calibrate", path)  # fmt: skip
     assert code == 0, err
-    assert "calibrated from" in out and "the measured run simulated again" in out
+    assert "calibrated from" in out and "simulated again" in out
 
 
 CPU = MeasuredDevice(

@@ -282,6 +282,7 @@ def serve(
     deadlines: Any = None,
     calibrate: Any = None,
     device_scale: float = 1.0,
+    sequence_s: float = 0.0,
 ) -> ServeResult:
     """Simulate serving `model` on `gpus` devices (`spec`/`profile`) laid out as `tp` ×
     `pp` × `replicas`, under a load: Poisson `rate` (requests/s), closed-loop
@@ -304,7 +305,8 @@ def serve(
     `calibrate`: a measured run (the JSON of `serve --measure URL --json`, or its dict): the
     engine's per-iteration and per-request costs and the device's scale are fitted so that
     the run's simulation gives what was measured, then used here (`calibration` says the
-    fit). `device_scale`: the device's time of an iteration over its priced terms (1)."""
+    fit). `device_scale`: the device's time of an iteration over its priced terms (1);
+    `sequence_s`: the host's time an iteration for each sequence in it (0)."""
     args = dict(locals())
     if calibrate is not None:
         from ceiling.api.serve_calibrate import calibrated_serve
@@ -313,6 +315,8 @@ def serve(
                                                    if k != "calibrate"})  # fmt: skip
     if isinstance(device_scale, bool) or not 0 < device_scale < float("inf"):
         raise BadArgument("device_scale", f"must be a number > 0, got {device_scale!r}")
+    if isinstance(sequence_s, bool) or not 0 <= sequence_s < 1:
+        raise BadArgument("sequence_s", f"must be a time in [0, 1) s, got {sequence_s!r}")
     import numpy as np
 
     from ceiling.hardware.resolve import resolve
@@ -409,7 +413,7 @@ def serve(
         return eng.Engine(cfg, dev, s, costs, lay,
                           policy, draft, memory_utilization=utilization,
                           host_share=host_share, engine=engine_name,
-                          device_scale=device_scale)  # fmt: skip
+                          device_scale=device_scale, sequence_s=sequence_s)  # fmt: skip
 
     engine = make(layout)
     if arrivals is not None and not any(loads):
@@ -449,6 +453,7 @@ def serve(
         "engine": engine_name,
         "host_share": host_share,
         "device_scale": device_scale,
+        "sequence_s": sequence_s,
         "iteration_s": engine.iteration_s,
         "request_s": engine.request_s,
         "device_kind": dev.kind,

@@ -56,6 +56,7 @@ def _measured_run(calibrate) -> tuple[dict, dict, str]:
     m = data["measured"]
     try:
         figures = {"ttft_p50_s": m["ttft_s"]["p50"], "tpot_p50_s": m["tpot_s"]["p50"],
+                   "tpot_p90_s": m["tpot_s"].get("p90"),
                    "output_tokens_per_s": m["output_tokens_per_s"]}  # fmt: skip
     except (KeyError, TypeError):
         raise MalformedFile(f"{source}: its `measured` block lacks TTFT, TPOT or "
@@ -64,23 +65,38 @@ def _measured_run(calibrate) -> tuple[dict, dict, str]:
 
 
 def calibrated_serve(calibrate, serve, args: dict[str, Any]):
-    """`serve(**args)` with the costs fitted to the measured run `calibrate`."""
+    """`serve(**args)` with the costs fitted to the measured run `calibrate` (a file, a dict,
+    or a list of them: runs at several loads also fit a time a sequence)."""
+    from ceiling.errors import InvalidInput
     from ceiling.model import fitted
     from ceiling.model.serve import engine as eng
     from ceiling.model.serve.calibrate import figures_of, fit
 
-    call, measured, source = _measured_run(calibrate)
+    given = list(calibrate) if isinstance(calibrate, list | tuple) else [calibrate]
+    if not given:
+        raise InvalidInput("calibrate needs at least one measured run")
+    runs = [_measured_run(c) for c in given]
+    devices = {_device(call) for call, _, _ in runs}
+    if len(devices) > 1:
+        raise InvalidInput(f"the measured runs were measured on several devices "
+                           f"({', '.join(sorted(devices))}): calibrate from one")  # fmt: skip
 
-    def run(iteration_s: float, request_s: float, device_scale: float) -> dict:
-        with fitted.overridden(_costs(iteration_s, request_s)):
-            return figures_of(serve(**{**call, "device_scale": device_scale}).metrics)
+    def simulation(call: dict):
+        def run(costs: tuple[float, float, float, float]) -> dict:
+            iteration_s, request_s, device_scale, sequence_s = costs
+            with fitted.overridden(_costs(iteration_s, request_s)):
+                return figures_of(serve(**{**call, "device_scale": device_scale,
+                                           "sequence_s": sequence_s}).metrics)  # fmt: skip
 
-    device = _device(call)
-    cal = fit(run, measured, (eng.iteration_s(), eng.request_s(call.get("engine") or "generic")),
-              device, source)  # fmt: skip
+        return run
+
+    call = runs[0][0]
+    start = (eng.iteration_s(), eng.request_s(call.get("engine") or "generic"))
+    cal = fit([simulation(c) for c, _, _ in runs], [m for _, m, _ in runs], start,
+              devices.pop(), [src for _, _, src in runs])  # fmt: skip
     scale = cal.device_scale if _device(args) == cal.device else 1.0
     with fitted.overridden(_costs(cal.iteration_s, cal.request_s)):
-        result = serve(**{**args, "device_scale": scale})
+        result = serve(**{**args, "device_scale": scale, "sequence_s": cal.sequence_s})
     return dataclasses.replace(result, calibration=cal)
 
 

@@ -11,7 +11,15 @@ from ceiling.cli.app import app
 from ceiling.cli.decode import ActivationsOption, KvDtypeOption, ModelArg
 from ceiling.cli.device_options import ProfileOption, SpecOption
 from ceiling.cli.inputs import TpOption, option
-from ceiling.cli.output import JsonOption, PlotOption, console, figure_and_json, table
+from ceiling.cli.output import (
+    LIST_HELP,
+    JsonOption,
+    PlotOption,
+    comma_list,
+    console,
+    figure_and_json,
+    table,
+)
 from ceiling.inputs import GPUS, WEIGHTS
 from ceiling.units import format_time
 
@@ -89,13 +97,17 @@ Speculative = _opt("--speculative", "Speculative decoding: ngram, or a draft mod
 SloOption = _opt("--slo", "Targets: ttft_p99=2s,tpot_p99=200ms (ttft_p50, tpot_p50, e2e_p99).", str)
 TargetRate = _opt("--target-rate", "With --slo: the fewest GPUs for this many requests/s.", float)
 Measure = _opt("--measure", "URL of an OpenAI-compatible server to measure.", str)
-Calibrate = _opt(
-    "--calibrate",
-    "A measured run (the JSON of `serve --measure URL --json`): fit the engine's cost an "
-    "iteration and a request, and the device's speed, to what it measured, then predict "
-    "this run with them.",
-    Path,
-)
+Calibrate = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--calibrate",
+        help="A measured run (the JSON of `serve --measure URL --json`): fit the engine's "
+        "cost an iteration and a request, and the device's speed, to what it measured, then "
+        "predict this run with them. Runs at other loads beside it (" + LIST_HELP + ") "
+        "fit the cost of each sequence in an iteration too.",
+        show_default=False,
+    ),
+]
 Deadlines = _opt(
     "--deadlines",
     "Bounds of --measure: connect=10s,first_byte=2m,idle=5m,run=1h (the defaults; give any "
@@ -171,7 +183,7 @@ def serve(
         prefix_hit_rate=prefix_hit_rate, speculative=speculative, spec_tokens=spec_tokens,
         acceptance=acceptance, reserve_kv=reserve_kv, slo=slo, target_rate=target_rate,
         curve=plot is not None, seed=seed, measure=measure, engine=engine,
-        memory_utilization=memory_utilization, deadlines=deadlines, calibrate=calibrate,
+        memory_utilization=memory_utilization, deadlines=deadlines, calibrate=comma_list(calibrate),
     )  # fmt: skip
     if figure_and_json(r, plot, json_out):
         return
@@ -203,6 +215,8 @@ def _show(r) -> None:
         f"{format_time(inp['request_s'])} a request through the server"
         + (f"; the device at {inp['device_scale']:.3g}× its priced time"
            if inp["device_scale"] != 1 else "")
+        + (f"; {format_time(inp['sequence_s'])} a sequence an iteration"
+           if inp["sequence_s"] else "")
     )  # fmt: skip
     if r.calibration is not None:
         _show_calibration(r.calibration)
@@ -291,13 +305,16 @@ def _show_measured(meas) -> None:
 
 def _show_calibration(cal) -> None:
     con = console()
-    before, after = cal.errors(cal.before), cal.errors(cal.after)
-    names = {"ttft_p50_s": "TTFT p50", "tpot_p50_s": "TPOT p50",
+    names = {"ttft_p50_s": "TTFT p50", "tpot_p50_s": "TPOT p50", "tpot_p90_s": "TPOT p90",
              "output_tokens_per_s": "output tokens/s"}  # fmt: skip
     con.print(
         f"calibrated from {cal.source} (measured on {cal.device}): "
-        f"{format_time(cal.iteration_s)} an iteration, {format_time(cal.request_s)} a "
-        f"request, the device at {cal.device_scale:.3g}× its priced time"
+        f"{format_time(cal.iteration_s)} an iteration and {format_time(cal.sequence_s)} a "
+        f"sequence in it, {format_time(cal.request_s)} a request, the device at "
+        f"{cal.device_scale:.3g}× its priced time"
     )
-    changes = [f"{names[k]} {before[k] * 100:+.0f} % → {after[k] * 100:+.0f} %" for k in before]
-    con.print("  the measured run simulated again: " + "; ".join(changes))
+    for source, before, after in zip(cal.sources, cal.errors(cal.before), cal.errors(cal.after),
+                                     strict=True):  # fmt: skip
+        changes = [f"{names[k]} {before[k] * 100:+.0f} % → {after[k] * 100:+.0f} %"
+                   for k in before]  # fmt: skip
+        con.print(f"  {source} simulated again: " + "; ".join(changes))

@@ -1,12 +1,16 @@
-"""Serving calibrated from one measured run: the engine's costs that make the simulation of
-that run give what was measured.
+"""Serving calibrated from measured runs: the engine's costs that make the simulation of
+those runs give what was measured.
 
-Three figures of the measured run are matched, TTFT p50, TPOT p50 and output tokens/s, by
-three costs:
+Of each measured run, TTFT p50, TPOT p50 and p90 and output tokens/s are matched by the
+costs:
   iteration_s   the host's fixed time between two iterations (`engine.ITERATION_S`);
   request_s     a request's way in and out of the server (`engine.REQUEST_S`);
   device_scale  the device's time of an iteration over its priced terms (weights and KV at
-                the bandwidth, GEMMs and attention at their rates): 1 as priced.
+                the bandwidth, GEMMs and attention at their rates): 1 as priced;
+  sequence_s    with runs at two loads or more only: the host's time an iteration for each
+                sequence in it (sampling, detokenising, streaming its chunk), what makes
+                TPOT grow with the batch beyond the device's terms (0 otherwise: one load
+                holds too narrow a range of batches to tell it from the rest).
 One load does not separate a fixed iteration cost from a device that runs slower than
 priced (both lengthen every iteration), so the device's scale is pulled weakly toward 1
 (`PRIOR`): the fit moves it only as far as the figures need. Least squares on the
@@ -19,14 +23,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-FIGURES = ("ttft_p50_s", "tpot_p50_s", "output_tokens_per_s")
+FIGURES = ("ttft_p50_s", "tpot_p50_s", "tpot_p90_s", "output_tokens_per_s")
 PRIOR = 0.05  # weight of log(device_scale) among the residuals
-BOUNDS = ((0.0, 1.0), (0.0, 30.0), (math.log(0.02), math.log(50.0)))
+BOUNDS = ((0.0, 1.0), (0.0, 30.0), (math.log(0.02), math.log(50.0)), (0.0, 0.1))
 
 
 def figures_of(m) -> dict[str, float]:
     """The figures a calibration matches, of simulated or measured serving."""
-    return {"ttft_p50_s": m.ttft_s.p50, "tpot_p50_s": m.tpot_s.p50,
+    return {"ttft_p50_s": m.ttft_s.p50, "tpot_p50_s": m.tpot_s.p50, "tpot_p90_s": m.tpot_s.p90,
             "output_tokens_per_s": m.output_tokens_per_s}  # fmt: skip
 
 
@@ -35,61 +39,74 @@ class Calibration:
     iteration_s: float
     request_s: float
     device_scale: float
-    device: str  # the device it was measured on: device_scale holds only there
-    source: str  # the measured run's file or server
-    measured: dict
-    before: dict  # the measured run simulated with the shipped costs
-    after: dict  # and with the fitted ones
+    sequence_s: float
+    device: str  # the device the runs were measured on: device_scale holds only there
+    sources: tuple[str, ...]  # the measured runs' files or servers
+    measured: tuple[dict, ...]
+    before: tuple[dict, ...]  # each measured run simulated with the shipped costs
+    after: tuple[dict, ...]  # and with the fitted ones
+
+    @property
+    def source(self) -> str:
+        return ", ".join(self.sources)
 
     def to_json(self) -> dict:
+        runs = zip(self.sources, self.measured, self.before, self.after, strict=True)
         return {
             "iteration_s": self.iteration_s,
             "request_s": self.request_s,
             "device_scale": self.device_scale,
+            "sequence_s": self.sequence_s,
             "device": self.device,
-            "source": self.source,
-            "measured": self.measured,
-            "simulated_before": self.before,
-            "simulated_after": self.after,
+            "runs": [
+                {"source": src, "measured": m, "simulated_before": b, "simulated_after": a}
+                for src, m, b, a in runs
+            ],
         }
 
-    def errors(self, simulated: dict) -> dict[str, float]:
-        return {k: simulated[k] / self.measured[k] - 1 for k in FIGURES if k in self.measured}
+    def errors(self, simulated: tuple[dict, ...]) -> list[dict[str, float]]:
+        """Per measured run, each figure's simulated / measured − 1."""
+        return [{k: s[k] / m[k] - 1 for k in FIGURES if k in m}
+                for s, m in zip(simulated, self.measured, strict=True)]  # fmt: skip
 
 
-def fit(run: Callable[[float, float, float], dict], measured: dict, start: tuple[float, float],
-        device: str, source: str) -> Calibration:  # fmt: skip
-    """The costs (iteration_s, request_s, device_scale) under which `run` (the measured
-    run simulated with them, giving `figures_of`) matches `measured`; from `start`, the
-    shipped (iteration_s, request_s)."""
+def fit(runs: list[Callable[[tuple[float, float, float, float]], dict]], measured: list[dict],
+        start: tuple[float, float], device: str, sources: list[str]) -> Calibration:  # fmt: skip
+    """The costs (iteration_s, request_s, device_scale, sequence_s) under which each of
+    `runs` (a measured run simulated with them, giving `figures_of`) matches its `measured`
+    figures; from `start`, the shipped (iteration_s, request_s)."""
     import numpy as np
     from scipy.optimize import least_squares
 
-    keys = [k for k in FIGURES if _positive(measured.get(k))]
-    if not keys:
+    keys = [[k for k in FIGURES if _positive(m.get(k))] for m in measured]
+    if not any(keys):
         from ceiling.errors import InvalidInput
 
-        raise InvalidInput(f"{source}: the measured run has none of {', '.join(FIGURES)}")
+        raise InvalidInput(f"{sources[0]}: the measured run has none of {', '.join(FIGURES)}")
+    n = 4 if len(runs) > 1 else 3  # a time a sequence only from two loads or more
     cache: dict = {}
 
-    def simulated(x) -> dict:
+    def simulated(x) -> tuple[dict, ...]:
         key = tuple(np.round(x, 12))
         if key not in cache:
-            cache[key] = run(float(x[0]), float(x[1]), math.exp(float(x[2])))
+            sequence = float(x[3]) if n > 3 else 0.0
+            costs = (float(x[0]), float(x[1]), math.exp(float(x[2])), sequence)
+            cache[key] = tuple(run(costs) for run in runs)
         return cache[key]
 
     def residuals(x):
-        sim = simulated(x)
-        logs = [math.log(max(sim[k], 1e-12) / measured[k]) for k in keys]
+        pairs = zip(simulated(x), measured, keys, strict=True)
+        logs = [math.log(max(sim[k], 1e-12) / m[k]) for sim, m, ks in pairs for k in ks]
         return np.array([*logs, PRIOR * x[2]])
 
-    lo, hi = zip(*BOUNDS, strict=True)
-    x0 = np.clip([max(start[0], 1e-4), max(start[1], 1e-3), 0.0], lo, hi)
-    sol = least_squares(residuals, x0, bounds=(lo, hi), diff_step=0.05, x_scale=[1e-3, 1e-2, 1.0],
-                        max_nfev=60)  # fmt: skip
-    iteration, request, log_scale = (float(v) for v in sol.x)
-    return Calibration(iteration, request, math.exp(log_scale), device, source,
-                       {k: measured[k] for k in keys}, simulated(x0), simulated(sol.x))  # fmt: skip
+    lo, hi = (np.array(b[:n]) for b in zip(*BOUNDS, strict=True))
+    x0 = np.clip([max(start[0], 1e-4), max(start[1], 1e-3), 0.0, 1e-4][:n], lo, hi)
+    sol = least_squares(residuals, x0, bounds=(lo, hi), diff_step=0.05,
+                        x_scale=[1e-3, 1e-2, 1.0, 1e-3][:n], max_nfev=80)  # fmt: skip
+    x = [float(v) for v in sol.x] + [0.0] * (4 - n)
+    shown = tuple({k: m[k] for k in ks} for m, ks in zip(measured, keys, strict=True))
+    return Calibration(x[0], x[1], math.exp(x[2]), x[3], device, tuple(sources), shown,
+                       simulated(x0), simulated(sol.x))  # fmt: skip
 
 
 def _positive(v) -> bool:

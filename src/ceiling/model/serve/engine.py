@@ -110,6 +110,9 @@ class Engine:
     # the device's time of an iteration over its terms' (1: as priced; fitted by
     # `serve --calibrate` from a measured run on this device)
     device_scale: float = 1.0
+    # the host's time an iteration for each sequence that samples a token in it (sampling,
+    # detokenising, streaming its chunk): 0 as priced; fitted by `serve --calibrate`
+    sequence_s: float = 0.0
 
     def __post_init__(self) -> None:
         self.iteration_s, self.request_s = iteration_s(), request_s(self.engine)
@@ -185,7 +188,8 @@ class Engine:
         if self.draft_iteration is not None and n_dec:
             # k draft steps of the small model over the decoding sequences
             t += self.policy.spec_tokens * self.draft_iteration.time(n_dec, dec_ctx)
-        return t * self.device_scale * (1.0 + self.host_share) + self.iteration_s, bound
+        host = self.iteration_s + self.sequence_s * sampled
+        return t * self.device_scale * (1.0 + self.host_share) + host, bound
 
     @property
     def engines(self) -> int:
