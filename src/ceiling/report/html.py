@@ -120,7 +120,7 @@ def data_uri(f: Figure) -> str:
 
 def _figure(f: Figure) -> str:
     return (
-        f'<figure><img src="{data_uri(f)}" alt="{escape(f.alt)}">'
+        f'<figure><div class="plot"><img src="{data_uri(f)}" alt="{escape(f.alt)}"></div>'
         f"<figcaption>{escape(f.caption)}</figcaption></figure>"
     )
 
