@@ -70,10 +70,9 @@ def test_a_busy_machine_gives_no_verdict_but_says_what_to_run_again():
     busy = {**MACHINE, "measured_busy": True, "busy_reasons": reasons}
     (f,) = findings([_section("machine", busy)])
     assert f.text == (
-        "The machine was busy while this report measured (machine: the load average was 11.5 "
-        "on 2 logical CPUs), so those figures read low and vary and no verdict is drawn from "
-        "them: run `ceiling report` again on an idle machine (`ceiling bench` to measure its "
-        "ceilings again)."
+        "The machine was busy while this report measured (the load average was 11.5 on 2 "
+        "logical CPUs), so the figures of machine read low and no verdict is drawn from them: "
+        "run `ceiling report` again on an idle machine."
     )
     assert lookup(busy, f.key) is True and f.to_json()["json_key"] == "machine.measured_busy"
 
@@ -89,8 +88,8 @@ def test_a_section_that_measured_under_load_gives_no_finding_of_its_own():
     got = findings([mfu, _section("planner", PLANNER), _section("machine", MACHINE)])
     assert [f.section for f in got] == ["mfu", "planner", "machine"]
     assert got[0].text.startswith(
-        "The machine was busy while this report measured (MFU: other processes took 50% of "
-        "the 2 CPUs' time over 10.0 s)"
+        "The machine was busy while this report measured (other processes took 50% of the 2 "
+        "CPUs' time over 10.0 s), so the figures of MFU read low"
     )
     assert got[0].to_json()["json_key"] == "mfu.load.busy"
     assert not any("trains here" in f.text for f in got)

@@ -377,11 +377,12 @@ def run_section(spec: SectionSpec, ctx: ReportContext) -> SectionResult:
     )
     if status == "ok" and load is not None:
         out.key_figures["load"] = load
-        if load["busy"]:
+        # one line, the first reason (the JSON keeps them all); a section that said its
+        # machine was busy itself (the machine section) is not told twice
+        if load["busy"] and not out.key_figures.get("busy_reasons"):
             out.note(
-                f"measured while the machine was busy ({'; '.join(load['busy_reasons'])}): "
-                "these figures read low and vary, and the verdict draws nothing from them; "
-                "run `ceiling report` again on an idle machine"
+                f"measured on a busy machine ({load['busy_reasons'][0]}): these figures read "
+                "low, and the verdict draws nothing from them"
             )
     return result
 

@@ -93,11 +93,11 @@ def findings(sections: list) -> list[Finding]:
 def _busy(sections: list) -> Finding:
     """The machine was busy while these sections measured: no verdict from their figures."""
     first = sections[0]
-    said = "; ".join(f"{s.title}: {', '.join(s.busy_reasons)}" for s in sections)
+    titles = ", ".join(s.title for s in sections)
     return Finding(
-        f"The machine was busy while this report measured ({said}), so those figures read low "
-        "and vary and no verdict is drawn from them: run `ceiling report` again on an idle "
-        "machine (`ceiling bench` to measure its ceilings again).",
+        f"The machine was busy while this report measured ({first.busy_reasons[0]}), so the "
+        f"figures of {titles} read low and no verdict is drawn from them: run `ceiling "
+        "report` again on an idle machine.",
         first.key,
         "load.busy" if first.load and first.load["busy"] else "measured_busy",
         1.0,

@@ -388,11 +388,9 @@ def _measured_figure(out: SectionOutput, comp, expected, model, cfg) -> None:
     why = ""
     if model.demo:
         why = (
-            f"Demo, not your work: {model.value} is a tiny model ({size}, {cfg.hidden} wide) "
-            f"decoding on {where}. Its small kernels and the Python around each step run far "
-            "below what this machine's bandwidth and peak allow, so its measured points sit "
-            f"{below:,.0f}× below the memory roof: the roofs are this machine's, not what so "
-            "small a model reaches; a larger model of your own (--model) sits nearer them. "
+            f"Demo: {model.value} is a tiny model ({size}, {cfg.hidden} wide) on {where}: "
+            "its small kernels and per-step Python keep it far from this machine's roofs, "
+            f"{below:,.0f}× below the memory roof. "
         )
     out.figure(
         fig, why + "Each measured point is labelled with the roof that holds it (the table's)."
