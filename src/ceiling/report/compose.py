@@ -376,14 +376,7 @@ def run_section(spec: SectionSpec, ctx: ReportContext) -> SectionResult:
         spec.key, spec.title, status, _one_line(reason), time.perf_counter() - t0, out, load
     )
     if status == "ok" and load is not None:
-        out.key_figures["load"] = load
-        # one line, the first reason (the JSON keeps them all); a section that said its
-        # machine was busy itself (the machine section) is not told twice
-        if load["busy"] and not out.key_figures.get("busy_reasons"):
-            out.note(
-                f"measured on a busy machine ({load['busy_reasons'][0]}): these figures read "
-                "low, and the verdict draws nothing from them"
-            )
+        out.key_figures["load"] = load  # the page marks it busy; the verdict says what to do
     return result
 
 
