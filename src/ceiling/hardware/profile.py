@@ -22,7 +22,8 @@ PROFILE_ENV = "CEILING_PROFILE"
 
 # The way `ceiling bench` measures; bumped whenever it changes, so old results stay
 # comparable. 2: at least two warm-up calls, the first not counted in the per-call estimate.
-METHOD_VERSION = 2
+# 3: torch's CPU matmul and numpy's BLAS in alternating rounds; the machine's load recorded.
+METHOD_VERSION = 3
 
 
 @dataclass(frozen=True)
