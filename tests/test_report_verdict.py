@@ -46,7 +46,7 @@ def test_the_users_work_comes_first_then_the_most_at_stake():
     assert got[0].text.startswith("The best split of llama-3-70b on 64 × H100 SXM5 80GB (8×4×2)")
     assert "45.0 % MFU" in got[0].text and "at 256 GPUs only 80.0 %" in got[0].text
     assert got[1].text == (
-        "Demo, not your work: "
+        "Demo: "
         "gpt:tiny trains here at 12.0 % MFU; its step loses 38.0 % to per-op overhead: "
         "batch larger."
     )
@@ -71,8 +71,8 @@ def test_a_busy_machine_gives_no_verdict_but_says_what_to_run_again():
     (f,) = findings([_section("machine", busy)])
     assert f.text == (
         "The machine was busy while this report measured (the load average was 11.5 on 2 "
-        "logical CPUs), so the figures of machine read low and no verdict is drawn from them: "
-        "run `ceiling report` again on an idle machine."
+        "logical CPUs), so the sections marked busy read low and no verdict is drawn from "
+        "them: run `ceiling report` again on an idle machine."
     )
     assert lookup(busy, f.key) is True and f.to_json()["json_key"] == "machine.measured_busy"
 
@@ -89,7 +89,7 @@ def test_a_section_that_measured_under_load_gives_no_finding_of_its_own():
     assert [f.section for f in got] == ["mfu", "planner", "machine"]
     assert got[0].text.startswith(
         "The machine was busy while this report measured (other processes took 50% of the 2 "
-        "CPUs' time over 10.0 s), so the figures of MFU read low"
+        "CPUs' time over 10.0 s), so the sections marked busy read low"
     )
     assert got[0].to_json()["json_key"] == "mfu.load.busy"
     assert not any("trains here" in f.text for f in got)
@@ -102,7 +102,7 @@ def test_roofs_that_over_predict_the_step_are_said_so():
     }
     (f,) = findings([_section("mfu", over)])
     assert f.text == (
-        "Demo, not your work: "
+        "Demo: "
         "gpt:tiny trains here at 12.0 % MFU; its step loses 38.0 % to per-op overhead, though "
         "the roofs over-predict the step by 15.0 %: batch larger."
     )
@@ -114,7 +114,7 @@ def test_a_part_larger_than_the_step_is_named_without_its_share():
     waterfall = [{"share": 0.1}, {"share": 1.035}, {"share": 0.05}, {"share": -0.185}]
     (f,) = findings([_section("mfu", {**MFU, "largest_loss": loss, "waterfall": waterfall})])
     assert f.text == (
-        "Demo, not your work: "
+        "Demo: "
         "gpt:tiny trains here at 12.0 % MFU; its largest part is per-op overhead, but the roofs "
         "over-predict the step by 18.5 %: batch larger."
     )
@@ -142,7 +142,7 @@ def test_decode_advice_is_the_batch_whose_kv_caches_fit_at_the_stated_context():
     )
     (f,) = findings([_section("decode", fig)])
     assert f.text == (
-        "Demo, not your work: "
+        "Demo: "
         "llama-3-8b should decode at about 135 tokens/s on H100 at batch 1; at 4,096 tokens of "
         "context the KV caches of 130 sequences fit beside the weights, still memory-bound: "
         "about 4,050 tokens/s in all (30×) but 31 tokens/s each, so batch up to 130 if that "
@@ -190,7 +190,7 @@ def test_ops_below_their_roofs_get_what_to_do_not_a_share_of_unexplained():
     (got,) = findings([_section("mfu", mfu)])
     assert "unexplained" not in got.text
     assert got.text.startswith(
-        "Demo, not your work: "
+        "Demo: "
         "gpt:tiny trains here at 12.0 % MFU; 67.0 % of its step is ops running slower than "
         "their roofs predict: start with the matmul ops (75.0 % of the op time): see what this "
         "machine's matmul reaches"
@@ -215,7 +215,7 @@ def test_a_scaling_section_with_impossible_speedups_gives_no_finding():
 def test_a_demo_finding_says_it_is_a_demo_in_its_text_and_json():
     got = findings([_section("mfu", MFU), _section("planner", PLANNER)])
     demo, users = got[1], got[0]
-    assert demo.text.startswith("Demo, not your work: gpt:tiny trains here")
+    assert demo.text.startswith("Demo: gpt:tiny trains here")
     assert demo.to_json()["about"] == "a built-in demo" and demo.to_json()["demo"] is True
     assert not users.text.startswith("Demo") and users.to_json()["about"] == "your work"
     machine = findings([_section("machine", MACHINE)])[0].to_json()

@@ -58,7 +58,7 @@ class Finding:
         }
 
 
-DEMO_MARK = "Demo, not your work: "
+DEMO_MARK = "Demo: "
 
 
 def lookup(key_figures: dict, path: str) -> Any:
@@ -93,11 +93,10 @@ def findings(sections: list) -> list[Finding]:
 def _busy(sections: list) -> Finding:
     """The machine was busy while these sections measured: no verdict from their figures."""
     first = sections[0]
-    titles = ", ".join(s.title for s in sections)
     return Finding(
         f"The machine was busy while this report measured ({first.busy_reasons[0]}), so the "
-        f"figures of {titles} read low and no verdict is drawn from them: run `ceiling "
-        "report` again on an idle machine.",
+        "sections marked busy read low and no verdict is drawn from them: run `ceiling report` "
+        "again on an idle machine.",
         first.key,
         "load.busy" if first.load and first.load["busy"] else "measured_busy",
         1.0,
