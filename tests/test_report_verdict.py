@@ -75,6 +75,7 @@ def test_a_busy_machine_gives_no_verdict_but_says_what_to_run_again():
         "them: run `ceiling report` again on an idle machine."
     )
     assert lookup(busy, f.key) is True and f.to_json()["json_key"] == "machine.measured_busy"
+    assert f.to_json()["about"] == "this machine"
 
 
 def test_a_section_that_measured_under_load_gives_no_finding_of_its_own():
