@@ -27,7 +27,7 @@ def test_an_idle_window_is_not_busy():
 def test_two_cpu_burners_beside_a_two_thread_measurement_are_busy():
     # each of 4 runnable threads gets half a core: this process 10 s, the burners 10 s
     r = between(START, _after(10.0, 10.0, 20.0), cpus=2)
-    assert r.reasons() == ["other processes took 50% of the 2 CPUs' time over 10.0 s"]
+    assert r.reasons() == ["other processes took 50.0 % of the 2 CPUs' time over 10.0 s"]
 
 
 def test_a_process_that_mostly_waited_to_run_is_busy():
@@ -102,7 +102,7 @@ def test_a_bench_report_carries_its_load_in_the_json_and_the_environment():
     busy = _report(BURNERS)
     data = busy.to_json()
     assert data["busy"] is True
-    assert data["busy_reasons"] == ["other processes took 50% of the 2 CPUs' time over 10.0 s"]
+    assert data["busy_reasons"] == ["other processes took 50.0 % of the 2 CPUs' time over 10.0 s"]
     assert data["load"]["others_cpu_s"] == 10.0 and data["load"]["process_cpu_s"] == 10.0
     assert data["environment"]["load"] == data["load"]  # so the profile knows it too
     assert _report(IDLE).to_json()["busy"] is False
@@ -134,9 +134,9 @@ def test_a_busy_bench_keeps_the_idle_profile_unless_forced(bench_run, cli, tmp_p
     code, out, err = cli("bench", "--quick", "--save", str(mine))
     assert code == 0, err
     text = " ".join(out.split())
-    assert f"not saved to {path}: measured on a busy machine (other processes took 50%" in text
+    assert f"not saved to {path}: measured on a busy machine (other processes took 50.0 %" in text
     assert f"not saved to {mine}" in text and "--force replaces it" in text
-    assert "busy machine: other processes took 50% of the 2 CPUs' time over 10.0 s" in text
+    assert "busy machine: other processes took 50.0 % of the 2 CPUs' time over 10.0 s" in text
     assert "no verdict is drawn from them: run `ceiling bench` again on an idle machine" in text
     assert json.loads(path.read_text()) == idle and json.loads(mine.read_text()) == idle
 
@@ -157,7 +157,7 @@ def test_a_busy_bench_with_no_profile_yet_saves_it_marked_busy(bench_run, cli):
 
     saved = load_profile(path)
     assert busy_reasons(saved.device("cpu").extra["environment"]) == [
-        "other processes took 50% of the 2 CPUs' time over 10.0 s"
+        "other processes took 50.0 % of the 2 CPUs' time over 10.0 s"
     ]
 
 
@@ -180,7 +180,7 @@ def test_a_profile_records_its_load_and_draws_no_hint_when_busy(monkeypatch, end
     if busy:
         (hint,) = r.report.hints
         assert hint == (
-            "measured while the machine was busy (other processes took 50% of the 2 CPUs' "
+            "measured while the machine was busy (other processes took 50.0 % of the 2 CPUs' "
             "time over 10.0 s): the step time, MFU and op times read low and vary, so no hint "
             "is drawn from them; run the profile again on an idle machine"
         )
@@ -205,9 +205,18 @@ def test_a_report_section_that_measured_under_load_is_marked_and_says_what_to_re
     from ceiling.report.html import _section
 
     page = _section(res)
-    assert '<span class="badge busy" title="other processes took 50% of the 2 CPUs' in page
+    assert '<span class="badge busy" title="other processes took 50.0 % of the 2 CPUs' in page
     modelled = run_section(SectionSpec("planner", "Plan", measuring), ctx)
     assert modelled.load is None and modelled.to_json()["busy"] is False
     ctx.load_watch = _fake_watch(IDLE)
     idle = run_section(SectionSpec("mfu", "MFU", measuring, measures=True), ctx)
     assert idle.to_json()["busy"] is False and "badge busy" not in _section(idle)
+
+
+def test_the_figure_a_busy_window_is_quoted_by_is_its_first_reasons():
+    loaded = between(dataclass_replace(START, load_1min=11.5), IDLE, cpus=2)
+    assert loaded.evidence() == ("load_1min_start", 11.5)
+    assert between(START, BURNERS, cpus=2).evidence() == ("others_share", 0.5)
+    waited = between(START, Clocks(110.0, 12.0, None, 0.5), cpus=2)
+    assert waited.evidence() == ("process_cpu_s", 2.0)
+    assert between(START, IDLE, cpus=2).evidence() is None

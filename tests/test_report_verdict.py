@@ -89,10 +89,10 @@ def test_a_section_that_measured_under_load_gives_no_finding_of_its_own():
     got = findings([mfu, _section("planner", PLANNER), _section("machine", MACHINE)])
     assert [f.section for f in got] == ["mfu", "planner", "machine"]
     assert got[0].text.startswith(
-        "The machine was busy while this report measured (other processes took 50% of the 2 "
+        "The machine was busy while this report measured (other processes took 50.0 % of the 2 "
         "CPUs' time over 10.0 s), so the sections marked busy read low"
     )
-    assert got[0].to_json()["json_key"] == "mfu.load.busy"
+    assert got[0].to_json()["json_key"] == "mfu.load.others_share" and got[0].value == 0.5
     assert not any("trains here" in f.text for f in got)
 
 

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from ceiling.units import format_percent
+
 OTHERS_SHARE = 0.25  # of cpus × wall time taken by other processes
 OWN_SHARE = 0.5  # of the wall time this process ran on some CPU
 MIN_WALL_S = 0.5  # a shorter window's CPU times are too coarse to judge (clock ticks)
@@ -58,10 +60,10 @@ class LoadRecord:
             )
         if self.wall_s < MIN_WALL_S:
             return out
-        room = self.cpus * self.wall_s
-        if self.others_cpu_s is not None and self.others_cpu_s > OTHERS_SHARE * room:
+        share = self.others_share
+        if share is not None and share > OTHERS_SHARE:
             out.append(
-                f"other processes took {self.others_cpu_s / room:.0%} of the {self.cpus} CPUs' "
+                f"other processes took {format_percent(share)} of the {self.cpus} CPUs' "
                 f"time over {self.wall_s:.1f} s"
             )
         if self.process_cpu_s < OWN_SHARE * self.wall_s:
@@ -71,11 +73,34 @@ class LoadRecord:
         return out
 
     @property
+    def others_share(self) -> float | None:
+        """Other processes' share of all the CPUs' time over the window."""
+        if self.others_cpu_s is None or self.wall_s <= 0:
+            return None
+        return self.others_cpu_s / (self.cpus * self.wall_s)
+
+    @property
     def busy(self) -> bool:
         return bool(self.reasons())
 
+    def evidence(self) -> tuple[str, float] | None:
+        """(record key, value) of the figure the first busy reason quotes; None if idle."""
+        reasons = self.reasons()
+        if not reasons:
+            return None
+        if reasons[0].startswith("the load average"):
+            return "load_1min_start", float(self.load_1min_start or 0.0)
+        if reasons[0].startswith("other processes"):
+            return "others_share", float(self.others_share or 0.0)
+        return "process_cpu_s", self.process_cpu_s
+
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "busy": self.busy, "busy_reasons": self.reasons()}
+        return {
+            **asdict(self),
+            "others_share": self.others_share,
+            "busy": self.busy,
+            "busy_reasons": self.reasons(),
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LoadRecord:

@@ -91,15 +91,24 @@ def findings(sections: list) -> list[Finding]:
 
 
 def _busy(sections: list) -> Finding:
-    """The machine was busy while these sections measured: no verdict from their figures."""
-    first = sections[0]
+    """The machine was busy while these sections measured: no verdict from their figures.
+    Its number is the figure its first reason quotes (the load, other work's share, this
+    process's CPU time), from the first section whose own run was busy."""
+    from ceiling.hardware.load import LoadRecord
+
+    timed = [s for s in sections if s.load and s.load["busy"]]
+    first = (timed or sections)[0]
+    key, value = "measured_busy", 1.0
+    if timed:
+        field, value = LoadRecord.from_json(first.load).evidence()
+        key = f"load.{field}"
     return Finding(
         f"The machine was busy while this report measured ({first.busy_reasons[0]}), so the "
         "sections marked busy read low and no verdict is drawn from them: run `ceiling report` "
         "again on an idle machine.",
         first.key,
-        "load.busy" if first.load and first.load["busy"] else "measured_busy",
-        1.0,
+        key,
+        value,
         1.0,
         False,  # about this machine; it opens the verdict whatever the ranking
     )
