@@ -38,13 +38,30 @@ def cli(capsys):
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _own_cache_folder(tmp_path_factory):
-    """Files ceiling keeps in the user's cache folder (the trace's memo of op costs) go to
-    this run's own folder: no test reads what an earlier run, or the user, left there."""
-    before = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+def _own_folders(tmp_path_factory):
+    """No test reads anything of the user's: the home folder, the cache and config folders
+    (the trace's memo of op costs, the saved machine profile, matplotlib's settings) point at
+    this run's own folders, and every CEILING_* variable the user set is cleared
+    (CEILING_PROFILE points at a profile no test has written)."""
+    saved = dict(os.environ)
+    home = tmp_path_factory.mktemp("home")
+    for name in [n for n in os.environ if n.startswith("CEILING_")]:
+        del os.environ[name]
+    os.environ.update(
+        {
+            "HOME": str(home),
+            "XDG_CACHE_HOME": str(tmp_path_factory.mktemp("cache")),
+            "XDG_CONFIG_HOME": str(tmp_path_factory.mktemp("config")),
+            "MPLCONFIGDIR": str(tmp_path_factory.mktemp("matplotlib")),
+            "CEILING_PROFILE": str(tmp_path_factory.mktemp("profile") / "profile.json"),
+        }
+    )
     yield
-    if before is None:
-        os.environ.pop("XDG_CACHE_HOME", None)
-    else:
-        os.environ["XDG_CACHE_HOME"] = before
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
+def _profile_of_this_test(tmp_path, monkeypatch):
+    """Each test its own default profile path: what one test saves, the next never reads."""
+    monkeypatch.setenv("CEILING_PROFILE", str(tmp_path / "default-profile.json"))

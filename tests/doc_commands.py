@@ -237,6 +237,11 @@ KEY_FIGURES = [
     (r"^simulate straggler -n 256", r"256"),
     # Llama-3-8B fits one 80 GB H100: one GPU, one replica, and the simulated throughput
     (r"^serve llama-3-8b --spec h100-sxm$", r"TP 1 × PP 1 × 1 replicas.*output tokens/s"),
+    # the load as given, and the simulated latencies it gives
+    (
+        r"^serve llama-3-8b --spec h100-sxm --rate 10 ",
+        r"200 requests, 1000 in / 200 out.*Poisson, 10 requests/s.*TTFT .*TPOT",
+    ),
     # the decode corpus scored by regime, held out: its base regime's row
     (r"^validate --kinds decode", r"decode expected .* held-out"),
     # a Blackwell decode: no published decode run on that generation was checked

@@ -122,7 +122,9 @@ def test_planned_steps_match_the_progress_calls(monkeypatch):
     report = suite.new_report("cpu", quick=True)
     calls = []
     suite.bench_matmul(report, sizes=[32, 48], budgets=suite.QUICK, progress=calls.append)
-    # each CPU fp32 shape runs twice: torch's matmul, then numpy's BLAS beside it
-    assert suite.planned_steps(report, ("matmul",), sizes=[32, 48]) == len(calls) == 4
-    assert suite.planned_steps(report, ("matmul",), dtypes=["FP32", "bf16"], sizes=[32]) == 3
+    # one step per shape: torch's matmul and numpy's BLAS beside it, in alternating rounds
+    assert suite.planned_steps(report, ("matmul",), sizes=[32, 48]) == len(calls) == 2
+    assert calls[0] == "matmul fp32 32x32x32 beside numpy's BLAS"
+    assert len(report.matmul_blas[0].round_ratios) == suite.BLAS_ROUNDS
+    assert suite.planned_steps(report, ("matmul",), dtypes=["FP32", "bf16"], sizes=[32]) == 2
     assert suite.planned_steps(report, ("memory", "overhead", "transfer")) == 5 + 1 + 1

@@ -239,6 +239,23 @@ def test_every_figure_is_legible_at_100_percent(full_report):
         assert leg["hidden_markers"] == 0, (key, f["caption"], leg)
 
 
+def test_figure_text_stays_legible_on_a_390_px_phone(full_report, browser, tmp_path):
+    """On a phone the page does not shrink a figure's text to 4-5 px: each figure keeps the
+    size its text was drawn for and scrolls sideways."""
+    page, record, _ = full_report
+    check = _dom_check(browser, page, tmp_path, window="390,2400")
+    expected = {s["key"]: s for s in record["sections"]}
+    shown_any = False
+    for shown in check["sections"]:
+        for img, fig in zip(shown["images"], expected[shown["key"]]["figures"], strict=True):
+            leg = fig["legibility"]
+            natural_px = leg["min_text_px"] / leg["page_scale"]
+            rendered = natural_px * img["width"] / img["natural"]
+            assert rendered >= MIN_TEXT_PX - 0.05, (shown["key"], fig["caption"], rendered)
+            shown_any = True
+    assert shown_any
+
+
 def test_rendered_figure_text_and_a_screenshot_of_each_section(full_report, browser, tmp_path):
     """In the browser, each figure's smallest text at the size the page shows it, and one
     screenshot per section (into $CEILING_TEST_OUTPUT when set, else a temporary folder)."""

@@ -37,6 +37,52 @@ def test_every_job_has_a_page_in_the_site():
     assert len(FORMS) >= 6 and len(EXAMPLES) >= 6
 
 
+def _public_results() -> list[str]:
+    """Every result class a public function returns: the subclasses of api.result.Result."""
+    import importlib
+    import pkgutil
+
+    import ceiling.api
+    from ceiling.api.result import Result
+
+    for mod in pkgutil.iter_modules(ceiling.api.__path__):
+        importlib.import_module(f"ceiling.api.{mod.name}")
+    importlib.import_module("ceiling.trace.results")
+
+    def below(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from below(sub)
+
+    found = {f"{c.__module__}.{c.__qualname__}" for c in below(Result)}
+    return sorted(n for n in found if n.startswith(("ceiling.api.", "ceiling.trace.")))
+
+
+def _error_classes() -> list[str]:
+    import ceiling.errors as errors
+
+    return [
+        n
+        for n, v in vars(errors).items()
+        if isinstance(v, type) and v.__module__ == errors.__name__
+    ]
+
+
+def test_serve_results_and_errors_are_in_the_reference_and_the_pages():
+    api = (ROOT / "docs" / "api.md").read_text()
+    for name in [*_public_results(), *(f"ceiling.errors.{e}" for e in _error_classes())]:
+        assert f"::: {name}\n" in api, name
+    assert "::: ceiling.api.serve.serve" in api
+    assert "\nceiling serve llama-3-8b" in (ROOT / "docs" / "jobs" / "serving.md").read_text()
+
+
+def test_the_gpu_box_page_counts_the_catalog():
+    from ceiling.hardware.catalog import all_specs
+
+    page = (ROOT / "docs" / "jobs" / "gpu-box.md").read_text()
+    assert f"The catalog holds {len(all_specs())} devices" in page
+
+
 @pytest.mark.slow
 def test_the_site_builds_offline_without_a_warning(tmp_path):
     pytest.importorskip("mkdocs", reason="mkdocs comes with the dev extra: pip install -e '.[dev]'")
@@ -55,6 +101,12 @@ def test_the_site_builds_offline_without_a_warning(tmp_path):
                  "report.report", "meter.MfuMeter"):  # fmt: skip
         assert f'id="ceiling.api.{name}"' in api
     assert 'id="ceiling.trace.analyze.analyze"' in api and "Decode ceilings of" in api
+    # serving, every result type and every error class have their entry
+    assert 'id="ceiling.api.serve.serve"' in api and 'id="ceiling.api.serve.ServeResult"' in api
+    for result in _public_results():
+        assert f'id="{result}"' in api, result
+    for error in _error_classes():
+        assert f'id="ceiling.errors.{error}"' in api, error
     for page in ("jobs/gpu-box", "jobs/training-run", "jobs/serving", "jobs/teaching"):
         assert (site / page / "index.html").exists()
 

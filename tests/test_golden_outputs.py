@@ -402,6 +402,14 @@ _change(
     "slower than 16-bit ones at batch 1",
     "expected.rows.*",
 )
+_change(
+    _PROFILES,
+    "a profile records the machine's load while its steps ran (null on meta: nothing ran) and "
+    "whether other work shared the machine",
+    "load",
+    "busy",
+    "busy_reasons",
+)
 
 # Facts about the machine that ran the command, not results: never compared.
 MACHINE = ("environment", "environment.*")

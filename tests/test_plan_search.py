@@ -209,3 +209,22 @@ def test_flash_attention_3_is_refused_off_hopper():
     with pytest.raises(UnsupportedOnDevice, match=r"Hopper GPUs .* is 8\.0; use fa2, cudnn"):
         search(job, make_cluster(A100, 8))
     assert search(job, make_cluster(get_spec("h100-sxm"), 8)).plans  # where it runs
+
+
+def test_fixed_takes_the_names_megatron_and_torchtitan_users_type():
+    long = parse_fixed("tp=8,pp=4,dp=2,cp=2,ep=4,vpp=3")
+    assert long == parse_fixed("t=8,p=4,d=2,cp=2,ep=4,v=3")
+    assert long == {"t": 8, "p": 4, "d": 2, "cp": 2, "ep": 4, "v": 3}
+    assert parse_fixed("tp_overlap=on") == {"tp_overlap": True}  # its own key, not tp
+    with pytest.raises(InvalidInput, match="t is given twice"):
+        parse_fixed("t=2,tp=4")
+
+
+def test_the_plan_command_takes_tp_pp_dp(cli):
+    code, out, err = cli("plan", "llama-3-8b", "--spec", "h100-sxm", "--gpus", "16",
+                         "--fixed", "tp=4,pp=2,dp=2", "--json")  # fmt: skip
+    assert code == 0, err
+    import json
+
+    best = json.loads(out)["plans"][0]
+    assert (best["t"], best["p"], best["d"]) == (4, 2, 2)

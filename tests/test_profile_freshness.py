@@ -33,7 +33,7 @@ def test_a_matching_idle_profile_has_no_reason():
         ({}, {"device_name": "Intel Xeon 8480"}, "it measured AMD EPYC 9B14, not this Intel"),
         ({"torch": "2.4.0"}, {"torch": "2.13.0"}, "torch 2.4.0 then, 2.13.0 now"),
         ({"threads": 16}, {"threads": 2}, "threads 16 then, 2 now"),
-        ({"load_average_1min": 7.0}, {}, "under load (7.0 on 2 logical CPUs)"),
+        ({"load_average_1min": 7.0}, {}, "busy machine (the load average was 7.0 on 2 logical"),
     ],
 )
 def test_each_mismatch_is_named(env, here, said):
@@ -80,20 +80,23 @@ def test_the_command_line_says_it_in_one_line(cli, tmp_path, monkeypatch):
     assert code == 0, err
     lines = [ln for ln in err.splitlines() if ln]
     assert len(lines) == 1 and lines[0].startswith("warning: the saved profile")
-    assert "under load (7.0 on 2 logical CPUs)" in lines[0]
+    assert "busy machine (the load average was 7.0 on 2 logical CPUs)" in lines[0]
 
 
-def test_a_busy_measurement_does_not_replace_the_default(tmp_path, monkeypatch):
+def test_a_busy_measurement_does_not_replace_an_idle_profile(tmp_path, monkeypatch):
     from ceiling.api import bench
 
     path = _saved(tmp_path, monkeypatch)
     before = path.read_text()
     previous = prof.load_profile(path)
-    busy = {"load_average_1min": 5.0, "cpu_count": 2}
-    kept = bench._busy_keeps_default(busy, previous, path)
-    assert kept and "keeps the profile of 2026-01-01" in kept and "--save PATH" in kept
-    assert bench._busy_keeps_default({**busy, "load_average_1min": 0.5}, previous, path) is None
-    assert bench._busy_keeps_default(busy, None, path) is None  # nothing better to keep
+    busy = ["the load average was 5.0 on 2 logical CPUs"]
+    kept = bench._busy_keeps(busy, previous, path)
+    assert kept and "keeps the profile of 2026-01-01" in kept and "--force" in kept
+    assert "load average was 5.0" in kept
+    assert bench._busy_keeps([], previous, path) is None
+    assert bench._busy_keeps(busy, None, path) is None  # nothing better to keep
+    was_busy = prof.MachineProfile(2, "x", "h", {"load_average_1min": 9.0, "cpu_count": 2}, [])
+    assert bench._busy_keeps(busy, was_busy, path) is None  # a busy one is no better
     assert json.loads(path.read_text()) == json.loads(before)
 
 

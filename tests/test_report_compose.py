@@ -136,3 +136,20 @@ def test_profile_is_measured_once_and_its_absence_is_a_skip(monkeypatch):
         with pytest.raises(Skip, match="no benchmarks"):
             ctx.profile()
     assert calls == [1]
+
+
+def test_a_figure_keeps_its_drawn_size_on_a_narrow_screen():
+    """At 390 px the page would shrink a 700 px figure's 10 px text to 5 px: below 40rem
+    (600 px) a figure keeps its own size inside a box that scrolls sideways."""
+    import re
+    from importlib import resources
+
+    from ceiling.report.compose import Figure
+    from ceiling.report.html import _figure
+
+    html = _figure(Figure("a caption", "image/svg+xml", b"<svg/>", "alt"))
+    assert html.startswith('<figure><div class="plot"><img ')
+    css = resources.files("ceiling.report").joinpath("report.css").read_text()
+    assert re.search(r"\.plot \{ overflow-x: auto; \}", css)
+    narrow = re.search(r"@media \(max-width: 40rem\) \{\s*\.plot img \{ max-width: none; \}", css)
+    assert narrow and 40 * 15 < 700  # 15 px per rem (html font-size): a phone is inside it

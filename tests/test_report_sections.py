@@ -341,3 +341,34 @@ def test_scaling_section_flags_a_speedup_above_the_workers_as_noise(monkeypatch)
     assert next(h for h in out.highlights if h.label.startswith("Python on")).display.endswith(
         "/ noise"
     )
+
+
+def test_the_demo_decode_figure_says_why_its_points_sit_far_below_the_roof():
+    from types import SimpleNamespace as NS
+
+    from ceiling.model.transformer import parse_model
+    from ceiling.report.compose import SectionOutput
+    from ceiling.report.sections.decode import _measured_figure
+    from ceiling.report.work import Choice
+
+    cfg = parse_model("gpt:small")
+    # the memory roof at batch b: b / 12.4 ms; measured 8 and 60 tokens/s at batch 1 and 8
+    expected = [NS(batch=b, memory_s=0.0124, compute_s=0.001 * b, launch_s=1e-4,
+                   tokens_per_s=b / 0.0124, limited_by="memory") for b in (1, 8)]  # fmt: skip
+    rows = [NS(batch=1, measured_tokens_per_s=8.0, bound="memory"),
+            NS(batch=8, measured_tokens_per_s=60.0, bound="memory")]  # fmt: skip
+    comp = NS(rows=rows, in_cache=False, run=NS(device="cpu"))
+    out = SectionOutput(key_figures={"measured": {}})
+    _measured_figure(out, comp, expected, Choice("gpt:small", True), cfg)
+    # (80.6 / 8 + 645.2 / 60) / 2 = (10.08 + 10.75) / 2
+    below = out.key_figures["measured"]["below_memory_roof"]
+    assert below == pytest.approx((1 / 0.0124 / 8 + 8 / 0.0124 / 60) / 2)
+    (fig,) = out.figures
+    assert fig.caption.startswith(
+        "Demo: gpt:small is a tiny model (24 M parameters, 512 wide) on this CPU: its small "
+        "kernels and per-step Python keep it far from this machine's roofs, 10× below the "
+        "memory roof. Each measured point"
+    )
+    mine = SectionOutput(key_figures={"measured": {}})
+    _measured_figure(mine, comp, expected, Choice("my-model", False), cfg)
+    assert mine.figures[0].caption.startswith("Each measured point")

@@ -46,6 +46,7 @@ def test_the_users_work_comes_first_then_the_most_at_stake():
     assert got[0].text.startswith("The best split of llama-3-70b on 64 × H100 SXM5 80GB (8×4×2)")
     assert "45.0 % MFU" in got[0].text and "at 256 GPUs only 80.0 %" in got[0].text
     assert got[1].text == (
+        "Demo: "
         "gpt:tiny trains here at 12.0 % MFU; its step loses 38.0 % to per-op overhead: "
         "batch larger."
     )
@@ -64,10 +65,35 @@ def test_sections_that_did_not_run_or_lack_the_figure_say_nothing():
     assert findings([_section("mfu", MFU, status="skipped"), _section("planner", {})]) == []
 
 
-def test_a_busy_machine_is_blamed_before_the_blas_library():
-    busy = {**MACHINE, "measured_busy": True}
+def test_a_busy_machine_gives_no_verdict_but_says_what_to_run_again():
+    reasons = ["the load average was 11.5 on 2 logical CPUs"]
+    busy = {**MACHINE, "measured_busy": True, "busy_reasons": reasons}
     (f,) = findings([_section("machine", busy)])
-    assert "other work shared the cores" in f.text
+    assert f.text == (
+        "The machine was busy while this report measured (the load average was 11.5 on 2 "
+        "logical CPUs), so the sections marked busy read low and no verdict is drawn from "
+        "them: run `ceiling report` again on an idle machine."
+    )
+    assert lookup(busy, f.key) is True and f.to_json()["json_key"] == "machine.measured_busy"
+    assert f.to_json()["about"] == "this machine"
+
+
+def test_a_section_that_measured_under_load_gives_no_finding_of_its_own():
+    """The demo MFU measured at load 11 (the issue's 2.0 %, 0.9 %, 0.6 % and 75 %) says only
+    that the machine was busy; the modelled planner still has its finding."""
+    from ceiling.hardware.load import Clocks, between
+
+    start = Clocks(0.0, 0.0, 0.0, 0.2)
+    load = between(start, Clocks(10.0, 10.0, 20.0, 3.1), cpus=2).to_json()
+    mfu = SectionResult("mfu", "MFU", "ok", None, 0.0, SectionOutput(key_figures=MFU), load)
+    got = findings([mfu, _section("planner", PLANNER), _section("machine", MACHINE)])
+    assert [f.section for f in got] == ["mfu", "planner", "machine"]
+    assert got[0].text.startswith(
+        "The machine was busy while this report measured (other processes took 50.0 % of the 2 "
+        "CPUs' time over 10.0 s), so the sections marked busy read low"
+    )
+    assert got[0].to_json()["json_key"] == "mfu.load.others_share" and got[0].value == 0.5
+    assert not any("trains here" in f.text for f in got)
 
 
 def test_roofs_that_over_predict_the_step_are_said_so():
@@ -77,6 +103,7 @@ def test_roofs_that_over_predict_the_step_are_said_so():
     }
     (f,) = findings([_section("mfu", over)])
     assert f.text == (
+        "Demo: "
         "gpt:tiny trains here at 12.0 % MFU; its step loses 38.0 % to per-op overhead, though "
         "the roofs over-predict the step by 15.0 %: batch larger."
     )
@@ -88,6 +115,7 @@ def test_a_part_larger_than_the_step_is_named_without_its_share():
     waterfall = [{"share": 0.1}, {"share": 1.035}, {"share": 0.05}, {"share": -0.185}]
     (f,) = findings([_section("mfu", {**MFU, "largest_loss": loss, "waterfall": waterfall})])
     assert f.text == (
+        "Demo: "
         "gpt:tiny trains here at 12.0 % MFU; its largest part is per-op overhead, but the roofs "
         "over-predict the step by 18.5 %: batch larger."
     )
@@ -115,6 +143,7 @@ def test_decode_advice_is_the_batch_whose_kv_caches_fit_at_the_stated_context():
     )
     (f,) = findings([_section("decode", fig)])
     assert f.text == (
+        "Demo: "
         "llama-3-8b should decode at about 135 tokens/s on H100 at batch 1; at 4,096 tokens of "
         "context the KV caches of 130 sequences fit beside the weights, still memory-bound: "
         "about 4,050 tokens/s in all (30×) but 31 tokens/s each, so batch up to 130 if that "
@@ -162,13 +191,14 @@ def test_ops_below_their_roofs_get_what_to_do_not_a_share_of_unexplained():
     (got,) = findings([_section("mfu", mfu)])
     assert "unexplained" not in got.text
     assert got.text.startswith(
+        "Demo: "
         "gpt:tiny trains here at 12.0 % MFU; 67.0 % of its step is ops running slower than "
         "their roofs predict: start with the matmul ops (75.0 % of the op time): see what this "
         "machine's matmul reaches"
     )
-    busy = {**MACHINE, "measured_busy": True}
+    busy = {**MACHINE, "measured_busy": True, "busy_reasons": ["noisy"]}
     texts = [f.text for f in findings([_section("mfu", mfu), _section("machine", busy)])]
-    assert "measure again on an idle machine" in texts[0]
+    assert texts[0].startswith("The machine was busy") and "Matmuls reach" not in texts[1]
     elementwise = {**mfu, "categories": [{"name": "elementwise", "time_s": 1.0}]}
     (got,) = findings([_section("mfu", elementwise)])
     assert "elementwise ops (100.0 % of the op time): fuse them (torch.compile)" in got.text
@@ -181,3 +211,32 @@ def test_a_scaling_section_with_impossible_speedups_gives_no_finding():
         "max_n": 2,
     }
     assert findings([_section("scaling", scaling)]) == []
+
+
+def test_a_demo_finding_says_it_is_a_demo_in_its_text_and_json():
+    got = findings([_section("mfu", MFU), _section("planner", PLANNER)])
+    demo, users = got[1], got[0]
+    assert demo.text.startswith("Demo: gpt:tiny trains here")
+    assert demo.to_json()["about"] == "a built-in demo" and demo.to_json()["demo"] is True
+    assert not users.text.startswith("Demo") and users.to_json()["about"] == "your work"
+    machine = findings([_section("machine", MACHINE)])[0].to_json()
+    assert machine["about"] == "this machine" and machine["demo"] is False
+
+
+TRACE = {"step_s": 0.1, "largest_loss": {"name": "idle", "seconds": 0.04, "share": 0.4}}
+
+
+def _idle_advice(reasons):
+    loss = {**TRACE["largest_loss"], "idle_reasons_s": reasons}
+    (f,) = findings([_section("trace", {**TRACE, "largest_loss": loss})])
+    return f.text
+
+
+def test_idle_advice_follows_what_the_trace_shows_the_host_doing():
+    no_data = {"waiting on data": 0.0, "synchronisation": 0.03, "launch-bound": 0.01}
+    assert "remove .item(), .cpu()" in _idle_advice(no_data)
+    assert "loader" not in _idle_advice(no_data)  # 0 s of data loading: no loader advice
+    assert "DataLoader workers" in _idle_advice({"waiting on data": 0.03, "other": 0.01})
+    assert "CUDA graphs" in _idle_advice({"launch-bound": 0.03, "other": 0.01})
+    assert "loader" not in _idle_advice({}) and "host time line" in _idle_advice({})
+    assert "loader" not in _idle_advice(None)

@@ -67,9 +67,10 @@ def _run(part: str, device: str | None, quick: bool, progress, **kw) -> BenchRes
     total = suite.planned_steps(report, (part,), **planned)
     with (progress or _no_progress)(total) as step:
         try:
-            getattr(suite, f"bench_{part}")(
-                report, budgets=suite.QUICK if quick else suite.FULL, progress=step, **kw
-            )
+            with suite.watched(report):
+                getattr(suite, f"bench_{part}")(
+                    report, budgets=suite.QUICK if quick else suite.FULL, progress=step, **kw
+                )
         except KeyboardInterrupt:
             report.interrupted = True
     return BenchResult(report)
@@ -152,13 +153,15 @@ def machine(
     device: str | None = None,
     quick: bool = True,
     save: str | Path | None = None,
+    force: bool = False,
     progress: Callable | None = None,
 ) -> BenchResult:
     """Every benchmark (matmul, memory, overhead, transfer) and the machine profile built
     from them, saved where roofline, decode, plan and report find it ($CEILING_PROFILE or
     ~/.cache/ceiling/profile-<host>.json) and to `save` too; `extra["profile_saved_to"]`
-    lists the files."""
-    from ceiling.hardware.profile import default_profile_path, load_profile, save_profile
+    lists the files. A run measured while other work shared the machine replaces no profile
+    measured on an idle one unless `force`: `extra["profile_kept"]` says which and why."""
+    from ceiling.hardware.profile import default_profile_path, save_profile
     from ceiling.measure import machine as local
     from ceiling.measure import suite
     from ceiling.records import check_writable
@@ -173,36 +176,47 @@ def machine(
         raise InvalidInput(f"{exc} (the default profile path; set CEILING_PROFILE)") from None
     with (progress or _no_progress)(suite.planned_steps(suite.new_report(dev, quick))) as step:
         report = suite.run_all(dev, quick, step)
-    saved, kept = [], None
+    saved: list[str] = []
+    kept: dict[str, str] = {}
     if report.matmul or report.memory:
-        target = default_profile_path()
-        previous = None
-        with contextlib.suppress(Exception):  # an unreadable old profile is simply replaced
-            previous = load_profile(target)
-        profile = suite.build_profile(report, previous)
-        kept = _busy_keeps_default(report.environment, previous, target)
-        if kept is None:
+        targets = [(default_profile_path(), True)] + ([(Path(save), False)] if save else [])
+        for target, merge in targets:
+            previous = _readable_profile(target)
+            why = None if force else _busy_keeps(report.busy_reasons, previous, target)
+            if why is not None:
+                kept[str(target)] = why
+                continue
+            profile = suite.build_profile(report, previous if merge else None)
             saved.append(str(save_profile(profile, target)))
-        if save is not None:
-            saved.append(str(save_profile(suite.build_profile(report), save)))
     extra: dict[str, Any] = {"profile_saved_to": saved}
-    if kept is not None:
-        extra["default_profile_kept"] = kept
+    if kept:
+        extra["profile_kept"] = kept
     return BenchResult(report, extra)
 
 
-def _busy_keeps_default(environment: dict, previous, target: Path) -> str | None:
-    """Why a measurement taken under load does not replace the default profile (None when it
-    does): a busy machine's ceilings read low, and every command would trust them. With no
-    default yet it is saved, and each use of it warns."""
-    from ceiling.hardware.profile import measured_busy
+def _readable_profile(path: Path):
+    """The profile at `path`, or None when there is none or it cannot be read (replaced)."""
+    from ceiling.hardware.profile import load_profile
 
-    if previous is None or not measured_busy(environment):
+    if not path.exists():
+        return None
+    with contextlib.suppress(Exception):
+        return load_profile(path)
+    return None
+
+
+def _busy_keeps(busy: list[str], previous, target: Path) -> str | None:
+    """Why a run measured while the machine was busy does not replace the profile at
+    `target` (None when it does): a busy machine's ceilings read low, and every command
+    would trust them. A missing profile, or one measured busy too, is replaced."""
+    from ceiling.hardware.profile import busy_reasons
+
+    if not busy or previous is None or busy_reasons(previous.environment):
         return None
     return (
-        f"measured under load ({environment['load_average_1min']:.1f} on "
-        f"{environment['cpu_count']} logical CPUs): {target} keeps the profile of "
-        f"{previous.created}; measure again on an idle machine, or --save PATH keeps this one"
+        f"measured on a busy machine ({'; '.join(busy)}): {target} keeps the profile of "
+        f"{previous.created}, measured idle; measure again on an idle machine, or --force "
+        "replaces it"
     )
 
 

@@ -87,10 +87,9 @@ def _run_one(device: str | None, quick: bool, json_out: bool, step: str) -> None
     finished."""
     from ceiling.api import bench as api_bench
 
-    result = getattr(api_bench, step.removeprefix("bench_"))(
-        device=device, quick=quick, progress=_progress
-    )
-    _finish(result.report, json_out)
+    part = step.removeprefix("bench_")
+    result = getattr(api_bench, part)(device=device, quick=quick, progress=_progress)
+    _finish(result.report, json_out, rerun=f"ceiling bench {part}")
 
 
 def _print_report(report) -> None:
@@ -133,14 +132,23 @@ def _print_report(report) -> None:
             c.print(line)
 
 
-def _finish(report, json_out: bool, extra: dict | None = None) -> None:
+def _finish(report, json_out: bool, extra: dict | None = None, rerun: str = "") -> None:
     if json_out:
         emit_json({**report.to_json(), **(extra or {})})
     else:
         _print_report(report)
-        for key, value in (extra or {}).items():
+        extra = dict(extra or {})
+        for path, why in extra.pop("profile_kept", {}).items():
+            console().print(f"not saved to {path}: {why}", soft_wrap=True)
+        for key, value in extra.items():
             if value:
                 console().print(f"{key.replace('_', ' ')}: {value}")
+        if report.busy:
+            console().print(
+                f"busy machine: {'; '.join(report.busy_reasons)}. These figures read low and "
+                f"vary, so no verdict is drawn from them: run `{rerun}` again on an idle machine.",
+                soft_wrap=True,
+            )
     if report.interrupted:
         print("interrupted: showing what finished", file=sys.stderr)
         raise typer.Exit(130)
@@ -174,6 +182,14 @@ def bench_all(
         Path | None,
         typer.Option("--save", metavar="PATH", help="Also write the profile JSON to PATH."),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Save the profile even when the machine was busy while measuring (by default "
+            "a busy run replaces no profile measured on an idle machine).",
+        ),
+    ] = False,
     json_out: JsonOption = False,
 ) -> None:
     """Run every benchmark and save the machine profile (used by roofline and the models)."""
@@ -181,8 +197,10 @@ def bench_all(
         return
     from ceiling.api import bench as api_bench
 
-    result = api_bench.machine(device=device, quick=quick, save=save, progress=_progress)
-    _finish(result.report, json_out, result.extra)
+    result = api_bench.machine(
+        device=device, quick=quick, save=save, force=force, progress=_progress
+    )
+    _finish(result.report, json_out, result.extra, rerun="ceiling bench")
 
 
 @bench_app.command("matmul")
@@ -228,7 +246,7 @@ def bench_matmul(
         quick=quick,
         progress=_progress,
     )
-    _finish(result.report, json_out)
+    _finish(result.report, json_out, rerun="ceiling bench matmul")
 
 
 @bench_app.command("memory")

@@ -225,6 +225,8 @@ def _run_with_progress(options, specs):
             line = f"  {mark[res.status]}  {escape(res.title)} ({res.elapsed_s:.1f} s)"
             if res.reason:  # may quote a user's file or model name: text, not markup
                 line += f" — {escape(printable(res.reason))}"
+            elif res.busy_reasons:
+                line += f" — [yellow]busy machine[/]: {escape(res.busy_reasons[0])}"
             bar.console.print(line, markup=True, highlight=False)
 
         result = build_report(options, step, on_start, on_done, specs)

@@ -22,7 +22,8 @@ PROFILE_ENV = "CEILING_PROFILE"
 
 # The way `ceiling bench` measures; bumped whenever it changes, so old results stay
 # comparable. 2: at least two warm-up calls, the first not counted in the per-call estimate.
-METHOD_VERSION = 2
+# 3: torch's CPU matmul and numpy's BLAS in alternating rounds; the machine's load recorded.
+METHOD_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -161,16 +162,29 @@ def load_profile(path: str | Path | None = None) -> MachineProfile:
     return profile
 
 
-# A measurement is busy when the 1-minute load average passed this share of the logical CPUs.
+# A measurement that recorded no load window (older profiles) is busy when the 1-minute load
+# average passed this share of the logical CPUs as it started.
 BUSY_LOAD_SHARE = 0.75
+
+
+def busy_reasons(environment: dict[str, Any]) -> list[str]:
+    """Why the environment a measurement recorded says other work shared the machine: its
+    load window (`hardware.load`), else the load average it started at."""
+    from ceiling.hardware.load import record_busy
+
+    if isinstance(environment.get("load"), dict):
+        return record_busy(environment["load"])
+    load, cpus = environment.get("load_average_1min"), environment.get("cpu_count")
+    if not isinstance(load, int | float) or not isinstance(cpus, int) or cpus < 1:
+        return []
+    if load > BUSY_LOAD_SHARE * cpus:
+        return [f"the load average was {load:.1f} on {cpus} logical CPUs"]
+    return []
 
 
 def measured_busy(environment: dict[str, Any]) -> bool:
     """Whether the environment a measurement recorded says other work shared the machine."""
-    load, cpus = environment.get("load_average_1min"), environment.get("cpu_count")
-    if not isinstance(load, int | float) or not isinstance(cpus, int) or cpus < 1:
-        return False
-    return load > BUSY_LOAD_SHARE * cpus
+    return bool(busy_reasons(environment))
 
 
 def stale_reasons(device: MeasuredDevice, here: dict[str, Any]) -> list[str]:
@@ -186,10 +200,10 @@ def stale_reasons(device: MeasuredDevice, here: dict[str, Any]) -> list[str]:
         then, now = env.get(key), here.get(key)
         if then is not None and now is not None and then != now:
             reasons.append(f"{what} {then} then, {now} now")
-    if measured_busy(env):
+    busy = busy_reasons(env)
+    if busy:
         reasons.append(
-            f"it was measured under load ({env['load_average_1min']:.1f} on "
-            f"{env['cpu_count']} logical CPUs), so its ceilings read low"
+            f"it was measured on a busy machine ({'; '.join(busy)}), so its ceilings read low"
         )
     return reasons
 

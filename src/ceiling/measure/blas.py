@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import median
 from typing import Any
 
 from ceiling.errors import WrongResult
@@ -41,6 +42,8 @@ class BlasResult:
     samples: list[float]
     stats: Stats
     rel_error: float
+    # torch's rate over this library's in each round the two ran alternately at this shape
+    round_ratios: tuple[float, ...] = ()
 
     @property
     def flops(self) -> float:
@@ -52,7 +55,11 @@ class BlasResult:
         return self.flops / self.stats.min
 
     def row(self) -> dict[str, Any]:
-        return {**gemm_row(self), "library": self.library}
+        return {
+            **gemm_row(self),
+            "library": self.library,
+            "torch_over_blas_rounds": list(self.round_ratios),
+        }
 
 
 def blas_library() -> str:
@@ -115,30 +122,51 @@ def run_numpy_matmul(
     return BlasResult(dtype, m, n, k, blas_library(), samples, summarize(samples), err)
 
 
-def framework_gap(torch_rows: list[dict], blas_rows: list[dict]) -> list[dict[str, Any]]:
-    """Per dtype measured by both: the framework's best matmul rate over its sizes against
-    the best BLAS's over the same sizes (rows as `MatmulResult.row()` / `BlasResult.row()`
-    give them). `ratio` below 1: the framework leaves that share of the machine unused."""
+def framework_gap(
+    torch_rows: list[dict], blas_rows: list[dict], busy: bool = False
+) -> list[dict[str, Any]]:
+    """Per dtype measured by both, at the shape the BLAS ran fastest: torch's rate over the
+    BLAS's (rows as `MatmulResult.row()` / `BlasResult.row()` give them), the median of the
+    rounds the two ran alternately, with the rounds' range. `verdict`: "framework gap"
+    (below 1, the framework leaves that share of the machine unused) or "torch's path is
+    the best" only when the range is narrower than the distance from 1; else "inconclusive",
+    or "busy" when other work shared the machine (then no verdict either)."""
     out = []
     for dtype in BLAS_DTYPES:
         mine = [r for r in blas_rows if r["dtype"] == dtype]
-        shapes = {(r["m"], r["n"], r["k"]) for r in mine}
-        theirs = [
-            r for r in torch_rows if r["dtype"] == dtype and (r["m"], r["n"], r["k"]) in shapes
-        ]
-        if not mine or not theirs:
+        if not mine:
             continue
         best_blas = max(mine, key=lambda r: r["tflops"])
-        best_torch = max(theirs, key=lambda r: r["tflops"])
+        shape = (best_blas["m"], best_blas["n"], best_blas["k"])
+        same = [r for r in torch_rows if r["dtype"] == dtype and (r["m"], r["n"], r["k"]) == shape]
+        if not same:
+            continue
+        ratios = best_blas.get("torch_over_blas_rounds") or []
+        ratio = median(ratios) if ratios else same[0]["tflops"] / best_blas["tflops"]
         out.append(
             {
                 "dtype": dtype,
                 "library": best_blas["library"],
-                "torch_tflops": best_torch["tflops"],
-                "torch_shape": [best_torch["m"], best_torch["n"], best_torch["k"]],
+                "shape": list(shape),
+                "torch_tflops": same[0]["tflops"],
                 "blas_tflops": best_blas["tflops"],
-                "blas_shape": [best_blas["m"], best_blas["n"], best_blas["k"]],
-                "ratio": best_torch["tflops"] / best_blas["tflops"],
+                "ratio": ratio,
+                "ratio_range": [min(ratios), max(ratios)] if ratios else None,
+                "rounds": len(ratios),
+                "verdict": gap_verdict(ratios, busy),
             }
         )
     return out
+
+
+def gap_verdict(ratios: list[float], busy: bool) -> str:
+    """What torch/BLAS ratios from interleaved rounds say: a verdict only when the machine
+    was idle and the rounds' spread is narrower than the effect (the distance from 1)."""
+    if busy:
+        return "busy"
+    if len(ratios) < 2:
+        return "inconclusive"
+    spread, effect = max(ratios) - min(ratios), abs(median(ratios) - 1.0)
+    if spread >= effect:
+        return "inconclusive"
+    return "framework gap" if median(ratios) < 1 else "torch's path is the best"

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
+import functools
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ceiling.hardware.load import LoadWatch, record_busy
 from ceiling.measure import machine
 from ceiling.measure.blas import BLAS_DTYPES, BlasResult, framework_gap, run_numpy_matmul
 from ceiling.measure.matmul import MatmulResult, plan_matmul, run_matmul
 from ceiling.measure.memory import StreamResult, bandwidth_ceiling, run_naive_triad, run_stream
 from ceiling.measure.overhead import OverheadResult, run_overhead
+from ceiling.measure.stats import summarize
 from ceiling.measure.timer import METHOD_VERSION
 from ceiling.measure.transfer import (
     QUICK_SIZES_BYTES,
@@ -63,6 +67,17 @@ class BenchReport:
     datasheet_note: str | None = None
     telemetry_reader: Any = field(default=None, repr=False)
     telemetry_unavailable: str | None = None
+    # the machine's load over the run (hardware.load.LoadRecord.to_json), also kept in the
+    # environment so the profile built from it knows it
+    load: dict[str, Any] | None = None
+
+    @property
+    def busy_reasons(self) -> list[str]:
+        return record_busy(self.load)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.busy_reasons)
 
     def read_telemetry(self) -> dict[str, Any] | None:
         return self.telemetry_reader.read() if self.telemetry_reader is not None else None
@@ -85,12 +100,15 @@ class BenchReport:
             "quick": self.quick,
             "interrupted": self.interrupted,
             "environment": self.environment,
+            "load": self.load,
+            "busy": self.busy,
+            "busy_reasons": self.busy_reasons,
             "units": "seconds; tflops = 1e12 FLOP/s (multiply-add = 2 FLOPs); GB = 1e9 bytes",
             "matmul": [r.row() for r in self.matmul],
             "matmul_skipped": dict(self.matmul_skipped),
             "matmul_blas": [r.row() for r in self.matmul_blas],
             "matmul_blas_gap": framework_gap(
-                [r.row() for r in self.matmul], [r.row() for r in self.matmul_blas]
+                [r.row() for r in self.matmul], [r.row() for r in self.matmul_blas], self.busy
             ),
             "memory": [r.row() for r in self.memory],
             "memory_naive_numpy": self.naive_triad.row() if self.naive_triad else None,
@@ -118,6 +136,18 @@ def new_report(device: str, quick: bool) -> BenchReport:
 Progress = Callable[[str], None]
 
 
+@contextlib.contextmanager
+def watched(report: BenchReport, watch: Callable[[], LoadWatch] = LoadWatch) -> Iterator[None]:
+    """Record the machine's load over the block in `report` (and its environment), also when
+    Ctrl-C ends the block early."""
+    with watch() as w:
+        try:
+            yield
+        finally:
+            report.load = w.so_far().to_json()
+            report.environment["load"] = report.load
+
+
 def bench_matmul(
     report: BenchReport,
     *,
@@ -132,34 +162,53 @@ def bench_matmul(
     peaks = machine.datasheet_peaks(report.device)
     for dtype, shapes_, native in plan.runs:
         for m, n, k in shapes_:
+            beside = _beside_blas(report.device, dtype)
             if progress:
-                progress(f"matmul {dtype} {m}x{n}x{k}")
-            result = run_matmul(
-                dtype,
-                m,
-                n,
-                k,
-                report.device,
-                warmup_ms=budgets.matmul_warmup_ms,
-                budget_ms=budgets.matmul_ms,
-                peak_flops_per_s=peaks.get(dtype),
-                native=native,
-            )
+                progress(f"matmul {dtype} {m}x{n}x{k}" + (" beside numpy's BLAS" if beside else ""))
+
+            torch_run = functools.partial(
+                run_matmul, dtype, m, n, k, report.device,
+                peak_flops_per_s=peaks.get(dtype), native=native,
+            )  # fmt: skip
+            if not beside:
+                result = torch_run(warmup_ms=budgets.matmul_warmup_ms, budget_ms=budgets.matmul_ms)
+            else:
+                result, blas = _interleaved(torch_run, dtype, (m, n, k), budgets)
+                report.matmul_blas.append(blas)
             telemetry = report.read_telemetry()  # the clocks the timed calls ended at
             report.matmul.append(dataclasses.replace(result, telemetry=telemetry))
-            if _beside_blas(report.device, dtype):
-                if progress:
-                    progress(f"matmul {dtype} {m}x{n}x{k}, numpy's BLAS")
-                report.matmul_blas.append(
-                    run_numpy_matmul(
-                        dtype,
-                        m,
-                        n,
-                        k,
-                        warmup_ms=budgets.matmul_warmup_ms,
-                        budget_ms=budgets.matmul_ms,
-                    )
-                )
+
+
+# Rounds of torch's matmul and numpy's, alternated, each with its share of the time budget:
+# other work that comes and goes then slows both alike, and the rounds' ratios show the spread.
+BLAS_ROUNDS = 5
+
+
+def _interleaved(
+    torch_run: Callable[..., MatmulResult],
+    dtype: str,
+    shape: tuple[int, int, int],
+    budgets: Budgets,
+    rounds: int = BLAS_ROUNDS,
+) -> tuple[MatmulResult, BlasResult]:
+    """torch's and numpy's matmul at one shape in alternating rounds: each library's samples
+    pooled, and the torch/BLAS rate ratio of every round on the BLAS result."""
+    share = budgets.matmul_ms / rounds
+    mine: list[MatmulResult] = []
+    theirs: list[BlasResult] = []
+    for i in range(rounds):
+        warmup_ms = budgets.matmul_warmup_ms if i == 0 else 0.0  # later rounds: 2 calls
+        mine.append(torch_run(warmup_ms=warmup_ms, budget_ms=share))
+        theirs.append(run_numpy_matmul(dtype, *shape, warmup_ms=warmup_ms, budget_ms=share))
+    ratios = tuple(b.stats.min / t.stats.min for t, b in zip(mine, theirs, strict=True))
+    return _pooled(mine), dataclasses.replace(_pooled(theirs), round_ratios=ratios)
+
+
+def _pooled(runs: list):
+    """One result from rounds of the same measurement: every sample, the best round's rest."""
+    samples = [x for r in runs for x in r.samples]
+    best = min(runs, key=lambda r: r.stats.min)
+    return dataclasses.replace(best, samples=samples, stats=summarize(samples))
 
 
 def _beside_blas(device: str, dtype: str) -> bool:
@@ -240,10 +289,9 @@ def planned_steps(
             )
             asked = {d.strip().lower() for d in dtypes} & set(MATMUL_DTYPES)
             steps += per_dtype * len(asked)
-            steps += per_dtype * sum(_beside_blas(report.device, d) for d in asked)
         else:
             plan = plan_matmul(report.device, None, sizes, shapes, quick=report.quick)
-            steps += sum(len(s) * (1 + _beside_blas(report.device, d)) for d, s, _ in plan.runs)
+            steps += sum(len(s) for _d, s, _ in plan.runs)
     if "memory" in parts:
         from ceiling.measure.memory import KERNELS
 
@@ -266,8 +314,9 @@ def run_all(
         "transfer": bench_transfer,
     }
     try:
-        for part in parts:
-            steps[part](report, budgets=budgets, progress=progress)
+        with watched(report):
+            for part in parts:
+                steps[part](report, budgets=budgets, progress=progress)
     except KeyboardInterrupt:
         report.interrupted = True
     return report

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from ceiling.errors import CeilingError, InvalidInput, UnsupportedOnDevice
+from ceiling.hardware.load import LoadWatch
 from ceiling.measure.deadline import DEFAULT_TIMEOUT_S, deadline
 from ceiling.model import mfu as mfu_model
 from ceiling.model.forward_host import python_hint
@@ -108,6 +109,14 @@ class ProfileReport:
     # the compiled step: its kernels (generated and extern) with their bytes, FLOPs,
     # measured and predicted times, and the step predicted from them
     compiled_step: compiled_step.CompiledStep | None = None
+    # the machine's load while the steps ran (hardware.load.LoadRecord.to_json); None on meta
+    load: dict[str, Any] | None = None
+
+    @property
+    def busy_reasons(self) -> list[str]:
+        from ceiling.hardware.load import record_busy
+
+        return record_busy(self.load)
 
     @property
     def compiled_kernels(self) -> list:
@@ -186,8 +195,23 @@ def profile_target(
         module_depth=module_depth, available_bytes=available_bytes, compile=compile,
     )  # fmt: skip
     name = target.name if isinstance(target, Workload) else target
-    with deadline(timeout_s, f"profiling {name}"):
-        return _with_tf32(run, key, dev)
+    with deadline(timeout_s, f"profiling {name}"), LoadWatch() as watch:
+        report = _with_tf32(run, key, dev)
+    again = "the profile" if isinstance(target, Workload) else f"`ceiling profile {name}`"
+    return report if dev.type == "meta" else marked_busy(report, watch.so_far(), again)
+
+
+def marked_busy(report: ProfileReport, load, again: str) -> ProfileReport:
+    """The report with the load its steps ran under; measured on a busy machine, its hints
+    (drawn from the step's times) give way to saying so and what to run again."""
+    report.load = load.to_json()
+    if load.busy:
+        report.hints = [
+            f"measured while the machine was busy ({'; '.join(load.reasons())}): the step time, "
+            "MFU and op times read low and vary, so no hint is drawn from them; run "
+            f"{again} again on an idle machine"
+        ]
+    return report
 
 
 def _with_tf32(run, key: str, dev: torch.device) -> ProfileReport:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from statistics import median
 from typing import Any
 
 from ceiling.units import format_bandwidth, format_bytes, format_flops_per_s, format_time
@@ -63,25 +64,49 @@ def blas_table(report, table) -> Any:
                 shape_text(b.m, b.n, b.k),
                 format_flops_per_s(mine.best_flops_per_s),
                 format_flops_per_s(b.best_flops_per_s) + (" (noisy)" if b.stats.noisy else ""),
-                f"{mine.best_flops_per_s / b.best_flops_per_s:.2f}×",
+                _ratio_text(mine.best_flops_per_s / b.best_flops_per_s, b.round_ratios),
             ]
         )
-    gaps = framework_gap([r.row() for r in report.matmul], [b.row() for b in report.matmul_blas])
+    gaps = framework_gap(
+        [r.row() for r in report.matmul],
+        [b.row() for b in report.matmul_blas],
+        bool(getattr(report, "busy", False)),
+    )
     library = report.matmul_blas[0].library if report.matmul_blas else "numpy's BLAS"
     return table(
         f"torch beside the best BLAS here ({library}, through numpy)",
         ["dtype", "MxNxK", "torch", "BLAS", "torch / BLAS"],
         rows,
-        caption="best rates, 2·M·N·K FLOPs; "
+        caption="best rates, 2·M·N·K FLOPs; torch / BLAS: the median of the rounds the two "
+        "ran alternately, their range in brackets; "
         + "; ".join(framework_gap_sentence(g) for g in gaps)
         + "; each library with its own threads",
     )
 
 
+def _ratio_text(best_ratio: float, rounds: tuple[float, ...]) -> str:
+    if not rounds:
+        return f"{best_ratio:.2f}×"
+    return f"{median(rounds):.2f}× ({min(rounds):.2f}–{max(rounds):.2f})"
+
+
+NO_VERDICT = {
+    "busy": "measured while other work ran, so no verdict (run `ceiling bench matmul` again "
+    "on an idle machine)",
+    "inconclusive": "the rounds spread wider than the gap, so no verdict",
+}
+
+
 def framework_gap_sentence(gap: dict[str, Any]) -> str:
-    """'torch's best fp32 matmul reaches 0.87× of scipy-openblas's on the same cores'."""
-    ratio = gap["ratio"]
-    said = f"torch's best {gap['dtype']} matmul reaches {ratio:.2f}× {gap['library']}'s"
+    """'torch's fp32 matmul reaches 0.87× scipy-openblas's (0.85–0.89× over 5 interleaved
+    rounds): the framework leaves 13 % of this CPU unused', or why no verdict is drawn."""
+    ratio, spread = gap["ratio"], gap.get("ratio_range")
+    said = f"torch's {gap['dtype']} matmul reaches {ratio:.2f}× {gap['library']}'s"
+    if spread:
+        said += f" ({spread[0]:.2f}–{spread[1]:.2f}× over {gap['rounds']} interleaved rounds)"
+    verdict = gap.get("verdict", "inconclusive")  # a record without rounds has no spread
+    if verdict in NO_VERDICT:
+        return f"{said}: {NO_VERDICT[verdict]}"
     if ratio < 1:
         return f"{said}: the framework leaves {(1 - ratio) * 100:.0f} % of this CPU unused"
     return f"{said}: torch's path is this CPU's best"

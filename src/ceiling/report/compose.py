@@ -9,6 +9,7 @@ the error, and the report goes on: one broken analysis must not cost the user th
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import importlib
 import io
@@ -143,6 +144,17 @@ class SectionResult:
     reason: str | None
     elapsed_s: float
     output: SectionOutput
+    # the machine's load while a measuring section ran (hardware.load.LoadRecord.to_json)
+    load: dict[str, Any] | None = None
+
+    @property
+    def busy_reasons(self) -> list[str]:
+        """Why the figures this section measured read low: other work shared the machine
+        while it ran, or the profile it measured with was taken on a busy machine."""
+        from ceiling.hardware.load import record_busy
+
+        saved = self.output.key_figures.get("busy_reasons") or []
+        return list(dict.fromkeys([*record_busy(self.load), *saved]))
 
     def to_json(self) -> dict[str, Any]:
         o = self.output
@@ -151,6 +163,8 @@ class SectionResult:
             "title": self.title,
             "status": self.status,
             "reason": self.reason,
+            "load": self.load,
+            "busy": bool(self.busy_reasons),
             "elapsed_s": round(self.elapsed_s, 3),
             "key_figures": o.key_figures,
             "subject": o.subject,
@@ -185,6 +199,8 @@ class SectionSpec:
     run: Callable[[ReportContext, SectionOutput], None]
     # rough seconds in quick mode, so the progress bar moves at about the right pace
     weight_s: float = 1.0
+    # it measures this machine: its load is recorded, and a busy run draws no verdict
+    measures: bool = False
 
 
 @dataclass
@@ -243,6 +259,7 @@ class ReportContext:
         self.profile_source: str | None = None
         self.profile_file: Path | None = None  # where the profile in use is saved
         self.measured_now = False  # no profile given or saved: measured by this report
+        self.load_watch: Callable[[], Any] = _load_watch  # a fake machine's in tests
 
     @property
     def mode(self) -> str:
@@ -318,12 +335,20 @@ def figure_svg(fig) -> bytes:
     return buf.getvalue()
 
 
+def _load_watch():
+    from ceiling.hardware.load import LoadWatch
+
+    return LoadWatch()
+
+
 def run_section(spec: SectionSpec, ctx: ReportContext) -> SectionResult:
     out = SectionOutput()
     t0 = time.perf_counter()
     status, reason = "ok", None
+    watch = ctx.load_watch() if spec.measures else contextlib.nullcontext()
     try:
-        spec.run(ctx, out)
+        with watch:
+            spec.run(ctx, out)
     except Skip as exc:
         status, reason = "skipped", str(exc)
     except CeilingError as exc:
@@ -340,9 +365,13 @@ def run_section(spec: SectionSpec, ctx: ReportContext) -> SectionResult:
     if status != "ok":
         # a section that stopped half way must not show half its numbers as if complete
         out = SectionOutput(notes=out.notes, subject=out.subject, demo=out.demo)
-    return SectionResult(
-        spec.key, spec.title, status, _one_line(reason), time.perf_counter() - t0, out
+    load = watch.record.to_json() if spec.measures and watch.record else None
+    result = SectionResult(
+        spec.key, spec.title, status, _one_line(reason), time.perf_counter() - t0, out, load
     )
+    if status == "ok" and load is not None:
+        out.key_figures["load"] = load  # the page marks it busy; the verdict says what to do
+    return result
 
 
 def compose(

@@ -63,7 +63,7 @@ def _section(r: SectionResult) -> str:
         f'<section id="{escape(r.key)}" class="{escape(r.status)}" '
         f'data-status="{escape(r.status)}" data-figures="{len(o.figures)}">',
         f"<h2>{escape(r.title)} "
-        f'<span class="badge {escape(r.status)}">{escape(r.status)}</span></h2>',
+        f'<span class="badge {escape(r.status)}">{escape(r.status)}</span>{_busy_badge(r)}</h2>',
     ]
     if r.status != "ok":
         out.append(f'<p class="reason">{escape(r.reason or "")}</p>')
@@ -90,6 +90,15 @@ def _section(r: SectionResult) -> str:
         out.append(f'<p class="notes">{escape(" ".join(_sentence(n) for n in o.notes))}</p>')
     out.append("</section>")
     return "\n".join(out)
+
+
+def _busy_badge(r: SectionResult) -> str:
+    """A section measured while other work shared the machine: marked, the reasons on hover
+    (the verdict says it once, with what to run again)."""
+    if r.status != "ok" or not r.busy_reasons:
+        return ""
+    why = "; ".join(r.busy_reasons)
+    return f' <span class="badge busy" title="{escape(why)}">busy machine</span>'
 
 
 def _sentence(note: str) -> str:
@@ -120,7 +129,7 @@ def data_uri(f: Figure) -> str:
 
 def _figure(f: Figure) -> str:
     return (
-        f'<figure><img src="{data_uri(f)}" alt="{escape(f.alt)}">'
+        f'<figure><div class="plot"><img src="{data_uri(f)}" alt="{escape(f.alt)}"></div>'
         f"<figcaption>{escape(f.caption)}</figcaption></figure>"
     )
 

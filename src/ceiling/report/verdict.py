@@ -3,13 +3,15 @@
 Each finding is one sentence with its number and what to do, and names the JSON key its
 number comes from (`<section>.<key>[.<sub-key>...]` under that section's key_figures).
 Findings on the user's own work rank before those on the machine or a demo; within each,
-the one with the most time at stake comes first.
+the one with the most time at stake comes first; a finding about a built-in demo says so.
+Nothing is drawn from a section that measured while other work shared the machine: the
+verdict opens instead with the machine having been busy and what to run again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ceiling import units as u
@@ -21,8 +23,17 @@ TRACE_ADVICE = {
     "communication (exposed)": "overlap communication with compute or shrink it (fewer "
     "tensor-parallel ranks, bucketed all-reduce)",
     "memcpy/memset": "keep tensors on the device; pin host memory and copy asynchronously",
-    "idle": "feed the device faster: more loader workers, CUDA graphs, less Python per step",
     "bound unknown": "look at the ops with no FLOP formula in the trace table",
+}
+# Idle device time by the host's reason for it (trace/breakdown.py's idle reasons)
+IDLE_ADVICE = {
+    "waiting on data": "the host waited on data: more DataLoader workers, pinned memory, "
+    "prefetching",
+    "synchronisation": "the host synchronised with the device: remove .item(), .cpu() and "
+    "prints from the step",
+    "launch-bound": "the host launched too slowly: CUDA graphs or torch.compile, less Python "
+    "per step",
+    "other": "the host was busy elsewhere: see the host time line in the trace section",
 }
 
 
@@ -34,14 +45,20 @@ class Finding:
     value: float
     stake: float  # share of time or throughput at stake, for ranking
     users: bool  # about the user's own work, not a demo
+    demo: bool = False  # about a built-in demo: said so in its text
 
     def to_json(self) -> dict[str, Any]:
+        about = "your work" if self.users else "a built-in demo" if self.demo else "this machine"
         return {
             "text": self.text,
             "json_key": f"{self.section}.{self.key}",
             "value": self.value,
-            "about": "your work" if self.users else "this machine or a demo",
+            "about": about,
+            "demo": self.demo,
         }
+
+
+DEMO_MARK = "Demo: "
 
 
 def lookup(key_figures: dict, path: str) -> Any:
@@ -53,8 +70,11 @@ def lookup(key_figures: dict, path: str) -> Any:
 
 
 def findings(sections: list) -> list[Finding]:
-    """The FINDINGS that matter most, from SectionResult objects that ran."""
-    figures = {s.key: s.output.key_figures for s in sections if s.status == "ok"}
+    """The FINDINGS that matter most, from SectionResult objects that ran; a busy machine's
+    measuring sections give none, and the machine having been busy comes first."""
+    ran = [s for s in sections if s.status == "ok"]
+    busy = [s for s in ran if s.busy_reasons]
+    figures = {s.key: s.output.key_figures for s in ran if s not in busy}
     found = []
     for fn in RULES:
         try:
@@ -64,7 +84,34 @@ def findings(sections: list) -> list[Finding]:
         if f is not None:
             found.append(f)
     found.sort(key=lambda f: (not f.users, -f.stake))
+    found = [replace(f, text=DEMO_MARK + f.text) if f.demo else f for f in found]
+    if busy:
+        return [_busy(busy), *found[: FINDINGS - 1]]
     return found[:FINDINGS]
+
+
+def _busy(sections: list) -> Finding:
+    """The machine was busy while these sections measured: no verdict from their figures.
+    Its number is the figure its first reason quotes (the load, other work's share, this
+    process's CPU time), from the first section whose own run was busy."""
+    from ceiling.hardware.load import LoadRecord
+
+    timed = [s for s in sections if s.load and s.load["busy"]]
+    first = (timed or sections)[0]
+    key, value = "measured_busy", 1.0
+    if timed:
+        field, value = LoadRecord.from_json(first.load).evidence()
+        key = f"load.{field}"
+    return Finding(
+        f"The machine was busy while this report measured ({first.busy_reasons[0]}), so the "
+        "sections marked busy read low and no verdict is drawn from them: run `ceiling report` "
+        "again on an idle machine.",
+        first.key,
+        key,
+        value,
+        1.0,
+        False,  # about this machine; it opens the verdict whatever the ranking
+    )
 
 
 def _trace(figs) -> Finding | None:
@@ -72,14 +119,25 @@ def _trace(figs) -> Finding | None:
     worst = t["largest_loss"]
     return Finding(
         f"Your trace's step ({u.format_time(t['step_s'])}) spends "
-        f"{u.format_percent(worst['share'])} on {worst['name']}: "
-        f"{TRACE_ADVICE.get(worst['name'], 'see the trace section')}.",
+        f"{u.format_percent(worst['share'])} on {worst['name']}: {_trace_advice(worst)}.",
         "trace",
         "largest_loss.share",
         worst["share"],
         worst["share"],
         True,
     )
+
+
+def _trace_advice(loss: dict) -> str:
+    """What to do about the step's largest loss; for idle time, by what the trace shows the
+    host doing meanwhile (never loader advice when it spent no time loading data)."""
+    if loss["name"] != "idle":
+        return TRACE_ADVICE.get(loss["name"], "see the trace section")
+    reasons = {k: v for k, v in (loss.get("idle_reasons_s") or {}).items() if v > 0}
+    if not reasons:
+        return "the trace does not show what the host did meanwhile: see its host time line"
+    top = max(reasons, key=lambda k: reasons[k])
+    return IDLE_ADVICE.get(top, IDLE_ADVICE["other"])
 
 
 # What to do about ops that run below their roofs, by the kind of op that holds most time.
@@ -93,20 +151,16 @@ FUSE_ADVICE = "fuse them (torch.compile) or give each op more elements (a larger
 UNEXPLAINED = "unexplained"  # the waterfall's last bar: time no roof or floor accounts for
 
 
-def _below_roof(m: dict, busy: bool) -> str:
+def _below_roof(m: dict) -> str:
     """What to do about a step whose largest loss is ops below their roofs: name the kind
-    of op that holds most of the step and its remedy (an idle machine first, if busy)."""
+    of op that holds most of the step and its remedy (a busy machine gives no finding)."""
     cats = [c for c in m.get("categories", []) if c.get("time_s")]
-    first = "measure again on an idle machine (other work shared the cores), then " * busy
     if not cats:
-        return first + "look at the op table for the ops farthest below their roofs"
+        return "look at the op table for the ops farthest below their roofs"
     top = max(cats, key=lambda c: c["time_s"])
     share = top["time_s"] / sum(c["time_s"] for c in cats)
     advice = BELOW_ROOF_ADVICE.get(top["name"], FUSE_ADVICE)
-    return (
-        f"{first}start with the {top['name']} ops ({u.format_percent(share)} of the op time): "
-        f"{advice}"
-    )
+    return f"start with the {top['name']} ops ({u.format_percent(share)} of the op time): {advice}"
 
 
 def _mfu(figs) -> Finding | None:
@@ -127,7 +181,7 @@ def _mfu(figs) -> Finding | None:
         )
     todo = loss["recover"]
     if loss["name"].startswith(UNEXPLAINED):
-        todo = _below_roof(m, bool(figs.get("machine", {}).get("measured_busy")))
+        todo = _below_roof(m)
     return Finding(
         f"{m['model']} trains here at {u.format_percent(m['mfu'])} MFU; {what}: {todo}.",
         "mfu",
@@ -135,6 +189,7 @@ def _mfu(figs) -> Finding | None:
         loss["share"],
         min(loss["share"], 1.0),
         not m["demo"],
+        bool(m["demo"]),
     )
 
 
@@ -148,6 +203,7 @@ def _decode(figs) -> Finding | None:
         d["expected_tokens_per_s"],
         1 - d["expected_tokens_per_s"] / d["ceiling_tokens_per_s"],
         not d["demo"],
+        bool(d["demo"]),
     )
 
 
@@ -195,6 +251,7 @@ def _planner(figs) -> Finding | None:
         best["mfu"],
         1 - last["efficiency"],
         not p["demo"],
+        bool(p["demo"]),
     )
 
 
@@ -203,8 +260,6 @@ def _machine(figs) -> Finding | None:
     share = m["share_of_reference"]
     if share > 1:
         what = "the peak assumes a lower clock than the cores run at: trust the measurement"
-    elif share < 0.6 and figs["machine"].get("measured_busy"):
-        what = "other work shared the cores: measure again on an idle machine (`ceiling bench`)"
     elif share < 0.6:
         what = "check the thread count and the BLAS library (MKL, OpenBLAS) in use"
     else:
@@ -229,9 +284,11 @@ def _framework(figs) -> Finding | None:
     """torch's CPU matmul against the best BLAS on the same cores (numpy's), when clearly
     below it on a machine measured idle."""
     m = figs["machine"]
-    if m.get("measured_busy"):
-        return None  # a busy machine's two rates are each noise: no finding
-    dtype, gap = min(m["framework_gap"].items(), key=lambda kv: kv[1]["ratio"])
+    # only a gap the interleaved rounds show beyond their spread ("framework gap")
+    clear = {d: g for d, g in m["framework_gap"].items() if g.get("verdict") == "framework gap"}
+    if not clear:
+        return None
+    dtype, gap = min(clear.items(), key=lambda kv: kv[1]["ratio"])
     if gap["ratio"] >= FRAMEWORK_GAP:
         return None
     return Finding(

@@ -135,12 +135,13 @@ class Plan:
     """How one training step is split over d·t·p·cp devices: one value per axis."""
 
     # fmt: off
+    # dp, tp, pp, vpp: the names Megatron-LM and torchtitan users type
     d: int = axis("d", 1, "data parallelism: the global batch split over d replicas",
-                  _WHOLE, _whole(1))
+                  _WHOLE, _whole(1), aliases=("dp",))
     t: int = axis("t", 1, "tensor parallelism: each layer's heads, KV heads and FFN width "
-                  "split over t devices", _WHOLE, _whole(1))
+                  "split over t devices", _WHOLE, _whole(1), aliases=("tp",))
     p: int = axis("p", 1, "pipeline parallelism: the layers split into p consecutive stages",
-                  _WHOLE, _whole(1))
+                  _WHOLE, _whole(1), aliases=("pp",))
     micro_batch: int = axis("micro_batch", 1, "sequences per micro-batch (a replica's batch "
                             "runs as global_batch/(d·b) of them)", _WHOLE, _whole(1),
                             aliases=("b", "mb"), shown="b")
@@ -148,7 +149,7 @@ class Plan:
                   "on 8 stages); uneven stages split their layers as evenly as whole layers "
                   "allow, the first stage's lighter chunk first and the last stage's last, as "
                   "Megatron-Core builds stages=balanced with a virtual pipeline",
-                  _WHOLE, _whole(1), quiet=1)
+                  _WHOLE, _whole(1), aliases=("vpp",), quiet=1)
     _: KW_ONLY
     ep: int = axis("ep", 1, "expert parallelism: the routed experts spread over ep ranks; "
                    "the expert layers lay etp·ep over the t·cp·d ranks of a stage (MoE "

@@ -18,13 +18,13 @@ from ceiling.report.sections import (
 
 # weight_s: rough quick-mode seconds, so the overall progress bar moves at a fair pace
 SECTIONS = [
-    SectionSpec(machine.KEY, machine.TITLE, machine.run, weight_s=60),
+    SectionSpec(machine.KEY, machine.TITLE, machine.run, weight_s=60, measures=True),
     SectionSpec(amdahl.KEY, amdahl.TITLE, amdahl.run, weight_s=1),
-    SectionSpec(roofline.KEY, roofline.TITLE, roofline.run, weight_s=10),
-    SectionSpec(overhead.KEY, overhead.TITLE, overhead.run, weight_s=10),
-    SectionSpec(mfu.KEY, mfu.TITLE, mfu.run, weight_s=20),
-    SectionSpec(scaling.KEY, scaling.TITLE, scaling.run, weight_s=25),
-    SectionSpec(decode.KEY, decode.TITLE, decode.run, weight_s=15),
+    SectionSpec(roofline.KEY, roofline.TITLE, roofline.run, weight_s=10, measures=True),
+    SectionSpec(overhead.KEY, overhead.TITLE, overhead.run, weight_s=10, measures=True),
+    SectionSpec(mfu.KEY, mfu.TITLE, mfu.run, weight_s=20, measures=True),
+    SectionSpec(scaling.KEY, scaling.TITLE, scaling.run, weight_s=25, measures=True),
+    SectionSpec(decode.KEY, decode.TITLE, decode.run, weight_s=15, measures=True),
     SectionSpec(serving.KEY, serving.TITLE, serving.run, weight_s=10),
     SectionSpec(planner.KEY, planner.TITLE, planner.run, weight_s=5),
 ]

@@ -3,6 +3,8 @@ target device and here, and a small model decoding for real here under its three
 
 from __future__ import annotations
 
+from statistics import median
+
 from ceiling import units
 from ceiling.errors import CeilingError
 from ceiling.report.compose import ReportContext, SectionOutput, Skip
@@ -299,7 +301,7 @@ def _measured(ctx: ReportContext, out: SectionOutput, local) -> None:
     comp = measure.compare_decode(run, local, roofs, rates)
     expected = measure._expected(comp.ceiling, cfg, roofs, comp.in_cache, rates)
     _measured_table(out, comp, expected, model)
-    _measured_figure(out, comp, expected, model)
+    _measured_figure(out, comp, expected, model, cfg)
     for n in comp.notes:
         out.note(n)
 
@@ -358,24 +360,38 @@ def _measured_table(out: SectionOutput, comp, expected, model) -> None:
     )
 
 
-def _measured_figure(out: SectionOutput, comp, expected, model) -> None:
+def _measured_figure(out: SectionOutput, comp, expected, model, cfg) -> None:
     from ceiling.report import decode_plot as plot
 
     if any(e is None for e in expected):
         return
+    memory_roof = [e.batch / e.memory_s for e in expected]
+    measured = [r.measured_tokens_per_s for r in comp.rows]
+    below = median(m / x for m, x in zip(memory_roof, measured, strict=True) if x > 0)
+    out.key_figures["measured"]["below_memory_roof"] = below
+    where = "this CPU" if comp.run.device == "cpu" else comp.run.device
+    size = f"{cfg.params_total / 1e6:,.0f} M parameters"
+    what = f"{model.value} (demo, {size})" if model.demo else model.value
     fig = plot.three_roofs_figure(
         [r.batch for r in comp.rows],
         {
-            "memory roof" + (" (cache)" if comp.in_cache else ""): [
-                e.batch / e.memory_s for e in expected
-            ],
+            "memory roof" + (" (cache)" if comp.in_cache else ""): memory_roof,
             "compute roof": [e.batch / e.compute_s for e in expected],
             "overhead roof": [e.batch / e.launch_s if e.launch_s else None for e in expected],
         },
         expected=[e.tokens_per_s for e in expected],
-        measured=[r.measured_tokens_per_s for r in comp.rows],
+        measured=measured,
         labels=[limited_by(e, r) for e, r in zip(expected, comp.rows, strict=True)],
-        title=f"{model.value} decoding here",
+        title=f"{what} decoding on {where}",
     )
     plain_log_ticks(fig.axes[0], "x")
-    out.figure(fig, "Each measured point is labelled with the roof that holds it (the table's).")
+    why = ""
+    if model.demo:
+        why = (
+            f"Demo: {model.value} is a tiny model ({size}, {cfg.hidden} wide) on {where}: "
+            "its small kernels and per-step Python keep it far from this machine's roofs, "
+            f"{below:,.0f}× below the memory roof. "
+        )
+    out.figure(
+        fig, why + "Each measured point is labelled with the roof that holds it (the table's)."
+    )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from ceiling import units
 from ceiling.report.compose import ReportContext, SectionOutput, Skip
 
@@ -39,7 +37,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     if profile is not None:
         _measured(out, profile, cpu)
         _framework_gap(out, profile)
-        _noise_note(out, profile, ctx.measured_now)
+        _noise_note(out, profile)
     if profile is not None and not gpus and all(d.kind != "cuda" for d in profile.devices):
         _versus_gpu(out, profile, cpu)
     for kind, block in detail.blocks:
@@ -79,7 +77,7 @@ def _cpu_card(out: SectionOutput, has_gpu: bool):
     return cpu
 
 
-def _noise_note(out: SectionOutput, profile, measured_now: bool) -> None:
+def _noise_note(out: SectionOutput, profile) -> None:
     """Ceilings measured on a busy machine read low and vary: say so, with the evidence."""
     noisy, total = [], 0
     for dev in profile.devices:
@@ -88,25 +86,24 @@ def _noise_note(out: SectionOutput, profile, measured_now: bool) -> None:
                 total += 1
                 if rec.get("noisy"):
                     noisy.append(f"{rec.get('dtype', '')} {rec.get('kernel', 'matmul')}".strip())
-    load = None
-    if measured_now and hasattr(os, "getloadavg"):
-        load = os.getloadavg()[0]
-    cores = os.cpu_count() or 1
-    busy = load is not None and load > 0.75 * cores
+    from ceiling.hardware.profile import busy_reasons
+
+    busy = list(dict.fromkeys(r for d in profile.devices for r in busy_reasons(_env(d))))
+    parts = [*busy]
+    if noisy:
+        parts.append(f"{len(noisy)} of {total} benchmark points spread by more than 10 %")
     out.key_figures["noisy_measurements"] = len(noisy)
-    out.key_figures["measured_busy"] = bool(busy or noisy)
-    if load is not None:
-        out.key_figures["load_average_1min"] = load
-    if busy or noisy:
-        parts = []
-        if busy:
-            parts.append(f"the load average was {load:.1f} on {cores} logical CPUs")
-        if noisy:
-            parts.append(f"{len(noisy)} of {total} benchmark points spread by more than 10 %")
+    out.key_figures["measured_busy"] = bool(parts)
+    out.key_figures["busy_reasons"] = parts
+    if parts:
         out.note(
             f"measured on a busy machine: {' and '.join(parts)}; these ceilings read low "
             "(`ceiling bench` on an idle machine)"
         )
+
+
+def _env(device) -> dict:
+    return (device.extra or {}).get("environment") or {}
 
 
 def _caches(caches) -> str:
@@ -246,12 +243,18 @@ def _framework_gap(out: SectionOutput, profile) -> None:
         out.note(framework_gap_sentence(gap) + " (numpy measured beside torch, same shapes)")
         return
     # one sentence for every dtype: the ratios side by side, the largest gap said
+    from ceiling.report.bench_tables import NO_VERDICT
+
     ratios = ", ".join(f"{g['ratio']:.2f}× ({d})" for d, g in sorted(gaps.items()))
     library = next(iter(gaps.values()))["library"]
-    worst = min(g["ratio"] for g in gaps.values())
     said = f"torch's best matmul reaches {ratios} of {library}'s, same shapes"
-    if worst < 1:
+    gaps_found = [g["ratio"] for g in gaps.values() if g.get("verdict") == "framework gap"]
+    unsure = sorted({g.get("verdict", "inconclusive") for g in gaps.values()} & set(NO_VERDICT))
+    if gaps_found:
+        worst = min(gaps_found)
         said += f": the framework leaves up to {(1 - worst) * 100:.0f} % of this CPU unused"
+    elif unsure:
+        said += f": {NO_VERDICT[unsure[0]]}"
     out.note(said)
 
 

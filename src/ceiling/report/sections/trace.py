@@ -77,7 +77,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
 
 def _largest_loss(out: SectionOutput, rank) -> None:
     """The part of the step, other than compute, that costs most: the verdict's number."""
-    from ceiling.trace.breakdown import COMPUTE, ORDER
+    from ceiling.trace.breakdown import COMPUTE, IDLE, ORDER
 
     wall = rank.step_s
     parts = {cat: rank.mean(cat) for cat in ORDER if cat != COMPUTE}
@@ -90,4 +90,13 @@ def _largest_loss(out: SectionOutput, rank) -> None:
             "name": name,
             "seconds": seconds,
             "share": seconds / wall,
+            # what the host did while the device idled: the advice follows it
+            "idle_reasons_s": _mean_idle_reasons(rank) if name == IDLE else None,
         }
+
+
+def _mean_idle_reasons(rank) -> dict[str, float]:
+    """Seconds of device idle per host reason (data, sync, launch, other), per mean step."""
+    steps = rank.steps or []
+    keys = {k for s in steps for k in (s.idle_reasons or {})}
+    return {k: sum((s.idle_reasons or {}).get(k, 0.0) for s in steps) / len(steps) for k in keys}
