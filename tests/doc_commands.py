@@ -30,6 +30,7 @@ MEASURES = {
 RUN_ANYWAY = ("bench matmul --dtype fp32 --sizes 256", "validate --kinds decode --rows")
 FLAGS_THAT_MEASURE = {
     "--measure": "times real work on this machine",
+    "--calibrate": "reads a measured run the page's previous command wrote from a server",
     "profile gpt:tiny --train --spec": "trains the model on this machine (tens of seconds)",
     "profile gpt:tiny --train --device cpu": "trains the model on this machine",
     "--device cuda": "needs a CUDA GPU",

@@ -1,0 +1,130 @@
+"""`serve --calibrate` on a real server: measure it at one Poisson rate, calibrate from that
+run, predict other rates, and measure them.
+
+    python benchmarks/serve_calibrate_local.py [--rates 2 4 6] [--calibrate-at 4]
+
+A random-weight Llama served by `transformers serve --continuous-batching` on this CPU
+(`benchmarks/local_server.py`). Every rate is measured with `ceiling serve hf:FOLDER
+--measure URL --rate R --json` (fixed lengths, N requests); the run at `--calibrate-at` is
+given to `--calibrate`, and each other rate is predicted three times: from the CPU's
+measured profile alone, calibrated from that one run, and calibrated from it and the run at
+the other rate (two loads: the time a sequence adds to an iteration is fitted too). The
+table shows predicted / measured − 1 for throughput, TTFT p50 and TPOT p50, and the JSON
+goes to `results/serve_calibrate_local.json`.
+Timings on a shared machine are noisy: the spread of repeated runs is the context of any
+figure here (`--repeats`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from local_server import TinyLlama, local_server
+from serve_measure_vs_guidellm import ROOT, ceiling_cli, cpu_profile
+
+FIGURES = (("output_tokens_per_s", "output tokens/s"), ("ttft_p50_s", "TTFT p50"),
+           ("tpot_p50_s", "TPOT p50"))  # fmt: skip
+
+
+def _figures(record: dict) -> dict:
+    return {
+        "output_tokens_per_s": record["output_tokens_per_s"],
+        "ttft_p50_s": record["ttft_s"]["p50"],
+        "tpot_p50_s": record["tpot_s"]["p50"],
+    }
+
+
+def _workload(args, rate: float) -> list[str]:
+    return ["--rate", str(rate), "--num-requests", str(args.requests), "--input-tokens",
+            str(args.prompt_tokens), "--output-tokens", str(args.output_tokens),
+            "--seed", "1"]  # fmt: skip
+
+
+def measure(args, url: str, folder: Path, rate: float, out: Path) -> dict:
+    """The JSON of a measured run at `rate` (also written to `out`)."""
+    record = ceiling_cli("serve", f"hf:{folder}", "--profile", str(args.profile_path),
+                         "--measure", url, *_workload(args, rate))  # fmt: skip
+    out.write_text(json.dumps(record))
+    return record
+
+
+def predict(args, folder: Path, rate: float, calibrate: list[Path]) -> dict:
+    extra = [x for path in calibrate for x in ("--calibrate", str(path))]
+    return ceiling_cli("serve", f"hf:{folder}", "--profile", str(args.profile_path),
+                       *_workload(args, rate), *extra)  # fmt: skip
+
+
+def main(args) -> None:
+    from ceiling.records import write_json_atomic
+
+    args.profile_path = cpu_profile(args.profile)
+    started, work = time.perf_counter(), Path(tempfile.mkdtemp(prefix="ceiling-calibrate-"))
+    rows = []
+    with local_server(TinyLlama(), continuous_batching=True) as (url, folder):
+        base = work / "calibration-run.json"
+        fitted = measure(args, url, folder, args.calibrate_at, base)
+        for repeat in range(args.repeats):
+            paths = {rate: work / f"r{rate}-{repeat}.json" for rate in args.rates}
+            measured = {rate: _figures(measure(args, url, folder, rate, paths[rate])["measured"])
+                        for rate in args.rates}  # fmt: skip
+            for rate in args.rates:
+                other = [paths[r] for r in args.rates if r != rate][:1]
+                calibrated = predict(args, folder, rate, [base])
+                two = predict(args, folder, rate, [base, *other])
+                rows.append({"rate": rate, "repeat": repeat, "measured": measured[rate],
+                             "profile_only": _figures(predict(args, folder, rate, [])),
+                             "calibrated": _figures(calibrated), "two_loads": _figures(two),
+                             "calibration": calibrated["calibration"],
+                             "two_load_calibration": two["calibration"]})  # fmt: skip
+    show(rows)
+    record = {"method_version": 1, "server": "transformers serve --continuous-batching, CPU",
+              "calibrated_at_rate": args.calibrate_at,
+              "calibration_run": _figures(fitted["measured"]), "rows": rows,
+              "wall_s": time.perf_counter() - started}  # fmt: skip
+    out = write_json_atomic(record, ROOT / "results" / "serve_calibrate_local.json")
+    print(f"wrote {out} ({record['wall_s']:.0f} s)")
+
+
+def show(rows: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="predicted / measured − 1")
+    for col in ("rate", "repeat", *(f"{name}: profile / one load / two" for _, name in FIGURES)):
+        t.add_column(col, justify="right")
+    for r in rows:
+        m = r["measured"]
+        kinds = ("profile_only", "calibrated", "two_loads")
+        cells = [" / ".join(f"{r[c][k] / m[k] - 1:+.0%}" for c in kinds) for k, _ in FIGURES]
+        t.add_row(f"{r['rate']:g}", str(r["repeat"]), *cells)
+    Console().print(t)
+    for key in ("calibration", "two_load_calibration"):
+        cal = rows[-1][key]
+        print(
+            f"{key.replace('_', ' ')}: {cal['iteration_s'] * 1e3:.2f} ms an iteration, "
+            f"{cal['sequence_s'] * 1e3:.2f} ms a sequence, {cal['request_s'] * 1e3:.1f} ms a "
+            f"request, device × {cal['device_scale']:.3g}"
+        )
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rates", type=float, nargs="+", default=[2.0, 6.0])
+    p.add_argument("--calibrate-at", type=float, default=4.0)
+    p.add_argument("--requests", type=int, default=48)
+    p.add_argument("--prompt-tokens", type=int, default=64)
+    p.add_argument("--output-tokens", type=int, default=32)
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--profile", help="machine profile for the prediction (default: saved)")
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    main(parse_args())
