@@ -209,8 +209,8 @@ COMMANDS = {
     "trace": Command(
         positional="@traces",
         options="--spec=@specs --profile=@profiles --dtype=bf16|zz --top=3|10 --workers=1|2|0 "
-        "--json --plot=@plots",
-        skip={"--dask": "starts a cluster: tests/test_trace_real.py runs it on a local one"},
+        "--json --plot=@plots --verbose",
+        skip={"--dask": "starts a cluster: tests/test_dask_peers.py runs it against hostile peers"},
         examples=20,
     ),
     "simulate pipeline": Command(
