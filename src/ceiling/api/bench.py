@@ -159,6 +159,7 @@ def machine(
     ~/.cache/ceiling/profile-<host>.json) and to `save` too; `extra["profile_saved_to"]`
     lists the files."""
     from ceiling.hardware.profile import default_profile_path, load_profile, save_profile
+    from ceiling.journal import Journal
     from ceiling.measure import machine as local
     from ceiling.measure import suite
     from ceiling.records import check_writable
@@ -171,8 +172,12 @@ def machine(
         check_writable(default_profile_path())
     except InvalidInput as exc:
         raise InvalidInput(f"{exc} (the default profile path; set CEILING_PROFILE)") from None
+    # each measurement is on disk as it finishes: a full disk or a kill keeps what finished
+    journal = Journal.beside(save if save is not None else default_profile_path())
     with (progress or _no_progress)(suite.planned_steps(suite.new_report(dev, quick))) as step:
-        report = suite.run_all(dev, quick, step)
+        report = suite.run_all(
+            dev, quick, step, after_each=lambda r: journal.catch_up(suite.finished_rows(r))
+        )
     saved, kept = [], None
     if report.matmul or report.memory:
         target = default_profile_path()
@@ -181,14 +186,24 @@ def machine(
             previous = load_profile(target)
         profile = suite.build_profile(report, previous)
         kept = _busy_keeps_default(report.environment, previous, target)
-        if kept is None:
-            saved.append(str(save_profile(profile, target)))
-        if save is not None:
-            saved.append(str(save_profile(suite.build_profile(report), save)))
+        try:
+            if kept is None:
+                saved.append(str(save_profile(profile, target)))
+            if save is not None:
+                saved.append(str(save_profile(suite.build_profile(report), save)))
+        except (OSError, InvalidInput) as exc:
+            raise journal.not_saved(f"the profile was not saved ({_why(exc)})") from None
+    journal.remove()
     extra: dict[str, Any] = {"profile_saved_to": saved}
     if kept is not None:
         extra["default_profile_kept"] = kept
     return BenchResult(report, extra)
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, OSError):
+        return f"{exc.filename or 'a file'}: {exc.strerror or exc}"
+    return str(exc)
 
 
 def _busy_keeps_default(environment: dict, previous, target: Path) -> str | None:
