@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ceiling.errors import CeilingError
+from patience import HANG_S
 
 pytest.importorskip("dask.distributed")
 
@@ -120,7 +121,7 @@ def test_a_real_scheduler_passes_the_check():
 
     async def serve():
         async with Scheduler(host="127.0.0.1", port=0, dashboard=False) as scheduler:
-            await _in_thread(check_scheduler, scheduler.address, 30)
+            await _in_thread(check_scheduler, scheduler.address, HANG_S)
 
     import asyncio
 
@@ -146,7 +147,7 @@ def test_the_local_cluster_listens_on_loopback_without_a_dashboard():
         }
 
     before = listening()
-    client, cluster = _dask_client("local", 30)
+    client, cluster = _dask_client("local", HANG_S)
     try:
         opened = listening() - before
         assert opened and all(address.ip == "127.0.0.1" for address in opened)
