@@ -183,3 +183,26 @@ def test_dask_keeps_its_log_lines_and_warnings_off_stderr_unless_verbose():
         assert "lost a worker False" not in shown.getvalue()
     finally:
         logger.removeHandler(handler)
+
+
+@pytest.mark.parametrize("answer", [silent, http])
+def test_a_websocket_peer_that_never_finishes_the_handshake_is_refused(answer):
+    """Only TCP peers are asked before dask connects; any other is given a deadline in all."""
+    from ceiling.trace.engines import _dask_client
+
+    with peer(answer) as address, pytest.raises(CeilingError) as refused:
+        _dask_client(f"ws://{address}", 0.5)
+    assert str(refused.value).startswith("dask: ")
+    assert address in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_connection_that_ends_in_time_is_handed_back_and_its_error_raised():
+    from ceiling.trace.engines import _within
+
+    assert _within(30, lambda: "client", "x") == "client"
+
+    def refused():
+        raise ConnectionRefusedError("refused")
+
+    with pytest.raises(ConnectionRefusedError):
+        _within(30, refused, "x")

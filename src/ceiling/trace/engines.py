@@ -107,7 +107,7 @@ def _dask_client(address: str, timeout_s: float):
         )
         return Client(cluster), cluster
     try:
-        client = Client(address, timeout=timeout_s)
+        client = _within(2 * timeout_s, lambda: Client(address, timeout=timeout_s), address)
     except (OSError, ValueError, TypeError) as exc:
         raise InvalidInput(
             f"dask: no Dask scheduler answers at {printable(address)!r} ({exc}); start one "
@@ -122,3 +122,29 @@ def _dask_client(address: str, timeout_s: float):
             "start one (dask worker ADDRESS)"
         ) from None
     return client, None
+
+
+def _within(limit_s: float, connect: Callable, address: str):
+    """`connect()` given `limit_s` in all: dask reads the peer's handshake with no deadline
+    of its own (a TLS or websocket peer that accepts and stays silent would hold it)."""
+    import threading
+
+    done: dict = {}
+
+    def run() -> None:
+        try:
+            done["client"] = connect()
+        except BaseException as exc:  # handed to the caller below
+            done["error"] = exc
+
+    thread = threading.Thread(target=run, name="dask connect", daemon=True)
+    thread.start()
+    thread.join(limit_s)
+    if thread.is_alive():
+        raise InvalidInput(
+            f"dask: the peer at {printable(address)!r} did not finish Dask's handshake within "
+            f"{limit_s:g} s: it is not a Dask scheduler, or not one that answers"
+        )
+    if "error" in done:
+        raise done["error"]
+    return done["client"]
