@@ -177,3 +177,35 @@ def test_cli_specs_template_file_and_typo(cli, tmp_path, entry_file):
     code, out, err = cli("plan", "gpt2", "--spec", str(bad), "--gpus", "8")
     assert code == 2
     assert err.strip().count("\n") == 0 and "memory_gbi" in err and str(bad) in err
+
+
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (("memory_gib = 48", "memory_gib = 0"), "memory_gib' must be in (0, 1e+09], got 0"),
+        (("memory_gib = 48", "memory_gib = -48"), "memory_gib' must be in (0, 1e+09], got -48"),
+        (("memory_bandwidth_gb_per_s = 960", "memory_bandwidth_gb_per_s = 0"), "bandwidth"),
+        (("memory_bandwidth_gb_per_s = 960", "memory_bandwidth_gb_per_s = -1"), "bandwidth"),
+        (("memory_gib = 48", "memory_gib = 48\nlink_gb_per_s_one_way = 0"), "link_gb_per_s"),
+        (("bf16 = 180", "bf16 = 0"), "dense_tflops.bf16' must be in [1e-06, 1e+09], got 0"),
+        (("bf16 = 180", "bf16 = -180"), "dense_tflops.bf16' must be in [1e-06, 1e+09], got -180"),
+        (("l2_mib = 96", "l2_mib = 0"), "l2_mib' must be in (0, 1e+09], got 0"),
+    ],
+)
+def test_no_memory_bandwidth_or_peak_of_zero_or_less(cli, tmp_path, edit, field):
+    """A device of no memory made `plan` divide by zero; each such figure is refused where
+    the file is read, in one line naming the field, before any command uses it."""
+    path = _write(tmp_path, ENTRY.replace(*edit))
+    code, out, err = cli("plan", "llama-2-7b", "--spec", path, "--gpus", "8")
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: {path} [lab-gpu]: field '") and field in err
+    assert err.count("\n") == 1
+
+
+def test_a_device_of_unknown_memory_gets_no_headroom_hint():
+    """A saved profile that could not read the memory size carries 0 bytes: no hint is
+    worked out from it (it divided by zero)."""
+    from ceiling.model.plan.search import _headroom_hint
+
+    assert _headroom_hint(10 * 2**30, 0.0, 0.1) == ""
+    assert _headroom_hint(10 * 2**30, 20 * 2**30, 0.1).endswith("(50% of the device kept free)")

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from patience import HANG_S
+
 
 def one_line_exit_2(code: int, err: str) -> bool:
     return code == 2 and len(err.strip().splitlines()) == 1
@@ -81,7 +83,7 @@ def _run(args, **env):
         capture_output=True,
         text=True,
         env={**os.environ, **env},
-        timeout=120,
+        timeout=HANG_S,
     )
 
 
@@ -94,7 +96,7 @@ def test_a_full_stdout_is_one_line(args):
             stdout=full,
             stderr=subprocess.PIPE,
             text=True,
-            timeout=120,
+            timeout=HANG_S,
         )
     assert one_line_exit_2(r.returncode, r.stderr), r.stderr
     assert "No space left" in r.stderr

@@ -13,6 +13,7 @@ import pytest
 
 from ceiling.errors import InvalidInput, WorkerFailed
 from ceiling.measure import distributed
+from patience import HANG_S
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).parent
@@ -25,7 +26,7 @@ def jobs_on_path(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", f"{HERE}{os.pathsep}{path}" if path else str(HERE))
 
 
-def _assert_gone(pids, within_s=10.0):
+def _assert_gone(pids, within_s=HANG_S):
     end = time.monotonic() + within_s
     alive = list(pids)
     while alive and time.monotonic() < end:
@@ -125,7 +126,7 @@ def test_a_torchrun_rank_on_one_machine_opens_no_tcp_store(tmp_path, monkeypatch
     monkeypatch.delenv(rendezvous.STORE_VAR, raising=False)
     for module in (dist, importlib.import_module("torch.distributed.rendezvous")):
         monkeypatch.setattr(module, "TCPStore", no_tcp_store)
-    rendezvous.init_group("gloo", timeout_s=20)
+    rendezvous.init_group("gloo", timeout_s=HANG_S)
     try:
         assert dist.get_world_size() == 1
         assert os.environ.get("GLOO_SOCKET_IFNAME") == rendezvous.loopback_interface()
@@ -137,7 +138,7 @@ def test_a_failing_rank_is_named_and_the_others_stopped(jobs_on_path):
     seen, pids = [], []
     with pytest.raises(WorkerFailed) as err:
         distributed.launch_local(
-            distributed.Job(f"{JOBS}:fail_on_rank_1", device="cpu", timeout_s=60),
+            distributed.Job(f"{JOBS}:fail_on_rank_1", device="cpu", timeout_s=HANG_S),
             2,
             on_progress=seen.append,
             on_start=pids.extend,
@@ -152,7 +153,7 @@ def test_a_failing_rank_is_named_and_the_others_stopped(jobs_on_path):
 def test_a_user_error_in_a_worker_is_the_message_not_the_broken_link(jobs_on_path):
     with pytest.raises(WorkerFailed) as err:
         distributed.launch_local(
-            distributed.Job(f"{JOBS}:bad_input_on_rank_0", device="cpu", timeout_s=60), 2
+            distributed.Job(f"{JOBS}:bad_input_on_rank_0", device="cpu", timeout_s=HANG_S), 2
         )
     assert str(err.value) == "worker rank 0 of 2: this setting needs a larger batch"
 
@@ -188,7 +189,7 @@ def test_a_hung_rank_in_scale_is_one_line_exit_2_and_leaves_nothing(jobs_on_path
     cmd = [sys.executable, "-m", "ceiling", "scale", f"{JOBS}:hang_step_on_rank_1"]
     cmd += ["--workers", "1,2", "--steps", "2", "--stall-timeout", "5", "--device", "cpu"]
     # ~15 s idle; worker start-up (torch import) stretches it on a loaded shared machine
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=HANG_S)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("error: worker rank 1 of 2 made no progress for 5 s")
     assert "in hang_step_on_rank_1" in proc.stderr and proc.stderr.count("\n") == 1
@@ -207,9 +208,9 @@ def test_a_stopped_worker_in_bench_comm_is_named_and_leaves_nothing(tmp_path):
         workers = _workers_of(proc, 2)
         rank1 = next(w for w in workers if w.environ().get("RANK") == "1")
         beat = next(tmp_path.glob("ceiling-dist-*")) / "rank1.beat"
-        _wait_for(lambda: '"in_collective": true' in _text(beat), within_s=120)
+        _wait_for(lambda: '"in_collective": true' in _text(beat), within_s=HANG_S)
         rank1.send_signal(signal.SIGSTOP)
-        _out, err = proc.communicate(timeout=120)
+        _out, err = proc.communicate(timeout=HANG_S)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -246,7 +247,7 @@ def _workers_of(proc: subprocess.Popen, n: int) -> list[psutil.Process]:
         workers = [c for c in parent.children() if "ceiling.measure.distributed" in c.cmdline()]
         return len(workers) >= n
 
-    _wait_for(started, within_s=60)
+    _wait_for(started, within_s=HANG_S)
     return workers
 
 
@@ -278,7 +279,7 @@ def test_killing_a_worker_mid_run_stops_the_command_and_leaves_no_orphans():
     try:
         rank1 = next(w for w in workers if w.environ().get("RANK") == "1")
         rank1.send_signal(signal.SIGKILL)
-        _out, err = proc.communicate(timeout=120)  # a hang detector, not a speed check
+        _out, err = proc.communicate(timeout=HANG_S)  # a hang detector, not a speed check
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -298,7 +299,7 @@ def test_stopping_the_command_stops_its_workers(sig, code):
     assert tmpdir.name.startswith("ceiling-dist-") and tmpdir.is_dir()
     try:
         proc.send_signal(sig)
-        _out, err = proc.communicate(timeout=120)  # a hang detector, not a speed check
+        _out, err = proc.communicate(timeout=HANG_S)  # a hang detector, not a speed check
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -324,14 +325,14 @@ def test_two_torchrun_agents_as_two_machines(tmp_path):
         # a run id of its own (no clash with another run of this test on the machine) and a
         # join timeout, so an agent whose partner never comes gives up instead of waiting
         cmd += ["--rdzv-id", run_id]
-        cmd += ["--rdzv-conf", "join_timeout=60", "--max-restarts", "0"]
+        cmd += ["--rdzv-conf", f"join_timeout={HANG_S:.0f}", "--max-restarts", "0"]
         cmd += ["-m", "ceiling", "bench", "comm", "--quick", "--ops", "all_reduce", "--json"]
-        cmd += ["--timeout", "60"]
+        cmd += ["--timeout", f"{HANG_S:.0f}"]
         out = open(tmp_path / f"agent{node}.out", "w")  # noqa: SIM115
         agents.append((subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env), out))
     try:
         for p, _ in agents:
-            p.wait(timeout=120)
+            p.wait(timeout=HANG_S)
     finally:
         for p, out in agents:
             if p.poll() is None:
@@ -381,7 +382,7 @@ def test_the_folder_of_a_killed_launcher_is_removed_by_the_next_run():
     live = distributed.remove_stale_run_folders(str(tmpdir.parent))
     assert tmpdir not in live and tmpdir.is_dir()  # its launcher is alive: left alone
     proc.kill()
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=HANG_S)
     _assert_gone([w.pid for w in workers])
     assert tmpdir.is_dir()
     assert tmpdir in distributed.remove_stale_run_folders(str(tmpdir.parent))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from doc_commands import KEY_FIGURES, check, forms, python_blocks, workdir
+from patience import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs").rglob("*.md"))
@@ -92,7 +93,7 @@ def test_the_site_builds_offline_without_a_warning(tmp_path):
     site = tmp_path / "site"
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     api = (site / "api" / "index.html").read_text()

@@ -196,6 +196,18 @@ def test_a_profiled_training_step_prices_its_forward_at_the_models_own_host(monk
     monkeypatch.setattr(run, "with_forward_host", spy)
     monkeypatch.setattr(StepRunner, "timed_steps", lambda self, n: [0.05] * max(n, 1))
     monkeypatch.setattr(run, "FORWARD_HOST_SHARE", 0.0)
+    measured_roofs = run.local_roofs
+
+    def memory_beyond_reach(*args, **kwargs):
+        """This machine's roofs, its memory made so fast that reading the weights takes no
+        time: the 2 ms fixed time stays the model's host time however slowly a loaded
+        machine measured its memory (it was taken off whole, and the figure dropped)."""
+        roofs, source = measured_roofs(*args, **kwargs)
+        return dataclasses.replace(
+            roofs, bandwidth_bytes_per_s=1e18, cache_bandwidth_bytes_per_s=None
+        ), source
+
+    monkeypatch.setattr(run, "local_roofs", memory_beyond_reach)
     e = run.profile_target(workload, train=True, steps=1, warmup_steps=0).explanation
     assert measured == [1]
     host = e.forward_host

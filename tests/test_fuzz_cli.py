@@ -139,6 +139,7 @@ COMMANDS = {
         "--speculative=ngram|gpt:tiny|nope --spec-tokens=0|3 --acceptance=0|0.7 --reserve-kv "
         "--slo=ttft_p99=2s,tpot_p99=200ms|ttft_p50=1ms|e2e_p99=zz|x=1 --target-rate=5|50 "
         "--seed=0|7 --engine=generic|vllm|sglang|trtllm|nope --memory-utilization=0.9|0.5|1.5 "
+        "--deadlines=connect=1s|idle=0|run=zz|x=1s --calibrate=@traces "
         "--json --plot=@plots",
         sizes_work="--gpus --replicas --input-tokens --output-tokens --concurrency --offline "
         "--max-num-seqs --max-batched-tokens --spec-tokens --target-rate --num-requests --rate",
@@ -209,9 +210,9 @@ COMMANDS = {
     "trace": Command(
         positional="@traces",
         options="--spec=@specs --profile=@profiles --dtype=bf16|zz --top=3|10 --workers=1|2|0 "
-        "--json --plot=@plots --critical-path "
+        "--json --plot=@plots --verbose --critical-path "
         "--what-if=gemm=2x,comm=overlap|launch=3us|link=400GB/s|gemm=0x|zz=1|link=0GB/s",
-        skip={"--dask": "starts a cluster: tests/test_trace_real.py runs it on a local one"},
+        skip={"--dask": "starts a cluster: tests/test_dask_peers.py runs it against hostile peers"},
         examples=20,
     ),
     "simulate pipeline": Command(

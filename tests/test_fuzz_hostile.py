@@ -24,6 +24,7 @@ from hostile_cases import (
     spec_files,
     trace_files,
 )
+from patience import HANG_S
 
 FILES = {"trace": (trace_files, 120), "spec": (spec_files, 100), "hf": (hf_configs, 100)}
 CALLS = 220
@@ -106,7 +107,7 @@ def test_the_command_line_says_one_line_for_a_hostile_trace(tmp_path, content):
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": src},
-        timeout=120,
+        timeout=HANG_S,
     )
     assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
     assert run.stderr.startswith("error: ") and "Traceback" not in run.stderr

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import ceiling
+from patience import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,7 +45,7 @@ def run_without_torch(commands: list[list[str]]) -> list[tuple[int, str]]:
     """(exit code, stderr) of each command, run where torch cannot be imported."""
     done = subprocess.run(
         [sys.executable, "-c", WITHOUT_TORCH, json.dumps(commands)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=HANG_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     parts = re.split(r"^@@ (\d+)\n", done.stderr, flags=re.M)
@@ -110,7 +111,7 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(tmp_path):
     dist = tmp_path / "dist"
     subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist)],
-        cwd=source, check=True, capture_output=True, timeout=300,
+        cwd=source, check=True, capture_output=True, timeout=HANG_S,
     )  # fmt: skip
     (wheel,) = dist.glob("ceiling_perf-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -124,7 +125,7 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(tmp_path):
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
          "--no-index", str(wheel)],
-        check=True, capture_output=True, timeout=300,
+        check=True, capture_output=True, timeout=HANG_S,
     )  # fmt: skip
     # The dependencies come from this environment; its editable ceiling does not (a .pth line
     # only adds the folder: the editable install's own .pth inside it is not processed).
@@ -140,7 +141,7 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(tmp_path):
 
     def run(*args):
         done = subprocess.run(
-            [str(exe), *args], capture_output=True, text=True, timeout=120, env=clean
+            [str(exe), *args], capture_output=True, text=True, timeout=HANG_S, env=clean
         )
         assert done.returncode == 0, done.stderr
         return done.stdout

@@ -8,12 +8,14 @@ import sys
 
 import pytest
 
+from patience import HANG_S
+
 
 @pytest.mark.slow
 def test_first_profile_in_a_fresh_process_has_no_false_host_time():
     cmd = [sys.executable, "-m", "ceiling", "profile", "gpt:tiny", "--train", "--json"]
     cmd += ["--steps", "1"]  # the default batch: 2–5 % of real host time, measured
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_S)
     assert done.returncode == 0, done.stderr[-2000:]
     d = json.loads(done.stdout)
     host_share = 1.0 - d["op_time_s"] / d["recorded_step_s"]
@@ -32,6 +34,8 @@ def test_first_recorder_of_a_process_may_be_entered_without_gradients():
         "        torch.ones(3) + 1\n"
         "print(sorted({c.op for c in rec.calls}))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_S
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "aten.add" in done.stdout

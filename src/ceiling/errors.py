@@ -67,6 +67,11 @@ class MalformedFile(CeilingError):
     """A profile, measurement or config file that cannot be read."""
 
 
+class NotSaved(CeilingError):
+    """A result that could not be written (a full disk, a folder gone); the message says what
+    was kept and where."""
+
+
 class WorkerFailed(CeilingError):
     """A worker process of a multi-worker run died or timed out."""
 

@@ -16,20 +16,24 @@ from pathlib import Path
 from typing import Any
 
 from ceiling.errors import InvalidInput
+from ceiling.text import encodable
 
 
 def jsonable(obj: Any) -> Any:
-    """Plain JSON types: dataclasses, numpy scalars and paths converted; inf and nan -> None."""
+    """Plain JSON types: dataclasses, numpy scalars and paths converted; inf and nan -> None;
+    lone surrogates in text written as their escapes (no JSON reader is obliged to take them)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {k: jsonable(v) for k, v in dataclasses.asdict(obj).items()}
     if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
+        return {encodable(str(k)): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [jsonable(v) for v in obj]
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
+    if isinstance(obj, str):
+        return encodable(obj)
     if isinstance(obj, Path):
-        return str(obj)
+        return encodable(str(obj))
     if hasattr(obj, "item") and callable(obj.item):  # numpy and torch scalars
         return jsonable(obj.item())
     return obj
@@ -87,7 +91,7 @@ def write_text_atomic(text: str, path: str | Path) -> Path:
     An operating-system refusal (no such folder, no permission, disk full) is raised as
     InvalidInput naming the path, so the CLI prints one line instead of a traceback.
     """
-    return write_bytes_atomic(text.encode("utf-8"), path)
+    return write_bytes_atomic(encodable(text).encode("utf-8"), path)
 
 
 def write_bytes_atomic(data: bytes, path: str | Path) -> Path:

@@ -6,14 +6,24 @@ from __future__ import annotations
 
 import re
 
-# C0 controls but newline and tab, DEL, C1 controls, and the bidirectional overrides that
-# can make text read differently from what it is.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# C0 controls but newline and tab, DEL, C1 controls, the bidirectional overrides that can
+# make text read differently from what it is, and lone surrogates (a JSON "\ud800" decodes
+# to one: no UTF-8 terminal, page or file can hold it).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def printable(text: str) -> str:
     """`text` with every control character written as an escape: '\\x1b', '\\u202e'."""
     return _UNSAFE.sub(_escape, text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """`text` with each lone surrogate written as its escape ('\\ud800'), every other
+    character kept: what a JSON record or a UTF-8 file can hold."""
+    return _SURROGATE.sub(_escape, text)
 
 
 def _escape(match: re.Match) -> str:

@@ -160,8 +160,10 @@ def machine(
     from them, saved where roofline, decode, plan and report find it ($CEILING_PROFILE or
     ~/.cache/ceiling/profile-<host>.json) and to `save` too; `extra["profile_saved_to"]`
     lists the files. A run measured while other work shared the machine replaces no profile
-    measured on an idle one unless `force`: `extra["profile_kept"]` says which and why."""
+    measured on an idle one unless `force`: `extra["profile_kept"]` says which and why. Each
+    measurement is journalled as it finishes: a full disk or a kill keeps what finished."""
     from ceiling.hardware.profile import default_profile_path, save_profile
+    from ceiling.journal import Journal
     from ceiling.measure import machine as local
     from ceiling.measure import suite
     from ceiling.records import check_writable
@@ -174,8 +176,12 @@ def machine(
         check_writable(default_profile_path())
     except InvalidInput as exc:
         raise InvalidInput(f"{exc} (the default profile path; set CEILING_PROFILE)") from None
+    # each measurement is on disk as it finishes: a full disk or a kill keeps what finished
+    journal = Journal.beside(save if save is not None else default_profile_path())
     with (progress or _no_progress)(suite.planned_steps(suite.new_report(dev, quick))) as step:
-        report = suite.run_all(dev, quick, step)
+        report = suite.run_all(
+            dev, quick, step, after_each=lambda r: journal.catch_up(suite.finished_rows(r))
+        )
     saved: list[str] = []
     kept: dict[str, str] = {}
     if report.matmul or report.memory:
@@ -187,11 +193,21 @@ def machine(
                 kept[str(target)] = why
                 continue
             profile = suite.build_profile(report, previous if merge else None)
-            saved.append(str(save_profile(profile, target)))
+            try:
+                saved.append(str(save_profile(profile, target)))
+            except (OSError, InvalidInput) as exc:
+                raise journal.not_saved(f"the profile was not saved ({_why(exc)})") from None
+    journal.remove()
     extra: dict[str, Any] = {"profile_saved_to": saved}
     if kept:
         extra["profile_kept"] = kept
     return BenchResult(report, extra)
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, OSError):
+        return f"{exc.filename or 'a file'}: {exc.strerror or exc}"
+    return str(exc)
 
 
 def _readable_profile(path: Path):

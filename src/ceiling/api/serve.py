@@ -9,6 +9,7 @@ meets it and, given a target rate, the fewest GPUs over layouts and replicas; wi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from ceiling.errors import InvalidInput, argument
 
 DEFAULT_REQUESTS = 1000
 MAX_REQUESTS = 1_000_000
+# The latest simulated time: about 32 years, where a float still resolves a microsecond.
+MAX_CLOCK_S = 1e9
 CURVE_SHARES = (0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0)
 SLO_KEYS = {
     "ttft_p99": "ttft_p99_s",
@@ -63,7 +66,8 @@ def parse_slo(slo) -> Any:
 
 def read_requests(path) -> tuple[list[int], list[int], list[float] | None]:
     """A JSONL of requests: one object a line with `prompt_tokens` and `output_tokens`
-    (whole numbers ≥ 1) and, optionally, `arrival_s` (every line or none)."""
+    (whole numbers from 1 to MAX_TOKENS) and, optionally, `arrival_s` (a time from 0 to
+    MAX_CLOCK_S, on every line or none)."""
     from ceiling.files import parse_json, read_text
 
     text = read_text(path, "requests file")
@@ -71,20 +75,14 @@ def read_requests(path) -> tuple[list[int], list[int], list[float] | None]:
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        row = parse_json(line, f"requests file line {n}")
+        where = f"requests file line {n}"
+        row = parse_json(line, where)
         if not isinstance(row, dict):
-            raise InvalidInput(f"requests file line {n}: expected an object, got {line[:40]!r}")
-        for key in ("prompt_tokens", "output_tokens"):
-            v = row.get(key)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise InvalidInput(f"requests file line {n}: {key} must be a whole number ≥ 1")
-        prompts.append(row["prompt_tokens"])
-        outputs.append(row["output_tokens"])
+            raise InvalidInput(f"{where}: expected an object, got {line[:40]!r}")
+        prompts.append(_tokens(row.get("prompt_tokens"), f"{where}: prompt_tokens"))
+        outputs.append(_tokens(row.get("output_tokens"), f"{where}: output_tokens"))
         if "arrival_s" in row:
-            a = row["arrival_s"]
-            if not isinstance(a, int | float) or isinstance(a, bool) or not a >= 0:
-                raise InvalidInput(f"requests file line {n}: arrival_s must be a time ≥ 0")
-            arrivals.append(float(a))
+            arrivals.append(_arrival(row["arrival_s"], f"{where}: arrival_s"))
     if not prompts:
         raise InvalidInput("requests file holds no requests")
     if arrivals and len(arrivals) != len(prompts):
@@ -94,6 +92,66 @@ def read_requests(path) -> tuple[list[int], list[int], list[float] | None]:
             f"requests file holds {len(prompts):,} requests; at most {MAX_REQUESTS:,}"
         )
     return prompts, outputs, arrivals or None
+
+
+def _tokens(value, what: str) -> int:
+    """A request's token count: a whole number from 1 to the longest context any model has
+    (a count past int64 cannot even be held in the simulation's arrays)."""
+    from numbers import Integral
+
+    from ceiling.model.serve.workload import MAX_TOKENS
+    from ceiling.text import shortened
+
+    if not isinstance(value, Integral) or isinstance(value, bool) or not 1 <= value <= MAX_TOKENS:
+        raise InvalidInput(
+            f"{what} must be a whole number from 1 to {MAX_TOKENS:,}, got {shortened(value)}"
+        )
+    return int(value)
+
+
+def _arrival(value, what: str) -> float:
+    """An arrival time in seconds: finite, from 0 to MAX_CLOCK_S."""
+    from ceiling.text import shortened
+
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not (number and math.isfinite(value) and 0 <= value <= MAX_CLOCK_S):
+        raise InvalidInput(
+            f"{what} must be a time from 0 to {MAX_CLOCK_S:g} s, got {shortened(value)}"
+        )
+    return float(value)
+
+
+def _profile_alias(machine_profile, profile):
+    """`machine_profile`, or `profile` (its old name here; every other call says
+    machine_profile) with a DeprecationWarning."""
+    if profile is None:
+        return machine_profile
+    if machine_profile is not None:
+        raise BadArgument(
+            "profile", f"is the old name of {argument('machine_profile')}: give one of them"
+        )
+    import warnings
+
+    warnings.warn(
+        "ceiling.serve(profile=...) is renamed machine_profile=, as in every other call",
+        DeprecationWarning,
+        stacklevel=4,  # here, serve, its argument check, the caller
+    )
+    return profile
+
+
+def _check_rate(rate, n: int) -> None:
+    """A Poisson rate whose arrivals fit the simulated clock: at 1e-300 requests/s the
+    first arrival lies past any time a float can step through, and the run never ends."""
+    if not (isinstance(rate, int | float) and not isinstance(rate, bool) and 0 < rate < math.inf):
+        raise BadArgument("rate", f"must be a number of requests per second > 0, got {rate!r}")
+    if n / rate > MAX_CLOCK_S:
+        raise BadArgument(
+            "rate",
+            f"must be at least {n / MAX_CLOCK_S:.3g} requests/s for {n:,} requests, got "
+            f"{rate:g}: their arrivals would span {n / rate:.3g} s, past the {MAX_CLOCK_S:g} s "
+            "(about 32 years) the simulated clock keeps to the microsecond",
+        )
 
 
 @dataclass(frozen=True)
@@ -230,9 +288,13 @@ def _lengths(input_tokens, output_tokens, dataset, requests, n, seed):
             f"fixed lengths need both {argument('input_tokens')} and {argument('output_tokens')}"
         )
     if requests is not None:
-        prompts, outputs, arrivals = (
-            read_requests(requests) if isinstance(requests, str | Path) else (*requests, None)
-        )
+        if isinstance(requests, str | Path):
+            prompts, outputs, arrivals = read_requests(requests)
+        else:
+            prompts, outputs = requests
+            prompts = [_tokens(v, "requests: a prompt length") for v in prompts]
+            outputs = [_tokens(v, "requests: an output length") for v in outputs]
+            arrivals = None
         p, o = wl.given_lengths(prompts, outputs)
         return p, o, arrivals, f"{len(p)} requests from {requests}"
     if input_tokens is not None:
@@ -248,7 +310,7 @@ def serve(
     model: str,
     *,
     spec: str | None = None,
-    profile: Path | str | None = None,
+    machine_profile: Path | str | None = None,
     gpus: int | None = None,
     tp: int = 1,
     pp: int = 1,
@@ -283,8 +345,9 @@ def serve(
     calibrate: Any = None,
     device_scale: float = 1.0,
     sequence_s: float = 0.0,
+    profile: Path | str | None = None,
 ) -> ServeResult:
-    """Simulate serving `model` on `gpus` devices (`spec`/`profile`) laid out as `tp` ×
+    """Simulate serving `model` on `gpus` devices (`spec`/`machine_profile`) laid out as `tp` ×
     `pp` × `replicas`, under a load: Poisson `rate` (requests/s), closed-loop
     `concurrency`, or `offline` N requests at once (default: offline). Workload: fixed
     `input_tokens`/`output_tokens`, a named `dataset` (default "sharegpt") or `requests`
@@ -302,11 +365,14 @@ def serve(
     the share of each device's memory the engine may use for weights and KV cache (vLLM's
     `gpu_memory_utilization`, SGLang's `mem_fraction_static`; default 0.9). `deadlines`
     bound a measurement ("connect=10s,first_byte=2m,idle=5m,run=1h", the defaults).
-    `calibrate`: a measured run (the JSON of `serve --measure URL --json`, or its dict): the
-    engine's per-iteration and per-request costs and the device's scale are fitted so that
-    the run's simulation gives what was measured, then used here (`calibration` says the
-    fit). `device_scale`: the device's time of an iteration over its priced terms (1);
-    `sequence_s`: the host's time an iteration for each sequence in it (0)."""
+    `calibrate`: a measured run (the JSON of `serve --measure URL --json`, or its dict), or
+    several at other loads: the engine's per-iteration and per-request costs and the
+    device's scale (with several loads also a time a sequence) are fitted so that the runs'
+    simulations give what was measured, then used here (`calibration` says the fit).
+    `device_scale`: the device's time of an iteration over its priced terms (1);
+    `sequence_s`: the host's time an iteration for each sequence in it (0). `profile`: the
+    old name of `machine_profile`, still taken (with a DeprecationWarning)."""
+    machine_profile, profile = _profile_alias(machine_profile, profile), None
     args = dict(locals())
     if calibrate is not None:
         from ceiling.api.serve_calibrate import calibrated_serve
@@ -339,8 +405,8 @@ def serve(
         )
     n = _count(offline, "offline") or _count(num_requests, "num_requests", DEFAULT_REQUESTS)
     _count(concurrency, "concurrency")
-    if rate is not None and not (isinstance(rate, int | float) and 0 < rate < float("inf")):
-        raise BadArgument("rate", f"must be a number of requests per second > 0, got {rate!r}")
+    if rate is not None:
+        _check_rate(rate, n)
     if target_rate is not None and slo is None:
         raise BadArgument("target_rate", f"needs {argument('slo')} to meet at that rate")
     if target_rate is not None and not (isinstance(target_rate, int | float) and target_rate > 0):
@@ -358,7 +424,7 @@ def serve(
     engine_name, host_share = engine, eng.host_share(engine)
     layout = _layout(gpus, tp, pp, replicas)
     fmt = quant_format(weights)
-    resolved = resolve(spec, profile)
+    resolved = resolve(spec, machine_profile)
     dev = resolved.spec
     setup = DecodeSetup(
         weights_dtype=fmt.dtype if fmt else (weights or _default_weights(dev)),

@@ -17,7 +17,7 @@ from ceiling.errors import MalformedFile
 
 # the arguments of `ceiling.serve` a run records, to be simulated again (JSON values only)
 CALL_KEYS = (
-    "model", "spec", "profile", "gpus", "tp", "pp", "replicas", "weights", "kv_dtype",
+    "model", "spec", "machine_profile", "gpus", "tp", "pp", "replicas", "weights", "kv_dtype",
     "activations", "input_tokens", "output_tokens", "dataset", "requests", "rate",
     "concurrency", "offline", "num_requests", "max_num_seqs", "max_batched_tokens",
     "chunked_prefill", "prefix_hit_rate", "speculative", "spec_tokens", "acceptance",
@@ -31,7 +31,7 @@ def recorded_call(args: dict) -> dict | None:
     call = {k: args.get(k) for k in CALL_KEYS}
     if not isinstance(call["model"], str | dict):
         return None
-    for key in ("profile", "requests"):
+    for key in ("machine_profile", "requests"):
         if isinstance(call[key], Path):
             call[key] = str(call[key])
     if call["requests"] is not None and not isinstance(call["requests"], str):
@@ -103,7 +103,7 @@ def calibrated_serve(calibrate, serve, args: dict[str, Any]):
 def _device(args: dict) -> str:
     from ceiling.hardware.resolve import resolve
 
-    return resolve(args.get("spec"), args.get("profile")).spec.name
+    return resolve(args.get("spec"), args.get("machine_profile")).spec.name
 
 
 def _costs(iteration_s: float, request_s: float) -> dict:

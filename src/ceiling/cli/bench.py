@@ -20,8 +20,10 @@ bench_app = typer.Typer(
         "Measure this machine's real ceilings and save them as the machine profile.\n\n"
         "Without a subcommand: matmul, memory, overhead and transfer in turn; the profile is "
         "saved to $CEILING_PROFILE or ~/.cache/ceiling/profile-<host>.json (and --save PATH), "
-        "where roofline, decode, plan and report find it. Ctrl-C stops the run, prints and "
-        "keeps what finished. FLOPs count a multiply-add as 2; GB = 1e9 bytes."
+        "where roofline, decode, plan and report find it. Each measurement goes to a journal "
+        "beside the profile (PROFILE.<time>.journal.jsonl) as it finishes, kept when the run "
+        "is killed or the disk fills. Ctrl-C stops the run, prints and keeps what finished. "
+        "FLOPs count a multiply-add as 2; GB = 1e9 bytes."
     ),
     no_args_is_help=False,
     invoke_without_command=True,

@@ -174,7 +174,7 @@ def serve(
     from ceiling.api.serve import serve as simulate_serving
 
     r = simulate_serving(
-        model, spec=spec, profile=profile, gpus=gpus, tp=tp, pp=pp, replicas=replicas,
+        model, spec=spec, machine_profile=profile, gpus=gpus, tp=tp, pp=pp, replicas=replicas,
         weights=weights, kv_dtype=kv_dtype, activations=activations,
         input_tokens=input_tokens, output_tokens=output_tokens, dataset=dataset,
         requests=requests, rate=rate, concurrency=concurrency, offline=offline,

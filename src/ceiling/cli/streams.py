@@ -1,9 +1,9 @@
 """The terminal as it really is: a stdout that cannot encode "×", a 5-column window, a full disk.
 
 Output keeps its meaning on any of them: characters a stream cannot encode become ASCII
-look-alikes ("≥" becomes ">=", anything else "?"), tables are laid out at least MIN_COLUMNS
-wide (a narrower window wraps them), and a stdout that refuses bytes (a full disk, a closed
-pipe) ends the command with one line instead of a traceback.
+look-alikes ("≥" becomes ">=", a lone surrogate "\\ud800", anything else "?"), tables are
+laid out at least MIN_COLUMNS wide (a narrower window wraps them), and a stdout that refuses
+bytes (a full disk, a closed pipe) ends the command with one line instead of a traceback.
 """
 
 from __future__ import annotations
@@ -46,7 +46,12 @@ def _transliterate(exc: UnicodeError) -> tuple[str, int]:
     if not isinstance(exc, UnicodeEncodeError):
         raise exc
     bad = exc.object[exc.start : exc.end]
-    return "".join(_ASCII.get(ch, "?") for ch in bad), exc.end
+    return "".join(_ASCII.get(ch) or _unknown(ch) for ch in bad), exc.end
+
+
+def _unknown(ch: str) -> str:
+    """A lone surrogate as its escape ('\\ud800'); any other character as '?'."""
+    return f"\\u{ord(ch):04x}" if 0xD800 <= ord(ch) <= 0xDFFF else "?"
 
 
 codecs.register_error("ceiling-ascii", _transliterate)
@@ -66,7 +71,10 @@ def tolerant_terminal() -> Iterator[None]:
     """Within: unencodable characters replaced, COLUMNS at least MIN_COLUMNS; restored after."""
     restore = []
     for stream in (sys.stdout, sys.stderr):
-        if _cannot_encode(stream) and hasattr(stream, "reconfigure"):
+        if not hasattr(stream, "reconfigure"):
+            continue
+        if _cannot_encode(stream) or stream.errors == "strict":
+            # a UTF-8 stream still cannot write a lone surrogate: shown as its escape
             restore.append((stream, stream.errors))
             stream.reconfigure(errors="ceiling-ascii")
     columns = os.environ.get("COLUMNS")

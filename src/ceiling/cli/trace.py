@@ -38,8 +38,10 @@ def trace_command(
     dask: Annotated[
         str | None,
         typer.Option(
-            help="Read the ranks on a Dask cluster: its scheduler's address, or 'local' "
-            "(needs pip install 'ceiling-perf[cluster]')."
+            help="Read the ranks on a Dask cluster: its scheduler's address (refused unless a "
+            "scheduler with a worker answers within 10 s), or 'local' (threads in this "
+            "process, listening on 127.0.0.1 only, no dashboard); needs pip install "
+            "'ceiling-perf[cluster]'."
         ),
     ] = None,
     critical_path: Annotated[
@@ -60,6 +62,10 @@ def trace_command(
             "conv, attention, elementwise, norm, reduction, optimizer, memory, compute, comm).",
         ),
     ] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Let Dask's own log lines and warnings through."),
+    ] = False,
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
@@ -67,9 +73,11 @@ def trace_command(
     idle with its host reason; MFU; each op on the device's roofline; stragglers; with
     --critical-path, what the step waits on and what a change would buy."""
     from ceiling.cli.output import rank_progress
+    from ceiling.cli.quiet import quiet_libraries
     from ceiling.trace.analyze import analyze
 
-    with rank_progress("reading rank traces") as progress:
+    quiet = quiet_libraries("distributed", "dask", "tornado", "bokeh", verbose=verbose)
+    with quiet, rank_progress("reading rank traces") as progress:
         result = analyze(
             path,
             spec=spec,

@@ -56,7 +56,7 @@ FIELDS = {
     "kind": Field("text"),
     "driver_names": Field("names"),
     "aliases": Field("names"),
-    "memory_gib": Field("number", 0.0, 1e9),
+    "memory_gib": Field("number", 0.0, 1e9, above=True),
     "memory_bandwidth_gb_per_s": _BANDWIDTH,
     "link_gb_per_s_one_way": _BANDWIDTH,
     "pcie_gb_per_s_one_way": _BANDWIDTH,

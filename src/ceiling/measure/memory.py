@@ -109,9 +109,11 @@ def run_stream(
     kernels: tuple[str, ...] = KERNELS,
     on_kernel=None,
     read_telemetry=None,
+    into: list[StreamResult] | None = None,
 ) -> list[StreamResult]:
     """Time each STREAM kernel; `on_kernel(name)` is called before each (for progress),
-    `read_telemetry()` after each, its reading kept in the kernel's result."""
+    `read_telemetry()` after each, its reading kept in the kernel's result. Each result is
+    appended to `into` (returned) as its kernel finishes."""
     import torch
 
     n = elements or array_elements(device)
@@ -126,7 +128,7 @@ def run_stream(
         "triad": lambda: torch.add(b, c, alpha=SCALAR, out=a),
         "dot": lambda: torch.dot(a, b),
     }
-    results = []
+    results = into if into is not None else []
     done: set[str] = set()
     for kernel in KERNELS:
         if kernel not in kernels:

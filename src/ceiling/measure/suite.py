@@ -224,8 +224,10 @@ def bench_memory(
     elements: int | None = None,
     progress: Progress | None = None,
 ) -> None:
-    report.memory = run_stream(
+    report.memory = []
+    run_stream(
         report.device,
+        into=report.memory,
         elements=elements,
         warmup_ms=budgets.memory_warmup_ms,
         budget_ms=budgets.memory_ms,
@@ -302,11 +304,24 @@ def planned_steps(
 
 
 def run_all(
-    device: str, quick: bool, progress: Progress | None = None, parts: tuple[str, ...] = PARTS
+    device: str,
+    quick: bool,
+    progress: Progress | None = None,
+    parts: tuple[str, ...] = PARTS,
+    after_each: Callable[[BenchReport], None] | None = None,
 ) -> BenchReport:
-    """Run the parts in order; Ctrl-C stops the run and keeps what already finished."""
+    """Run the parts in order; Ctrl-C stops the run and keeps what already finished.
+    `after_each(report)` is called as each step starts (the one before it has finished)
+    and at the end: a journal keeps what finished with it."""
     report = new_report(device, quick)
     budgets = QUICK if quick else FULL
+
+    def step(text: str) -> None:
+        if after_each:
+            after_each(report)
+        if progress:
+            progress(text)
+
     steps = {
         "matmul": bench_matmul,
         "memory": bench_memory,
@@ -316,10 +331,26 @@ def run_all(
     try:
         with watched(report):
             for part in parts:
-                steps[part](report, budgets=budgets, progress=progress)
+                steps[part](report, budgets=budgets, progress=step)
     except KeyboardInterrupt:
         report.interrupted = True
+    if after_each:
+        after_each(report)
     return report
+
+
+def finished_rows(report: BenchReport) -> dict[str, list[Any]]:
+    """The measurements that have finished, by kind, each list in the order it grows."""
+    rows: dict[str, list[Any]] = {
+        "matmul": report.matmul,
+        "matmul_blas": report.matmul_blas,
+        "memory": report.memory,
+        "transfer": report.transfer,
+    }
+    for kind, one in (("memory_naive_numpy", report.naive_triad), ("overhead", report.overhead)):
+        if one is not None:
+            rows[kind] = [one]
+    return rows
 
 
 def build_profile(report: BenchReport, previous=None):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ceiling.errors import CeilingError, InvalidInput, UnsupportedOnDevice
-from ceiling.trace.engines import default_workers, run_ranks
+from ceiling.trace.engines import check_dask, default_workers, run_ranks
 from ceiling.trace.rank_summary import Prepared
 from ceiling.trace.ranks import cross_rank
 from ceiling.trace.reader import NotATrace, read_trace, trace_files, without_gc
@@ -64,6 +64,8 @@ def _analyze(path, spec, profile, dtype, workers, dask, progress, questions) -> 
         raise InvalidInput(f"workers must be a whole number ≥ 1, got {workers!r}")
     if dask is not None and not isinstance(dask, str):
         raise InvalidInput(f"dask must be a scheduler's address or 'local', got {dask!r}")
+    if dask is not None:
+        check_dask(dask)
     if progress is not None and not callable(progress):
         raise InvalidInput(f"progress must be a function of (done, total), got {progress!r}")
     # The first trace decides the device and the dtype of the peak for every rank.

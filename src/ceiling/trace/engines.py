@@ -12,9 +12,12 @@ from concurrent.futures import ProcessPoolExecutor
 from itertools import repeat
 
 from ceiling.errors import InvalidInput
+from ceiling.text import printable
 from ceiling.trace.rank_summary import rank_summary
 
 Progress = Callable[[int, int], None]
+# How long a Dask scheduler has to answer, and to have a worker, before it is refused.
+DASK_TIMEOUT_S = 10.0
 
 
 def default_workers(files: int) -> int:
@@ -56,21 +59,9 @@ def run_ranks(
 
 
 def _on_dask(paths, machine, peak_key, address: str, progress: Progress | None, questions) -> list:
-    try:
-        from dask.distributed import Client, as_completed
-    except ImportError:
-        raise InvalidInput(
-            "reading ranks on a Dask cluster needs dask.distributed: "
-            "pip install 'ceiling-perf[cluster]'"
-        ) from None
-    # "local": a cluster of threads in this process; else the scheduler's address
-    try:
-        client = Client(processes=False) if address == "local" else Client(address, timeout=10)
-    except (OSError, ValueError, TypeError) as exc:
-        raise InvalidInput(
-            f"dask: no Dask scheduler answers at {address!r} ({exc}); start one "
-            "(dask scheduler) or pass 'local'"
-        ) from None
+    from dask.distributed import as_completed
+
+    client, cluster = _dask_client(address, DASK_TIMEOUT_S)
     try:
         futures = client.map(
             rank_summary,
@@ -86,3 +77,81 @@ def _on_dask(paths, machine, peak_key, address: str, progress: Progress | None, 
         return client.gather(futures)
     finally:
         client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def check_dask(address: str, timeout_s: float = DASK_TIMEOUT_S) -> None:
+    """Refuse, before any trace is read, a Dask address that cannot serve: dask missing, or a
+    peer that is not a scheduler (`dask_peer`)."""
+    try:
+        import dask.distributed  # noqa: F401
+    except ImportError:
+        raise InvalidInput(
+            "reading ranks on a Dask cluster needs dask.distributed: "
+            "pip install 'ceiling-perf[cluster]'"
+        ) from None
+    if address != "local":
+        from ceiling.trace.dask_peer import check_scheduler
+
+        check_scheduler(address, timeout_s)
+
+
+def _dask_client(address: str, timeout_s: float):
+    """A client of the scheduler at `address` with a worker, or of a cluster of threads in
+    this process ("local") whose scheduler and workers listen on 127.0.0.1 only, with no
+    dashboard."""
+    from dask.distributed import Client, LocalCluster
+
+    if address == "local":
+        cluster = LocalCluster(
+            processes=False,
+            host="127.0.0.1",
+            protocol="tcp://",
+            scheduler_port=0,
+            dashboard_address=None,
+            worker_dashboard_address=None,
+        )
+        return Client(cluster), cluster
+    try:
+        client = _within(2 * timeout_s, lambda: Client(address, timeout=timeout_s), address)
+    except (OSError, ValueError, TypeError) as exc:
+        raise InvalidInput(
+            f"dask: no Dask scheduler answers at {printable(address)!r} ({exc}); start one "
+            "(dask scheduler) or pass 'local'"
+        ) from None
+    try:
+        client.wait_for_workers(1, timeout=timeout_s)
+    except TimeoutError:
+        client.close()
+        raise InvalidInput(
+            f"dask: the scheduler at {printable(address)!r} has no worker after {timeout_s:g} s; "
+            "start one (dask worker ADDRESS)"
+        ) from None
+    return client, None
+
+
+def _within(limit_s: float, connect: Callable, address: str):
+    """`connect()` given `limit_s` in all: dask reads the peer's handshake with no deadline
+    of its own (a TLS or websocket peer that accepts and stays silent would hold it)."""
+    import threading
+
+    done: dict = {}
+
+    def run() -> None:
+        try:
+            done["client"] = connect()
+        except BaseException as exc:  # handed to the caller below
+            done["error"] = exc
+
+    thread = threading.Thread(target=run, name="dask connect", daemon=True)
+    thread.start()
+    thread.join(limit_s)
+    if thread.is_alive():
+        raise InvalidInput(
+            f"dask: the peer at {printable(address)!r} did not finish Dask's handshake within "
+            f"{limit_s:g} s: it is not a Dask scheduler, or not one that answers"
+        )
+    if "error" in done:
+        raise done["error"]
+    return done["client"]

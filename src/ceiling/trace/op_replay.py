@@ -52,9 +52,11 @@ def _peak_key(dt: torch.dtype) -> str | None:
 
 
 def _packet(name: str):
-    if not name.startswith("aten::"):
+    op = name.removeprefix("aten::")
+    # an aten op is named by an identifier; torch's lookup raises on text it cannot encode
+    if op == name or not op.isidentifier():
         return None
-    return getattr(torch.ops.aten, name[len("aten::") :], None)
+    return getattr(torch.ops.aten, op, None)
 
 
 def kind_only(name: str) -> TracedOpCost | None:

@@ -240,6 +240,8 @@ def _check_attention_kernel(job: Job, device) -> None:
 def _headroom_hint(need: float, memory: float, headroom: float) -> str:
     """The smaller headroom (whole percent) with which the smallest plan would fit, where one
     would: the planning margin is a choice, and a run that is known to fit may go without."""
+    if memory <= 0:  # a device whose memory is not known (a profile that did not read it)
+        return ""
     free = int((1.0 - need / memory) * 100) / 100  # whole percent, rounded down
     if headroom <= 0 or free < 0:
         return ""
