@@ -109,8 +109,9 @@ CPU = MeasuredDevice(
 def test_a_cpu_serves_fp32_and_pays_the_host_time_an_op(tmp_path, cli):
     path = save_profile(MachineProfile(1, "2026-01-01T00:00:00+00:00", "h", {}, [CPU]),
                         tmp_path / "cpu.json")  # fmt: skip
-    args = dict(machine_profile=path, input_tokens=32, output_tokens=16, concurrency=2,
-                num_requests=8)
+    args = dict(
+        machine_profile=path, input_tokens=32, output_tokens=16, concurrency=2, num_requests=8
+    )
     r = ceiling.serve("gpt:small", **args)
     assert r.inputs["weights"] == "fp32" and r.inputs["device_kind"] == "cpu"
     # each op of the eager forward: the profile's 20 µs, not a GPU's launch floor
