@@ -89,6 +89,21 @@ def test_the_calibrated_plan_reproduces_the_traced_step(cpu_spec, traced_step):
     # the catalog's defaults miss the traced step by far more (0.09-0.13 here)
     plain_ratio = plain.best.step_time_s / busy_s
     assert abs(math.log(plain_ratio)) > 2 * abs(math.log(ratio)), plain_ratio
+    # what the trace measured is recorded, and this plan stays within it
+    told = calibrated.assumptions["calibrated_from"]
+    assert told["measured"]["gemm_dtypes"] == ["fp32"] and told["matmul_weight"] == 1.0
+    assert "within the dtypes and sizes the trace measured" in told["matmul_scope"]
+
+
+@pytest.mark.slow
+def test_a_plan_outside_the_trace_says_what_it_extrapolates(cpu_spec, traced_step, cli):
+    code, out, err = cli("plan", MODEL, "--gpus", "1", "--spec", cpu_spec,
+                         "--global-batch", str(BATCH), "--seq", str(SEQ), "--dtype", "fp16",
+                         "--fixed", f"d=1,b={BATCH}", "--calibrate", traced_step)  # fmt: skip
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "the trace measured GEMMs in fp32 of" in text
+    assert "applied to this plan: the trace's GEMMs ran in fp32, not fp16: the default kept" in text
 
 
 def test_a_traced_gemm_efficiency_holds_only_within_its_dtypes_and_sizes():

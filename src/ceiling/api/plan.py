@@ -395,10 +395,14 @@ def plan(
         from ceiling.trace.calibration import matmul_weight
 
         if cal.matmul_efficiency is not None:
-            w, why = matmul_weight(cal, dtype, _typical_gemm_flops(cfg, job))
+            gemm = _typical_gemm_flops(cfg, job)
+            w, why = matmul_weight(cal, dtype, gemm)
             told["calibrated_from"]["matmul_weight"] = w
-            if why:
-                told["calibrated_from"]["matmul_scope"] = why
+            told["calibrated_from"]["plan_gemm"] = {"dtype": dtype, "flops_per_call": gemm}
+            told["calibrated_from"]["matmul_scope"] = why or (
+                "the plan's GEMMs are within the dtypes and sizes the trace measured: its "
+                "efficiency taken whole"
+            )
     return PlanResult(cfg, job, cluster, planned.search, planned.scaling, told, planned.pins)
 
 
@@ -423,4 +427,10 @@ def _calibration_told(trace_path, cal) -> dict:
         "taken": {k: getattr(cal, k) for k in cal.taken},
         "how": cal.basis,
         "kept_defaults": [k for k in (*figures, "collective_efficiency") if k not in cal.taken],
+        # what the trace measured, so that what the plan extrapolates from it can be said
+        "measured": {
+            "gemm_dtypes": list(cal.matmul_dtypes),
+            "gemm_flops_per_call": cal.matmul_flops_per_call,
+            "ranks": cal.world_size,
+        },
     }

@@ -256,6 +256,8 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
         taken = ", ".join(f"{k} {v:.3f}" for k, v in cal["taken"].items()) or "nothing"
         kept = ", ".join(cal["kept_defaults"]) or "none"
         c.print(f"calibrated from {cal['trace']}: took {taken}; kept the defaults of {kept}")
+        for line in _calibration_scope(cal):
+            c.print(f"  {line}")
     c.print(_plans_table(result))
     for i, why in enumerate(result.why[1:], 2):
         c.print(f"#{i} vs #1: {why}")
@@ -263,6 +265,18 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
         c.print(line)
     if rows:
         _render_scaling(c, rows)
+
+
+def _calibration_scope(cal: dict) -> list[str]:
+    """What the trace measured and how far the plan reaches beyond it."""
+    measured, lines = cal.get("measured") or {}, []
+    if measured.get("gemm_flops_per_call"):
+        dtypes = ", ".join(measured.get("gemm_dtypes") or []) or "unknown dtypes"
+        lines.append(f"the trace measured GEMMs in {dtypes} of "
+                     f"{measured['gemm_flops_per_call']:.3g} FLOPs a call")  # fmt: skip
+    if cal.get("matmul_scope"):
+        lines.append(f"applied to this plan: {cal['matmul_scope']}")
+    return lines
 
 
 def _context_lines(cfg, job, cluster, result, assumptions) -> list[str]:
