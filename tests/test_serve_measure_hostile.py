@@ -31,6 +31,8 @@ from scripted_server import (
 )
 
 FAST = Deadlines(connect_s=1.0, first_byte_s=0.5, idle_s=0.5, run_s=3.0)
+# for servers that answer well: a loaded machine may be slow to answer, never wrongly refused
+PATIENT = Deadlines(connect_s=60.0, first_byte_s=60.0, idle_s=60.0, run_s=120.0)
 N, PROMPT, OUTPUT = 2, 4, 3
 HANG_GUARD_S = 60.0
 
@@ -191,14 +193,14 @@ CASES = [
 # fmt: on
 
 
-def _run(answer, host="127.0.0.1"):
+def _run(answer, host="127.0.0.1", deadlines: Deadlines = PATIENT):
     with Scripted(answer, host) as server:
         box: list = []
 
         def go():
             try:
                 box.append(measure_server(server.url, [PROMPT] * N, [OUTPUT] * N, [0.0] * N,
-                                          deadlines=FAST))  # fmt: skip
+                                          deadlines=deadlines))  # fmt: skip
             except Exception as e:
                 box.append(e)
 
@@ -215,7 +217,7 @@ def test_the_battery_has_fifty_servers():
 
 @pytest.mark.parametrize("name,answer,expected", CASES, ids=[c[0] for c in CASES])
 def test_each_hostile_server_is_answered_cleanly(name, answer, expected):
-    result, _ = _run(answer)
+    result, _ = _run(answer, deadlines=PATIENT if expected in ("ok", "partial") else FAST)
     if expected in ("ok", "partial"):
         assert not isinstance(result, Exception), f"{name}: {result!r}"
         if expected == "ok":

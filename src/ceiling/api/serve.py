@@ -383,14 +383,12 @@ def serve(
         raise BadArgument("device_scale", f"must be a number > 0, got {device_scale!r}")
     if isinstance(sequence_s, bool) or not 0 <= sequence_s < 1:
         raise BadArgument("sequence_s", f"must be a time in [0, 1) s, got {sequence_s!r}")
-    import numpy as np
 
     from ceiling.hardware.resolve import resolve
     from ceiling.model.decode import DecodeSetup
     from ceiling.model.decode_expected import costs_for, quant_format
     from ceiling.model.serve import engine as eng
     from ceiling.model.serve.scheduler import Policy
-    from ceiling.model.serve.workload import poisson_arrivals
     from ceiling.model.transformer import parse_model
 
     cfg = parse_model(model)
@@ -482,15 +480,7 @@ def serve(
                           device_scale=device_scale, sequence_s=sequence_s)  # fmt: skip
 
     engine = make(layout)
-    if arrivals is not None and not any(loads):
-        arrival = np.asarray(arrivals, dtype=float)
-        load = "arrival times from the requests file"
-    elif rate is not None:
-        arrival = poisson_arrivals(n, float(rate), seed)
-        load = f"Poisson, {rate:g} requests/s"
-    else:
-        arrival = np.zeros(n)
-        load = f"closed loop, {concurrency} concurrent" if concurrency else f"offline, {n} at once"
+    arrival, load = _arrivals(arrivals, loads, rate, concurrency, n, seed)
     metrics, schedules = engine.metrics_and_schedules(prompt, output, arrival, concurrency)
     inputs = {
         "layout": {
@@ -525,27 +515,7 @@ def serve(
         "device_kind": dev.kind,
         "call": recorded_call(args),
     }
-    mean_ctx = float(np.mean(prompt) + np.mean(output) / 2)
-    batch = max(1, round(metrics.mean_batch))
-    terms = engine.iteration.terms(batch, batch * mean_ctx)
-    iteration = {
-        "batch": batch,
-        "mean_context": mean_ctx,
-        **{
-            k: getattr(terms, k)
-            for k in (
-                "weights_s",
-                "gemm_s",
-                "kv_s",
-                "attention_s",
-                "dequant_s",
-                "launch_s",
-                "comm_s",
-            )
-        },
-        "time_s": terms.time_s,
-        "bound": terms.bound,
-    }
+    iteration = _iteration_record(engine, metrics.mean_batch, prompt, output)
     result = dict(curve=None, slo=the_slo, max_rate_per_s=None, at_max_rate=None,
                   fewest_gpus=None, measured=None)  # fmt: skip
     if curve:
@@ -565,6 +535,39 @@ def serve(
         )
     return ServeResult(cfg, dev, resolved.source, inputs, metrics, engine.kv_blocks, iteration,
                        **result, schedules=schedules, request_s=engine.request_s)  # fmt: skip
+
+
+ITERATION_TERMS = ("weights_s", "gemm_s", "kv_s", "attention_s", "dequant_s", "launch_s", "comm_s")
+
+
+def _iteration_record(engine, mean_batch: float, prompt, output) -> dict:
+    """One decode iteration's terms at the simulated mean batch and context."""
+    import numpy as np
+
+    mean_ctx = float(np.mean(prompt) + np.mean(output) / 2)
+    batch = max(1, round(mean_batch))
+    terms = engine.iteration.terms(batch, batch * mean_ctx)
+    return {
+        "batch": batch,
+        "mean_context": mean_ctx,
+        **{k: getattr(terms, k) for k in ITERATION_TERMS},
+        "time_s": terms.time_s,
+        "bound": terms.bound,
+    }
+
+
+def _arrivals(arrivals, loads, rate, concurrency, n: int, seed: int):
+    """(arrival times, the load in words) of the requests."""
+    import numpy as np
+
+    from ceiling.model.serve.workload import poisson_arrivals
+
+    if arrivals is not None and not any(loads):
+        return np.asarray(arrivals, dtype=float), "arrival times from the requests file"
+    if rate is not None:
+        return poisson_arrivals(n, float(rate), seed), f"Poisson, {rate:g} requests/s"
+    load = f"closed loop, {concurrency} concurrent" if concurrency else f"offline, {n} at once"
+    return np.zeros(n), load
 
 
 def _default_weights(dev) -> str:

@@ -215,7 +215,7 @@ def _clockless(r) -> bool:
     """Whether a serving run's decisions do not depend on the clock (every request there at
     time 0): a time added to every iteration then moves each request's times by it once per
     iteration before them, exactly."""
-    return str(r.inputs.get("load", "")).startswith("offline")
+    return all(s.warmup == 0 and not s.arrival_s.any() for s in r.schedules)
 
 
 def _shipped() -> dict[str, float]:

@@ -254,6 +254,11 @@ def _show(r) -> None:
             compact=True,
         )
     )
+    _show_iteration_and_slo(r)
+
+
+def _show_iteration_and_slo(r) -> None:
+    con, m = console(), r.metrics
     con.print(
         f"KV cache use: mean {m.kv_use_mean * 100:.1f} %, peak {m.kv_use_peak * 100:.1f} %; "
         f"preemptions {m.preemptions}; mean batch {m.mean_batch:.1f} sequences"

@@ -32,7 +32,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ceiling.errors import WorkerFailed
-from ceiling.measure.http_stream import Client, Deadlines, ServerAnswer
+from ceiling.measure.http_stream import MAX_CONNECTIONS, Client, Deadlines, ServerAnswer
 
 EXTRAS = ("ignore_eos", "min_tokens", "stream_options")
 WAIT_SLICE_S = 0.1
@@ -50,6 +50,7 @@ class Sample:
     tokens: int = 0
     from_usage: bool = False
     error: str | None = None
+    status: int | None = None  # the HTTP status of a refused request
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,7 @@ def one_request(client: Client, protocol: Protocol, model: str, prompt_tokens: i
                     raise ServerAnswer(f"the server sent more than the {output_tokens} tokens "
                                        "asked (max_tokens)")  # fmt: skip
     except ServerAnswer as e:
-        return Sample(start, tuple(chunks), time.perf_counter(), error=str(e))
+        return Sample(start, tuple(chunks), time.perf_counter(), error=str(e), status=e.status)
     if usage is not None and usage > output_tokens:
         return Sample(start, tuple(chunks), time.perf_counter(),
                       error=f"the server reports {usage} tokens for a request of "
@@ -191,7 +192,7 @@ def probe(client: Client, model: str, until: float) -> Protocol:
         s = one_request(client, protocol, model, 4, 2, until)
         if s.error is None:
             return Protocol(protocol.path, protocol.extras, tuple(notes))
-        status = _status(s.error)
+        status = s.status
         if status == 404 and protocol.path == "/v1/completions":
             notes.append("the server has no /v1/completions: sent to /v1/chat/completions")
             protocol = Protocol("/v1/chat/completions", protocol.extras)
@@ -203,13 +204,6 @@ def probe(client: Client, model: str, until: float) -> Protocol:
         else:
             break
     raise WorkerFailed(f"the server at {client.base} does not stream a completion: {s.error}")
-
-
-def _status(error: str) -> int | None:
-    import re
-
-    m = re.search(r"answered HTTP (\d{3})", error)
-    return int(m.group(1)) if m else None
 
 
 def served_model(client: Client) -> str:
@@ -277,7 +271,7 @@ class _Runner:
         self.n = len(self.prompt)
         self.samples: list[Sample | None] = [None] * self.n
         self.finished = threading.Semaphore(0)
-        self.slots = threading.Semaphore(min(self.n, 256))
+        self.slots = threading.Semaphore(min(self.n, MAX_CONNECTIONS))
         self.t0 = time.perf_counter()
         self.until = self.t0 + deadlines.run_s
         self.lock = threading.Lock()
