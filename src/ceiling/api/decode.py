@@ -51,7 +51,7 @@ LAYOUT_FIELDS = (
 
 def _layout_json(cfg) -> dict[str, Any]:
     """Non-default layout fields, and the layer counts they give."""
-    from ceiling.model.transformer import TransformerConfig
+    from ceiling.model.transformer_config import TransformerConfig
 
     out = {}
     for key in LAYOUT_FIELDS:

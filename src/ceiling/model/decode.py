@@ -43,7 +43,7 @@ from ceiling.errors import DoesNotFit, InvalidInput, UnsupportedOnDevice, argume
 from ceiling.model.cluster import group_link
 from ceiling.model.collectives import allreduce_s
 from ceiling.model.roofline import predicted_time_s
-from ceiling.model.transformer import TransformerConfig
+from ceiling.model.transformer_config import TransformerConfig
 from ceiling.units import format_flops
 from ceiling.vocabulary import dtype_bytes, normalize_dtype
 
