@@ -11,7 +11,7 @@ from typing import Any
 from ceiling.api.arguments import BadArgument, checked
 from ceiling.api.result import Result
 from ceiling.errors import InvalidInput
-from ceiling.model.decode import default_context
+from ceiling.model.decode_setup import default_context
 from ceiling.model.transformer import ModelArgument
 
 DEFAULT_BATCHES = (1, 8, 64, 256)

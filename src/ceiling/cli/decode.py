@@ -24,7 +24,7 @@ from ceiling.cli.output import (
 )
 from ceiling.errors import InvalidInput
 from ceiling.inputs import ACTIVATIONS, KV_DTYPE, MODEL, WEIGHTS
-from ceiling.model.decode import FIT_CONTEXT
+from ceiling.model.decode_setup import FIT_CONTEXT
 from ceiling.model.transformer import CUSTOM_HELP, parse_model
 from ceiling.model.transformer_config import TransformerConfig
 from ceiling.report import decode_expected as expected_report
