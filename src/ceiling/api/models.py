@@ -21,7 +21,7 @@ class ModelsResult(Result):
     title = "Transformer catalog"
 
     def record(self) -> dict[str, Any]:
-        from ceiling.api.decode import config_json
+        from ceiling.api.decode_views import config_json
 
         return {
             name: {

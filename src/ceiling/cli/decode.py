@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ceiling.api.decode import DEFAULT_BATCHES, FLOP_NOTE
+from ceiling.api.decode import DEFAULT_BATCHES
 from ceiling.api.decode_measured import decode_measured, refuse_with_measure
+from ceiling.api.decode_views import FLOP_NOTE
 from ceiling.cli.app import app
 from ceiling.cli.device_options import ProfileOption, SpecOption
 from ceiling.cli.inputs import TpOption, argument, option
