@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ceiling.errors import InvalidInput, MalformedFile
-from ceiling.model.transformer import TransformerConfig, from_dict
+from ceiling.model.transformer_config import TransformerConfig, from_dict
 
 Raw = dict
 
