@@ -132,3 +132,17 @@ def test_a_layout_that_does_not_fit_is_offered_what_fits():
     assert str(refused.value).endswith("; it fits with fixed state_bytes=16 or recompute=full")
     for s in refused.value.suggestions:
         assert ceiling.plan(model, 128, fixed=s.applied(pins), **args).best.fits
+
+
+def test_a_pin_the_planner_sets_itself_is_not_offered_for_unpinning():
+    # The framework's recipe pins etp=1 for a mixture of experts: "no etp pin" would give it
+    # back, so that suggestion is dropped and the message says only what is left.
+    from ceiling.model.plan.refusals import Suggestion, restated, without_unpinning
+
+    found = [Suggestion((("etp", None),)), Suggestion((("ep", 4),))]
+    err = restated(InvalidInput("ep·etp divides no stage's ranks"), found, 7, None)
+    assert str(err).endswith("did you mean fixed no etp pin or ep=4")
+    kept = without_unpinning(err, {"etp": 1}, 7, None)
+    assert str(kept) == "ep·etp divides no stage's ranks; did you mean fixed ep=4"
+    assert kept.suggestions == (found[1],)
+    assert without_unpinning(err, {"zero": 3}, 7, None) is err

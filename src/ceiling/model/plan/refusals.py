@@ -154,11 +154,27 @@ def suggesting(job, devices: int, fixed: dict, valid: Callable[[dict], bool], ki
             raise
         offered = memory_candidates(fixed) if memory else None
         found = suggest(job, devices, fixed, valid, offered)
-        message = str(err.args[0]) if err.args else ""
-        if found:
-            said = " or ".join(s.text(job.model.layers, fixed.get("p")) for s in found)
-            lead = "it fits with" if memory else "did you mean"
-            message += f"; {lead} {argument('fixed')} {said}"
-        again = type(err)(message)
-        again.suggestions = tuple(found)
-        raise again from None
+        raise restated(err, found, job.model.layers, fixed.get("p")) from None
+
+
+def restated(err: CeilingError, found, layers: int, p: int | None) -> CeilingError:
+    """The refusal `err` (its own words, without suggestions said before) with `found` said
+    at its end and kept as its `suggestions`."""
+    from ceiling.errors import DoesNotFit
+
+    message = getattr(err, "refusal", None) or (str(err.args[0]) if err.args else "")
+    said = message
+    if found:
+        lead = "it fits with" if isinstance(err, DoesNotFit) else "did you mean"
+        said += f"; {lead} {argument('fixed')} " + " or ".join(s.text(layers, p) for s in found)
+    again = type(err)(said)
+    again.refusal = message
+    again.suggestions = tuple(found)
+    return again
+
+
+def without_unpinning(err: CeilingError, keys, layers: int, p: int | None) -> CeilingError:
+    """`err` less the suggestions that unpin one of `keys`: pins the planner sets itself (a
+    framework's recipe, the model's config) come back when the user's pins leave them out."""
+    kept = [s for s in err.suggestions if not any(v is None and k in keys for k, v in s.edits)]
+    return err if len(kept) == len(err.suggestions) else restated(err, kept, layers, p)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ceiling.errors import DoesNotFit, InvalidInput
 from ceiling.model.plan.frameworks import Recipe, recipe_defaults
-from ceiling.model.plan.refusals import suggesting
+from ceiling.model.plan.refusals import suggesting, without_unpinning
 from ceiling.model.plan.search import SearchResult, scaling, search
 from ceiling.model.plan.step import DEFAULT_ATTENTION, Job
 
@@ -204,7 +204,8 @@ def plan_training(
     `frameworks.DEFAULT_FRAMEWORK`) pins its axes where `pins` does not; its job fields are
     the caller's to apply (`Job` holds the default framework's)."""
     recipe = recipe or recipe_defaults(None, job.model)
-    pins = {**recipe.pins, **model_pins(job.model, device), **(pins or {})}
+    own = {**recipe.pins, **model_pins(job.model, device)}  # set again when the user's omit
+    pins = {**own, **(pins or {})}
     if dtype == "fp8":
         pins.setdefault("fp8", "linear")
     job = with_measured_host(job, device)
@@ -215,8 +216,13 @@ def plan_training(
         return adjust_cluster(cluster) if adjust_cluster else cluster
 
     cluster = cluster_for(gpus)
-    with suggesting(job, gpus, pins, lambda edited: _plans(job, cluster, edited), DoesNotFit):
-        result = search(job, cluster, pins, top=top)
+    try:
+        with suggesting(job, gpus, pins, lambda pinned: _plans(job, cluster, pinned), DoesNotFit):
+            result = search(job, cluster, pins, top=top)
+    except (InvalidInput, DoesNotFit) as err:
+        if getattr(err, "suggestions", None) is None:
+            raise
+        raise without_unpinning(err, own, job.model.layers, pins.get("p")) from None
     counts = [gpus * 2**i for i in range(doublings + 1)]
     rows = scaling(job, cluster_for, counts, pins) if doublings else []
     return TrainingPlan(job, cluster, result, rows, pins, recipe)
