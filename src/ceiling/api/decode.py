@@ -139,6 +139,7 @@ def decode(
         )
     if device is not None:
         raise InvalidInput("device is where measure=True runs: drop it, or measure")
+    weights = weights if weights is not None else cfg.stored_weights  # as published
     resolved = resolve(spec, machine_profile)
     dev = resolved.spec
     fmt = expected.quant_format(weights)

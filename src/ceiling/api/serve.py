@@ -421,6 +421,7 @@ def serve(
         raise BadArgument("engine", f"must be one of {', '.join(eng.HOST_SHARE)}, got {engine!r}")
     engine_name, host_share = engine, eng.host_share(engine)
     layout = _layout(gpus, tp, pp, replicas)
+    weights = weights if weights is not None else cfg.stored_weights  # as published
     fmt = quant_format(weights)
     resolved = resolve(spec, machine_profile)
     dev = resolved.spec

@@ -66,6 +66,7 @@ MOE_LAYOUT_KEYS = (
     "shared_experts", "dense_layers", "moe_every", "shared_expert_gate", "expert_groups",
     "expert_groups_per_token",
 )  # fmt: skip
+STORED_WEIGHTS = ("fp8", "mxfp4", "gptq", "awq")
 MLA_DIMS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 
@@ -115,6 +116,10 @@ class TransformerConfig(ParameterCounts, TransformerFlops, TransformerMemory):
     # Bits per routed-expert weight as published (gpt-oss: MXFP4, 4 bits + an 8-bit scale
     # per 32 = 4.25); None: the weights' dtype like every other parameter.
     expert_weight_bits: float | None = None
+    # The format the published weights are stored in (a Hugging Face quantization_config:
+    # fp8, mxfp4, gptq, awq); None: 16-bit. Decode and serve read them so by default; a
+    # training plan runs FP8 weights' linear layers in FP8.
+    stored_weights: str | None = field(default=None, compare=False)
     # ---- attention ----
     attention: str = "mha"  # "mha" (MHA/GQA/MQA) or "mla" (multi-head latent attention)
     q_lora_rank: int | None = None  # MLA: query compression rank; None: no compression
@@ -154,6 +159,11 @@ class TransformerConfig(ParameterCounts, TransformerFlops, TransformerMemory):
             )
         if self.active_experts > self.experts:
             raise InvalidInput(f"active_experts({self.active_experts}) > experts({self.experts})")
+        if self.stored_weights not in (None, *STORED_WEIGHTS):
+            raise InvalidInput(
+                f"stored_weights must be one of {', '.join(STORED_WEIGHTS)}, "
+                f"got {self.stored_weights!r}"
+            )
         self._check_layout()
 
     def _check_layout(self) -> None:
