@@ -82,8 +82,8 @@ class SimState:
         self.released = released  # requests whose arrival is known (closed loop: sent)
         self.closed = closed
         self.time_fn, self.kv_blocks = time_fn, kv_blocks
-        self.bs, self.hit = policy.block_size, policy.prefix_hit_rate
-        self.q, self.kept = policy.tokens_per_verify, policy.accepted_per_step
+        self.block_size, self.prefix_hit = policy.block_size, policy.prefix_hit_rate
+        self.verify_tokens, self.kept = policy.tokens_per_verify, policy.accepted_per_step
         self.budget, self.max_seqs = policy.max_batched_tokens, policy.max_num_seqs
         self.chunked, self.reserve = policy.chunked_prefill, policy.reserve_kv
         nan = float("nan")
@@ -102,13 +102,13 @@ class SimState:
         self.running: dict[int, None] = {}  # admission order
         self.filling: dict[int, None] = {}  # the running ones still prefilling, in order
         self.K = 0.0  # tokens each decoding sequence has decoded since the start
-        self.n_dec = 0
+        self.n_decoding = 0
         self.base_sum = 0.0  # Σ cache bases of the decoding sequences
         self.dec_held = 0  # Σ blocks they hold
         self.done_at: list[tuple[float, int, int]] = []  # (K it has its tokens at, id, epoch)
         self.covers: list[tuple[float, int, int]] = []  # (last K its blocks hold a step at, ..)
         self.free = kv_blocks
-        self.nxt = 0  # next request in `order` not yet arrived
+        self.next_arrival = 0  # next request in `order` not yet arrived
         self.t = 0.0
         self.preemptions = 0
         self.done = 0
@@ -123,15 +123,15 @@ class SimState:
         while self.done < self.n:
             self.arrive()
             if not self.running and not self.waiting:
-                self.t = self.arrival[self.order[self.nxt]]
+                self.t = self.arrival[self.order[self.next_arrival]]
                 continue
             if self.only_decodes_can_run() and self.skip_decodes():
                 continue
             batch = self.schedule()
             self.admit(batch)
             if not batch.used:  # nothing fits: wait for the next arrival
-                if self.nxt < self.released:
-                    self.t = max(self.t, self.arrival[self.order[self.nxt]])
+                if self.next_arrival < self.released:
+                    self.t = max(self.t, self.arrival[self.order[self.next_arrival]])
                     continue
                 raise DoesNotFit("the KV cache cannot hold the waiting request")  # pragma: no cover
             completes = self.run_iteration(batch)
@@ -139,9 +139,12 @@ class SimState:
 
     def arrive(self) -> None:
         """The requests whose arrival time has come join the waiting queue."""
-        while self.nxt < self.released and self.arrival[self.order[self.nxt]] <= self.t:
-            self.waiting.append(self.order[self.nxt])
-            self.nxt += 1
+        while (
+            self.next_arrival < self.released
+            and self.arrival[self.order[self.next_arrival]] <= self.t
+        ):
+            self.waiting.append(self.order[self.next_arrival])
+            self.next_arrival += 1
 
     def only_decodes_can_run(self) -> bool:
         """No one to admit (none waiting, the batch full, or the next one's blocks not free)
@@ -151,14 +154,14 @@ class SimState:
             not waiting
             or len(self.running) >= self.max_seqs
             or (
-                (not self.fresh[waiting[0]] or self.hit == 0)
-                and blocks_for(self.target[waiting[0]], self.bs) > self.free
+                (not self.fresh[waiting[0]] or self.prefix_hit == 0)
+                and blocks_for(self.target[waiting[0]], self.block_size) > self.free
             )
         )
         return (
             no_admission
-            and 0 < self.n_dec == len(self.running)
-            and self.n_dec * self.q <= self.budget
+            and 0 < self.n_decoding == len(self.running)
+            and self.n_decoding * self.verify_tokens <= self.budget
         )
 
     # decode-only iterations up to the next event, at once
@@ -170,11 +173,11 @@ class SimState:
         done_at, epoch = self.done_at, self.epoch
         while done_at[0][2] != epoch[done_at[0][1]]:
             heappop(done_at)
-        n_dec, q = self.n_dec, self.q
+        n_dec, q = self.n_decoding, self.verify_tokens
         steps = math.ceil((done_at[0][0] - self.K) / self.kept)
         ctx = self.base_sum + n_dec * self.K
         if not self.reserve and (
-            (ctx + n_dec * ((steps - 1) * self.kept + q)) / self.bs + n_dec - self.dec_held
+            (ctx + n_dec * ((steps - 1) * self.kept + q)) / self.block_size + n_dec - self.dec_held
             > self.free
         ):
             steps = self._steps_the_cache_holds(steps)
@@ -182,8 +185,8 @@ class SimState:
             first_s, bound = self.time_fn(n_dec, ctx, 0.0, 0.0, 0.0, n_dec, q)
             second_s, _ = self.time_fn(n_dec, ctx + n_dec * self.kept, 0.0, 0.0, 0.0, n_dec, q)
             growth_s = second_s - first_s
-            if self.nxt < self.released:
-                until_s = self.arrival[self.order[self.nxt]] - self.t
+            if self.next_arrival < self.released:
+                until_s = self.arrival[self.order[self.next_arrival]] - self.t
                 steps = min(steps, steps_starting_before(until_s, first_s, growth_s))
         if steps <= 0:
             return False
@@ -223,7 +226,7 @@ class SimState:
             held[i] += add
             self.dec_held += add
             self.free -= add
-            heappush(self.covers, (held[i] * self.bs - self.q - self.computed[i], i, self.epoch[i]))
+            self.push_cover(i)
 
     # one iteration: schedule, admit, run, retire
 
@@ -239,8 +242,10 @@ class SimState:
             batch.idle = [i for i in batch.idle if self.decoding[i]]  # (not preempted)
         else:
             walked = False
-        batch.active = self.n_dec - len(batch.idle) if not batch.prefill_only else 0
-        batch.used = sum(batch.tokens.values()) + (0 if walked else batch.active * self.q)
+        batch.active = self.n_decoding - len(batch.idle) if not batch.prefill_only else 0
+        batch.used = sum(batch.tokens.values()) + (
+            0 if walked else batch.active * self.verify_tokens
+        )
         return batch
 
     def _next_prompt_alone(self) -> bool:
@@ -250,15 +255,18 @@ class SimState:
             return False
         j = self.waiting[0]
         return (
-            blocks_for(self.target[j] if not self.fresh[j] else self.plen[j], self.bs) <= self.free
+            blocks_for(self.target[j] if not self.fresh[j] else self.plen[j], self.block_size)
+            <= self.free
         )
 
     def _tokens_of_running(self, batch: Batch) -> tuple[dict[int, int], bool]:
         """Each running sequence's tokens this iteration into `batch` and the blocks each adds
         (id -> blocks), and whether the budget ran out part way (the batch walked)."""
-        target, computed, held, bs = self.target, self.computed, self.held, self.bs
+        target, computed, held, bs = self.target, self.computed, self.held, self.block_size
         need: dict[int, int] = {}
-        want = self.n_dec * self.q + sum(target[i] - computed[i] for i in self.filling)
+        want = self.n_decoding * self.verify_tokens + sum(
+            target[i] - computed[i] for i in self.filling
+        )
         if want <= self.budget:
             for i in self.filling:
                 batch.tokens[i] = target[i] - computed[i]
@@ -269,7 +277,7 @@ class SimState:
         left = float(self.budget)
         for i in self.running:
             decoding = self.decoding[i]
-            w = float(self.q) if decoding else target[i] - computed[i]
+            w = float(self.verify_tokens) if decoding else target[i] - computed[i]
             take = min(w, max(left, 0.0))
             left -= w
             if take > 0:
@@ -316,8 +324,7 @@ class SimState:
                 if walked:  # its entries: new ones
                     self.push(i)
                 else:  # popped as crossing: its next
-                    heappush(self.covers, (held[i] * self.bs - self.q - self.computed[i], i,
-                                           self.epoch[i]))  # fmt: skip
+                    self.push_cover(i)
 
     def admit(self, batch: Batch) -> None:
         """Waiting requests into the room the budget, `max_num_seqs` and the free blocks leave
@@ -327,13 +334,13 @@ class SimState:
         left = self.budget - batch.used
         while self.waiting and left > 0 and len(self.running) < self.max_seqs:
             j = self.waiting[0]
-            start = float(math.floor(self.hit * self.plen[j])) if self.fresh[j] else 0.0
+            start = float(math.floor(self.prefix_hit * self.plen[j])) if self.fresh[j] else 0.0
             rest = self.target[j] - start
             chunk = min(rest, left) if self.chunked else rest
             if chunk > left:
                 break
             total = self.plen[j] + self.out[j] if self.reserve else start + chunk
-            blocks = int(blocks_for(total, self.bs))
+            blocks = int(blocks_for(total, self.block_size))
             if blocks > self.free:
                 break
             self.waiting.popleft()
@@ -352,7 +359,7 @@ class SimState:
         the sequences whose prompt it completes."""
         active, tokens, computed, K = batch.active, batch.tokens, self.computed, self.K
         ctx = (
-            self.base_sum + self.n_dec * K - sum(computed[i] + K for i in batch.idle)
+            self.base_sum + self.n_decoding * K - sum(computed[i] + K for i in batch.idle)
             if active
             else 0.0
         )
@@ -368,7 +375,7 @@ class SimState:
                 if take >= self.target[i] - c:
                     completes.append(i)
         dt, compute_bound = self.time_fn(active, ctx, pf_tok, pairs, pf_cached,
-                                         active + len(completes), self.q)  # fmt: skip
+                                         active + len(completes), self.verify_tokens)  # fmt: skip
         self.runs.append((self.t, dt, 0.0, 1, float(batch.used), active, pf_tok,
                           self.kv_blocks - self.free, compute_bound))  # fmt: skip
         self.t += dt
@@ -429,18 +436,24 @@ class SimState:
         epoch = self.epoch
         epoch[i] += 1
         heappush(self.done_at, (self.out[i] - self.generated[i], i, epoch[i]))
-        heappush(self.covers, (self.held[i] * self.bs - self.q - self.computed[i], i, epoch[i]))
+        self.push_cover(i)
         if len(self.done_at) > 4 * len(self.running) + 1024:  # mostly stale: drop them at once
             for heap in (self.done_at, self.covers):
                 heap[:] = [x for x in heap if x[2] == epoch[x[1]]]
                 heapify(heap)
+
+    def push_cover(self, i: int) -> None:
+        """Decoding sequence `i`'s entry in the crossing heap: the last K its blocks hold a
+        step at."""
+        cover = self.held[i] * self.block_size - self.verify_tokens - self.computed[i]
+        heappush(self.covers, (cover, i, self.epoch[i]))
 
     def start_decoding(self, i: int) -> None:
         """Sequence `i` joins the decoding group: its counts become relative to K."""
         self.computed[i] -= self.K
         self.generated[i] -= self.K
         self.decoding[i] = True
-        self.n_dec += 1
+        self.n_decoding += 1
         self.base_sum += self.computed[i]
         self.dec_held += self.held[i]
         self.push(i)
@@ -453,7 +466,7 @@ class SimState:
         self.generated[i] += self.K
         self.decoding[i] = False
         self.epoch[i] += 1
-        self.n_dec -= 1
+        self.n_decoding -= 1
 
     def crossing(self, at: float) -> list[int]:
         """Decoding sequences whose blocks do not hold a step at K = `at` (popped)."""
@@ -479,4 +492,8 @@ class SimState:
 
     def grow(self, i: int, at: float) -> int:
         """Blocks decoding sequence `i` adds for a step at K = `at`."""
-        return max(int(blocks_for(self.computed[i] + at + self.q, self.bs)) - self.held[i], 0)
+        return max(
+            int(blocks_for(self.computed[i] + at + self.verify_tokens, self.block_size))
+            - self.held[i],
+            0,
+        )
