@@ -114,7 +114,8 @@ def moe_told(job) -> str:
         "Transformer capacity factor)"
     )
     limit = f", at most {job.moe_node_limit} nodes a token" if job.moe_node_limit else ""
-    return f"{said}; {job.moe_dispatcher} dispatch{limit}"
+    how = "dispatcher searched" if job.moe_dispatcher == "auto" else job.moe_dispatcher
+    return f"{said}; {how} dispatch{limit}"
 
 
 def host_told(job) -> str:
@@ -282,7 +283,7 @@ def plan(
     calibrate: Path | str | None = None,
     framework: str | None = None,
     attention_kernel: str | None = None,
-    moe_dispatcher: str = "alltoall",
+    moe_dispatcher: str | None = None,
     moe_imbalance: float | None = None,
     moe_node_limit: int = 0,
     cuda_graphs: bool | None = None,
@@ -302,14 +303,17 @@ def plan(
     assumptions say which. `attention_kernel` (fa2, fa3, cudnn) picks the fused attention's
     published curve on Hopper; a mixture of experts routes with `moe_dispatcher` (alltoall:
     NCCL, every copy sent; deepep: once per destination node, to at most `moe_node_limit`
-    nodes when > 0) and its busiest expert rank carries `moe_imbalance` times the even
-    share (default `model.plan.moe.IMBALANCE`). The host launches each layer's kernels
-    (`model.plan.host`) at `host_kernel_us` microseconds a kernel (default
-    `host.HOST_S_PER_KERNEL`); `cuda_graphs` replays the static parts as graphs and
-    `moe_fusion` fuses the MoE router and permutation (default: the framework's recipe,
-    else off and on)."""
+    nodes when > 0; None: searched) and its busiest expert rank carries `moe_imbalance`
+    times the even share (default `model.plan.moe.IMBALANCE`). The free features (overlaps,
+    DeepEP, DualPipe: `model.plan.features`) the framework offers, or every one when none is
+    named, are searched unless `fixed` pins them; the best plan says what each bought. The
+    host launches each layer's kernels (`model.plan.host`) at `host_kernel_us` microseconds
+    a kernel (default `host.HOST_S_PER_KERNEL`); `cuda_graphs` replays the static parts as
+    graphs and `moe_fusion` fuses the MoE router and permutation (default: the framework's
+    recipe, else off and on)."""
     from ceiling.hardware.resolve import resolve
     from ceiling.model.plan.axes import parse_fixed
+    from ceiling.model.plan.features import offered as offered_features
     from ceiling.model.plan.training import (
         datasheet_of,
         peak_dtype,
@@ -334,7 +338,9 @@ def plan(
         loss if loss is not None else recipe_job.pop("loss", "fp32"),
     )  # fmt: skip
     job = replace(job, **recipe_job)
-    given = dict(moe_dispatcher=moe_dispatcher, moe_node_limit=moe_node_limit)
+    given = dict(moe_dispatcher=moe_dispatcher or "auto", moe_node_limit=moe_node_limit)
+    if framework is not None:  # its stack's free features, searched (`features.offered`)
+        given["offered"] = offered_features(framework)
     given.update({} if moe_imbalance is None else {"moe_imbalance": moe_imbalance})
     given.update({} if attention_kernel is None else {"attention_kernel": attention_kernel})
     given.update({} if cuda_graphs is None else {"cuda_graphs": cuda_graphs})
