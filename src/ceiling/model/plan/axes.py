@@ -161,8 +161,10 @@ class Plan:
                     "its default; 1 folds the attention's tensor-parallel ranks into expert or "
                     "data parallelism)", "0 (= t) or a whole number ≥ 1", _whole(0), quiet=0)
     zero: int = axis("zero", 0, "ZeRO sharding over d: optimizer state (1), also gradients "
-                     "(2), also weights (3 = FSDP; with p > 1 inside each stage, gathered "
-                     "and reduce-scattered per micro-batch, as torchtitan's FSDP with PP)",
+                     "(2), also weights (3 = FSDP; with p > 1 inside each stage as torchtitan's "
+                     "FSDP with PP: the stage's weights gathered once a step and held, its "
+                     "gradients accumulated unsharded and reduce-scattered after the last "
+                     "backward)",
                      "0, 1, 2 or 3 (3 = FSDP)", lambda z: z in (0, 1, 2, 3), words={"fsdp": 3})
     shard: int = axis("shard", 0, "ZeRO/FSDP shard group: the state sharded over this many of "
                       "the d·cp data-parallel ranks and replicated across the d·cp/shard "

@@ -167,8 +167,17 @@ def data_parallel(job, cluster, x: Layout, compute_mb) -> DataParallelComm:
     z3_mb = 2.0 * all_gather + reduce_scatter - across
     z3_hidden = np.where(x.plan.fsdp_prefetch, np.minimum(z3_mb, compute_mb), 0.0)
     z3_exposed = x.m * (z3_mb - (1.0 - OVERLAP_COST) * z3_hidden) + across
+    # With a pipeline (`memory.held_stage_bytes`) the stage's weights are gathered once a step,
+    # prefetched behind the first micro-batch's compute, and its gradients reduce-scattered
+    # once after the last backward, every layer's together: not hidden.
+    staged = x.plan.p > 1
+    z3_total = np.where(staged, all_gather + reduce_scatter, x.m * z3_mb + across)
+    once_hidden = np.where(x.plan.fsdp_prefetch, np.minimum(all_gather, compute_mb), 0.0)
+    once_exposed = all_gather - (1.0 - OVERLAP_COST) * once_hidden + reduce_scatter
+    z3_exposed = np.where(staged, once_exposed, z3_exposed)
+    z3_hidden_total = np.where(staged, once_hidden, x.m * z3_hidden)
     zero = x.plan.zero
-    dp_total = np.where(zero == 0, allreduce, np.where(zero == 3, x.m * z3_mb + across, rs_ag))
+    dp_total = np.where(zero == 0, allreduce, np.where(zero == 3, z3_total, rs_ag))
     grad_reduce = np.where(zero == 0, allreduce, reduce_scatter)
     window = (2.0 / 3.0) * compute_mb if job.overlap_dp else 0.0
     hidden = np.minimum(grad_reduce, window)
@@ -182,7 +191,7 @@ def data_parallel(job, cluster, x: Layout, compute_mb) -> DataParallelComm:
     )
     return DataParallelComm(
         grad_elem=grad_elem,
-        hidden=np.where(zero == 3, x.m * z3_hidden, hidden),
+        hidden=np.where(zero == 3, z3_hidden_total, hidden),
         total=dp_total,
         exposed=dp_exposed,
     )

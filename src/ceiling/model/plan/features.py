@@ -126,16 +126,18 @@ def bought(plan, keys, evaluate: Callable) -> dict[str, dict]:
     return out
 
 
-def said(features: dict[str, dict], step_s: float) -> str:
+def said(features: dict[str, dict]) -> str:
     """'features on: expert all-to-all overlapped (-12.3 s a step, 28 %), ...' ('' for none)."""
     if not features:
         return ""
     parts = []
     for key, f in features.items():
-        share = f["saved_s"] / f["step_without_s"] if f["step_without_s"] else 0.0
         memory = f["memory_added_bytes"] / 2**30
-        cost = f", +{memory:.1f} GiB" if memory >= 0.05 else ""
-        parts.append(f"{SAID[key]} (saves {f['saved_s']:.3g} s a step, {share:.0%}{cost})")
+        cost = f", for {memory:.1f} GiB more a device" if memory >= 0.05 else ""
+        saved, without = f["saved_s"], f["step_without_s"]
+        parts.append(
+            f"{SAID[key]} (saves {saved:.3g} s of the {without:.3g} s step without it{cost})"
+        )
     return "features switched on: " + "; ".join(parts)
 
 

@@ -325,7 +325,7 @@ def _with_features(job: Job, cluster, best: PlanEstimate, keys) -> PlanEstimate:
     )
     if not bought:
         return best
-    note = features.said(bought, best.step_time_s)
+    note = features.said(bought)
     return replace(best, features=bought, notes=(*best.notes, note))
 
 
