@@ -58,6 +58,7 @@ def test_offered_by_framework():
     assert features.offered(None) == features.FEATURES
     assert "dualpipe" not in features.offered("megatron")
     assert features.offered("torchtitan") == ()
+    assert features.offered("a-framework-not-listed") == features.offered("megatron")
     job = Job(get_model("llama-3-8b"), 64, 4096, offered=("tp_overlap",))
     assert features.searched(job, {"tp_overlap": False}) == ()
 

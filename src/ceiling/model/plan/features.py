@@ -48,8 +48,9 @@ SAID = {
 
 
 def offered(framework: str | None) -> tuple[str, ...]:
-    """The free features `framework`'s stack offers (None: every one the planner prices)."""
-    return FEATURES if framework is None else OFFERED.get(framework, FEATURES)
+    """The free features `framework`'s stack offers (None: every one the planner prices; a
+    framework not listed: Megatron-Core's)."""
+    return FEATURES if framework is None else OFFERED.get(framework, _MEGATRON)
 
 
 def searched(job, fixed: dict) -> tuple[str, ...]:
