@@ -223,7 +223,7 @@ KEY_FIGURES = [
     (r"^specs", r"mi300x"),
     (r"^plan llama-3-8b", r"MFU"),
     # DeepSeek-V3 entered with its main axes: the search switches on what the run used.
-    (r"^plan deepseek-v3", r"features switched on: expert all-to-all overlapped .*DualPipe"),
+    (r"^plan deepseek-v3", r"features switched on: expert all-to-all overlapped .*DeepEP"),
     (r"^plan gpt3-175b", r"MFU"),
     # attention 1×32 heads×4096²×128: the same 275 GFLOP naive or fused; fused is compute-bound
     (r"^roofline .*--op attention:1,32,4096,128$", r"\(fused\) 275 G .* compute"),

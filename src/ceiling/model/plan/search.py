@@ -24,7 +24,7 @@ from ceiling.model.plan import step as parallel
 from ceiling.model.plan.axes import AXES, BY_KEY, parse_fixed, plan_at  # noqa: F401  (re-exported)
 from ceiling.model.plan.communication import hidden_cost_share
 from ceiling.model.plan.costs import ATTENTION_BLOCK
-from ceiling.model.plan.pipeline import balanced_layout
+from ceiling.model.plan.pipeline import balanced_layout, whole_chunk_layout
 from ceiling.model.plan.rules import check_context_parallel, check_fp8_params, check_stage_layout
 from ceiling.model.plan.step import Job, Plan, PlanEstimate
 from ceiling.model.scaling import karp_flatt
@@ -212,6 +212,8 @@ def _stage_layouts(layers: int, p: int, v: int, fixed: dict) -> list[tuple[int, 
     even = [(0, 0)] if (v == 1 or layers % (p * v) == 0) and not ends else []
     if fixed.get("stages") == "balanced":
         return [balanced] if usable else even if balanced == (0, 0) else []
+    if not even and not usable and not ends:
+        return whole_chunk_layout(layers, p, v)
     return even + ([balanced] if usable else [])
 
 
