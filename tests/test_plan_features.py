@@ -36,11 +36,10 @@ def test_variants_keep_each_feature_where_it_can_run():
     assert plain == {"dispatcher": [1]}
     assert dual == {"dualpipe": [True], "micro_batch": [1, 2], "ep_overlap": [True],
                     "dispatcher": [1]}  # fmt: skip
-    # Interleaved: the overlap runs; t > 1 splits the block by sp, TP overlap tried both ways
-    # beside the expert all-to-alls.
+    # Interleaved: the overlap runs; t > 1 splits the block by sp, TP overlap on with it.
     with_sp, no_sp = features.variants(keys, {}, t=2, p=4, v=2, sps=[True, False], **common)
     assert with_sp == {"ep_overlap": [True], "dispatcher": [1], "sp": [True],
-                       "tp_overlap": [False, True]}  # fmt: skip
+                       "tp_overlap": [True]}  # fmt: skip
     assert no_sp == {"ep_overlap": [True], "dispatcher": [1], "sp": [False]}
     # A dense model: TP overlap is never slower, so only on; nothing of the experts.
     dense = dict(common, routed=False)
