@@ -32,7 +32,11 @@ def trace_command(
     workers: Annotated[
         int | None,
         typer.Option(
-            min=1, help="Rank files read at once in local processes (default: a core each)."
+            min=1,
+            help="Rank files read at once in local processes (default: a core each). Memory "
+            "is bounded: this process, plus one rank's trace a worker (a few times its "
+            "uncompressed JSON) however many ranks, in workers that load only the trace "
+            "reader and start afresh for each rank.",
         ),
     ] = None,
     dask: Annotated[
