@@ -113,9 +113,25 @@ def _ranks(folder: Path, count: int) -> Path:
 
 def test_more_ranks_than_workers_give_the_serial_answer(tmp_path):
     folder = _ranks(tmp_path, 5)
+    (folder / "0-settings.json").write_text('{"lr": 0.1}')  # first, and no trace
     done: list[int] = []
     pooled = analyze(folder, workers=2, progress=lambda d, t: done.append(d))
     serial = analyze(folder, workers=1)
     assert pooled.to_json() == serial.to_json()
     assert [r.rank for r in pooled.ranks] == [0, 1, 2, 3, 4]
-    assert done == [1, 2, 3, 4]  # the first rank is read here, the other four in the pool
+    assert any("1 JSON file(s) in the folder are not traces" in n for n in pooled.notes)
+    assert done == [1, 2, 3, 4, 5]  # every rank read in the pool, the first one twice
+
+
+def test_the_first_trace_is_read_in_a_worker_when_the_ranks_go_to_a_pool(tmp_path):
+    from ceiling.trace.analyze import _first
+    from ceiling.trace.rank_summary import Prepared, TraceFacts
+
+    folder = _ranks(tmp_path, 3)
+    (folder / "0-settings.json").write_text('{"lr": 0.1}')
+    files = sorted(folder.iterdir())
+    facts, first, skipped = _first(files, pooled=True)
+    assert first is None and skipped == 1  # no trace held here
+    assert facts == TraceFacts.of(Prepared.of(read_trace(files[1])))
+    here, first, skipped = _first(files, pooled=False)
+    assert here == facts and first is not None and skipped == 1

@@ -35,8 +35,8 @@ def trace_command(
             min=1,
             help="Rank files read at once in local processes (default: a core each). Memory "
             "is bounded: this process, plus one rank's trace a worker (a few times its "
-            "uncompressed JSON) however many ranks, in workers that load only the trace "
-            "reader and start afresh for each rank.",
+            "uncompressed JSON) however many ranks, in workers that start afresh for each "
+            "rank with only the trace reader loaded.",
         ),
     ] = None,
     dask: Annotated[

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from ceiling.errors import InvalidInput
 from ceiling.text import printable
@@ -43,7 +44,8 @@ def run_ranks(
             if progress:
                 progress(i + 1, len(paths))
         return out
-    return in_pool(paths, machine, peak_key, workers, progress, questions)
+    work = partial(rank_summary, machine=machine, peak_key=peak_key, questions=questions)
+    return in_pool(work, paths, workers, progress)
 
 
 def _on_dask(paths, machine, peak_key, address: str, progress: Progress | None, questions) -> list:

@@ -1,11 +1,13 @@
 """A job's rank files read in a pool of local worker processes, with its memory bounded.
 
-What a pool holds at most: this process, and for each worker one rank's trace at a time with
-its analysis (a few times the rank's uncompressed JSON), whatever the number of ranks.
+What a pool holds at most: this process, which reads no trace (the first, which decides the
+device, is read in a worker too) and keeps only the summaries, and for each worker one rank's
+trace at a time with its analysis (a few times the rank's uncompressed JSON), whatever the
+number of ranks.
 
 - Workers start from a fork server that has imported the trace reader and nothing else: they
-  inherit neither this process's heap (the first trace it read, the command line's modules,
-  torch if it was loaded) nor its modules.
+  inherit neither this process's heap nor its modules (the command line's, torch if it was
+  loaded).
 - A worker is replaced after `RANKS_PER_WORKER` ranks: the heap one rank's events fragmented
   goes back to the system instead of growing from rank to rank.
 - Ranks go to the pool a few at a time (`in_flight` at most, two a worker so that none waits
@@ -19,9 +21,6 @@ import multiprocessing
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from functools import partial
-
-from ceiling.trace.rank_summary import rank_summary
 
 Progress = Callable[[int, int], None]
 # Ranks a worker reads before it is replaced by a fresh one (forked from the server: cheap).
@@ -33,17 +32,11 @@ WORKER_MODULES = ["ceiling.trace.rank_summary"]
 
 
 def in_pool(
-    paths: Sequence[str],
-    machine,
-    peak_key: str | None,
-    workers: int,
-    progress: Progress | None = None,
-    questions=None,
+    work: Callable, paths: Sequence[str], workers: int, progress: Progress | None = None
 ) -> list:
-    """rank_summary(path, machine, peak_key, questions) for every path, in `workers` local
-    processes; in the order of `paths`."""
+    """[work(path) for path in paths] in `workers` local processes; `work` a module-level
+    function (or a partial of one) whose result is small."""
     n = max(1, min(workers, len(paths)))
-    work = partial(rank_summary, machine=machine, peak_key=peak_key, questions=questions)
     with ProcessPoolExecutor(
         n, mp_context=worker_context(), max_tasks_per_child=RANKS_PER_WORKER
     ) as pool:
