@@ -103,7 +103,7 @@ def _plot_grid(batches: list[int], crossover: int | None, max_batch: int | None)
 def decode_figure(cfg, dev, setup, c, measured=None, in_cache: bool = False):
     """Tokens/s against batch under the memory and compute roofs (and measured points)."""
     from ceiling.model.decode import roof_curves
-    from ceiling.report.decode_plot import decode_figure as draw
+    from ceiling.render.decode_plot import decode_figure as draw
 
     grid = _plot_grid([r.batch for r in c.rows], c.crossover_batch_with_kv, c.max_batch)
     curves = roof_curves(cfg, dev, setup, grid)
@@ -144,7 +144,7 @@ class DecodeResult(Result):
         return self.ceiling.rows
 
     def record(self) -> dict[str, Any]:
-        from ceiling.report import decode_expected as expected_report
+        from ceiling.render import decode_expected as expected_report
 
         out = ceiling_json(self.model, self.ceiling)
         out["max_batch_context"], out["max_batch"] = self.max_batch_context, self.max_batch

@@ -41,7 +41,7 @@ class ScaleResult(Result):
     def figure(self):
         """Measured speedup beside each law's fit, and Karp–Flatt against N."""
         from ceiling.errors import InvalidInput
-        from ceiling.report import scaling_plot
+        from ceiling.render import scaling_plot
 
         if self.fit is None:
             raise InvalidInput("a figure needs at least two worker counts, e.g. workers=[1, 2]")
@@ -93,7 +93,7 @@ def scale(
     worker counts to extrapolate the fits to. `on_progress(message)` is told each step of
     the run. Under torchrun, ranks other than 0 return None (rank 0 reports)."""
     from ceiling.measure import scale as scale_run
-    from ceiling.report import scaling_summary
+    from ceiling.render import scaling_summary
     from ceiling.units import parse_bytes
 
     if device not in DEVICES:

@@ -17,8 +17,8 @@ from ceiling.cli.output import (
     table,
 )
 from ceiling.cli.params import RUNS_YOUR_CODE
-from ceiling.report import waterfall
-from ceiling.report.terminal import unbreakable_width
+from ceiling.render import waterfall
+from ceiling.render.terminal import unbreakable_width
 
 TOP_ROWS = 12
 TARGET_HELP = (
@@ -297,7 +297,7 @@ def profile_command(
     from ceiling.errors import InvalidInput
 
     if plot is not None:
-        from ceiling.report import plots
+        from ceiling.render import plots
 
         plots.check_figure_path(plot)
     from ceiling.hardware.resolve import check_one_device
@@ -326,7 +326,7 @@ def profile_command(
     r = result.report
     figures = []
     if plot is not None:
-        from ceiling.report import plots
+        from ceiling.render import plots
 
         plots.save(result.figure(), plot)
         figures.append(str(plot))

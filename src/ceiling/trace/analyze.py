@@ -1,44 +1,25 @@
-"""`ceiling.trace(path)`: read the trace(s), count each op, place it on the device's
+"""What `ceiling.trace(path)` does: read the trace(s), count each op, place it on the device's
 roofline, split each step's time, compare the ranks."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ceiling.errors import CeilingError, InvalidInput, UnsupportedOnDevice
 from ceiling.trace.engines import check_dask, default_workers, run_ranks
 from ceiling.trace.rank_summary import Prepared
 from ceiling.trace.ranks import cross_rank
 from ceiling.trace.reader import NotATrace, read_trace, trace_files, without_gc
-from ceiling.trace.results import TraceDevice, TraceResult
+from ceiling.trace.results import TraceAnalysis, TraceDevice
 
 
-def analyze(
-    path: str | Path,
-    spec: str | None = None,
-    machine_profile: str | Path | None = None,
-    dtype: str | None = None,
-    workers: int | None = None,
-    dask: str | None = None,
-    progress=None,
-    critical_path: bool = False,
-    what_if: str | None = None,
-) -> TraceResult:
-    """Explain a torch.profiler trace (a file, .json.gz, or a folder of per-rank files).
-
-    The device is `spec` (a catalog name), else `machine_profile` (a saved profile), else
-    the device the trace names (its deviceProperties), matched in the catalog. `dtype`
-    overrides the dtype MFU is measured against (default: the one most matmul FLOPs use).
-    The ranks of a folder are read `workers` at a time in local processes (default: one per
-    core), or on the Dask cluster at `dask` ("local", or a scheduler's address);
-    `progress(done, total)` is called as ranks finish. `critical_path`: each step's critical
-    path through its dependency graph (`TraceResult.critical_path`); `what_if` (implies it):
-    questions such as "gemm=2x,comm=overlap,launch=3us,link=400GB/s", each answered as the
-    step re-timed on that graph.
-    """
-    questions = _questions(critical_path, what_if)
+def analyze(path: str | Path, **options: Any) -> TraceAnalysis:
+    """The analysis behind `ceiling.trace` (`api/trace.py`, whose docstring says what each
+    option does), as plain data: no figure, no notebook drawing of its own."""
+    questions = _questions(options.pop("critical_path", False), options.pop("what_if", None))
     with without_gc():
-        return _analyze(path, spec, machine_profile, dtype, workers, dask, progress, questions)
+        return _analyze(path, questions, **options)
 
 
 def _questions(critical_path, what_if) -> list | None:
@@ -52,10 +33,19 @@ def _questions(critical_path, what_if) -> list | None:
     return parse(what_if)
 
 
-def _analyze(path, spec, profile, dtype, workers, dask, progress, questions) -> TraceResult:
+def _analyze(
+    path,
+    questions,
+    spec=None,
+    machine_profile=None,
+    dtype=None,
+    workers=None,
+    dask=None,
+    progress=None,
+) -> TraceAnalysis:
     from ceiling.hardware.resolve import check_one_device
 
-    check_one_device(spec, profile)  # before any file is read: the one device rule
+    check_one_device(spec, machine_profile)  # before any file is read: the one device rule
     notes: list[str] = []
     files = trace_files(path)
     if workers is not None and (
@@ -80,7 +70,7 @@ def _analyze(path, spec, profile, dtype, workers, dask, progress, questions) -> 
             first_error, skipped = first_error or exc, skipped + 1
     if first is None:
         raise first_error
-    machine, device = _device([first.trace], spec, profile, notes)
+    machine, device = _device([first.trace], spec, machine_profile, notes)
     key = None
     if machine is not None:
         from ceiling.hardware.catalog import normalize_dtype
@@ -109,7 +99,7 @@ def _analyze(path, spec, profile, dtype, workers, dask, progress, questions) -> 
         notes.append(f"{skipped} JSON file(s) in the folder are not traces: passed over")
     ranks = _numbered(summaries)
     names = sorted({r.device_name for r in ranks if r.device_name})
-    if len(names) > 1 and spec is None and profile is None:
+    if len(names) > 1 and spec is None and machine_profile is None:
         notes.append(
             f"the traces name different devices ({', '.join(names)}): a folder is read as one "
             f"job's ranks, each placed on {device.name or 'the first trace'}'s figures and "
@@ -124,7 +114,7 @@ def _analyze(path, spec, profile, dtype, workers, dask, progress, questions) -> 
             "shapes were not recorded (torch.profiler record_shapes=False): FLOPs, MFU and "
             "the roofline are unknown, not zero"
         )
-    return TraceResult(
+    return TraceAnalysis(
         path=str(path),
         device=device,
         ranks=ranks,

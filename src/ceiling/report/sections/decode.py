@@ -221,14 +221,14 @@ def _setup_for(decode, spec, setup):
 
 
 def _short(name: str) -> str:
-    from ceiling.report.legibility import short_device_name
+    from ceiling.render.legibility import short_device_name
 
     return short_device_name(name, 24)
 
 
 def _figure(ctx, out, decode, cfg, spec, setup) -> None:
     """The model on the target device: both roofs, the ceiling and the crossover."""
-    from ceiling.report import decode_plot as plot
+    from ceiling.render import decode_plot as plot
 
     res, s = _fitting(SectionOutput(), decode, cfg, spec, setup, TENSOR_PARALLEL)
     if res is None:  # the table's note says why
@@ -361,7 +361,7 @@ def _measured_table(out: SectionOutput, comp, expected, model) -> None:
 
 
 def _measured_figure(out: SectionOutput, comp, expected, model, cfg) -> None:
-    from ceiling.report import decode_plot as plot
+    from ceiling.render import decode_plot as plot
 
     if any(e is None for e in expected):
         return

@@ -25,7 +25,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         out.note(f"measured ceilings: not measured — {exc}")
         profile = None
     if cpu is not None or profile is not None:
-        from ceiling.report import machine_plot
+        from ceiling.render import machine_plot
 
         fig = machine_plot.ceilings_figure(_devices_for_plot(profile, cpu, gpus))
         if fig is not None:
@@ -229,7 +229,7 @@ def _measured(out: SectionOutput, profile, cpu) -> None:
 def _framework_gap(out: SectionOutput, profile) -> None:
     """torch's best CPU matmul against numpy's BLAS measured beside it, per dtype: the
     machine's ceiling is the best library's, and the framework's share of it is a finding."""
-    from ceiling.report.bench_tables import framework_gap_sentence
+    from ceiling.render.bench_tables import framework_gap_sentence
 
     gaps = {}
     for dev in profile.devices:
@@ -243,7 +243,7 @@ def _framework_gap(out: SectionOutput, profile) -> None:
         out.note(framework_gap_sentence(gap) + " (numpy measured beside torch, same shapes)")
         return
     # one sentence for every dtype: the ratios side by side, the largest gap said
-    from ceiling.report.bench_tables import NO_VERDICT
+    from ceiling.render.bench_tables import NO_VERDICT
 
     ratios = ", ".join(f"{g['ratio']:.2f}× ({d})" for d, g in sorted(gaps.items()))
     library = next(iter(gaps.values()))["library"]

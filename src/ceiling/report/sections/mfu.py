@@ -112,7 +112,7 @@ def _key_figures(out: SectionOutput, rep, peak_word: str) -> None:
 
 def _waterfall(out: SectionOutput, rep, target: str) -> None:
     """Peak → achieved: bars that sum to the measured step, each with what recovers it."""
-    from ceiling.report import waterfall
+    from ceiling.render import waterfall
 
     e = rep.explanation
     if e is None or not e.waterfall or not rep.step_s:

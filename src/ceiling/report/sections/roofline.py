@@ -154,7 +154,7 @@ def _attention(out: SectionOutput, roofline, opcost) -> None:
     ratio = times["attention-naive"] / times["attention-fused"]
     out.key_figures["attention_naive_over_fused_time"] = ratio
     out.key_figures["attention_rows"] = rows
-    from ceiling.report import roofline_plot as plot
+    from ceiling.render import roofline_plot as plot
 
     short = spec.name.removeprefix("NVIDIA ")
     fig = plot.roofline_figure(
@@ -191,7 +191,7 @@ def _cuda_here() -> bool:
 
 
 def _figure(out, dev, dtype, peak, bw, placed, measured) -> None:
-    from ceiling.report import roofline_plot as plot
+    from ceiling.render import roofline_plot as plot
 
     roofs = [plot.Roof(f"measured roof, {dev.name}", peak, bw)]
     sheet_peak = (dev.datasheet_peak_flops_per_s or {}).get(dtype)

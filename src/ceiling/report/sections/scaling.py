@@ -27,8 +27,8 @@ PARALLEL_SPEEDUP = 1.2  # below this, two workers did not measurably run at the 
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
     from ceiling.measure import scale
-    from ceiling.report import scaling_plot as plot
-    from ceiling.report import scaling_summary as summary_mod
+    from ceiling.render import scaling_plot as plot
+    from ceiling.render import scaling_summary as summary_mod
 
     cores = scale.cpu_cores()
     out.text(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ceiling.report.legibility import short_device_name
+from ceiling.render.legibility import short_device_name
 from ceiling.vocabulary import DTYPES
 
 
@@ -14,7 +14,7 @@ def ceilings_figure(devices: list[dict]):
     """
     import matplotlib
 
-    from ceiling.report import plots
+    from ceiling.render import plots
 
     dtypes = [
         d for d in DTYPES if any(d in dev["measured"] or d in dev["reference"] for dev in devices)
