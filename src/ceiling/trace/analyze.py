@@ -33,6 +33,20 @@ def _questions(critical_path, what_if) -> list | None:
     return parse(what_if)
 
 
+def _check_engine(workers, dask, progress) -> None:
+    """How the ranks are read, refused in one line before any is."""
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+    ):
+        raise InvalidInput(f"workers must be a whole number ≥ 1, got {workers!r}")
+    if dask is not None and not isinstance(dask, str):
+        raise InvalidInput(f"dask must be a scheduler's address or 'local', got {dask!r}")
+    if dask is not None:
+        check_dask(dask)
+    if progress is not None and not callable(progress):
+        raise InvalidInput(f"progress must be a function of (done, total), got {progress!r}")
+
+
 def _analyze(
     path,
     questions,
@@ -48,16 +62,7 @@ def _analyze(
     check_one_device(spec, machine_profile)  # before any file is read: the one device rule
     notes: list[str] = []
     files = trace_files(path)
-    if workers is not None and (
-        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
-    ):
-        raise InvalidInput(f"workers must be a whole number ≥ 1, got {workers!r}")
-    if dask is not None and not isinstance(dask, str):
-        raise InvalidInput(f"dask must be a scheduler's address or 'local', got {dask!r}")
-    if dask is not None:
-        check_dask(dask)
-    if progress is not None and not callable(progress):
-        raise InvalidInput(f"progress must be a function of (done, total), got {progress!r}")
+    _check_engine(workers, dask, progress)
     # The first trace decides the device and the dtype of the peak for every rank.
     first, first_error, skipped = None, None, 0
     for f in files:
