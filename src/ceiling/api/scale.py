@@ -56,6 +56,13 @@ def _counts(values: Iterable[int], argument: str) -> list[int]:
     return counts
 
 
+def cpu_cores() -> int:
+    """The cores this process may run on: the most workers that compute at the same time."""
+    from ceiling.measure.scale import cpu_cores as cores
+
+    return cores()
+
+
 @checked
 def scale(
     workload: str,
