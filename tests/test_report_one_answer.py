@@ -1,9 +1,9 @@
 """Every report section gives the answer (or the refusal) of its `ceiling.*` call for the same
 arguments: the Amdahl table, the planner's plan or its refusal of a CPU profile, the MFU
-section's counted step, the
-scaling section's runs; the decode, roofline and trace sections in test_one_answer.py, the planner
-with a measured GPU in test_plan_one_answer.py. A section with no such check yet is listed in
-`NOT_YET`, and a section added without either fails `test_each_section_has_its_check`."""
+section's counted step, the scaling section's runs, the machine card's CPU; the decode,
+roofline and trace sections in test_one_answer.py, the planner with a measured GPU in
+test_plan_one_answer.py. A section with no such check yet is listed in `NOT_YET`, and a
+section added without either fails `test_each_section_has_its_check`."""
 
 from __future__ import annotations
 
@@ -99,6 +99,19 @@ def test_mfu_section_counts_the_step_as_profile_does(cli, tmp_path, cpu_profile)
     assert figures["peak_flops_per_s"] == command["ceiling"]["peak_flops_per_s"]
 
 
+def test_machine_section_describes_this_machine_as_info_does(cli, tmp_path, cpu_profile):
+    import ceiling
+
+    section = _sections(cli, tmp_path, "machine", "--profile", cpu_profile)["machine"]
+    assert section["status"] == "ok", section["reason"]
+    figures = section["key_figures"]
+    command = ceiling.info().to_dict()["cpu"]
+    assert (figures["cpu_model"], figures["cpu_cores"]) == (command["model"], command["cores"])
+    assert figures["cpu"]["isa"] == command["isa"]
+    assert figures["cpu"]["features"] == command["features"]
+    assert figures["cpu_theoretical_peak_flops_per_s"] == command["peak_flops_per_s"]
+
+
 def _fake_scaling_run(cfg, on_progress=None):
     """A measured run without workers: a step of 0.1 s serial and 0.9 s split N ways (the
     Python loop on threads: no gain), so the summary and its fits are exact."""
@@ -138,12 +151,13 @@ CHECKS = {
     "planner": test_planner_refuses_a_cpu_profile_as_plan_does,
     "mfu": test_mfu_section_counts_the_step_as_profile_does,
     "scaling": test_scaling_section_is_the_scale_call,
+    "machine": test_machine_section_describes_this_machine_as_info_does,
     "decode": test_one_answer.test_decode_section_command_and_api_give_one_ceiling,
     "roofline": test_one_answer.test_roofline_section_command_and_api_give_one_roof,
     "trace": test_one_answer.test_trace_section_command_and_api_give_one_mfu,
 }
 # sections still assembled from the layers below the API, not yet one call's result
-NOT_YET = {"machine", "overhead", "serving"}
+NOT_YET = {"overhead", "serving"}
 
 
 def _section_keys() -> list[str]:

@@ -13,10 +13,11 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     ctx.step("detecting the CPU and GPUs")
     # the description of the hardware goes below the figure and the measured ceilings
     detail = SectionOutput()
-    from ceiling.hardware import gpu as gpu_mod
+    from ceiling.api.info import info
 
-    gpus = gpu_mod.detect_gpus()
-    cpu = _cpu_card(detail, bool(gpus))
+    here = info()  # the CPU and the GPUs `ceiling info` describes
+    gpus = here.gpus
+    cpu = _cpu_card(detail, here.cpu, bool(gpus))
     _gpu_card(detail, gpus)
     out.key_figures.update(detail.key_figures)
     try:
@@ -49,10 +50,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     out.notes.extend(detail.notes)
 
 
-def _cpu_card(out: SectionOutput, has_gpu: bool):
-    from ceiling.hardware import cpu as cpu_mod
-
-    cpu = cpu_mod.detect_cpu()
+def _cpu_card(out: SectionOutput, cpu, has_gpu: bool):
     out.key_figures["cpu_model"] = cpu.model
     out.key_figures["cpu_cores"] = cpu.cores
     clock = f"{cpu.freq_hz / 1e9:.2f} GHz" if cpu.freq_hz else "clock not readable"
@@ -312,9 +310,10 @@ def _devices_for_plot(profile, cpu, gpus) -> list[dict]:
 
 
 def _reference_gpu():
-    from ceiling.hardware import catalog
+    from ceiling.api.specs import specs
 
-    return catalog.get_spec(REFERENCE_GPU)
+    (spec,) = specs(REFERENCE_GPU).devices
+    return spec
 
 
 def _versus_gpu(out: SectionOutput, profile, cpu=None) -> None:
