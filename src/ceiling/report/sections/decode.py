@@ -255,13 +255,12 @@ def _grid(max_batch: int | None) -> list[int]:
 
 def _measured_model(ctx: ReportContext):
     """The user's model when it is small enough to decode here, else the demo."""
-    from ceiling.model.transformer import parse_model
-    from ceiling.report.work import Choice
+    from ceiling.report.work import Choice, transformer
 
     cfg, model = ctx.work.shape_model(DEMO_MEASURED)
     if not model.demo and cfg.params_total <= MEASURE_MAX_PARAMS:
         return cfg, Choice(cfg.name, False)
-    return parse_model(DEMO_MEASURED), Choice(DEMO_MEASURED, True)
+    return transformer(DEMO_MEASURED), Choice(DEMO_MEASURED, True)
 
 
 def _measured(ctx: ReportContext, out: SectionOutput, local) -> None:
