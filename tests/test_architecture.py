@@ -7,52 +7,28 @@ import importlib.util
 import re
 from pathlib import Path
 
-import pytest
 import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The circles still in the code, each to be broken by the change that owns its modules (and
-# then taken off this list: `test_known_circle_is_gone` fails once it passes); a new circle,
-# or one of these grown by a module, fails `test_no_new_import_circle`.
-KNOWN_CIRCLES = [
-    frozenset({"ceiling.model.hf_config", "ceiling.model.transformer"}),
-    frozenset({"ceiling.profile.hf_target", "ceiling.profile.targets"}),
-    frozenset({"ceiling.trace.op_cost", "ceiling.trace.op_replay"}),
-    frozenset({"ceiling.api.decode", "ceiling.api.decode_measured"}),
-]
 
-
-def import_circles() -> set[frozenset[str]]:
+def import_circles(package: str = "ceiling") -> set[frozenset[str]]:
     """Every set of modules that import one another in a circle (a strongly connected
     component of the import graph, imports inside functions counted, imports only for type
     checking not)."""
     import grimp
     import networkx as nx
 
-    graph = grimp.build_graph("ceiling", exclude_type_checking_imports=True, cache_dir=None)
+    graph = grimp.build_graph(package, exclude_type_checking_imports=True, cache_dir=None)
     edges = nx.DiGraph()
     for module in graph.modules:
         edges.add_edges_from((module, m) for m in graph.find_modules_directly_imported_by(module))
     return {frozenset(c) for c in nx.strongly_connected_components(edges) if len(c) > 1}
 
 
-@pytest.fixture(scope="module")
-def circles() -> set[frozenset[str]]:
-    return import_circles()
-
-
-def test_no_new_import_circle(circles):
-    new = [sorted(c) for c in circles - set(KNOWN_CIRCLES)]
-    assert not new, f"modules importing one another in a circle: {new}"
-
-
-@pytest.mark.parametrize(
-    "circle", [pytest.param(c, id="<->".join(sorted(c))) for c in KNOWN_CIRCLES]
-)
-@pytest.mark.xfail(strict=True, reason="a known circle, owned by another change")
-def test_known_circle_is_gone(circles, circle):
-    assert circle not in circles
+def test_no_import_circle():
+    circles = [sorted(c) for c in import_circles()]
+    assert not circles, f"modules importing one another in a circle: {circles}"
 
 
 def test_the_circle_finder_finds_a_circle(tmp_path, monkeypatch):
@@ -68,17 +44,8 @@ def test_the_circle_finder_finds_a_circle(tmp_path, monkeypatch):
     )
     (package / "d.py").write_text("from ceiling_circle_probe import c\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    import grimp
-    import networkx as nx
-
-    graph = grimp.build_graph(
-        "ceiling_circle_probe", exclude_type_checking_imports=True, cache_dir=None
-    )
-    edges = nx.DiGraph()
-    for module in graph.modules:
-        edges.add_edges_from((module, m) for m in graph.find_modules_directly_imported_by(module))
-    found = [c for c in nx.strongly_connected_components(edges) if len(c) > 1]
-    assert found == [{"ceiling_circle_probe.a", "ceiling_circle_probe.b"}]
+    circle = frozenset({"ceiling_circle_probe.a", "ceiling_circle_probe.b"})
+    assert import_circles("ceiling_circle_probe") == {circle}
 
 
 def layers_contract() -> list[list[str]]:

@@ -118,7 +118,7 @@ def test_models_names_whole_and_plain_counts(cli):
     assert code == 0
     lines = out.splitlines()
     assert all(len(line) <= 80 for line in lines)
-    from ceiling.model.transformer import model_names
+    from ceiling.model.model_catalog import model_names
 
     for name in model_names():
         assert any(line.startswith(name + " ") for line in lines), name

@@ -158,10 +158,11 @@ COMMANDS = {
         "--attention=flash|unfused --dropout --no-dp-overlap --headroom=0.1|0.5 "
         "--matmul-efficiency=0.5|0.9 --intra-bw=900GB/s --inter-bw=50GB/s|1B/s "
         "--dtype=bf16|fp8|zz --tokens=1T|15e12 --scaling=0|3 --loss=eager|fused|zz "
-        "--calibrate=@traces --framework=megatron|torchtitan|nemo|maxtext|zz "
+        "--calibrate=@traces --framework=megatron|torchtitan|nemo|maxtext|deepspeed|zz "
         "--attention-kernel=fa2|fa3|cudnn|zz --moe-dispatcher=alltoall|deepep|zz "
         "--moe-imbalance=1|1.5|0.5 --moe-node-limit=0|4|-1 --cuda-graphs --no-cuda-graphs "
-        "--moe-fusion --no-moe-fusion --host-kernel-us=0|10|-1|zz --json",
+        "--moe-fusion --no-moe-fusion --host-kernel-us=0|10|-1|zz --step-jitter=0|0.05|1|zz "
+        "--json",
         always="--gpus --spec",
     ),
     "profile": Command(

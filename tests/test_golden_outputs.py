@@ -411,6 +411,26 @@ _change(
     "busy_reasons",
 )
 
+_change(
+    _PLANS,
+    "a plan names the framework whose defaults it plans (megatron unless --framework says "
+    "otherwise) with each default it applied, and says what the straggler part of the step "
+    "is, its size at this cluster and how to set it (--step-jitter), and the facts of the "
+    "model's config it used",
+    "assumptions.model_facts",
+    "assumptions.model_facts.*",
+    "assumptions.framework",
+    "assumptions.framework_defaults",
+    "assumptions.framework_defaults.*",
+    "assumptions.straggler",
+)
+_change(
+    "plan-mixtral-scaling",
+    "a mixture of experts plans Megatron-Core's MoE recipes' expert tensor parallelism 1 "
+    "(etp=1 pinned by the default framework's recipe, unless --fixed pins another)",
+    "fixed.etp",
+)
+
 # Facts about the machine that ran the command, not results: never compared.
 MACHINE = ("environment", "environment.*")
 

@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 import ceiling
-from ceiling.api.serve import MAX_CLOCK_S
+from ceiling.api.serve_inputs import MAX_CLOCK_S
 from ceiling.errors import InvalidInput
 from ceiling.hardware.profile import MachineProfile, save_profile
 from ceiling.model.serve.workload import MAX_TOKENS

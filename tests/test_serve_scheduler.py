@@ -148,7 +148,7 @@ def test_a_decode_the_budget_leaves_out_waits_its_turn():
      (123.4, 0.013, 1e-6), (7.0, 1.0, 1.0)],
 )  # fmt: skip
 def test_a_decode_run_stops_at_the_step_that_starts_after_the_next_arrival(until, first, growth):
-    from ceiling.model.serve.scheduler import _steps_starting_before
+    from ceiling.model.serve.sim_state import steps_starting_before
 
     starts = [j * first + growth * j * (j - 1) / 2 for j in range(20000)]
-    assert _steps_starting_before(until, first, growth) == sum(s < until for s in starts)
+    assert steps_starting_before(until, first, growth) == sum(s < until for s in starts)

@@ -3,12 +3,9 @@
 import pytest
 
 from ceiling.errors import InvalidInput, UnknownName
-from ceiling.model.transformer import (
-    TransformerConfig,
-    get_model,
-    model_names,
-    parse_model,
-)
+from ceiling.model.model_catalog import model_names
+from ceiling.model.transformer import get_model, parse_model
+from ceiling.model.transformer_config import TransformerConfig
 from ceiling.units import KiB
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ceiling.api.arguments import argument_named
-from ceiling.api.decode import ceiling_json, decode_figure
+from ceiling.api.decode_views import ceiling_json, decode_figure
 from ceiling.api.result import Result
 from ceiling.errors import InvalidInput, argument
 

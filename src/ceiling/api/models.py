@@ -21,7 +21,7 @@ class ModelsResult(Result):
     title = "Transformer catalog"
 
     def record(self) -> dict[str, Any]:
-        from ceiling.api.decode import config_json
+        from ceiling.api.decode_views import config_json
 
         return {
             name: {
@@ -46,7 +46,8 @@ class ModelsResult(Result):
 def models(names: Iterable[str] | str | None = None) -> ModelsResult:
     """The transformer catalog, or only `names`: catalog names, "custom:..." dimensions or
     "hf:PATH" (a Hugging Face config.json, or the folder holding one)."""
-    from ceiling.model.transformer import all_models, parse_model
+    from ceiling.model.model_catalog import all_models
+    from ceiling.model.transformer import parse_model
 
     if isinstance(names, str):
         names = [names]

@@ -100,94 +100,6 @@ def training_job(
     return job
 
 
-def moe_told(job) -> str:
-    """How a mixture of experts routes, in words ("" for a dense model)."""
-    from ceiling.model.plan import moe
-
-    if not moe.moe_of(job.model).routed:
-        return ""
-    skew = job.moe_imbalance
-    said = (
-        f"busiest expert rank {skew:g}× the even share (given)"
-        if skew is not None
-        else f"busiest expert rank {moe.IMBALANCE:g}× the even share (the default: a Switch "
-        "Transformer capacity factor)"
-    )
-    limit = f", at most {job.moe_node_limit} nodes a token" if job.moe_node_limit else ""
-    return f"{said}; {job.moe_dispatcher} dispatch{limit}"
-
-
-def host_told(job) -> str:
-    """How the host launches the layers' kernels, in words."""
-    from ceiling.model.plan import host, moe
-
-    if job.host_measured:
-        whence = " (measured by `ceiling bench overhead`: host time an op of an eager step)"
-    elif job.host_kernel_s == host.HOST_S_PER_KERNEL:
-        whence = " (the default: PyTorch's 5-20 µs CPU launch, Holistic Trace Analysis)"
-    else:
-        whence = " (given)"
-    cost = f"{job.host_kernel_s * 1e6:.3g} µs a kernel launched{whence}"
-    graphs = "CUDA graphs of attention, router and dense FFNs" if job.cuda_graphs else "eager"
-    fused = ""
-    if moe.moe_of(job.model).routed:
-        router = "fused" if job.moe_router_fusion else "unfused"
-        permute = "fused" if job.moe_permute_fusion else "unfused"
-        fused = f", MoE router {router}, permutation {permute}"
-    return f"{graphs}{fused}; {cost}"
-
-
-def attention_kernel_told(cluster, job) -> str:
-    """Which rate the fused attention runs at, in words."""
-    from ceiling.model.plan import attention_kernels
-
-    if job.attention != "flash":
-        return "unfused: batched GEMMs over the whole s×s scores at the matmul rate"
-    if cluster.attention_measured or not attention_kernels.has_curves(cluster.device):
-        return (
-            f"one share of the peak for this device, {cluster.attention_efficiency:.2f} "
-            "(measured, or clusters.toml with its source)"
-        )
-    kernel = job.attention_kernel
-    if kernel == "auto":
-        kernel = attention_kernels.default_kernel(job.framework)
-    return (
-        f"{kernel}: its published rate by head dim, causal mask and the length each device "
-        "attends over (FlashAttention-3 paper, Figs. 5-6, H100 SXM)"
-    )
-
-
-def assumptions(cluster, job, attention_given: bool, dropout_given: bool) -> dict:
-    fp8 = "fp8" in cluster.device.peak_flops_per_s
-    return {
-        "matmul_efficiency": cluster.matmul_efficiency,
-        "efficiency_source": cluster.efficiency_source,
-        "memory_efficiency": cluster.memory_efficiency,
-        "attention": job.attention,
-        "dropout": job.dropout,
-        "attention_from": "given"
-        if attention_given
-        else "the default for every model "
-        "(FlashAttention-like: no s×s scores kept; --attention unfused for Megatron-LM's)",
-        "dropout_from": "given" if dropout_given else "the model's config",
-        "headroom": job.headroom,
-        "loss": job.loss,
-        "dp_overlap": "gradient reduction overlaps the last micro-batch's backward"
-        if job.overlap_dp
-        else "none (gradient reduction after the backward)",
-        "tp_overlap": "as each plan's tp_overlap (off unless pinned: tensor-parallel "
-        "collectives exposed; on: all but the first of t chunks hidden behind the GEMMs)",
-        "attention_efficiency": cluster.attention_efficiency,
-        "attention_kernel": attention_kernel_told(cluster, job),
-        # FP8 GEMMs' share of the FP8 peak and where it comes from (None: the device has no FP8).
-        "fp8_matmul_efficiency": cluster.fp8_efficiency if fp8 else None,
-        "fp8_efficiency_source": cluster.fp8_efficiency_source if fp8 else None,
-        "gemm_shape": "each GEMM at the matmul efficiency times its tile utilisation over "
-        "the device's SMs (padding and wave quantisation)",
-        "flops": "a multiply-add counts as 2; peaks are dense",
-    }
-
-
 def _fixed_text(fixed: str | dict | None) -> str | None:
     """Pins as the command line spells them: {"t": 8, "sp": False} -> "t=8,sp=off"."""
     if not isinstance(fixed, dict):
@@ -284,118 +196,158 @@ def plan(
     attention_kernel: str | None = None,
     moe_dispatcher: str = "alltoall",
     moe_imbalance: float | None = None,
-    moe_node_limit: int = 0,
+    moe_node_limit: int | None = None,
     cuda_graphs: bool | None = None,
     moe_fusion: bool | None = None,
     host_kernel_us: float | None = None,
+    step_jitter: float | None = None,
 ) -> PlanResult:
     """Plan training of `model` (catalog name, "custom:...", "hf:PATH", a Hugging Face config
     as a dict or a transformers config object) on `gpus` devices of a catalog `spec` (or
     `machine_profile`'s device, by default the saved one): every valid data/tensor/pipeline/
     expert split evaluated for memory and step time, the `top` fastest that fit ranked.
     `fixed` pins plan fields ("d=8,t=8" or {"t": 8}); `scaling` also plans at 2N, 4N, ...;
-    link bandwidths are text with a unit ("100GB/s") or bytes/s. `calibrate` is a
-    torch.profiler trace of the user's own run: the GEMM, attention, memory and collective
-    efficiencies it achieved replace the defaults (the assumptions say which were taken).
-    `framework` (megatron, nemo, torchtitan, maxtext) applies that framework's recipe
-    defaults (`model.plan.training.recipe_defaults`) where nothing else is given: the
-    assumptions say which. `attention_kernel` (fa2, fa3, cudnn) picks the fused attention's
-    published curve on Hopper; a mixture of experts routes with `moe_dispatcher` (alltoall:
-    NCCL, every copy sent; deepep: once per destination node, to at most `moe_node_limit`
-    nodes when > 0) and its busiest expert rank carries `moe_imbalance` times the even
-    share (default `model.plan.moe.IMBALANCE`). The host launches each layer's kernels
-    (`model.plan.host`) at `host_kernel_us` microseconds a kernel (default
-    `host.HOST_S_PER_KERNEL`); `cuda_graphs` replays the static parts as graphs and
-    `moe_fusion` fuses the MoE router and permutation (default: the framework's recipe,
-    else off and on)."""
-    from ceiling.hardware.resolve import resolve
+    link bandwidths are text with a unit ("100GB/s") or bytes/s. `calibrate`: a
+    torch.profiler trace of the user's run, whose GEMM, attention, memory and collective
+    efficiencies replace the defaults. `framework` (megatron, the default; nemo, torchtitan,
+    maxtext, deepspeed) applies its recipe's defaults (`model.plan.frameworks`) where nothing
+    else is given. `attention_kernel` (fa2, fa3, cudnn) picks fused attention's published
+    curve on Hopper; a mixture of experts routes with `moe_dispatcher` (alltoall, or deepep:
+    once per destination node, to at most `moe_node_limit` nodes, by default the model's
+    group-limited routing), its busiest expert rank `moe_imbalance` times the even share.
+    The host launches each kernel in `host_kernel_us` µs (`model.plan.host`); `cuda_graphs`
+    and `moe_fusion` as the recipe unless given. `step_jitter`: the relative variation of a
+    device's step (default `clusters.toml`'s); a synchronous step waits for the slowest."""
     from ceiling.model.plan.axes import parse_fixed
-    from ceiling.model.plan.training import (
-        datasheet_of,
-        peak_dtype,
-        plan_training,
-        recipe_defaults,
-    )
+    from ceiling.model.plan.training import plan_training, recipe_defaults
     from ceiling.model.transformer import parse_model
-    from ceiling.vocabulary import normalize_dtype
 
+    _check_doublings(scaling)
+    cfg = parse_model(model)
+    with argument_named("framework"):
+        recipe = recipe_defaults(framework, cfg)
+    job = _recipe_job(
+        training_job(cfg, seq, global_batch, attention, dropout, headroom, dp_overlap, tokens,
+                     recipe.job.get("loss", "fp32") if loss is None else loss),
+        recipe,
+        moe_dispatcher=moe_dispatcher, moe_node_limit=moe_node_limit, moe_imbalance=moe_imbalance,
+        attention_kernel=attention_kernel, cuda_graphs=cuda_graphs, moe_router_fusion=moe_fusion,
+        moe_permute_fusion=moe_fusion, host_kernel_s=_host_kernel_s(host_kernel_us),
+    )  # fmt: skip
+    n = _count(gpus, "gpus", MAX_DEVICES)
+    pins = parse_fixed(_fixed_text(fixed))
+    device, dtype = _device(spec, machine_profile, dtype, matmul_efficiency)
+    cal = _calibration(calibrate, spec) if calibrate is not None else None
+    planned = plan_training(
+        job, device, n, pins=pins, top=top, doublings=scaling, dtype=dtype,
+        gpus_per_node=gpus_per_node, intra_bytes_per_s=_bandwidth(intra_bw, "intra_bw"),
+        inter_bytes_per_s=_bandwidth(inter_bw, "inter_bw"),
+        matmul_efficiency=matmul_efficiency, recipe=recipe, step_jitter=_jitter(step_jitter),
+        adjust_cluster=_calibrated_cluster(cal, dtype, cfg, job),
+    )  # fmt: skip
+    told = _told(planned, attention is not None, dropout is not None, cal, calibrate, dtype)
+    p = planned
+    return PlanResult(cfg, p.job, p.cluster, p.search, p.scaling, told, p.pins)
+
+
+def _check_doublings(scaling: int) -> None:
     if not 0 <= scaling <= MAX_DOUBLINGS:
         raise BadArgument(
             "scaling", f"must be between 0 and {MAX_DOUBLINGS} doublings, got {scaling}"
         )
-    cfg = parse_model(model)
-    with argument_named("framework"):
-        recipe = recipe_defaults(framework, cfg)
-    recipe_job = dict(recipe.job)
-    if loss is not None:
-        recipe_job.pop("loss", None)
-    job = training_job(
-        cfg, seq, global_batch, attention, dropout, headroom, dp_overlap, tokens,
-        loss if loss is not None else recipe_job.pop("loss", "fp32"),
-    )  # fmt: skip
-    job = replace(job, **recipe_job)
-    given = dict(moe_dispatcher=moe_dispatcher, moe_node_limit=moe_node_limit)
-    given.update({} if moe_imbalance is None else {"moe_imbalance": moe_imbalance})
-    given.update({} if attention_kernel is None else {"attention_kernel": attention_kernel})
-    given.update({} if cuda_graphs is None else {"cuda_graphs": cuda_graphs})
-    if moe_fusion is not None:
-        given.update(moe_router_fusion=moe_fusion, moe_permute_fusion=moe_fusion)
-    if host_kernel_us is not None:
-        if isinstance(host_kernel_us, bool) or not isinstance(host_kernel_us, (int, float)):
-            raise BadArgument("host_kernel_us", f"must be a number, got {host_kernel_us!r}")
-        if not 0 <= host_kernel_us < 1e5:
-            raise BadArgument("host_kernel_us", f"must be in [0, 1e5) µs, got {host_kernel_us}")
-        given["host_kernel_s"] = host_kernel_us * 1e-6
+
+
+def _recipe_job(job, recipe, **options):
+    """The job with the recipe's fields (its loss is the caller's) and each option given."""
+    job = replace(job, **{k: v for k, v in recipe.job.items() if k != "loss"})
+    return _with_options(job, options)
+
+
+def _with_options(job, given: dict):
+    """The job with each option given (None: not given), checked by name."""
     for name, value in given.items():
+        if value is None:
+            continue
         with argument_named(name):
             job = replace(job, **{name: value})
-    n = _count(gpus, "gpus", MAX_DEVICES)
-    pins = {**recipe.pins, **parse_fixed(_fixed_text(fixed))}
+    return job
+
+
+def _host_kernel_s(host_kernel_us) -> float | None:
+    if host_kernel_us is None:
+        return None
+    if isinstance(host_kernel_us, bool) or not isinstance(host_kernel_us, (int, float)):
+        raise BadArgument("host_kernel_us", f"must be a number, got {host_kernel_us!r}")
+    if not 0 <= host_kernel_us < 1e5:
+        raise BadArgument("host_kernel_us", f"must be in [0, 1e5) µs, got {host_kernel_us}")
+    return host_kernel_us * 1e-6
+
+
+def _jitter(step_jitter) -> float | None:
+    if step_jitter is None:
+        return None
+    ok = isinstance(step_jitter, (int, float)) and not isinstance(step_jitter, bool)
+    if not ok or not 0 <= step_jitter < 1:
+        raise BadArgument("step_jitter", f"must be in [0, 1), got {step_jitter!r}")
+    return float(step_jitter)
+
+
+def _device(spec, machine_profile, dtype: str, matmul_efficiency):
+    """The resolved device and the dtype, checked: the device must have the dtype's peak."""
+    from ceiling.hardware.resolve import resolve
+    from ceiling.model.plan.training import datasheet_of, peak_dtype
+    from ceiling.vocabulary import normalize_dtype
+
     if matmul_efficiency is not None and not 0 < matmul_efficiency <= 1:
         raise BadArgument("matmul_efficiency", f"must be in (0, 1], got {matmul_efficiency}")
     with argument_named("dtype"):
         dtype = normalize_dtype(dtype)
     device = resolve(spec, machine_profile)
-    cal = _calibration(calibrate, spec) if calibrate is not None else None
-    if cal is not None:
-        from functools import partial
-
-        from ceiling.trace.calibration import calibrated
     datasheet = datasheet_of(device)
     if peak_dtype(dtype) not in datasheet.peak_flops_per_s:
         have = ", ".join(datasheet.dtypes)
         raise BadArgument(
             "dtype", f"{peak_dtype(dtype)}: {datasheet.name} has no such peak (it has {have})"
         )
-    planned = plan_training(
-        job,
-        device,
-        n,
-        pins=pins,
-        top=top,
-        doublings=scaling,
-        dtype=dtype,
-        gpus_per_node=gpus_per_node,
-        intra_bytes_per_s=_bandwidth(intra_bw, "intra_bw"),
-        inter_bytes_per_s=_bandwidth(inter_bw, "inter_bw"),
-        matmul_efficiency=matmul_efficiency,
-        adjust_cluster=None
-        if cal is None
-        else partial(calibrated, cal=cal, dtype=dtype, gemm_flops=_typical_gemm_flops(cfg, job)),
+    return device, dtype
+
+
+def _calibrated_cluster(cal, dtype: str, cfg, job):
+    """The cluster adjustment a trace's calibration makes (None: no trace)."""
+    if cal is None:
+        return None
+    from functools import partial
+
+    from ceiling.trace.calibration import calibrated
+
+    return partial(calibrated, cal=cal, dtype=dtype, gemm_flops=_typical_gemm_flops(cfg, job))
+
+
+def _told(planned, attention_given: bool, dropout_given: bool, cal, calibrate, dtype) -> dict:
+    """The assumptions of a plan, in words."""
+    from ceiling.api.plan_told import (
+        assumptions,
+        host_told,
+        model_facts,
+        moe_told,
+        straggler_told,
     )
+
     cluster, job = planned.cluster, planned.job
-    told = assumptions(cluster, job, attention is not None, dropout is not None)
-    if recipe.said:
-        told["framework"] = recipe.said
+    told = assumptions(cluster, job, attention_given, dropout_given)
+    told["framework"] = planned.recipe.said
+    told["framework_defaults"] = dict(planned.recipe.defaults)
     if moe := moe_told(job):
         told["moe"] = moe
     told["host"] = host_told(job)
+    told["straggler"] = straggler_told(cluster)
+    told["model_facts"] = model_facts(job.model, job, planned.pins)
     if cal is not None:
         told["calibrated_from"] = _calibration_told(calibrate, cal)
         from ceiling.trace.calibration import matmul_weight
 
         if cal.matmul_efficiency is not None:
-            gemm = _typical_gemm_flops(cfg, job)
+            gemm = _typical_gemm_flops(job.model, job)
             w, why = matmul_weight(cal, dtype, gemm)
             told["calibrated_from"]["matmul_weight"] = w
             told["calibrated_from"]["plan_gemm"] = {"dtype": dtype, "flops_per_call": gemm}
@@ -403,7 +355,7 @@ def plan(
                 "the plan's GEMMs are within the dtypes and sizes the trace measured: its "
                 "efficiency taken whole"
             )
-    return PlanResult(cfg, job, cluster, planned.search, planned.scaling, told, planned.pins)
+    return told
 
 
 def _typical_gemm_flops(cfg, job) -> float:

@@ -101,7 +101,6 @@ def scale(
     the run. Under torchrun, ranks other than 0 return None (rank 0 reports)."""
     from ceiling.measure import scale as scale_run
     from ceiling.render import scaling_summary
-    from ceiling.units import parse_bytes
 
     if device not in DEVICES:
         raise BadArgument("device", f"must be auto, cpu or cuda, got {device!r}")
@@ -111,16 +110,6 @@ def scale(
         from ceiling.usercode import load_callable
 
         load_callable(workload)
-    options = {
-        "synthetic": {
-            "serial": serial,
-            "work_s": work_ms / 1e3,
-            "comm_bytes": parse_bytes(comm_bytes),
-        },
-        "matmul": {"size": size},
-        "python": {"iterations": iterations},
-        "ddp": {"model": model, "batch": batch, "seq": seq},
-    }.get(workload, {})
     cfg = scale_run.ScaleConfig(
         workload=workload,
         workers=tuple(counts),
@@ -133,17 +122,41 @@ def scale(
         device=device,
         timeout_s=timeout_s,
         stall_s=stall_timeout_s,
-        options=options,
+        options=_workload_options(
+            workload, serial, work_ms, comm_bytes, size, iterations, model, batch, seq
+        ),
     )
     raw = scale_run.run_scaling(cfg, on_progress=on_progress)
     if raw is None:  # a rank other than 0 under torchrun: rank 0 reports
         return None
     summary = scaling_summary.summarize_run(raw, predict_ns)
-    if len(summary["points"]) < len(cfg.workers):
+    _warn_skipped(summary, cfg.workers, raw.get("world_size"))
+    return ScaleResult(summary)
+
+
+def _workload_options(workload: str, serial, work_ms, comm_bytes, size, iterations, model,
+                      batch, seq) -> dict[str, Any]:  # fmt: skip
+    """The options of a built-in workload (none for the user's own)."""
+    from ceiling.units import parse_bytes
+
+    return {
+        "synthetic": {
+            "serial": serial,
+            "work_s": work_ms / 1e3,
+            "comm_bytes": parse_bytes(comm_bytes),
+        },
+        "matmul": {"size": size},
+        "python": {"iterations": iterations},
+        "ddp": {"model": model, "batch": batch, "seq": seq},
+    }.get(workload, {})
+
+
+def _warn_skipped(summary: dict[str, Any], workers: tuple[int, ...], world_size) -> None:
+    """Warn of the worker counts a launcher's world was too small to measure."""
+    if len(summary["points"]) < len(workers):
         measured = {p["n"] for p in summary["points"]}
-        skipped = [n for n in cfg.workers if n not in measured]
+        skipped = [n for n in workers if n not in measured]
         summary["warnings"].append(
             f"N = {', '.join(map(str, skipped))} skipped: larger than the launcher's world size "
-            f"({raw.get('world_size')})"
+            f"({world_size})"
         )
-    return ScaleResult(summary)

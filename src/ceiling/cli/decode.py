@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ceiling.api.decode import DEFAULT_BATCHES, FLOP_NOTE
+from ceiling.api.decode import DEFAULT_BATCHES
 from ceiling.api.decode_measured import decode_measured, refuse_with_measure
+from ceiling.api.decode_views import FLOP_NOTE
 from ceiling.cli.app import app
 from ceiling.cli.device_options import ProfileOption, SpecOption
 from ceiling.cli.inputs import TpOption, argument, option
@@ -24,8 +25,9 @@ from ceiling.cli.output import (
 )
 from ceiling.errors import InvalidInput
 from ceiling.inputs import ACTIVATIONS, KV_DTYPE, MODEL, WEIGHTS
-from ceiling.model.decode import FIT_CONTEXT
-from ceiling.model.transformer import CUSTOM_HELP, TransformerConfig, parse_model
+from ceiling.model.decode_setup import FIT_CONTEXT
+from ceiling.model.transformer import CUSTOM_HELP, parse_model
+from ceiling.model.transformer_config import TransformerConfig
 from ceiling.render import decode_expected as expected_report
 from ceiling.render.waterfall import waterfall_rows
 from ceiling.units import (

@@ -63,6 +63,29 @@ def info(json_out: JsonOption = False) -> None:
     cpu, torch_info, gpus, measured = r.cpu, r.torch, r.gpus, r.measured
 
     c = console()
+    _render_cpu(c, cpu)
+    _render_peaks(c, cpu)
+    if measured:
+        _render_measured(c, cpu, measured)
+    for d, why in r.not_native_why.items():
+        c.print(f"{d}: {why}")
+    c.print("assumptions:")
+    for a in cpu.assumptions:
+        c.print(f"  - {a}")
+    for n in cpu.notes:
+        c.print(f"note: {n}")
+    if torch_info is None:
+        c.print("torch: not importable (measurements need it)")
+    else:
+        cuda = f"CUDA {torch_info['cuda_version']}" if torch_info["cuda_version"] else "CPU build"
+        c.print(f"torch {torch_info['version']} ({cuda}), {torch_info['threads']} intra-op threads")
+    if not gpus:
+        c.print("GPUs: none visible to torch")
+        return
+    _render_gpus(c, gpus)
+
+
+def _render_cpu(c, cpu) -> None:
     mem = f"{format_bytes(cpu.memory_bytes, binary=True)} ({format_bytes(cpu.memory_bytes)})"
     clock = f"{cpu.freq_hz / 1e9:.3g} GHz, {cpu.freq_source}" if cpu.freq_hz else cpu.freq_source
     rows = [
@@ -77,6 +100,9 @@ def info(json_out: JsonOption = False) -> None:
     facts = table("This machine's CPU", ["", ""], rows)
     facts.show_header = False
     c.print(facts)
+
+
+def _render_peaks(c, cpu) -> None:
     peak_rows = [
         [
             d,
@@ -95,36 +121,28 @@ def info(json_out: JsonOption = False) -> None:
             "below this; one above it means the cores run faster than the clock used here.",
         )
     )
-    if measured:
-        rates = ", ".join(
-            f"{d} {format_flops_per_s(r)} ({measured['peak_fraction'][d]:.0%})"
-            for d, r in measured["measured_flops_per_s"].items()
-            if d in measured["peak_fraction"]
+
+
+def _render_measured(c, cpu, measured: dict) -> None:
+    """The saved profile's matmul rates against the peaks, and the clock a rate above them
+    implies."""
+    rates = ", ".join(
+        f"{d} {format_flops_per_s(r)} ({measured['peak_fraction'][d]:.0%})"
+        for d, r in measured["measured_flops_per_s"].items()
+        if d in measured["peak_fraction"]
+    )
+    c.print(f"measured (saved profile): {rates} of the peak above")
+    if measured["implied_min_clock_hz"]:
+        c.print(
+            f"note: the measured {measured['implied_from']} rate is above the peak: at the "
+            f"FLOPs/cycle assumed, the cores ran at >= "
+            f"{measured['implied_min_clock_hz'] / 1e9:.2f} GHz (turbo above a nominal "
+            f"clock), not the {cpu.freq_hz / 1e9:.2f} GHz readable here; the peaks above "
+            "are low by as much"
         )
-        c.print(f"measured (saved profile): {rates} of the peak above")
-        if measured["implied_min_clock_hz"]:
-            c.print(
-                f"note: the measured {measured['implied_from']} rate is above the peak: at the "
-                f"FLOPs/cycle assumed, the cores ran at >= "
-                f"{measured['implied_min_clock_hz'] / 1e9:.2f} GHz (turbo above a nominal "
-                f"clock), not the {cpu.freq_hz / 1e9:.2f} GHz readable here; the peaks above "
-                "are low by as much"
-            )
-    for d, why in r.not_native_why.items():
-        c.print(f"{d}: {why}")
-    c.print("assumptions:")
-    for a in cpu.assumptions:
-        c.print(f"  - {a}")
-    for n in cpu.notes:
-        c.print(f"note: {n}")
-    if torch_info is None:
-        c.print("torch: not importable (measurements need it)")
-    else:
-        cuda = f"CUDA {torch_info['cuda_version']}" if torch_info["cuda_version"] else "CPU build"
-        c.print(f"torch {torch_info['version']} ({cuda}), {torch_info['threads']} intra-op threads")
-    if not gpus:
-        c.print("GPUs: none visible to torch")
-        return
+
+
+def _render_gpus(c, gpus) -> None:
     gpu_rows = []
     for g in gpus:
         entry = g.catalog_key or "no catalog entry (pass --spec or measure it)"

@@ -119,11 +119,19 @@ MoeImbalanceOption = Annotated[
     ),
 ]
 MoeNodeLimitOption = Annotated[
-    int,
+    int | None,
     typer.Option(
         "--moe-node-limit",
         help="DeepEP node-limited routing: a token goes to at most this many nodes (0: none; "
-        "DeepSeek-V3 uses 4).",
+        "default: the model's group-limited routing, DeepSeek-V3's topk_group 4).",
+    ),
+]
+StepJitterOption = Annotated[
+    float | None,
+    typer.Option(
+        "--step-jitter",
+        help="Relative variation of one device's step time (default clusters.toml's 0.02): a "
+        "synchronous step waits for the slowest device, the 'straggler' part; 0 leaves it out.",
     ),
 ]
 CudaGraphsOption = Annotated[
@@ -155,10 +163,12 @@ FrameworkOption = Annotated[
     str | None,
     typer.Option(
         "--framework",
-        help="Apply a framework's recipe defaults where nothing is pinned: megatron or nemo "
-        "(gradient reduce overlapped; TP overlap on from 30B parameters; nemo fuses the "
-        "loss), torchtitan (FSDP, eager kernels and loss, FlashAttention-2), maxtext (FSDP, "
-        "fused kernels and loss, cuDNN attention). The assumed line says which.",
+        help="Apply a framework's recipe defaults where nothing is pinned (default megatron: "
+        "18 bytes of state a parameter, ETP 1 for MoE, gradient reduce overlapped); nemo (16 "
+        "bytes, TP overlap on from 30B parameters, fused loss), torchtitan (FSDP, eager "
+        "kernels and loss, FlashAttention-2), maxtext (FSDP, fused kernels and loss, cuDNN "
+        "attention), deepspeed (16 bytes, gradient reduce after the backward). The assumed "
+        "line says which.",
     ),
 ]
 NoDpOverlapOption = Annotated[
@@ -222,10 +232,11 @@ def plan(
     attention_kernel: AttentionKernelOption = None,
     moe_dispatcher: MoeDispatcherOption = "alltoall",
     moe_imbalance: MoeImbalanceOption = None,
-    moe_node_limit: MoeNodeLimitOption = 0,
+    moe_node_limit: MoeNodeLimitOption = None,
     cuda_graphs: CudaGraphsOption = None,
     moe_fusion: MoeFusionOption = None,
     host_kernel_us: HostKernelUsOption = None,
+    step_jitter: StepJitterOption = None,
     json_out: JsonOption = False,
 ) -> None:
     from ceiling.api.plan import plan as plan_training
@@ -239,7 +250,7 @@ def plan(
         tokens=tokens, scaling=scaling, loss=loss, calibrate=calibrate, framework=framework,
         attention_kernel=attention_kernel, moe_dispatcher=moe_dispatcher,
         moe_imbalance=moe_imbalance, moe_node_limit=moe_node_limit, cuda_graphs=cuda_graphs,
-        moe_fusion=moe_fusion, host_kernel_us=host_kernel_us,
+        moe_fusion=moe_fusion, host_kernel_us=host_kernel_us, step_jitter=step_jitter,
     )  # fmt: skip
     if json_out:
         emit_json(r.to_dict())
@@ -306,7 +317,12 @@ def _context_lines(cfg, job, cluster, result, assumptions) -> list[str]:
         + (f"; {assumptions['framework']}" if assumptions.get("framework") else "")
         + (f"; MoE: {assumptions['moe']}" if assumptions.get("moe") else "")
         + (f"; host: {assumptions['host']}" if assumptions.get("host") else ""),
-    ]
+        f"straggler: {assumptions['straggler']}",
+    ] + (
+        [f"from the model's config: {'; '.join(assumptions['model_facts'])}"]
+        if assumptions.get("model_facts")
+        else []
+    )
 
 
 def _plans_table(result):

@@ -76,9 +76,29 @@ def _compact_table(title: str, columns: list[str], rows: list[list[str]], fold: 
 
 
 def render(r, top: int) -> None:
+    c = console()
+    _render_header(c, r)
+    c.print(table("Step", ["", "value"], _step_rows(r)))
+    _render_ops(c, r, top)
+    _render_modules(c, r, top)
+    c.print(
+        "FLOPs: a multiply-add counts 2; model FLOPs = matmul + attention, causal attention "
+        "at the pairs its mask keeps (half of a square), decided from the mask for every "
+        "kernel; bytes: each input and output once (GB = 1e9 B); op times carry a sync per op; "
+        "roof: the op's time at its largest roof (compute, memory, per-op floor) / its "
+        "measured time"
+    )
+    _render_explanation(c, r)
+    if r.compiled:
+        _render_kernels(c, r, top)
+    for h in r.hints:
+        c.print(f"hint: {h}")
+
+
+def _render_header(c, r) -> None:
+    """What ran where, and the ceiling its ops are placed under."""
     from ceiling import units as u
 
-    c = console()
     what = "training step" if r.train else "forward pass"
     shape = f"{r.samples_per_step} samples"
     if r.tokens_per_step:
@@ -94,6 +114,12 @@ def render(r, top: int) -> None:
             f"ops are placed under the measured {ce.peak_key} matmul peak "
             f"{u.format_flops_per_s(ce.measured_peak_flops_per_s)}"
         )
+
+
+def _step_rows(r) -> list[list[str]]:
+    """The step table: time, FLOPs counted and modelled, throughput, MFU and its variants."""
+    from ceiling import units as u
+
     rows = [
         ["step time (median)", u.format_time(r.step_s) if r.step_s else "— (meta: not run)"],
         ["model FLOPs per step (counted)", u.format_flops(r.model_flops_per_step)],
@@ -136,7 +162,12 @@ def render(r, top: int) -> None:
                 f"{u.format_time(r.roofline_step_s)}, MFU {u.format_percent(r.mfu_at_roofline)}",
             ]
         )
-    c.print(table("Step", ["", "value"], rows))
+    return rows
+
+
+def _render_ops(c, r, top: int) -> None:
+    from ceiling import units as u
+
     total = r.op_time_s or 1.0
     op_rows = [
         [
@@ -157,6 +188,13 @@ def render(r, top: int) -> None:
     order = "time" if r.op_time_s else "FLOPs"
     title = f"Top ops by {order} (of {len(r.ops)}; ~ estimated, ? no formula)"
     c.print(_compact_table(title, cols, op_rows))
+
+
+def _render_modules(c, r, top: int) -> None:
+    from ceiling import units as u
+
+    total = r.op_time_s or 1.0
+    order = "time" if r.op_time_s else "FLOPs"
     mod_rows = [
         [
             p.name,
@@ -171,18 +209,6 @@ def render(r, top: int) -> None:
     mod_cols = ["module", "FLOPs", "bytes", "time", "share", "bound"]
     mod_title = f"Modules by {order} (a module includes its children)"
     c.print(_compact_table(mod_title, mod_cols, mod_rows))
-    c.print(
-        "FLOPs: a multiply-add counts 2; model FLOPs = matmul + attention, causal attention "
-        "at the pairs its mask keeps (half of a square), decided from the mask for every "
-        "kernel; bytes: each input and output once (GB = 1e9 B); op times carry a sync per op; "
-        "roof: the op's time at its largest roof (compute, memory, per-op floor) / its "
-        "measured time"
-    )
-    _render_explanation(c, r)
-    if r.compiled:
-        _render_kernels(c, r, top)
-    for h in r.hints:
-        c.print(f"hint: {h}")
 
 
 def _render_kernels(c, r, top: int) -> None:
@@ -294,35 +320,15 @@ def profile_command(
     A multiply-add counts 2 FLOPs. MFU counts matmul and attention FLOPs of forward and
     backward (causal attention at half; recomputation only in HFU) against the dense peak
     of the dtype in use; the ops' times carry a sync around each op."""
-    from ceiling.errors import InvalidInput
-
     if plot is not None:
         from ceiling.render import plots
 
         plots.check_figure_path(plot)
-    from ceiling.hardware.resolve import check_one_device
-
-    check_one_device(spec, profile)
-    if top < 1:
-        raise InvalidInput(f"--top must be ≥ 1, got {top}")
-    from rich.console import Console
-
-    from ceiling.api.profile import profile_target
-
-    with Console(stderr=True).status(f"profiling {target} …"):
-        result = profile_target(
-            target,
-            train=train,
-            device=device,
-            dtype=dtype,
-            spec=spec,
-            profile=str(profile) if profile is not None else None,
-            batch=batch,
-            seq=seq,
-            steps=steps,
-            timeout_s=timeout,
-            compile=compile,
-        )
+    _check_options(spec, profile, top)
+    result = _profiled(
+        target, train=train, device=device, dtype=dtype, spec=spec, profile=profile,
+        batch=batch, seq=seq, steps=steps, timeout_s=timeout, compile=compile,
+    )  # fmt: skip
     r = result.report
     figures = []
     if plot is not None:
@@ -344,3 +350,24 @@ def profile_command(
     render(r, top)
     for f in figures:
         console().print(f"figure: {f}")
+
+
+def _check_options(spec, profile, top: int) -> None:
+    from ceiling.errors import InvalidInput
+    from ceiling.hardware.resolve import check_one_device
+
+    check_one_device(spec, profile)
+    if top < 1:
+        raise InvalidInput(f"--top must be ≥ 1, got {top}")
+
+
+def _profiled(target: str, *, profile, **options):
+    """The API's profile of the target, a spinner on stderr while it runs."""
+    from rich.console import Console
+
+    from ceiling.api.profile import profile_target
+
+    with Console(stderr=True).status(f"profiling {target} …"):
+        return profile_target(
+            target, profile=str(profile) if profile is not None else None, **options
+        )

@@ -46,63 +46,79 @@ def predicted_ns(predict: list[str] | None) -> list[float] | None:
     return [float(n) for n in parse_counts(text, "predicted worker counts")] if text else None
 
 
+WorkersOption = Annotated[
+    list[str] | None,
+    typer.Option("--workers", "-w", help=f"Worker counts, {LIST_HELP} (default 1,2,4)."),
+]
+ModeOption = Annotated[
+    str,
+    typer.Option(help="strong: a fixed problem split N ways; weak: the problem grows with N."),
+]
+BackendOption = Annotated[
+    str, typer.Option(help="processes (torch.distributed ranks) or threads (one process).")
+]
+StepsOption = Annotated[int, typer.Option(help="Measured steps per worker count.")]
+WarmupOption = Annotated[int, typer.Option(help="Unmeasured steps first.")]
+ImbalanceOption = Annotated[
+    float,
+    typer.Option(help="Give the last worker (1 + FRACTION)× the share (a straggler)."),
+]
+ThreadsOption = Annotated[
+    int | None,
+    typer.Option(help="torch threads per worker (default: cores ÷ largest N, at least 1)."),
+]
+SerialOption = Annotated[float, typer.Option(help="synthetic: serial fraction of the N = 1 step.")]
+WorkMsOption = Annotated[
+    float,
+    typer.Option(
+        help="synthetic: length of the N = 1 step in ms (the fit is checked on this work; "
+        "barrier and all-reduce are timed apart)."
+    ),
+]
+CommBytesOption = Annotated[
+    str, typer.Option(help="synthetic: bytes all-reduced per step (e.g. 4MiB).")
+]
+SizeOption = Annotated[int, typer.Option(help="matmul: square size of the N = 1 matmul.")]
+IterationsOption = Annotated[int, typer.Option(help="python: loop iterations of the N = 1 step.")]
+ModelOption = Annotated[str, typer.Option(help="ddp: built-in GPT preset.")]
+BatchOption = Annotated[
+    int, typer.Option(help="ddp: global batch (strong) or per-worker batch (weak).")
+]
+SeqOption = Annotated[int, typer.Option(help="ddp: sequence length.")]
+DeviceOption = Annotated[str, typer.Option(help="auto, cpu or cuda.")]
+TimeoutOption = Annotated[
+    float, typer.Option(help="Stop the run (and every worker) after this many seconds.")
+]
+StallTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        help="Stop every worker when none has made progress for this many seconds (a "
+        "hung worker is named); local runs."
+    ),
+]
+
+
 @app.command()
 def scale(
     workload: Annotated[str, typer.Argument(help=WORKLOAD_HELP)],
-    workers: Annotated[
-        list[str] | None,
-        typer.Option("--workers", "-w", help=f"Worker counts, {LIST_HELP} (default 1,2,4)."),
-    ] = None,
-    mode: Annotated[
-        str,
-        typer.Option(help="strong: a fixed problem split N ways; weak: the problem grows with N."),
-    ] = "strong",
-    backend: Annotated[
-        str, typer.Option(help="processes (torch.distributed ranks) or threads (one process).")
-    ] = "processes",
-    steps: Annotated[int, typer.Option(help="Measured steps per worker count.")] = 3,
-    warmup: Annotated[int, typer.Option(help="Unmeasured steps first.")] = 1,
-    imbalance: Annotated[
-        float,
-        typer.Option(help="Give the last worker (1 + FRACTION)× the share (a straggler)."),
-    ] = 0.0,
-    threads_per_worker: Annotated[
-        int | None,
-        typer.Option(help="torch threads per worker (default: cores ÷ largest N, at least 1)."),
-    ] = None,
-    serial: Annotated[
-        float, typer.Option(help="synthetic: serial fraction of the N = 1 step.")
-    ] = 0.1,
-    work_ms: Annotated[
-        float,
-        typer.Option(
-            help="synthetic: length of the N = 1 step in ms (the fit is checked on this work; "
-            "barrier and all-reduce are timed apart)."
-        ),
-    ] = 500.0,
-    comm_bytes: Annotated[
-        str, typer.Option(help="synthetic: bytes all-reduced per step (e.g. 4MiB).")
-    ] = "0",
-    size: Annotated[int, typer.Option(help="matmul: square size of the N = 1 matmul.")] = 1024,
-    iterations: Annotated[
-        int, typer.Option(help="python: loop iterations of the N = 1 step.")
-    ] = 2_000_000,
-    model: Annotated[str, typer.Option(help="ddp: built-in GPT preset.")] = "tiny",
-    batch: Annotated[
-        int, typer.Option(help="ddp: global batch (strong) or per-worker batch (weak).")
-    ] = 8,
-    seq: Annotated[int, typer.Option(help="ddp: sequence length.")] = 64,
-    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
-    timeout: Annotated[
-        float, typer.Option(help="Stop the run (and every worker) after this many seconds.")
-    ] = 300.0,
-    stall_timeout: Annotated[
-        float,
-        typer.Option(
-            help="Stop every worker when none has made progress for this many seconds (a "
-            "hung worker is named); local runs."
-        ),
-    ] = 30.0,
+    workers: WorkersOption = None,
+    mode: ModeOption = "strong",
+    backend: BackendOption = "processes",
+    steps: StepsOption = 3,
+    warmup: WarmupOption = 1,
+    imbalance: ImbalanceOption = 0.0,
+    threads_per_worker: ThreadsOption = None,
+    serial: SerialOption = 0.1,
+    work_ms: WorkMsOption = 500.0,
+    comm_bytes: CommBytesOption = "0",
+    size: SizeOption = 1024,
+    iterations: IterationsOption = 2_000_000,
+    model: ModelOption = "tiny",
+    batch: BatchOption = 8,
+    seq: SeqOption = 64,
+    device: DeviceOption = "auto",
+    timeout: TimeoutOption = 300.0,
+    stall_timeout: StallTimeoutOption = 30.0,
     predict: PredictOption = None,
     json_out: JsonOption = False,
     plot: PlotOption = None,

@@ -97,8 +97,20 @@ def pipeline(
     )
     if figure_and_json(result, plot, json_out):
         return
+    title = f"{schedule}: p = {stages}, m = {micro_batches}" + (
+        f", v = {chunks}" if chunks > 1 else ""
+    )
+    _show_pipeline(result, title)
+    if result.uneven:
+        _show_uneven_stages(result)
+    if plot:
+        console().print(f"figure: {plot}")
+
+
+def _show_pipeline(result, title: str) -> None:
+    """The stages' table, the step against the busiest stage's compute, and the bubble."""
     r, fwd, bwd = result.sim, result.forward_s, result.backward_s
-    formula, closed = result.bubble_formula, result.makespan_closed_form_s
+    formula, stages = result.bubble_formula, len(fwd)
     c = console()
     rows = [
         [
@@ -112,8 +124,7 @@ def pipeline(
     ]
     c.print(
         table(
-            f"{schedule}: p = {stages}, m = {micro_batches}"
-            + (f", v = {chunks}" if chunks > 1 else ""),
+            title,
             ["stage", "forward", "backward", "busy", "held (chunk passes)"],
             rows,
             caption=None
@@ -132,27 +143,30 @@ def pipeline(
         )
     )
     c.print(f"idle share of all device time: {r.idle_fraction:.1%}")
-    if result.uneven:
-        balanced = result.balanced_makespan_s
-        slowest = max(range(stages), key=lambda k: fwd[k] + bwd[k])
-        c.print(
-            f"uneven stages: stage {slowest} ({format_time(fwd[slowest] + bwd[slowest])} per "
-            f"micro-batch) sets the pace; the same work spread evenly would take "
-            f"{format_time(balanced)}, so the imbalance costs "
-            f"{r.makespan_s / balanced - 1:.1%} of the step"
+
+
+def _show_uneven_stages(result) -> None:
+    """The slowest stage, what the imbalance costs, and the planner's closed form."""
+    r, fwd, bwd = result.sim, result.forward_s, result.backward_s
+    c = console()
+    balanced, closed = result.balanced_makespan_s, result.makespan_closed_form_s
+    slowest = max(range(len(fwd)), key=lambda k: fwd[k] + bwd[k])
+    c.print(
+        f"uneven stages: stage {slowest} ({format_time(fwd[slowest] + bwd[slowest])} per "
+        f"micro-batch) sets the pace; the same work spread evenly would take "
+        f"{format_time(balanced)}, so the imbalance costs "
+        f"{r.makespan_s / balanced - 1:.1%} of the step"
+    )
+    if closed is not None:
+        exact = (
+            "exact: the last stage is the slowest"
+            if fwd[-1] + bwd[-1] == max(f + b for f, b in zip(fwd, bwd, strict=True))
+            else "an upper bound: stages after the slowest idle in its shadow"
         )
-        if closed is not None:
-            exact = (
-                "exact: the last stage is the slowest"
-                if fwd[-1] + bwd[-1] == max(f + b for f, b in zip(fwd, bwd, strict=True))
-                else "an upper bound: stages after the slowest idle in its shadow"
-            )
-            c.print(
-                f"closed form m·max(t) + (Σt − max t)/v = {format_time(closed)} ({exact}; "
-                "the planner's step for unequal stages)"
-            )
-    if plot:
-        c.print(f"figure: {plot}")
+        c.print(
+            f"closed form m·max(t) + (Σt − max t)/v = {format_time(closed)} ({exact}; "
+            "the planner's step for unequal stages)"
+        )
 
 
 @simulate_app.command("straggler", help=STRAGGLER_HELP)

@@ -12,6 +12,48 @@ from ceiling.cli.inputs import option
 from ceiling.cli.output import JsonOption, PlotOption, emit_json
 from ceiling.inputs import MACHINE_PROFILE, SPEC
 
+DtypeOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Dtype of the peak for MFU (default: most matmul FLOPs'; tf32 if TF32 was on)."
+    ),
+]
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="Rank files read at once in local processes (default: a core each)."),
+]
+DaskOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Read the ranks on a Dask cluster: its scheduler's address (refused unless a "
+        "scheduler with a worker answers within 10 s), or 'local' (threads in this "
+        "process, listening on 127.0.0.1 only, no dashboard); needs pip install "
+        "'ceiling-perf[cluster]'."
+    ),
+]
+CriticalPathOption = Annotated[
+    bool,
+    typer.Option(
+        "--critical-path",
+        help="Each step's critical path through host ops, launches, kernels, streams, "
+        "synchronisations and (with rank files) collectives: its length and its share "
+        "by compute, communication, host and idle waits.",
+    ),
+]
+WhatIfOption = Annotated[
+    str | None,
+    typer.Option(
+        "--what-if",
+        help="Re-time each step on its critical path (implies --critical-path): e.g. "
+        "gemm=2x,comm=overlap,launch=3us,link=400GB/s (a kernel class k× faster: gemm, "
+        "conv, attention, elementwise, norm, reduction, optimizer, memory, compute, comm).",
+    ),
+]
+VerboseOption = Annotated[
+    bool,
+    typer.Option("--verbose", "-v", help="Let Dask's own log lines and warnings through."),
+]
+
 
 @app.command("trace")
 def trace_command(
@@ -22,50 +64,13 @@ def trace_command(
         SPEC, str | None, "The device the run is placed on (default: the trace's own)."
     ) = None,
     profile: option(MACHINE_PROFILE, Path | None) = None,
-    dtype: Annotated[
-        str | None,
-        typer.Option(
-            help="Dtype of the peak for MFU (default: most matmul FLOPs'; tf32 if TF32 was on)."
-        ),
-    ] = None,
+    dtype: DtypeOption = None,
     top: Annotated[int, typer.Option(min=1, help="Ops and kernels shown per rank.")] = 10,
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            min=1, help="Rank files read at once in local processes (default: a core each)."
-        ),
-    ] = None,
-    dask: Annotated[
-        str | None,
-        typer.Option(
-            help="Read the ranks on a Dask cluster: its scheduler's address (refused unless a "
-            "scheduler with a worker answers within 10 s), or 'local' (threads in this "
-            "process, listening on 127.0.0.1 only, no dashboard); needs pip install "
-            "'ceiling-perf[cluster]'."
-        ),
-    ] = None,
-    critical_path: Annotated[
-        bool,
-        typer.Option(
-            "--critical-path",
-            help="Each step's critical path through host ops, launches, kernels, streams, "
-            "synchronisations and (with rank files) collectives: its length and its share "
-            "by compute, communication, host and idle waits.",
-        ),
-    ] = False,
-    what_if: Annotated[
-        str | None,
-        typer.Option(
-            "--what-if",
-            help="Re-time each step on its critical path (implies --critical-path): e.g. "
-            "gemm=2x,comm=overlap,launch=3us,link=400GB/s (a kernel class k× faster: gemm, "
-            "conv, attention, elementwise, norm, reduction, optimizer, memory, compute, comm).",
-        ),
-    ] = None,
-    verbose: Annotated[
-        bool,
-        typer.Option("--verbose", "-v", help="Let Dask's own log lines and warnings through."),
-    ] = False,
+    workers: WorkersOption = None,
+    dask: DaskOption = None,
+    critical_path: CriticalPathOption = False,
+    what_if: WhatIfOption = None,
+    verbose: VerboseOption = False,
     json_out: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:

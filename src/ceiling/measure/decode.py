@@ -23,9 +23,10 @@ from ceiling.errors import CeilingError, DoesNotFit, InvalidInput, UnsupportedOn
 from ceiling.measure import machine
 from ceiling.measure.stats import summarize
 from ceiling.measure.timer import benchmark, is_cuda
-from ceiling.model.decode import DecodeCeiling, DecodeSetup, decode_ceiling
+from ceiling.model.decode import DecodeSetup, decode_ceiling
 from ceiling.model.decode_expected import decode_bars
-from ceiling.model.transformer import TransformerConfig
+from ceiling.model.decode_results import DecodeCeiling
+from ceiling.model.transformer_config import TransformerConfig
 from ceiling.vocabulary import normalize_dtype, torch_dtype
 
 # Bumped whenever the way of measuring decode changes.

@@ -468,35 +468,13 @@ def _watch(
                 if time.monotonic() - first_failure < PEER_GRACE_S:
                     time.sleep(POLL_S)
                     continue
-            failed.sort(key=lambda rc: (rc[1] >= 0, _is_peer_error(details[rc[0]]), rc[0]))
-            rank, code = failed[0]
-            elapsed = time.monotonic() - start
-            detail = details[rank]
-            stop_processes(procs)
-            drain()  # what the ranks reported before they stopped
-            if code == USER_ERROR_EXIT and detail:  # the worker's own one-line CeilingError
-                raise WorkerFailed(f"worker rank {rank} of {world}: {detail.split(': ', 1)[-1]}")
-            msg = f"worker rank {rank} of {world} {_describe_exit(code)} after {elapsed:.1f} s"
-            if detail:
-                msg += f": {detail}"
-            raise WorkerFailed(msg + "; the other workers were stopped")
+            _stop_on_failure(procs, failed, details, start, drain)
         if all(c == 0 for c in codes):
             return
         now = time.monotonic()
         if now >= next_beat_check:
             next_beat_check = now + stall.BEAT_S
-            beats = stall.read_beats(tmpdir, world)
-            for rank, proc in enumerate(procs):
-                cpu_s = _cpu_s(proc) if rank not in beats else None
-                if cpu_s is not None:
-                    beats[rank] = stall.starting_beat(cpu_s, now)
-            for rank, beat in beats.items():
-                watch.update(rank, beat, now)
-            culprits = watch.hung([r for r, c in enumerate(codes) if c is None], now)
-            if culprits:
-                stop_processes(procs)
-                drain()
-                raise WorkerFailed(f"{watch.describe(culprits, now)}; all ranks were stopped")
+            _stop_if_hung(procs, codes, watch, tmpdir, now, drain)
         elapsed = now - start
         if elapsed > job.timeout_s:
             running = [str(r) for r, c in enumerate(codes) if c is None]
@@ -507,6 +485,42 @@ def _watch(
                 "or the work is too large for the timeout"
             )
         time.sleep(POLL_S)
+
+
+def _stop_on_failure(procs, failed: list, details: dict, start: float, drain) -> None:
+    """Stop every rank and raise the failure of the rank that caused it: one killed by a
+    signal or failing on its own before one that only lost its link to another."""
+    world = len(procs)
+    failed.sort(key=lambda rc: (rc[1] >= 0, _is_peer_error(details[rc[0]]), rc[0]))
+    rank, code = failed[0]
+    elapsed = time.monotonic() - start
+    detail = details[rank]
+    stop_processes(procs)
+    drain()  # what the ranks reported before they stopped
+    if code == USER_ERROR_EXIT and detail:  # the worker's own one-line CeilingError
+        raise WorkerFailed(f"worker rank {rank} of {world}: {detail.split(': ', 1)[-1]}")
+    msg = f"worker rank {rank} of {world} {_describe_exit(code)} after {elapsed:.1f} s"
+    if detail:
+        msg += f": {detail}"
+    raise WorkerFailed(msg + "; the other workers were stopped")
+
+
+def _stop_if_hung(procs, codes: list, watch, tmpdir: Path, now: float, drain) -> None:
+    """Stop every rank and raise when a running rank's heartbeat (or, before its first beat,
+    its CPU time) has stood still too long."""
+    world = len(procs)
+    beats = stall.read_beats(tmpdir, world)
+    for rank, proc in enumerate(procs):
+        cpu_s = _cpu_s(proc) if rank not in beats else None
+        if cpu_s is not None:
+            beats[rank] = stall.starting_beat(cpu_s, now)
+    for rank, beat in beats.items():
+        watch.update(rank, beat, now)
+    culprits = watch.hung([r for r, c in enumerate(codes) if c is None], now)
+    if culprits:
+        stop_processes(procs)
+        drain()
+        raise WorkerFailed(f"{watch.describe(culprits, now)}; all ranks were stopped")
 
 
 def _code_of_run(proc: subprocess.Popen, done: Path) -> int | None:

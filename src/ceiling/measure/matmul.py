@@ -262,17 +262,7 @@ def run_matmul(
     )
     # Drawn on the device itself: an 8192^2 operand would take seconds to draw on the host.
     gen = torch.Generator(device=device).manual_seed(seed)
-    sets = [_operands(dtype, m, n, k, device, gen)]
-    if not machine.is_cuda(device):
-        # Small operands would stay in the CPU caches between calls; rotate over copies.
-        set_bytes = (m * k + k * n + m * n) * elem
-        llc = machine.last_level_cache_bytes(device)
-        want = min(MAX_OPERAND_SETS, math.ceil(ROTATE_LLC_FACTOR * llc / set_bytes))
-        free = machine.free_memory_bytes(device)
-        if free is not None:  # extra copies only as far as they fit
-            want = min(want, max(1, int(machine.FIT_SHARE * free // set_bytes)))
-        while len(sets) < want:
-            sets.append(_operands(dtype, m, n, k, device, gen))
+    sets = _operand_sets(dtype, m, n, k, device, elem, gen)
     call = _make_call(dtype)
     outputs: dict[int, Any] = {}
 
@@ -300,23 +290,8 @@ def run_matmul(
     rate = 2.0 * m * n * k / stats.min
     implied_clock_hz = None
     if peak_flops_per_s and rate > peak_flops_per_s:
-        # A measured rate above the peak means the peak's clock is too low (turbo above a
-        # nominal clock, or a hypervisor that shows only the nominal one), never a free lunch.
-        # At the FLOPs/cycle the peak assumes, the rate bounds the real clock from below.
-        clock_hz = None if machine.is_cuda(device) else getattr(machine.cpu_info(), "freq_hz", None)
-        if clock_hz:
-            implied_clock_hz = clock_hz * rate / peak_flops_per_s
-            notes.append(
-                f"measured above the peak ({rate / peak_flops_per_s:.0%}): at the FLOPs per cycle "
-                f"it assumes, the cores run at >= {implied_clock_hz / 1e9:.2f} GHz, not the "
-                f"{clock_hz / 1e9:.2f} GHz readable here (turbo, or a VM showing the nominal "
-                "clock)"
-            )
-        else:
-            notes.append(
-                "measured above the peak: the clock the peak assumes is below the one this "
-                "device really runs at (turbo, or a VM showing the nominal clock)"
-            )
+        implied_clock_hz, note = _above_peak(rate, peak_flops_per_s, device)
+        notes.append(note)
     return MatmulResult(
         dtype=dtype,
         m=m,
@@ -330,6 +305,45 @@ def run_matmul(
         peak_flops_per_s=peak_flops_per_s,
         notes=notes,
         implied_clock_hz=implied_clock_hz,
+    )
+
+
+def _operand_sets(dtype: str, m: int, n: int, k: int, device: str, elem: int, gen) -> list:
+    """One operand set on a GPU; on a CPU, as many copies as push one set out of the last
+    level cache before it is used again (small operands would stay in the caches between
+    calls), as far as they fit."""
+    sets = [_operands(dtype, m, n, k, device, gen)]
+    if not machine.is_cuda(device):
+        set_bytes = (m * k + k * n + m * n) * elem
+        llc = machine.last_level_cache_bytes(device)
+        want = min(MAX_OPERAND_SETS, math.ceil(ROTATE_LLC_FACTOR * llc / set_bytes))
+        free = machine.free_memory_bytes(device)
+        if free is not None:  # extra copies only as far as they fit
+            want = min(want, max(1, int(machine.FIT_SHARE * free // set_bytes)))
+        while len(sets) < want:
+            sets.append(_operands(dtype, m, n, k, device, gen))
+    return sets
+
+
+def _above_peak(rate: float, peak_flops_per_s: float, device: str) -> tuple[float | None, str]:
+    """The clock a rate above the peak implies (None where no clock is readable) and the note
+    that says so.
+
+    A measured rate above the peak means the peak's clock is too low (turbo above a nominal
+    clock, or a hypervisor that shows only the nominal one), never a free lunch. At the
+    FLOPs/cycle the peak assumes, the rate bounds the real clock from below."""
+    clock_hz = None if machine.is_cuda(device) else getattr(machine.cpu_info(), "freq_hz", None)
+    if not clock_hz:
+        return None, (
+            "measured above the peak: the clock the peak assumes is below the one this "
+            "device really runs at (turbo, or a VM showing the nominal clock)"
+        )
+    implied_clock_hz = clock_hz * rate / peak_flops_per_s
+    return implied_clock_hz, (
+        f"measured above the peak ({rate / peak_flops_per_s:.0%}): at the FLOPs per cycle "
+        f"it assumes, the cores run at >= {implied_clock_hz / 1e9:.2f} GHz, not the "
+        f"{clock_hz / 1e9:.2f} GHz readable here (turbo, or a VM showing the nominal "
+        "clock)"
     )
 
 

@@ -235,27 +235,7 @@ def make_cluster(
         raise InvalidInput(f"device count must be a positive integer, got {devices!r}")
     d, own = _node_figures(device)
     base = _defaults()["default"]
-    per_node = devices_per_node if devices_per_node is not None else int(d["devices_per_node"])
-    if not isinstance(per_node, int) or per_node < 1:
-        raise InvalidInput(f"devices per node must be a positive integer, got {per_node!r}")
-    tray = int(d.get("tray", 0)) if devices_per_node is None else 0
-    racks = None
-    if devices > per_node and devices % per_node and tray:
-        rack, per_node = per_node, _rack_share(devices, per_node, tray)
-        if per_node != rack:
-            racks = (
-                f"{devices} devices do not fill whole {rack}-device NVLink domains: placed "
-                f"as {devices // per_node} of {per_node} ({per_node // tray} trays of {tray})"
-            )
-    if devices <= per_node:
-        nodes, per_node = 1, devices
-    elif devices % per_node:
-        raise InvalidInput(
-            f"{devices} devices do not fill whole {per_node}-device nodes: "
-            f"{devices} % {per_node} = {devices % per_node}"
-        )
-    else:
-        nodes = devices // per_node
+    nodes, per_node, racks = _placement(d, devices, devices_per_node)
     intra = intra_node_bandwidth_bytes_per_s
     if intra is None:
         link = getattr(device, "link_bandwidth_bytes_per_s", None)
@@ -269,15 +249,7 @@ def make_cluster(
     if device.sources.get("link_bandwidth_bytes_per_s"):
         sources["intra_node_link"] = device.sources["link_bandwidth_bytes_per_s"]
     if efficiency_source is None:
-        efficiency_source = (
-            "given"
-            if matmul_efficiency is not None
-            else f"{getattr(device, 'origin', 'device file')} ({device.key}.cluster)"
-            if own.get("matmul_efficiency") is not None
-            else f"clusters.toml default for {device.key}"
-            if device.key in _defaults()
-            else "clusters.toml generic default"
-        )
+        efficiency_source = _efficiency_source(device, own, matmul_efficiency)
     return ClusterSpec(
         device=device,
         nodes=nodes,
@@ -301,6 +273,46 @@ def make_cluster(
         efficiency_source=efficiency_source,
         sources=sources,
         device_source=device_source or f"datasheet spec {device.key}",
+    )
+
+
+def _placement(d: dict, devices: int, devices_per_node: int | None) -> tuple[int, int, str | None]:
+    """(nodes, devices per node, how a rack-scale domain was shared or None) for `devices`
+    devices on nodes of the given size, else clusters.toml's (`d`)."""
+    per_node = devices_per_node if devices_per_node is not None else int(d["devices_per_node"])
+    if not isinstance(per_node, int) or per_node < 1:
+        raise InvalidInput(f"devices per node must be a positive integer, got {per_node!r}")
+    tray = int(d.get("tray", 0)) if devices_per_node is None else 0
+    racks = None
+    if devices > per_node and devices % per_node and tray:
+        rack, per_node = per_node, _rack_share(devices, per_node, tray)
+        if per_node != rack:
+            racks = (
+                f"{devices} devices do not fill whole {rack}-device NVLink domains: placed "
+                f"as {devices // per_node} of {per_node} ({per_node // tray} trays of {tray})"
+            )
+    if devices <= per_node:
+        nodes, per_node = 1, devices
+    elif devices % per_node:
+        raise InvalidInput(
+            f"{devices} devices do not fill whole {per_node}-device nodes: "
+            f"{devices} % {per_node} = {devices % per_node}"
+        )
+    else:
+        nodes = devices // per_node
+    return nodes, per_node, racks
+
+
+def _efficiency_source(device, own: dict, matmul_efficiency: float | None) -> str:
+    """Where the matmul efficiency came from: given, the device file, or clusters.toml."""
+    return (
+        "given"
+        if matmul_efficiency is not None
+        else f"{getattr(device, 'origin', 'device file')} ({device.key}.cluster)"
+        if own.get("matmul_efficiency") is not None
+        else f"clusters.toml default for {device.key}"
+        if device.key in _defaults()
+        else "clusters.toml generic default"
     )
 
 

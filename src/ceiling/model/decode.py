@@ -37,219 +37,34 @@ Conventions, stated where results are shown:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from ceiling.errors import DoesNotFit, InvalidInput, UnsupportedOnDevice, argument
+from ceiling.errors import DoesNotFit, InvalidInput, argument
 from ceiling.model.cluster import group_link
 from ceiling.model.collectives import allreduce_s
+from ceiling.model.decode_results import DecodeCeiling, DecodeRow
+from ceiling.model.decode_setup import DecodeSetup, Dtypes, default_context, resolve_dtypes
 from ceiling.model.roofline import predicted_time_s
-from ceiling.model.transformer import TransformerConfig
+from ceiling.model.transformer_config import TransformerConfig
 from ceiling.units import format_flops
-from ceiling.vocabulary import dtype_bytes, normalize_dtype
+from ceiling.vocabulary import dtype_bytes
 
-# Weights and KV cache may be stored in these; activations are computed in a float dtype.
-WEIGHT_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4")
-KV_DTYPES = WEIGHT_DTYPES
-FLOAT_ACTIVATIONS = ("bf16", "fp16", "fp32")  # preference order for integer weights
+# What callers take from here: the ceiling, the step's arithmetic, and the setup's names
+# (`decode_setup`) that pricing code passes along with them.
+__all__ = [
+    "DecodeCeiling",
+    "DecodeRow",
+    "DecodeSetup",
+    "decode_ceiling",
+    "default_context",
+    "experts_touched",
+    "kv_heads_per_device",
+    "max_batch",
+    "resolve_dtypes",
+    "roof_curves",
+    "ttft_s",
+    "weights_read_params",
+]
+
 CROSSOVER_SEARCH_LIMIT = 1 << 26
-
-
-# The context a decode is priced at when none is given: a served conversation's, not an
-# empty cache (published batch-1 figures use a short prompt: --context 0 gives them).
-FIT_CONTEXT = 4096
-
-
-def default_context(cfg) -> int:
-    """The stated default context of `cfg`: FIT_CONTEXT tokens, or as many as it holds."""
-    return min(FIT_CONTEXT, cfg.max_seq - 1)
-
-
-@dataclass(frozen=True)
-class DecodeSetup:
-    """How the model is served: dtypes, context in the cache, tensor-parallel degree."""
-
-    weights_dtype: str = "bf16"
-    kv_dtype: str | None = None  # default: the activation dtype
-    activation_dtype: str | None = None  # default: the weights' float dtype, else bf16/fp16
-    context: int = 0  # tokens already in each sequence's KV cache when the step runs
-    tp: int = 1
-    prompt_tokens: int | None = None  # for time to first token; default max(context, 1)
-    # "all": every parameter once per step (the published convention); "read": only what a
-    # step reads — an untied input table and a position table give just the batch's rows.
-    weights_counted: str = "all"
-
-    def __post_init__(self) -> None:
-        # Any accepted spelling (BF16, bfloat16, torch.bfloat16) becomes the canonical name.
-        canon = object.__setattr__
-        canon(
-            self,
-            "weights_dtype",
-            normalize_dtype(self.weights_dtype, WEIGHT_DTYPES, what="weights dtype"),
-        )
-        if self.kv_dtype is not None:
-            canon(self, "kv_dtype", normalize_dtype(self.kv_dtype, KV_DTYPES, what="KV dtype"))
-        if self.activation_dtype is not None:
-            act = normalize_dtype(self.activation_dtype, FLOAT_ACTIVATIONS, what="activation dtype")
-            canon(self, "activation_dtype", act)
-        if not isinstance(self.context, int) or self.context < 0:
-            raise InvalidInput(f"context must be a whole number ≥ 0, got {self.context!r}")
-        if not isinstance(self.tp, int) or self.tp < 1:
-            raise InvalidInput(f"tensor-parallel degree must be ≥ 1, got {self.tp!r}")
-        if self.weights_counted not in ("all", "read"):
-            raise InvalidInput(
-                f"weights_counted must be 'all' or 'read', got {self.weights_counted!r}"
-            )
-        if self.prompt_tokens is not None and (
-            not isinstance(self.prompt_tokens, int) or self.prompt_tokens < 1
-        ):
-            raise InvalidInput(f"prompt length must be ≥ 1 token, got {self.prompt_tokens!r}")
-
-
-@dataclass(frozen=True)
-class Dtypes:
-    """The dtypes a setup resolves to on a device, and why."""
-
-    weights: str
-    activations: str
-    compute: str  # whose peak bounds the multiplies
-    kv: str
-    notes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class DecodeRow:
-    """One decode step at one batch size, per device (all t tensor-parallel devices alike)."""
-
-    batch: int
-    weight_bytes: float
-    kv_read_bytes: float
-    kv_write_bytes: float
-    bytes_per_step: float
-    flops_per_step: float
-    memory_time_s: float
-    compute_time_s: float
-    comm_time_s: float
-    step_time_s: float
-    bound: str  # "memory" | "compute"
-    tokens_per_s_per_sequence: float
-    tokens_per_s: float
-    intensity_flop_per_byte: float
-    memory_needed_bytes: float
-    fits: bool
-    ttft_s: float  # prefill of the prompt for the whole batch
-    attention_flops: float = 0.0  # of flops_per_step: scores and weighted sums over the cache
-    weights_read: float = 0.0  # weights the step reads (0: not counted; weight_bytes / dtype)
-    narrow_weights_read: float = 0.0  # of them, routed experts stored in fewer bits
-
-    def to_json(self) -> dict:
-        return {
-            "batch": self.batch,
-            "tokens_per_s": self.tokens_per_s,
-            "tokens_per_s_per_sequence": self.tokens_per_s_per_sequence,
-            "bound": self.bound,
-            "step_time_s": self.step_time_s,
-            "memory_time_s": self.memory_time_s,
-            "compute_time_s": self.compute_time_s,
-            "comm_time_s": self.comm_time_s,
-            "bytes_per_step": self.bytes_per_step,
-            "weight_bytes_per_step": self.weight_bytes,
-            "kv_bytes_per_step": self.kv_read_bytes + self.kv_write_bytes,
-            "flops_per_step": self.flops_per_step,
-            "intensity_flop_per_byte": self.intensity_flop_per_byte,
-            "memory_needed_bytes": self.memory_needed_bytes,
-            "ttft_s": self.ttft_s,
-            "fits": self.fits,
-        }
-
-
-@dataclass(frozen=True)
-class DecodeCeiling:
-    model: str
-    device: str
-    dtypes: Dtypes
-    context: int
-    prompt_tokens: int
-    tp: int
-    peak_flops_per_s: float
-    bandwidth_bytes_per_s: float
-    link_bandwidth_bytes_per_s: float | None
-    memory_bytes: float | None  # per device; None when the spec does not say
-    params_total: int
-    params_active: int
-    weight_bytes_total: float  # all weights, all devices
-    kv_bytes_per_token: float  # whole model, before tensor parallelism
-    kv_bytes_per_token_per_device: float
-    kv_bytes_per_sequence: float  # at context + 1 tokens, whole model
-    ridge_flop_per_byte: float
-    crossover_batch: int | None
-    crossover_batch_with_kv: int | None
-    max_batch: int | None  # largest batch whose weights + KV fit; None: memory unknown
-    rows: list[DecodeRow]
-    notes: list[str] = field(default_factory=list)
-    # multi-head latent attention: "absorbed" or "non-absorbed", the faster at this
-    # context; None for other attention
-    mla_attention: str | None = None
-
-    def to_json(self) -> dict:
-        """The ceiling's figures (its rows apart: `DecodeRow.to_json`)."""
-        return {
-            "device": self.device,
-            "params_total": self.params_total,
-            "params_active": self.params_active,
-            "weights_dtype": self.dtypes.weights,
-            "activation_dtype": self.dtypes.activations,
-            "compute_dtype": self.dtypes.compute,
-            "kv_dtype": self.dtypes.kv,
-            "context": self.context,
-            "prompt_tokens": self.prompt_tokens,
-            "tp": self.tp,
-            "peak_flops_per_s": self.peak_flops_per_s,
-            "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
-            "memory_bytes_per_device": self.memory_bytes,
-            "weight_bytes": self.weight_bytes_total,
-            "kv_bytes_per_token": self.kv_bytes_per_token,
-            "kv_bytes_per_token_per_device": self.kv_bytes_per_token_per_device,
-            "kv_bytes_per_sequence": self.kv_bytes_per_sequence,
-            "ridge_flop_per_byte": self.ridge_flop_per_byte,
-            "crossover_batch": self.crossover_batch,
-            "crossover_batch_with_kv": self.crossover_batch_with_kv,
-            "max_batch": self.max_batch,
-            **({"mla_attention": self.mla_attention} if self.mla_attention else {}),
-            "notes": self.notes,
-        }
-
-
-def resolve_dtypes(spec, setup: DecodeSetup) -> Dtypes:
-    """Which peak bounds the multiplies, and the KV dtype, for these weights on this device."""
-    have = set(spec.peak_flops_per_s)
-    notes: list[str] = []
-    w = setup.weights_dtype
-    if setup.activation_dtype is not None:
-        act = setup.activation_dtype
-    elif w in FLOAT_ACTIVATIONS:
-        act = w
-    else:
-        act = next((d for d in FLOAT_ACTIVATIONS if d in have), "bf16")
-    if w == "fp8" and "fp8" in have:
-        compute = "fp8"
-    elif w in ("fp8", "int8", "int4"):
-        compute = act
-        why = "no fp8 peak on this device" if w == "fp8" else "integer weights"
-        notes.append(
-            f"{w} weights are dequantised and multiplied in {act} ({why}): compute uses the "
-            f"dense {act} peak; only the bytes read shrink"
-        )
-    else:
-        compute = w
-    if w == "int4":
-        notes.append("int4 weights counted at 0.5 bytes each (group scales not counted)")
-    if compute not in have:
-        raise UnsupportedOnDevice(
-            f"{spec.name} has no {compute} peak (it has {', '.join(sorted(have))}); "
-            f"choose {argument('weights')} or {argument('activations')} among those"
-        )
-    kv = setup.kv_dtype or act
-    return Dtypes(weights=w, activations=act, compute=compute, kv=kv, notes=tuple(notes))
 
 
 def kv_heads_per_device(cfg: TransformerConfig, tp: int) -> int:
@@ -516,62 +331,15 @@ def decode_ceiling(
     left out with a note when `drop_unfit`, or kept with `fits` False and a note when
     `flag_unfit` (a sweep of batches rather than one request). No batch fitting raises."""
     setup = setup or DecodeSetup()
-    if not batches:
-        raise InvalidInput("give at least one batch size")
-    for b in batches:
-        if not isinstance(b, int) or isinstance(b, bool) or b < 1:
-            raise InvalidInput(f"batch sizes must be whole numbers ≥ 1, got {b!r}")
+    _check_batches(batches)
     _check_context(cfg, setup.context)
     prompt = _prompt(cfg, setup)
     dtypes = resolve_dtypes(spec, setup)
     step = _Step(cfg, spec, setup, dtypes)
     _check_weights_fit(cfg, step, spec)
-    notes = list(dtypes.notes)
     biggest = max_batch(step, setup.context)
-    rows = []
-    for b in sorted(set(batches)):
-        r = step.row(b, setup.context, prompt)
-        if not r.fits:
-            need = (
-                f"batch {b} needs {r.memory_needed_bytes / 1e9:.1f} GB per device at context "
-                f"{setup.context} ({spec.name} has {step.mem / 1e9:.1f} GB); the largest "
-                f"batch that fits is {biggest}"
-            )
-            if flag_unfit:
-                notes.append(f"does not fit: {need}")
-                rows.append(r)
-                continue
-            if drop_unfit:
-                notes.append(f"batch {b} left out: it does not fit (largest batch {biggest})")
-                continue
-            raise DoesNotFit(need)
-        rows.append(r)
-    if not any(r.fits for r in rows):
-        raise DoesNotFit(
-            f"no batch fits at context {setup.context}; the largest that fits is {biggest}"
-        )
-    if setup.tp > 1:
-        bw, lat = step.tp_link
-        notes.append(
-            f"tensor parallelism: 2 all-reduces per layer ({2 * cfg.layers} per step) at "
-            f"{bw / 1e9:.0f} GB/s achieved and {lat * 1e6:.1f} µs of latency per hop of each "
-            "all-reduce's ring or tree, as `plan` prices them (the link × collective "
-            "efficiency of clusters.toml)"
-            + ("" if step.link else f"; {spec.name} lists no link: the generic default")
-        )
-    if cfg.experts > 1:
-        notes.append(
-            f"mixture of experts: weights read per step count the expected experts reached "
-            f"by the batch's tokens ({cfg.active_experts} of {cfg.experts} per token"
-            + (f", {cfg.moe_layers} of {cfg.layers} layers" if cfg.dense_ffn_layers else "")
-            + (f", plus {cfg.shared_experts} shared" if cfg.shared_experts else "")
-            + ")"
-        )
-    if step.expert_bytes < step.w_bytes:
-        notes.append(
-            f"routed experts' matrices stored and read at {cfg.expert_weight_bits:g} bits per "
-            f"weight as published, the rest at {dtypes.weights}"
-        )
+    rows, unfit = _rows(step, spec, batches, prompt, biggest, drop_unfit, flag_unfit)
+    notes = [*dtypes.notes, *unfit, *_setup_notes(cfg, step, spec)]
     notes.extend(_attention_notes(cfg, step, setup.context))
     kv_tok = cfg.kv_bytes_per_token(dtype_bytes(dtypes.kv))
     return DecodeCeiling(
@@ -599,6 +367,77 @@ def decode_ceiling(
         notes=notes,
         mla_attention=_mla_form(step, setup.context),
     )
+
+
+def _check_batches(batches: list[int]) -> None:
+    if not batches:
+        raise InvalidInput("give at least one batch size")
+    for b in batches:
+        if not isinstance(b, int) or isinstance(b, bool) or b < 1:
+            raise InvalidInput(f"batch sizes must be whole numbers ≥ 1, got {b!r}")
+
+
+def _rows(
+    step: _Step,
+    spec,
+    batches: list[int],
+    prompt: int,
+    biggest: int | None,
+    drop_unfit: bool,
+    flag_unfit: bool,
+) -> tuple[list[DecodeRow], list[str]]:
+    """(a row per batch, in order, and the notes on those that do not fit): see
+    `decode_ceiling` for what becomes of them."""
+    context = step.setup.context
+    rows, notes = [], []
+    for b in sorted(set(batches)):
+        r = step.row(b, context, prompt)
+        if not r.fits:
+            need = (
+                f"batch {b} needs {r.memory_needed_bytes / 1e9:.1f} GB per device at context "
+                f"{context} ({spec.name} has {step.mem / 1e9:.1f} GB); the largest "
+                f"batch that fits is {biggest}"
+            )
+            if flag_unfit:
+                notes.append(f"does not fit: {need}")
+                rows.append(r)
+                continue
+            if drop_unfit:
+                notes.append(f"batch {b} left out: it does not fit (largest batch {biggest})")
+                continue
+            raise DoesNotFit(need)
+        rows.append(r)
+    if not any(r.fits for r in rows):
+        raise DoesNotFit(f"no batch fits at context {context}; the largest that fits is {biggest}")
+    return rows, notes
+
+
+def _setup_notes(cfg: TransformerConfig, step: _Step, spec) -> list[str]:
+    """What tensor parallelism, experts and narrow expert weights add to the step."""
+    notes = []
+    if step.tp > 1:
+        bw, lat = step.tp_link
+        notes.append(
+            f"tensor parallelism: 2 all-reduces per layer ({2 * cfg.layers} per step) at "
+            f"{bw / 1e9:.0f} GB/s achieved and {lat * 1e6:.1f} µs of latency per hop of each "
+            "all-reduce's ring or tree, as `plan` prices them (the link × collective "
+            "efficiency of clusters.toml)"
+            + ("" if step.link else f"; {spec.name} lists no link: the generic default")
+        )
+    if cfg.experts > 1:
+        notes.append(
+            f"mixture of experts: weights read per step count the expected experts reached "
+            f"by the batch's tokens ({cfg.active_experts} of {cfg.experts} per token"
+            + (f", {cfg.moe_layers} of {cfg.layers} layers" if cfg.dense_ffn_layers else "")
+            + (f", plus {cfg.shared_experts} shared" if cfg.shared_experts else "")
+            + ")"
+        )
+    if step.expert_bytes < step.w_bytes:
+        notes.append(
+            f"routed experts' matrices stored and read at {cfg.expert_weight_bits:g} bits per "
+            f"weight as published, the rest at {step.dtypes.weights}"
+        )
+    return notes
 
 
 def _mla_form(step: _Step, context: int) -> str | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ceiling.errors import InvalidInput, MalformedFile
-from ceiling.model.transformer import TransformerConfig, from_dict
+from ceiling.model.transformer_config import TransformerConfig, from_dict
 
 Raw = dict
 
@@ -425,6 +425,30 @@ FAMILIES: dict[str, Callable[[Raw, list[str]], dict]] = {
 }
 
 
+# quantization_config's quant_method -> the stored format decode and serve read (4-bit ones
+# only with bits = 4).
+STORED_FORMATS = {"fp8": "fp8", "mxfp4": "mxfp4", "gptq": "gptq", "awq": "awq"}
+
+
+def _stored_weights(raw: Raw, values: dict, notes: list[str]) -> dict:
+    """The published weights' format from `quantization_config` (DeepSeek-V3's block-scaled
+    FP8, GPTQ and AWQ 4-bit checkpoints); one the model cannot price is said, not read."""
+    quant = raw.get("quantization_config")
+    if not isinstance(quant, dict):
+        return {}
+    method = str(quant.get("quant_method", "")).lower()
+    stored = STORED_FORMATS.get(method)
+    if stored in ("gptq", "awq") and quant.get("bits", 4) != 4:
+        stored = None
+    if stored == "mxfp4" and values.get("expert_weight_bits"):
+        return {}  # the experts' MXFP4 is counted as their bits; the rest stays 16-bit
+    if stored is None:
+        notes.append(f"quantization_config {method or '?'} not modelled: weights as 16-bit")
+        return {}
+    notes.append(f"weights stored in {stored} (quantization_config)")
+    return {"stored_weights": stored}
+
+
 def config_from_hf(raw: Raw, name: str, where: str = "") -> TransformerConfig:
     """A `TransformerConfig` from a Hugging Face config dict of a family in FAMILIES."""
     if not isinstance(raw, dict):
@@ -440,6 +464,7 @@ def config_from_hf(raw: Raw, name: str, where: str = "") -> TransformerConfig:
         values = FAMILIES[family](raw, notes)
     except MalformedFile as exc:
         raise MalformedFile(f"{where or name}: {exc}") from None
+    values.update(_stored_weights(raw, values, notes))
     source = f"Hugging Face config.json ({family})"
     if where:
         source += f" at {where}"

@@ -6,7 +6,6 @@ config first, so a family it refuses is refused here too, and MFU uses its FLOP 
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import torch
@@ -27,20 +26,20 @@ def _transformers():
     return transformers
 
 
-def _hf_loss(output: Any, batch: Any) -> torch.Tensor:
+def hf_loss(output: Any, batch: Any) -> torch.Tensor:
     return output.loss
 
 
-def _hf_forward(model, batch):
+def hf_forward(model, batch):
     input_ids = batch[0]
     return model(input_ids=input_ids, labels=input_ids)
 
 
-def hf_workload(key: str, batch: int | None, seq: int | None, delay_s: float):
-    """A Workload whose model is `AutoModelForCausalLM.from_config` of the config at `key`."""
+def hf_model(key: str):
+    """The shape model's config of `key` and a builder of `AutoModelForCausalLM.from_config`
+    on a device and dtype (the workload around it is the catalog models' token batch)."""
     from ceiling.hf_files import locate_config
     from ceiling.model.transformer import parse_model
-    from ceiling.profile.targets import _gpt, _on
 
     cfg = parse_model(key)
     transformers = _transformers()
@@ -52,12 +51,4 @@ def hf_workload(key: str, batch: int | None, seq: int | None, delay_s: float):
         model = transformers.AutoModelForCausalLM.from_config(hf_config)
         return model.to(device=device, dtype=dtype)
 
-    # The same token batch as a catalog model's; labels are the inputs (the model shifts them)
-    s = seq or min(cfg.max_seq, DEFAULT_SEQ)
-    workload = _gpt(cfg.name, batch, s, delay_s, cfg=cfg)
-    return dataclasses.replace(
-        workload,
-        build=lambda device, dtype: _on(device, make, device, dtype),
-        loss_fn=_hf_loss,
-        forward=_hf_forward,
-    )
+    return cfg, make

@@ -244,20 +244,10 @@ def _profile(
     compile: bool = False,
 ) -> ProfileReport:
     meta = dev.type == "meta"
-    if compile and meta:
-        raise InvalidInput("--compile runs the model; on meta (counts only) nothing runs")
-    if compile:
-        check_compiler(str(dev))  # counts only: nothing runs, nothing is timed
-    if not meta:
-        check_dtype_runs(dev, key, torch_dtype)
+    _check_runs(dev, key, torch_dtype, compile)
     tf32 = (tf32_requested or tf32_enabled(dev)) and key == "fp32"
     ceiling = resolve_ceiling(dev, key, tf32, spec, profile)
-    if isinstance(target, Workload):  # a live model and batch (the Python API)
-        workload, target = target, target.name
-    else:
-        check_batch_room(target, batch, seq, available_bytes)
-        workload = load_target(target, batch=batch, seq=seq)
-    check_layers(workload)
+    workload, target = _workload(target, batch, seq, available_bytes)
     itemsize = torch.empty((), dtype=torch_dtype).element_size()
     if not meta:
         free = available_memory_bytes(dev) if available_bytes is None else available_bytes
@@ -268,16 +258,75 @@ def _profile(
         runner.model = torch.compile(runner.model)
     compiled = not meta and is_compiled(runner.model)
     samples: list[float] = []
-    step_s = None
-    profiled = sites = None
+    step_s = profiled = sites = None
     if not meta:
-        with capture() if compiled else contextlib.nullcontext() as sites:
-            guard(target, runner.timed_steps, max(warmup_steps, 2 if compiled else 0))
-            samples = guard(target, runner.timed_steps, steps)
-            if compiled:
-                names = {n for n, found in sites.sites.items() if found[0].kind == "extern"}
-                profiled = guard(target, profiled_step, runner.step, str(dev), names)
+        samples, profiled, sites = _timed_steps(target, runner, dev, warmup_steps, steps, compiled)
         step_s = statistics.median(samples)
+    rec, recorded_step_s = _recorded_step(target, runner, dev, meta)
+
+    model_flops = rec.model_flops()
+    if key == "fp32" and dev.type == "cuda" and not tf32_requested:
+        runs_tf32 = _fp32_runs_tf32(rec, model_flops, tf32, dev)
+        if runs_tf32 != tf32:
+            tf32 = runs_tf32
+            ceiling = resolve_ceiling(dev, key, tf32, spec, profile)
+    explanation = explain_recorded(rec.calls, ceiling, dev, profile, workload, itemsize, train,
+                                   step_s, recorded_step_s, model_flops, compiled=compiled,
+                                   runner=runner)  # fmt: skip
+    step = None
+    if profiled is not None:
+        step = guard(target, _compiled_step, rec.calls, explanation, profiled, sites,
+                     step_s, str(dev), train)  # fmt: skip
+    return _report(
+        workload, rec, explanation, dev=dev, key=key, tf32=tf32, train=train, ceiling=ceiling,
+        samples=samples, step_s=step_s, recorded_step_s=recorded_step_s, itemsize=itemsize,
+        compiled=compiled, step=step, module_depth=module_depth,
+    )  # fmt: skip
+
+
+def _check_runs(dev: torch.device, key: str, torch_dtype: torch.dtype, compile: bool) -> None:
+    """Refuse what cannot run before anything is built: a compile on meta, a dtype the device
+    does not run."""
+    meta = dev.type == "meta"
+    if compile and meta:
+        raise InvalidInput("--compile runs the model; on meta (counts only) nothing runs")
+    if compile:
+        check_compiler(str(dev))  # counts only: nothing runs, nothing is timed
+    if not meta:
+        check_dtype_runs(dev, key, torch_dtype)
+
+
+def _workload(
+    target: str | Workload, batch: int | None, seq: int | None, available_bytes: float | None
+) -> tuple[Workload, str]:
+    """The workload to profile and its name: a live model and batch (the Python API) as
+    given, a target name loaded once its batch is known to fit."""
+    if isinstance(target, Workload):
+        workload, name = target, target.name
+    else:
+        check_batch_room(target, batch, seq, available_bytes)
+        workload, name = load_target(target, batch=batch, seq=seq), target
+    check_layers(workload)
+    return workload, name
+
+
+def _timed_steps(target: str, runner, dev: torch.device, warmup_steps: int, steps: int,
+                 compiled: bool):  # fmt: skip
+    """The plain step times after warm-up; for a compiled model also the step profiled
+    kernel by kernel and the compiled call sites found (else None, None)."""
+    profiled = None
+    with capture() if compiled else contextlib.nullcontext() as sites:
+        guard(target, runner.timed_steps, max(warmup_steps, 2 if compiled else 0))
+        samples = guard(target, runner.timed_steps, steps)
+        if compiled:
+            names = {n for n, found in sites.sites.items() if found[0].kind == "extern"}
+            profiled = guard(target, profiled_step, runner.step, str(dev), names)
+    return samples, profiled, sites.sites if compiled else None
+
+
+def _recorded_step(target: str, runner, dev: torch.device, meta: bool):
+    """One step under the op recorder, and that step's time less the recorder's own work
+    (what op time is a share of; None on meta, where nothing runs)."""
     rec = OpRecorder(time_ops=not meta)
     with rec, warnings.catch_warnings():
         # the recorder's global module hooks fire for the compiled wrapper too: it counts
@@ -287,39 +336,41 @@ def _profile(
         guard(target, runner.step, rec)
         sync(dev)
         recorded_wall_s = time.perf_counter() - t0
-    # the recorded step less the recorder's own work: what op time is a share of
-    recorded_step_s = None if meta else max(recorded_wall_s - rec.overhead_s, 0.0)
+    return rec, None if meta else max(recorded_wall_s - rec.overhead_s, 0.0)
 
+
+def _fp32_runs_tf32(rec, model_flops: float, tf32: bool, dev: torch.device) -> bool:
+    """cuDNN runs fp32 convolutions on TF32 by default, whatever the matmul setting: whether
+    this step's fp32 work runs on TF32, from its convolutions' share of the model FLOPs."""
+    conv = sum(c.flops for c in rec.calls if c.op.startswith(CONV_PREFIXES))
+    share = conv / model_flops if model_flops else 0.0
+    return fp32_runs_tf32(tf32, conv_tf32_enabled(dev), share)
+
+
+def _analytic_flops(workload: Workload, train: bool) -> tuple[float | None, float | None]:
+    """A transformer's FLOPs a step from its shape (causal-half as counted, and with full
+    attention); (None, None) for any other model."""
+    cfg = workload.transformer
+    if cfg is None or not workload.tokens_per_step:
+        return None, None
+    s = workload.seq_len
+    passes = 3.0 if train else 1.0  # forward, or forward + backward (2× forward)
+    full = cfg.flops_per_token(s, training=train) * workload.tokens_per_step
+    attention = passes * cfg.attention_flops_per_token(s) * workload.tokens_per_step
+    return full - attention / 2.0, full  # causal-half, as counted
+
+
+def _report(workload: Workload, rec: OpRecorder, explanation: StepExplanation, *,
+            dev: torch.device, key: str, tf32: bool, train: bool, ceiling: Ceiling,
+            samples: list[float], step_s: float | None, recorded_step_s: float | None,
+            itemsize: int, compiled: bool, step, module_depth: int) -> ProfileReport:  # fmt: skip
     model_flops = rec.model_flops()
     hardware_flops = rec.hardware_flops()
-    if key == "fp32" and dev.type == "cuda" and not tf32_requested:
-        # cuDNN runs fp32 convolutions on TF32 by default, whatever the matmul setting
-        conv = sum(c.flops for c in rec.calls if c.op.startswith(CONV_PREFIXES))
-        share = conv / model_flops if model_flops else 0.0
-        runs_tf32 = fp32_runs_tf32(tf32, conv_tf32_enabled(dev), share)
-        if runs_tf32 != tf32:
-            tf32 = runs_tf32
-            ceiling = resolve_ceiling(dev, key, tf32, spec, profile)
     total = rec.totals()
     peak = ceiling.peak_flops_per_s
     roof = ceiling.roof_flops_per_s
-    explanation = explain_recorded(rec.calls, ceiling, dev, profile, workload, itemsize, train,
-                                   step_s, recorded_step_s, model_flops, compiled=compiled,
-                                   runner=runner)  # fmt: skip
     bw, per_op = explanation.memory_roof_bytes_per_s, explanation.roofs.per_op_s
-    step = None
-    if profiled is not None:
-        step = guard(target, _compiled_step, rec.calls, explanation, profiled, sites.sites,
-                     step_s, str(dev), train)  # fmt: skip
-    analytic = analytic_full = None
-    cfg = workload.transformer
-    if cfg is not None and workload.tokens_per_step:
-        s = workload.seq_len
-        passes = 3.0 if train else 1.0  # forward, or forward + backward (2× forward)
-        full = cfg.flops_per_token(s, training=train) * workload.tokens_per_step
-        attention = passes * cfg.attention_flops_per_token(s) * workload.tokens_per_step
-        analytic_full = full
-        analytic = full - attention / 2.0  # causal-half, as counted
+    analytic, analytic_full = _analytic_flops(workload, train)
     measured_peak = ceiling.measured_peak_flops_per_s
     return ProfileReport(
         target=workload.name,

@@ -249,32 +249,12 @@ def _measure_step(
     steps: int,
     progress,
 ) -> StepReport:
-    if not workers or any(w < 0 for w in workers):
-        raise InvalidInput(f"worker counts must be ≥ 0, got {list(workers)}")
-    if steps < 1 or warmup_steps < 0:
-        raise InvalidInput(f"need steps ≥ 1 and warm-up ≥ 0, got {steps} and {warmup_steps}")
-    dev = check_device(device)
-    if dev.type == "meta":
-        raise InvalidInput("ceiling step times a real loop: use --device cpu or cuda")
-    key, torch_dtype = parse_dtype(dtype)
-    check_dtype_runs(dev, key, torch_dtype)
-    if data_delay_s is not None and not (0 <= data_delay_s <= 10):
-        raise InvalidInput(f"the per-sample data delay must be in 0..10 s, got {data_delay_s}")
+    dev, key, torch_dtype = _checked(workers, data_delay_s, device, dtype, warmup_steps, steps)
     delay = data_delay_s if data_delay_s is not None else 0.0
     if slow_data and data_delay_s is None:
         delay = SLOW_DATA_S_PER_SAMPLE
     workload = load_target(target, batch=batch, delay_s=delay)
-    dataset, source = workload.dataset, None
-    if dataset is None:
-        source = workload.dataloader
-        if not isinstance(source, torch.utils.data.DataLoader):
-            raise InvalidInput(
-                f"{target} has no dataset: return a torch DataLoader under 'dataloader' "
-                "so that its worker count can be varied"
-            )
-        dataset = source.dataset
-        if delay > 0:
-            raise InvalidInput("--slow-data delays the built-in datasets; yours is your own")
+    dataset, source = _dataset(target, workload, delay)
     itemsize = torch.empty((), dtype=torch_dtype).element_size()
     check_fits(workload.params, itemsize, True, available_memory_bytes(dev))
     runner = guard(target, StepRunner, workload, dev, torch_dtype, True)
@@ -285,26 +265,8 @@ def _measure_step(
     needed = (batches + 1) * batch_size
     if len(dataset) < needed:
         raise InvalidInput(f"{target}'s dataset has {len(dataset)} samples; {needed} are needed")
-    rows = []
-    with warnings.catch_warnings():
-        # torch warns when workers outnumber cores; sleeping workers (--slow-data) need none
-        warnings.filterwarnings("ignore", message="This DataLoader will create")
-        for w in workers:
-            if progress is not None:
-                progress(w)
-            loader = _loader(dataset, batch_size, w, source)
-            n = timed_steps(steps, w)
-            warm = warmup_steps_for(warmup_steps, w)
-            step_s, data_s, sync_s, fetch_s = guard(
-                target, _sweep_one, runner, loader, warm, n, torch_dtype
-            )
-            # with no workers the loop's own wait for a batch is the loader alone
-            if w == 0:
-                rate = 1.0 / fetch_s if fetch_s > 0 else float("inf")
-            else:
-                rate = guard(target, _loader_rate, loader, n, w)
-            rows.append(breakdown(w, step_s, data_s, compute_s, sync_s, rate))
-            del loader
+    rows = _sweep(target, runner, dataset, source, batch_size, workers, warmup_steps, steps,
+                  torch_dtype, compute_s, progress)  # fmt: skip
     from ceiling.profile.run import environment
 
     waterfall_workers, explanation = guard(
@@ -326,3 +288,62 @@ def _measure_step(
         waterfall_workers=waterfall_workers,
         explanation=explanation,
     )
+
+
+def _checked(workers, data_delay_s, device: str, dtype: str, warmup_steps: int, steps: int):
+    """The device and dtype the step loop runs on, once the options are known to be valid."""
+    if not workers or any(w < 0 for w in workers):
+        raise InvalidInput(f"worker counts must be ≥ 0, got {list(workers)}")
+    if steps < 1 or warmup_steps < 0:
+        raise InvalidInput(f"need steps ≥ 1 and warm-up ≥ 0, got {steps} and {warmup_steps}")
+    dev = check_device(device)
+    if dev.type == "meta":
+        raise InvalidInput("ceiling step times a real loop: use --device cpu or cuda")
+    key, torch_dtype = parse_dtype(dtype)
+    check_dtype_runs(dev, key, torch_dtype)
+    if data_delay_s is not None and not (0 <= data_delay_s <= 10):
+        raise InvalidInput(f"the per-sample data delay must be in 0..10 s, got {data_delay_s}")
+    return dev, key, torch_dtype
+
+
+def _dataset(target: str, workload, delay: float):
+    """The dataset batches are drawn from, and the user's own DataLoader it came from (None
+    for a built-in's dataset)."""
+    dataset, source = workload.dataset, None
+    if dataset is None:
+        source = workload.dataloader
+        if not isinstance(source, torch.utils.data.DataLoader):
+            raise InvalidInput(
+                f"{target} has no dataset: return a torch DataLoader under 'dataloader' "
+                "so that its worker count can be varied"
+            )
+        dataset = source.dataset
+        if delay > 0:
+            raise InvalidInput("--slow-data delays the built-in datasets; yours is your own")
+    return dataset, source
+
+
+def _sweep(target, runner, dataset, source, batch_size, workers, warmup_steps, steps,
+           torch_dtype, compute_s, progress) -> list:  # fmt: skip
+    """One breakdown row per worker count: the step, its wait for data, and the loader's rate."""
+    rows = []
+    with warnings.catch_warnings():
+        # torch warns when workers outnumber cores; sleeping workers (--slow-data) need none
+        warnings.filterwarnings("ignore", message="This DataLoader will create")
+        for w in workers:
+            if progress is not None:
+                progress(w)
+            loader = _loader(dataset, batch_size, w, source)
+            n = timed_steps(steps, w)
+            warm = warmup_steps_for(warmup_steps, w)
+            step_s, data_s, sync_s, fetch_s = guard(
+                target, _sweep_one, runner, loader, warm, n, torch_dtype
+            )
+            # with no workers the loop's own wait for a batch is the loader alone
+            if w == 0:
+                rate = 1.0 / fetch_s if fetch_s > 0 else float("inf")
+            else:
+                rate = guard(target, _loader_rate, loader, n, w)
+            rows.append(breakdown(w, step_s, data_s, compute_s, sync_s, rate))
+            del loader
+    return rows

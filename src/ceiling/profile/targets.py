@@ -25,6 +25,7 @@ function that does not, giving them is an error (they would be silently ignored)
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -351,9 +352,7 @@ def load_target(
     if low.startswith("gpt:"):
         return _gpt(low, batch, seq, delay_s)
     if low.startswith("hf:"):
-        from ceiling.profile.hf_target import hf_workload
-
-        return hf_workload(key, batch, seq, delay_s)
+        return _hf(key, batch, seq, delay_s)
     if low == "mlp":
         return _mlp(batch, delay_s)
     if low == "cnn":
@@ -361,6 +360,22 @@ def load_target(
     if ":" not in key or low.startswith("custom:"):
         return _gpt(key, batch, seq, delay_s, cfg=_catalog_model(target, key))
     return _user(key, batch, seq)
+
+
+def _hf(key: str, batch: int | None, seq: int | None, delay_s: float) -> Workload:
+    """A Workload whose model is `AutoModelForCausalLM.from_config` of the config at `key`."""
+    from ceiling.profile.hf_target import DEFAULT_SEQ, hf_forward, hf_loss, hf_model
+
+    cfg, make = hf_model(key)
+    # The same token batch as a catalog model's; labels are the inputs (the model shifts them)
+    s = seq or min(cfg.max_seq, DEFAULT_SEQ)
+    workload = _gpt(cfg.name, batch, s, delay_s, cfg=cfg)
+    return dataclasses.replace(
+        workload,
+        build=lambda device, dtype: _on(device, make, device, dtype),
+        loss_fn=hf_loss,
+        forward=hf_forward,
+    )
 
 
 def _catalog_model(target: str, key: str):

@@ -19,11 +19,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import astuple, dataclass
+from dataclasses import astuple
 from importlib import metadata
 from pathlib import Path
 
 from ceiling.trace import op_rules
+from ceiling.trace.traced_op_cost import TracedOpCost
 
 # A memo past this many calls is started afresh: read whole on a trace's first unseen call,
 # it must stay small beside the trace (a model's distinct calls: 50-1,000 in real traces).
@@ -48,19 +49,6 @@ _ELEMENT_BYTES = {
     "c10::Float8_e4m3fn": 1,
     "c10::Float8_e5m2": 1,
 }
-
-
-@dataclass(frozen=True)
-class TracedOpCost:
-    """What a traced op cost, replayed from its recorded shapes (a `model.opcost.OpCost` is
-    a modelled op's FLOPs and bytes)."""
-
-    flops: float | None  # None: the shapes were not recorded or the op could not be replayed
-    flops_exact: bool
-    category: str  # as profile.op_flops: matmul, attention, elementwise, ...
-    recomputed_flops: float
-    bytes: float | None
-    dtype: str | None  # catalog dtype key of the first floating tensor input
 
 
 def element_size(type_name: str) -> int | None:
@@ -175,7 +163,8 @@ def _fingerprint() -> str:
             digest.update(b"no torch distribution")
         root = Path(__file__).resolve().parents[1]
         sources = sorted((root / "profile").glob("*.py"))
-        sources += [root / "trace" / f for f in ("op_replay.py", "op_cost.py", "op_rules.py")]
+        sources += [root / "trace" / f for f in ("op_replay.py", "op_cost.py", "traced_op_cost.py")]
+        sources += sorted((root / "trace" / "op_rules").glob("*.py"))
         sources += [root / "vocabulary.py"]
         sources += [root / "model" / "attention.py", root / "model" / "mfu.py"]
         for f in sources:

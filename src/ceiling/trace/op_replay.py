@@ -19,8 +19,8 @@ import torch
 
 from ceiling.profile.op_flops import count_flops, flop_kind, kind_category
 from ceiling.profile.traffic import count_traffic
-from ceiling.trace.op_cost import TracedOpCost
 from ceiling.trace.op_rules import fits, literal
+from ceiling.trace.traced_op_cost import TracedOpCost
 from ceiling.vocabulary import DTYPES, canonical_dtype
 
 _NO_RULE = ("unknown", "other")  # kinds op_flops has no formula for
@@ -169,7 +169,7 @@ def rule_table(names) -> dict:
     name, the category, FLOPs per element, how its bytes are counted, positions it writes,
     whether those are only overwritten, whether the byte count is exact, its arguments as
     (name, type, has a default, the default, keyword-only))."""
-    from ceiling.profile import op_flops, traffic
+    from ceiling.profile import op_kinds, traffic
 
     table = {}
     for name in sorted(names):
@@ -183,9 +183,9 @@ def rule_table(names) -> dict:
             kind, rule = flop_kind(f)
             per = 0.0
             if kind == "exact":
-                per = op_flops._PER_ELEMENT_EXACT[rule]
+                per = op_kinds.PER_ELEMENT_EXACT[rule]
             elif kind == "estimated":
-                per = op_flops._PER_ELEMENT_ESTIMATED[rule][1]
+                per = op_kinds.PER_ELEMENT_ESTIMATED[rule][1]
             t = traffic._rule(f)
             args = tuple(
                 (a.name, str(a.type), a.has_default_value(), _literal(a), a.kwarg_only)

@@ -25,7 +25,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ceiling.errors import InvalidInput
-from ceiling.model.transformer import TransformerConfig, get_model
+from ceiling.model.model_catalog import get_model
+from ceiling.model.transformer_config import TransformerConfig
 
 PRESETS = ("tiny", "small")
 ROPE_BASE = 10000.0

@@ -59,8 +59,9 @@ def has_curves(device) -> bool:
 
 def default_kernel(framework: str = "megatron") -> str:
     """The kernel a framework runs on Hopper: Transformer Engine's cuDNN fused attention
-    (Megatron-Core, NeMo), PyTorch SDPA's flash backend, FlashAttention-2 (torchtitan)."""
-    return "fa2" if framework == "torchtitan" else "cudnn"
+    (Megatron-Core, NeMo), PyTorch SDPA's flash backend, FlashAttention-2 (torchtitan, and
+    the Hugging Face models DeepSpeed trains)."""
+    return "fa2" if framework in ("torchtitan", "deepspeed") else "cudnn"
 
 
 def _curve(table, seq):

@@ -80,6 +80,13 @@ def check_plan(job, cluster, plan) -> list[str]:
             f"ZeRO-2 shards gradients, which pipeline parallelism accumulates over "
             f"micro-batches; with p({plan.p}) > 1 use zero=0, 1 or 3 (FSDP inside each stage)"
         )
+    return _plan_notes(sh, cluster, plan, m)
+
+
+def _plan_notes(sh, cluster, plan, m: int) -> list[str]:
+    """Warnings for a valid plan that runs badly: uneven stages, tensor or context parallelism
+    across nodes, sequence parallelism without t, fewer micro-batches than stages."""
+    chunks = plan.p * plan.v
     notes = _stage_notes(sh.layers, plan)
     if not plan.first_stage_layers and sh.layers % chunks:
         most = math.ceil(sh.layers / chunks)

@@ -24,6 +24,7 @@ from ceiling.model.plan import step as parallel
 from ceiling.model.plan.axes import AXES, BY_KEY, parse_fixed, plan_at  # noqa: F401  (re-exported)
 from ceiling.model.plan.costs import ATTENTION_BLOCK
 from ceiling.model.plan.pipeline import balanced_layout
+from ceiling.model.plan.refusals import suggesting
 from ceiling.model.plan.rules import check_context_parallel, check_fp8_params, check_stage_layout
 from ceiling.model.plan.step import Job, Plan, PlanEstimate
 from ceiling.model.scaling import karp_flatt
@@ -259,10 +260,11 @@ def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> Search
         raise InvalidInput(f"{argument('top')} must be ≥ 1, got {top}")
     _check_attention_kernel(job, cluster.device)
     fixed = dict(fixed or {})
-    _check_fixed_alone(job, cluster, fixed)
-    blocks = plan_blocks(job, cluster, fixed)
-    if not blocks:
-        raise InvalidInput(_no_valid_plan_message(job, cluster, fixed))
+    with suggesting(job, cluster.devices, fixed, lambda pins: valid_pins(job, cluster, pins)):
+        _check_fixed_alone(job, cluster, fixed)
+        blocks = plan_blocks(job, cluster, fixed)
+        if not blocks:
+            raise InvalidInput(_no_valid_plan_message(job, cluster, fixed))
     s = grid.summarise(job, cluster, blocks)
     n = int(s.plans.sum())
     if not s.fitting.any():
@@ -297,6 +299,15 @@ def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> Search
         results.append(parallel.result_from_arrays(job, plan, r, i, notes))
     why = tuple("" if k == 0 else explain_loss(x, results[0]) for k, x in enumerate(results))
     return SearchResult(tuple(results), why, evaluated=n, fitting=int(s.fitting.sum()))
+
+
+def valid_pins(job: Job, cluster, fixed: dict) -> bool:
+    """Whether pins give valid plans: the refusal rules pass and a plan is left to search."""
+    try:
+        _check_fixed_alone(job, cluster, fixed)
+        return bool(plan_blocks(job, cluster, fixed))
+    except InvalidInput:
+        return False
 
 
 def _evaluated(job: Job, cluster, rows: list[list]) -> tuple[list[Plan], dict]:
@@ -405,7 +416,9 @@ def _no_valid_plan_message(job: Job, cluster, fixed: dict) -> str:
         return (
             f"{head}: the interleaved schedule needs equal chunks, layers({sh.layers}) % "
             f"(p({p}) × v({v}) = {p * v}) = {sh.layers % (p * v)}, or an uneven layout that "
-            f"leaves every chunk a layer (stages=balanced, or stages=F,M,…,M,L with F, M, L ≥ v)"
+            f"leaves every chunk a layer (stages=F,M,…,M,L with F, M, L ≥ v"
+            + ("" if fixed.get("stages") == "balanced" else ", or stages=balanced where it does")
+            + ")"
         )
     pinned = _pinned_option_rule(job, fixed, n)
     if pinned:

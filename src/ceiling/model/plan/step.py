@@ -47,7 +47,7 @@ from ceiling.model.plan.rules import check_plan
 
 ATTENTION = ("unfused", "flash")
 # Training frameworks whose recipes set the planner's defaults (`training.recipe_defaults`).
-FRAMEWORKS = ("megatron", "nemo", "torchtitan", "maxtext")
+FRAMEWORKS = ("megatron", "nemo", "torchtitan", "maxtext", "deepspeed")
 # The attention kernel assumed unless one is asked for (`--attention`), whatever the model and
 # wherever it comes from (catalog, custom:, hf:): FlashAttention, or a kernel like it that keeps
 # no s×s scores — what Megatron-Core with Transformer Engine, torchtitan (SDPA), NeMo and

@@ -13,91 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ceiling.errors import InvalidInput
+from ceiling.errors import DoesNotFit, InvalidInput
+from ceiling.model.plan.frameworks import Recipe, recipe_defaults
+from ceiling.model.plan.refusals import suggesting, without_unpinning
 from ceiling.model.plan.search import SearchResult, scaling, search
 from ceiling.model.plan.step import DEFAULT_ATTENTION, Job
 
 # Without --seq and --global-batch: at most 4,096 tokens a sequence, about 4M tokens a step.
 DEFAULT_SEQ = 4096
 DEFAULT_TOKENS_PER_STEP = 4 * 2**20
-
-
-# Models this large run the Megatron-Core/NeMo recipes with tensor-parallel communication
-# overlap on: NeMo's gpt3_175b, llama3_70b, llama31_405b and nemotron4_340b recipes set
-# tp_comm_overlap (userbuffers); its 8B-class recipes (llama3_8b) leave it off.
-TP_OVERLAP_FROM_PARAMS = 30e9
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """What a framework's recipes set that the planner would otherwise assume: plan axes
-    pinned unless the user pins them, job fields, and the words that say so."""
-
-    pins: dict
-    job: dict
-    said: str
-
-
-def recipe_defaults(framework: str | None, cfg) -> Recipe:
-    """The defaults of a training framework's recipes for `cfg` (None: the planner's own).
-
-    megatron: Megatron-LM/Megatron-Core with Transformer Engine — the distributed optimizer's
-      gradient reduce overlapped (--overlap-grad-reduce), TP overlap for large models;
-    nemo: as megatron; NeMo 2's GPTConfig fuses the cross-entropy (cross_entropy_loss_fusion
-      = True) and its performance recipes reduce gradients in 16 bits
-      (`recipe.trainer.plugins.grad_reduce_in_fp32 = False`, with the DDP config's): 16 bytes
-      of state a parameter, not 18 — 10.75 GiB less for a 340B model on TP8 PP8;
-    torchtitan: FSDP over the data-parallel ranks (data_parallel_shard_degree -1), eager
-      PyTorch (compile off in its train configs), F.cross_entropy on upcast logits, SDPA's
-      flash backend (FlashAttention-2);
-    maxtext: FSDP over the data-parallel ranks (ici_fsdp_parallelism -1), XLA-fused
-      pointwise kernels and loss, cuDNN flash attention through Transformer Engine on GPUs;
-      XLA runs the step as compiled programs, no kernel launched one by one from Python
-      (priced as CUDA graphs, `host`).
-
-    Mixture-of-experts recipes: Megatron-Core's (and NeMo's) MoE recipes fuse the router and
-    the permutation (--moe-router-fusion, --moe-permute-fusion: the Megatron-Core MoE model
-    zoo's Qwen3 and DeepSeek-V3 configs) and run eagerly without CUDA graphs on Hopper;
-    torchtitan's router is plain PyTorch ops (unfused)."""
-    if framework is None:
-        return Recipe({}, {}, "")
-    big = cfg.params_total >= TP_OVERLAP_FROM_PARAMS
-    routed = cfg.experts > 1
-    if framework in ("megatron", "nemo"):
-        pins = {"tp_overlap": True} if big else {}
-        nemo = framework == "nemo"
-        pins.update({"state_bytes": 16} if nemo else {})
-        job = {"loss": "fused"} if nemo else {}
-        said = (
-            f"{framework} recipe: gradient reduce overlapped"
-            + (", MoE router and permutation fused, no CUDA graphs" if routed else "")
-            + (f", TP overlap on ({cfg.params_total / 1e9:.0f}B ≥ 30B)" if big else "")
-            + (
-                ", 16-bit gradients (16 bytes of state a parameter), fused cross-entropy"
-                if nemo
-                else ""
-            )
-        )
-        return Recipe(pins, {**job, "framework": framework}, said)
-    if framework == "torchtitan":
-        return Recipe(
-            {"zero": 3, "kernels": "eager"},
-            {"loss": "eager", "framework": framework, "attention_kernel": "fa2"}
-            | ({"moe_router_fusion": False} if routed else {}),
-            "torchtitan recipe: FSDP, eager kernels (no compile), eager cross-entropy, "
-            "SDPA flash attention (FlashAttention-2)" + (", unfused router" if routed else ""),
-        )
-    if framework == "maxtext":
-        return Recipe(
-            {"zero": 3},
-            {"loss": "fused", "framework": framework, "attention_kernel": "cudnn"}
-            | {"cuda_graphs": True},
-            "maxtext recipe: FSDP, fused kernels and loss (XLA), cuDNN flash attention, "
-            "compiled programs (no per-kernel launches)",
-        )
-    from ceiling.model.plan.step import FRAMEWORKS
-
-    raise InvalidInput(f"framework must be one of {', '.join(FRAMEWORKS)}, got {framework!r}")
 
 
 def default_seq(cfg) -> int:
@@ -122,7 +46,7 @@ def training_job(
 ) -> Job:
     """The Job to plan, with the defaults above for what is not given: the attention kernel
     `step.DEFAULT_ATTENTION` for every model, dropout as the model's config says (its
-    published training run's)."""
+    published training run's), DeepEP's node limit as its routing does (`model_node_limit`)."""
     s = seq if seq is not None else default_seq(cfg)
     return Job(
         cfg,
@@ -134,7 +58,34 @@ def training_job(
         overlap_dp=overlap_dp,
         token_budget=token_budget,
         loss=loss,
+        moe_node_limit=model_node_limit(cfg),
     )
+
+
+def model_pins(cfg, device) -> dict:
+    """What the model's config decides of a plan: weights published in FP8 (DeepSeek-V3's
+    quantization_config) were trained with FP8 linear layers, planned so on a device with an
+    FP8 rate."""
+    if getattr(cfg, "stored_weights", None) != "fp8":
+        return {}
+    return {"fp8": "linear"} if "fp8" in datasheet_of(device).peak_flops_per_s else {}
+
+
+def model_node_limit(cfg) -> int:
+    """Group-limited routing (DeepSeek's n_group, topk_group) as the node limit of DeepEP's
+    dispatch: with a group of experts on each node, a token reaches at most topk_group
+    nodes (DeepSeek-V3 technical report, section 2.1.2: 4 nodes); 0 without."""
+    limit = getattr(cfg, "expert_groups_per_token", None)
+    return limit if cfg.expert_groups > 1 and limit else 0
+
+
+def _plans(job: Job, cluster, pins: dict) -> bool:
+    """Whether some plan with `pins` runs and fits."""
+    try:
+        search(job, cluster, pins, top=1)
+    except (DoesNotFit, InvalidInput):
+        return False
+    return True
 
 
 def peak_dtype(dtype: str) -> str:
@@ -167,10 +118,12 @@ def plan_cluster(
     inter_bytes_per_s: float | None = None,
     matmul_efficiency: float | None = None,
     dtype: str = "bf16",
+    step_jitter: float | None = None,
 ):
     """The cluster of `gpus` devices of a resolved device (`hardware.resolve.ResolvedDevice`):
     a datasheet spec with the `clusters.toml` efficiencies, or a measured profile's GPU (its
-    catalog entry for links and node size) with the efficiencies it measured."""
+    catalog entry for links and node size) with the efficiencies it measured; `step_jitter`
+    replaces the `clusters.toml` variation of a device's step (the straggler term)."""
     from ceiling.model.cluster import (
         efficiencies_from_profile,
         fp8_efficiency_from_profile,
@@ -200,6 +153,9 @@ def plan_cluster(
         efficiency_source=source,
         device_source=device.source,
     )
+    if step_jitter is not None:
+        sources = {**cluster.sources, "jitter": "given"}
+        cluster = replace(cluster, step_jitter=float(step_jitter), sources=sources)
     # A measured FP8 rate prices FP8 GEMMs at their own share of the FP8 peak.
     return replace(cluster, fp8_matmul_efficiency=fp8_eff) if fp8_eff else cluster
 
@@ -224,6 +180,7 @@ class TrainingPlan:
     search: SearchResult
     scaling: list  # search.ScalingRow per device count, the first the cluster's own
     pins: dict[str, Any]
+    recipe: Recipe  # the framework's defaults the plans were made with
 
 
 def plan_training(
@@ -236,14 +193,19 @@ def plan_training(
     doublings: int = 0,
     dtype: str = "bf16",
     adjust_cluster: Callable | None = None,
+    recipe: Recipe | None = None,
     **cluster_options: Any,
 ) -> TrainingPlan:
     """Search the plans of `job` on `gpus` of `device` (a resolved device); `pins` fixes
     axes (`axes.parse_fixed`); `doublings` > 0 also plans at 2N, 4N, ...; dtype fp8 runs
     the linear layers' GEMMs in FP8 and the rest in bf16, as real FP8 runs do.
     `adjust_cluster(cluster)` returns the cluster to plan on instead (efficiencies measured
-    elsewhere, e.g. in a trace of the user's run)."""
-    pins = dict(pins or {})
+    elsewhere, e.g. in a trace of the user's run). `recipe` (default: the default framework's,
+    `frameworks.DEFAULT_FRAMEWORK`) pins its axes where `pins` does not; its job fields are
+    the caller's to apply (`Job` holds the default framework's)."""
+    recipe = recipe or recipe_defaults(None, job.model)
+    own = {**recipe.pins, **model_pins(job.model, device)}  # set again when the user's omit
+    pins = {**own, **(pins or {})}
     if dtype == "fp8":
         pins.setdefault("fp8", "linear")
     job = with_measured_host(job, device)
@@ -254,7 +216,13 @@ def plan_training(
         return adjust_cluster(cluster) if adjust_cluster else cluster
 
     cluster = cluster_for(gpus)
-    result = search(job, cluster, pins, top=top)
+    try:
+        with suggesting(job, gpus, pins, lambda pinned: _plans(job, cluster, pinned), DoesNotFit):
+            result = search(job, cluster, pins, top=top)
+    except (InvalidInput, DoesNotFit) as err:
+        if getattr(err, "suggestions", None) is None:
+            raise
+        raise without_unpinning(err, own, job.model.layers, pins.get("p")) from None
     counts = [gpus * 2**i for i in range(doublings + 1)]
     rows = scaling(job, cluster_for, counts, pins) if doublings else []
-    return TrainingPlan(job, cluster, result, rows, pins)
+    return TrainingPlan(job, cluster, result, rows, pins, recipe)
