@@ -222,6 +222,8 @@ KEY_FIGURES = [
     (r"^specs h100-sxm", r"H100"),
     (r"^specs", r"mi300x"),
     (r"^plan llama-3-8b", r"MFU"),
+    # DeepSeek-V3 entered with its main axes: the search switches on what the run used.
+    (r"^plan deepseek-v3", r"features switched on: expert all-to-all overlapped .*DeepEP"),
     (r"^plan gpt3-175b", r"MFU"),
     # NeMo's recipe named with its 16 bytes of state; the straggler at 1 % over 256 devices:
     # 0.01 · √(2 ln 256) = 3.3 % of the pipeline time

@@ -81,7 +81,11 @@ def test_fixed_pins_fields_and_searches_the_rest():
         assert (r.plan.d, r.plan.t, r.plan.p, r.plan.recompute) == (16, 8, 8, "full")
     whole = parse_fixed("d=16,t=8,p=8,b=2,v=3,zero=1,recompute=selective,sp=on")
     (one,) = search(job, c, whole, top=3).plans
-    assert one.plan == Plan(16, 8, 8, 2, 3, zero=1, recompute="selective", sequence_parallel=True)
+    # The free feature the layout can run is searched: TP overlap switched on.
+    want = Plan(16, 8, 8, 2, 3, zero=1, recompute="selective", sequence_parallel=True)
+    assert one.plan == dataclasses.replace(want, tp_overlap=True)
+    pinned = search(job, c, {**whole, "tp_overlap": False}, top=3).plans[0]
+    assert pinned.plan == want and pinned.features == {}
 
 
 def test_parse_fixed():

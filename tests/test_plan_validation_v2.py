@@ -122,7 +122,8 @@ def predict(build, figure):
     the planning margin (10 % headroom) is dropped; memory is checked where a run published
     it (torchtitan, below)."""
     job, cluster, fixed = build()
-    job = dataclasses.replace(job, headroom=0.0)
+    # As published: no free feature the run does not name (`features.as_published`).
+    job = dataclasses.replace(job, headroom=0.0, offered=())
     best = search(job, cluster, fixed, top=1).plans[0]
     return figure(best, cluster), best
 

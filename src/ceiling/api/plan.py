@@ -194,7 +194,7 @@ def plan(
     calibrate: Path | str | None = None,
     framework: str | None = None,
     attention_kernel: str | None = None,
-    moe_dispatcher: str = "alltoall",
+    moe_dispatcher: str | None = None,
     moe_imbalance: float | None = None,
     moe_node_limit: int | None = None,
     cuda_graphs: bool | None = None,
@@ -214,11 +214,15 @@ def plan(
     else is given. `attention_kernel` (fa2, fa3, cudnn) picks fused attention's published
     curve on Hopper; a mixture of experts routes with `moe_dispatcher` (alltoall, or deepep:
     once per destination node, to at most `moe_node_limit` nodes, by default the model's
-    group-limited routing), its busiest expert rank `moe_imbalance` times the even share.
+    group-limited routing; None: searched), its busiest expert rank `moe_imbalance` times the
+    even share. The free features the framework's stack offers (overlaps, DeepEP, DualPipe:
+    `model.plan.features`) are searched unless `fixed` pins them; the best plan says what
+    each bought.
     The host launches each kernel in `host_kernel_us` µs (`model.plan.host`); `cuda_graphs`
     and `moe_fusion` as the recipe unless given. `step_jitter`: the relative variation of a
     device's step (default `clusters.toml`'s); a synchronous step waits for the slowest."""
     from ceiling.model.plan.axes import parse_fixed
+    from ceiling.model.plan.features import offered
     from ceiling.model.plan.training import plan_training, recipe_defaults
     from ceiling.model.transformer import parse_model
 
@@ -233,6 +237,7 @@ def plan(
         moe_dispatcher=moe_dispatcher, moe_node_limit=moe_node_limit, moe_imbalance=moe_imbalance,
         attention_kernel=attention_kernel, cuda_graphs=cuda_graphs, moe_router_fusion=moe_fusion,
         moe_permute_fusion=moe_fusion, host_kernel_s=_host_kernel_s(host_kernel_us),
+        offered=offered(recipe.framework),
     )  # fmt: skip
     n = _count(gpus, "gpus", MAX_DEVICES)
     pins = parse_fixed(_fixed_text(fixed))

@@ -20,7 +20,8 @@ def moe_told(job) -> str:
         "Transformer capacity factor)"
     )
     limit = f", at most {job.moe_node_limit} nodes a token" if job.moe_node_limit else ""
-    return f"{said}; {job.moe_dispatcher} dispatch{limit}"
+    how = "dispatcher searched" if job.moe_dispatcher == "auto" else job.moe_dispatcher
+    return f"{said}; {how} dispatch{limit}"
 
 
 def host_told(job) -> str:
@@ -81,8 +82,9 @@ def assumptions(cluster, job, attention_given: bool, dropout_given: bool) -> dic
         "dp_overlap": "gradient reduction overlaps the last micro-batch's backward"
         if job.overlap_dp
         else "none (gradient reduction after the backward)",
-        "tp_overlap": "as each plan's tp_overlap (off unless pinned: tensor-parallel "
-        "collectives exposed; on: all but the first of t chunks hidden behind the GEMMs)",
+        "tp_overlap": "as each plan's tp_overlap (searched where the framework offers it, "
+        "else off unless pinned; off: tensor-parallel collectives exposed; on: all but the "
+        "first of t chunks hidden behind the GEMMs)",
         "attention_efficiency": cluster.attention_efficiency,
         "attention_kernel": attention_kernel_told(cluster, job),
         # FP8 GEMMs' share of the FP8 peak and where it comes from (None: the device has no FP8).

@@ -46,7 +46,8 @@ def trace(
     the device the trace names (its deviceProperties), matched in the catalog. `dtype`
     overrides the dtype MFU is measured against (default: the one most matmul FLOPs use).
     The ranks of a folder are read `workers` at a time in local processes (default: one per
-    core), or on the Dask cluster at `dask` ("local", or a scheduler's address);
+    core; memory: this process holds no trace, only the summaries, and each worker one rank),
+    or on the Dask cluster at `dask` ("local", or a scheduler's address);
     `progress(done, total)` is called as ranks finish. `critical_path`: each step's critical
     path through its dependency graph (`TraceResult.critical_path`); `what_if` (implies it):
     questions such as "gemm=2x,comm=overlap,launch=3us,link=400GB/s", each answered as the

@@ -63,6 +63,8 @@ def _call(kind: str, args: dict):
         from ceiling.api.plan import plan
 
         args.setdefault("headroom", 0.0)
+        args.setdefault("moe_dispatcher", "alltoall")
+        args.update(_as_published(args))
         return plan(model, args.pop("gpus"), top=1, **args)
     if kind == "decode":
         from ceiling.api.decode import decode
@@ -74,6 +76,23 @@ def _call(kind: str, args: dict):
     from ceiling.api.serve import serve
 
     return serve(model, **args)
+
+
+def _as_published(args: dict) -> dict:
+    """The run's pins with every free feature it does not name held off (`features`)."""
+    from ceiling.model.plan.axes import parse_fixed
+    from ceiling.model.plan.features import as_published
+
+    text = args.pop("fixed", None) or ""
+    pins = parse_fixed(text)
+    # The dispatcher is the run's moe_dispatcher (alltoall where it names none).
+    held = as_published({**pins, "dispatcher": args["moe_dispatcher"]})
+    added = [
+        f"{k}={'on' if v else 'off'}"
+        for k, v in held.items()
+        if k not in pins and k != "dispatcher"
+    ]
+    return {"fixed": ",".join(filter(None, [text, *added]))}
 
 
 def _figures(run, r) -> dict[str, float]:

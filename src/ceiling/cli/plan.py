@@ -103,11 +103,11 @@ AttentionKernelOption = Annotated[
     ),
 ]
 MoeDispatcherOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--moe-dispatcher",
         help="alltoall (NCCL: every routed copy sent) or deepep (once per destination node, "
-        "forwarded over NVLink inside it).",
+        "forwarded over NVLink inside it); default: searched where the framework offers it.",
     ),
 ]
 MoeImbalanceOption = Annotated[
@@ -230,7 +230,7 @@ def plan(
     calibrate: CalibrateOption = None,
     framework: FrameworkOption = None,
     attention_kernel: AttentionKernelOption = None,
-    moe_dispatcher: MoeDispatcherOption = "alltoall",
+    moe_dispatcher: MoeDispatcherOption = None,
     moe_imbalance: MoeImbalanceOption = None,
     moe_node_limit: MoeNodeLimitOption = None,
     cuda_graphs: CudaGraphsOption = None,

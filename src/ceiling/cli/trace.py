@@ -20,7 +20,13 @@ DtypeOption = Annotated[
 ]
 WorkersOption = Annotated[
     int | None,
-    typer.Option(min=1, help="Rank files read at once in local processes (default: a core each)."),
+    typer.Option(
+        min=1,
+        help="Rank files read at once in local processes (default: a core each). Memory "
+        "is bounded: this process, plus one rank's trace a worker (a few times its "
+        "uncompressed JSON) however many ranks, in workers that start afresh for each "
+        "rank with only the trace reader loaded.",
+    ),
 ]
 DaskOption = Annotated[
     str | None,

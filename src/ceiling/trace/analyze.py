@@ -8,7 +8,8 @@ from typing import Any
 
 from ceiling.errors import CeilingError, InvalidInput, UnsupportedOnDevice
 from ceiling.trace.engines import check_dask, default_workers, run_ranks
-from ceiling.trace.rank_summary import Prepared
+from ceiling.trace.rank_pool import in_pool
+from ceiling.trace.rank_summary import Prepared, TraceFacts, trace_facts
 from ceiling.trace.ranks import cross_rank
 from ceiling.trace.reader import NotATrace, read_trace, trace_files, without_gc
 from ceiling.trace.results import TraceAnalysis, TraceDevice
@@ -63,38 +64,16 @@ def _analyze(
     notes: list[str] = []
     files = trace_files(path)
     _check_engine(workers, dask, progress)
-    # The first trace decides the device and the dtype of the peak for every rank.
-    first, first_error, skipped = None, None, 0
-    for f in files:
-        try:
-            first = Prepared.of(read_trace(f))
-            break
-        except NotATrace as exc:
-            if len(files) == 1:
-                raise
-            first_error, skipped = first_error or exc, skipped + 1
-    if first is None:
-        raise first_error
-    machine, device = _device([first.trace], spec, machine_profile, notes)
-    key = None
-    if machine is not None:
-        from ceiling.hardware.catalog import normalize_dtype
-        from ceiling.model.mfu import peak_key
-
-        key = peak_key(normalize_dtype(dtype or first.main_dtype()), False, machine.kind)
-        try:
-            machine.spec.peak(key)
-        except UnsupportedOnDevice as exc:
-            notes.append(f"{exc}: no MFU or roofline")
-            key = None
-        else:
-            device.peak_key, device.peak_flops_per_s = key, machine.datasheet_peak(key)
-            if device.peak_flops_per_s is None:
-                notes.append(f"{machine.name} has no datasheet {key} peak: no MFU")
-    summaries = [(first.trace.rank, first.summary(machine, key, questions))]
+    # The first trace decides the device and the dtype of the peak for every rank; read in a
+    # worker when the ranks go to a pool, so that this process never holds a trace.
+    n = workers if workers is not None else default_workers(len(files) - 1)
+    pooled = dask is None and len(files) > 1 and n > 1
+    facts, first, skipped = _first(files, pooled)
+    machine, device = _device([facts], spec, machine_profile, notes)
+    key = _peak_key(machine, device, dtype or facts.main_dtype, notes)
+    summaries = [] if first is None else [(facts.rank, first.summary(machine, key, questions))]
     del first  # the first trace is let go like every other
-    rest = [str(f) for f in files[skipped + 1 :]]
-    n = workers if workers is not None else default_workers(len(rest))
+    rest = [str(f) for f in files[skipped + len(summaries) :]]
     for done in run_ranks(rest, machine, key, n, dask, progress, questions):
         if done is None:
             skipped += 1
@@ -126,6 +105,45 @@ def _analyze(
         cross=cross_rank(ranks, device.link_bandwidth_bytes_per_s),
         notes=notes,
     )
+
+
+def _first(files, pooled: bool) -> tuple[TraceFacts, Prepared | None, int]:
+    """The first file that is a trace: its facts, the trace itself unless it was read in a
+    worker (`pooled`), and the number of files before it that are JSON but no trace."""
+    for skipped, f in enumerate(files):
+        if pooled:
+            (facts,) = in_pool(trace_facts, [str(f)], 1)
+            if facts is not None:
+                return facts, None, skipped
+            continue
+        try:
+            first = Prepared.of(read_trace(f))
+        except NotATrace:
+            if len(files) == 1:
+                raise
+            continue
+        return TraceFacts.of(first), first, skipped
+    raise NotATrace(f"{files[0]}: not a profiler trace (no traceEvents)")
+
+
+def _peak_key(machine, device: TraceDevice, dtype: str, notes: list[str]) -> str | None:
+    """The peak MFU is measured against (device's figures set), None when the device has
+    none in `dtype`."""
+    if machine is None:
+        return None
+    from ceiling.hardware.catalog import normalize_dtype
+    from ceiling.model.mfu import peak_key
+
+    key = peak_key(normalize_dtype(dtype), False, machine.kind)
+    try:
+        machine.spec.peak(key)
+    except UnsupportedOnDevice as exc:
+        notes.append(f"{exc}: no MFU or roofline")
+        return None
+    device.peak_key, device.peak_flops_per_s = key, machine.datasheet_peak(key)
+    if device.peak_flops_per_s is None:
+        notes.append(f"{machine.name} has no datasheet {key} peak: no MFU")
+    return key
 
 
 def _uncounted(rank) -> str:

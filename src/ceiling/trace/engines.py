@@ -1,21 +1,20 @@
 """Where the per-rank work runs: here one rank after another, in a pool of local worker
 processes, or on a Dask cluster (`pip install 'ceiling-perf[cluster]'`) when a job's folder of
 rank traces outgrows one machine. Each rank is read and reduced to its summary where it runs
-(`rank_summary`), so only summaries come back. Results keep the order of the files."""
+(`rank_summary`), so only summaries come back; the local pool's memory is bounded
+(`rank_pool`). Results keep the order of the files."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from itertools import repeat
+from functools import partial
 
 from ceiling.errors import InvalidInput
 from ceiling.text import printable
+from ceiling.trace.rank_pool import Progress, in_pool
 from ceiling.trace.rank_summary import rank_summary
 
-Progress = Callable[[int, int], None]
 # How long a Dask scheduler has to answer, and to have a worker, before it is refused.
 DASK_TIMEOUT_S = 10.0
 
@@ -45,17 +44,8 @@ def run_ranks(
             if progress:
                 progress(i + 1, len(paths))
         return out
-    # fork where the platform has it: the workers start at once with the modules loaded
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    context = multiprocessing.get_context(method)
-    out = []
-    with ProcessPoolExecutor(min(workers, len(paths)), mp_context=context) as pool:
-        jobs = pool.map(rank_summary, paths, repeat(machine), repeat(peak_key), repeat(questions))
-        for i, r in enumerate(jobs):
-            out.append(r)
-            if progress:
-                progress(i + 1, len(paths))
-    return out
+    work = partial(rank_summary, machine=machine, peak_key=peak_key, questions=questions)
+    return in_pool(work, paths, workers, progress)
 
 
 def _on_dask(paths, machine, peak_key, address: str, progress: Progress | None, questions) -> list:

@@ -57,6 +57,35 @@ class Prepared:
         return analyze_rank(t, self.records, r, rank, self.links, self.precisions, questions)
 
 
+@dataclass(frozen=True)
+class TraceFacts:
+    """What a job's first trace decides for every rank (the device, the dtype of the peak),
+    without its events: what a worker sends back when it reads that trace."""
+
+    rank: int | None
+    on_gpu: bool
+    devices: list
+    device_names: list
+    host_name: str | None
+    main_dtype: str
+
+    @classmethod
+    def of(cls, first: Prepared) -> TraceFacts:
+        t = first.trace
+        return cls(t.rank, t.on_gpu, t.devices, t.device_names, t.host_name, first.main_dtype())
+
+
+def trace_facts(path: str) -> TraceFacts | None:
+    """The facts of the trace at `path`, or None when the file is JSON but no profiler
+    trace."""
+    with without_gc():
+        try:
+            trace = read_trace(path)
+        except NotATrace:
+            return None
+        return TraceFacts.of(Prepared.of(trace))
+
+
 def cost_rule(trace: RankTrace):
     """The op cost rule: each call costed from its shapes (in plain Python for the ops real
     traces hold, else replayed on torch's meta device or found in the memo of earlier

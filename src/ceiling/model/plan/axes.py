@@ -18,6 +18,7 @@ import numpy as np
 
 from ceiling.errors import InvalidInput, argument
 from ceiling.model.plan import recompute
+from ceiling.model.plan.moe import DISPATCHERS
 from ceiling.model.plan.pipeline import parse_stages
 
 _FIXED = argument("fixed")  # the plan's `fixed`, the command's --fixed
@@ -160,8 +161,10 @@ class Plan:
                     "its default; 1 folds the attention's tensor-parallel ranks into expert or "
                     "data parallelism)", "0 (= t) or a whole number ≥ 1", _whole(0), quiet=0)
     zero: int = axis("zero", 0, "ZeRO sharding over d: optimizer state (1), also gradients "
-                     "(2), also weights (3 = FSDP; with p > 1 inside each stage, gathered "
-                     "and reduce-scattered per micro-batch, as torchtitan's FSDP with PP)",
+                     "(2), also weights (3 = FSDP; with p > 1 inside each stage as torchtitan's "
+                     "FSDP with PP: the stage's weights gathered once a step and held, its "
+                     "gradients accumulated unsharded and reduce-scattered after the last "
+                     "backward)",
                      "0, 1, 2 or 3 (3 = FSDP)", lambda z: z in (0, 1, 2, 3), words={"fsdp": 3})
     shard: int = axis("shard", 0, "ZeRO/FSDP shard group: the state sharded over this many of "
                       "the d·cp data-parallel ranks and replicated across the d·cp/shard "
@@ -225,6 +228,14 @@ class Plan:
     last_stage_layers: int = axis("last", 0, "layers on the last pipeline stage (0: the even "
                                   "share), which also computes the output layer and the loss",
                                   "a whole number ≥ 0", _whole(0), quiet=0)
+    dispatcher: str = axis("dispatcher", "alltoall", "how the expert all-to-alls move "
+                           "tokens: NCCL's all-to-all sends every routed copy (alltoall); "
+                           "DeepEP's kernels (Megatron-Core's flex dispatcher) send a token "
+                           "once per destination node and forward it over NVLink, holding "
+                           "20 of the SMs while hidden behind compute (--moe-dispatcher pins "
+                           "it)", "alltoall or deepep", lambda k: k in DISPATCHERS,
+                           choices=DISPATCHERS, quiet="alltoall",
+                           said_when=lambda plan: plan.ep > 1)
     dualpipe: bool = axis("dualpipe", False, "DeepSeek-V3's bidirectional pipeline schedule "
                           "(DualPipe, technical report section 3.2.1, Table 2): micro-batches "
                           "fed from both ends, each device holding stage i and stage p-1-i "

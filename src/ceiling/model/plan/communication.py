@@ -23,6 +23,11 @@ from ceiling.model.plan.moe import all_to_all_time, etp_gather_time
 # bandwidth from the kernels they overlap. A modelling assumption: a fifth of the hidden
 # time still lengthens the step.
 OVERLAP_COST = 0.2
+# SMs DeepEP's dispatch and combine kernels hold while hidden behind compute (DeepSeek-V3's
+# 20 of the H800's 132; Megatron-Core's --moe-deepep-num-sms defaults to 20), and the SMs
+# taken where a device's count is not known.
+DEEPEP_SMS = 20
+DEEPEP_REFERENCE_SMS = 132
 
 
 @dataclass(frozen=True)
@@ -84,17 +89,28 @@ def model_parallel_comm(cluster, x: Layout, comp: Compute) -> ModelParallelComm:
     # Expert all-to-alls hide behind the other micro-batch's compute when two are interleaved
     # (DeepSeek-AI 2024, DeepSeek-V3 report section 3.2.1, DualPipe; Megatron-Core's 1F1B
     # all-to-all overlap): at most that compute, less what TP traffic already hides behind.
+    # With one micro-batch there is no other to hide behind.
     ep_mb = expert_comm_mb(cluster, x)
     room = np.maximum(comp.compute_mb - tp_hidden - cp_hidden, 0.0)
-    ep_hidden = np.where(x.plan.ep_overlap, np.minimum(ep_mb, room), 0.0)
+    ep_hidden = np.where(x.plan.ep_overlap & (x.m >= 2), np.minimum(ep_mb, room), 0.0)
+    ep_cost = hidden_cost_share(cluster, x.moe_dedup)
     return ModelParallelComm(
         tp_mb=tp_mb - (1.0 - OVERLAP_COST) * tp_hidden,
         tp_hidden_mb=tp_hidden,
         cp_mb=cp_mb - (1.0 - OVERLAP_COST) * cp_hidden,
         cp_hidden_mb=cp_hidden,
-        ep_mb=ep_mb - (1.0 - OVERLAP_COST) * ep_hidden,
+        ep_mb=ep_mb - (1.0 - ep_cost) * ep_hidden,
         ep_hidden_mb=ep_hidden,
     )
+
+
+def hidden_cost_share(cluster, deepep):
+    """Share of the expert all-to-alls' hidden time that still lengthens the step: the SMs
+    their kernels hold from the compute they hide behind. DeepEP's kernels hold DEEPEP_SMS
+    of the device's SMs (DeepSeek-V3 technical report, section 3.2.2: 20 of the H800's 132
+    suffice for the cross-node all-to-all); NCCL's all-to-all, OVERLAP_COST."""
+    sms = getattr(cluster.device, "sms", None) or DEEPEP_REFERENCE_SMS
+    return np.where(deepep, DEEPEP_SMS / sms, OVERLAP_COST)
 
 
 def expert_comm_mb(cluster, x: Layout):
@@ -151,8 +167,17 @@ def data_parallel(job, cluster, x: Layout, compute_mb) -> DataParallelComm:
     z3_mb = 2.0 * all_gather + reduce_scatter - across
     z3_hidden = np.where(x.plan.fsdp_prefetch, np.minimum(z3_mb, compute_mb), 0.0)
     z3_exposed = x.m * (z3_mb - (1.0 - OVERLAP_COST) * z3_hidden) + across
+    # With a pipeline (`memory.held_stage_bytes`) the stage's weights are gathered once a step,
+    # prefetched behind the first micro-batch's compute, and its gradients reduce-scattered
+    # once after the last backward, every layer's together: not hidden.
+    staged = x.plan.p > 1
+    z3_total = np.where(staged, all_gather + reduce_scatter, x.m * z3_mb + across)
+    once_hidden = np.where(x.plan.fsdp_prefetch, np.minimum(all_gather, compute_mb), 0.0)
+    once_exposed = all_gather - (1.0 - OVERLAP_COST) * once_hidden + reduce_scatter
+    z3_exposed = np.where(staged, once_exposed, z3_exposed)
+    z3_hidden_total = np.where(staged, once_hidden, x.m * z3_hidden)
     zero = x.plan.zero
-    dp_total = np.where(zero == 0, allreduce, np.where(zero == 3, x.m * z3_mb + across, rs_ag))
+    dp_total = np.where(zero == 0, allreduce, np.where(zero == 3, z3_total, rs_ag))
     grad_reduce = np.where(zero == 0, allreduce, reduce_scatter)
     window = (2.0 / 3.0) * compute_mb if job.overlap_dp else 0.0
     hidden = np.minimum(grad_reduce, window)
@@ -166,7 +191,7 @@ def data_parallel(job, cluster, x: Layout, compute_mb) -> DataParallelComm:
     )
     return DataParallelComm(
         grad_elem=grad_elem,
-        hidden=np.where(zero == 3, x.m * z3_hidden, hidden),
+        hidden=np.where(zero == 3, z3_hidden_total, hidden),
         total=dp_total,
         exposed=dp_exposed,
     )

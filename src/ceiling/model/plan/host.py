@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ceiling.model.plan.moe import DISPATCHERS
+
 # Host seconds per kernel of an eager step: the CUDA runtime's launch event on the CPU takes
 # 5-20 µs a kernel in PyTorch traces (Holistic Trace Analysis, docs/source/features/
 # cuda_kernel_launch_stats.rst, "Short GPU kernels": the usual CPU-side launch time); 10 µs is
@@ -142,7 +144,6 @@ class HostOptions:
     cuda_graphs: bool = False
     router_fusion: bool = True
     permute_fusion: bool = True
-    dispatcher: str = "alltoall"
     kernel_s: float = HOST_S_PER_KERNEL
 
 
@@ -173,7 +174,7 @@ def dense_ffn_kernels(t, sp, fp8, eager, graphs: bool):
     return _block_kernels(DENSE_FFN_KERNELS, EAGER_FFN_EXTRA, t, sp, fp8, eager, graphs)
 
 
-def routed_kernels(moe, ep, etp, fp8, opts: HostOptions):
+def routed_kernels(moe, ep, etp, fp8, opts: HostOptions, dispatcher=0):
     """Kernels of one MoE layer's routed part per micro-batch (router to combine):
     (forward, backward, of the forward those launched after the dispatcher's host sync before
     the dispatch's all-to-all).
@@ -189,7 +190,11 @@ def routed_kernels(moe, ep, etp, fp8, opts: HostOptions):
     ep = np.asarray(ep, dtype=float)
     etp = np.asarray(etp, dtype=float)
     local = moe.experts / ep
-    router = ROUTER_KERNELS[(opts.dispatcher, bool(opts.router_fusion))]
+    fused = bool(opts.router_fusion)
+    deepep = np.asarray(dispatcher) == DISPATCHERS.index("deepep")
+    router = np.where(
+        deepep, ROUTER_KERNELS[("deepep", fused)], ROUTER_KERNELS[("alltoall", fused)]
+    )
     router = GRAPH_LAUNCHES if opts.cuda_graphs else router
     perm, unperm = PERMUTE_KERNELS[bool(opts.permute_fusion)]
     a2a = np.where(ep > 1, 1.0, 0.0)
@@ -216,7 +221,7 @@ def layer_kernels(sh, x, opts: HostOptions, qk_norm: bool = False):
         return attn_f + ffn_f, attn_b + ffn_b, zero
     share = moe.moe_share
     dense_f, dense_b = dense_ffn_kernels(x.plan.t, x.sp, x.fp8, x.eager, graphs)
-    rout_f, rout_b, after = routed_kernels(moe, x.plan.ep, x.etp, x.fp8, opts)
+    rout_f, rout_b, after = routed_kernels(moe, x.plan.ep, x.etp, x.fp8, opts, x.plan.dispatcher)
     moe_f, moe_b = MOE_FFN_KERNELS
     if moe.shared:  # shared experts: a dense FFN beside the routed ones (its own norm left out)
         moe_f = moe_f + dense_f - 1.0

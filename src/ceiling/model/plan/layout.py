@@ -16,6 +16,7 @@ import numpy as np
 from ceiling.model.plan import moe, pipeline, recompute
 from ceiling.model.plan.axes import AXES, FP8, KERNELS, Axis
 from ceiling.model.plan.costs import Shape, shape_of
+from ceiling.model.plan.moe import DISPATCHERS
 
 # Every axis as an array, named as its Plan field: counts as floats (for the arithmetic),
 # switches as bools, choices and recompute policies as their codes (`Axis.encode`).
@@ -69,7 +70,7 @@ class Layout:
     dz: np.ndarray  # of them, the ZeRO shard group (HSDP: `shard`; else all dg)
     d_expert: np.ndarray  # the same for routed expert weights: t·cp·d/(ep·etp)
     moe_imbalance: float  # the busiest expert rank's rows over the even share (1: dense)
-    moe_dedup: bool  # DeepEP's dispatch: a token sent once per destination node
+    moe_dedup: np.ndarray  # DeepEP's dispatch (the dispatcher axis): once per destination node
     moe_node_limit: int  # at most this many destination nodes (0: no limit)
 
     @property
@@ -143,7 +144,7 @@ def layout_of(job, plans: Mapping) -> Layout:
         dz=np.where(x.shard == 0, x.d * x.cp, x.shard),
         d_expert=x.t * x.d * x.cp / (x.ep * etp),
         moe_imbalance=_imbalance(job, sh),
-        moe_dedup=job.moe_dispatcher == "deepep",
+        moe_dedup=x.dispatcher == DISPATCHERS.index("deepep"),
         moe_node_limit=job.moe_node_limit,
     )
 

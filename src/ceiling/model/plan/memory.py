@@ -100,7 +100,11 @@ def memory(job, cluster, x: Layout) -> Memory:
     # module's weights, the output layer among them, gathered from forward into backward).
     block = x.dense_layer / x.plan.t + experts_layer
     head = sh.vocab * sh.hidden / x.plan.t
-    gathered = np.where(x.plan.zero == 3, 2.0 * (block + np.maximum(block, head)), 0.0)
+    fsdp = x.plan.zero == 3
+    gathered = np.where(fsdp, 2.0 * (block + np.maximum(block, head)), 0.0)
+    gathered = np.where(
+        fsdp & (x.plan.p > 1), held_stage_bytes(x, dense_dev + expert_dev), gathered
+    )
     # FP8 (Transformer Engine 1.x, linear.py) keeps each linear weight's 16-bit copy and, over
     # a step's micro-batches, its FP8 cast and that cast's transpose (Hopper's FP8 GEMMs take
     # one layout; the backward's dgrad needs the other): 2 bytes more. With fp8_params
@@ -110,6 +114,9 @@ def memory(job, cluster, x: Layout) -> Memory:
     # stays in the optimizer state (NeMo sets store_params for fp8_params).
     linear = x.linear_params(st.layers)
     fp8_weights = np.where(x.fp8, np.where(x.fp8_params, 1.0, 2.0) * linear, 0.0)
+    # FSDP casts its shard (torchao's float8 all-gather: the shard cast before the gather,
+    # the gathered FP8 weights in the gathered buffers counted above): no whole FP8 copy.
+    fp8_weights = np.where(fsdp, fp8_weights / x.dz, fp8_weights)
     kept_in_fp8 = np.where(x.fp8_params, linear * pieces[0][0] / 2.0, 0.0)
     weight_bytes, state_bytes = weight_bytes - kept_in_fp8, state_bytes - kept_in_fp8
     memory = state_bytes + st.activations + gathered + fp8_weights
@@ -131,6 +138,18 @@ def memory(job, cluster, x: Layout) -> Memory:
         usable_bytes=np.broadcast_to(usable, np.shape(memory)),
         fits=memory <= usable,
     )
+
+
+def held_stage_bytes(x: Layout, stage_params):
+    """FSDP with a pipeline, as torchtitan runs it (torch.distributed.pipelining's
+    PipelineStage over fully_shard): the stage's weights are not resharded after the forward
+    (torchtitan's apply_fsdp: no per-micro-batch all-gathers) nor after any backward but the
+    last (set_reshard_after_backward(False)), and the gradients are not reduce-scattered
+    until then (set_requires_gradient_sync(False)): the stage holds its whole 16-bit weights
+    and its unsharded gradients, accumulated in the reduce dtype (fp32: 4 bytes; 2 with 16-bit
+    gradients, state_bytes=16), from the first micro-batch to the last."""
+    grads = np.where(x.plan.state_bytes_per_param == 16, 2.0, 4.0)
+    return stage_params * (2.0 + grads)
 
 
 def _stage_memory(job, x: Layout, spb, spb_expert) -> StageMemory:

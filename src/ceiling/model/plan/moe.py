@@ -76,6 +76,10 @@ class Moe:
     ffn_mats: int  # 2 (GELU: up, down) or 3 (SwiGLU: gate, up, down)
     hidden: int
     bias: bool
+    # Group-limited routing (DeepSeek's n_group, topk_group): the experts in `groups` groups,
+    # a token's experts from at most `groups_per_token` of them (0: any).
+    groups: int = 1
+    groups_per_token: int = 0
 
     @property
     def routed(self) -> bool:
@@ -151,6 +155,8 @@ def moe_of(model) -> Moe:
         ffn_mats=mats,
         hidden=int(model.hidden),
         bias=bool(getattr(model, "bias", False)),
+        groups=int(getattr(model, "expert_groups", 1) or 1),
+        groups_per_token=int(getattr(model, "expert_groups_per_token", None) or 0),
     )
 
 
@@ -305,6 +311,17 @@ def expected_nodes(top_k, nodes):
     return (n - 1.0) * (1.0 - (1.0 - 1.0 / n) ** top_k)
 
 
+def group_node_limit(moe: Moe, nodes):
+    """Nodes a token's experts can lie on under group-limited routing, the experts laid in
+    order over the expert group's `nodes` nodes: a group spans max(nodes/groups, 1) of them,
+    so `groups_per_token` groups reach at most that many times over (DeepSeek-V3: 4 of 8
+    groups, one a node on EP64's 8 nodes: at most 4 nodes); inf without group limits."""
+    nodes = np.asarray(nodes, dtype=float)
+    if moe.groups <= 1 or not moe.groups_per_token or moe.groups_per_token >= moe.groups:
+        return np.full_like(nodes, np.inf)
+    return moe.groups_per_token * np.maximum(nodes / moe.groups, 1.0)
+
+
 def all_to_all_time(moe: Moe, tokens_dev, ep, etp, per_node, intra, inter, dedup, node_limit=0):
     """Seconds of one dispatch (or combine) all-to-all of a device's routed tokens, 16-bit.
 
@@ -313,7 +330,8 @@ def all_to_all_time(moe: Moe, tokens_dev, ep, etp, per_node, intra, inter, dedup
     go to experts spread evenly over the group: (g-1)/ep of them over NVLink, (ep-g)/ep over
     the NIC (NCCL's all-to-all sends every copy). DeepEP (`dedup`) sends each token once per
     destination node — the expected distinct other nodes of k evenly routed copies, at most
-    `node_limit` (node-limited routing, DeepSeek-V3 section 3.2.2: 4) — and forwards it inside
+    `node_limit` (node-limited routing, DeepSeek-V3 section 3.2.2: 4) and the model's group
+    limit (`group_node_limit`) — and forwards it inside
     the node over NVLink. Both links work at once (NCCL posts all peers' sends together): the slower
     sets the time, plus one start-up each."""
     tokens = np.asarray(tokens_dev, dtype=float)
@@ -325,9 +343,9 @@ def all_to_all_time(moe: Moe, tokens_dev, ep, etp, per_node, intra, inter, dedup
     nodes = ep / in_node
     intra_bytes = copies * (in_node - 1.0) / ep
     nccl_inter = copies * (ep - in_node) / ep
-    limit = node_limit if node_limit else np.inf
+    limit = np.minimum(node_limit if node_limit else np.inf, group_node_limit(moe, nodes))
     deepep_inter = tokens * row * np.minimum(expected_nodes(moe.top_k, nodes), limit)
-    inter_bytes = np.where(span, deepep_inter if dedup else nccl_inter, 0.0)
+    inter_bytes = np.where(span, np.where(dedup, deepep_inter, nccl_inter), 0.0)
     (intra_bw, intra_lat), (inter_bw, inter_lat) = intra, inter
     t_intra = np.where(ep > 1, intra_bytes / intra_bw + intra_lat, 0.0)
     t_inter = np.where(span, inter_bytes / inter_bw + inter_lat, 0.0)

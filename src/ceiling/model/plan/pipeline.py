@@ -48,6 +48,20 @@ def balanced_layout(layers: int, p: int) -> tuple[int, int]:
     return (first, last)
 
 
+def whole_chunk_layout(layers: int, p: int, v: int) -> list[tuple[int, int]]:
+    """Where neither the even split nor the balanced rule gives v > 1 equal chunks (61 layers
+    on 16 stages): the middle stages at the least multiple of v layers that holds them, the
+    rest split between the ends, the first the lighter (DeepSeek-V3's 61 as 2, 4 × 14, 3:
+    Megatron-Core's --decoder-first/last-pipeline-num-layers), each end at least a layer a
+    chunk and at most a middle stage's layers; [] where none does."""
+    if p < 3 or v < 2:
+        return []
+    mid = v * math.ceil(layers / p / v)
+    rest = layers - (p - 2) * mid
+    first, last = rest // 2, rest - rest // 2
+    return [(first, last)] if v <= first and last <= mid else []
+
+
 def parse_stages(text: str) -> dict:
     """`--fixed stages=...`: 'even', 'balanced' or the layers of every stage ('31,32,32,31';
     the middle stages equal). Returns the pins it implies (p, first, last) or the rule."""

@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ceiling.errors import DoesNotFit, InvalidInput, UnsupportedOnDevice, argument
-from ceiling.model.plan import grid, recompute
+from ceiling.model.plan import features, grid, recompute
 from ceiling.model.plan import step as parallel
 from ceiling.model.plan.axes import AXES, BY_KEY, parse_fixed, plan_at  # noqa: F401  (re-exported)
+from ceiling.model.plan.communication import hidden_cost_share
 from ceiling.model.plan.costs import ATTENTION_BLOCK
-from ceiling.model.plan.pipeline import balanced_layout
+from ceiling.model.plan.pipeline import balanced_layout, whole_chunk_layout
 from ceiling.model.plan.refusals import suggesting
 from ceiling.model.plan.rules import check_context_parallel, check_fp8_params, check_stage_layout
 from ceiling.model.plan.step import Job, Plan, PlanEstimate
@@ -54,10 +55,12 @@ def plan_blocks(job: Job, cluster, fixed: dict | None = None) -> list[list[list]
     """Every valid plan, as blocks: one layout (d, t, p, cp, v, stage layers, etp) and, for
     each axis in `AXES` order, the values tried with it (encoded); a block's plans are the
     product of its lists, the last axis varying fastest."""
-    fixed = dict(fixed or {})
+    fixed = pinned(job, fixed)
     sh = parallel.shape_of(job.model)
     n = cluster.devices
     B = job.global_batch
+    keys = features.searched(job, fixed)
+    cheaper = bool(hidden_cost_share(cluster, True) <= hidden_cost_share(cluster, False))
 
     def allowed(key, values):
         return [x for x in values if key not in fixed or fixed[key] == x]
@@ -107,8 +110,22 @@ def plan_blocks(job: Job, cluster, fixed: dict | None = None) -> list[list[list]
                 tried = {"d": [d], "t": [t], "p": [p], "cp": [cp], "v": [v], "micro_batch": good_b,
                          "zero": zeros, "recompute": rcs, "sp": sps, "ep": eps, "etp": [etp],
                          "first": [first], "last": [last]}  # fmt: skip
-                blocks.append([tried.get(a.key, held[a.key]) for a in AXES])
+                routed = sh.moe.routed and eps != [1]
+                for extra in features.variants(
+                    keys, fixed, t=t, p=p, v=v, bs=good_b, sps=sps, routed=routed,
+                    m_of=lambda b, d=d: B // (d * b), deepep_cheaper=cheaper,
+                ):  # fmt: skip
+                    block = {**tried, **extra}
+                    blocks.append([block.get(a.key, held[a.key]) for a in AXES])
     return blocks
+
+
+def pinned(job: Job, fixed: dict | None) -> dict:
+    """The pins, with the job's own dispatcher (`Job.moe_dispatcher`, unless auto)."""
+    fixed = dict(fixed or {})
+    if job.moe_dispatcher != "auto":
+        fixed.setdefault("dispatcher", job.moe_dispatcher)
+    return fixed
 
 
 def _expert_layouts(sh, ranks: int, t: int, fixed: dict) -> list[tuple[int, list[int]]]:
@@ -196,6 +213,8 @@ def _stage_layouts(layers: int, p: int, v: int, fixed: dict) -> list[tuple[int, 
     even = [(0, 0)] if (v == 1 or layers % (p * v) == 0) and not ends else []
     if fixed.get("stages") == "balanced":
         return [balanced] if usable else even if balanced == (0, 0) else []
+    if not even and not usable and not ends:
+        return whole_chunk_layout(layers, p, v)
     return even + ([balanced] if usable else [])
 
 
@@ -259,7 +278,7 @@ def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> Search
     if top < 1:
         raise InvalidInput(f"{argument('top')} must be ≥ 1, got {top}")
     _check_attention_kernel(job, cluster.device)
-    fixed = dict(fixed or {})
+    fixed = pinned(job, fixed)
     with suggesting(job, cluster.devices, fixed, lambda pins: valid_pins(job, cluster, pins)):
         _check_fixed_alone(job, cluster, fixed)
         blocks = plan_blocks(job, cluster, fixed)
@@ -297,6 +316,7 @@ def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> Search
     for i, plan in enumerate(plans):
         notes = parallel.check_plan(job, cluster, plan)
         results.append(parallel.result_from_arrays(job, plan, r, i, notes))
+    results[0] = _with_features(job, cluster, results[0], features.searched(job, fixed))
     why = tuple("" if k == 0 else explain_loss(x, results[0]) for k, x in enumerate(results))
     return SearchResult(tuple(results), why, evaluated=n, fitting=int(s.fitting.sum()))
 
@@ -308,6 +328,18 @@ def valid_pins(job: Job, cluster, fixed: dict) -> bool:
         return bool(plan_blocks(job, cluster, fixed))
     except InvalidInput:
         return False
+
+
+def _with_features(job: Job, cluster, best: PlanEstimate, keys) -> PlanEstimate:
+    """The best plan with the free features it switched on and what each bought
+    (`features.bought`), said in a note."""
+    bought = features.bought(
+        best.plan, keys, lambda plan: parallel.evaluate_plan(job, cluster, plan)
+    )
+    if not bought:
+        return best
+    note = features.said(bought)
+    return replace(best, features=bought, notes=(*best.notes, note))
 
 
 def _evaluated(job: Job, cluster, rows: list[list]) -> tuple[list[Plan], dict]:

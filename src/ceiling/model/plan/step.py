@@ -38,6 +38,7 @@ from ceiling.model.plan.axes import Plan, plans_to_arrays
 from ceiling.model.plan.communication import data_parallel, model_parallel_comm, pipeline_sends_s
 from ceiling.model.plan.compute import stage_compute
 from ceiling.model.plan.costs import shape_of
+from ceiling.model.plan.features import FEATURES
 from ceiling.model.plan.host import HOST_S_PER_KERNEL, HostOptions, host_extra_s, layer_kernels
 from ceiling.model.plan.layout import layout_of
 from ceiling.model.plan.memory import LOSS, memory
@@ -80,8 +81,11 @@ class Job:
     # training framework whose recipe defaults apply (`FRAMEWORKS`).
     attention_kernel: str = "auto"
     framework: str = "megatron"
-    moe_dispatcher: str = "alltoall"
+    moe_dispatcher: str = "auto"  # auto: searched (the dispatcher axis), else pinned
     moe_node_limit: int = 0
+    # The free features the stack offers, searched unless pinned (`features.FEATURES`;
+    # None: every one the planner prices, no framework named).
+    offered: tuple[str, ...] | None = None
     # The host's side (`host`): the stack's MoE router and permutation fusions (Megatron-Core's
     # --moe-router-fusion, --moe-permute-fusion), CUDA graphs of the static parts (attention,
     # router, preprocessing, dense FFNs), and the host seconds per eager kernel launched.
@@ -114,10 +118,14 @@ class Job:
                 raise InvalidInput(
                     f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
                 )
-        if self.moe_dispatcher not in DISPATCHERS:
+        if self.moe_dispatcher not in ("auto", *DISPATCHERS):
             raise InvalidInput(
-                f"moe_dispatcher must be one of {', '.join(DISPATCHERS)}, "
+                f"moe_dispatcher must be one of auto, {', '.join(DISPATCHERS)}, "
                 f"got {self.moe_dispatcher!r}"
+            )
+        if self.offered is not None and not set(self.offered) <= set(FEATURES):
+            raise InvalidInput(
+                f"offered features must be among {', '.join(FEATURES)}, got {self.offered!r}"
             )
         for name in ("cuda_graphs", "moe_router_fusion", "moe_permute_fusion", "host_measured"):
             if not isinstance(getattr(self, name), bool):
@@ -222,7 +230,6 @@ def host_options(job: Job) -> HostOptions:
         cuda_graphs=job.cuda_graphs,
         router_fusion=job.moe_router_fusion,
         permute_fusion=job.moe_permute_fusion,
-        dispatcher=job.moe_dispatcher,
         kernel_s=job.host_kernel_s,
     )
 
@@ -309,6 +316,9 @@ class PlanEstimate:
     stages: dict = field(default_factory=dict)
     recompute_s: float = 0.0  # rebuilding activations: inside `time`, not added to it
     recompute_detail: dict = field(default_factory=dict)  # what is kept, what rebuilt
+    # The free features the search switched on (`features.bought`): each one's step without
+    # it, the seconds it saves and the memory it adds.
+    features: dict = field(default_factory=dict)
 
     def to_json(self, why_slower: str = "") -> dict:
         """The plan's axes (from `axes`), then what it costs."""
@@ -333,6 +343,7 @@ class PlanEstimate:
             "hfu": self.hfu,
             "hw_tflops_per_device": self.hw_tflops_per_device,
             "time_to_train_s": self.time_to_train_s,
+            "features_switched_on": self.features,
             "why_slower": why_slower or None,
             "notes": list(self.notes),
         }

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ceiling.errors import DoesNotFit, InvalidInput
+from ceiling.model.plan import features
 from ceiling.model.plan.frameworks import Recipe, recipe_defaults
 from ceiling.model.plan.refusals import suggesting, without_unpinning
 from ceiling.model.plan.search import SearchResult, scaling, search
@@ -201,14 +202,17 @@ def plan_training(
     the linear layers' GEMMs in FP8 and the rest in bf16, as real FP8 runs do.
     `adjust_cluster(cluster)` returns the cluster to plan on instead (efficiencies measured
     elsewhere, e.g. in a trace of the user's run). `recipe` (default: the default framework's,
-    `frameworks.DEFAULT_FRAMEWORK`) pins its axes where `pins` does not; its job fields are
-    the caller's to apply (`Job` holds the default framework's)."""
+    `frameworks.DEFAULT_FRAMEWORK`) pins its axes where `pins` does not and offers its free
+    features (`features.offered`) where the job names none; its job fields are the caller's
+    to apply (`Job` holds the default framework's)."""
     recipe = recipe or recipe_defaults(None, job.model)
     own = {**recipe.pins, **model_pins(job.model, device)}  # set again when the user's omit
     pins = {**own, **(pins or {})}
     if dtype == "fp8":
         pins.setdefault("fp8", "linear")
     job = with_measured_host(job, device)
+    if job.offered is None:  # the free features the recipe's stack offers are searched
+        job = replace(job, offered=features.offered(recipe.framework))
     dtype = peak_dtype(dtype)
 
     def cluster_for(count: int):

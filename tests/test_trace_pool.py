@@ -1,0 +1,137 @@
+"""The local pool that reads a job's rank files: a bounded number of ranks in flight, workers
+that load only the trace reader, and only each rank's summary sent back."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import pickle
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from ceiling.trace.analyze import analyze
+from ceiling.trace.rank_pool import bounded_map, worker_context
+from ceiling.trace.rank_summary import rank_summary
+from ceiling.trace.reader import read_trace
+
+DATA = Path(__file__).parent / "data" / "traces-real" / "sampled_2rank"
+
+
+class _LazyPool:
+    """An executor whose work runs when its result is asked for; it counts the submissions
+    not yet collected."""
+
+    def __init__(self) -> None:
+        self.outstanding = 0
+        self.most = 0
+        self.ran: list = []
+
+    def submit(self, work, item):
+        self.outstanding += 1
+        self.most = max(self.most, self.outstanding)
+        return _Lazy(self, work, item)
+
+
+class _Lazy:
+    def __init__(self, pool: _LazyPool, work, item) -> None:
+        self.pool, self.work, self.item = pool, work, item
+
+    def result(self):
+        self.pool.outstanding -= 1
+        self.pool.ran.append(self.item)
+        return self.work(self.item)
+
+
+@pytest.mark.parametrize("in_flight", [1, 2, 3, 8])
+def test_no_more_ranks_are_in_flight_than_the_bound(in_flight):
+    pool, seen = _LazyPool(), []
+    out = bounded_map(
+        pool.submit, lambda x: x * x, range(7), in_flight, lambda d, t: seen.append((d, t))
+    )
+    assert out == [x * x for x in range(7)]  # in the items' order
+    assert pool.most == min(in_flight, 7)
+    assert pool.ran == list(range(7)) and pool.outstanding == 0
+    assert seen == [(d, 7) for d in range(1, 8)]
+
+
+def test_an_empty_bound_is_refused():
+    with pytest.raises(ValueError, match="in_flight"):
+        bounded_map(_LazyPool().submit, abs, [1], 0, None)
+
+
+class _Classes(pickle.Pickler):
+    """A pickler that notes the class of everything it writes."""
+
+    def __init__(self, file) -> None:
+        super().__init__(file)
+        self.seen: set[str] = set()
+
+    def reducer_override(self, obj):
+        self.seen.add(type(obj).__name__)
+        return NotImplemented
+
+
+def test_a_worker_sends_back_the_rank_summary_not_its_events():
+    path = DATA / "rank-0.json.gz"
+    rank, summary = rank_summary(str(path), None, None)
+    assert rank == 0 and type(summary).__name__ == "RankResult"
+    pickler = _Classes(buf := io.BytesIO())
+    pickler.dump((rank, summary))
+    assert not pickler.seen & {"Event", "RankTrace", "Prepared", "Links"}
+    events = pickle.dumps(read_trace(path).events)
+    assert len(buf.getvalue()) * 5 < len(events)  # the summary: a fifth of the events at most
+
+
+def test_workers_load_the_reader_but_not_torch_nor_matplotlib():
+    import torch  # noqa: F401  (loaded here: the workers must not inherit it)
+
+    context = worker_context()
+    assert context.get_start_method() in ("forkserver", "spawn")
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        loaded = pool.submit(eval, "sorted(__import__('sys').modules)").result()
+    assert "torch" not in loaded and "matplotlib" not in loaded
+    if context.get_start_method() == "forkserver":
+        assert "ceiling.trace.rank_summary" in loaded  # preloaded once by the server
+
+
+def _ranks(folder: Path, count: int) -> Path:
+    """`count` rank files made from the two real ranks, each with its own rank number."""
+    sources = []
+    for name in ("rank-0.json.gz", "rank-1.json.gz"):
+        with gzip.open(DATA / name, "rt") as f:
+            sources.append(json.load(f))
+    for r in range(count):
+        doc = dict(sources[r % 2])
+        doc["distributedInfo"] = {**doc.get("distributedInfo", {}), "rank": r, "world_size": count}
+        with gzip.open(folder / f"rank-{r}.json.gz", "wt") as f:
+            json.dump(doc, f)
+    return folder
+
+
+def test_more_ranks_than_workers_give_the_serial_answer(tmp_path):
+    folder = _ranks(tmp_path, 5)
+    (folder / "0-settings.json").write_text('{"lr": 0.1}')  # first, and no trace
+    done: list[int] = []
+    pooled = analyze(folder, workers=2, progress=lambda d, t: done.append(d))
+    serial = analyze(folder, workers=1)
+    assert pooled.to_json() == serial.to_json()
+    assert [r.rank for r in pooled.ranks] == [0, 1, 2, 3, 4]
+    assert any("1 JSON file(s) in the folder are not traces" in n for n in pooled.notes)
+    assert done == [1, 2, 3, 4, 5]  # every rank read in the pool, the first one twice
+
+
+def test_the_first_trace_is_read_in_a_worker_when_the_ranks_go_to_a_pool(tmp_path):
+    from ceiling.trace.analyze import _first
+    from ceiling.trace.rank_summary import Prepared, TraceFacts
+
+    folder = _ranks(tmp_path, 3)
+    (folder / "0-settings.json").write_text('{"lr": 0.1}')
+    files = sorted(folder.iterdir())
+    facts, first, skipped = _first(files, pooled=True)
+    assert first is None and skipped == 1  # no trace held here
+    assert facts == TraceFacts.of(Prepared.of(read_trace(files[1])))
+    here, first, skipped = _first(files, pooled=False)
+    assert here == facts and first is not None and skipped == 1
