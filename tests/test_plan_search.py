@@ -67,7 +67,7 @@ def test_tensor_parallel_across_nodes_loses_and_says_why():
     free = search(job, make_cluster(A100, 1024), top=1)
     assert res.plans[0].step_time_s > free.plans[0].step_time_s
     assert any("spans nodes" in n for n in res.plans[0].notes)
-    from ceiling.model.plan.search import explain_loss
+    from ceiling.model.plan.why_slower import explain_loss
 
     why = explain_loss(res.plans[0], free.plans[0])
     assert "TP across nodes" in why and "communication" in why
@@ -178,7 +178,7 @@ def test_no_valid_plan_names_the_failing_constraint():
 
 
 def test_a_ring_across_nodes_does_not_make_node_local_tensor_parallelism_read_as_spanning():
-    from ceiling.model.plan.search import explain_loss
+    from ceiling.model.plan.why_slower import explain_loss
 
     job = Job(get_model("llama-3-70b"), 64, 8192, attention="flash", dropout=False)
     c = make_cluster(get_spec("h100-sxm"), 64)

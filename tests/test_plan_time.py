@@ -313,7 +313,7 @@ def test_fp8_gemms_take_the_published_ratio_or_else_the_16_bit_share(cli):
 
 
 def test_a_plan_losing_to_its_exposed_ring_says_so():
-    from ceiling.model.plan.search import explain_loss
+    from ceiling.model.plan.why_slower import explain_loss
 
     job = Job(get_model("llama-3-70b"), 32, 8192, attention="flash", dropout=False)
     c = make_cluster(H100, 256)

@@ -135,3 +135,30 @@ def test_the_first_trace_is_read_in_a_worker_when_the_ranks_go_to_a_pool(tmp_pat
     assert facts == TraceFacts.of(Prepared.of(read_trace(files[1])))
     here, first, skipped = _first(files, pooled=False)
     assert here == facts and first is not None and skipped == 1
+
+
+def test_a_rank_keeps_each_distinct_shape_list_once_and_no_call_stacks(tmp_path):
+    """Ops with equal input shapes share one list (equal values of other types kept apart),
+    and what no analysis reads (the call stack) is not kept."""
+    import json
+
+    from ceiling.trace.reader import read_trace
+
+    def op(ts, dims, types):
+        args = {"Input Dims": dims, "Input type": types, "Call stack": "a.py(1): f" * 50}
+        return {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": ts, "dur": 1,
+                "pid": 1, "tid": 1, "args": args}  # fmt: skip
+
+    events = [op(0, [[2, 3], [3, 4]], ["float", "float"]),
+              op(5, [[2, 3], [3, 4]], ["float", "float"]),
+              op(10, [[2.0, 3], [3, 4]], ["float", "float"]),
+              op(15, [[True, 3], [3, 4]], ["float", "float"])]  # fmt: skip
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    ops = sorted(read_trace(path).cpu_ops, key=lambda e: e.start_s)
+    dims = [e.args["Input Dims"] for e in ops]
+    assert dims[0] is dims[1] and dims[0] == [[2, 3], [3, 4]]
+    assert dims[2] is not dims[0] and dims[3] is not dims[0]
+    assert type(dims[2][0][0]) is float and dims[3][0][0] is True
+    assert ops[0].args["Input type"] is ops[3].args["Input type"]
+    assert all("Call stack" not in e.args for e in ops)

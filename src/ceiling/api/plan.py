@@ -223,13 +223,9 @@ def plan(
     device's step (default `clusters.toml`'s); a synchronous step waits for the slowest."""
     from ceiling.model.plan.axes import parse_fixed
     from ceiling.model.plan.features import offered
-    from ceiling.model.plan.training import plan_training, recipe_defaults
-    from ceiling.model.transformer import parse_model
+    from ceiling.model.plan.training import plan_training
 
-    _check_doublings(scaling)
-    cfg = parse_model(model)
-    with argument_named("framework"):
-        recipe = recipe_defaults(framework, cfg)
+    cfg, recipe = _model_and_recipe(model, framework, scaling)
     job = _recipe_job(
         training_job(cfg, seq, global_batch, attention, dropout, headroom, dp_overlap, tokens,
                      recipe.job.get("loss", "fp32") if loss is None else loss),
@@ -253,6 +249,17 @@ def plan(
     told = _told(planned, attention is not None, dropout is not None, cal, calibrate, dtype)
     p = planned
     return PlanResult(cfg, p.job, p.cluster, p.search, p.scaling, told, p.pins)
+
+
+def _model_and_recipe(model, framework: str | None, scaling: int):
+    """(the model's shapes, its framework's recipe), the doublings checked first."""
+    from ceiling.model.plan.training import recipe_defaults
+    from ceiling.model.transformer import parse_model
+
+    _check_doublings(scaling)
+    cfg = parse_model(model)
+    with argument_named("framework"):
+        return cfg, recipe_defaults(framework, cfg)
 
 
 def _check_doublings(scaling: int) -> None:

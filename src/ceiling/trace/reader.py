@@ -123,6 +123,7 @@ class _Parser:
         self.pos = 0
         self.decoder = json.JSONDecoder()
         self.n_events = 0
+        self.shared: dict = {}  # one object for each distinct shape list (`_share`)
 
     def fail(self, what: str) -> MalformedFile:
         size = len(self.text)
@@ -249,6 +250,11 @@ class _Parser:
         for key in _LINKS:  # ids that index tables later: hashable or dropped
             if key in args and args[key].__class__ not in (int, str):
                 del args[key]
+        for key in _UNREAD:
+            args.pop(key, None)
+        for key in _SHAPES:
+            if args.get(key).__class__ is list:
+                args[key] = _share(self.shared, args[key])
         return Event(
             str(e.get("name", "")),
             CATEGORY[e["cat"]],
@@ -261,6 +267,31 @@ class _Parser:
 
 
 _LINKS = ("External id", "correlation")
+# What no analysis reads and a trace repeats on every op: the Python call stack (with_stack),
+# the trace's own name and iteration, the autograd sequence numbers. Dropped as each event is
+# read, they are a quarter of a rank's memory.
+_UNREAD = ("Call stack", "Trace name", "Trace iteration", "external ts", "Sequence number",
+           "Fwd thread id")  # fmt: skip
+# The shapes and dtypes of an op's inputs (record_shapes), the same few hundred lists over
+# tens of thousands of ops: each distinct list is kept once and shared. Nothing changes them.
+_SHAPES = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
+
+
+def _share(shared: dict, value: list) -> list:
+    """The first list read equal to `value` (itself when it is the first)."""
+    try:
+        return shared.setdefault(_frozen(value), value)
+    except TypeError:  # a dict or another unhashable value inside: kept as read
+        return value
+
+
+def _frozen(value):
+    """A key equal only for equal lists of values of the same types (1, 1.0 and true apart)."""
+    if value.__class__ is list:
+        return tuple(_frozen(v) for v in value)
+    return value.__class__, value
+
+
 _OLD_EXTERNAL_ID = ("external id", "External ID")
 
 

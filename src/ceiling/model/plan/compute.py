@@ -10,6 +10,7 @@ per-piece formulas: `ceiling.model.plan.costs`.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -74,12 +75,47 @@ def stage_compute(job, cluster, x: Layout) -> Compute:
     layer_hw_tok = 3.0 * fwd_tok + recompute_tok  # forward, backward (2×), recompute
     logits_hw_tok = 6.0 * sh.hidden * sh.vocab  # forward 2hV + backward 4hV, never recomputed
     per_dev = x.tokens_mb / x.plan.t
-    # Every GEMM runs at the achieved rate of large GEMMs times its tile utilisation.
+    rate16 = cluster.matmul_flops_per_s
+    linear_s, logits_s = _gemm_seconds(cluster, x, linear_tok, logits_hw_tok, per_dev, full)
+    attention_s = _attention_seconds(job, cluster, x, attn_tok, per_dev, rate16)
+    mem = _memory_bound(job, cluster, x, per_dev, full)
+    matmul_mb = np.where(x.fp8, 0.0, linear_s) + logits_s
+    fp8_mb = np.where(x.fp8, linear_s, 0.0)
+    return Compute(
+        fwd_tok=fwd_tok,
+        layer_hw_tok=layer_hw_tok,
+        logits_hw_tok=logits_hw_tok,
+        matmul_mb=matmul_mb,
+        attention_mb=attention_s,
+        fp8_matmul_mb=fp8_mb,
+        fp8_cast_mb=mem.fp8_cast_mb,
+        gemm_mb=linear_s + logits_s,
+        head_mb=logits_s + x.tokens_mb * mem.loss_bytes_tok / cluster.memory_bytes_per_s,
+        recompute_mb=linear_s * full / (3.0 + full)
+        + attention_s * x.rc_attention / (3.0 + x.rc_attention)
+        + x.tokens_mb * x.layers_dev * mem.ew_recompute / cluster.memory_bytes_per_s
+        + np.where(x.eager, x.tokens_mb * x.layers_dev * x.rc_pointwise * mem.eager_fwd, 0.0)
+        / cluster.memory_bytes_per_s,
+        elementwise_mb=mem.elementwise_mb,
+        eager_mb=mem.eager_mb,
+        compute_mb=matmul_mb
+        + attention_s
+        + fp8_mb
+        + mem.fp8_cast_mb
+        + mem.elementwise_mb
+        + mem.eager_mb,
+    )
+
+
+def _gemm_seconds(cluster, x: Layout, linear_tok, logits_hw_tok, per_dev, full):
+    """(the linear layers' GEMMs, the output layer's) per micro-batch: every GEMM at the
+    achieved rate of large GEMMs times its tile utilisation; the routed experts apart
+    (`moe`): their grouped GEMMs see the rows routed to each expert, and the busiest expert
+    rank sets the pace."""
+    sh = x.sh
     rate16 = cluster.matmul_flops_per_s
     ridge = ridge_point(rate16, cluster.memory_bytes_per_s)
     sms = cluster.device.sms
-    # The routed experts apart (`moe`): their grouped GEMMs see the rows routed to each
-    # expert, and the busiest expert rank sets the pace.
     routed_tok = 2.0 * sh.moe.routed_matmul_per_token if sh.moe.routed else 0.0
     dense_sh = replace(sh, ffn_active=sh.moe.dense_ffn_width) if routed_tok else sh
     util, logits_util = _per_shape(
@@ -93,7 +129,6 @@ def stage_compute(job, cluster, x: Layout) -> Compute:
     rate = np.where(x.fp8, fp8_rate(cluster), rate16)
     passes = per_dev * x.layers_dev * (3.0 + full)
     linear_s = passes * (linear_tok - routed_tok) / (rate * util)
-    routed_s = 0.0
     if routed_tok:
         rows = tokens_per_expert(
             per_dev, x.plan.ep, x.etp, sh.moe.top_k, sh.moe.experts, x.moe_imbalance
@@ -107,17 +142,40 @@ def stage_compute(job, cluster, x: Layout) -> Compute:
         routed_s = np.maximum(routed_s, x.layers_dev * sh.moe.moe_share * floor)
         linear_s = linear_s + routed_s
     logits_s = per_dev * logits_hw_tok / (rate16 * logits_util)
+    return linear_s, logits_s
+
+
+def _attention_seconds(job, cluster, x: Layout, attn_tok, per_dev, rate16):
+    """Attention's score and value multiplies per micro-batch."""
+    s = job.seq_len
     attn_flops = per_dev * x.layers_dev * attn_tok * (3.0 + x.rc_attention)
     if job.attention == "flash":
         # Causal blocks only, at the fused kernel's own rate for the s/cp queries a device
         # attends with (`attention_rate`).
-        attention_s = (
-            attn_flops * causal_attention_share(s) / attention_rate(job, cluster, sh, s / x.plan.cp)
-        )
-    else:  # batched GEMMs over the whole s×s score matrix (masked after)
-        attention_s = attn_flops / rate16
+        rate = attention_rate(job, cluster, x.sh, s / x.plan.cp)
+        return attn_flops * causal_attention_share(s) / rate
+    return attn_flops / rate16  # batched GEMMs over the whole s×s score matrix (masked after)
+
+
+@dataclass(frozen=True)
+class _MemoryBound:
+    """The memory-bound kernels of a micro-batch (seconds) and the bytes a token they need
+    that other terms read again."""
+
+    elementwise_mb: Any
+    eager_mb: Any
+    fp8_cast_mb: Any
+    ew_recompute: Any
+    eager_fwd: Any
+    loss_bytes_tok: Any
+
+
+def _memory_bound(job, cluster, x: Layout, per_dev, full) -> _MemoryBound:
+    """Elementwise kernels (the loss, the experts' routing), eager PyTorch's unfused extra
+    traffic and the FP8 casts, per micro-batch at the memory bandwidth."""
+    sh, bw = x.sh, cluster.memory_bytes_per_s
     ew_fwd, ew_bwd, ew_scores = layer_elementwise_bytes_per_token(
-        sh, s, x.plan.t, x.sp, job.attention, job.dropout
+        sh, job.seq_len, x.plan.t, x.sp, job.attention, job.dropout
     )
     ew_recompute = x.rc_pointwise * (ew_fwd - ew_scores) + x.rc_attention * ew_scores
     # The loss on the last stage: 16-bit logits written and read, upcast to fp32, softmax read
@@ -128,41 +186,20 @@ def stage_compute(job, cluster, x: Layout) -> Compute:
     route_fwd, route_bwd = routing_bytes_per_token(sh.moe, x.plan.ep)
     route_tok = sh.moe.moe_share * ((1.0 + x.rc_pointwise) * route_fwd + route_bwd)
     ew_bytes_mb = ew_bytes_mb + per_dev * x.layers_dev * route_tok
-    elementwise_mb = ew_bytes_mb / cluster.memory_bytes_per_s
     # Eager PyTorch: each pointwise op its own kernel, its input and output through HBM
     # (`eager_kernels`); the rebuilt ones again in the backward.
     eager_fwd, eager_bwd = eager_extra_bytes_per_token(sh, x.plan.t, x.sp, job.dropout)
     eager_tok = (1.0 + x.rc_pointwise) * eager_fwd + eager_bwd
     eager_mb = np.where(x.eager, x.tokens_mb * x.layers_dev * eager_tok, 0.0)
-    eager_mb = eager_mb / cluster.memory_bytes_per_s
     cast_fwd, cast_bwd = fp8_cast_bytes_per_token(sh, x.plan.t)
     cast_tok = (1.0 + full) * cast_fwd + cast_bwd
     weight_casts = fp8_weight_cast_bytes(x.linear_params(), x.fp8_params) / x.m
     amax = x.layers_dev * fp8_amax_bytes_per_layer()
     fp8_cast_mb = (
-        np.where(x.fp8, (x.tokens_mb * x.layers_dev * cast_tok + weight_casts + amax), 0.0)
-        / cluster.memory_bytes_per_s
+        np.where(x.fp8, (x.tokens_mb * x.layers_dev * cast_tok + weight_casts + amax), 0.0) / bw
     )
-    matmul_mb = np.where(x.fp8, 0.0, linear_s) + logits_s
-    fp8_mb = np.where(x.fp8, linear_s, 0.0)
-    return Compute(
-        fwd_tok=fwd_tok,
-        layer_hw_tok=layer_hw_tok,
-        logits_hw_tok=logits_hw_tok,
-        matmul_mb=matmul_mb,
-        attention_mb=attention_s,
-        fp8_matmul_mb=fp8_mb,
-        fp8_cast_mb=fp8_cast_mb,
-        gemm_mb=linear_s + logits_s,
-        head_mb=logits_s + x.tokens_mb * loss_bytes_tok / cluster.memory_bytes_per_s,
-        recompute_mb=linear_s * full / (3.0 + full)
-        + attention_s * x.rc_attention / (3.0 + x.rc_attention)
-        + x.tokens_mb * x.layers_dev * ew_recompute / cluster.memory_bytes_per_s
-        + np.where(x.eager, x.tokens_mb * x.layers_dev * x.rc_pointwise * eager_fwd, 0.0)
-        / cluster.memory_bytes_per_s,
-        elementwise_mb=elementwise_mb,
-        eager_mb=eager_mb,
-        compute_mb=matmul_mb + attention_s + fp8_mb + fp8_cast_mb + elementwise_mb + eager_mb,
+    return _MemoryBound(
+        ew_bytes_mb / bw, eager_mb / bw, fp8_cast_mb, ew_recompute, eager_fwd, loss_bytes_tok
     )
 
 

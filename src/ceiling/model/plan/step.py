@@ -193,19 +193,7 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
         "micro_batches": m,
         "params_per_device": x.params_dev,
         **vars(mem),
-        "matmul_s": comp.matmul_mb * m,
-        "attention_s": comp.attention_mb * m,
-        "fp8_matmul_s": comp.fp8_matmul_mb * m,
-        "fp8_cast_s": comp.fp8_cast_mb * m,
-        "elementwise_s": comp.elementwise_mb * m,
-        "eager_kernels_s": comp.eager_mb * m,
-        "host_s": host_mb * m,
-        "tp_comm_s": mp.tp_mb * m,
-        "cp_comm_s": mp.cp_mb * m,
-        "ep_comm_s": mp.ep_mb * m,
-        "tp_hidden_s": mp.tp_hidden_mb * m,
-        "cp_hidden_s": mp.cp_hidden_mb * m,
-        "ep_hidden_s": mp.ep_hidden_mb * m,
+        **_micro_batch_terms(comp, mp, host_mb, m),
         "dp_hidden_s": dp.hidden,
         "bubble_s": bubble_s,
         "head_s": comp.head_mb * m,  # output layer and loss (in matmul and elementwise)
@@ -222,6 +210,25 @@ def evaluate_arrays(job: Job, cluster, plans: Mapping) -> dict:
         "mfu": model_flops / (step_s * devices * peak),
         "hfu": hw_flops_total / (step_s * devices * peak),
         "hw_flops_per_device_per_s": hw_flops_total / (step_s * devices),
+    }
+
+
+def _micro_batch_terms(comp, mp, host_mb, m) -> dict:
+    """The step's terms each micro-batch repeats, over its `m` micro-batches."""
+    return {
+        "matmul_s": comp.matmul_mb * m,
+        "attention_s": comp.attention_mb * m,
+        "fp8_matmul_s": comp.fp8_matmul_mb * m,
+        "fp8_cast_s": comp.fp8_cast_mb * m,
+        "elementwise_s": comp.elementwise_mb * m,
+        "eager_kernels_s": comp.eager_mb * m,
+        "host_s": host_mb * m,
+        "tp_comm_s": mp.tp_mb * m,
+        "cp_comm_s": mp.cp_mb * m,
+        "ep_comm_s": mp.ep_mb * m,
+        "tp_hidden_s": mp.tp_hidden_mb * m,
+        "cp_hidden_s": mp.cp_hidden_mb * m,
+        "ep_hidden_s": mp.ep_hidden_mb * m,
     }
 
 
