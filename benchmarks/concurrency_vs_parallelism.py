@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 from ceiling.measure.scale import ScaleConfig, cpu_cores, run_scaling
-from ceiling.report.scaling_summary import summarize_run
+from ceiling.render.scaling_summary import summarize_run
 
 
 def speedup(workload: str, backend: str, workers: int, options: dict) -> float:

@@ -269,9 +269,9 @@ def api_calls(trace_path: str, csv_path: str) -> list[Call]:
 
 # The functions behind the callable packages, whose signatures are read.
 _BEHIND = {
-    "report": ("ceiling.api.report", "report"),
+    "report": ("ceiling.report.call", "report"),
     "profile": ("ceiling.api.profile", "profile"),
-    "trace": ("ceiling.trace.analyze", "analyze"),
+    "trace": ("ceiling.api.trace", "trace"),
 }
 
 

@@ -35,7 +35,7 @@ def test_import_is_cheap_and_every_name_resolves():
         "    assert getattr(ceiling, name) is not None, name\n"
         "assert callable(ceiling.profile) and callable(ceiling.report)\n"
         "assert callable(ceiling.trace) and callable(ceiling.bench.matmul)\n"
-        "import ceiling.profile.run, ceiling.report.plots\n"  # the packages stay packages
+        "import ceiling.profile.run, ceiling.render.plots\n"  # the packages stay packages
         "assert callable(ceiling.profile) and callable(ceiling.report)\n"
         "print('OK')\n"
     )

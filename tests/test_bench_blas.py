@@ -11,7 +11,7 @@ import pytest
 
 from ceiling.measure.blas import BlasResult, framework_gap, run_numpy_matmul
 from ceiling.measure.stats import summarize
-from ceiling.report.bench_tables import framework_gap_sentence
+from ceiling.render.bench_tables import framework_gap_sentence
 
 
 def _torch_row(dtype, size, tflops):
@@ -107,8 +107,8 @@ def _blas_result(dtype, size, seconds):
 def test_bench_prints_torch_beside_the_blas_with_the_gap():
     from rich.console import Console
 
-    from ceiling.report.bench_tables import blas_table
-    from ceiling.report.terminal import table
+    from ceiling.render.bench_tables import blas_table
+    from ceiling.render.terminal import table
 
     size, flops = 1024, 2 * 1024**3
     # torch at 0.22 TFLOP/s, numpy at 0.25 TFLOP/s (fake samples: best times)

@@ -152,7 +152,7 @@ def test_local_ceiling_from_a_profile_takes_the_read_only_rate(tmp_path):
 
 def test_in_cache_batch_one_is_explained_by_the_cache_and_the_per_op_floor():
     from ceiling.measure.roofs import LocalRoofs
-    from ceiling.report.decode_expected import why_measured_low
+    from ceiling.render.decode_expected import why_measured_low
 
     cfg = get_model("gpt:tiny")
     # a 480 MiB cache read at 200 GB/s, 20 µs per op: 4 + 10 per layer ops dominate

@@ -51,7 +51,7 @@ def test_every_install_line_names_the_distribution():
 
 def test_op_names_never_fold_inside_a_word_at_80_columns():
     from ceiling.cli.profile import _compact_table
-    from ceiling.report.terminal import table
+    from ceiling.render.terminal import table
 
     # the rows `ceiling profile gpt:tiny --train` prints on a CPU (names and figures alike)
     rows = [
@@ -76,11 +76,11 @@ def test_help_shows_the_real_signature_and_docstring_of_callable_packages():
 
     import ceiling
     from ceiling.api.profile import profile
-    from ceiling.api.report import report
-    from ceiling.trace.analyze import analyze
+    from ceiling.api.trace import trace
+    from ceiling.report.call import report
 
     for package, function in ((ceiling.profile, profile), (ceiling.report, report),
-                              (ceiling.trace, analyze)):  # fmt: skip
+                              (ceiling.trace, trace)):  # fmt: skip
         assert inspect.signature(package) == inspect.signature(function)
         page = pydoc.render_doc(package, renderer=pydoc.plaintext)
         assert "(*args, **kwargs)" not in page

@@ -216,7 +216,7 @@ def test_a_profiled_training_step_prices_its_forward_at_the_models_own_host(monk
     for phase in ("forward", "forward_view", "recompute"):
         assert e.roofs.host_s(phase) == pytest.approx(host.times * before.host_s(phase))
     assert e.roofs.host_s("backward") == before.host_s("backward")
-    from ceiling.report.waterfall import explanation_json, roofs_rows
+    from ceiling.render.waterfall import explanation_json, roofs_rows
     from ceiling.units import format_time
 
     row = ["host time per forward op", f"{format_time(host.per_op_s)} — {host.describe()}"]

@@ -14,7 +14,7 @@ from ceiling.report.compose import ReportContext, SectionSpec, Skip
 
 
 def _ok(ctx, out):
-    from ceiling.report import plots
+    from ceiling.render import plots
 
     fig, ax = plots.subplots()
     ax.plot([1, 2, 3], [1, 4, 9])

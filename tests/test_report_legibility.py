@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ceiling.report import legibility, plots
+from ceiling.render import legibility, plots
 
 
 @pytest.fixture

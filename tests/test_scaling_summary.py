@@ -2,7 +2,7 @@
 
 import pytest
 
-from ceiling.report.scaling_summary import summarize_run
+from ceiling.render.scaling_summary import summarize_run
 
 P_TRUE = 0.9
 NS = (1, 2, 4, 8)
@@ -76,7 +76,7 @@ def test_records_without_work_times_still_fit_the_step():
 
 
 def test_a_speedup_above_the_worker_count_is_noise_with_its_spread():
-    from ceiling.report.scaling_summary import noise_mark
+    from ceiling.render.scaling_summary import noise_mark
 
     raw = _raw(workload="python")
     # N = 1 steps of 1.0 to 1.5 s; at N = 2 one step ran at 0.14 s: the median 0.2 s gives

@@ -252,7 +252,7 @@ def test_profile_and_step_waterfalls_sum_to_the_measured_step_with_fake_timings(
         assert sum(bars.values()) == pytest.approx(0.020 + data_wait, abs=1e-15)
         assert bars[waterfall.FIRST_TOUCH] == pytest.approx(0.5e-9 * 4e6)
         assert bars.get("waiting for data", 0.0) == data_wait
-    from ceiling.report.waterfall import explanation_json
+    from ceiling.render.waterfall import explanation_json
 
     d = explanation_json(e)
     assert d["first_touch"]["s_per_byte"] == 0.5e-9 and d["function_s_per_element"] == {

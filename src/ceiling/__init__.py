@@ -87,14 +87,14 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
     from ceiling.api.plan import plan
     from ceiling.api.profile import profile
     from ceiling.api.repeat import repeat
-    from ceiling.api.report import report
     from ceiling.api.roofline import roofline
     from ceiling.api.scale import scale
     from ceiling.api.serve import serve
     from ceiling.api.specs import specs
     from ceiling.api.step import step
+    from ceiling.api.trace import trace
     from ceiling.api.validate import validate
-    from ceiling.trace.analyze import analyze as trace
+    from ceiling.report.call import report
 
 
 def __getattr__(name: str):

@@ -54,7 +54,7 @@ class DecodeResult(Result):
         return self.ceiling.rows
 
     def record(self) -> dict[str, Any]:
-        from ceiling.report import decode_expected as expected_report
+        from ceiling.render import decode_expected as expected_report
 
         out = ceiling_json(self.model, self.ceiling)
         out["max_batch_context"], out["max_batch"] = self.max_batch_context, self.max_batch

@@ -92,7 +92,7 @@ class MeasuredDecodeResult(Result):
         return self.comparison.ceiling
 
     def why_low(self) -> str:
-        from ceiling.report.decode_expected import why_measured_low
+        from ceiling.render.decode_expected import why_measured_low
 
         return why_measured_low(self.comparison, self.roofs)
 

@@ -77,7 +77,7 @@ def _plot_grid(batches: list[int], crossover: int | None, max_batch: int | None)
 def decode_figure(cfg, dev, setup, c, measured=None, in_cache: bool = False):
     """Tokens/s against batch under the memory and compute roofs (and measured points)."""
     from ceiling.model.decode import roof_curves
-    from ceiling.report.decode_plot import decode_figure as draw
+    from ceiling.render.decode_plot import decode_figure as draw
 
     grid = _plot_grid([r.batch for r in c.rows], c.crossover_batch_with_kv, c.max_batch)
     curves = roof_curves(cfg, dev, setup, grid)

@@ -84,7 +84,7 @@ class FitResult(Result):
         ]
 
     def record(self) -> dict[str, Any]:
-        from ceiling.report import scaling_summary
+        from ceiling.render import scaling_summary
 
         out = {
             "source": self.source,
@@ -104,7 +104,7 @@ class FitResult(Result):
         return f"Scaling fit ({self.mode} scaling): {self.fit.verdict}"
 
     def figure(self):
-        from ceiling.report import scaling_plot
+        from ceiling.render import scaling_plot
 
         name = f"{self.source} " if self.source else ""
         return scaling_plot.scaling_figure(self.record(), title=f"{name}({self.mode} scaling)")

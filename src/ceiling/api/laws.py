@@ -81,7 +81,7 @@ class AmdahlResult(Result):
         return f"Amdahl's law, parallel p = {self.p:g}: ceiling {self.ceiling:.4g}×"
 
     def figure(self):
-        from ceiling.report import plots
+        from ceiling.render import plots
 
         grid = _plot_range([r.n for r in self.rows])
         label = f"Amdahl p = {self.p:g}"
@@ -109,7 +109,7 @@ class GustafsonResult(Result):
         return f"Gustafson's law, serial α = {self.alpha:g}"
 
     def figure(self):
-        from ceiling.report import plots
+        from ceiling.render import plots
 
         grid = _plot_range([r.n for r in self.rows])
         amdahl_p = 1.0 - self.alpha

@@ -41,7 +41,7 @@ def _ops_json(rows) -> list[dict]:
 
 def report_json(r) -> dict:
     """A `profile.run.ProfileReport` as the command's JSON record."""
-    from ceiling.report import waterfall
+    from ceiling.render import waterfall
 
     c = r.ceiling
     return {
@@ -205,7 +205,7 @@ class ProfileResult(Result):
 
     def figure(self):
         """Each op's achieved FLOP/s against its intensity, under the roofline."""
-        from ceiling.report import plots
+        from ceiling.render import plots
 
         r = self.report
         peak, bw = r.ceiling.roof_flops_per_s, r.ceiling.bandwidth_bytes_per_s

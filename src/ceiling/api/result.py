@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ceiling.report.notebook import NotebookViews
+from ceiling.views.notebook import NotebookViews
 
 
 class Result(NotebookViews):

@@ -155,7 +155,7 @@ class RooflineResult(Result):
         )
 
     def figure(self):
-        from ceiling.report.roofline_plot import OpPoint, Roof, roofline_figure
+        from ceiling.render.roofline_plot import OpPoint, Roof, roofline_figure
 
         r = self.roofs
         label = "measured" if r["source"] == "profile" else "datasheet"

@@ -41,7 +41,7 @@ class ScaleResult(Result):
     def figure(self):
         """Measured speedup beside each law's fit, and Karp–Flatt against N."""
         from ceiling.errors import InvalidInput
-        from ceiling.report import scaling_plot
+        from ceiling.render import scaling_plot
 
         if self.fit is None:
             raise InvalidInput("a figure needs at least two worker counts, e.g. workers=[1, 2]")
@@ -54,6 +54,13 @@ def _counts(values: Iterable[int], argument: str) -> list[int]:
     if not counts or counts[0] < 1:
         raise BadArgument(argument, f"must be whole numbers ≥ 1, got {list(values)!r}")
     return counts
+
+
+def cpu_cores() -> int:
+    """The cores this process may run on: the most workers that compute at the same time."""
+    from ceiling.measure.scale import cpu_cores as cores
+
+    return cores()
 
 
 @checked
@@ -93,7 +100,7 @@ def scale(
     worker counts to extrapolate the fits to. `on_progress(message)` is told each step of
     the run. Under torchrun, ranks other than 0 return None (rank 0 reports)."""
     from ceiling.measure import scale as scale_run
-    from ceiling.report import scaling_summary
+    from ceiling.render import scaling_summary
 
     if device not in DEVICES:
         raise BadArgument("device", f"must be auto, cpu or cuda, got {device!r}")

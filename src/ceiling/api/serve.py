@@ -88,7 +88,7 @@ class ServeResult(Result):
         return f"{self.model.name} served on {self.device.name} ({self.device_source})"
 
     def figure(self):
-        from ceiling.report.serve_plot import serve_figure
+        from ceiling.render.serve_plot import serve_figure
 
         lay = self.inputs["layout"]
         title = (

@@ -99,7 +99,7 @@ class PipelineSimulation(Result):
         )
 
     def figure(self):
-        from ceiling.report.pipeline_plot import pipeline_figure
+        from ceiling.render.pipeline_plot import pipeline_figure
 
         return pipeline_figure(self.sim)
 
@@ -164,6 +164,14 @@ def pipeline(
     return PipelineSimulation(r, fwd, bwd, p2p_s, formula, balanced, closed)
 
 
+def bubble_formula(stages: int, micro_batches: int, chunks: int = 1) -> float:
+    """The closed-form bubble of a pipeline step, (p − 1) / (v · m): what `pipeline` shows
+    beside its simulation, for a shape too large to simulate."""
+    from ceiling.model.pipeline_sim import bubble_formula as formula
+
+    return formula(stages, micro_batches, chunks)
+
+
 @dataclass(frozen=True)
 class StragglerSimulation(Result):
     """A synchronous data-parallel step (`sim`: the model's `StragglerResult`, per-worker
@@ -198,7 +206,7 @@ class StragglerSimulation(Result):
         return f"{r.workers} workers: efficiency {r.efficiency:.1%}, {r.slowdown:.3f}× slower"
 
     def figure(self):
-        from ceiling.report.pipeline_plot import straggler_figure
+        from ceiling.render.pipeline_plot import straggler_figure
 
         return straggler_figure(self.sim)
 

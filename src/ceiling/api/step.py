@@ -50,7 +50,7 @@ class StepBreakdownResult(Result):
         return self.report.rows[0].bottleneck
 
     def record(self) -> dict[str, Any]:
-        from ceiling.report import waterfall
+        from ceiling.render import waterfall
 
         report = self.report
         return {
@@ -79,7 +79,7 @@ class StepBreakdownResult(Result):
 
     def figure(self):
         """Step time by loader workers, stacked: data wait, host, compute."""
-        from ceiling.report import plots
+        from ceiling.render import plots
 
         report = self.report
         fig, ax = plots.subplots(figsize=(6.4, 4.2))

@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     from ceiling.cli import streams
     from ceiling.cli.argument_names import said_on_the_command_line
     from ceiling.cli.params import check_numbers_everywhere
-    from ceiling.report.plots import take_unwritten
+    from ceiling.render.plots import take_unwritten
 
     take_unwritten()
     _warnings_as_lines()

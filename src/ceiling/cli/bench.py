@@ -95,7 +95,7 @@ def _run_one(device: str | None, quick: bool, json_out: bool, step: str) -> None
 
 
 def _print_report(report) -> None:
-    from ceiling.report import bench_tables
+    from ceiling.render import bench_tables
 
     c = console()
     if report.matmul:
@@ -119,7 +119,7 @@ def _print_report(report) -> None:
                 f"{report.naive_triad.best_gbps:.3g} GB/s (its temporary costs an extra pass)"
             )
     if report.overhead is not None:
-        from ceiling.report.bench_tables import overhead_lines
+        from ceiling.render.bench_tables import overhead_lines
 
         for line in overhead_lines(report.overhead):
             c.print(line)

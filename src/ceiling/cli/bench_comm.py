@@ -138,7 +138,7 @@ def _render(result) -> None:
     c.print(f"link: {link_note}")
     for line in ring_notes:
         c.print(f"note: {line}")
-    from ceiling.report.bench_tables import telemetry_lines
+    from ceiling.render.bench_tables import telemetry_lines
 
     for line in telemetry_lines(telemetry or {}):
         c.print(line)

@@ -28,8 +28,8 @@ from ceiling.inputs import ACTIVATIONS, KV_DTYPE, MODEL, WEIGHTS
 from ceiling.model.decode_setup import FIT_CONTEXT
 from ceiling.model.transformer import CUSTOM_HELP, parse_model
 from ceiling.model.transformer_config import TransformerConfig
-from ceiling.report import decode_expected as expected_report
-from ceiling.report.waterfall import waterfall_rows
+from ceiling.render import decode_expected as expected_report
+from ceiling.render.waterfall import waterfall_rows
 from ceiling.units import (
     format_bandwidth,
     format_bytes,

@@ -49,7 +49,7 @@ def fit(
     --json` result is accepted as it is.
     """
     from ceiling.api.fit import fit_file, unit_seconds
-    from ceiling.report import scaling_summary
+    from ceiling.render import scaling_summary
 
     if weak and mode not in (None, "weak"):
         raise InvalidInput(f"--weak and --mode {mode} disagree: give one")
@@ -58,7 +58,7 @@ def fit(
     mode, measure = result.mode, result.measure
     rows = sum(p.samples for p in result.fit.points)
     if plot is not None:
-        from ceiling.report import scaling_plot
+        from ceiling.render import scaling_plot
 
         result = dataclasses.replace(result, plot=str(plot))
         scaling_plot.save_scaling_figure(

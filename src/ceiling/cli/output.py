@@ -11,8 +11,8 @@ from typing import Any
 from ceiling.cli.inputs import option
 from ceiling.inputs import JSON, PLOT
 from ceiling.records import jsonable
-from ceiling.report.terminal import console as console  # re-exported for the commands
-from ceiling.report.terminal import table as table
+from ceiling.render.terminal import console as console  # re-exported for the commands
+from ceiling.render.terminal import table as table
 
 # Options shared by many commands, declared once in ceiling.inputs.
 JSON_HELP = JSON.help
@@ -23,7 +23,7 @@ JsonOption = option(JSON, bool)
 def _checked_figure_path(path: Path | None) -> Path | None:
     """--plot is checked while the command line is read, so a bad path costs no work."""
     if path is not None:
-        from ceiling.report.plots import check_figure_path
+        from ceiling.render.plots import check_figure_path
 
         check_figure_path(path)
     return path
@@ -60,7 +60,7 @@ def figure_and_json(result: Any, plot: Path | None, json_out: bool) -> bool:
     """Write the result's figure to --plot when asked, and its JSON (naming the figure) on
     --json; True when the JSON was written and nothing else is to be shown."""
     if plot is not None:
-        from ceiling.report import plots
+        from ceiling.render import plots
 
         plots.save(result.figure(), plot)
     if json_out:

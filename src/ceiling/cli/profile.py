@@ -17,8 +17,8 @@ from ceiling.cli.output import (
     table,
 )
 from ceiling.cli.params import RUNS_YOUR_CODE
-from ceiling.report import waterfall
-from ceiling.report.terminal import unbreakable_width
+from ceiling.render import waterfall
+from ceiling.render.terminal import unbreakable_width
 
 TOP_ROWS = 12
 TARGET_HELP = (
@@ -321,7 +321,7 @@ def profile_command(
     backward (causal attention at half; recomputation only in HFU) against the dense peak
     of the dtype in use; the ops' times carry a sync around each op."""
     if plot is not None:
-        from ceiling.report import plots
+        from ceiling.render import plots
 
         plots.check_figure_path(plot)
     _check_options(spec, profile, top)
@@ -332,7 +332,7 @@ def profile_command(
     r = result.report
     figures = []
     if plot is not None:
-        from ceiling.report import plots
+        from ceiling.render import plots
 
         plots.save(result.figure(), plot)
         figures.append(str(plot))

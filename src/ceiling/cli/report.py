@@ -104,8 +104,8 @@ def _report(output, quick, only, profile, trace, model, spec, gpus, seq, global_
 
     require_torch()  # every measured section needs it: refuse before any section runs
     from ceiling.api.plan import MAX_DEVICES, MAX_GLOBAL_BATCH
-    from ceiling.api.report import check_page
     from ceiling.report.build import check_options, choose_sections
+    from ceiling.report.call import check_page
     from ceiling.report.work import ReportOptions
 
     output = check_page(output)

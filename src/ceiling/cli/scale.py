@@ -163,7 +163,7 @@ def scale(
         return
     summary = result.to_dict()
     if plot is not None and result.fit is not None:
-        from ceiling.report import plots
+        from ceiling.render import plots
 
         plots.save(result.figure(), plot)
         summary["plot"] = str(plot)
@@ -199,7 +199,7 @@ def _progress(workload: str, counts: list[int], backend: str):
 
 
 def _render(summary: dict, plot: Path | None) -> None:
-    from ceiling.report import scaling_summary
+    from ceiling.render import scaling_summary
 
     c = console()
     title = (

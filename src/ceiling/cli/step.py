@@ -17,7 +17,7 @@ from ceiling.cli.output import (
     table,
 )
 from ceiling.cli.params import RUNS_YOUR_CODE
-from ceiling.report import waterfall
+from ceiling.render import waterfall
 
 SLOW_DATA_HELP = (
     "Demo: the built-in dataset sleeps 4 ms per sample (a stand-in for slow decoding or "

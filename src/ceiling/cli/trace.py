@@ -83,13 +83,13 @@ def trace_command(
     """Per step and rank: compute, memory-bound, communication (exposed/overlapped), memcpy,
     idle with its host reason; MFU; each op on the device's roofline; stragglers; with
     --critical-path, what the step waits on and what a change would buy."""
+    from ceiling.api.trace import trace
     from ceiling.cli.output import rank_progress
     from ceiling.cli.quiet import quiet_libraries
-    from ceiling.trace.analyze import analyze
 
     quiet = quiet_libraries("distributed", "dask", "tornado", "bokeh", verbose=verbose)
     with quiet, rank_progress("reading rank traces") as progress:
-        result = analyze(
+        result = trace(
             path,
             spec=spec,
             machine_profile=profile,
@@ -101,13 +101,13 @@ def trace_command(
             what_if=what_if,
         )
     if plot is not None:
-        from ceiling.report.trace_plot import trace_figure
+        from ceiling.render.trace_plot import trace_figure
 
         trace_figure(result, plot)
     if json_out:
         emit_json(result.to_json())
         return
-    from ceiling.report.trace_tables import render
+    from ceiling.render.trace_tables import render
 
     render(result, top)
     if plot is not None:

@@ -4,6 +4,6 @@
 modules (`ceiling.profile.run`, ...) stay importable.
 """
 
-from ceiling.api.callable_package import make_callable
+from ceiling.callable_package import make_callable
 
 make_callable(__name__, "ceiling.api.profile:profile")

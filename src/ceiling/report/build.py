@@ -51,13 +51,13 @@ def check_options(options: ReportOptions) -> None:
     if options.trace is not None and not options.trace.exists():
         raise InvalidInput(f"trace {str(options.trace)!r} does not exist")
     if options.spec is not None:
-        from ceiling.hardware.catalog import get_spec
+        from ceiling.api.specs import specs
 
-        get_spec(options.spec)  # an unknown device: one line now, not a skipped section
+        specs(options.spec)  # an unknown device: one line now, not a skipped section
     if options.model is not None and not options.is_callable_model:
-        from ceiling.model.transformer import parse_model
+        from ceiling.report.work import transformer
 
-        parse_model(options.model)
+        transformer(options.model)
 
 
 def choose_sections(options: ReportOptions) -> list[SectionSpec]:

@@ -38,7 +38,7 @@ class Figure:
     mime: str  # "image/svg+xml" or "image/png"
     data: bytes
     alt: str
-    # how it reads at 100 % zoom on the page (report/legibility.py), for the JSON and tests
+    # how it reads at 100 % zoom on the page (render/legibility.py), for the JSON and tests
     legibility: dict[str, Any] = field(default_factory=dict)
 
 
@@ -128,7 +128,7 @@ class SectionOutput:
 
     def figure(self, fig, caption: str, alt: str | None = None) -> None:
         """Embed a matplotlib figure as SVG; the figure is closed afterwards."""
-        from ceiling.report import legibility
+        from ceiling.render import legibility
 
         checked = legibility.make_legible(fig)
         f = Figure(caption, "image/svg+xml", figure_svg(fig), alt or caption, checked)

@@ -49,6 +49,15 @@ def subject(parts: list[tuple[Choice, str, str]]) -> tuple[str, bool]:
     return f"Yours: {text}.", False
 
 
+def transformer(name: str):
+    """The transformer config `ceiling models NAME` shows (a catalog name, custom:..., hf:PATH);
+    an unknown name refused as that command refuses it."""
+    from ceiling.api.models import models
+
+    (config,) = models([name]).models.values()
+    return config
+
+
 @dataclass(frozen=True)
 class ReportOptions:
     """What `ceiling report` is asked: the mode, this machine's profile, the user's work."""
@@ -87,21 +96,17 @@ class ReportOptions:
             return None
         if self.is_callable_model:
             return self.model
-        from ceiling.model.transformer import parse_model
-
-        return parse_model(self.model).name
+        return transformer(self.model).name
 
     def train_model(self) -> Choice:
         return Choice(self.model, False) if self.model else Choice(DEMO_TRAIN_MODEL, True)
 
     def shape_model(self, demo: str):
         """(TransformerConfig, Choice) of the user's model, else of `demo`."""
-        from ceiling.model.transformer import parse_model
-
         if self.model and not self.is_callable_model:
-            return parse_model(self.model), Choice(self.model, False)
+            return transformer(self.model), Choice(self.model, False)
         why = "a module:callable model has no transformer shape" if self.model else None
-        return parse_model(demo), Choice(demo, True, why)
+        return transformer(demo), Choice(demo, True, why)
 
     def cluster_device(self):
         """(Machine, Choice): --spec, else the --profile's catalog GPU, else the demo."""

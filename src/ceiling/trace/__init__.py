@@ -1,10 +1,10 @@
 """Reading torch.profiler / Kineto traces of real runs and explaining them.
 
-`ceiling.trace(path, spec=..., machine_profile=..., dtype=...)` returns a `TraceResult`; the
-package itself is callable so that the API reads like the command (`ceiling trace PATH`)
-while its modules (`ceiling.trace.reader`, ...) stay importable.
+`ceiling.trace(path, spec=..., machine_profile=..., dtype=...)` returns a `TraceResult`
+(`api/trace.py`); the package itself is callable so that the API reads like the command
+(`ceiling trace PATH`) while its modules (`ceiling.trace.reader`, ...) stay importable.
 """
 
-from ceiling.api.callable_package import make_callable
+from ceiling.callable_package import make_callable
 
-make_callable(__name__, "ceiling.trace.analyze:analyze")
+make_callable(__name__, "ceiling.api.trace:trace")

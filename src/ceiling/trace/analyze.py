@@ -1,9 +1,10 @@
-"""`ceiling.trace(path)`: read the trace(s), count each op, place it on the device's
+"""What `ceiling.trace(path)` does: read the trace(s), count each op, place it on the device's
 roofline, split each step's time, compare the ranks."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ceiling.errors import CeilingError, InvalidInput, UnsupportedOnDevice
 from ceiling.trace.engines import check_dask, default_workers, run_ranks
@@ -11,36 +12,15 @@ from ceiling.trace.rank_pool import in_pool
 from ceiling.trace.rank_summary import Prepared, TraceFacts, trace_facts
 from ceiling.trace.ranks import cross_rank
 from ceiling.trace.reader import NotATrace, read_trace, trace_files, without_gc
-from ceiling.trace.results import TraceDevice, TraceResult
+from ceiling.trace.results import TraceAnalysis, TraceDevice
 
 
-def analyze(
-    path: str | Path,
-    spec: str | None = None,
-    machine_profile: str | Path | None = None,
-    dtype: str | None = None,
-    workers: int | None = None,
-    dask: str | None = None,
-    progress=None,
-    critical_path: bool = False,
-    what_if: str | None = None,
-) -> TraceResult:
-    """Explain a torch.profiler trace (a file, .json.gz, or a folder of per-rank files).
-
-    The device is `spec` (a catalog name), else `machine_profile` (a saved profile), else
-    the device the trace names (its deviceProperties), matched in the catalog. `dtype`
-    overrides the dtype MFU is measured against (default: the one most matmul FLOPs use).
-    The ranks of a folder are read `workers` at a time in local processes (default: one per
-    core; memory: this process holds no trace, only the summaries, and each worker one rank),
-    or on the Dask cluster at `dask` ("local", or a scheduler's address);
-    `progress(done, total)` is called as ranks finish. `critical_path`: each step's critical
-    path through its dependency graph (`TraceResult.critical_path`); `what_if` (implies it):
-    questions such as "gemm=2x,comm=overlap,launch=3us,link=400GB/s", each answered as the
-    step re-timed on that graph.
-    """
-    questions = _questions(critical_path, what_if)
+def analyze(path: str | Path, **options: Any) -> TraceAnalysis:
+    """The analysis behind `ceiling.trace` (`api/trace.py`, whose docstring says what each
+    option does), as plain data: no figure, no notebook drawing of its own."""
+    questions = _questions(options.pop("critical_path", False), options.pop("what_if", None))
     with without_gc():
-        return _analyze(path, spec, machine_profile, dtype, workers, dask, progress, questions)
+        return _analyze(path, questions, **options)
 
 
 def _questions(critical_path, what_if) -> list | None:
@@ -54,12 +34,8 @@ def _questions(critical_path, what_if) -> list | None:
     return parse(what_if)
 
 
-def _analyze(path, spec, profile, dtype, workers, dask, progress, questions) -> TraceResult:
-    from ceiling.hardware.resolve import check_one_device
-
-    check_one_device(spec, profile)  # before any file is read: the one device rule
-    notes: list[str] = []
-    files = trace_files(path)
+def _check_engine(workers, dask, progress) -> None:
+    """How the ranks are read, refused in one line before any is."""
     if workers is not None and (
         isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
     ):
@@ -70,12 +46,30 @@ def _analyze(path, spec, profile, dtype, workers, dask, progress, questions) -> 
         check_dask(dask)
     if progress is not None and not callable(progress):
         raise InvalidInput(f"progress must be a function of (done, total), got {progress!r}")
+
+
+def _analyze(
+    path,
+    questions,
+    spec=None,
+    machine_profile=None,
+    dtype=None,
+    workers=None,
+    dask=None,
+    progress=None,
+) -> TraceAnalysis:
+    from ceiling.hardware.resolve import check_one_device
+
+    check_one_device(spec, machine_profile)  # before any file is read: the one device rule
+    notes: list[str] = []
+    files = trace_files(path)
+    _check_engine(workers, dask, progress)
     # The first trace decides the device and the dtype of the peak for every rank; read in a
     # worker when the ranks go to a pool, so that this process never holds a trace.
     n = workers if workers is not None else default_workers(len(files) - 1)
     pooled = dask is None and len(files) > 1 and n > 1
     facts, first, skipped = _first(files, pooled)
-    machine, device = _device([facts], spec, profile, notes)
+    machine, device = _device([facts], spec, machine_profile, notes)
     key = _peak_key(machine, device, dtype or facts.main_dtype, notes)
     summaries = [] if first is None else [(facts.rank, first.summary(machine, key, questions))]
     del first  # the first trace is let go like every other
@@ -89,7 +83,7 @@ def _analyze(path, spec, profile, dtype, workers, dask, progress, questions) -> 
         notes.append(f"{skipped} JSON file(s) in the folder are not traces: passed over")
     ranks = _numbered(summaries)
     names = sorted({r.device_name for r in ranks if r.device_name})
-    if len(names) > 1 and spec is None and profile is None:
+    if len(names) > 1 and spec is None and machine_profile is None:
         notes.append(
             f"the traces name different devices ({', '.join(names)}): a folder is read as one "
             f"job's ranks, each placed on {device.name or 'the first trace'}'s figures and "
@@ -104,7 +98,7 @@ def _analyze(path, spec, profile, dtype, workers, dask, progress, questions) -> 
             "shapes were not recorded (torch.profiler record_shapes=False): FLOPs, MFU and "
             "the roofline are unknown, not zero"
         )
-    return TraceResult(
+    return TraceAnalysis(
         path=str(path),
         device=device,
         ranks=ranks,

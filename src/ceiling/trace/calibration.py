@@ -12,8 +12,10 @@ cannot give (no shapes, no such ops, one rank) is None and the planner keeps its
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ceiling.trace.results import TraceResult
+if TYPE_CHECKING:
+    from ceiling.trace.results import TraceAnalysis
 
 MIN_MESSAGE_BYTES = 1e6
 _MEMORY_CATEGORIES = ("elementwise", "norm", "reduction", "memory")
@@ -47,7 +49,7 @@ class Calibration:
         ]
 
 
-def _compute_share(result: TraceResult, category: str) -> tuple[float | None, str]:
+def _compute_share(result: TraceAnalysis, category: str) -> tuple[float | None, str]:
     peaks = result.device.peaks_flops_per_s
     flops = ideal = time = 0.0
     for rank in result.ranks:
@@ -63,7 +65,7 @@ def _compute_share(result: TraceResult, category: str) -> tuple[float | None, st
     return min(flops / ideal, 1.0), f"{category} ops, {time * 1e3:.3g} ms of kernels"
 
 
-def _gemm_scope(result: TraceResult) -> tuple[tuple[str, ...], float | None]:
+def _gemm_scope(result: TraceAnalysis) -> tuple[tuple[str, ...], float | None]:
     """The dtypes the traced GEMMs ran in, and their FLOPs per call (FLOP-weighted
     geometric mean): where a GEMM efficiency read from them holds."""
     import math
@@ -81,7 +83,7 @@ def _gemm_scope(result: TraceResult) -> tuple[tuple[str, ...], float | None]:
     return tuple(sorted(dtypes)), (math.exp(log_sum / weight) if weight else None)
 
 
-def _memory_share(result: TraceResult) -> tuple[float | None, str]:
+def _memory_share(result: TraceAnalysis) -> tuple[float | None, str]:
     bw = result.device.bandwidth_bytes_per_s
     moved = ideal = 0.0
     for rank in result.ranks:
@@ -95,7 +97,7 @@ def _memory_share(result: TraceResult) -> tuple[float | None, str]:
     return min(moved / ideal, 1.0), f"memory-bound ops, {moved / 1e9:.3g} GB moved"
 
 
-def _collective_share(result: TraceResult) -> tuple[float | None, str]:
+def _collective_share(result: TraceAnalysis) -> tuple[float | None, str]:
     c = result.cross
     if c is None:
         return None, ""
@@ -112,7 +114,7 @@ def _collective_share(result: TraceResult) -> tuple[float | None, str]:
     return min(share, 1.0), f"bus bandwidth of {ops} over the link, messages ≥ 1 MB"
 
 
-def calibration(result: TraceResult) -> Calibration:
+def calibration(result: TraceAnalysis) -> Calibration:
     """What the traced run achieved; None where the trace cannot tell."""
     if result.device.peak_flops_per_s is None:
         from ceiling.errors import InvalidInput

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ceiling.report.notebook import NotebookViews
+from ceiling.views.notebook import NotebookViews
 
 # bumped whenever what is counted or how time is split changes, so old results stay comparable
 METHOD_VERSION = 2
@@ -227,12 +227,12 @@ class CrossRank:
     collectives: list[CollectiveRow] = field(default_factory=list)
 
 
-# the per-rank lists of rows `TraceResult.table()` gives, across ranks, the default first
+# the per-rank lists of rows `TraceAnalysis.table()` gives, across ranks, the default first
 RANK_TABLES = ("ops", "steps", "kernels", "collectives")
 
 
 @dataclass
-class TraceResult(NotebookViews):
+class TraceAnalysis(NotebookViews):
     path: str
     device: TraceDevice
     ranks: list[RankResult]
@@ -285,9 +285,3 @@ class TraceResult(NotebookViews):
         from ceiling.trace.calibration import calibration
 
         return calibration(self)
-
-    def figure(self):
-        """Step strips, the roofline and the first rank's waterfall (a matplotlib Figure)."""
-        from ceiling.report.trace_plot import build_figure
-
-        return build_figure(self)

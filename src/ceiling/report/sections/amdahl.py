@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-from ceiling.model import laws
 from ceiling.report.compose import ReportContext, SectionOutput
 from ceiling.report.sections._axes import plain_log_ticks
 
@@ -16,28 +15,33 @@ FRACTIONS = (0.5, 0.9, 0.95, 0.99)
 WORKERS = (2, 8, 1000)
 
 
+# the curves' worker counts: 1 .. 4096, four points an octave
+GRID = [2 ** (i / 4) for i in range(0, 4 * 12 + 1)]
+
+
 def run(ctx: ReportContext, out: SectionOutput) -> None:
+    from ceiling.api.laws import amdahl
+
     cores = _usable_cores()
     ns = sorted({*WORKERS, cores})
+    # the call `ceiling amdahl P --n ...` makes, for each parallel share
+    table = {p: amdahl(p, ns=ns) for p in FRACTIONS}
     out.text(
         "With a share p of the work parallel over N units, the speedup never passes "
         "1/(1 − p): the serial part (data loading, Python in the loop) still takes as long."
     )
     rows = []
-    for p in FRACTIONS:
-        cells = [f"{p:g}"]
-        for n in ns:
-            cells.append(f"{laws.amdahl_speedup(p, n):.1f}×")
-        ceiling = laws.amdahl_ceiling(p)
-        cells.append(f"{ceiling:g}×")
-        cells.append(str(laws.amdahl_workers_for(p, 0.9)))
+    for p, r in table.items():
+        cells = [f"{p:g}", *(f"{row.speedup:.1f}×" for row in r.rows)]
+        cells.append(f"{r.ceiling:g}×")
+        cells.append(str(r.n_for_90pct_of_ceiling))
         rows.append(cells)
-        out.key(f"ceiling_p{p:g}", ceiling)
+        out.key(f"ceiling_p{p:g}", r.ceiling)
     columns = ["parallel share p"]
     columns += [f"N = {n}" + (" (cores here)" if n == cores else "") for n in ns]
     columns += ["ceiling 1/(1−p)", "N for 90 % of ceiling"]
     out.table("Speedup S(N) = 1/((1−p) + p/N)", columns, rows)
-    here = laws.amdahl_speedup(0.95, cores)
+    here = next(row.speedup for row in table[0.95].rows if row.n == cores)
     out.key("cores", cores)
     out.key(
         "speedup_p0.95_on_cores",
@@ -45,9 +49,10 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         f"p = 0.95 on {cores} core{'s' if cores != 1 else ''}",
         f"{here:.2f}×",
     )
-    out.highlight("p = 0.95, any N", f"≤ {laws.amdahl_ceiling(0.95):g}×")
+    out.highlight("p = 0.95, any N", f"≤ {table[0.95].ceiling:g}×")
     ctx.step("drawing the speedup curves")
-    out.figure(_figure(cores), "Dashed: the ceilings 1/(1−p); dotted: ideal scaling.")
+    curves = {p: amdahl(p, ns=GRID) for p in FRACTIONS}
+    out.figure(_figure(curves, cores), "Dashed: the ceilings 1/(1−p); dotted: ideal scaling.")
 
 
 def _usable_cores() -> int:
@@ -58,16 +63,17 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _figure(cores: int):
-    from ceiling.report import plots
+def _figure(results: dict, cores: int):
+    """Each result's speedup over `GRID` with its ceiling, the cores here marked."""
+    from ceiling.render import plots
 
-    grid = [2 ** (i / 4) for i in range(0, 4 * 12 + 1)]  # 1 .. 4096
-    curves = {f"p = {p:g}": (grid, [laws.amdahl_speedup(p, n) for n in grid]) for p in FRACTIONS}
-    ceilings = {f"p = {p:g}": laws.amdahl_ceiling(p) for p in FRACTIONS}
+    grid = GRID
+    curves = {f"p = {p:g}": (grid, [row.speedup for row in r.rows]) for p, r in results.items()}
+    ceilings = {f"p = {p:g}": r.ceiling for p, r in results.items()}
     fig = plots.speedup_figure(curves, ceilings, title="Amdahl's law: fixed problem size")
     ax = fig.axes[0]
     # the ideal diagonal would stretch the axis to 4096×; the ceilings are what matter
-    ax.set_ylim(0.8, 4 * max(laws.amdahl_ceiling(p) for p in FRACTIONS))
+    ax.set_ylim(0.8, 4 * max(ceilings.values()))
     plain_log_ticks(ax)
     # ceiling labels at the right end, where the curves have flattened onto them, and the
     # legend in the empty top-left corner

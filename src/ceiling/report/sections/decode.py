@@ -221,14 +221,14 @@ def _setup_for(decode, spec, setup):
 
 
 def _short(name: str) -> str:
-    from ceiling.report.legibility import short_device_name
+    from ceiling.render.legibility import short_device_name
 
     return short_device_name(name, 24)
 
 
 def _figure(ctx, out, decode, cfg, spec, setup) -> None:
     """The model on the target device: both roofs, the ceiling and the crossover."""
-    from ceiling.report import decode_plot as plot
+    from ceiling.render import decode_plot as plot
 
     res, s = _fitting(SectionOutput(), decode, cfg, spec, setup, TENSOR_PARALLEL)
     if res is None:  # the table's note says why
@@ -255,13 +255,12 @@ def _grid(max_batch: int | None) -> list[int]:
 
 def _measured_model(ctx: ReportContext):
     """The user's model when it is small enough to decode here, else the demo."""
-    from ceiling.model.transformer import parse_model
-    from ceiling.report.work import Choice
+    from ceiling.report.work import Choice, transformer
 
     cfg, model = ctx.work.shape_model(DEMO_MEASURED)
     if not model.demo and cfg.params_total <= MEASURE_MAX_PARAMS:
         return cfg, Choice(cfg.name, False)
-    return parse_model(DEMO_MEASURED), Choice(DEMO_MEASURED, True)
+    return transformer(DEMO_MEASURED), Choice(DEMO_MEASURED, True)
 
 
 def _measured(ctx: ReportContext, out: SectionOutput, local) -> None:
@@ -361,7 +360,7 @@ def _measured_table(out: SectionOutput, comp, expected, model) -> None:
 
 
 def _measured_figure(out: SectionOutput, comp, expected, model, cfg) -> None:
-    from ceiling.report import decode_plot as plot
+    from ceiling.render import decode_plot as plot
 
     if any(e is None for e in expected):
         return

@@ -13,10 +13,11 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     ctx.step("detecting the CPU and GPUs")
     # the description of the hardware goes below the figure and the measured ceilings
     detail = SectionOutput()
-    from ceiling.hardware import gpu as gpu_mod
+    from ceiling.api.info import info
 
-    gpus = gpu_mod.detect_gpus()
-    cpu = _cpu_card(detail, bool(gpus))
+    here = info()  # the CPU and the GPUs `ceiling info` describes
+    gpus = here.gpus
+    cpu = _cpu_card(detail, here.cpu, bool(gpus))
     _gpu_card(detail, gpus)
     out.key_figures.update(detail.key_figures)
     try:
@@ -25,7 +26,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         out.note(f"measured ceilings: not measured — {exc}")
         profile = None
     if cpu is not None or profile is not None:
-        from ceiling.report import machine_plot
+        from ceiling.render import machine_plot
 
         fig = machine_plot.ceilings_figure(_devices_for_plot(profile, cpu, gpus))
         if fig is not None:
@@ -49,10 +50,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     out.notes.extend(detail.notes)
 
 
-def _cpu_card(out: SectionOutput, has_gpu: bool):
-    from ceiling.hardware import cpu as cpu_mod
-
-    cpu = cpu_mod.detect_cpu()
+def _cpu_card(out: SectionOutput, cpu, has_gpu: bool):
     out.key_figures["cpu_model"] = cpu.model
     out.key_figures["cpu_cores"] = cpu.cores
     clock = f"{cpu.freq_hz / 1e9:.2f} GHz" if cpu.freq_hz else "clock not readable"
@@ -229,7 +227,7 @@ def _measured(out: SectionOutput, profile, cpu) -> None:
 def _framework_gap(out: SectionOutput, profile) -> None:
     """torch's best CPU matmul against numpy's BLAS measured beside it, per dtype: the
     machine's ceiling is the best library's, and the framework's share of it is a finding."""
-    from ceiling.report.bench_tables import framework_gap_sentence
+    from ceiling.render.bench_tables import framework_gap_sentence
 
     gaps = {}
     for dev in profile.devices:
@@ -243,7 +241,7 @@ def _framework_gap(out: SectionOutput, profile) -> None:
         out.note(framework_gap_sentence(gap) + " (numpy measured beside torch, same shapes)")
         return
     # one sentence for every dtype: the ratios side by side, the largest gap said
-    from ceiling.report.bench_tables import NO_VERDICT
+    from ceiling.render.bench_tables import NO_VERDICT
 
     ratios = ", ".join(f"{g['ratio']:.2f}× ({d})" for d, g in sorted(gaps.items()))
     library = next(iter(gaps.values()))["library"]
@@ -312,9 +310,10 @@ def _devices_for_plot(profile, cpu, gpus) -> list[dict]:
 
 
 def _reference_gpu():
-    from ceiling.hardware import catalog
+    from ceiling.api.specs import specs
 
-    return catalog.get_spec(REFERENCE_GPU)
+    (spec,) = specs(REFERENCE_GPU).devices
+    return spec
 
 
 def _versus_gpu(out: SectionOutput, profile, cpu=None) -> None:

@@ -53,9 +53,10 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
 
 
 def _profile(ctx: ReportContext, target: str, device: str, dtype: str, profile_path, seq):
-    from ceiling.profile import run as run_mod
+    from ceiling.api.profile import profile_target
 
-    return run_mod.profile_target(
+    # the call `ceiling profile TARGET --train` makes
+    return profile_target(
         target,
         train=True,
         device=device,
@@ -63,16 +64,16 @@ def _profile(ctx: ReportContext, target: str, device: str, dtype: str, profile_p
         profile=profile_path,
         seq=seq,
         steps=STEPS_QUICK if ctx.quick else STEPS_FULL,
-    )
+    ).report
 
 
 def _counted_only(ctx: ReportContext, out: SectionOutput, target: str, why: str) -> None:
-    from ceiling.profile import run as run_mod
+    from ceiling.api.profile import profile_target
 
     spec = ctx.work.spec or "h100-sxm"
-    rep = run_mod.profile_target(
+    rep = profile_target(
         target, train=True, device="meta", dtype="bf16", spec=spec, seq=ctx.work.seq, steps=1
-    )
+    ).report
     out.key_figures["model_flops_per_step"] = rep.model_flops_per_step
     out.key_figures["ran_here"] = False
     out.highlight(
@@ -112,7 +113,7 @@ def _key_figures(out: SectionOutput, rep, peak_word: str) -> None:
 
 def _waterfall(out: SectionOutput, rep, target: str) -> None:
     """Peak → achieved: bars that sum to the measured step, each with what recovers it."""
-    from ceiling.report import waterfall
+    from ceiling.render import waterfall
 
     e = rep.explanation
     if e is None or not e.waterfall or not rep.step_s:
@@ -192,11 +193,12 @@ def _breakdown(ctx: ReportContext, out: SectionOutput, target: str) -> None:
     if ctx.quick:
         out.note(f"data wait and host time: --full, or `ceiling step {target}`")
         return
-    from ceiling.profile import step_run
+    from ceiling.api.step import step
 
     device, dtype = _device_and_dtype()
     ctx.step(f"step breakdown of {target} with 0 and 2 loader workers")
-    rep = step_run.measure_step(target, workers=(0, 2), device=device, dtype=dtype)
+    # the call `ceiling step TARGET --workers 0,2` makes
+    rep = step(target, workers=(0, 2), device=device, dtype=dtype).report
     rows = []
     for r in rep.rows:
         rows.append(

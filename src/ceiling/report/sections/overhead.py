@@ -43,7 +43,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         ("numpy (vectorized)", cpu["vectorized_s"]),
         *[(f"torch on {o['device']}", o["device_vectorized_s"]) for _, o in found],
     ]
-    from ceiling.report import overhead_plot
+    from ceiling.render import overhead_plot
 
     out.figure(
         overhead_plot.loop_vs_vectorized_figure(bars, n),

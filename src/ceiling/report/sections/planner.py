@@ -6,6 +6,7 @@ from ceiling import units
 from ceiling.report.compose import ReportContext, SectionOutput, Skip
 from ceiling.report.sections._axes import plain_log_ticks
 from ceiling.report.validated import PLANNER
+from ceiling.report.work import DEMO_DEVICE, DEMO_PLAN_MODEL, Choice, ReportOptions, subject
 
 KEY = "planner"
 TITLE = "Planning a large training run"
@@ -17,17 +18,20 @@ EXAMPLE_STAGES, EXAMPLE_MICRO_BATCHES = 4, 8
 
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
-    from ceiling.model.plan.training import plan_training, training_job
-    from ceiling.report.work import DEMO_PLAN_MODEL, subject
+    from ceiling.api.plan import plan
+    from ceiling.errors import CeilingError
 
-    w = ctx.work
-    cfg, model = w.shape_model(DEMO_PLAN_MODEL)
-    resolved, device = w.cluster_device()
-    gpus_choice = w.cluster_gpus()
-    gpus = int(gpus_choice.value)
-    job = training_job(cfg, w.seq, w.global_batch)
-    seq, batch = job.seq_len, job.global_batch
-    spec_name = resolved.spec.name
+    arguments, model, gpus_choice, device = plan_arguments(ctx.work)
+    gpus = arguments["gpus"]
+    doublings = DOUBLINGS_QUICK if ctx.quick else DOUBLINGS_FULL
+    ctx.step(f"searching plans for {model.value} on {gpus} … {gpus * 2**doublings} GPUs")
+    # the call `ceiling plan` and `ceiling.plan()` make: the same plan, or the same refusal
+    try:
+        planned = plan(**arguments, top=TOP, scaling=doublings)
+    except CeilingError as exc:
+        raise Skip(f"ceiling plan refuses: {exc}") from exc
+    cfg, job, cluster, res = planned.model, planned.job, planned.cluster, planned.search
+    seq, batch, spec_name = job.seq_len, job.global_batch, cluster.device.name
     out.about(
         *subject(
             [
@@ -37,17 +41,10 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
             ]
         )
     )
-    doublings = DOUBLINGS_QUICK if ctx.quick else DOUBLINGS_FULL
-    ctx.step(f"searching plans for {cfg.name} on {gpus} … {gpus * 2**doublings} GPUs")
-    # the same call as `ceiling plan` and `ceiling.plan()`: the same plan for the same inputs
-    planned = plan_training(job, resolved, gpus, top=TOP, doublings=doublings)
-    cluster, res = planned.cluster, planned.search
     if not res.plans:
         raise Skip(f"no plan of {cfg.name} fits {gpus} × {spec_name}")
     best = res.plans[0]
-    from ceiling.validation.features import plan_band
-
-    band = plan_band(cfg, best, seq, cluster.device)
+    band = planned.accuracy(best)
     out.key_figures["accuracy"] = band.to_json()
     out.key_figures["model"] = cfg.name
     out.key_figures["device"] = _short(spec_name)
@@ -74,8 +71,31 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     _straggler(ctx, out, best)
 
 
+def plan_arguments(w: ReportOptions) -> tuple[dict, Choice, Choice, Choice]:
+    """What the section asks `ceiling.plan`, and whether each of the model, the GPU count and
+    the device is the user's: the report's own `--model`, `--gpus`, `--spec`, or its
+    `--profile` when a model or a GPU count was given (the plan `ceiling plan` makes with
+    them, or its refusal); a demo, labelled, for each not given (a profile alone describes
+    this machine, for the other sections)."""
+    if w.model and not w.is_callable_model:
+        model = Choice(w.model, False)
+    else:
+        why = "a module:callable model has no transformer shape" if w.model else None
+        model = Choice(DEMO_PLAN_MODEL, True, why)
+    gpus = w.cluster_gpus()
+    arguments = {"model": model.value, "gpus": int(gpus.value), "seq": w.seq,
+                 "global_batch": w.global_batch}  # fmt: skip
+    if w.spec is not None:
+        arguments["spec"], device = w.spec, Choice(w.spec, False)
+    elif w.profile is not None and (w.model or w.gpus):  # as `ceiling plan --profile` takes it
+        arguments["machine_profile"], device = w.profile, Choice(str(w.profile), False)
+    else:
+        arguments["spec"], device = DEMO_DEVICE, Choice(DEMO_DEVICE, True)
+    return arguments, model, gpus, device
+
+
 def _short(name: str) -> str:
-    from ceiling.report.legibility import short_device_name
+    from ceiling.render.legibility import short_device_name
 
     return short_device_name(name, 24)
 
@@ -231,7 +251,7 @@ def _plan_dict(r) -> dict:
 
 
 def _scaling(out: SectionOutput, rows, model: str) -> None:
-    from ceiling.report import plots
+    from ceiling.render import plots
 
     ok = [r for r in rows if r.best is not None]
     if len(ok) < 2:
@@ -270,8 +290,8 @@ def _pipeline(ctx: ReportContext, out: SectionOutput, best, demo: bool) -> None:
     """The best plan's pipeline simulated at its stages, micro-batches and chunks; with no
     pipeline in the plan, an example only when the whole section is a demo (a user's page
     draws nothing the user's plan does not do)."""
-    from ceiling.model import pipeline_sim as sim
-    from ceiling.report import pipeline_plot as plot
+    from ceiling.api.simulate import bubble_formula
+    from ceiling.render import pipeline_plot as plot
 
     pl = best.plan
     if pl.p == 1 and not demo:
@@ -297,15 +317,15 @@ def _pipeline(ctx: ReportContext, out: SectionOutput, best, demo: bool) -> None:
         "chunks": chunks,
         "bubble_1f1b": one.bubble_fraction if one else None,
         "bubble_interleaved": inter.bubble_fraction if inter else None,
-        "formula_1f1b": sim.bubble_formula(p, m),
-        "formula_interleaved": sim.bubble_formula(p, m, chunks),
+        "formula_1f1b": bubble_formula(p, m),
+        "formula_interleaved": bubble_formula(p, m, chunks),
     }
     drawn = inter if ours and v > 1 else one
     if drawn is None:  # too many passes to draw: the closed form says the same
         out.text(
             f"The best plan's pipeline: {p} stages, {m} micro-batches"
             + (f", {v} chunks per device" if v > 1 else "")
-            + f": a bubble of {sim.bubble_formula(p, m, v):.1%} ((p−1)/(v·m))."
+            + f": a bubble of {bubble_formula(p, m, v):.1%} ((p−1)/(v·m))."
         )
         return
     whose = "The best plan's pipeline" if ours else "An example pipeline (the plan has none)"
@@ -324,14 +344,14 @@ def _pipeline(ctx: ReportContext, out: SectionOutput, best, demo: bool) -> None:
 
 
 def _simulated(schedule: str, p: int, m: int, chunks: int):
-    """The simulated step, or None where the schedule cannot run that shape (interleaving
-    with m not a multiple of p) or it is too large to draw."""
-    from ceiling.errors import InvalidInput
-    from ceiling.model import pipeline_sim as sim
+    """The simulated step (`ceiling simulate pipeline`'s), or None where the schedule cannot
+    run that shape (interleaving with m not a multiple of p) or it is too large to draw."""
+    from ceiling.api.simulate import pipeline
+    from ceiling.errors import CeilingError
 
     try:
-        return sim.simulate_pipeline(schedule, p, m, 1.0, 2.0, chunks=chunks)
-    except InvalidInput:
+        return pipeline(p, m, schedule, chunks, forward=1.0, backward=2.0).sim
+    except CeilingError:
         return None
 
 
@@ -342,8 +362,7 @@ STRAGGLER_SLOW = 1.25
 def _straggler(ctx: ReportContext, out: SectionOutput, best) -> None:
     """One rank of the best plan's data-parallel group slower: the rest wait at the
     gradient all-reduce (its exposed part stays on the step's critical path)."""
-    from ceiling.model import pipeline_sim as sim
-    from ceiling.report import pipeline_plot as plot
+    from ceiling.api.simulate import straggler
 
     n, slow = best.plan.d, STRAGGLER_SLOW
     if n < 2:
@@ -352,8 +371,9 @@ def _straggler(ctx: ReportContext, out: SectionOutput, best) -> None:
     ctx.step(f"simulating {n} data-parallel ranks with a straggler")
     allreduce = best.time.get("dp_exposed_s", 0.0)
     work = best.step_time_s - allreduce
-    res = sim.simulate_straggler(sim.straggler_workers(n, work, slow, 1), allreduce)
-    even = sim.simulate_straggler(sim.straggler_workers(n, work), allreduce)
+    # the calls `ceiling simulate straggler` makes, with and without the slow rank
+    slowed = straggler(n, work, slow, 1, allreduce=allreduce)
+    res, even = slowed.sim, straggler(n, work, 1.0, 0, allreduce=allreduce).sim
     out.key_figures["straggler"] = {
         "workers": n,
         "slow_factor": slow,
@@ -365,7 +385,7 @@ def _straggler(ctx: ReportContext, out: SectionOutput, best) -> None:
         "efficiency_without_straggler": even.efficiency,
     }
     out.figure(
-        plot.straggler_figure(res),
+        slowed.figure(),
         f"Simulated: one of the best plan's {n} data-parallel ranks {slow:g}× slower; the rest "
         f"wait (red) at the all-reduce: step {units.format_time(even.step_s)} → "
         f"{units.format_time(res.step_s)}, efficiency {even.efficiency:.0%} → "

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from ceiling import units
 from ceiling.errors import UnsupportedOnDevice
-from ceiling.report.compose import ReportContext, SectionOutput
+from ceiling.report.compose import ReportContext, SectionOutput, Skip
 
 KEY = "roofline"
 TITLE = "Compute- or memory-bound: the roofline"
@@ -19,7 +22,7 @@ REFERENCE_GPU = "h100-sxm"
 
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
-    from ceiling.model import opcost, roofline
+    from ceiling.api.roofline import roofline
 
     profile = ctx.profile()
     dev = profile.device("cuda")
@@ -28,8 +31,13 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         raise UnsupportedOnDevice(
             f"the profile of {dev.name} lacks a measured {dtype} matmul or memory bandwidth"
         )
-    peak, bw = dev.peak_flops_per_s[dtype], dev.bandwidth_bytes_per_s
-    ridge = roofline.ridge_point(peak, bw)
+    if ctx.profile_file is None:
+        raise Skip("the machine profile measured now could not be saved, so no roofline reads it")
+    specs = OPS_QUICK if ctx.quick else OPS_FULL
+    # the call `ceiling roofline --op ... --dtype DTYPE --profile PROFILE` makes
+    result = roofline(specs, dtype=dtype, machine_profile=ctx.profile_file)
+    peak, bw = result.roofs["peak_flops_per_s"], result.roofs["bandwidth_bytes_per_s"]
+    ridge = result.ridge_flops_per_byte
     out.text(
         "Left of the ridge point an op waits on memory, right of it on arithmetic; the roofs "
         "are this machine's measured ceilings."
@@ -40,27 +48,33 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     out.key_figures["dtype"] = dtype
     out.key_figures["device"] = dev.name
 
-    specs = OPS_QUICK if ctx.quick else OPS_FULL
-    ops = [op for s in specs for op in opcost.parse_ops(s, dtype)]
-    placed = [_placed(roofline.place(op.name, op.flops, op.bytes, peak, bw), op) for op in ops]
-    measured = _measure(ctx, out, ops, dev)
+    placed = [_placed(row) for row in result.ops]
+    measured = _measure(ctx, out, specs, dtype, dev)
     _ops_table(out, placed, measured, dev.name, dtype)
     _busy_note(out, placed, measured, peak)
     sheet = (dev.datasheet_peak_flops_per_s or {}).get(dtype)
     if sheet and peak > sheet:
         out.note(f"the measured {dtype} roof lies above the theoretical one (see the machine card)")
     _figure(out, dev, dtype, peak, bw, placed, measured)
-    _attention(out, roofline, opcost)
+    _attention(out)
 
 
-def _placed(pl, op) -> dict:
-    """One op under the roofs (model.roofline.place), with the op it came from."""
+@dataclass(frozen=True)
+class _Op:
+    name: str
+    kind: str
+    flops: float
+    bytes: float
+
+
+def _placed(row: dict[str, Any]) -> dict:
+    """One op of `ceiling.roofline`'s result under the roofs."""
     return {
-        "op": op,
-        "intensity": pl.intensity,
-        "attainable": pl.attainable_flops_per_s,
-        "predicted_s": pl.predicted_s,
-        "bound": pl.bound,
+        "op": _Op(row["op"], row["kind"], row["flops"], row["bytes"]),
+        "intensity": row["intensity_flops_per_byte"],
+        "attainable": row["attainable_flops_per_s"],
+        "predicted_s": row["predicted_s"],
+        "bound": row["bound"],
     }
 
 
@@ -126,37 +140,36 @@ def _busy_note(out: SectionOutput, placed, measured, peak: float) -> None:
             )
 
 
-def _attention(out: SectionOutput, roofline, opcost) -> None:
+def _attention(out: SectionOutput) -> None:
     """The memory wall on a GPU's datasheet roofline: naive vs fused attention."""
-    from ceiling.hardware import catalog
+    from ceiling.api.roofline import roofline
 
-    spec = catalog.get_spec(REFERENCE_GPU)
-    peak, bw = spec.peak("bf16"), spec.memory_bandwidth_bytes_per_s
+    # the call `ceiling roofline --op ATTENTION --spec REFERENCE_GPU` makes
+    result = roofline(ATTENTION, dtype="bf16", spec=REFERENCE_GPU)
+    peak, bw = result.roofs["peak_flops_per_s"], result.roofs["bandwidth_bytes_per_s"]
     rows, times, points = [], {}, []
-    for op in opcost.parse_ops(ATTENTION, "bf16"):
-        t = roofline.predicted_time_s(op.flops, op.bytes, peak, bw)
-        form = op.kind.removeprefix("attention-")
-        points.append((form, op.intensity, roofline.attainable_flops_per_s(op.intensity, peak, bw)))
-        b = roofline.bound(op.intensity, peak, bw)
-        times[op.kind] = t
+    for row in result.ops:
+        op, intensity, b = row["kind"], row["intensity_flops_per_byte"], row["bound"]
+        times[op] = row["predicted_s"]
+        points.append((op.removeprefix("attention-"), intensity, row["attainable_flops_per_s"]))
         rows.append(
             [
-                op.name,
-                units.format_flops(op.flops),
-                units.format_bytes(op.bytes),
-                f"{op.intensity:.3g}",
+                row["op"],
+                units.format_flops(row["flops"]),
+                units.format_bytes(row["bytes"]),
+                f"{intensity:.3g}",
                 b,
-                units.format_time(t),
+                units.format_time(row["predicted_s"]),
             ]
         )
-        out.key_figures[f"{op.kind}_intensity_flops_per_byte"] = op.intensity
-        out.key_figures[f"{op.kind}_bound_on_{spec.key}"] = b
+        out.key_figures[f"{op}_intensity_flops_per_byte"] = intensity
+        out.key_figures[f"{op}_bound_on_{REFERENCE_GPU}"] = b
     ratio = times["attention-naive"] / times["attention-fused"]
     out.key_figures["attention_naive_over_fused_time"] = ratio
     out.key_figures["attention_rows"] = rows
-    from ceiling.report import roofline_plot as plot
+    from ceiling.render import roofline_plot as plot
 
-    short = spec.name.removeprefix("NVIDIA ")
+    short = result.roofs["device"].removeprefix("NVIDIA ")
     fig = plot.roofline_figure(
         [plot.Roof(f"{short} datasheet roof, bf16", peak, bw)],
         [plot.OpPoint(f"{form} attention", i, a) for form, i, a in points],
@@ -169,19 +182,17 @@ def _attention(out: SectionOutput, roofline, opcost) -> None:
     )
 
 
-def _measure(ctx: ReportContext, out: SectionOutput, ops, dev) -> dict[str, float]:
-    from ceiling.measure import ops as ops_mod
+def _measure(ctx: ReportContext, out: SectionOutput, specs, dtype: str, dev) -> dict[str, float]:
+    """Each op timed here (`ceiling roofline --measure`): its best time by name."""
+    from ceiling.api.roofline import roofline
 
     device = "cuda" if dev.kind == "cuda" else "cpu"
     if device == "cuda" and not _cuda_here():
         out.note(f"measured op times: {dev.name} from the profile is not attached to this machine")
         return {}
-    found = {}
-    for op in ops:
-        ctx.step(f"timing {op.name} on {device}")
-        stats = ops_mod.time_op(op, device, budget_ms=150.0 if ctx.quick else 1000.0)
-        found[op.name] = stats.min
-    return found
+    ctx.step(f"timing {', '.join(specs)} on {device}")
+    timed = roofline(specs, dtype=dtype, machine_profile=ctx.profile_file, measure=True)
+    return {row["op"]: row["measured_s"] for row in timed.ops}
 
 
 def _cuda_here() -> bool:
@@ -191,7 +202,7 @@ def _cuda_here() -> bool:
 
 
 def _figure(out, dev, dtype, peak, bw, placed, measured) -> None:
-    from ceiling.report import roofline_plot as plot
+    from ceiling.render import roofline_plot as plot
 
     roofs = [plot.Roof(f"measured roof, {dev.name}", peak, bw)]
     sheet_peak = (dev.datasheet_peak_flops_per_s or {}).get(dtype)

@@ -26,38 +26,36 @@ PARALLEL_SPEEDUP = 1.2  # below this, two workers did not measurably run at the 
 
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
-    from ceiling.measure import scale
-    from ceiling.report import scaling_plot as plot
-    from ceiling.report import scaling_summary as summary_mod
+    from ceiling.api.scale import cpu_cores
+    from ceiling.render import scaling_plot as plot
+    from ceiling.render import scaling_summary as summary_mod
 
-    cores = scale.cpu_cores()
+    cores = cpu_cores()
     out.text(
         "A step with a known serial share on 1 … 8 workers, fitted with Amdahl, the USL and "
         "Karp–Flatt to check the method; then one Python loop on threads and on processes."
     )
     out.key("cores", cores)
 
-    _known_serial_share(ctx, out, scale, plot, summary_mod)
+    _known_serial_share(ctx, out, plot, summary_mod)
     if cores < 2:
         out.note(
             "concurrency vs parallelism and compute scaling: skipped — this machine has one "
             "core, so no two computations can run at the same instant"
         )
         return
-    _threads_and_processes(ctx, out, scale, summary_mod, cores)
+    _threads_and_processes(ctx, out, summary_mod, cores)
 
 
-def _known_serial_share(ctx, out: SectionOutput, scale, plot, summary_mod) -> None:
+def _known_serial_share(ctx, out: SectionOutput, plot, summary_mod) -> None:
     """A step with a known serial share, fitted: the method checked against the truth."""
     work_ms = SYNTHETIC_WORK_MS_QUICK if ctx.quick else SYNTHETIC_WORK_MS_FULL
     backend = SYNTHETIC_BACKEND_QUICK if ctx.quick else SYNTHETIC_BACKEND_FULL
     synthetic = _run(
         ctx,
-        scale,
-        summary_mod,
         "synthetic",
         SYNTHETIC_WORKERS,
-        {"serial": SYNTHETIC_SERIAL, "work_s": work_ms / 1e3, "comm_bytes": 0},
+        {"serial": SYNTHETIC_SERIAL, "work_ms": work_ms, "comm_bytes": 0},
         steps=3,
         backend=backend,
     )
@@ -109,7 +107,7 @@ def _known_serial_share(ctx, out: SectionOutput, scale, plot, summary_mod) -> No
         out.note(truth_line.split(". ")[0])
 
 
-def _threads_and_processes(ctx, out: SectionOutput, scale, summary_mod, cores: int) -> None:
+def _threads_and_processes(ctx, out: SectionOutput, summary_mod, cores: int) -> None:
     """Concurrency vs parallelism, and real compute on the cores."""
     ns = _powers_up_to(min(cores, 4) if ctx.quick else cores)
     iterations = PYTHON_ITERATIONS_QUICK if ctx.quick else PYTHON_ITERATIONS_FULL
@@ -123,7 +121,7 @@ def _threads_and_processes(ctx, out: SectionOutput, scale, summary_mod, cores: i
         runs.append(("matmul", "processes", {"size": 2048}, "torch matmul, processes"))
     for workload, backend, options, what in runs:
         steps = 2 if ctx.quick else 3
-        res = _run(ctx, scale, summary_mod, workload, ns, options, steps=steps, backend=backend)
+        res = _run(ctx, workload, ns, options, steps=steps, backend=backend)
         top = res["points"][-1]
         contrast[f"{workload}_{backend}"] = top["speedup"]
         if top.get("noise"):
@@ -154,20 +152,23 @@ def _threads_and_processes(ctx, out: SectionOutput, scale, summary_mod, cores: i
     out.table("Concurrency vs parallelism", cols, rows)
 
 
-def _run(ctx, scale, summary_mod, workload, ns, options, steps, backend="processes"):
+def _run(ctx, workload, ns, options, steps, backend="processes") -> dict:
+    """The summary `ceiling scale WORKLOAD --workers NS --backend BACKEND --json` prints."""
+    from ceiling.api.scale import scale
+
     ctx.step(f"{workload} on {', '.join(map(str, ns))} {backend}")
-    cfg = scale.ScaleConfig(
-        workload=workload,
-        workers=tuple(ns),
+    result = scale(
+        workload,
+        workers=ns,
         backend=backend,
         steps=steps,
-        warmup_steps=1,
+        warmup=1,
         device="cpu",
         timeout_s=TIMEOUT_S,
-        options=options,
+        on_progress=lambda m: ctx.step(f"{workload}: {m}"),
+        **options,
     )
-    raw = scale.run_scaling(cfg, on_progress=lambda m: ctx.step(f"{workload}: {m}"))
-    return summary_mod.summarize_run(raw)
+    return result.summary
 
 
 def _point_row(p: dict, noise: str = "") -> list[str]:

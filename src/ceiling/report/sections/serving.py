@@ -78,7 +78,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         f"({SERVING_THROUGHPUT.runs} published runs), {SERVING_LATENCY.median_abs_error:.0%} "
         f"on latency ({SERVING_LATENCY.runs})."
     )
-    from ceiling.report.serve_plot import serve_figure
+    from ceiling.render.serve_plot import serve_figure
 
     out.figure(
         serve_figure(curve, f"{cfg.name} on {tp} × {spec.name}: simulated"),

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from ceiling import units
-from ceiling.report.compose import ReportContext, SectionOutput, Skip
-from ceiling.report.trace_tables import (
+from ceiling.render.trace_tables import (
     cross_rows,
     device_line,
     gpu_lines,
@@ -12,6 +11,7 @@ from ceiling.report.trace_tables import (
     op_rows,
     step_rows,
 )
+from ceiling.report.compose import ReportContext, SectionOutput, Skip
 
 KEY = "trace"
 TITLE = "Your run, from its trace"
@@ -22,12 +22,11 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     path = ctx.trace_path
     if path is None:
         raise Skip("no trace given (ceiling report --trace PATH)")
-    from ceiling.report.trace_plot import build_figure
-    from ceiling.trace.analyze import analyze
+    from ceiling.api.trace import trace
 
     ctx.step(f"reading {path}")
-    # the device by the one rule, as `ceiling trace PATH --spec/--profile` takes it
-    r = analyze(path, spec=ctx.work.spec, machine_profile=ctx.work.profile)
+    # the call `ceiling trace PATH --spec/--profile` makes, with the report's device
+    r = trace(path, spec=ctx.work.spec, machine_profile=ctx.work.profile)
     ranks = f"{len(r.ranks)} rank{'s' if len(r.ranks) > 1 else ''}"
     out.about(f"Yours: the trace {path} ({ranks}).", False)
     out.key_figures["trace"] = str(path)
@@ -68,7 +67,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         out.note(note)
     ctx.step("drawing the time lines, the roofline and the waterfall")
     out.figure(
-        build_figure(r),
+        r.figure(),
         "Left: each rank's first step on a time line; middle: the top ops on the device's "
         "roofline; right: from the dense peak to the achieved MFU (where the step's time goes "
         "when no peak is known).",
@@ -77,7 +76,7 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
 
 def _largest_loss(out: SectionOutput, rank) -> None:
     """The part of the step, other than compute, that costs most: the verdict's number."""
-    from ceiling.trace.breakdown import COMPUTE, IDLE, ORDER
+    from ceiling.api.trace import COMPUTE, IDLE, ORDER
 
     wall = rank.step_s
     parts = {cat: rank.mean(cat) for cat in ORDER if cat != COMPUTE}

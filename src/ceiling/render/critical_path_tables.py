@@ -4,7 +4,7 @@ longest items on its critical path, and the what-if answers."""
 from __future__ import annotations
 
 from ceiling import units as u
-from ceiling.report.trace_tables import short_kernel_name
+from ceiling.render.kernel_names import short_kernel_name
 from ceiling.trace.results import PATH_COMM, PATH_COMPUTE, PATH_WAIT, CriticalPath, RankResult
 
 
@@ -50,7 +50,7 @@ def what_if_rows(path: CriticalPath) -> list[list[str]]:
 
 def render_path(out, rank: RankResult, top: int) -> None:
     """The rank's mean critical path over its steps, printed to the console `out`."""
-    from ceiling.report.terminal import table
+    from ceiling.render.terminal import table
 
     path = rank.critical_path
     if path is None:

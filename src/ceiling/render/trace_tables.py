@@ -4,8 +4,9 @@ time lost against their roof, and the ranks side by side."""
 from __future__ import annotations
 
 from ceiling import units as u
+from ceiling.render.kernel_names import short_kernel_name
 from ceiling.trace.breakdown import ORDER
-from ceiling.trace.results import RankResult, TraceResult
+from ceiling.trace.results import RankResult, TraceAnalysis
 
 
 def _pct(x: float | None) -> str:
@@ -16,7 +17,7 @@ def _flops(x: float | None) -> str:
     return "unknown" if x is None else u.format_flops(x)
 
 
-def device_line(r: TraceResult) -> str:
+def device_line(r: TraceAnalysis) -> str:
     d = r.device
     if d.peak_flops_per_s is None:
         return f"device: {d.name or 'unknown'} ({d.source}); no roofline"
@@ -107,14 +108,6 @@ def kernel_table(rank: RankResult, top: int) -> tuple[list[str], list[list[str]]
     return columns, rows
 
 
-def short_kernel_name(name: str, width: int = 26) -> str:
-    """A kernel's function name without 'void', namespaces, parameters and long templates."""
-    text = name.removeprefix("void ").replace("(anonymous namespace)::", "").split("(", 1)[0]
-    fn, bracket, rest = text.partition("<")
-    text = fn.rsplit("::", 1)[-1] + bracket + rest
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def gpu_lines(rank: RankResult) -> list[str]:
     """How far the GPU runs behind the host, and HTA's figures on the same windows."""
     out = []
@@ -139,7 +132,7 @@ def gpu_lines(rank: RankResult) -> list[str]:
     return out
 
 
-def cross_rows(r: TraceResult) -> list[list[str]]:
+def cross_rows(r: TraceAnalysis) -> list[list[str]]:
     c = r.cross
     if c is None:
         return []
@@ -149,7 +142,7 @@ def cross_rows(r: TraceResult) -> list[list[str]]:
     return rows
 
 
-def shown_ranks(r: TraceResult) -> list[RankResult]:
+def shown_ranks(r: TraceAnalysis) -> list[RankResult]:
     """Rank tables for the first rank, the slowest and the straggler; --json has them all."""
     keep = {r.ranks[0].rank}
     if r.cross is not None:
@@ -159,9 +152,9 @@ def shown_ranks(r: TraceResult) -> list[RankResult]:
     return [x for x in r.ranks if x.rank in keep]
 
 
-def render(r: TraceResult, top: int = 10) -> None:
-    from ceiling.report.critical_path_tables import render_path
-    from ceiling.report.terminal import console, table
+def render(r: TraceAnalysis, top: int = 10) -> None:
+    from ceiling.render.critical_path_tables import render_path
+    from ceiling.render.terminal import console, table
 
     out = console()
     out.print(device_line(r))

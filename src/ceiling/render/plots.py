@@ -1,5 +1,5 @@
 """Figures. matplotlib is imported lazily; every figure is drawn on a `Figure` object of its
-own (`ceiling.report.figure`), never through pyplot, so the user's backend and pyplot figures
+own (`ceiling.views.figure`), never through pyplot, so the user's backend and pyplot figures
 are left as they were."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def subplots(
     nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | None = None, **grid: Any
 ):
     """(figure, axes) as `plt.subplots` gives them, on a new figure of ceiling's own."""
-    from ceiling.report.figure import new_figure
+    from ceiling.views.figure import new_figure
 
     fig = new_figure(figsize=figsize)
     return fig, fig.subplots(nrows, ncols, **grid)

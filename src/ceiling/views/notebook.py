@@ -9,7 +9,7 @@ import html
 from typing import TYPE_CHECKING, Any
 
 from ceiling.errors import CeilingError
-from ceiling.report import tables
+from ceiling.views import tables
 
 if TYPE_CHECKING:  # pandas is optional: only to_pandas() imports it
     import pandas
@@ -116,7 +116,7 @@ class NotebookViews:
         draw = getattr(self, "figure", None)
         if draw is None:
             return None
-        from ceiling.report.figure import png_bytes
+        from ceiling.views.figure import png_bytes
 
         try:
             fig = draw()

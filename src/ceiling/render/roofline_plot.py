@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ceiling.report.plots import subplots
+from ceiling.render.plots import subplots
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def loop_vs_vectorized_figure(bars: list[tuple[str, float]], elements: int):
     """Horizontal bars, log scale: seconds to square `elements` floats each way."""
-    from ceiling.report import plots
+    from ceiling.render import plots
 
     fig, ax = plots.subplots(figsize=(6.4, 0.5 * len(bars) + 1.3))
     names = [b[0] for b in bars]
@@ -30,7 +30,7 @@ def loop_vs_vectorized_figure(bars: list[tuple[str, float]], elements: int):
 
 def crossover_figure(crossovers: list[dict]):
     """Time per op against size on CPU and GPU (with and without copies), one panel per op."""
-    from ceiling.report import plots
+    from ceiling.render import plots
 
     fig, axes = plots.subplots(
         1, len(crossovers), figsize=(4.2 * len(crossovers), 3.6), squeeze=False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ceiling.report.legibility import short_device_name
+from ceiling.render.legibility import short_device_name
 from ceiling.vocabulary import DTYPES
 
 
@@ -14,7 +14,7 @@ def ceilings_figure(devices: list[dict]):
     """
     import matplotlib
 
-    from ceiling.report import plots
+    from ceiling.render import plots
 
     dtypes = [
         d for d in DTYPES if any(d in dev["measured"] or d in dev["reference"] for dev in devices)
@@ -30,8 +30,20 @@ def ceilings_figure(devices: list[dict]):
     )
     ax = axes[0] if has_bw else axes
     colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
-    slots = 2 * len(devices)
-    width = 0.8 / slots
+    _compute_panel(ax, devices, dtypes, colors)
+    # below the axes: inside, the legend would cover the tallest bars
+    fig.legend(
+        *ax.get_legend_handles_labels(), fontsize=8, loc="lower center", ncol=2, frameon=False
+    )
+    if has_bw:
+        _bandwidth_panel(axes[1], devices, colors)
+    fig.tight_layout(rect=(0, 0.1 + 0.04 * (len(devices) // 3), 1, 1))
+    return fig
+
+
+def _compute_panel(ax, devices: list[dict], dtypes: list[str], colors: list[str]) -> None:
+    """Per dtype, each device's measured rate (filled) beside its reference (hatched)."""
+    width = 0.8 / (2 * len(devices))
     for i, dev in enumerate(devices):
         color = colors[i % len(colors)]
         for j, (kind, values) in enumerate(
@@ -60,39 +72,35 @@ def ceilings_figure(devices: list[dict]):
     ax.set_ylabel("matmul TFLOP/s (dense)")
     ax.set_title("Compute ceiling per dtype")
     ax.grid(True, axis="y", which="both", alpha=0.3)
-    # below the axes: inside, the legend would cover the tallest bars
-    fig.legend(
-        *ax.get_legend_handles_labels(), fontsize=8, loc="lower center", ncol=2, frameon=False
+
+
+def _bandwidth_panel(bx, devices: list[dict], colors: list[str]) -> None:
+    """Each device's measured memory bandwidth (filled) beside its reference (hatched)."""
+    for i, dev in enumerate(devices):
+        color = colors[i % len(colors)]
+        if dev["bandwidth"]:
+            bx.bar(2 * i, dev["bandwidth"] / 1e9, 0.8, color=color)
+        if dev["reference_bandwidth"]:
+            bx.bar(
+                2 * i + 1,
+                dev["reference_bandwidth"] / 1e9,
+                0.8,
+                color="white",
+                edgecolor=color,
+                hatch="///",
+            )
+    bx.set_xticks(
+        [2 * i + 0.5 for i in range(len(devices))],
+        [short_device_name(d["name"], 10) for d in devices],
+        fontsize=8,
+        rotation=20,
+        ha="right",
     )
-    if has_bw:
-        bx = axes[1]
-        for i, dev in enumerate(devices):
-            color = colors[i % len(colors)]
-            if dev["bandwidth"]:
-                bx.bar(2 * i, dev["bandwidth"] / 1e9, 0.8, color=color)
-            if dev["reference_bandwidth"]:
-                bx.bar(
-                    2 * i + 1,
-                    dev["reference_bandwidth"] / 1e9,
-                    0.8,
-                    color="white",
-                    edgecolor=color,
-                    hatch="///",
-                )
-        bx.set_xticks(
-            [2 * i + 0.5 for i in range(len(devices))],
-            [short_device_name(d["name"], 10) for d in devices],
-            fontsize=8,
-            rotation=20,
-            ha="right",
-        )
-        bx.set_yscale("log")
-        bx.set_axisbelow(True)
-        bx.set_ylabel("GB/s (10⁹ bytes/s)")
-        bx.set_title("Memory bandwidth")
-        bx.grid(True, axis="y", which="both", alpha=0.3)
-    fig.tight_layout(rect=(0, 0.1 + 0.04 * (len(devices) // 3), 1, 1))
-    return fig
+    bx.set_yscale("log")
+    bx.set_axisbelow(True)
+    bx.set_ylabel("GB/s (10⁹ bytes/s)")
+    bx.set_title("Memory bandwidth")
+    bx.grid(True, axis="y", which="both", alpha=0.3)
 
 
 def _label(name: str, kind: str, device_kind: str | None = None) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ceiling.report.plots import subplots
+from ceiling.render.plots import subplots
 
 
 def decode_figure(

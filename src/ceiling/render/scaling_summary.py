@@ -152,110 +152,132 @@ TIMED_NOTES = {
 def _notes(
     raw: dict[str, Any], fit: ScalingFit | None, points: list[dict], with_sync: ScalingFit | None
 ) -> list[str]:
-    notes = []
-    workload, backend = raw["workload"], raw["backend"]
-    top = points[-1]
-    if backend == "threads" and top["speedup"] is not None:
-        s = top["speedup"]
-        if workload == "python":
-            if not _gil_enabled():
-                notes.append(
-                    f"threads: this Python runs without a GIL, so its threads can run Python "
-                    f"code in parallel (measured {s:.2f}× at N = {top['n']})."
-                )
-            else:
-                seen = (
-                    "no real speedup, as expected"
-                    if s < NO_SPEEDUP
-                    else "the gain is timing noise: with a GIL two threads cannot run Python "
-                    "at the same instant"
-                )
-                notes.append(
-                    f"threads: {top['n']} Python threads in one process share one interpreter "
-                    "lock (GIL), so pure-Python work runs one thread at a time — concurrency, "
-                    f"not parallelism. Measured speedup at N = {top['n']}: {s:.2f}× ({seen}). "
-                    "Run it with --backend processes to see parallelism."
-                )
-        elif workload == "synthetic":
-            notes.append(
-                "threads: sleeping releases the GIL, so threads overlap their waits — "
-                "concurrency is enough for work that waits (I/O, sleeps); it says nothing "
-                "about compute."
-            )
-        elif s >= NO_SPEEDUP:
-            notes.append(
-                "threads: torch releases the GIL inside its kernels, so threads run them in "
-                f"parallel (measured {s:.2f}× at N = {top['n']}) — parallelism without "
-                "processes, as long as the time is spent inside kernels."
-            )
-        else:
-            notes.append(
-                "threads: torch releases the GIL inside its kernels, so threads can run them in "
-                f"parallel, yet only {s:.2f}× was measured at N = {top['n']}: the cores are "
-                "busy (shared with other work, or oversubscribed), or the steps are too short "
-                "for the kernels to dominate."
-            )
-    else:
-        notes.append(
-            "processes: one interpreter each (no shared GIL), combined with torch.distributed "
-            f"({raw.get('backend_engine', 'gloo')}) — true parallelism, bounded by the cores "
-            f"or devices ({raw.get('environment', {}).get('cpu_cores', '?')} cores here)."
-        )
-    over = [p["n"] for p in points if p.get("oversubscribed")]
-    if over:
-        cores = raw.get("environment", {}).get("cpu_cores", "?")
-        tpw = raw.get("threads_per_worker", 1)
-        sleeps = " (the synthetic workload sleeps, so this does not distort it)" * (
-            workload == "synthetic"
-        )
-        notes.append(
-            f"oversubscribed at N = {', '.join(str(n) for n in over)}: workers × "
-            f"{tpw} thread(s) exceed the {cores} cores, so workers take turns on the cores"
-            f"{sleeps}."
-        )
-    if raw.get("imbalance"):
-        losses = [
-            f"N = {p['n']}: others wait {format_time(_others_wait(p))} per step, "
-            f"{format_percent(p.get('imbalance_loss', 0.0))} of the step"
-            for p in points
-            if p["n"] > 1
-        ]
-        notes.append(
-            f"load imbalance: the last worker gets {1 + raw['imbalance']:g}× the share; "
-            + "; ".join(losses)
-            + ". This waiting is efficiency lost to imbalance, separate from the Amdahl share "
-            "(the serial part, serial_s)."
-        )
+    """What the run says beyond its figures: the backend's kind of parallelism, the cores
+    oversubscribed, the load imbalance, the known truth beside the fit, DDP's all-reduce."""
+    notes = [_backend_note(raw, points[-1])]
+    notes += _oversubscribed_notes(raw, points) + _imbalance_notes(raw, points)
+    notes += _truth_notes(raw, fit, points, with_sync)
     truth = raw.get("truth") or {}
-    if workload == "synthetic" and "serial_fraction" in truth:
-        if fit is None:
-            pass
-        elif raw["mode"] == "strong" and fit.amdahl is not None:
-            se = f" ± {fit.amdahl.p_se:.3f}" if fit.amdahl.p_se is not None else ""
-            text = (
-                f"truth: parallel fraction p = {truth['parallel_fraction']:g}; fitted Amdahl "
-                f"p = {fit.amdahl.p:.3f}{se} on the work (the slowest worker's sleeps"
-                + (", the straggler included" if raw.get("imbalance") else "")
-                + ")."
-            )
-            text += _sync_sentence(truth, points, with_sync)
-            notes.append(text)
-        elif raw["mode"] == "weak" and fit.gustafson is not None:
-            a, top_n = truth["serial_fraction"], points[-1]["n"]
-            notes.append(
-                "truth (weak): every worker repeats the whole N = 1 step, its serial part "
-                "included, so the scaled speedup N·T(1)/T(N) should stay N: Gustafson α = 0 "
-                f"expected, fitted α = {fit.gustafson.alpha:.3f}. Counted once instead of N "
-                f"times, the serial part {a:g} is Gustafson's α = {a:g}: scaled speedup "
-                f"N − α(N − 1) = {top_n - a * (top_n - 1):.3g}× at N = {top_n}."
-            )
-    if workload == "ddp" and "grad_bytes_per_step" in truth:
+    if raw["workload"] == "ddp" and "grad_bytes_per_step" in truth:
         notes.append(
             f"ddp: each step all-reduces {truth['grad_bytes_per_step'] / 1e6:.3g} MB of "
             "gradients after the backward pass (no overlap, so compute_s and comm_s are "
             "separate; DDP would hide part of comm_s behind the backward pass)."
         )
     return notes
+
+
+def _backend_note(raw: dict[str, Any], top: dict) -> str:
+    """Threads or processes: concurrency or parallelism, as the workload meets the GIL."""
+    workload = raw["workload"]
+    if raw["backend"] != "threads" or top["speedup"] is None:
+        return (
+            "processes: one interpreter each (no shared GIL), combined with torch.distributed "
+            f"({raw.get('backend_engine', 'gloo')}) — true parallelism, bounded by the cores "
+            f"or devices ({raw.get('environment', {}).get('cpu_cores', '?')} cores here)."
+        )
+    s = top["speedup"]
+    if workload == "python":
+        return _python_threads_note(s, top["n"])
+    if workload == "synthetic":
+        return (
+            "threads: sleeping releases the GIL, so threads overlap their waits — "
+            "concurrency is enough for work that waits (I/O, sleeps); it says nothing "
+            "about compute."
+        )
+    if s >= NO_SPEEDUP:
+        return (
+            "threads: torch releases the GIL inside its kernels, so threads run them in "
+            f"parallel (measured {s:.2f}× at N = {top['n']}) — parallelism without "
+            "processes, as long as the time is spent inside kernels."
+        )
+    return (
+        "threads: torch releases the GIL inside its kernels, so threads can run them in "
+        f"parallel, yet only {s:.2f}× was measured at N = {top['n']}: the cores are "
+        "busy (shared with other work, or oversubscribed), or the steps are too short "
+        "for the kernels to dominate."
+    )
+
+
+def _python_threads_note(s: float, n: int) -> str:
+    if not _gil_enabled():
+        return (
+            f"threads: this Python runs without a GIL, so its threads can run Python "
+            f"code in parallel (measured {s:.2f}× at N = {n})."
+        )
+    seen = (
+        "no real speedup, as expected"
+        if s < NO_SPEEDUP
+        else "the gain is timing noise: with a GIL two threads cannot run Python "
+        "at the same instant"
+    )
+    return (
+        f"threads: {n} Python threads in one process share one interpreter "
+        "lock (GIL), so pure-Python work runs one thread at a time — concurrency, "
+        f"not parallelism. Measured speedup at N = {n}: {s:.2f}× ({seen}). "
+        "Run it with --backend processes to see parallelism."
+    )
+
+
+def _oversubscribed_notes(raw: dict[str, Any], points: list[dict]) -> list[str]:
+    over = [p["n"] for p in points if p.get("oversubscribed")]
+    if not over:
+        return []
+    cores = raw.get("environment", {}).get("cpu_cores", "?")
+    tpw = raw.get("threads_per_worker", 1)
+    sleeps = " (the synthetic workload sleeps, so this does not distort it)" * (
+        raw["workload"] == "synthetic"
+    )
+    return [
+        f"oversubscribed at N = {', '.join(str(n) for n in over)}: workers × "
+        f"{tpw} thread(s) exceed the {cores} cores, so workers take turns on the cores"
+        f"{sleeps}."
+    ]
+
+
+def _imbalance_notes(raw: dict[str, Any], points: list[dict]) -> list[str]:
+    if not raw.get("imbalance"):
+        return []
+    losses = [
+        f"N = {p['n']}: others wait {format_time(_others_wait(p))} per step, "
+        f"{format_percent(p.get('imbalance_loss', 0.0))} of the step"
+        for p in points
+        if p["n"] > 1
+    ]
+    return [
+        f"load imbalance: the last worker gets {1 + raw['imbalance']:g}× the share; "
+        + "; ".join(losses)
+        + ". This waiting is efficiency lost to imbalance, separate from the Amdahl share "
+        "(the serial part, serial_s)."
+    ]
+
+
+def _truth_notes(
+    raw: dict[str, Any], fit: ScalingFit | None, points: list[dict], with_sync: ScalingFit | None
+) -> list[str]:
+    """The synthetic workload's known serial share beside what the fit found."""
+    truth = raw.get("truth") or {}
+    if raw["workload"] != "synthetic" or "serial_fraction" not in truth or fit is None:
+        return []
+    if raw["mode"] == "strong" and fit.amdahl is not None:
+        se = f" ± {fit.amdahl.p_se:.3f}" if fit.amdahl.p_se is not None else ""
+        text = (
+            f"truth: parallel fraction p = {truth['parallel_fraction']:g}; fitted Amdahl "
+            f"p = {fit.amdahl.p:.3f}{se} on the work (the slowest worker's sleeps"
+            + (", the straggler included" if raw.get("imbalance") else "")
+            + ")."
+        )
+        return [text + _sync_sentence(truth, points, with_sync)]
+    if raw["mode"] == "weak" and fit.gustafson is not None:
+        a, top_n = truth["serial_fraction"], points[-1]["n"]
+        return [
+            "truth (weak): every worker repeats the whole N = 1 step, its serial part "
+            "included, so the scaled speedup N·T(1)/T(N) should stay N: Gustafson α = 0 "
+            f"expected, fitted α = {fit.gustafson.alpha:.3f}. Counted once instead of N "
+            f"times, the serial part {a:g} is Gustafson's α = {a:g}: scaled speedup "
+            f"N − α(N − 1) = {top_n - a * (top_n - 1):.3g}× at N = {top_n}."
+        ]
+    return []
 
 
 def _sync_sentence(truth: dict, points: list[dict], with_sync: ScalingFit | None) -> str:

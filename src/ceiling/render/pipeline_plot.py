@@ -3,7 +3,7 @@ stragglers. matplotlib is imported lazily through `plots.subplots()`."""
 
 from __future__ import annotations
 
-from ceiling.report.plots import subplots
+from ceiling.render.plots import subplots
 
 FORWARD_COLOURS = ("#4C72B0", "#6A8FCC", "#8AAAD9", "#A9C4E6")
 BACKWARD_COLOURS = ("#DD8452", "#E69D74", "#EEB596", "#F5CDB8")

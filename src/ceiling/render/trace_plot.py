@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ceiling.report import plots
+from ceiling.render import plots
 from ceiling.trace.breakdown import COMPUTE, ORDER
-from ceiling.trace.results import RankResult, TraceResult
+from ceiling.trace.results import RankResult, TraceAnalysis
 
 COLOURS = {
     "compute": "#2b8cbe",
@@ -30,7 +30,7 @@ def waterfall_steps(rank: RankResult) -> list[tuple[str, float]]:
     return out
 
 
-def _strips(ax, r: TraceResult) -> None:
+def _strips(ax, r: TraceAnalysis) -> None:
     """The first analysed step of each rank as a time line, one row per rank."""
     seen = set()
     for y, rank in enumerate(r.ranks):
@@ -57,7 +57,7 @@ def _strips(ax, r: TraceResult) -> None:
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
 
 
-def _roofline(ax, r: TraceResult, top: int) -> None:
+def _roofline(ax, r: TraceAnalysis, top: int) -> None:
     d = r.device
     ax.set_title(f"top ops on {d.name or 'no device'}'s roofline")
     pts = [o for o in r.ranks[0].ops[:top] if o.intensity and o.achieved_flops_per_s]
@@ -116,11 +116,11 @@ def _time_split(ax, rank: RankResult) -> None:
     ax.set_ylabel("share of the step")
 
 
-def trace_figure(r: TraceResult, path: str | Path, top: int = 12) -> Path:
+def trace_figure(r: TraceAnalysis, path: str | Path, top: int = 12) -> Path:
     return plots.save(build_figure(r, top), path)
 
 
-def build_figure(r: TraceResult, top: int = 12):
+def build_figure(r: TraceAnalysis, top: int = 12):
     """The three panels side by side; the caller saves or embeds the figure."""
     fig, axes = plots.subplots(1, 3, figsize=(15, 4.2))
     _strips(axes[0], r)

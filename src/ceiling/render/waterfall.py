@@ -86,14 +86,14 @@ def waterfall_rows(bars, step_s: float) -> list[list[str]]:
 
 def waterfall_figure(bars, path: str | Path, title: str) -> Path:
     """Each bar starts where the previous one ended; the last reaches the measured step."""
-    from ceiling.report import plots
+    from ceiling.render import plots
 
     return plots.save(waterfall_fig(bars, title), path)
 
 
 def waterfall_fig(bars, title: str):
     """The waterfall as a matplotlib figure (for the report page and for files alike)."""
-    from ceiling.report import plots
+    from ceiling.render import plots
 
     fig, ax = plots.subplots(figsize=(7.2, 0.45 * len(bars) + 1.2))
     start = 0.0

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ceiling.model import scaling
-from ceiling.report import plots
+from ceiling.render import plots
 
 
 def _grid(lo: float, hi: float) -> list[float]:
