@@ -1,9 +1,10 @@
 """Every report section gives the answer (or the refusal) of its `ceiling.*` call for the same
 arguments: the Amdahl table, the planner's plan or its refusal of a CPU profile, the MFU
-section's counted step, the scaling section's runs, the machine card's CPU; the decode,
-roofline and trace sections in test_one_answer.py, the planner with a measured GPU in
-test_plan_one_answer.py. A section with no such check yet is listed in `NOT_YET`, and a
-section added without either fails `test_each_section_has_its_check`."""
+section's counted step, the scaling section's runs, the machine card's CPU, the decode
+section's ceilings and measured decode, the serving section's simulation, with a refusal
+of each; the roofline and trace sections in test_one_answer.py, the planner with a
+measured GPU in test_plan_one_answer.py. A section with no such check yet is listed in
+`NOT_YET`, and a section added without either fails `test_each_section_has_its_check`."""
 
 from __future__ import annotations
 
@@ -236,6 +237,44 @@ def test_decode_section_shows_the_refusals_of_the_decode_call(
     ]
     (table,) = found["tables"]
     assert [r[1] for r in table["rows"]] == ["does not fit", "does not fit"]
+
+
+def test_decode_section_measures_as_decode_measure_does(cli, tmp_path, cpu_profile, monkeypatch):
+    """The small model decoded here is the answer of the measured call `ceiling decode
+    gpt:small --measure --batch 1,16 --profile P` makes: one question asked (the same
+    arguments reach the measurement), its answer laid out row for row."""
+    from ceiling.api import decode_measured as measured
+    from ceiling.cli import decode as command
+    from ceiling.errors import InvalidInput
+    from ceiling.report.sections import decode as section
+
+    asked, answers, real = [], [], measured.decode_measured
+
+    def spy(cfg, batches, context, **kw):
+        where = str(kw["profile"])  # a path or its text
+        asked.append((cfg.name, batches, context, kw["weights"], kw["device"], where))
+        if len(asked) > 1:  # the command's: the question is all this test needs of it
+            raise InvalidInput("asked")
+        answers.append(real(cfg, batches, context, **kw))
+        return answers[-1]
+
+    monkeypatch.setattr(measured, "decode_measured", spy)
+    monkeypatch.setattr(command, "decode_measured", spy)
+    found = _sections(cli, tmp_path, "decode", "--profile", cpu_profile)["decode"]
+    batches = ",".join(map(str, section.MEASURED_BATCHES_QUICK))
+    _refusal(cli, "decode", "gpt:small", "--measure", "--batch", batches, "--profile", cpu_profile)
+    assert asked[0] == asked[1] == ("gpt:small", section.MEASURED_BATCHES_QUICK, 0, None, None,
+                                    str(cpu_profile))  # fmt: skip
+    (result,) = answers
+    figures = found["key_figures"]["measured"]
+    assert figures["ceiling_source"] == result.comparison.ceiling_source
+    assert [r["measured_tokens_per_s"] for r in figures["rows"]] == [
+        r.measured_tokens_per_s for r in result.rows
+    ]
+    assert [r["expected_tokens_per_s"] for r in figures["rows"]] == [
+        r.expected_tokens_per_s for r in result.rows
+    ]
+    assert [r["mbu"] for r in figures["rows"]] == [r.mbu for r in result.rows]
 
 
 SERVED = ("--dataset", "sharegpt", "--num-requests", 300, "--slo", "ttft_p99=2s,tpot_p99=200ms")
