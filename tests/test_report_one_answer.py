@@ -1,9 +1,10 @@
 """Every report section gives the answer (or the refusal) of its `ceiling.*` call for the same
 arguments: the Amdahl table, the planner's plan or its refusal of a CPU profile, the MFU
-section's counted step, the scaling section's runs, the machine card's CPU; the decode,
-roofline and trace sections in test_one_answer.py, the planner with a measured GPU in
-test_plan_one_answer.py. A section with no such check yet is listed in `NOT_YET`, and a
-section added without either fails `test_each_section_has_its_check`."""
+section's counted step, the scaling section's runs, the machine card's CPU, the decode
+section's ceilings and measured decode, the serving section's simulation, with a refusal
+of each; the roofline and trace sections in test_one_answer.py, the planner with a
+measured GPU in test_plan_one_answer.py. A section with no such check yet is listed in
+`NOT_YET`, and a section added without either fails `test_each_section_has_its_check`."""
 
 from __future__ import annotations
 
@@ -145,6 +146,184 @@ def test_scaling_section_is_the_scale_call(monkeypatch):
     assert figures["speedup_at_max_n"]["python_threads"] == 1.0
 
 
+def _command(cli, *args) -> dict:
+    """The command's --json, less the path of the figure it drew."""
+    code, out, err = cli(*args, "--json")
+    assert code == 0, err
+    record = json.loads(out)
+    record.pop("plot", None)
+    return record
+
+
+def _refusal(cli, *args) -> str:
+    code, out, err = cli(*args)
+    assert (code, out) == (2, ""), err
+    return err.removeprefix("error: ").strip()
+
+
+def _decoded(entry: dict, api) -> None:
+    """A row of the decode section's table is `ceiling.decode`'s answer `api` (the result)."""
+    record = api.to_dict()
+    assert entry["tp"] == record["tp"]
+    assert entry["ceiling_tokens_per_s"] == record["rows"][0]["tokens_per_s"]
+    assert entry["expected_tokens_per_s"] == record["expected"]["rows"][0]["expected_tokens_per_s"]
+    assert entry["crossover_batch"] == record["crossover_batch"]
+    assert entry["kv_bytes_per_token"] == record["kv_bytes_per_token"]
+    assert entry["rows"] == [r.to_json() for r in api.rows if r.fits]
+    assert entry["accuracy"] == record["accuracy"]
+
+
+def test_decode_section_is_the_decode_call_here_and_on_the_target(
+    cli, tmp_path, cpu_profile, monkeypatch
+):
+    """The target device's row and this machine's (its profile, with the weights in the
+    dtype it has a peak for) are `ceiling decode`'s answers for the section's arguments."""
+    import ceiling
+    from ceiling.report.sections import decode as section
+
+    monkeypatch.setattr(section, "_measured", lambda *a: None)  # timing real steps here
+    args = ("--profile", cpu_profile, "--model", "gpt:small", "--seq", 512)
+    figures = _sections(cli, tmp_path, "decode", *args)["decode"]["key_figures"]
+    batches = ",".join(map(str, section.BATCHES))
+    target = ceiling.decode("gpt:small", spec="h100-sxm", batch=section.BATCHES)
+    assert target.to_dict() == _command(cli, "decode", "gpt:small", "--spec", "h100-sxm",
+                                        "--batch", batches)  # fmt: skip
+    _decoded(figures["ceilings"][target.to_dict()["device"]], target)
+    here = ceiling.decode("gpt:small", machine_profile=cpu_profile, weights="fp32",
+                          batch=section.BATCHES)  # fmt: skip
+    command = _command(cli, "decode", "gpt:small", "--profile", cpu_profile, "--weights", "fp32",
+                       "--batch", batches)  # fmt: skip
+    assert here.to_dict() == command and command["device"] == f"{CPU.name} (measured)"
+    _decoded(figures["ceilings"]["this machine"], here)
+    # the serving batch at the report's --seq: the decode result's own
+    serving = figures["ceilings"]["this machine"]["serving"]
+    assert serving == here.serving_batch(512).to_json() and serving["context"] == 512
+    assert serving["batch"] >= 1 and serving["tokens_per_s"] > 0
+    assert figures["headline"]["serving"] == target.serving_batch(512).to_json()
+
+
+def test_decode_section_shows_the_refusals_of_the_decode_call(
+    cli, tmp_path, cpu_profile, monkeypatch
+):
+    """Llama-3-405B fits neither 8 H100s nor the test CPU: each row is the call's refusal."""
+    import ceiling
+    from ceiling.errors import DoesNotFit
+    from ceiling.report.sections import decode as section
+
+    monkeypatch.setattr(section, "_measured", lambda *a: None)
+    args = ("--profile", cpu_profile, "--model", "llama-3-405b")
+    found = _sections(cli, tmp_path, "decode", *args)["decode"]
+    assert found["status"] == "ok", found["reason"]
+    assert found["key_figures"]["ceilings"] == {}
+    batches = ",".join(map(str, section.BATCHES))
+    on_8 = _refusal(cli, "decode", "llama-3-405b", "--spec", "h100-sxm", "--tp", 8,
+                    "--batch", batches)  # fmt: skip
+    here = _refusal(cli, "decode", "llama-3-405b", "--profile", cpu_profile, "--weights",
+                    "fp32", "--batch", batches)  # fmt: skip
+    asked = {"batch": section.BATCHES, "model": "llama-3-405b"}
+    with pytest.raises(DoesNotFit) as on_8_api:
+        ceiling.decode(**asked, spec="h100-sxm", tp=8)
+    with pytest.raises(DoesNotFit) as here_api:
+        ceiling.decode(**asked, machine_profile=cpu_profile, weights="fp32")
+    # one message, the arguments named as the page's Python call names them
+    for command, api in ((on_8, on_8_api), (here, here_api)):
+        assert command == str(api.value).replace("raise tp", "raise --tp").replace(
+            "use weights", "use --weights"
+        )
+    assert "tp=8" in on_8 and "Test CPU" in here
+    assert [n for n in found["notes"] if n.startswith("ceiling decode refuses")] == [
+        f"ceiling decode refuses: {on_8_api.value}",
+        f"ceiling decode refuses: {here_api.value}",
+    ]
+    (table,) = found["tables"]
+    assert [r[1] for r in table["rows"]] == ["does not fit", "does not fit"]
+
+
+def test_decode_section_measures_as_decode_measure_does(cli, tmp_path, cpu_profile, monkeypatch):
+    """The small model decoded here is the answer of the measured call `ceiling decode
+    gpt:small --measure --batch 1,16 --profile P` makes: one question asked (the same
+    arguments reach the measurement), its answer laid out row for row."""
+    from ceiling.api import decode_measured as measured
+    from ceiling.cli import decode as command
+    from ceiling.errors import InvalidInput
+    from ceiling.report.sections import decode as section
+
+    asked, answers, real = [], [], measured.decode_measured
+
+    def spy(cfg, batches, context, **kw):
+        where = str(kw["profile"])  # a path or its text
+        asked.append((cfg.name, batches, context, kw["weights"], kw["device"], where))
+        if len(asked) > 1:  # the command's: the question is all this test needs of it
+            raise InvalidInput("asked")
+        answers.append(real(cfg, batches, context, **kw))
+        return answers[-1]
+
+    monkeypatch.setattr(measured, "decode_measured", spy)
+    monkeypatch.setattr(command, "decode_measured", spy)
+    found = _sections(cli, tmp_path, "decode", "--profile", cpu_profile)["decode"]
+    batches = ",".join(map(str, section.MEASURED_BATCHES_QUICK))
+    _refusal(cli, "decode", "gpt:small", "--measure", "--batch", batches, "--profile", cpu_profile)
+    assert asked[0] == asked[1] == ("gpt:small", section.MEASURED_BATCHES_QUICK, 0, None, None,
+                                    str(cpu_profile))  # fmt: skip
+    (result,) = answers
+    figures = found["key_figures"]["measured"]
+    assert figures["ceiling_source"] == result.comparison.ceiling_source
+    assert [r["measured_tokens_per_s"] for r in figures["rows"]] == [
+        r.measured_tokens_per_s for r in result.rows
+    ]
+    assert [r["expected_tokens_per_s"] for r in figures["rows"]] == [
+        r.expected_tokens_per_s for r in result.rows
+    ]
+    assert [r["mbu"] for r in figures["rows"]] == [r.mbu for r in result.rows]
+
+
+SERVED = ("--dataset", "sharegpt", "--num-requests", 300, "--slo", "ttft_p99=2s,tpot_p99=200ms")
+
+
+def test_serving_section_is_the_serve_call(cli, tmp_path):
+    import ceiling
+    from ceiling.report.sections import serving as section
+
+    args = ("--spec", "h100-sxm", "--model", "llama-3-8b")
+    found = _sections(cli, tmp_path, "serving", *args)["serving"]
+    assert found["status"] == "ok", found["reason"]
+    figures = found["key_figures"]
+    asked = section.serve_arguments("llama-3-8b", {"spec": "h100-sxm"}, 1)
+    assert asked["num_requests"] == section.REQUESTS and asked["curve"] is True
+    api = ceiling.serve(**asked).to_dict()
+    command = _command(cli, "serve", "llama-3-8b", "--spec", "h100-sxm", "--tp", 1, *SERVED,
+                       "--plot", tmp_path / "serve.png")  # fmt: skip
+    assert api == command
+    assert figures["gpus"] == command["layout"]["gpus"] == 1
+    top = command["curve"][-1]
+    assert figures["rate_per_s_at_capacity"] == top["rate_per_s"]
+    assert figures["output_tokens_per_s_at_capacity"] == top["output_tokens_per_s"]
+    assert figures["tpot_p50_s_at_lightest"] == command["curve"][0]["tpot_s"]["p50"]
+    assert figures["highest_rate_within_slo"] == command["max_rate_per_s"] > 0
+    assert figures["accuracy"] == command["accuracy"]
+    (table,) = found["tables"]
+    assert [r[0] for r in table["rows"]] == [
+        f"{command['curve'][i]['rate_per_s']:.3g}" for i in (0, 3, 6)
+    ]
+
+
+def test_serving_section_refuses_as_serve_does(cli, tmp_path):
+    """Llama-3-405B does not fit 8 A100s of 80 GB: the section is the call's refusal on 8."""
+    import ceiling
+    from ceiling.errors import CeilingError
+    from ceiling.report.sections import serving as section
+
+    args = ("--spec", "a100-sxm-80gb", "--model", "llama-3-405b")
+    found = _sections(cli, tmp_path, "serving", *args)["serving"]
+    refusal = _refusal(cli, "serve", "llama-3-405b", "--spec", "a100-sxm-80gb", "--tp", 8, *SERVED)
+    assert "tp=8" in refusal
+    assert found["status"] == "skipped"
+    assert found["reason"] == f"ceiling serve refuses: {refusal}"
+    with pytest.raises(CeilingError) as raised:
+        ceiling.serve(**section.serve_arguments("llama-3-405b", {"spec": "a100-sxm-80gb"}, 8))
+    assert str(raised.value) == refusal.replace("--tp", "tp").replace("--weights", "weights")
+
+
 # the check of each section: a test function in this file or the one-answer files
 CHECKS = {
     "amdahl": test_amdahl_section_is_the_amdahl_call,
@@ -152,12 +331,13 @@ CHECKS = {
     "mfu": test_mfu_section_counts_the_step_as_profile_does,
     "scaling": test_scaling_section_is_the_scale_call,
     "machine": test_machine_section_describes_this_machine_as_info_does,
-    "decode": test_one_answer.test_decode_section_command_and_api_give_one_ceiling,
+    "decode": test_decode_section_is_the_decode_call_here_and_on_the_target,
+    "serving": test_serving_section_is_the_serve_call,
     "roofline": test_one_answer.test_roofline_section_command_and_api_give_one_roof,
     "trace": test_one_answer.test_trace_section_command_and_api_give_one_mfu,
 }
 # sections still assembled from the layers below the API, not yet one call's result
-NOT_YET = {"overhead", "serving"}
+NOT_YET = {"overhead"}
 
 
 def _section_keys() -> list[str]:

@@ -225,30 +225,33 @@ def test_scaling_fit_line_says_no_crosstalk_plainly():
 def test_decode_serving_batch_is_what_fits_or_the_crossover_whichever_binds():
     import dataclasses
 
+    import ceiling
+    from ceiling.api.decode_serving import serving_batch
     from ceiling.hardware.catalog import get_spec
     from ceiling.model import decode
+    from ceiling.model.decode_expected import costs_for
     from ceiling.model.transformer import parse_model
-    from ceiling.report.sections.decode import serving_batch, serving_context
+    from ceiling.report.sections.decode import serving_context
 
     cfg = parse_model("llama-3-8b")
     h100 = get_spec("h100-sxm")
     setup = decode.DecodeSetup(weights_dtype="bf16")
     kv = cfg.kv_bytes_per_token(2)  # bf16 cache, bytes per token of context
-    s = serving_batch(decode, cfg, h100, setup, 4096)
+    s = ceiling.decode("llama-3-8b", spec="h100-sxm", weights="bf16").serving_batch(4096)
     # memory binds: the weights plus `batch` caches of 4,096 tokens fit, one more does not
     weights = cfg.params_total * 2
-    assert weights + s["batch"] * 4096 * kv <= h100.memory_bytes
-    assert weights + (s["batch"] + 1) * 4096 * kv > h100.memory_bytes
-    assert s["bound_by"] == "memory capacity" and s["crossover_batch"] is None
-    assert s["tokens_per_s"] == pytest.approx(s["batch"] * s["tokens_per_s_per_sequence"])
+    assert weights + s.batch * 4096 * kv <= h100.memory_bytes
+    assert weights + (s.batch + 1) * 4096 * kv > h100.memory_bytes
+    assert s.bound_by == "memory capacity" and s.crossover_batch is None
+    assert s.tokens_per_s == pytest.approx(s.batch * s.tokens_per_s_per_sequence)
     # a device 100× slower at multiplies turns compute-bound long before memory runs out
     slow = dataclasses.replace(
         h100, peak_flops_per_s={k: v / 100 for k, v in h100.peak_flops_per_s.items()}
     )
-    t = serving_batch(decode, cfg, slow, setup, 4096)
-    assert t["bound_by"] == "compute" and t["batch"] == t["crossover_batch"] < t["max_batch"]
+    t = serving_batch(cfg, slow, setup, costs_for(slow), 4096)
+    assert t.bound_by == "compute" and t.batch == t.crossover_batch < t.max_batch
     # a context longer than the model holds: no batch, so the section sizes at most at max_seq
-    assert serving_batch(decode, cfg, h100, setup, 10**6)["max_batch"] == 0
+    assert serving_batch(cfg, h100, setup, costs_for(h100), 10**6).max_batch == 0
     assert serving_context(cfg, None) == 4096  # no --seq: a 4,096-token context
     assert serving_context(cfg, 2048) == 2048  # the user's --seq
     assert serving_context(cfg, 10**6) == cfg.max_seq
@@ -298,8 +301,8 @@ def test_serving_section_simulates_the_demo_model_under_load(cli, tmp_path, prof
     k = sec["key_figures"]
     assert k["gpus"] == 1  # Llama-3-8B fits one H100 (the demo device)
     # the busier the server, the more tokens/s and the longer each token
-    assert k["output_tokens_per_s_at_90_percent"] > 0
-    assert k["highest_rate_within_slo"] <= k["rate_per_s_at_90_percent"]
+    assert k["output_tokens_per_s_at_capacity"] > 0
+    assert k["highest_rate_within_slo"] <= k["rate_per_s_at_capacity"]
     assert len(sec["figures"]) == 1
     from ceiling.report.validated import SERVING_THROUGHPUT
 
@@ -353,13 +356,13 @@ def test_the_demo_decode_figure_says_why_its_points_sit_far_below_the_roof():
 
     cfg = parse_model("gpt:small")
     # the memory roof at batch b: b / 12.4 ms; measured 8 and 60 tokens/s at batch 1 and 8
-    expected = [NS(batch=b, memory_s=0.0124, compute_s=0.001 * b, launch_s=1e-4,
-                   tokens_per_s=b / 0.0124, limited_by="memory") for b in (1, 8)]  # fmt: skip
-    rows = [NS(batch=1, measured_tokens_per_s=8.0, bound="memory"),
-            NS(batch=8, measured_tokens_per_s=60.0, bound="memory")]  # fmt: skip
-    comp = NS(rows=rows, in_cache=False, run=NS(device="cpu"))
+    rows = [NS(batch=b, measured_tokens_per_s=m, bound="memory", expected_memory_s=0.0124,
+               expected_compute_s=0.001 * b, expected_launch_s=1e-4,
+               expected_tokens_per_s=b / 0.0124, expected_limited_by="memory")
+            for b, m in ((1, 8.0), (8, 60.0))]  # fmt: skip
+    result = NS(model=cfg, comparison=NS(rows=rows, in_cache=False, run=NS(device="cpu")))
     out = SectionOutput(key_figures={"measured": {}})
-    _measured_figure(out, comp, expected, Choice("gpt:small", True), cfg)
+    _measured_figure(out, result, Choice("gpt:small", True))
     # (80.6 / 8 + 645.2 / 60) / 2 = (10.08 + 10.75) / 2
     below = out.key_figures["measured"]["below_memory_roof"]
     assert below == pytest.approx((1 / 0.0124 / 8 + 8 / 0.0124 / 60) / 2)
@@ -370,5 +373,5 @@ def test_the_demo_decode_figure_says_why_its_points_sit_far_below_the_roof():
         "memory roof. Each measured point"
     )
     mine = SectionOutput(key_figures={"measured": {}})
-    _measured_figure(mine, comp, expected, Choice("my-model", False), cfg)
+    _measured_figure(mine, result, Choice("my-model", False))
     assert mine.figures[0].caption.startswith("Each measured point")

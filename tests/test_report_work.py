@@ -201,10 +201,10 @@ def test_decode_table_and_figure_share_one_classification(model_page):
     assert {r["limited_by"] for r in rows} <= {"compute", "memory", "overhead", "all-reduce"}
     assert len(dec["figures"]) == 2  # the target device's roofs, and the measured batches'
 
-    class Expected:
-        limited_by = "launches"
+    class Measured:
+        expected_limited_by, bound = "launches", "memory"
 
-    assert limited_by(Expected(), None) == "overhead"  # the per-op floor, said as a roof
+    assert limited_by(Measured()) == "overhead"  # the per-op floor, said as a roof
 
 
 def test_a_demo_beside_the_users_model_is_labelled_as_one(tmp_path):

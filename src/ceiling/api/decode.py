@@ -81,6 +81,14 @@ class DecodeResult(Result):
     def figure(self):
         return decode_figure(self.model, self.device, self.setup, self.ceiling)
 
+    def serving_batch(self, context: int):
+        """The largest batch worth serving with `context` tokens a sequence, on this device
+        with these dtypes and tensor parallelism, and its expected speed (a
+        `ceiling.api.decode_serving.ServingBatch`)."""
+        from ceiling.api.decode_serving import serving_batch
+
+        return serving_batch(self.model, self.device, self.setup, self.costs, context)
+
 
 def _batches(batch: Iterable[int] | int | None) -> tuple[list[int], bool]:
     if batch is None:

@@ -310,6 +310,7 @@ class MeasuredDecodeRow:
     expected_tokens_per_s: float | None = None
     expected_limited_by: str | None = None  # memory, compute, launches (per-op overhead)
     expected_memory_s: float | None = None
+    expected_compute_s: float | None = None
     expected_launch_s: float | None = None
     waterfall: list | None = None  # ceiling → measured step, bars that sum to the step
 
@@ -400,6 +401,7 @@ def compare_decode(
                 expected_tokens_per_s=exp.tokens_per_s if exp else None,
                 expected_limited_by=exp.limited_by if exp else None,
                 expected_memory_s=exp.memory_s if exp else None,
+                expected_compute_s=exp.compute_s if exp else None,
                 expected_launch_s=exp.launch_s if exp else None,
                 waterfall=bars,
             )

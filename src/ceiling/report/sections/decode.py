@@ -24,11 +24,11 @@ MEASURED_BATCHES_FULL = [1, 2, 4, 8, 16, 32]
 
 
 def run(ctx: ReportContext, out: SectionOutput) -> None:
-    from ceiling.model import decode
+    from ceiling.report.sections._device import device_arguments
     from ceiling.report.work import DEMO_DECODE_MODEL, subject
 
     cfg, model = ctx.work.shape_model(DEMO_DECODE_MODEL)
-    resolved, device = ctx.work.cluster_device()
+    device_args, resolved, device = device_arguments(ctx.work)
     out.about(
         *subject(
             [
@@ -41,19 +41,19 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         "A decode step reads every weight once for the whole batch: memory-bound until the "
         "crossover batch."
     )
-    local = _local(ctx, out)
-    devices = [(resolved.spec.name, resolved.spec, False)]
-    if local is not None:
-        devices.append(("this machine", local.spec, True))
-    # the context `ceiling decode` prices at by default, so the two give one answer
-    setup = decode.DecodeSetup(weights_dtype="bf16", context=decode.default_context(cfg))
     context = serving_context(cfg, ctx.work.seq)
+    ctx.step(f"decode ceiling of {cfg.name} on {resolved.spec.name}")
+    devices = [(resolved.spec.name, fitting(model.value, device_args, TENSOR_PARALLEL), False)]
+    local = _local(ctx, out, model.value)
+    if local is not None:
+        devices.append(("this machine", local, True))
     rows, keyed = [], {}
-    for label, spec, here in devices:
-        ctx.step(f"decode ceiling of {cfg.name} on {label}")
-        entry, row = _one_device(out, decode, cfg, spec, setup, here, context)
+    for label, res, here in devices:
+        if isinstance(res, CeilingError):
+            out.note(f"ceiling decode refuses: {res}")
+        entry, row = _one_device(res, context)
         tp = f" × {entry['tp']} (tensor-parallel)" if entry and entry["tp"] > 1 else ""
-        rows.append([(label if here else _short(spec.name)) + tp, *row])
+        rows.append([(label if here else _short(label)) + tp + _dtype(res, devices), *row])
         if entry is not None:
             keyed[label] = entry
     out.key_figures["model"] = cfg.name
@@ -61,13 +61,8 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     head = keyed.get(resolved.spec.name)
     if head is not None and head["expected_tokens_per_s"]:
         _headline(out, cfg, resolved.spec, head, model.demo and device.demo)
-    out.table(
-        f"{cfg.name}, bf16 weights, {setup.context:,} tokens of context: tokens/s at batch 1",
-        ["device", "ceiling", "expected", "compute-bound from batch",
-         f"largest batch at {context:,} context"],
-        rows,
-        modelled=(1, 2, 3, 4),
-    )  # fmt: skip
+    answers = [r for _, r, _ in devices if not isinstance(r, CeilingError)]
+    _table(out, cfg, answers[0] if answers else None, rows, context)
     kv = next((e["kv_bytes_per_token"] for e in keyed.values()), None)
     out.note(
         "ceiling: every weight read once per step at full bandwidth, dense peaks "
@@ -75,61 +70,73 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
         f"all-reduces ({DECODE_EXPECTED.line()})"
         + (f"; KV cache {units.format_bytes(kv, binary=True)} per token" if kv else "")
     )
-    if local is not None:
-        out.key_figures["local_source"] = local.source
-    _figure(ctx, out, decode, cfg, resolved.spec, setup)
-    _measured(ctx, out, local)
+    if local is not None and not isinstance(local, CeilingError):
+        out.key_figures["local_source"] = local.device_source
+    _figure(ctx, out, devices[0][1])
+    _measured(ctx, out)
 
 
-def _fitting(out: SectionOutput, decode, cfg, spec, setup, tps):
-    """The ceiling at the fewest tensor-parallel devices (of `tps`) that hold the weights."""
-    import dataclasses
-
-    why = None
-    for tp in tps:
-        s = dataclasses.replace(_setup_for(decode, spec, setup), tp=tp)
-        try:
-            return decode.decode_ceiling(cfg, spec, BATCHES, s, drop_unfit=True), s
-        except CeilingError as exc:
-            why = str(exc)
-    out.note(why or "")
-    return None, None
+def decode_arguments(model: str, device: dict, tp: int) -> dict:
+    """What the section asks `ceiling.decode` on `tp` devices: the ceilings at BATCHES at the
+    call's default context and weights, the batches that do not fit flagged."""
+    return {"model": model, **device, "batch": BATCHES, "tp": tp}
 
 
-def _one_device(out: SectionOutput, decode, cfg, spec, setup, here: bool, context: int):
-    """(key figures or None, table cells) of the model on one device; on a GPU too small
-    for the weights, on the fewest tensor-parallel GPUs (up to 8) that hold them."""
-    from ceiling.model.decode_expected import costs_for, expected_rows
+def fitting(model: str, device: dict, tps):
+    """`ceiling.decode`'s result at the fewest tensor-parallel devices (of `tps`) that hold
+    the weights, else the call's refusal (a CeilingError) on the most."""
+    from ceiling.api.decode import decode
+    from ceiling.report.sections._device import on_fewest
 
-    res, s = _fitting(out, decode, cfg, spec, setup, (1,) if here else TENSOR_PARALLEL)
-    if res is None:
-        return None, ["does not fit", "—", "—", "—"]
-    b1 = res.rows[0]
-    # as `ceiling decode` prices it: each GEMM at its tile utilisation on the device's SMs
-    exp = expected_rows(res, cfg.layers, costs_for(spec), cfg=cfg, sms=getattr(spec, "sms", None))[
-        0
-    ]
-    from ceiling.validation.features import decode_bands_of, decode_features_of
+    return on_fewest(lambda tp: decode(**decode_arguments(model, device, tp)), tps)
 
-    features = decode_features_of(cfg, spec, res.dtypes.weights, s.tp)
-    accuracy = {k: b.to_json() for k, b in decode_bands_of(features).items()}
-    serving = serving_batch(decode, cfg, spec, s, context)
+
+def _dtype(res, devices) -> str:
+    """` (fp32 weights)` beside a device whose answer has other weights than the first."""
+    answers = [r for _, r, _ in devices if not isinstance(r, CeilingError)]
+    if isinstance(res, CeilingError) or res is answers[0]:
+        return ""
+    w = res.ceiling.dtypes.weights
+    return f" ({w} weights)" if w != answers[0].ceiling.dtypes.weights else ""
+
+
+def _table(out: SectionOutput, cfg, res, rows: list, context: int) -> None:
+    dtype = f"{res.ceiling.dtypes.weights} weights, " if res is not None else ""
+    at = f"{res.setup.context:,} tokens of context: " if res is not None else ""
+    out.table(
+        f"{cfg.name}, {dtype}{at}tokens/s at batch 1",
+        ["device", "ceiling", "expected", "compute-bound from batch",
+         f"largest batch at {context:,} context"],
+        rows,
+        modelled=(1, 2, 3, 4),
+    )  # fmt: skip
+
+
+def _one_device(res, context: int):
+    """(key figures or None, table cells) of `ceiling.decode`'s result on one device, or of
+    its refusal (the note says why)."""
+    from ceiling.errors import DoesNotFit
+
+    if isinstance(res, CeilingError):
+        return None, ["does not fit" if isinstance(res, DoesNotFit) else "refused", "—", "—", "—"]
+    b1, exp = res.rows[0], res.expected[0]
+    serving = res.serving_batch(context).to_json()
     long_max = serving["max_batch"]
     entry = {
-        "tp": s.tp,
+        "tp": res.setup.tp,
         "ceiling_tokens_per_s": b1.tokens_per_s,
         "expected_tokens_per_s": exp.tokens_per_s,
         "expected_limited_by": exp.limited_by,
-        "crossover_batch": res.crossover_batch,
-        "kv_bytes_per_token": res.kv_bytes_per_token,
+        "crossover_batch": res.ceiling.crossover_batch,
+        "kv_bytes_per_token": res.ceiling.kv_bytes_per_token,
         "serving": serving,
-        "rows": [r.to_json() for r in res.rows],
-        "accuracy": accuracy,
+        "rows": [r.to_json() for r in res.rows if r.fits],
+        "accuracy": {k: b.to_json() for k, b in res.accuracy().items()},
     }
     row = [
         f"{b1.tokens_per_s:,.1f}",
         f"{exp.tokens_per_s:,.1f}",
-        str(res.crossover_batch) if res.crossover_batch else "never",
+        str(res.ceiling.crossover_batch) if res.ceiling.crossover_batch else "never",
         "unknown" if long_max is None else str(long_max),
     ]
     return entry, row
@@ -139,34 +146,6 @@ def serving_context(cfg, seq: int | None) -> int:
     """The context a serving batch is sized at: the user's --seq, else LONG_CONTEXT, at most
     the model's longest."""
     return min(seq or LONG_CONTEXT, cfg.max_seq)
-
-
-def serving_batch(decode, cfg, spec, setup, context: int) -> dict:
-    """The largest batch worth serving with `context` tokens per sequence: the most KV
-    caches that fit beside the weights, or the batch where decoding turns compute-bound,
-    whichever comes first; with the expected speed there, in all and per sequence."""
-    import dataclasses
-
-    from ceiling.model.decode_expected import costs_for, expected_rows
-
-    long = dataclasses.replace(setup, context=context - 1)
-    out = {"context": context, "max_batch": 0, "crossover_batch": None, "batch": 0}
-    try:
-        at = decode.decode_ceiling(cfg, spec, [1], long)
-    except CeilingError:  # not one sequence's cache fits, or the context is too long
-        return out
-    cap, cross = at.max_batch, at.crossover_batch_with_kv
-    bounds = [b for b in (cap, cross) if b is not None]
-    batch = min(bounds) if bounds else None  # None: no memory size, never compute-bound
-    out.update(max_batch=cap, crossover_batch=cross, batch=batch)
-    if batch is None or batch < 1:
-        return out
-    rows = expected_rows(decode.decode_ceiling(cfg, spec, [batch], long), cfg.layers,
-                         costs_for(spec))  # fmt: skip
-    out["bound_by"] = "compute" if cross is not None and cross == batch else "memory capacity"
-    out["tokens_per_s"] = rows[0].tokens_per_s
-    out["tokens_per_s_per_sequence"] = rows[0].tokens_per_s / batch
-    return out
 
 
 def _headline(out: SectionOutput, cfg, spec, head: dict, demo: bool) -> None:
@@ -192,32 +171,27 @@ def _headline(out: SectionOutput, cfg, spec, head: dict, demo: bool) -> None:
     )
 
 
-def _local(ctx: ReportContext, out: SectionOutput):
-    """This machine's ceilings as the decode measurement sees them (profile, else theory)."""
-    from ceiling.measure import decode as measure
-
+def _local(ctx: ReportContext, out: SectionOutput, model: str):
+    """`ceiling.decode` on this machine's profile (the report's, else the one it loads or
+    measures), one device: its result or refusal; None without a profile."""
     try:
-        ctx.profile()
+        profile = ctx.profile()
     except Skip as exc:
         out.note(f"no machine profile for the local ceilings: {exc}")
-    profile = str(ctx.profile_file) if ctx.profile_file else None
+        return None
     ctx.step("this machine's decode ceiling")
-    return measure.local_ceiling(measure.default_device(), profile)
+    path = str(ctx.profile_file) if ctx.profile_file else None
+    args = {"machine_profile": path, **local_dtypes(profile.device("cuda").peak_flops_per_s)}
+    return fitting(model, args, (1,))
 
 
-def _setup_for(decode, spec, setup):
-    """On a device without a measured bf16 peak (most CPUs), the multiplies run in fp32."""
-    if "bf16" in spec.peak_flops_per_s:
-        return setup
-    act = next((d for d in ("fp16", "fp32") if d in spec.peak_flops_per_s), None)
-    if act is None:
-        return setup
-    return decode.DecodeSetup(
-        weights_dtype=setup.weights_dtype,
-        context=setup.context,
-        activation_dtype=act,
-        kv_dtype="bf16",
-    )
+def local_dtypes(peaks: dict) -> dict:
+    """On a device without a bf16 peak (most CPU profiles), the weights the call is given:
+    fp16, else fp32, as its refusal of bf16 there asks (none else)."""
+    if "bf16" in peaks:
+        return {}
+    dtype = next((d for d in ("fp16", "fp32") if d in peaks), None)
+    return {} if dtype is None else {"weights": dtype}
 
 
 def _short(name: str) -> str:
@@ -226,51 +200,35 @@ def _short(name: str) -> str:
     return short_device_name(name, 24)
 
 
-def _figure(ctx, out, decode, cfg, spec, setup) -> None:
-    """The model on the target device: both roofs, the ceiling and the crossover."""
-    from ceiling.render import decode_plot as plot
-
-    res, s = _fitting(SectionOutput(), decode, cfg, spec, setup, TENSOR_PARALLEL)
-    if res is None:  # the table's note says why
+def _figure(ctx, out, res) -> None:
+    """The model on the target device: both roofs, the ceiling and the crossover (the
+    result's own figure)."""
+    if isinstance(res, CeilingError):  # the table's note says why
         return
     ctx.step("drawing the decode ceilings")
-    grid = _grid(res.max_batch)
-    fig = plot.decode_figure(
-        decode.roof_curves(cfg, spec, s, grid),
-        f"{cfg.name} on {_short(spec.name)}{f' × {s.tp}' if s.tp > 1 else ''} (modelled)",
-        res.crossover_batch,
-    )
+    fig = res.figure()
     plain_log_ticks(fig.axes[0], "x")
     out.figure(fig, "Modelled: below the crossover a bigger batch is almost free.")
 
 
-def _grid(max_batch: int | None) -> list[int]:
-    top = max(2, min(max_batch or 4096, 4096))
-    grid, b = [], 1
-    while b <= top:
-        grid.append(b)
-        b *= 2
-    return grid
-
-
 def _measured_model(ctx: ReportContext):
-    """The user's model when it is small enough to decode here, else the demo."""
+    """(shape, name shown, argument of the call) of the user's model when it is small enough
+    to decode here, else of the demo."""
     from ceiling.report.work import Choice, transformer
 
     cfg, model = ctx.work.shape_model(DEMO_MEASURED)
     if not model.demo and cfg.params_total <= MEASURE_MAX_PARAMS:
-        return cfg, Choice(cfg.name, False)
-    return transformer(DEMO_MEASURED), Choice(DEMO_MEASURED, True)
+        return cfg, Choice(cfg.name, False), model.value
+    return transformer(DEMO_MEASURED), Choice(DEMO_MEASURED, True), DEMO_MEASURED
 
 
-def _measured(ctx: ReportContext, out: SectionOutput, local) -> None:
-    """A small decoder with a KV cache decodes for real here, under its three roofs."""
-    from ceiling.measure import decode as measure
-    from ceiling.measure.roofs import local_roofs
+def _measured(ctx: ReportContext, out: SectionOutput) -> None:
+    """A small decoder with a KV cache decodes for real here, under its three roofs: the
+    answer of `ceiling.decode(model, measure=True, ...)` (as `ceiling decode MODEL --measure`
+    gives it), or its refusal."""
+    from ceiling.api.decode import decode
 
-    if local is None:
-        return
-    cfg, model = _measured_model(ctx)
+    cfg, model, argument = _measured_model(ctx)
     if model.demo and ctx.work.model and not ctx.work.is_callable_model:
         out.text(
             f"{ctx.work.model_name()} is too large to decode on this machine (more than "
@@ -278,50 +236,37 @@ def _measured(ctx: ReportContext, out: SectionOutput, local) -> None:
             "instead, to show the three roofs."
         )
     batches = MEASURED_BATCHES_QUICK if ctx.quick else MEASURED_BATCHES_FULL
-    device = measure.default_device()
     ctx.step(f"decoding {cfg.name} at batch {', '.join(map(str, batches))}")
-    run = measure.run_decode(
-        cfg,
-        batches,
-        0,
-        device,
-        None,
-        warmup_ms=100.0,
-        budget_ms=300.0 if ctx.quick else 1000.0,
-        on_batch=lambda b: ctx.step(f"decoding {cfg.name} at batch {b}"),
-    )
     profile = str(ctx.profile_file) if ctx.profile_file else None
-    ctx.step("the per-op floor and the cache's bandwidth")
-    # the cache's bandwidth is the memory roof only when the weights fit the cache
-    fits = bool(local.cache_bytes) and run.weight_bytes <= local.cache_bytes
-    roofs = local_roofs(device, local.cache_bytes if fits else None, profile)
-    # each matmul shape timed alone sets its compute roof (full mode; quick: the peak)
-    rates = None if ctx.quick else measure.decode_matmul_rates(run, local.cache_bytes)
-    comp = measure.compare_decode(run, local, roofs, rates)
-    expected = measure._expected(comp.ceiling, cfg, roofs, comp.in_cache, rates)
-    _measured_table(out, comp, expected, model)
-    _measured_figure(out, comp, expected, model, cfg)
-    for n in comp.notes:
+    try:
+        result = decode(argument, measure=True, batch=batches, machine_profile=profile)
+    except CeilingError as exc:
+        out.note(f"ceiling decode --measure refuses: {exc}")
+        return
+    _measured_table(out, result, model)
+    _measured_figure(out, result, model)
+    for n in result.comparison.notes:
         out.note(n)
 
 
-def limited_by(expected_row, measured_row) -> str:
+def limited_by(row) -> str:
     """The one classification of a measured batch, for the table and the figure alike: the
     largest of its three roofs (compute, memory from DRAM or the cache, per-op floor)."""
-    if expected_row is None:
-        return measured_row.bound
-    return {"launches": "overhead"}.get(expected_row.limited_by, expected_row.limited_by)
+    if row.expected_limited_by is None:
+        return row.bound
+    return {"launches": "overhead"}.get(row.expected_limited_by, row.expected_limited_by)
 
 
-def _measured_table(out: SectionOutput, comp, expected, model) -> None:
+def _measured_table(out: SectionOutput, result, model) -> None:
+    comp = result.comparison
     rows, keyed = [], []
-    for r, e in zip(comp.rows, expected, strict=True):
-        bound = limited_by(e, r)
+    for r in comp.rows:
+        bound, e = limited_by(r), r.expected_tokens_per_s
         rows.append(
             [
                 r.batch,
                 f"{r.measured_tokens_per_s:,.1f}",
-                f"{e.tokens_per_s:,.1f}" if e else "—",
+                f"{e:,.1f}" if e is not None else "—",
                 f"{r.ceiling_tokens_per_s:,.1f}",
                 bound + (" (noisy)" if r.noisy else ""),
             ]
@@ -330,7 +275,7 @@ def _measured_table(out: SectionOutput, comp, expected, model) -> None:
             {
                 "batch": r.batch,
                 "measured_tokens_per_s": r.measured_tokens_per_s,
-                "expected_tokens_per_s": e.tokens_per_s if e else None,
+                "expected_tokens_per_s": e,
                 "ceiling_tokens_per_s": r.ceiling_tokens_per_s,
                 "limited_by": bound,
                 "mbu": r.mbu,
@@ -359,30 +304,33 @@ def _measured_table(out: SectionOutput, comp, expected, model) -> None:
     )
 
 
-def _measured_figure(out: SectionOutput, comp, expected, model, cfg) -> None:
+def _measured_figure(out: SectionOutput, result, model) -> None:
     from ceiling.render import decode_plot as plot
 
-    if any(e is None for e in expected):
+    cfg, comp = result.model, result.comparison
+    rows = comp.rows
+    if any(r.expected_tokens_per_s is None for r in rows):
         return
-    memory_roof = [e.batch / e.memory_s for e in expected]
-    measured = [r.measured_tokens_per_s for r in comp.rows]
+    memory_roof = [r.batch / r.expected_memory_s for r in rows]
+    measured = [r.measured_tokens_per_s for r in rows]
     below = median(m / x for m, x in zip(memory_roof, measured, strict=True) if x > 0)
     out.key_figures["measured"]["below_memory_roof"] = below
     where = "this CPU" if comp.run.device == "cpu" else comp.run.device
     size = f"{cfg.params_total / 1e6:,.0f} M parameters"
     what = f"{model.value} (demo, {size})" if model.demo else model.value
     fig = plot.three_roofs_figure(
-        [r.batch for r in comp.rows],
+        [r.batch for r in rows],
         {
             "memory roof" + (" (cache)" if comp.in_cache else ""): memory_roof,
-            "compute roof": [e.batch / e.compute_s for e in expected],
-            "overhead roof": [e.batch / e.launch_s if e.launch_s else None for e in expected],
+            "compute roof": [r.batch / r.expected_compute_s for r in rows],
+            "overhead roof": [r.batch / r.expected_launch_s if r.expected_launch_s else None
+                              for r in rows],
         },
-        expected=[e.tokens_per_s for e in expected],
+        expected=[r.expected_tokens_per_s for r in rows],
         measured=measured,
-        labels=[limited_by(e, r) for e, r in zip(expected, comp.rows, strict=True)],
+        labels=[limited_by(r) for r in rows],
         title=f"{what} decoding on {where}",
-    )
+    )  # fmt: skip
     plain_log_ticks(fig.axes[0], "x")
     why = ""
     if model.demo:
