@@ -187,6 +187,20 @@ def test_overhead_section_is_the_machine_profile_call(cli, tmp_path):
     assert refused["status"] == "skipped" and "no overhead measurement" in refused["reason"]
 
 
+def test_machine_profile_is_none_without_one_and_refuses_a_missing_file(tmp_path, cpu_profile):
+    from ceiling.api.machine_profile import machine_profile
+    from ceiling.errors import InvalidInput
+
+    assert machine_profile() is None  # no saved profile: the report measures one
+    found = machine_profile(cpu_profile)
+    assert (found.path, found.source, found.measured_now) == (cpu_profile, str(cpu_profile), False)
+    assert found.profile.devices == [CPU] and found.to_dict()["overheads"] == []
+    with pytest.raises(InvalidInput, match="no machine profile at"):
+        machine_profile(tmp_path / "missing.json")
+    with pytest.raises(InvalidInput, match="path must be the path of a machine profile"):
+        machine_profile(5)  # type: ignore[arg-type]
+
+
 # the check of each section: a test function in this file or the one-answer files
 CHECKS = {
     "amdahl": test_amdahl_section_is_the_amdahl_call,
