@@ -161,6 +161,31 @@ def test_a_busy_bench_with_no_profile_yet_saves_it_marked_busy(bench_run, cli):
     ]
 
 
+@pytest.mark.parametrize("end", [IDLE, BURNERS])
+def test_a_report_measuring_now_saves_the_default_profile_only_on_an_idle_machine(
+    bench_run, monkeypatch, tmp_path, end
+):
+    from ceiling.measure import machine
+    from ceiling.report.compose import ReportContext
+
+    monkeypatch.setattr(machine, "pick_device", lambda _device: "cpu")
+    default, own = bench_run(end), tmp_path / "own.json"
+    steps: list[str] = []
+    ctx = ReportContext(quick=True, save_profile_to=own, progress=steps.append)
+    result = ctx.profile_result()
+    saved = [own, default] if end is IDLE else [own]
+    assert ctx.measured_now and result.measured_now and ctx.profile_file == own
+    assert (
+        ctx.profile_source
+        == result.source
+        == (f"measured now (quick benchmarks), saved to {' and '.join(map(str, saved))}")
+    )
+    assert default.exists() is (end is IDLE) and own.exists()
+    assert [d.kind for d in ctx.profile().devices] == ["cpu"] and result.overheads == []
+    assert steps[0] == "measuring the CPU's ceilings"
+    assert ctx.profile_result() is result  # measured once
+
+
 def _patch_watch(monkeypatch, module, end: Clocks):
     monkeypatch.setattr(module, "LoadWatch", lambda: _fake_watch(end)())
 

@@ -45,9 +45,9 @@ def check_options(options: ReportOptions) -> None:
             raise InvalidInput(
                 f"profile {str(options.profile)!r} does not exist (run `ceiling bench --quick`)"
             )
-        from ceiling.hardware.profile import load_profile
+        from ceiling.api.machine_profile import machine_profile
 
-        load_profile(options.profile)  # a malformed file is the user's to fix: one line
+        machine_profile(options.profile)  # a malformed file is the user's to fix: one line
     if options.trace is not None and not options.trace.exists():
         raise InvalidInput(f"trace {str(options.trace)!r} does not exist")
     if options.spec is not None:

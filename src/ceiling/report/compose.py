@@ -144,17 +144,17 @@ class SectionResult:
     reason: str | None
     elapsed_s: float
     output: SectionOutput
-    # the machine's load while a measuring section ran (hardware.load.LoadRecord.to_json)
+    # the machine's load while a measuring section ran (api/machine_load.py's record)
     load: dict[str, Any] | None = None
 
     @property
     def busy_reasons(self) -> list[str]:
         """Why the figures this section measured read low: other work shared the machine
         while it ran, or the profile it measured with was taken on a busy machine."""
-        from ceiling.hardware.load import record_busy
+        from ceiling.api.machine_load import busy_reasons
 
         saved = self.output.key_figures.get("busy_reasons") or []
-        return list(dict.fromkeys([*record_busy(self.load), *saved]))
+        return list(dict.fromkeys([*busy_reasons(self.load), *saved]))
 
     def to_json(self) -> dict[str, Any]:
         o = self.output
@@ -274,6 +274,10 @@ class ReportContext:
 
         Raises Skip when the measurement code is not part of this build.
         """
+        return self.profile_result().profile
+
+    def profile_result(self):
+        """The `ceiling.api.machine_profile` result the profile came from (its overheads)."""
         if self._profile is not None:
             return self._profile
         if self._profile_error is not None:
@@ -286,46 +290,23 @@ class ReportContext:
         return self._profile
 
     def _load_or_measure(self):
-        from ceiling.hardware import profile as prof_mod
-        from ceiling.measure import machine, suite
+        from ceiling.api.machine_profile import machine_profile, measure_profile
 
         # the one device rule (hardware/resolve.py): --profile, else the saved profile when
-        # there is one; only without either is this machine measured now
-        path = self.profile_path
-        if path is None and prof_mod.default_profile_path().exists():
-            path = prof_mod.default_profile_path()
-        if path is not None:
-            self.step(f"loading profile {path}")
-            profile = prof_mod.load_profile(path)
-            self.profile_source = str(path)
-            self.profile_file = path
-            return profile
-        self.measured_now = True
-        # the CPU always; a GPU too when there is one, so the two stand side by side
-        devices = ["cpu"]
-        gpu = machine.pick_device(None)
-        if gpu != "cpu":
-            devices.append(gpu)
-        profile = None
-        for device in devices:
-            self.step(f"measuring the {device.upper()}'s ceilings")
-            bench = suite.run_all(device, quick=self.quick, progress=self.step)
-            if bench.interrupted:
-                raise KeyboardInterrupt
-            profile = suite.build_profile(bench, previous=profile)
-        # A profile the user measured before (perhaps a full one) is not overwritten by the
-        # report's quick one; the report keeps its own copy next to the page.
-        saved = []
-        if self.save_profile_to is not None:
-            saved.append(prof_mod.save_profile(profile, self.save_profile_to))
-        default = prof_mod.default_profile_path()
-        # the report's quick benchmarks become the default only on an idle machine
-        if not default.exists() and not prof_mod.measured_busy(bench.environment):
-            saved.append(prof_mod.save_profile(profile, default))
-        self.profile_file = Path(saved[0]) if saved else None
-        where = f", saved to {' and '.join(map(str, saved))}" if saved else ""
-        self.profile_source = f"measured now ({self.mode} benchmarks){where}"
-        return profile
+        # there is one; only without either is this machine measured now. A profile the user
+        # measured before (perhaps a full one) is not overwritten by the report's quick one;
+        # the report keeps its own copy next to the page.
+        result = machine_profile(self.profile_path)
+        if result is not None:
+            self.step(f"loaded profile {result.path}")
+        else:
+            self.measured_now = True
+            result = measure_profile(
+                quick=self.quick, save=self.save_profile_to, progress=self.step
+            )
+        self.profile_source = result.source
+        self.profile_file = result.path
+        return result
 
 
 def figure_svg(fig) -> bytes:
@@ -336,9 +317,9 @@ def figure_svg(fig) -> bytes:
 
 
 def _load_watch():
-    from ceiling.hardware.load import LoadWatch
+    from ceiling.api.machine_load import watch
 
-    return LoadWatch()
+    return watch()
 
 
 def run_section(spec: SectionSpec, ctx: ReportContext) -> SectionResult:

@@ -1,6 +1,6 @@
 """How far each model's predictions have been from published runs, as the report prints them
 beside modelled figures: the leave-one-source-out bands of the validation corpus
-(`ceiling validate`, shipped as `ceiling.validation.bands`), one regime family each."""
+(`ceiling validate`, shipped and read by `ceiling.api.bands`), one regime family each."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ class ValidatedError:
 
 def of(base: str, what: str) -> ValidatedError:
     """The validated error of a regime family (`model.accuracy` base) over the whole corpus."""
-    from ceiling.validation.bands import band
+    from ceiling.api.bands import shipped_band
 
-    b = band(base, ())
+    b = shipped_band(base)
     return ValidatedError(
         what,
         b.median_abs_error if b.median_abs_error is not None else float("nan"),
@@ -40,9 +40,9 @@ def of(base: str, what: str) -> ValidatedError:
 
 def ceiling_note() -> str:
     """The decode ceiling is a bound, not a prediction: how many published runs it is above."""
-    from ceiling.validation.bands import rows
+    from ceiling.api.bands import shipped_rows
 
-    ceiling = [r for r in rows() if r["regime"] == "decode ceiling"]
+    ceiling = [r for r in shipped_rows() if r["regime"] == "decode ceiling"]
     # errors are predicted/published − 1 of tokens/s, or of a step's time (ms per token)
     above = sum(1 for r in ceiling if (r["error"] > 0) == (r["metric"] == "tokens_per_s"))
     return f"a bound: above {above} of {len(ceiling)} published decode runs"

@@ -94,13 +94,13 @@ def _busy(sections: list) -> Finding:
     """The machine was busy while these sections measured: no verdict from their figures.
     Its number is the figure its first reason quotes (the load, other work's share, this
     process's CPU time), from the first section whose own run was busy."""
-    from ceiling.hardware.load import LoadRecord
+    from ceiling.api.machine_load import evidence
 
     timed = [s for s in sections if s.load and s.load["busy"]]
     first = (timed or sections)[0]
     key, value = "measured_busy", 1.0
     if timed:
-        field, value = LoadRecord.from_json(first.load).evidence()
+        field, value = evidence(first.load)
         key = f"load.{field}"
     return Finding(
         f"The machine was busy while this report measured ({first.busy_reasons[0]}), so the "

@@ -74,7 +74,7 @@ class ReportOptions:
     save_profile_to: Path | None = None
 
     def __post_init__(self) -> None:
-        from ceiling.hardware.resolve import check_one_device
+        from ceiling.api.device import check_one_device
 
         check_one_device(self.spec, self.profile)  # the one device rule of every command
         for name in ("gpus", "seq", "global_batch"):
@@ -110,18 +110,18 @@ class ReportOptions:
 
     def cluster_device(self):
         """(Machine, Choice): --spec, else the --profile's catalog GPU, else the demo."""
-        from ceiling.hardware.resolve import resolve
+        from ceiling.api.device import device
 
         if self.spec is not None:
-            r = resolve(self.spec, None)
+            r = device(self.spec, None)
             return r, Choice(r.spec.name, False)
         if self.profile is not None:
-            from ceiling.hardware.resolve import profile_gpu
+            from ceiling.api.device import profile_gpu
 
             r = profile_gpu(self.profile)
             if r is not None:
                 return r, Choice(r.spec.name, False)
-        r = resolve(DEMO_DEVICE, None)
+        r = device(DEMO_DEVICE, None)
         return r, Choice(r.spec.name, True)
 
     def cluster_gpus(self) -> Choice:

@@ -84,7 +84,7 @@ def _noise_note(out: SectionOutput, profile) -> None:
                 total += 1
                 if rec.get("noisy"):
                     noisy.append(f"{rec.get('dtype', '')} {rec.get('kernel', 'matmul')}".strip())
-    from ceiling.hardware.profile import busy_reasons
+    from ceiling.api.machine_profile import busy_reasons
 
     busy = list(dict.fromkeys(r for d in profile.devices for r in busy_reasons(_env(d))))
     parts = [*busy]
