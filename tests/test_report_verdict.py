@@ -3,6 +3,8 @@ most time at stake next, each naming the JSON key its number comes from."""
 
 from __future__ import annotations
 
+import pytest
+
 from ceiling.report.compose import SectionOutput, SectionResult
 from ceiling.report.verdict import findings, lookup
 
@@ -34,7 +36,10 @@ PLANNER = {
     "gpus": 64,
     "device": "H100 SXM5 80GB",
     "best_plan": {"d": 8, "t": 4, "p": 2, "cp": 1, "mfu": 0.45},
-    "scaling": [{"gpus": 64, "efficiency": 1.0}, {"gpus": 256, "efficiency": 0.8}],
+    "scaling": [
+        {"gpus": 64, "efficiency": 1.0, "speedup": 1.0},
+        {"gpus": 256, "efficiency": 0.8, "speedup": 3.2},
+    ],
 }
 
 
@@ -44,7 +49,7 @@ def test_the_users_work_comes_first_then_the_most_at_stake():
     )
     assert [f.section for f in got] == ["planner", "mfu", "machine"]
     assert got[0].text.startswith("The best split of llama-3-70b on 64 × H100 SXM5 80GB (8×4×2)")
-    assert "45.0 % MFU" in got[0].text and "at 256 GPUs only 80.0 %" in got[0].text
+    assert "45.0 % MFU" in got[0].text and "from 64 to 256 GPUs gives 73.3 %" in got[0].text
     assert got[1].text == (
         "Demo: "
         "gpt:tiny trains here at 12.0 % MFU; its step loses 38.0 % to per-op overhead: "
@@ -240,3 +245,16 @@ def test_idle_advice_follows_what_the_trace_shows_the_host_doing():
     assert "CUDA graphs" in _idle_advice({"launch-bound": 0.03, "other": 0.01})
     assert "loader" not in _idle_advice({}) and "host time line" in _idle_advice({})
     assert "loader" not in _idle_advice(None)
+
+
+def test_the_planner_finding_says_what_the_gpus_added_last_give():
+    """From 64 to 256 GPUs the speedup goes 1 → 3.2: the 192 added GPUs give 2.2 of the 3
+    they would alone (73 %), too little; 64 → 128 at 1.909×: 91 %, no advice."""
+    (f,) = findings([_section("planner", PLANNER)])
+    assert "the step from 64 to 256 GPUs gives 73.3 % of what the added GPUs would alone" in f.text
+    assert f.text.endswith("grow the global batch before the cluster.")
+    assert f.stake == pytest.approx(1 - 2.2 / 3)
+    rows = [{"gpus": 64, "efficiency": 1.0, "speedup": 1.0},
+            {"gpus": 128, "efficiency": 0.9545, "speedup": 1.909}]  # fmt: skip
+    (f,) = findings([_section("planner", {**PLANNER, "scaling": rows})])
+    assert "gives 90.9 % of what the added GPUs would alone." in f.text

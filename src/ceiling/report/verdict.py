@@ -240,19 +240,26 @@ def _planner(figs) -> Finding | None:
 
     p = figs["planner"]
     best = p["best_plan"]
-    last = p["scaling"][-1]
+    first, prev, last = p["scaling"][0], p["scaling"][-2], p["scaling"][-1]
+    # what the GPUs added last give, as a share of what as many GPUs gave at the start
+    added = (last["speedup"] - prev["speedup"]) / ((last["gpus"] - prev["gpus"]) / first["gpus"])
+    advice = ": grow the global batch before the cluster" if added < MARGINAL_PAYS else ""
     return Finding(
         f"The best split of {p['model']} on {p['gpus']} × {p['device']} ({layout(best)}) "
-        f"reaches {u.format_percent(best['mfu'])} MFU; at {last['gpus']} GPUs "
-        f"only {u.format_percent(last['efficiency'])} of the added GPUs pay: grow the "
-        "global batch before the cluster.",
+        f"reaches {u.format_percent(best['mfu'])} MFU; the step from {prev['gpus']} to "
+        f"{last['gpus']} GPUs gives {u.format_percent(added)} of what the added GPUs would "
+        f"alone{advice}.",
         "planner",
         "best_plan.mfu",
         best["mfu"],
-        1 - last["efficiency"],
+        1 - added,
         not p["demo"],
         bool(p["demo"]),
     )
+
+
+# The share of their worth below which added GPUs are said to pay too little.
+MARGINAL_PAYS = 0.8
 
 
 def _machine(figs) -> Finding | None:
