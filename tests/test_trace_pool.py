@@ -162,3 +162,21 @@ def test_a_rank_keeps_each_distinct_shape_list_once_and_no_call_stacks(tmp_path)
     assert type(dims[2][0][0]) is float and dims[3][0][0] is True
     assert ops[0].args["Input type"] is ops[3].args["Input type"]
     assert all("Call stack" not in e.args for e in ops)
+
+
+def test_copies_of_one_rank_are_numbered_by_file_and_said(tmp_path):
+    """Two files that both say rank 0 (copies of one rank's trace) are read as ranks 0 and 1
+    of one job, and the note says so and names the files."""
+    import shutil
+
+    import ceiling
+
+    src = DATA.parent / "a100_ddp_nccl_rank0.json.gz"
+    for name in ("a.json.gz", "b.json.gz"):
+        shutil.copy(src, tmp_path / name)
+    result = ceiling.trace(tmp_path, workers=1)
+    assert [r.rank for r in result.ranks] == [0, 1]
+    (note,) = [n for n in result.notes if "files say they are rank 0" in n]
+    assert note.startswith("2 files say they are rank 0") and "a.json.gz" in note
+    single = ceiling.trace(src)
+    assert not any("say they are rank" in n for n in single.notes)

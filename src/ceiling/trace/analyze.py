@@ -81,7 +81,7 @@ def _analyze(
             summaries.append(done)
     if skipped:
         notes.append(f"{skipped} JSON file(s) in the folder are not traces: passed over")
-    ranks = _numbered(summaries)
+    ranks = _numbered(summaries, notes)
     names = sorted({r.device_name for r in ranks if r.device_name})
     if len(names) > 1 and spec is None and machine_profile is None:
         notes.append(
@@ -165,11 +165,22 @@ def _uncounted(rank) -> str:
     )
 
 
-def _numbered(summaries) -> list:
-    """Ranks by the headers' `distributedInfo`, else by file order."""
+def _numbered(summaries, notes: list[str]) -> list:
+    """Ranks by the headers' `distributedInfo`, else by file order (said when files claim
+    one rank: copies of one rank's file, or files of several jobs, read as one job)."""
     named = [r for r, _ in summaries]
     ranks = [s for _, s in summaries]
     if None in named or len(set(named)) != len(named):
+        claimed = [r for r in named if r is not None]
+        twice = sorted({r for r in claimed if claimed.count(r) > 1})
+        if twice:
+            files = [s.path for (r, s) in summaries if r == twice[0]]
+            notes.append(
+                f"{len(files)} files say they are rank {twice[0]} ({', '.join(map(str, files[:3]))}"
+                f"{', …' if len(files) > 3 else ''}): numbered by file order instead, as ranks "
+                "of one job; copies of one rank's trace or traces of several jobs are not one "
+                "job, and its collectives and straggler would read wrong"
+            )
         named = list(range(len(ranks)))
     for r, k in zip(ranks, named, strict=True):
         r.rank = k
