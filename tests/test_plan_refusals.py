@@ -3,6 +3,7 @@ applied to the pins, plans or meets a different obstacle — never the same refu
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -146,3 +147,21 @@ def test_a_pin_the_planner_sets_itself_is_not_offered_for_unpinning():
     assert str(kept) == "ep·etp divides no stage's ranks; did you mean fixed ep=4"
     assert kept.suggestions == (found[1],)
     assert without_unpinning(err, {"zero": 3}, 7, None) is err
+
+
+def test_a_model_whose_state_outgrows_the_cluster_is_told_how_many_devices_it_needs():
+    """Llama-3-405B on 8 H100: 405.9B parameters × 18 bytes of state need ⌈6,804 GiB / 72 GiB⌉
+    = 95 devices even fully sharded, so the refusal says so rather than 'a smaller micro-batch'
+    (the smallest plan already has b = 1)."""
+    import ceiling
+    from ceiling.errors import DoesNotFit
+    from ceiling.model.transformer import get_model
+
+    params = get_model("llama-3-405b").params_total
+    usable = 0.9 * 80 * 2**30
+    with pytest.raises(DoesNotFit) as refused:
+        ceiling.plan("llama-3-405b", 8, spec="h100-sxm")
+    need = math.ceil(18 * params / usable)
+    assert need == 95
+    assert f"need at least {need} such devices" in str(refused.value)
+    assert "smaller micro-batch" not in str(refused.value)

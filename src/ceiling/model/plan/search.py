@@ -258,6 +258,22 @@ def _check_attention_kernel(job: Job, device) -> None:
         )
 
 
+def _fit_advice(job: Job, cluster, plan: Plan, usable: float) -> str:
+    """What would make a plan fit: more devices at least as many as the model's state needs
+    sharded over all of them, where these are fewer; else the usual levers."""
+    per_param = plan.state_bytes_per_param
+    state = per_param * job.model.params_total
+    floor = math.ceil(state / usable) if usable > 0 else 0
+    if floor <= cluster.devices:
+        return "use more devices, a smaller micro-batch or global batch, or a bigger device"
+    return (
+        f"the weights, gradients and optimizer state alone ({job.model.params_total / 1e9:,.1f}B "
+        f"parameters × {per_param} bytes = {state / 2**30:,.0f} GiB) need at least {floor} "
+        f"such devices sharded over all of them (ZeRO-3), before any activation: use more "
+        "devices or a device with more memory"
+    )
+
+
 def _headroom_hint(need: float, memory: float, headroom: float) -> str:
     """The smaller headroom (whole percent) with which the smallest plan would fit, where one
     would: the planning margin is a choice, and a run that is known to fit may go without."""
@@ -295,7 +311,7 @@ def search(job: Job, cluster, fixed: dict | None = None, top: int = 5) -> Search
             f"no plan fits: the smallest of {n} valid plans ({plan[0].describe()}) needs "
             f"{need / 2**30:.1f} GiB per device but {usable / 2**30:.1f} GiB are usable "
             f"({cluster.memory_bytes / 2**30:.0f} GiB less {job.headroom:.0%} headroom); "
-            "use more devices, a smaller micro-batch or global batch, or a bigger device"
+            + _fit_advice(job, cluster, plan[0], usable)
             + _headroom_hint(need, cluster.memory_bytes, job.headroom)
         )
     # Blocks by their fastest fitting plan, the earlier block first among equals: the order
