@@ -7,7 +7,6 @@ from __future__ import annotations
 from ceiling import units
 from ceiling.errors import CeilingError
 from ceiling.report.compose import ReportContext, SectionOutput, Skip
-from ceiling.report.validated import SERVING_LATENCY, SERVING_THROUGHPUT
 
 KEY = "serving"
 TITLE = "Serving: latency and throughput under load (simulated)"
@@ -55,7 +54,8 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
     )
     _table(out, curve, f"{cfg.name} on {tp} × {name} (tensor parallel {tp})")
     top_rate, top = curve[-1]
-    out.key_figures["accuracy"] = {k: b.to_json() for k, b in result.accuracy().items()}
+    bands = result.accuracy()
+    out.key_figures["accuracy"] = {k: b.to_json() for k, b in bands.items()}
     out.key("gpus", result.inputs["layout"]["gpus"])
     out.key("rate_per_s_at_capacity", top_rate)
     out.key("output_tokens_per_s_at_capacity", top.output_tokens_per_s)
@@ -67,13 +67,12 @@ def run(ctx: ReportContext, out: SectionOutput) -> None:
             "within p99 TTFT 2 s, TPOT 200 ms",
             f"{rate:.3g} requests/s ({m.output_tokens_per_s:,.0f} tok/s)",
             kind="modelled",
-            error=SERVING_THROUGHPUT.short(),
+            error=bands["throughput"].short(),
         )
     out.note(
         "Modelled: `ceiling serve --measure URL` puts a running server's figures beside these; "
-        f"median error {SERVING_THROUGHPUT.median_abs_error:.0%} on throughput "
-        f"({SERVING_THROUGHPUT.runs} published runs), {SERVING_LATENCY.median_abs_error:.0%} "
-        f"on latency ({SERVING_LATENCY.runs})."
+        f"throughput {bands['throughput'].text()}; latency {bands['latency'].text()} "
+        "(held out from the published runs of this kind, as `ceiling serve` says)."
     )
     out.figure(result.figure(), "Latency against throughput as the request rate rises (log scale).")
 
