@@ -273,7 +273,7 @@ def _show_iteration_and_slo(r) -> None:
     )
     if r.slo is not None:
         con.print(
-            f"SLO {r.slo.to_json()}: highest rate {r.max_rate_per_s:.3g} requests/s"
+            f"SLO {_targets(r.slo)}: highest rate {r.max_rate_per_s:.3g} requests/s"
             + (
                 f" ({r.at_max_rate.output_tokens_per_s:,.0f} output tokens/s)"
                 if r.at_max_rate
@@ -290,6 +290,11 @@ def _show_iteration_and_slo(r) -> None:
                 compact=True,
             )
         )  # fmt: skip
+
+
+def _targets(slo) -> str:
+    """`ttft_p99 ≤ 2 s, tpot_p99 ≤ 200 ms`: the targets as --slo spells them, with units."""
+    return ", ".join(f"{k.removesuffix('_s')} ≤ {format_time(v)}" for k, v in slo.to_json().items())
 
 
 def _show_measured(meas) -> None:
