@@ -162,7 +162,7 @@ COMMANDS = {
         "--attention-kernel=fa2|fa3|cudnn|zz --moe-dispatcher=alltoall|deepep|zz "
         "--moe-imbalance=1|1.5|0.5 --moe-node-limit=0|4|-1 --cuda-graphs --no-cuda-graphs "
         "--moe-fusion --no-moe-fusion --host-kernel-us=0|10|-1|zz --step-jitter=0|0.05|1|zz "
-        "--json",
+        "--json --plot=@plots",
         always="--gpus --spec",
     ),
     "profile": Command(

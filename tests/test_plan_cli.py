@@ -164,3 +164,31 @@ def test_an_uneven_even_share_is_shown_as_the_split_that_holds_the_layers():
     assert _stages(result(32, 2, 2, 2), 61) == "2×29,1×3"
     assert _stages(result(16, 7, 8, 7), 126) == "7,8…8,7"  # pinned stages that add up
     assert _stages(result(3, 5, 6, 5)) == "5,6,5"
+
+
+def test_plan_figure_stacks_each_ranked_plans_step(cli, tmp_path):
+    """One bar per ranked plan, best on top, its stacked parts summing to the plan's step;
+    `--plot` writes it and the JSON is the API's unchanged."""
+    import json
+
+    import ceiling
+    from ceiling.render.plan_plot import stacked_parts
+
+    r = ceiling.plan("llama-3-8b", 64, spec="h100-sxm", top=3)
+    fig = r.figure()
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[0].startswith("#1 ") and len(labels) == len(r.plans) == 3
+    for p in r.plans:
+        assert sum(s for _, s, _ in stacked_parts(p.time)) == pytest.approx(p.step_time_s)
+    widths = {}
+    for bar in ax.patches:  # the bars of a plan end where its step does
+        y = round(bar.get_y() + bar.get_height() / 2)
+        widths[y] = max(widths.get(y, 0.0), bar.get_x() + bar.get_width())
+    assert [widths[k] for k in range(3)] == pytest.approx([p.step_time_s for p in r.plans])
+    path = tmp_path / "plan.png"
+    code, out, err = cli("plan", "llama-3-8b", "-n", 64, "--spec", "h100-sxm", "-k", 3,
+                         "--plot", path, "--json")  # fmt: skip
+    assert code == 0, err
+    assert path.stat().st_size > 0
+    assert json.loads(out) == r.to_dict()

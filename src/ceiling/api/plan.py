@@ -160,12 +160,26 @@ class PlanResult(Result):
 
         return plan_band(self.model, row or self.best, self.job.seq_len, self.cluster.device)
 
+    def figure(self):
+        """Where each ranked plan's step goes, its parts stacked, the best on top."""
+        from ceiling.render.plan_plot import plan_figure
+
+        rows = [(f"#{k + 1} {_layout(p.plan)}", p.time) for k, p in enumerate(self.plans)]
+        return plan_figure(rows, self.heading())
+
     def heading(self) -> str:
         b = self.best
         return (
             f"{self.model.name} on {self.cluster.devices} × {self.cluster.device.name}: best "
             f"step {b.step_time_s:.3g} s, MFU {b.mfu:.1%}"
         )
+
+
+def _layout(p) -> str:
+    """`32×2×1 b4`, `8×1×16 cp2 ep64 b1`: d×t×p, the other parallel axes above 1, the
+    micro-batch."""
+    more = "".join(f" {k}{v}" for k, v in (("cp", p.cp), ("ep", p.ep), ("v", p.v)) if v > 1)
+    return f"{p.d}×{p.t}×{p.p}{more} b{p.micro_batch}"
 
 
 @checked

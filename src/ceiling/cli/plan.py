@@ -12,7 +12,7 @@ from typer.core import TyperCommand
 from ceiling.cli.app import app
 from ceiling.cli.device_options import ProfileOption, SpecOption
 from ceiling.cli.inputs import GlobalBatchOption, GpusOption, ModelArg, SeqOption
-from ceiling.cli.output import JsonOption, console, emit_json, table
+from ceiling.cli.output import JsonOption, PlotOption, console, emit_json, table
 from ceiling.units import format_bytes, format_number, format_percent, format_time
 
 PLAN_HELP = """Plan training of MODEL on N devices: data (d), tensor (t) and pipeline (p)
@@ -237,6 +237,7 @@ def plan(
     moe_fusion: MoeFusionOption = None,
     host_kernel_us: HostKernelUsOption = None,
     step_jitter: StepJitterOption = None,
+    plot: PlotOption = None,
     json_out: JsonOption = False,
 ) -> None:
     from ceiling.api.plan import plan as plan_training
@@ -252,11 +253,17 @@ def plan(
         moe_imbalance=moe_imbalance, moe_node_limit=moe_node_limit, cuda_graphs=cuda_graphs,
         moe_fusion=moe_fusion, host_kernel_us=host_kernel_us, step_jitter=step_jitter,
     )  # fmt: skip
+    if plot is not None:  # where each ranked plan's step goes
+        from ceiling.render import plots
+
+        plots.save(r.figure(), plot)
     if json_out:
         emit_json(r.to_dict())
         return
     _render(r.model, r.job, r.cluster, r.search, r.scaling, r.assumptions)
     console().print(f"accuracy of the best plan's step: {r.accuracy().text()}")
+    if plot is not None:
+        console().print(f"figure: {plot}")
 
 
 def _render(cfg, job, cluster, result, rows, assumptions) -> None:
