@@ -286,3 +286,10 @@ def test_trace_result_matches_the_command(cli, tmp_path):
     assert r.to_dict() == cli_json(cli, "trace", path, "--spec", "h100-sxm")
     assert "<table>" in r._repr_html_()
     assert isinstance(r.figure(), Figure)
+
+
+def test_dir_of_the_package_lists_its_public_names_only():
+    import ceiling
+
+    assert dir(ceiling) == sorted(ceiling.__all__)
+    assert not {"importlib", "annotations", "TYPE_CHECKING", "version"} & set(dir(ceiling))

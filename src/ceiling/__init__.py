@@ -108,4 +108,5 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    """The public names (what `from ceiling import *` gives), not this module's own imports."""
+    return sorted(__all__)
