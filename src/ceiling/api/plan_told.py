@@ -20,8 +20,12 @@ def moe_told(job) -> str:
         "Transformer capacity factor)"
     )
     limit = f", at most {job.moe_node_limit} nodes a token" if job.moe_node_limit else ""
-    how = "dispatcher searched" if job.moe_dispatcher == "auto" else job.moe_dispatcher
-    return f"{said}; {how} dispatch{limit}"
+    how = (
+        "dispatch by NCCL all-to-all or DeepEP, searched"
+        if job.moe_dispatcher == "auto"
+        else f"{job.moe_dispatcher} dispatch"
+    )
+    return f"{said}; {how}{limit}"
 
 
 def host_told(job) -> str:
@@ -35,9 +39,11 @@ def host_told(job) -> str:
     else:
         whence = " (given)"
     cost = f"{job.host_kernel_s * 1e6:.3g} µs a kernel launched{whence}"
-    graphs = "CUDA graphs of attention, router and dense FFNs" if job.cuda_graphs else "eager"
+    routed = moe.moe_of(job.model).routed
+    parts = "attention, router and dense FFNs" if routed else "attention and FFNs"
+    graphs = f"CUDA graphs of {parts}" if job.cuda_graphs else "eager"
     fused = ""
-    if moe.moe_of(job.model).routed:
+    if routed:
         router = "fused" if job.moe_router_fusion else "unfused"
         permute = "fused" if job.moe_permute_fusion else "unfused"
         fused = f", MoE router {router}, permutation {permute}"
