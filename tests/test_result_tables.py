@@ -135,7 +135,7 @@ def test_a_result_with_a_figure_shows_it_as_png_and_inside_its_html(decoded):
 
 
 def test_a_result_without_a_figure_shows_tables_only():
-    r = ceiling.plan("llama-3-8b", 64, spec="h100-sxm", top=1)
+    r = ceiling.models()
     assert r._repr_png_() is None
     assert set(r._repr_mimebundle_()) == {"text/html"}
     one_count = ScaleResult({"workload": "w", "mode": "strong", "points": [], "fit": None})
