@@ -236,7 +236,6 @@ def plan(
     and `moe_fusion` as the recipe unless given. `step_jitter`: the relative variation of a
     device's step (default `clusters.toml`'s); a synchronous step waits for the slowest."""
     from ceiling.model.plan.axes import parse_fixed
-    from ceiling.model.plan.features import offered
     from ceiling.model.plan.training import plan_training
 
     cfg, recipe = _model_and_recipe(model, framework, scaling)
@@ -247,7 +246,6 @@ def plan(
         moe_dispatcher=moe_dispatcher, moe_node_limit=moe_node_limit, moe_imbalance=moe_imbalance,
         attention_kernel=attention_kernel, cuda_graphs=cuda_graphs, moe_router_fusion=moe_fusion,
         moe_permute_fusion=moe_fusion, host_kernel_s=_host_kernel_s(host_kernel_us),
-        offered=offered(recipe.framework),
     )  # fmt: skip
     n = _count(gpus, "gpus", MAX_DEVICES)
     pins = parse_fixed(_fixed_text(fixed))

@@ -235,6 +235,10 @@ def _serving(s: dict, batch1_tokens_per_s: float) -> str:
     )
 
 
+# The share of their worth below which added GPUs are said to pay too little.
+MARGINAL_PAYS = 0.8
+
+
 def _planner(figs) -> Finding | None:
     from ceiling.report.sections.planner import layout
 
@@ -256,10 +260,6 @@ def _planner(figs) -> Finding | None:
         not p["demo"],
         bool(p["demo"]),
     )
-
-
-# The share of their worth below which added GPUs are said to pay too little.
-MARGINAL_PAYS = 0.8
 
 
 def _machine(figs) -> Finding | None:
