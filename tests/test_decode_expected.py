@@ -11,10 +11,13 @@ from ceiling.model.decode_expected import (
     GRAPH_KERNEL_GAP_S,
     SCALE_ZERO_BYTES,
     EngineCosts,
+    activation_bytes_per_token,
     costs_for,
     expected_rows,
+    gemm_seconds,
     quant_format,
 )
+from ceiling.model.model_catalog import model_names
 from ceiling.model.transformer import get_model
 
 # validation-public.md, "Expected decode"
@@ -146,3 +149,27 @@ def test_expected_decode_median_error_over_the_public_cases():
         assert ceiling.tokens_per_s > published  # every ceiling above the measurement
         errors.append(abs(expected.tokens_per_s / published - 1))
     assert statistics.median(errors) <= 0.12
+
+
+@pytest.mark.parametrize("name", model_names())
+@pytest.mark.parametrize("tp", [1, 8])
+def test_gemm_flops_follow_the_layer_kinds(name, tp):
+    """With no tiles (rate 1, no SM count) the multiplies' time is their FLOPs: every
+    block's weights a token multiplies (dense layers, routed and shared experts, MLA's
+    projections, routers) and the head for the sampled rows, split over tp devices."""
+    cfg = get_model(name)
+    tokens, sampled = 4096, 7
+    want = (
+        2 * tokens * cfg.params_blocks_matmul_active + 2 * sampled * cfg.vocab * cfg.hidden
+    ) / tp
+    assert gemm_seconds(cfg, tp, tokens, sampled, 1.0, None) == pytest.approx(want, rel=1e-12)
+
+
+def test_activation_bytes_count_each_kernel_between_the_gemms():
+    """Per token, by hand: Llama 3 8B (h 4096, q 4096, kv 1024, FFN 14336, 32 layers) on one
+    device, 8h + 2(q + kv) + 3f a layer; Mixtral 8x7B on two, its 2 routed experts' 3·2f/2
+    and a permutation of 2·(2 + 1)·h a layer; bf16, 2 bytes each."""
+    llama = 32 * (8 * 4096 + 2 * 5120 + 3 * 14336) * 2
+    assert activation_bytes_per_token(get_model("llama-3-8b"), 1, 2.0) == llama == 5_505_024
+    mixtral = 32 * (8 * 4096 + 2 * 5120 / 2 + 3 * 2 * 14336 / 2 + 2 * 3 * 4096) * 2
+    assert activation_bytes_per_token(get_model("mixtral-8x7b"), 2, 2.0) == mixtral == 6_750_208

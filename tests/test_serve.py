@@ -43,7 +43,8 @@ def test_decode_and_serve_agree_at_a_fixed_batch(model, device, setup, batch, co
     (expected,) = expected_rows(c, cfg.layers, costs, cfg=cfg, sms=spec.sms)
     step = Iteration(cfg, spec, setup, costs).terms(batch, batch * context)
     assert step.time_s == pytest.approx(expected.step_s, rel=1e-12)
-    assert step.weights_s + step.kv_s == pytest.approx(expected.memory_s, rel=1e-12)
+    assert step.memory_s == pytest.approx(expected.memory_s, rel=1e-12)
+    assert step.activation_s == pytest.approx(expected.activation_s, rel=1e-12)
 
 
 def test_a_prefill_chunk_costs_its_flops_and_reads_its_cache():
@@ -197,9 +198,11 @@ def test_the_engine_host_adds_its_share_to_every_iteration():
     plain = Engine(cfg, spec, DecodeSetup(), costs_for(spec))
     sglang = Engine(cfg, spec, DecodeSetup(), costs_for(spec), host_share=0.1)
     args = (16, 16 * 700.0, 256, chunk_pairs(0, 256), 0.0, 17, 1)
-    # the share scales the GPU's time; the fixed host time an iteration is added to both
-    fixed = plain.iteration_s
-    assert fixed == eng.ITERATION_S > 0
+    # the share scales the GPU's time; the host's time an iteration (fixed, and per
+    # sequence that samples a token: 17 here) is added to both
+    assert plain.iteration_s == eng.ITERATION_S > 0
+    assert plain.sequence_s == eng.SEQUENCE_S > 0
+    fixed = plain.iteration_s + 17 * plain.sequence_s
     assert sglang.time_fn(*args)[0] - fixed == pytest.approx(
         1.1 * (plain.time_fn(*args)[0] - fixed), rel=1e-12
     )

@@ -144,7 +144,7 @@ def serve(
     deadlines: Any = None,
     calibrate: Any = None,
     device_scale: float = 1.0,
-    sequence_s: float = 0.0,
+    sequence_s: float | None = None,
     profile: Path | str | None = None,
 ) -> ServeResult:
     """Simulate serving `model` on `gpus` devices (`spec`/`machine_profile`) laid out as `tp` ×
@@ -170,7 +170,8 @@ def serve(
     device's scale (with several loads also a time a sequence) are fitted so that the runs'
     simulations give what was measured, then used here (`calibration` says the fit).
     `device_scale`: the device's time of an iteration over its priced terms (1);
-    `sequence_s`: the host's time an iteration for each sequence in it (0). `profile`: the
+    `sequence_s`: the host's time an iteration for each sequence in it (None: the shipped
+    `engine.SEQUENCE_S`). `profile`: the
     old name of `machine_profile`, still taken (with a DeprecationWarning)."""
     machine_profile, profile = profile_alias(machine_profile, profile), None
     args = dict(locals())
@@ -280,7 +281,7 @@ def _inputs_record(inp: ServeInputs, engine, load: str) -> dict[str, Any]:
         "engine": a["engine"],
         "host_share": inp.host_share,
         "device_scale": a["device_scale"],
-        "sequence_s": a["sequence_s"],
+        "sequence_s": engine.sequence_s,
         "iteration_s": engine.iteration_s,
         "request_s": engine.request_s,
         "device_kind": dev.kind,
@@ -288,7 +289,8 @@ def _inputs_record(inp: ServeInputs, engine, load: str) -> dict[str, Any]:
     }
 
 
-ITERATION_TERMS = ("weights_s", "gemm_s", "kv_s", "attention_s", "dequant_s", "launch_s", "comm_s")
+ITERATION_TERMS = ("weights_s", "gemm_s", "kv_s", "attention_s", "activation_s", "dequant_s",
+                   "launch_s", "comm_s")  # fmt: skip
 
 
 def _iteration_record(engine, mean_batch: float, prompt, output) -> dict:

@@ -339,7 +339,7 @@ def checked_inputs(a: dict[str, Any]) -> ServeInputs:
 def _check_costs(device_scale, sequence_s) -> None:
     if isinstance(device_scale, bool) or not 0 < device_scale < float("inf"):
         raise BadArgument("device_scale", f"must be a number > 0, got {device_scale!r}")
-    if isinstance(sequence_s, bool) or not 0 <= sequence_s < 1:
+    if sequence_s is not None and (isinstance(sequence_s, bool) or not 0 <= sequence_s < 1):
         raise BadArgument("sequence_s", f"must be a time in [0, 1) s, got {sequence_s!r}")
 
 

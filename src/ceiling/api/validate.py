@@ -254,6 +254,10 @@ def _shipped() -> dict[str, float]:
             from ceiling.model.serve.engine import iteration_s
 
             out[name] = iteration_s()
+        elif name == "serve.sequence_s":
+            from ceiling.model.serve.engine import sequence_s
+
+            out[name] = sequence_s()
         elif name.startswith("serve.request_s."):
             from ceiling.model.serve.engine import REQUEST_S
 

@@ -215,7 +215,7 @@ def _show(r) -> None:
         f"{format_time(inp['request_s'])} a request through the server"
         + (f"; the device at {inp['device_scale']:.3g}× its priced time"
            if inp["device_scale"] != 1 else "")
-        + (f"; {format_time(inp['sequence_s'])} a sequence an iteration"
+        + (f"; {format_time(inp['sequence_s'])} more an iteration for each sequence in it"
            if inp["sequence_s"] else "")
     )  # fmt: skip
     if r.calibration is not None:
@@ -268,7 +268,8 @@ def _show_iteration_and_slo(r) -> None:
         f"bound: prefill {m.prefill_bound} ({m.prefill_share * 100:.0f} % of the time), decode "
         f"{m.decode_bound}; a decode iteration at batch {it['batch']}: "
         f"{format_time(it['time_s'])} (weights {format_time(it['weights_s'])}, KV "
-        f"{format_time(it['kv_s'])}, all-reduce {format_time(it['comm_s'])}, launches "
+        f"{format_time(it['kv_s'])}, activations {format_time(it['activation_s'])}, "
+        f"all-reduce {format_time(it['comm_s'])}, launches "
         f"{format_time(it['launch_s'])})"
     )
     if r.slo is not None:

@@ -44,6 +44,7 @@ import math
 from dataclasses import dataclass
 
 from ceiling.errors import InvalidInput, UnsupportedOnDevice
+from ceiling.vocabulary import dtype_bytes
 
 BANDWIDTH_SHARE = 0.83  # HBM streaming share of the datasheet figure (A100: 1.7 / 2.039)
 KERNELS_PER_LAYER = 10
@@ -140,6 +141,7 @@ class ExpectedRow:
     gemm_s: float  # the weight-streaming multiplies: max(bytes, FLOPs) of their roof
     attention_s: float  # the attention over the cache: max(bytes, FLOPs) of its roof
     dequant_s: float
+    activation_s: float  # activations between the GEMMs (`activation_bytes_per_token`)
     kernels: int
     launch_s: float
     comm_s: float
@@ -188,28 +190,90 @@ def tile_utilisation(rows, cols, sms: int | None, k: int | None = None) -> float
 
 def gemm_seconds(cfg, tp: int, tokens: float, sampled: float, rate: float, sms) -> float:
     """The multiplies of a forward pass over `tokens` tokens (`sampled` of them through the
-    output head) on one of `tp` devices, each GEMM at `rate` × its tile utilisation: per
-    layer QKV, output projection, FFN up (and gate) and down; a mixture of experts' FFN
-    GEMMs get tokens × k / E rows per expert, the experts' tiles sharing the SMs."""
+    output head) on one of `tp` devices, each GEMM at `rate` × its tile utilisation, layer
+    kind by layer kind (their FLOPs sum to 2·tokens·`params_blocks_matmul_active`):
+    every layer's attention projections (QKV and output; MLA's compressions and
+    up-projections as one GEMM of their width); a dense layer's FFN up (and gate) and down;
+    a mixture-of-experts layer's routed experts, each over tokens × k / E rows, the reached
+    experts' tiles sharing the SMs, its shared experts over every token, and its router."""
     if tokens <= 0:
         return 0.0
-    h, q, kv, f = cfg.hidden, cfg.q_dim, cfg.kv_dim, cfg.ffn_hidden
-    up = (1 if cfg.ffn_kind == "gelu" else 2) * f  # gated FFNs: gate and up together
-    experts = cfg.experts
-    per_expert = max(tokens * cfg.active_experts / experts, 1.0) if experts > 1 else tokens
-    reached = experts_reached(cfg, tokens)
-    shapes = [  # (rows, columns per device, reduction length, FLOPs per device)
-        (tokens, (q + 2 * kv) / tp, h, 2.0 * tokens * h * (q + 2 * kv) / tp),
-        (tokens, h, q / tp, 2.0 * tokens * q * h / tp),
-        (per_expert, up / tp * reached, h, 2.0 * tokens * cfg.active_experts * h * up / tp),
-        (per_expert, h * reached, f / tp, 2.0 * tokens * cfg.active_experts * f * h / tp),
-    ]
-    layer = sum(fl / tile_utilisation(r, c, sms, round(k)) for r, c, k, fl in shapes)
-    router = 2.0 * tokens * h * experts / tp if experts > 1 else 0.0
+    h = cfg.hidden
+    attention = sum(
+        fl / tile_utilisation(r, c, sms, round(k))
+        for r, c, k, fl in _attention_gemms(cfg, tp, tokens)
+    )
+    per_layer = cfg.layers * attention
+    if cfg.dense_ffn_layers:
+        per_layer += cfg.dense_ffn_layers * _ffn_seconds(cfg, tp, tokens, cfg.ffn_hidden, 1, sms)
+    if cfg.moe_layers:
+        e, experts = cfg.active_experts, cfg.experts
+        per_expert = max(tokens * e / experts, 1.0)
+        reached = experts_reached(cfg, tokens)
+        moe = _ffn_seconds(cfg, tp, per_expert, cfg.expert_ffn_hidden, reached, sms,
+                           flop_rows=tokens * e)  # fmt: skip
+        if cfg.shared_experts:
+            width = cfg.shared_experts * cfg.shared_expert_ffn_hidden
+            moe += _ffn_seconds(cfg, tp, tokens, width, 1, sms)
+        gate = 1 if cfg.shared_expert_gate else 0
+        moe += 2.0 * tokens * h * (experts + gate) / tp  # the router (and a shared gate)
+        per_layer += cfg.moe_layers * moe
     head = 2.0 * sampled * cfg.vocab * h / tp
     head_u = tile_utilisation(max(sampled, 1), cfg.vocab / tp, sms, h)
     head_s = head / head_u if sampled else 0.0
-    return (cfg.layers * (layer + router) + head_s) / rate
+    return (per_layer + head_s) / rate
+
+
+def _attention_gemms(cfg, tp: int, tokens: float) -> list[tuple[float, float, float, float]]:
+    """(rows, columns per device, reduction length, FLOPs per device) of a layer's attention
+    projections: QKV and output for MHA/GQA; MLA's as one GEMM of their total width."""
+    h = cfg.hidden
+    if cfg.attention == "mla":
+        cols = cfg.params_attention_matmul / h / tp
+        return [(tokens, cols, h, 2.0 * tokens * cfg.params_attention_matmul / tp)]
+    q, kv = cfg.q_dim, cfg.kv_dim
+    return [
+        (tokens, (q + 2 * kv) / tp, h, 2.0 * tokens * h * (q + 2 * kv) / tp),
+        (tokens, h, q / tp, 2.0 * tokens * q * h / tp),
+    ]
+
+
+def _ffn_seconds(cfg, tp, rows, width, copies, sms, flop_rows=None) -> float:
+    """FLOPs over tile utilisation of `copies` FFNs of `width` side by side (the experts a
+    batch reaches), each over `rows` rows, `flop_rows` token rows in all (default rows):
+    up (and gate, one GEMM) then down, split over `tp` devices."""
+    h = cfg.hidden
+    flop_rows = rows if flop_rows is None else flop_rows
+    up = (1 if cfg.ffn_kind == "gelu" else 2) * width / tp  # gated: gate and up together
+    up_s = 2.0 * flop_rows * h * up / tile_utilisation(rows, up * copies, sms, h)
+    down = width / tp
+    down_s = 2.0 * flop_rows * down * h / tile_utilisation(rows, h * copies, sms, round(down))
+    return up_s + down_s
+
+
+def activation_bytes_per_token(cfg, tp: int, act_bytes: float) -> float:
+    """Bytes one token's activations move through memory, per device, in the kernels
+    between the GEMMs and the attention (neither of which counts them: a GEMM's activations
+    hide under its weights or its FLOPs). Counted kernel by kernel, per layer, in units of
+    one activation vector of the width named:
+      norm and residual: each layer reads the residual stream and the sublayer's output and
+        writes both back before attention and before the FFN (fused add + RMSNorm):
+        8 × hidden, on every device (the residual stream is not split by tensor parallelism);
+      rotary embedding: reads and writes the queries and keys, 2 × (q + kv) / tp;
+      the FFN's activation: reads the gate and up outputs and writes their product,
+        3 × ffn / tp (a MoE layer: of its k routed and its shared experts' widths);
+      a MoE layer's token permutation: copies each token to its k experts (reads 1, writes
+        k) and sums their outputs back (reads k, writes 1): 2 × (k + 1) × hidden.
+    At a large batch of prompt tokens these are a sizeable share of an iteration once
+    tensor parallelism has split the GEMMs and not the residual stream."""
+    h = cfg.hidden
+    per_layer = 8 * h + 2 * (cfg.q_dim + cfg.kv_dim) / tp
+    total = cfg.layers * per_layer + cfg.dense_ffn_layers * 3 * cfg.ffn_hidden / tp
+    if cfg.moe_layers:
+        k = cfg.active_experts
+        width = k * cfg.expert_ffn_hidden + cfg.shared_experts * cfg.shared_expert_ffn_hidden
+        total += cfg.moe_layers * (3 * width / tp + 2 * (k + 1) * h)
+    return total * act_bytes
 
 
 def experts_reached(cfg, tokens: float) -> float:
@@ -255,14 +319,18 @@ def expected_rows(
             gemm_c = (r.flops_per_step - r.attention_flops) / rate
         if compute_s and r.batch in compute_s:  # measured matmul rates: one compute figure
             gemm_c, attn_c = compute_s[r.batch], 0.0
+        act = 0.0
+        if cfg is not None:
+            act_bytes = dtype_bytes(ceiling.dtypes.activations)
+            act = r.batch * activation_bytes_per_token(cfg, ceiling.tp, act_bytes) / bandwidth
         gemm, attention = max(w_mem, gemm_c), max(kv_mem, attn_c)
-        memory, compute = w_mem + kv_mem, gemm_c + attn_c
+        memory, compute = w_mem + kv_mem + act, gemm_c + attn_c
         dequant = 0.0
         if quantised and costs.vector_peak_flops_per_s:
             ops = fmt_weights * DEQUANT_OPS.get(weights, 0.0) + narrow * DEQUANT_OPS["int4"]
             dequant = ops / vector_ops_per_s(costs)
         launch = kernels * costs.kernel_s
-        step = gemm + attention + dequant + launch + r.comm_time_s
+        step = gemm + attention + act + dequant + launch + r.comm_time_s
         terms = {
             "memory": memory,
             "compute": compute,
@@ -279,6 +347,7 @@ def expected_rows(
                 gemm_s=gemm,
                 attention_s=attention,
                 dequant_s=dequant,
+                activation_s=act,
                 kernels=kernels,
                 launch_s=launch,
                 comm_s=r.comm_time_s,

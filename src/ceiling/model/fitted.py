@@ -80,6 +80,16 @@ DECLARED = {
             "(`model.serve.engine.ITERATION_S`)",
         ),
         Fitted(
+            "serve.sequence_s",
+            "serving",
+            SERVING_ONLINE,
+            0.0,
+            1e-4,
+            0.0,
+            "the host's time an iteration for each sequence in the batch (scheduler and "
+            "sampler bookkeeping, detokenising; `model.serve.engine.SEQUENCE_S`)",
+        ),
+        Fitted(
             "serve.request_s.trtllm",
             "serving",
             ("trtllm-perf-overview", "nim-benchmarking-llm-1.0.0"),

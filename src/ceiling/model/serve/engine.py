@@ -43,12 +43,25 @@ HOST_SHARE = {"sglang": 0.10, "vllm": 0.10, "trtllm": 0.0, "generic": 0.0}
 # streaming the new tokens, the scheduler's bookkeeping), and a request's way in and out of
 # the server (HTTP, tokenising the prompt, admission to the next iteration, the first
 # streamed chunk). Declared fitted constants (`model.fitted`): chosen from the published
-# online runs (what `ceiling validate` refits them to over all of them: 3.0 ms an iteration;
-# 6.5 ms a request through TensorRT-LLM's server, 25 ms through a Python one), refit
-# without each source when it is scored.
-ITERATION_S = 0.003
+# online runs (what `ceiling validate` refits them to over all of them: 2.2 ms an iteration,
+# 23 ms a request through a Python server; 6.5 ms through TensorRT-LLM's, from its own
+# document's light-load TTFTs, which the refit's prior outweighs), refit without each
+# source when it is scored.
+ITERATION_S = 0.0022
 # by front end: TensorRT-LLM's C++ executor and server, or a Python one (vLLM, SGLang, ...)
-REQUEST_S = {"trtllm": 0.0065, "python": 0.025}
+REQUEST_S = {"trtllm": 0.0065, "python": 0.023}
+# The host's time an iteration for each sequence that samples a token in it: the scheduler's
+# and the sampler's per-request bookkeeping (stop checks, KV block accounting, detokenising
+# and queueing its new token), which grows with the batch. A declared fitted constant, chosen
+# from the published runs' throughput at large batches (what `ceiling validate` refits it to
+# over all of them: 0.9 µs) and refit without each source when it is scored.
+SEQUENCE_S = 9e-7
+
+
+def sequence_s() -> float:
+    from ceiling.model import fitted
+
+    return fitted.value("serve.sequence_s", SEQUENCE_S)
 
 
 def iteration_s() -> float:
@@ -111,11 +124,14 @@ class Engine:
     # `serve --calibrate` from a measured run on this device)
     device_scale: float = 1.0
     # the host's time an iteration for each sequence that samples a token in it (sampling,
-    # detokenising, streaming its chunk): 0 as priced; fitted by `serve --calibrate`
-    sequence_s: float = 0.0
+    # detokenising, streaming its chunk): None for the shipped `SEQUENCE_S`; fitted by
+    # `serve --calibrate`
+    sequence_s: float | None = None
 
     def __post_init__(self) -> None:
         self.iteration_s, self.request_s = iteration_s(), request_s(self.engine)
+        if self.sequence_s is None:
+            self.sequence_s = sequence_s()
         if not (isinstance(self.host_share, int | float) and 0 <= self.host_share < 10):
             raise InvalidInput(f"engine host share must be in [0, 10), got {self.host_share!r}")
         self.iteration = Iteration(self.cfg, self.spec, self.setup, self.costs)

@@ -12,6 +12,8 @@ being prefilled. Per device of a tensor-parallel group of t:
            already cached ones has n·o + n(n+1)/2 causal pairs)
   time   = max(weight bytes / bandwidth', GEMM FLOPs / GEMM rate)     (the multiplies)
            + max(KV bytes / bandwidth', attention FLOPs / attention rate)  (attention)
+           + activations between the GEMMs / bandwidth'  (norms, residual, rotary, the FFN's
+             activation, a MoE layer's token permutation: `activation_bytes_per_token`)
            + dequantisation + kernels × (the graph gap where the engine replays CUDA graphs,
            else the launch floor) + two all-reduces of T × hidden per layer
   (bandwidth' = bandwidth × the streaming share; the GEMM rate the planner's share of the
@@ -34,6 +36,7 @@ from ceiling.model.decode_expected import (
     DEQUANT_OPS,
     SKINNY_ROWS,
     EngineCosts,
+    activation_bytes_per_token,
     gemm_seconds,
     vector_ops_per_s,
 )
@@ -50,10 +53,11 @@ class IterationTerms:
     dequant_s: float
     launch_s: float
     comm_s: float
+    activation_s: float = 0.0  # activations between the GEMMs at the reachable bandwidth
 
     @property
     def memory_s(self) -> float:
-        return self.weights_s + self.kv_s
+        return self.weights_s + self.kv_s + self.activation_s
 
     @property
     def compute_s(self) -> float:
@@ -64,6 +68,7 @@ class IterationTerms:
         return (
             max(self.weights_s, self.gemm_s)
             + max(self.kv_s, self.attention_s)
+            + self.activation_s
             + self.dequant_s
             + self.launch_s
             + self.comm_s
@@ -73,7 +78,8 @@ class IterationTerms:
     def bound(self) -> str:
         """Compute when the FLOPs' roofs hold the multiplies and attention longer than bytes."""
         compute = max(self.gemm_s - self.weights_s, 0) + max(self.attention_s - self.kv_s, 0)
-        memory = max(self.weights_s - self.gemm_s, 0) + max(self.kv_s - self.attention_s, 0)
+        memory = (max(self.weights_s - self.gemm_s, 0) + max(self.kv_s - self.attention_s, 0)
+                  + self.activation_s)  # fmt: skip
         return "compute" if compute > memory else "memory"
 
 
@@ -91,6 +97,7 @@ class Iteration:
         self.head_params = head / tp
         self.attn = 4.0 * cfg.layers * cfg.q_dim / tp  # FLOPs per query-key pair, per device
         self.kv_tok = self.step.kv_tok_dev
+        self.act_tok = activation_bytes_per_token(cfg, tp, self.step.act_bytes)
         self.bandwidth = costs.memory_bandwidth_bytes_per_s or self.step.bw * costs.bandwidth_share
         self.matmul_rate = self.step.peak * costs.matmul_efficiency
         self.sms = getattr(spec, "sms", None)
@@ -174,6 +181,7 @@ class Iteration:
             dequant_s=self.dequant_s(tokens),
             launch_s=self.kernels * per_kernel if tokens else 0.0,
             comm_s=self.comm_s(tokens) if tokens else 0.0,
+            activation_s=tokens * self.act_tok / self.bandwidth,
         )
 
     def time(self, *args, **kwargs) -> float:
@@ -199,17 +207,18 @@ class Iteration:
         fixed = self._fixed.get(key)
         if fixed is None:
             t = self.terms(0, 0.0, tokens, 0.0, 0.0, sampled)
-            fixed = (max(t.weights_s, t.gemm_s), t.gemm_s - t.weights_s, t.dequant_s,
-                     t.launch_s, t.comm_s)  # fmt: skip
+            act = t.activation_s
+            fixed = (max(t.weights_s, t.gemm_s), t.gemm_s - t.weights_s, t.dequant_s + act,
+                     t.launch_s, t.comm_s, act)  # fmt: skip
             self._fixed[key] = fixed
-        multiplies, gemm_over, dequant, launch, comm = fixed
+        multiplies, gemm_over, dequant, launch, comm, act = fixed
         pairs = q * decode_context + decode_seqs * (q * (q + 1) / 2)
         kv_s = (decode_context + prefill_cached + tokens) * self.kv_tok / self.bandwidth
         attention_s = self.attn * (pairs + prefill_pairs) / self.attention_rate
         time_s = multiplies + max(kv_s, attention_s) + dequant + launch + comm
         attn_over = attention_s - kv_s
         compute = max(gemm_over, 0) + max(attn_over, 0)
-        memory = max(-gemm_over, 0) + max(-attn_over, 0)
+        memory = max(-gemm_over, 0) + max(-attn_over, 0) + act
         return time_s, compute > memory
 
     def expected_experts(self, tokens: int) -> float:
