@@ -1,16 +1,19 @@
 """Serving calibrated from measured runs: the engine's costs that make the simulation of
 those runs give what was measured.
 
-Of each measured run, TTFT p50, TPOT p50 and p90 and output tokens/s are matched by the
-costs:
+Of each measured run, TTFT p50, TPOT p50 and p90 and output tokens/s are matched, and,
+where the run keeps its requests' times, TPOT against the sequences decoding beside each
+request (`decode_batches`: the line's TPOT at the low and high end of the batches the run
+held, the simulated run's requests read the same way), by the costs:
   iteration_s   the host's fixed time between two iterations (`engine.ITERATION_S`);
   request_s     a request's way in and out of the server (`engine.REQUEST_S`);
   device_scale  the device's time of an iteration over its priced terms (weights and KV at
                 the bandwidth, GEMMs and attention at their rates): 1 as priced;
-  sequence_s    with runs at two loads or more only: the host's time an iteration for each
-                sequence in it (sampling, detokenising, streaming its chunk), what makes
-                TPOT grow with the batch beyond the device's terms (0 otherwise: one load
-                holds too narrow a range of batches to tell it from the rest).
+  sequence_s    the host's time an iteration for each sequence in it (sampling,
+                detokenising, streaming its chunk), what makes TPOT grow with the batch
+                beyond the device's terms: fitted from one run whose requests held a range
+                of batches wide enough to tell it from the fixed time (`separable`), or from
+                runs at two loads or more; 0 otherwise.
 One load does not separate a fixed iteration cost from a device that runs slower than
 priced (both lengthen every iteration), so the device's scale is pulled weakly toward 1
 (`PRIOR`): the fit moves it only as far as the figures need. Least squares on the
@@ -23,7 +26,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-FIGURES = ("ttft_p50_s", "tpot_p50_s", "tpot_p90_s", "output_tokens_per_s")
+from ceiling.model.serve.decode_batches import DecodeBatches
+
+FIGURES = ("ttft_p50_s", "tpot_p50_s", "tpot_p90_s", "output_tokens_per_s", "tpot_at_low_s",
+           "tpot_at_high_s")  # fmt: skip
 PRIOR = 0.05  # weight of log(device_scale) among the residuals
 BOUNDS = ((0.0, 1.0), (0.0, 30.0), (math.log(0.02), math.log(50.0)), (0.0, 0.1))
 
@@ -32,6 +38,20 @@ def figures_of(m) -> dict[str, float]:
     """The figures a calibration matches, of simulated or measured serving."""
     return {"ttft_p50_s": m.ttft_s.p50, "tpot_p50_s": m.tpot_s.p50, "tpot_p90_s": m.tpot_s.p90,
             "output_tokens_per_s": m.output_tokens_per_s}  # fmt: skip
+
+
+def line_figures(batches: DecodeBatches | None, at: tuple[float, float] | None) -> dict:
+    """TPOT on `batches`' line at the concurrencies `at` (the measured run's low and high
+    end), as figures to match; none when either is missing."""
+    if batches is None or at is None:
+        return {}
+    return {"tpot_at_low_s": batches.tpot_s(at[0]), "tpot_at_high_s": batches.tpot_s(at[1])}
+
+
+def separable_range(batches: DecodeBatches | None) -> tuple[float, float] | None:
+    """The measured run's range of concurrency its line is matched at, or None when it
+    cannot tell a time per sequence from the fixed time."""
+    return batches.concurrency if batches is not None and batches.separable else None
 
 
 @dataclass(frozen=True)
@@ -45,6 +65,7 @@ class Calibration:
     measured: tuple[dict, ...]
     before: tuple[dict, ...]  # each measured run simulated with the shipped costs
     after: tuple[dict, ...]  # and with the fitted ones
+    batches: tuple = ()  # per measured run, its `DecodeBatches` (None: no requests kept)
 
     @property
     def source(self) -> str:
@@ -59,8 +80,16 @@ class Calibration:
             "sequence_s": self.sequence_s,
             "device": self.device,
             "runs": [
-                {"source": src, "measured": m, "simulated_before": b, "simulated_after": a}
-                for src, m, b, a in runs
+                {
+                    "source": src,
+                    "measured": m,
+                    "simulated_before": b,
+                    "simulated_after": a,
+                    "decode_batches": d.to_json() if d is not None else None,
+                }
+                for (src, m, b, a), d in zip(
+                    runs, self.batches or [None] * len(self.sources), strict=True
+                )
             ],
         }
 
@@ -71,10 +100,12 @@ class Calibration:
 
 
 def fit(runs: list[Callable[[tuple[float, float, float, float]], dict]], measured: list[dict],
-        start: tuple[float, float], device: str, sources: list[str]) -> Calibration:  # fmt: skip
+        start: tuple[float, float], device: str, sources: list[str],
+        batches: list | None = None) -> Calibration:  # fmt: skip
     """The costs (iteration_s, request_s, device_scale, sequence_s) under which each of
-    `runs` (a measured run simulated with them, giving `figures_of`) matches its `measured`
-    figures; from `start`, the shipped (iteration_s, request_s)."""
+    `runs` (a measured run simulated with them, giving `figures_of` and its `line_figures`)
+    matches its `measured` figures; from `start`, the shipped (iteration_s, request_s).
+    `batches`: each measured run's `DecodeBatches`, or None."""
     import numpy as np
     from scipy.optimize import least_squares
 
@@ -83,7 +114,9 @@ def fit(runs: list[Callable[[tuple[float, float, float, float]], dict]], measure
         from ceiling.errors import InvalidInput
 
         raise InvalidInput(f"{sources[0]}: the measured run has none of {', '.join(FIGURES)}")
-    n = 4 if len(runs) > 1 else 3  # a time a sequence only from two loads or more
+    batches = list(batches or [None] * len(runs))
+    # a time a sequence from two loads or more, or from one run's range of batches
+    n = 4 if len(runs) > 1 or any(map(separable_range, batches)) else 3
     cache: dict = {}
 
     def simulated(x) -> tuple[dict, ...]:
@@ -101,12 +134,14 @@ def fit(runs: list[Callable[[tuple[float, float, float, float]], dict]], measure
 
     lo, hi = (np.array(b[:n]) for b in zip(*BOUNDS, strict=True))
     x0 = np.clip([max(start[0], 1e-4), max(start[1], 1e-3), 0.0, 1e-4][:n], lo, hi)
-    sol = least_squares(residuals, x0, bounds=(lo, hi), diff_step=0.05,
+    slopes = [b.per_sequence_s for b in batches if separable_range(b)]
+    x1 = np.clip([*x0[:3], max(slopes, default=1e-4)][:n], lo, hi)  # the line's slope, if any
+    sol = least_squares(residuals, x1, bounds=(lo, hi), diff_step=0.05,
                         x_scale=[1e-3, 1e-2, 1.0, 1e-3][:n], max_nfev=80)  # fmt: skip
     x = [float(v) for v in sol.x] + [0.0] * (4 - n)
     shown = tuple({k: m[k] for k in ks} for m, ks in zip(measured, keys, strict=True))
     return Calibration(x[0], x[1], math.exp(x[2]), x[3], device, tuple(sources), shown,
-                       simulated(x0), simulated(sol.x))  # fmt: skip
+                       simulated(x0), simulated(sol.x), tuple(batches))  # fmt: skip
 
 
 def _positive(v) -> bool:
