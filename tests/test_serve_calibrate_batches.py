@@ -71,6 +71,7 @@ def test_requests_that_never_overlap_cannot_tell_the_two_apart():
     assert fit.concurrency == pytest.approx((1.0, 1.0))
     assert not fit.separable and fit.tpot_s(1.0) == pytest.approx(0.008)
     assert decode_batches([0.0], [1.0], [3]) is None  # too few requests to fit
+    assert decode_batches([], [], []) is None
 
 
 RUN = dict(spec="h100-sxm", input_tokens=512, output_tokens=128, num_requests=200)

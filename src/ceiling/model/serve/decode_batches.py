@@ -91,6 +91,8 @@ def decode_batches(first, end, tokens, n_bar=None) -> DecodeBatches | None:
     from scipy.optimize import least_squares
 
     first, end, tokens = (np.asarray(x, dtype=float) for x in (first, end, tokens))
+    if len(first) < MIN_REQUESTS:
+        return None
     n_bar = beside(first, end) if n_bar is None else np.asarray(n_bar, dtype=float)
     keep = (tokens > 1) & (end > first)
     if keep.sum() < MIN_REQUESTS:
