@@ -6,10 +6,11 @@ run, predict other rates, and measure them.
 A random-weight Llama served by `transformers serve --continuous-batching` on this CPU
 (`benchmarks/local_server.py`). Every rate is measured with `ceiling serve hf:FOLDER
 --measure URL --rate R --json` (fixed lengths, N requests); the run at `--calibrate-at` is
-given to `--calibrate`, and each other rate is predicted three times: from the CPU's
-measured profile alone, calibrated from that one run (its requests' TPOT against the batch
-beside each fits the time a sequence adds to an iteration), and calibrated from it and the
-run at the other rate (two loads). Each repeat measures its own calibration run. The
+given to `--calibrate`, and each other rate is predicted four times: from the CPU's
+measured profile alone; calibrated from that one run without its requests' times (no time a
+sequence is fitted) and with them (their TPOT against the batch beside each fits the time a
+sequence adds to an iteration); and calibrated from it and the run at the other rate (two
+loads). Each repeat measures its own calibration run. The
 table shows predicted / measured − 1 for throughput, TTFT p50 and TPOT p50, and the JSON
 goes to `results/serve_calibrate_local.json`.
 Timings on a shared machine are noisy: the spread of repeated runs is the context of any
@@ -62,6 +63,16 @@ def predict(args, folder: Path, rate: float, calibrate: list[Path]) -> dict:
                        *_workload(args, rate), *extra)  # fmt: skip
 
 
+def _without_requests(path: Path) -> Path:
+    """The measured run at `path` without its requests' times (beside it): a calibration
+    from it fits no time a sequence, as one from a run measured before they were kept."""
+    record = json.loads(path.read_text())
+    record["measured"].pop("per_request", None)
+    out = path.with_name(path.stem + "-without-requests.json")
+    out.write_text(json.dumps(record))
+    return out
+
+
 def main(args) -> None:
     from ceiling.records import write_json_atomic
 
@@ -77,6 +88,7 @@ def main(args) -> None:
             paths = {rate: work / f"r{rate}-{repeat}.json" for rate in args.rates}
             measured = {rate: _figures(measure(args, url, folder, rate, paths[rate])["measured"])
                         for rate in args.rates}  # fmt: skip
+            plain = _without_requests(base)
             for rate in args.rates:
                 other = [paths[r] for r in args.rates if r != rate][:1]
                 calibrated = predict(args, folder, rate, [base])
@@ -84,10 +96,11 @@ def main(args) -> None:
                 rows.append({"rate": rate, "repeat": repeat, "measured": measured[rate],
                              "profile_only": _figures(predict(args, folder, rate, [])),
                              "calibrated": _figures(calibrated), "two_loads": _figures(two),
+                             "without_requests": _figures(predict(args, folder, rate, [plain])),
                              "calibration": calibrated["calibration"],
                              "two_load_calibration": two["calibration"]})  # fmt: skip
     show(rows)
-    record = {"method_version": 2, "server": "transformers serve --continuous-batching, CPU",
+    record = {"method_version": 3, "server": "transformers serve --continuous-batching, CPU",
               "calibrated_at_rate": args.calibrate_at, "calibration_runs": runs, "rows": rows,
               "wall_s": time.perf_counter() - started}  # fmt: skip
     out = write_json_atomic(record, ROOT / "results" / "serve_calibrate_local.json")
@@ -99,11 +112,13 @@ def show(rows: list[dict]) -> None:
     from rich.table import Table
 
     t = Table(title="predicted / measured − 1")
-    for col in ("rate", "repeat", *(f"{name}: profile / one load / two" for _, name in FIGURES)):
+    heads = (f"{name}: profile / one load, no requests' times / one load / two"
+             for _, name in FIGURES)  # fmt: skip
+    for col in ("rate", "repeat", *heads):
         t.add_column(col, justify="right")
     for r in rows:
         m = r["measured"]
-        kinds = ("profile_only", "calibrated", "two_loads")
+        kinds = ("profile_only", "without_requests", "calibrated", "two_loads")
         cells = [" / ".join(f"{r[c][k] / m[k] - 1:+.0%}" for c in kinds) for k, _ in FIGURES]
         t.add_row(f"{r['rate']:g}", str(r["repeat"]), *cells)
     Console().print(t)
