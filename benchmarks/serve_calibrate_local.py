@@ -6,9 +6,11 @@ run, predict other rates, and measure them.
 A random-weight Llama served by `transformers serve --continuous-batching` on this CPU
 (`benchmarks/local_server.py`). Every rate is measured with `ceiling serve hf:FOLDER
 --measure URL --rate R --json` (fixed lengths, N requests); the run at `--calibrate-at` is
-given to `--calibrate`, and each other rate is predicted three times: from the CPU's
-measured profile alone, calibrated from that one run, and calibrated from it and the run at
-the other rate (two loads: the time a sequence adds to an iteration is fitted too). The
+given to `--calibrate`, and each other rate is predicted four times: from the CPU's
+measured profile alone; calibrated from that one run without its requests' times (no time a
+sequence is fitted) and with them (their TPOT against the batch beside each fits the time a
+sequence adds to an iteration); and calibrated from it and the run at the other rate (two
+loads). Each repeat measures its own calibration run. The
 table shows predicted / measured − 1 for throughput, TTFT p50 and TPOT p50, and the JSON
 goes to `results/serve_calibrate_local.json`.
 Timings on a shared machine are noisy: the spread of repeated runs is the context of any
@@ -61,19 +63,32 @@ def predict(args, folder: Path, rate: float, calibrate: list[Path]) -> dict:
                        *_workload(args, rate), *extra)  # fmt: skip
 
 
+def _without_requests(path: Path) -> Path:
+    """The measured run at `path` without its requests' times (beside it): a calibration
+    from it fits no time a sequence, as one from a run measured before they were kept."""
+    record = json.loads(path.read_text())
+    record["measured"].pop("per_request", None)
+    out = path.with_name(path.stem + "-without-requests.json")
+    out.write_text(json.dumps(record))
+    return out
+
+
 def main(args) -> None:
     from ceiling.records import write_json_atomic
 
     args.profile_path = cpu_profile(args.profile)
     started, work = time.perf_counter(), Path(tempfile.mkdtemp(prefix="ceiling-calibrate-"))
     rows = []
+    runs = []
     with local_server(TinyLlama(), continuous_batching=True) as (url, folder):
-        base = work / "calibration-run.json"
-        fitted = measure(args, url, folder, args.calibrate_at, base)
         for repeat in range(args.repeats):
+            base = work / f"calibration-run-{repeat}.json"
+            fitted = measure(args, url, folder, args.calibrate_at, base)
+            runs.append(_figures(fitted["measured"]))
             paths = {rate: work / f"r{rate}-{repeat}.json" for rate in args.rates}
             measured = {rate: _figures(measure(args, url, folder, rate, paths[rate])["measured"])
                         for rate in args.rates}  # fmt: skip
+            plain = _without_requests(base)
             for rate in args.rates:
                 other = [paths[r] for r in args.rates if r != rate][:1]
                 calibrated = predict(args, folder, rate, [base])
@@ -81,12 +96,12 @@ def main(args) -> None:
                 rows.append({"rate": rate, "repeat": repeat, "measured": measured[rate],
                              "profile_only": _figures(predict(args, folder, rate, [])),
                              "calibrated": _figures(calibrated), "two_loads": _figures(two),
+                             "without_requests": _figures(predict(args, folder, rate, [plain])),
                              "calibration": calibrated["calibration"],
                              "two_load_calibration": two["calibration"]})  # fmt: skip
     show(rows)
-    record = {"method_version": 1, "server": "transformers serve --continuous-batching, CPU",
-              "calibrated_at_rate": args.calibrate_at,
-              "calibration_run": _figures(fitted["measured"]), "rows": rows,
+    record = {"method_version": 3, "server": "transformers serve --continuous-batching, CPU",
+              "calibrated_at_rate": args.calibrate_at, "calibration_runs": runs, "rows": rows,
               "wall_s": time.perf_counter() - started}  # fmt: skip
     out = write_json_atomic(record, ROOT / "results" / "serve_calibrate_local.json")
     print(f"wrote {out} ({record['wall_s']:.0f} s)")
@@ -97,21 +112,31 @@ def show(rows: list[dict]) -> None:
     from rich.table import Table
 
     t = Table(title="predicted / measured − 1")
-    for col in ("rate", "repeat", *(f"{name}: profile / one load / two" for _, name in FIGURES)):
+    heads = (f"{name}: profile / one load, no requests' times / one load / two"
+             for _, name in FIGURES)  # fmt: skip
+    for col in ("rate", "repeat", *heads):
         t.add_column(col, justify="right")
     for r in rows:
         m = r["measured"]
-        kinds = ("profile_only", "calibrated", "two_loads")
+        kinds = ("profile_only", "without_requests", "calibrated", "two_loads")
         cells = [" / ".join(f"{r[c][k] / m[k] - 1:+.0%}" for c in kinds) for k, _ in FIGURES]
         t.add_row(f"{r['rate']:g}", str(r["repeat"]), *cells)
     Console().print(t)
-    for key in ("calibration", "two_load_calibration"):
-        cal = rows[-1][key]
-        print(
-            f"{key.replace('_', ' ')}: {cal['iteration_s'] * 1e3:.2f} ms an iteration, "
-            f"{cal['sequence_s'] * 1e3:.2f} ms a sequence, {cal['request_s'] * 1e3:.1f} ms a "
-            f"request, device × {cal['device_scale']:.3g}"
-        )
+    for r in rows[:: max(len({x["rate"] for x in rows}), 1)]:  # one a repeat
+        for key in ("calibration", "two_load_calibration"):
+            cal = r[key]
+            print(
+                f"repeat {r['repeat']}, {key.replace('_', ' ')}: {cal['iteration_s'] * 1e3:.2f} "
+                f"ms an iteration, {cal['sequence_s'] * 1e3:.2f} ms a sequence, "
+                f"{cal['request_s'] * 1e3:.1f} ms a request, device × {cal['device_scale']:.3g}"
+            )
+            line = cal["runs"][0].get("decode_batches")
+            if line:
+                (ea, eb), (lo, hi) = line["errors_s"], line["concurrency"]
+                print(f"  its run's requests: {line['per_iteration_s'] * 1e3:.2f} ± {ea * 1e3:.2f}"
+                      f" ms an iteration + {line['per_sequence_s'] * 1e3:.2f} ± {eb * 1e3:.2f} ms"
+                      f" a sequence over {lo:.2g}–{hi:.2g} decoding"
+                      f"{'' if line['separable'] else ' (too narrow: not used)'}")  # fmt: skip
 
 
 def parse_args(argv=None):

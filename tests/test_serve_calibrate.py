@@ -60,10 +60,12 @@ def test_runs_at_two_loads_also_fit_the_time_a_sequence():
     cal_run = ceiling.serve("llama-3-8b", rate=5.0, calibrate=runs, **RUN)
     cal = cal_run.calibration
     assert cal.sequence_s == pytest.approx(sequence_s, rel=0.25)
-    assert all(max(map(abs, e.values())) < 0.05 for e in cal.errors(cal.after))
+    assert all(max(map(abs, e.values())) < 0.01 for e in cal.errors(cal.after))
     truth = _truth(5.0, sequence_s).metrics
     assert cal_run.metrics.tpot_s.p50 == pytest.approx(truth.tpot_s.p50, rel=0.05)
-    assert cal_run.metrics.ttft_s.p50 == pytest.approx(truth.ttft_s.p50, rel=0.05)
+    # the device's scale is held near 1 (both runs are matched as well by a faster device and
+    # a longer fixed iteration), which the prefill inside TTFT feels at another load
+    assert cal_run.metrics.ttft_s.p50 == pytest.approx(truth.ttft_s.p50, rel=0.1)
 
 
 def test_on_another_device_only_the_host_costs_carry_over():

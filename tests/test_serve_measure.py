@@ -93,6 +93,13 @@ def test_serve_measure_puts_the_server_beside_the_prediction(server, cli):
     assert d["measured"]["output_tokens"] == 8 and d["output_tokens"] == 8
     assert d["measured"]["tpot_s"]["p50"] >= GAP_S and d["measured"]["itl_s"]["p50"] >= GAP_S
     assert d["tpot_s"]["p50"] < GAP_S  # the simulated tiny model is far faster
+    # every finished request kept, warm-up included, for `--calibrate`: sent, first token,
+    # end in that order, its decode at least its 3 gaps long, and its tokens
+    kept = d["measured"]["per_request"]
+    assert kept["output_tokens"] == [4] * 4
+    for start, first, end in zip(kept["start_s"], kept["first_token_s"], kept["end_s"],
+                                 strict=True):  # fmt: skip
+        assert 0 <= start < first and end - first >= 3 * GAP_S
 
 
 def test_no_server_and_bad_addresses_are_one_line():

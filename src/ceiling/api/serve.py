@@ -166,9 +166,10 @@ def serve(
     `gpu_memory_utilization`, SGLang's `mem_fraction_static`; default 0.9). `deadlines`
     bound a measurement ("connect=10s,first_byte=2m,idle=5m,run=1h", the defaults).
     `calibrate`: a measured run (the JSON of `serve --measure URL --json`, or its dict), or
-    several at other loads: the engine's per-iteration and per-request costs and the
-    device's scale (with several loads also a time a sequence) are fitted so that the runs'
-    simulations give what was measured, then used here (`calibration` says the fit).
+    several at other loads: the engine's per-iteration, per-sequence (from the requests'
+    TPOT against the batch beside each, or from several loads) and per-request costs and
+    the device's scale are fitted so that the runs' simulations give what was measured,
+    then used here (`calibration` says the fit).
     `device_scale`: the device's time of an iteration over its priced terms (1);
     `sequence_s`: the host's time an iteration for each sequence in it (None: the shipped
     `engine.SEQUENCE_S`). `profile`: the

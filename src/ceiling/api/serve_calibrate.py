@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ceiling.errors import MalformedFile
+from ceiling.model.serve.calibrate import line_figures, separable_range
 
 # the arguments of `ceiling.serve` a run records, to be simulated again (JSON values only)
 CALL_KEYS = (
@@ -39,7 +40,7 @@ def recorded_call(args: dict) -> dict | None:
     return call
 
 
-def _measured_run(calibrate) -> tuple[dict, dict, str]:
+def _measured_run(calibrate) -> tuple[dict, dict, str, Any]:
     from ceiling.files import parse_json, read_text
 
     if isinstance(calibrate, dict):
@@ -61,7 +62,26 @@ def _measured_run(calibrate) -> tuple[dict, dict, str]:
     except (KeyError, TypeError):
         raise MalformedFile(f"{source}: its `measured` block lacks TTFT, TPOT or "
                             "output tokens/s") from None  # fmt: skip
-    return data["call"], figures, source
+    batches = _requests_read(m.get("per_request"), source)
+    figures |= line_figures(batches, separable_range(batches))
+    return data["call"], figures, source, batches
+
+
+def _requests_read(per_request, source: str):
+    """The `DecodeBatches` of a run's kept requests, or None when it kept none (a file
+    written before runs kept them)."""
+    from ceiling.model.serve.decode_batches import decode_batches
+
+    if per_request is None:
+        return None
+    try:
+        cols = [per_request[k] for k in ("first_token_s", "end_s", "output_tokens")]
+        return decode_batches(*cols)
+    except (KeyError, TypeError, ValueError):
+        raise MalformedFile(
+            f"{source}: its `measured.per_request` is not columns of "
+            "first_token_s, end_s and output_tokens of equal length"
+        ) from None
 
 
 def calibrated_serve(calibrate, serve, args: dict[str, Any]):
@@ -70,34 +90,54 @@ def calibrated_serve(calibrate, serve, args: dict[str, Any]):
     from ceiling.errors import InvalidInput
     from ceiling.model import fitted
     from ceiling.model.serve import engine as eng
-    from ceiling.model.serve.calibrate import figures_of, fit
+    from ceiling.model.serve.calibrate import fit
 
     given = list(calibrate) if isinstance(calibrate, list | tuple) else [calibrate]
     if not given:
         raise InvalidInput("calibrate needs at least one measured run")
     runs = [_measured_run(c) for c in given]
-    devices = {_device(call) for call, _, _ in runs}
+    devices = {_device(call) for call, _, _, _ in runs}
     if len(devices) > 1:
         raise InvalidInput(f"the measured runs were measured on several devices "
                            f"({', '.join(sorted(devices))}): calibrate from one")  # fmt: skip
 
-    def simulation(call: dict):
+    def simulation(call: dict, batches):
         def run(costs: tuple[float, float, float, float]) -> dict:
             iteration_s, request_s, device_scale, sequence_s = costs
             with fitted.overridden(_costs(iteration_s, request_s)):
-                return figures_of(serve(**{**call, "device_scale": device_scale,
-                                           "sequence_s": sequence_s}).metrics)  # fmt: skip
+                result = serve(**{**call, "device_scale": device_scale,
+                                  "sequence_s": sequence_s})  # fmt: skip
+            return simulated_figures(result, separable_range(batches))
 
         return run
 
     call = runs[0][0]
     start = (eng.iteration_s(), eng.request_s(call.get("engine") or "generic"))
-    cal = fit([simulation(c) for c, _, _ in runs], [m for _, m, _ in runs], start,
-              devices.pop(), [src for _, _, src in runs])  # fmt: skip
+    cal = fit([simulation(c, b) for c, _, _, b in runs], [m for _, m, _, _ in runs], start,
+              devices.pop(), [src for _, _, src, _ in runs], [b for *_, b in runs])  # fmt: skip
     scale = cal.device_scale if _device(args) == cal.device else 1.0
     with fitted.overridden(_costs(cal.iteration_s, cal.request_s)):
         result = serve(**{**args, "device_scale": scale, "sequence_s": cal.sequence_s})
     return dataclasses.replace(result, calibration=cal)
+
+
+def simulated_figures(result, at: tuple[float, float] | None) -> dict:
+    """The figures a calibration matches of a simulated `result`: its metrics' and, at the
+    measured run's concurrencies `at`, its requests' TPOT line (`decode_batches`)."""
+    import numpy as np
+
+    from ceiling.model.serve.calibrate import figures_of
+    from ceiling.model.serve.decode_batches import beside, decode_batches
+
+    figures = figures_of(result.metrics)
+    if at is None:
+        return figures
+    cols = [np.concatenate([getattr(s, k) for s in result.schedules])
+            for k in ("first_token_s", "finish_s", "output")]  # fmt: skip
+    n_bar = np.concatenate([beside(s.first_token_s, s.finish_s) for s in result.schedules])
+    line = line_figures(decode_batches(*cols, n_bar=n_bar), at)
+    return figures | (line or dict.fromkeys(("tpot_at_low_s", "tpot_at_high_s"),
+                                            figures["tpot_p50_s"]))  # fmt: skip
 
 
 def _device(args: dict) -> str:

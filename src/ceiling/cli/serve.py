@@ -102,9 +102,10 @@ Calibrate = Annotated[
     typer.Option(
         "--calibrate",
         help="A measured run (the JSON of `serve --measure URL --json`): fit the engine's "
-        "cost an iteration and a request, and the device's speed, to what it measured, then "
+        "cost an iteration, a sequence in it (from its requests' TPOT against the batch "
+        "beside each) and a request, and the device's speed, to what it measured, then "
         "predict this run with them. Runs at other loads beside it (" + LIST_HELP + ") "
-        "fit the cost of each sequence in an iteration too.",
+        "fit them across the loads too.",
         show_default=False,
     ),
 ]
@@ -324,8 +325,29 @@ def _show_calibration(cal) -> None:
         f"sequence in it, {format_time(cal.request_s)} a request, the device at "
         f"{cal.device_scale:.3g}× its priced time"
     )
-    for source, before, after in zip(cal.sources, cal.errors(cal.before), cal.errors(cal.after),
-                                     strict=True):  # fmt: skip
+    names |= {"tpot_at_low_s": "TPOT line at its low end", "tpot_at_high_s": "at its high end"}
+    batches = cal.batches or (None,) * len(cal.sources)
+    for source, before, after, b in zip(cal.sources, cal.errors(cal.before),
+                                        cal.errors(cal.after), batches, strict=True):  # fmt: skip
+        con.print(f"  {source}: {_batches_said(b, len(cal.sources))}")
         changes = [f"{names[k]} {before[k] * 100:+.0f} % → {after[k] * 100:+.0f} %"
                    for k in before]  # fmt: skip
         con.print(f"  {source} simulated again: " + "; ".join(changes))
+
+
+def _batches_said(b, runs: int) -> str:
+    """What a measured run's requests told of TPOT against the batch (`DecodeBatches`)."""
+    if b is None:
+        return "keeps no requests' times: TPOT's growth with the batch is " + (
+            "fitted from the loads" if runs > 1 else "not fitted (one fixed cost)"
+        )
+    lo, hi = b.concurrency
+    (ea, eb), seen = b.errors_s, f"{lo:.2g}–{hi:.2g} sequences decoding ({b.requests} requests)"
+    line = (f"{format_time(b.per_iteration_s)} ± {format_time(ea)} an iteration + "
+            f"{format_time(b.per_sequence_s)} ± {format_time(eb)} a sequence")  # fmt: skip
+    if b.separable:
+        return f"TPOT over {seen}: {line}"
+    return (
+        f"TPOT over {seen}, too narrow a range to tell a time per sequence from the fixed "
+        f"time ({line}): " + ("fitted from the loads" if runs > 1 else "one fixed cost")
+    )

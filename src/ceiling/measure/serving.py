@@ -81,6 +81,9 @@ class Measured:
     errors: tuple[tuple[str, int], ...] = ()  # the commonest failures and their counts
     interrupted: str | None = None  # why the run ended early, if it did
     warmup: int = 0  # requests left out of the figures as warm-up
+    # each finished request, in the order sent: (start, first token, end) seconds from the
+    # run's start and its output tokens (`calibrate` reads the batch sizes from them)
+    timeline: tuple[tuple[float, float, float, int], ...] = ()
 
     @property
     def output_tokens_per_s(self) -> float:
@@ -110,7 +113,18 @@ class Measured:
             "notes": list(self.protocol.notes),
             "errors": [{"error": e, "requests": n} for e, n in self.errors],
             "interrupted": self.interrupted,
+            "per_request": timeline_json(self.timeline),
         }
+
+
+def timeline_json(timeline) -> dict:
+    """The requests' times and tokens as columns, to the microsecond."""
+    cols = list(zip(*timeline, strict=True)) or [(), (), (), ()]
+    names = ("start_s", "first_token_s", "end_s")
+    return {
+        **{k: [round(t, 6) for t in c] for k, c in zip(names, cols, strict=False)},
+        "output_tokens": list(cols[3]),
+    }
 
 
 # short words most tokenizers keep whole: a request's first words spell its index in them
@@ -373,4 +387,5 @@ def _measured(url, name, protocol, runner: _Runner, interrupted, concurrency) ->
         ttft_s=fig["ttft_s"], tpot_s=fig["tpot_s"], itl_s=Distribution.of(gaps),
         e2e_s=fig["e2e_s"], counted=counted, protocol=protocol,
         errors=tuple(errors.most_common(3)), interrupted=interrupted, warmup=warmup,
+        timeline=tuple((s.start - t0, s.chunks[0] - t0, s.end - t0, s.tokens) for s in order),
     )  # fmt: skip
