@@ -135,6 +135,7 @@ COMMANDS = {
         "--activations=bf16|fp32 --input-tokens=128|1000 --output-tokens=16|64 "
         "--dataset=sharegpt|nope --requests=@csvs --rate=1|20|0.5 --concurrency=1|8 "
         "--offline=10|20 --max-num-seqs=4|256 --max-batched-tokens=512|8192 "
+        "--scheduler-steps=1|10|0 "
         "--no-chunked-prefill --chunked-prefill --prefix-hit-rate=0|0.5|0.99 "
         "--speculative=ngram|gpt:tiny|nope --spec-tokens=0|3 --acceptance=0|0.7 --reserve-kv "
         "--slo=ttft_p99=2s,tpot_p99=200ms|ttft_p50=1ms|e2e_p99=zz|x=1 --target-rate=5|50 "
@@ -142,7 +143,8 @@ COMMANDS = {
         "--deadlines=connect=1s|idle=0|run=zz|x=1s --calibrate=@traces "
         "--json --plot=@plots",
         sizes_work="--gpus --replicas --input-tokens --output-tokens --concurrency --offline "
-        "--max-num-seqs --max-batched-tokens --spec-tokens --target-rate --num-requests --rate",
+        "--max-num-seqs --max-batched-tokens --spec-tokens --target-rate --num-requests --rate "
+        "--scheduler-steps",
         fixed=["--num-requests", "20"],
         examples=15,
         always="--spec",

@@ -19,6 +19,7 @@ from ceiling.model.decode_expected import (
 )
 from ceiling.model.serve.engine import Engine, Layout
 from ceiling.model.serve.iteration import Iteration, chunk_pairs
+from ceiling.model.serve.scheduler import Policy
 from ceiling.model.serve.workload import DATASETS, dataset_lengths
 from ceiling.model.transformer import get_model
 
@@ -233,3 +234,23 @@ def test_a_request_pays_its_way_in_and_out_and_every_iteration_its_fixed_host_ti
     ticking = run(**{"serve.request_s.python": 0.0, "serve.iteration_s": 0.002})
     assert ticking.tpot_s.mean == pytest.approx(base.tpot_s.mean + 0.002)
     assert min(eng.REQUEST_S.values()) > 0 and eng.ITERATION_S > 0
+
+
+def test_multi_step_scheduling_pays_the_schedulers_share_once_a_block():
+    """vLLM's --num-scheduler-steps 10: a decode step carries a tenth of the host's share
+    of the GPU's time; an iteration with prompt tokens, a scheduler call, carries it whole."""
+    cfg, spec = get_model("llama-3-8b"), resolve_device("h100-sxm", None)
+    costs = costs_for(spec)
+    multi = Engine(cfg, spec, DecodeSetup(), costs, policy=Policy(scheduler_steps=10),
+                   host_share=0.1)  # fmt: skip
+    plain = Engine(cfg, spec, DecodeSetup(), costs)
+    host = plain.iteration_s + 16 * plain.sequence_s
+    decode = (16, 16 * 700.0, 0, 0.0, 0.0, 16, 1)
+    mixed = (16, 16 * 700.0, 256, chunk_pairs(0, 256), 0.0, 17, 1)
+    assert multi.time_fn(*decode)[0] - host == pytest.approx(
+        1.01 * (plain.time_fn(*decode)[0] - host), rel=1e-12
+    )
+    host = plain.iteration_s + 17 * plain.sequence_s
+    assert multi.time_fn(*mixed)[0] - host == pytest.approx(
+        1.1 * (plain.time_fn(*mixed)[0] - host), rel=1e-12
+    )

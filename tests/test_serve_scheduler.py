@@ -152,3 +152,19 @@ def test_a_decode_run_stops_at_the_step_that_starts_after_the_next_arrival(until
 
     starts = [j * first + growth * j * (j - 1) / 2 for j in range(20000)]
     assert steps_starting_before(until, first, growth) == sum(s < until for s in starts)
+
+
+def test_multi_step_scheduling_admits_only_when_a_block_of_decode_steps_ends():
+    # 4 decode steps a scheduler call, prompts in iterations of their own. A (4 tokens in,
+    # 10 out) prefills alone (1.4 s) and starts a block of 4 decode steps of 1.1 s; B (2 in,
+    # 2 out) arrives at 2.5 s, one step into it, and waits for the block to end at 5.8 s:
+    # its prompt runs then (1.2 s, first token at 7.0 s; one step a scheduler call would
+    # have taken it at 2.5 s). Both decode a step (1.2 s: B done at 8.2 s), which opens a
+    # block whose 3 steps A runs alone (to 11.5 s), then its last one (12.6 s).
+    s = _run([4, 2], [10, 2], arrival=[0.0, 2.5], chunked_prefill=False, scheduler_steps=4)
+    assert s.first_token_s.tolist() == pytest.approx([1.4, 7.0])
+    assert s.finish_s.tolist() == pytest.approx([12.6, 8.2])
+    one = _run([4, 2], [10, 2], arrival=[0.0, 2.5], chunked_prefill=False)
+    assert one.first_token_s.tolist() == pytest.approx([1.4, 3.7])
+    with pytest.raises(InvalidInput, match="scheduler steps"):
+        Policy(scheduler_steps=0)

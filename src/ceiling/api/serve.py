@@ -127,6 +127,7 @@ def serve(
     offline: int | None = None,
     num_requests: int | None = None,
     max_num_seqs: int = 256,
+    scheduler_steps: int = 1,
     max_batched_tokens: int = 8192,
     chunked_prefill: bool = True,
     prefix_hit_rate: float = 0.0,
@@ -154,7 +155,8 @@ def serve(
     (a JSONL file of prompt_tokens/output_tokens[/arrival_s] lines, or two length lists).
     `weights`: a dtype or a 4-bit format (int4, awq, gptq, mxfp4); default bf16, fp32 on a
     CPU. Engine: `max_num_seqs`,
-    `max_batched_tokens`, `chunked_prefill`, `prefix_hit_rate`, speculative decoding
+    `max_batched_tokens`, `scheduler_steps` (vLLM 0.6's multi-step scheduling: decode steps
+    a scheduler call runs, 1), `chunked_prefill`, `prefix_hit_rate`, speculative decoding
     (`speculative`: "ngram" or a draft model; `spec_tokens`, `acceptance`), `reserve_kv`
     (TensorRT-LLM's no-eviction admission; default: on with engine "trtllm"). `slo`
     ("ttft_p99=2s,tpot_p99=200ms") adds the highest rate meeting it, and with `target_rate`
@@ -270,6 +272,7 @@ def _inputs_record(inp: ServeInputs, engine, load: str) -> dict[str, Any]:
         "concurrency": a["concurrency"],
         "num_requests": inp.n,
         "max_num_seqs": a["max_num_seqs"],
+        "scheduler_steps": a["scheduler_steps"],
         "max_batched_tokens": a["max_batched_tokens"],
         "chunked_prefill": a["chunked_prefill"],
         "block_size": inp.policy.block_size,

@@ -419,6 +419,7 @@ def _policy(a: dict[str, Any]):
     return Policy(
         max_num_seqs=a["max_num_seqs"],
         max_batched_tokens=a["max_batched_tokens"],
+        scheduler_steps=a["scheduler_steps"],
         chunked_prefill=a["chunked_prefill"],
         prefix_hit_rate=a["prefix_hit_rate"],
         spec_tokens=a["spec_tokens"],

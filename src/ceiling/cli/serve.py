@@ -77,6 +77,15 @@ ReserveKv = Annotated[
 ]
 MaxSeqs = Annotated[int, typer.Option("--max-num-seqs", help="Sequences a batch holds.")]
 MaxTokens = Annotated[int, typer.Option("--max-batched-tokens", help="Tokens an iteration holds.")]
+SchedulerSteps = Annotated[
+    int,
+    typer.Option(
+        "--scheduler-steps",
+        "--num-scheduler-steps",
+        help="Decode steps a scheduler call runs (vLLM 0.6's multi-step scheduling): a new "
+        "request waits for the block to end; the engine's host share is paid once a block.",
+    ),
+]
 SpecTokens = Annotated[int, typer.Option("--spec-tokens", help="Draft tokens a step.")]
 Seed = Annotated[int, typer.Option("--seed", help="Random seed of lengths and arrivals.")]
 Tp = TpOption
@@ -155,6 +164,7 @@ def serve(
     num_requests: NumRequests = None,
     max_num_seqs: MaxSeqs = 256,
     max_batched_tokens: MaxTokens = 8192,
+    scheduler_steps: SchedulerSteps = 1,
     chunked_prefill: Chunked = True,
     prefix_hit_rate: HitRate = 0.0,
     speculative: Speculative = None,
@@ -180,7 +190,8 @@ def serve(
         input_tokens=input_tokens, output_tokens=output_tokens, dataset=dataset,
         requests=requests, rate=rate, concurrency=concurrency, offline=offline,
         num_requests=num_requests, max_num_seqs=max_num_seqs,
-        max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill,
+        max_batched_tokens=max_batched_tokens, scheduler_steps=scheduler_steps,
+        chunked_prefill=chunked_prefill,
         prefix_hit_rate=prefix_hit_rate, speculative=speculative, spec_tokens=spec_tokens,
         acceptance=acceptance, reserve_kv=reserve_kv, slo=slo, target_rate=target_rate,
         curve=plot is not None, seed=seed, measure=measure, engine=engine,

@@ -205,7 +205,9 @@ class Engine:
             # k draft steps of the small model over the decoding sequences
             t += self.policy.spec_tokens * self.draft_iteration.time(n_dec, dec_ctx)
         host = self.iteration_s + self.sequence_s * sampled
-        return t * self.device_scale * (1.0 + self.host_share) + host, bound
+        # multi-step scheduling: the scheduler's share paid once a block of decode steps
+        share = self.host_share / self.policy.scheduler_steps if not pf_tok else self.host_share
+        return t * self.device_scale * (1.0 + share) + host, bound
 
     @property
     def engines(self) -> int:

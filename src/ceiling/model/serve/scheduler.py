@@ -54,9 +54,13 @@ class Policy:
     # sequence is ever preempted: TensorRT-LLM's default capacity scheduler policy,
     # GUARANTEED_NO_EVICT. False: blocks as tokens come, preempting when full (vLLM).
     reserve_kv: bool = False
+    # Multi-step scheduling (vLLM 0.6's --num-scheduler-steps): the scheduler runs once for
+    # this many decode steps of the same batch; a request arriving meanwhile waits for the
+    # block to end, and the host's scheduling work is paid once a block. 1: every step.
+    scheduler_steps: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("max_num_seqs", "max_batched_tokens", "block_size"):
+        for name in ("max_num_seqs", "max_batched_tokens", "block_size", "scheduler_steps"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise InvalidInput(

@@ -86,6 +86,9 @@ class SimState:
         self.verify_tokens, self.kept = policy.tokens_per_verify, policy.accepted_per_step
         self.budget, self.max_seqs = policy.max_batched_tokens, policy.max_num_seqs
         self.chunked, self.reserve = policy.chunked_prefill, policy.reserve_kv
+        # multi-step scheduling: decode steps a scheduler call runs, and those left of the
+        # block running now (no admission until it ends)
+        self.block, self.block_left = policy.scheduler_steps, 0
         nan = float("nan")
         # per request; a decoding one keeps its cache and output counts relative to K
         self.computed = [0.0] * n  # tokens whose K and V are in the cache
@@ -125,6 +128,9 @@ class SimState:
             if not self.running and not self.waiting:
                 self.t = self.arrival[self.order[self.next_arrival]]
                 continue
+            if self.in_block() and self.skip_decodes(self.block_left):
+                continue
+            self.block_left = 0
             if self.only_decodes_can_run() and self.skip_decodes():
                 continue
             batch = self.schedule()
@@ -164,12 +170,23 @@ class SimState:
             and self.n_decoding * self.verify_tokens <= self.budget
         )
 
+    def in_block(self) -> bool:
+        """Inside a multi-step block: decode steps of it are left and every running
+        sequence decodes within the budget (no one is admitted until it ends)."""
+        return (
+            self.block_left > 0
+            and 0 < self.n_decoding == len(self.running)
+            and self.n_decoding * self.verify_tokens <= self.budget
+        )
+
     # decode-only iterations up to the next event, at once
 
-    def skip_decodes(self) -> bool:
+    def skip_decodes(self, block_left: int = 0) -> bool:
         """The decode-only iterations until the next event — a sequence finishing, the
         cache filling, the next arrival — taken at once (`time_fn` is affine in the context
-        at a fixed batch); False when not one step can be taken."""
+        at a fixed batch); False when not one step can be taken. With multi-step
+        scheduling an arrival is taken in only when the block it falls in ends, and inside
+        a block (`block_left` steps of it left) not at all."""
         done_at, epoch = self.done_at, self.epoch
         while done_at[0][2] != epoch[done_at[0][1]]:
             heappop(done_at)
@@ -185,11 +202,17 @@ class SimState:
             first_s, bound = self.time_fn(n_dec, ctx, 0.0, 0.0, 0.0, n_dec, q)
             second_s, _ = self.time_fn(n_dec, ctx + n_dec * self.kept, 0.0, 0.0, 0.0, n_dec, q)
             growth_s = second_s - first_s
-            if self.next_arrival < self.released:
+            if block_left:
+                steps = min(steps, block_left)
+            elif self.next_arrival < self.released:
                 until_s = self.arrival[self.order[self.next_arrival]] - self.t
-                steps = min(steps, steps_starting_before(until_s, first_s, growth_s))
+                cut = steps_starting_before(until_s, first_s, growth_s)
+                if self.block > 1:  # the block the arrival falls in runs whole
+                    cut = -(-max(cut, 1) // self.block) * self.block
+                steps = min(steps, cut)
         if steps <= 0:
             return False
+        self.block_left = block_left - steps if block_left else -steps % self.block
         self.runs.append((self.t, first_s, growth_s, steps, float(n_dec * q), n_dec, 0.0,
                           self.kv_blocks - self.free, bound))  # fmt: skip
         self.t += steps * first_s + growth_s * (steps * (steps - 1) / 2)
@@ -379,6 +402,8 @@ class SimState:
         self.runs.append((self.t, dt, 0.0, 1, float(batch.used), active, pf_tok,
                           self.kv_blocks - self.free, compute_bound))  # fmt: skip
         self.t += dt
+        # a scheduler call: a decode-only batch starts a multi-step block
+        self.block_left = self.block - 1 if active and not pf_tok else 0
         return completes
 
     def retire(self, batch: Batch, completes: list[int]) -> None:
