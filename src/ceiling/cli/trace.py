@@ -22,10 +22,12 @@ WorkersOption = Annotated[
     int | None,
     typer.Option(
         min=1,
-        help="Rank files read at once in local processes (default: a core each). Memory "
-        "is bounded: this process, plus one rank's trace a worker (a few times its "
-        "uncompressed JSON) however many ranks, in workers that start afresh for each "
-        "rank with only the trace reader loaded.",
+        help="Rank files read at once, by this process and local worker processes "
+        "(default: a core each). Memory is bounded: the processes together hold at most "
+        "twice what reading the ranks one after another holds (a rank's read takes about "
+        "twice its uncompressed JSON, a worker 25 MB more); a rank goes to a worker only "
+        "while that bound allows, else this process reads it, so fewer than N may run at "
+        "once. Workers start afresh for each rank with only the trace reader loaded.",
     ),
 ]
 DaskOption = Annotated[

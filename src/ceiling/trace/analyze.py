@@ -64,8 +64,8 @@ def _analyze(
     notes: list[str] = []
     files = trace_files(path)
     _check_engine(workers, dask, progress)
-    # The first trace decides the device and the dtype of the peak for every rank; read in a
-    # worker when the ranks go to a pool, so that this process never holds a trace.
+    # The first trace decides the device and the dtype of the peak for every rank; only its
+    # facts are kept when the ranks go to a pool, which reads it again with the others.
     n = workers if workers is not None else default_workers(len(files) - 1)
     pooled = dask is None and len(files) > 1 and n > 1
     facts, first, skipped = _first(files, pooled)
