@@ -8,7 +8,7 @@ Builds --ranks rank files from one real trace (default: tests/data/traces-real's
 trace, recorded with shapes; 30 MB of JSON): each copy the source with its own
 `distributedInfo.rank`. Then it runs the command line on the folder once for each --workers
 (1: one rank after another, in one process) and samples the whole process tree (the command,
-its workers, the fork server, the resource tracker) every 50 ms: the peak of the sum of the
+its workers, the resource tracker) every 50 ms: the peak of the sum of the
 processes' resident memory (RSS: pages two processes share counted in each) and of their
 proportional set size (PSS: shared pages split between them). Every run must give the same
 ranks' step times. The figures and each run's ratio to the serial one go to --out.
@@ -100,6 +100,24 @@ def run(folder: Path, workers: int) -> dict:
     }
 
 
+def machine() -> str:
+    """The CPU model, the cores and the memory the figures were taken on."""
+    model = next(
+        (line.split(":", 1)[1].strip() for line in _lines("/proc/cpuinfo") if "model name" in line),
+        platform.processor() or platform.machine(),
+    )
+    memory = psutil.virtual_memory().total / 2**30
+    system = f"{platform.system()} {platform.release()}"
+    return f"{model}, {os.cpu_count()} cores, {memory:.0f} GiB, {system}"
+
+
+def _lines(path: str) -> list[str]:
+    try:
+        return Path(path).read_text().splitlines()
+    except OSError:
+        return []
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=32)
@@ -129,8 +147,10 @@ def main() -> None:
         "ranks": args.ranks,
         "rank_json_bytes": json_bytes,
         "cpu_count": os.cpu_count(),
+        "machine": machine(),
         "python": platform.python_version(),
-        "bound": "this process + one rank's trace per worker, whatever the number of ranks",
+        "bound": "the process tree within 2x the serial read: ranks go to workers only while "
+        "a memory budget allows, the rest read by the command's own process",
         "runs": runs,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -23,11 +23,11 @@ MiB = 2**20
 
 def test_a_rank_costs_a_worker_and_its_read_and_the_budget_is_the_serial_read_less_the_tracker():
     b = MemoryBudget(own_bytes=60 * MiB, largest_json_bytes=30 * MiB)
-    assert b.cost(30 * MiB) == WORKER_BYTES + 2.0 * 30 * MiB == 84 * MiB
-    assert b.limit() == (TREE_OVER_SERIAL - 1) * (60 + 60) * MiB - TRACKER_BYTES == 108 * MiB
-    assert admits([], 84 * MiB, b.limit(), slots=3)
-    assert not admits([84 * MiB], 84 * MiB, b.limit(), slots=3)  # two would pass 108 MiB
-    assert admits([84 * MiB], 24 * MiB, b.limit(), slots=3)  # a small one fits beside
+    assert b.cost(30 * MiB) == WORKER_BYTES + 1.5 * 30 * MiB == 71 * MiB
+    assert b.limit() == (TREE_OVER_SERIAL - 1) * (60 + 45) * MiB - TRACKER_BYTES == 93 * MiB
+    assert admits([], 71 * MiB, b.limit(), slots=3)
+    assert not admits([71 * MiB], 71 * MiB, b.limit(), slots=3)  # two would pass 93 MiB
+    assert admits([71 * MiB], 22 * MiB, b.limit(), slots=3)  # a small one fits beside
     assert not admits([], 1 * MiB, b.limit(), slots=0)  # no worker slot: read here
 
 

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 
 MiB = 2**20
 TREE_OVER_SERIAL = 2.0
-# A rank's read and analysis at their peak, over its uncompressed JSON (measured: 55 MiB of
-# resident memory for the 29 MiB ResNet-50 trace recorded with shapes, on CPython 3.11).
-EXPANSION = 2.0
-# A worker's resident memory before it reads: a fresh interpreter with the trace reader.
-WORKER_BYTES = 24 * MiB
+# A rank's read and analysis at their peak, over its uncompressed JSON (measured: 39 MiB of
+# resident memory for the 29 MiB ResNet-50 trace recorded with shapes, 1.33, on CPython 3.11).
+EXPANSION = 1.5
+# A worker's resident memory before it reads: a fresh interpreter with the trace reader
+# (measured: 26 MiB).
+WORKER_BYTES = 26 * MiB
 # multiprocessing's resource tracker, started with the first worker.
 TRACKER_BYTES = 12 * MiB
 

@@ -2,10 +2,10 @@
 per-rank files.
 
 The file is read a MiB at a time and decoded one event at a time (the standard library's C
-scanner on each event), and each event is reduced to an `Event` at once, so memory holds a
-window of the text and the kept events, never the whole text nor the parsed document.
-Anything malformed is reported in one line with the file, the event number and the byte
-offset.
+scanner on each event), and each event is reduced to an `Event` at once (the names and keys
+that events repeat kept once), so memory holds a window of the text and the kept events,
+never the whole text nor the parsed document. Anything malformed is reported in one line
+with the file, the event number and the byte offset.
 """
 
 from __future__ import annotations
@@ -135,6 +135,7 @@ class _Parser:
         self.decoder = json.JSONDecoder()
         self.n_events = 0
         self.shared: dict = {}  # one object for each distinct shape list (`_share`)
+        self.strings: dict = {}
 
     def grow(self) -> bool:
         """More of the document in the window (as much again at least), the text before
@@ -327,14 +328,16 @@ class _Parser:
         for key in _SHAPES:
             if args.get(key).__class__ is list:
                 args[key] = _share(self.shared, args[key])
+        once = self.strings.setdefault  # the names and keys every event repeats, kept once
+        name = str(e.get("name", ""))
         return Event(
-            str(e.get("name", "")),
+            once(name, name),
             CATEGORY[e["cat"]],
             start,
             max(dur, 0.0),
             _hashable(e.get("pid", 0)),
             _hashable(e.get("tid", 0)),
-            args,
+            {once(k, k): v for k, v in args.items()},
         )
 
 
