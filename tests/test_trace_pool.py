@@ -122,21 +122,7 @@ def test_more_ranks_than_workers_give_the_serial_answer(tmp_path):
     assert pooled.to_json() == serial.to_json()
     assert [r.rank for r in pooled.ranks] == [0, 1, 2, 3, 4]
     assert any("1 JSON file(s) in the folder are not traces" in n for n in pooled.notes)
-    assert done == [1, 2, 3, 4, 5]  # every rank read in the pool, the first one twice
-
-
-def test_only_the_first_traces_facts_are_kept_when_the_ranks_go_to_a_pool(tmp_path):
-    from ceiling.trace.analyze import _first
-    from ceiling.trace.rank_summary import Prepared, TraceFacts
-
-    folder = _ranks(tmp_path, 3)
-    (folder / "0-settings.json").write_text('{"lr": 0.1}')
-    files = sorted(folder.iterdir())
-    facts, first, skipped = _first(files, pooled=True)
-    assert first is None and skipped == 1  # no trace held here
-    assert facts == TraceFacts.of(Prepared.of(read_trace(files[1])))
-    here, first, skipped = _first(files, pooled=False)
-    assert here == facts and first is not None and skipped == 1
+    assert done == [1, 2, 3, 4]  # the first rank read here, once, the others in the pool
 
 
 def test_a_rank_keeps_each_distinct_shape_list_once_and_no_call_stacks(tmp_path):
