@@ -22,12 +22,13 @@ WorkersOption = Annotated[
     int | None,
     typer.Option(
         min=1,
-        help="Rank files read at once, by this process and local worker processes "
-        "(default: a core each). Memory is bounded: the processes together hold at most "
-        "twice what reading the ranks one after another holds (a rank's read takes about "
-        "twice its uncompressed JSON, a worker 25 MB more); a rank goes to a worker only "
-        "while that bound allows, else this process reads it, so fewer than N may run at "
-        "once. Workers start afresh for each rank with only the trace reader loaded.",
+        help="Rank files read at most at once, by this process and local worker processes "
+        "(default: a core each). Memory is bounded: all the processes together hold at "
+        "most 2x what reading the ranks one after another holds, however many ranks (a "
+        "rank's read takes about 1.5x its uncompressed JSON, a worker 25 MiB more). A rank "
+        "goes to a worker only while that bound allows, else this process reads it, so "
+        "fewer than asked may run at once. Each worker starts for one rank with only the "
+        "trace reader loaded.",
     ),
 ]
 DaskOption = Annotated[

@@ -13,6 +13,10 @@ one after another holds (`pool_budget`).
   system. The memory reports refine the estimates for the ranks after.
 - Results keep the files' order; `progress(done, total)` after each.
 
+Measured (benchmarks/trace_pool_memory.py: 32 ranks of a 30 MB ResNet-50 trace, 2 cores):
+one rank after another peaks at 130 MiB summed over the processes; 4 workers at 207 MiB,
+1.6 times, with this process and one worker reading at once (the budget admits no second).
+
 `bounded_map` is the count-bounded form for any executor: at most `in_flight` items
 submitted and not yet collected.
 """
