@@ -8,10 +8,11 @@ Builds --ranks rank files from one real trace (default: tests/data/traces-real's
 trace, recorded with shapes; 30 MB of JSON): each copy the source with its own
 `distributedInfo.rank`. Then it runs the command line on the folder once for each --workers
 (1: one rank after another, in one process) and samples the whole process tree (the command,
-its workers, the fork server, the resource tracker) every 50 ms: the peak of the sum of the
-processes' resident memory (RSS: pages two processes share counted in each) and of their
-proportional set size (PSS: shared pages split between them). Every run must give the same
-ranks' step times. The figures and each run's ratio to the serial one go to --out.
+its workers, the resource tracker) every 50 ms: the peak of the sum of the processes'
+resident memory (RSS: pages two processes share counted in each) and of their proportional
+set size (PSS: shared pages split between them), with the run's wall time and the CPU time
+of all its processes (as last sampled). Every run must give the same ranks' step times. The
+figures and each run's ratio to the serial one go to --out.
 """
 
 from __future__ import annotations
@@ -49,11 +50,13 @@ def build(folder: Path, ranks: int, source: Path) -> int:
 
 
 class TreeSampler(threading.Thread):
-    """The peak sums of RSS and PSS over a process and its descendants."""
+    """The peak sums of RSS and PSS over a process and its descendants, and the CPU seconds
+    each process was last seen to have used."""
 
     def __init__(self, proc: psutil.Process) -> None:
         super().__init__(daemon=True)
         self.proc, self.rss, self.pss, self.processes = proc, 0, 0, 0
+        self.cpu: dict[int, float] = {}
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -66,8 +69,10 @@ class TreeSampler(threading.Thread):
             for p in tree:
                 try:
                     m = p.memory_full_info()
+                    times = p.cpu_times()
                 except psutil.Error:  # ended between listing and reading
                     continue
+                self.cpu[p.pid] = times.user + times.system
                 rss, pss = rss + m.rss, pss + m.pss
             self.rss, self.pss = max(self.rss, rss), max(self.pss, pss)
             self.processes = max(self.processes, len(tree))
@@ -96,8 +101,27 @@ def run(folder: Path, workers: int) -> dict:
         "peak_pss_sum_bytes": sampler.pss,
         "most_processes": sampler.processes,
         "wall_s": round(wall, 2),
+        "cpu_s": round(sum(sampler.cpu.values()), 2),
         "steps_s": [r["step_s"] for r in ranks],
     }
+
+
+def machine() -> str:
+    """The CPU model, the cores and the memory the figures were taken on."""
+    model = next(
+        (line.split(":", 1)[1].strip() for line in _lines("/proc/cpuinfo") if "model name" in line),
+        platform.processor() or platform.machine(),
+    )
+    memory = psutil.virtual_memory().total / 2**30
+    system = f"{platform.system()} {platform.release()}"
+    return f"{model}, {os.cpu_count()} cores, {memory:.0f} GiB, {system}"
+
+
+def _lines(path: str) -> list[str]:
+    try:
+        return Path(path).read_text().splitlines()
+    except OSError:
+        return []
 
 
 def main() -> None:
@@ -122,15 +146,18 @@ def main() -> None:
         print(
             f"workers={r['workers']}: peak RSS sum {r['peak_rss_sum_bytes'] / 2**20:.0f} MiB "
             f"({r['rss_over_serial']}x serial), PSS sum {r['peak_pss_sum_bytes'] / 2**20:.0f} "
-            f"MiB ({r['pss_over_serial']}x), {r['most_processes']} processes, {r['wall_s']} s"
+            f"MiB ({r['pss_over_serial']}x), {r['most_processes']} processes, {r['wall_s']} s, "
+            f"{r['cpu_s']} s of CPU"
         )
     record = {
         "source": args.source.name,
         "ranks": args.ranks,
         "rank_json_bytes": json_bytes,
         "cpu_count": os.cpu_count(),
+        "machine": machine(),
         "python": platform.python_version(),
-        "bound": "this process + one rank's trace per worker, whatever the number of ranks",
+        "bound": "the process tree within 2x the serial read: ranks go to workers only while "
+        "a memory budget allows, the rest read by the command's own process",
         "runs": runs,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,6 @@
 """The local pool that reads a job's rank files: a bounded number of ranks in flight, workers
-that load only the trace reader, and only each rank's summary sent back."""
+that load only the trace reader, and only each rank's summary sent back. (The memory budget
+that bounds them: tests/test_trace_pool_budget.py.)"""
 
 from __future__ import annotations
 
@@ -7,13 +8,12 @@ import gzip
 import io
 import json
 import pickle
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from ceiling.trace.analyze import analyze
-from ceiling.trace.rank_pool import bounded_map, worker_context
+from ceiling.trace.rank_pool import Workers, bounded_map, worker_context
 from ceiling.trace.rank_summary import rank_summary
 from ceiling.trace.reader import read_trace
 
@@ -81,20 +81,22 @@ def test_a_worker_sends_back_the_rank_summary_not_its_events():
     pickler = _Classes(buf := io.BytesIO())
     pickler.dump((rank, summary))
     assert not pickler.seen & {"Event", "RankTrace", "Prepared", "Links"}
-    events = pickle.dumps(read_trace(path).events)
-    assert len(buf.getvalue()) * 5 < len(events)  # the summary: a fifth of the events at most
+    flat = pickle.Pickler(events := io.BytesIO())
+    flat.fast = True  # each event whole (the names and keys they share written each time)
+    flat.dump(read_trace(path).events)
+    assert len(buf.getvalue()) * 5 < len(events.getvalue())  # a fifth of the events at most
 
 
-def test_workers_load_the_reader_but_not_torch_nor_matplotlib():
+def test_workers_load_neither_torch_nor_matplotlib_and_report_their_memory():
     import torch  # noqa: F401  (loaded here: the workers must not inherit it)
 
-    context = worker_context()
-    assert context.get_start_method() in ("forkserver", "spawn")
-    with ProcessPoolExecutor(1, mp_context=context) as pool:
-        loaded = pool.submit(eval, "sorted(__import__('sys').modules)").result()
+    with Workers(worker_context()) as pool:
+        worker = pool.start(eval, "sorted(__import__('sys').modules)")
+        assert pool.finished([worker], block=True) == [worker]
+        loaded, (start, growth) = worker.result()
     assert "torch" not in loaded and "matplotlib" not in loaded
-    if context.get_start_method() == "forkserver":
-        assert "ceiling.trace.rank_summary" in loaded  # preloaded once by the server
+    assert "ceiling.trace.rank_pool" in loaded  # what the worker runs, and little else
+    assert 5 * 2**20 < start < 200 * 2**20 and growth >= 0
 
 
 def _ranks(folder: Path, count: int) -> Path:
@@ -120,21 +122,7 @@ def test_more_ranks_than_workers_give_the_serial_answer(tmp_path):
     assert pooled.to_json() == serial.to_json()
     assert [r.rank for r in pooled.ranks] == [0, 1, 2, 3, 4]
     assert any("1 JSON file(s) in the folder are not traces" in n for n in pooled.notes)
-    assert done == [1, 2, 3, 4, 5]  # every rank read in the pool, the first one twice
-
-
-def test_the_first_trace_is_read_in_a_worker_when_the_ranks_go_to_a_pool(tmp_path):
-    from ceiling.trace.analyze import _first
-    from ceiling.trace.rank_summary import Prepared, TraceFacts
-
-    folder = _ranks(tmp_path, 3)
-    (folder / "0-settings.json").write_text('{"lr": 0.1}')
-    files = sorted(folder.iterdir())
-    facts, first, skipped = _first(files, pooled=True)
-    assert first is None and skipped == 1  # no trace held here
-    assert facts == TraceFacts.of(Prepared.of(read_trace(files[1])))
-    here, first, skipped = _first(files, pooled=False)
-    assert here == facts and first is not None and skipped == 1
+    assert done == [1, 2, 3, 4]  # the first rank read here, once, the others in the pool
 
 
 def test_a_rank_keeps_each_distinct_shape_list_once_and_no_call_stacks(tmp_path):

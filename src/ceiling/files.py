@@ -10,6 +10,7 @@ depth, integers of thousands of digits, numbers past 1e300 (named by their field
 
 from __future__ import annotations
 
+import codecs
 import errno
 import json
 import os
@@ -17,6 +18,7 @@ import re
 import stat
 import sys
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +122,7 @@ def read_bytes(path: str | Path, what: str, limit_bytes: int = SMALL_FILE_BYTES)
     try:
         with open(p, "rb") as f:
             if p.name.lower().endswith(".gz"):
-                return _gunzip(f, p, what, limit)
+                return b"".join(_gunzip(f, p, what, limit))
             data = f.read(limit + 1)
     except OSError as exc:
         raise _unreadable(p, what, exc) from None
@@ -136,11 +138,10 @@ def _too_large(p: Path, what: str, limit: int, how: str) -> MalformedFile:
     )
 
 
-def _gunzip(f, p: Path, what: str, limit: int) -> bytes:
+def _gunzip(f, p: Path, what: str, limit: int) -> Iterator[bytes]:
     """Decompress in chunks, stopping at the size cap or a ratio no real file has."""
     ratio_cap = _ratio_from_env()
-    out = bytearray()
-    consumed = 0
+    out = consumed = 0
     decoder = zlib.decompressobj(wbits=47)  # gzip or zlib header, detected
     pending, fed = b"", False
     while True:
@@ -156,23 +157,76 @@ def _gunzip(f, p: Path, what: str, limit: int) -> bytes:
             raise MalformedFile(f"{p}: not a readable gzip file ({exc})") from None
         if not pending and not piece and not decoder.eof:
             break  # truncated: said below
-        out += piece
+        out += len(piece)
         fed = True
         pending = decoder.unconsumed_tail
         if decoder.eof:  # another gzip member may follow
             pending = decoder.unused_data + pending
             decoder, fed = zlib.decompressobj(wbits=47), False
-        if len(out) > limit:
+        if out > limit:
             raise _too_large(p, what, limit, "decompresses to more than")
-        if len(out) > _RATIO_JUDGED_FROM and len(out) > ratio_cap * max(consumed, 1):
+        if out > _RATIO_JUDGED_FROM and out > ratio_cap * max(consumed, 1):
             raise MalformedFile(
-                f"{p}: decompresses more than {ratio_cap:g}x ({_mib(len(out))} from "
+                f"{p}: decompresses more than {ratio_cap:g}x ({_mib(out)} from "
                 f"{_mib(consumed)} so far), far beyond any {what}; if it truly is one, "
                 f"raise the ratio cap with {GZIP_RATIO_ENV}=<ratio>"
             )
+        if piece:
+            yield piece
     if fed and not decoder.eof:
         raise MalformedFile(f"{p}: the gzip file is truncated")
-    return bytes(out)
+
+
+def read_chunks(
+    path: str | Path, what: str, limit_bytes: int = SMALL_FILE_BYTES
+) -> Iterator[bytes]:
+    """`read_bytes`'s bytes a chunk at a time (a MiB at most), with the same caps and
+    messages; what is wrong with the file past the chunks read so far is said when reached."""
+    p = regular_file(path, what)
+    limit = _cap_from_env(limit_bytes)
+    try:
+        with open(p, "rb") as f:
+            if p.name.lower().endswith(".gz"):
+                yield from _gunzip(f, p, what, limit)
+                return
+            total = 0
+            while chunk := f.read(_CHUNK):
+                total += len(chunk)
+                if total > limit:
+                    raise _too_large(p, what, limit, "is larger than")
+                yield chunk
+    except OSError as exc:
+        raise _unreadable(p, what, exc) from None
+
+
+def text_chunks(path: str | Path, what: str, limit_bytes: int = SMALL_FILE_BYTES) -> Iterator[str]:
+    """`read_text`'s text a chunk at a time (a MiB of the file's bytes at most)."""
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    offset = 0  # bytes of the file given to the decoder
+    for data in read_chunks(path, what, limit_bytes):
+        if b"\x00" in data:
+            raise _binary(path, what)
+        held = len(decoder.getstate()[0])
+        try:
+            yield decoder.decode(data)
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(path, exc.object, exc.start, offset - held) from None
+        offset += len(data)
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(path, exc.object, exc.start, offset - len(exc.object)) from None
+
+
+def _binary(path, what: str) -> MalformedFile:
+    return MalformedFile(f"{path}: a binary file, not a text {what}")
+
+
+def _not_utf8(path, data: bytes, start: int, before: int = 0) -> MalformedFile:
+    """`data[start]` is not UTF-8; `before`: the file's bytes before `data`."""
+    return MalformedFile(
+        f"{path}: not UTF-8 text (byte 0x{data[start]:02x} at offset {before + start:,})"
+    )
 
 
 def read_text(path: str | Path, what: str = "file", limit_bytes: int = SMALL_FILE_BYTES) -> str:
@@ -180,13 +234,11 @@ def read_text(path: str | Path, what: str = "file", limit_bytes: int = SMALL_FIL
     folder or special file, too large, binary or not UTF-8."""
     data = read_bytes(path, what, limit_bytes)
     if b"\x00" in data:
-        raise MalformedFile(f"{path}: a binary file, not a text {what}")
+        raise _binary(path, what)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise MalformedFile(
-            f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start:,})"
-        ) from None
+        raise _not_utf8(path, data, exc.start) from None
 
 
 class _OutOfRange:

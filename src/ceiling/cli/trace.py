@@ -22,10 +22,13 @@ WorkersOption = Annotated[
     int | None,
     typer.Option(
         min=1,
-        help="Rank files read at once in local processes (default: a core each). Memory "
-        "is bounded: this process, plus one rank's trace a worker (a few times its "
-        "uncompressed JSON) however many ranks, in workers that start afresh for each "
-        "rank with only the trace reader loaded.",
+        help="Rank files read at most at once, by this process and local worker processes "
+        "(default: a core each). Memory is bounded: all the processes together hold at "
+        "most 2x what reading the ranks one after another holds, however many ranks (a "
+        "rank's read takes about 1.5x its uncompressed JSON, a worker 25 MiB more). A rank "
+        "goes to a worker only while that bound allows, else this process reads it, so "
+        "fewer than asked may run at once. Each worker starts for one rank with only the "
+        "trace reader loaded.",
     ),
 ]
 DaskOption = Annotated[

@@ -8,8 +8,7 @@ from typing import Any
 
 from ceiling.errors import CeilingError, InvalidInput, UnsupportedOnDevice
 from ceiling.trace.engines import check_dask, default_workers, run_ranks
-from ceiling.trace.rank_pool import in_pool
-from ceiling.trace.rank_summary import Prepared, TraceFacts, trace_facts
+from ceiling.trace.rank_summary import Prepared, TraceFacts
 from ceiling.trace.ranks import cross_rank
 from ceiling.trace.reader import NotATrace, read_trace, trace_files, without_gc
 from ceiling.trace.results import TraceAnalysis, TraceDevice
@@ -64,14 +63,13 @@ def _analyze(
     notes: list[str] = []
     files = trace_files(path)
     _check_engine(workers, dask, progress)
-    # The first trace decides the device and the dtype of the peak for every rank; read in a
-    # worker when the ranks go to a pool, so that this process never holds a trace.
+    # The first trace decides the device and the dtype of the peak for every rank; read here
+    # (as a pool reads ranks here too, within its memory budget) and summarised like the rest.
     n = workers if workers is not None else default_workers(len(files) - 1)
-    pooled = dask is None and len(files) > 1 and n > 1
-    facts, first, skipped = _first(files, pooled)
+    facts, first, skipped = _first(files)
     machine, device = _device([facts], spec, machine_profile, notes)
     key = _peak_key(machine, device, dtype or facts.main_dtype, notes)
-    summaries = [] if first is None else [(facts.rank, first.summary(machine, key, questions))]
+    summaries = [(facts.rank, first.summary(machine, key, questions))]
     del first  # the first trace is let go like every other
     rest = [str(f) for f in files[skipped + len(summaries) :]]
     for done in run_ranks(rest, machine, key, n, dask, progress, questions):
@@ -107,15 +105,10 @@ def _analyze(
     )
 
 
-def _first(files, pooled: bool) -> tuple[TraceFacts, Prepared | None, int]:
-    """The first file that is a trace: its facts, the trace itself unless it was read in a
-    worker (`pooled`), and the number of files before it that are JSON but no trace."""
+def _first(files) -> tuple[TraceFacts, Prepared, int]:
+    """The first file that is a trace: its facts, the trace itself, and the number of files
+    before it that are JSON but no trace."""
     for skipped, f in enumerate(files):
-        if pooled:
-            (facts,) = in_pool(trace_facts, [str(f)], 1)
-            if facts is not None:
-                return facts, None, skipped
-            continue
         try:
             first = Prepared.of(read_trace(f))
         except NotATrace:

@@ -60,7 +60,7 @@ class Prepared:
 @dataclass(frozen=True)
 class TraceFacts:
     """What a job's first trace decides for every rank (the device, the dtype of the peak),
-    without its events: what a worker sends back when it reads that trace."""
+    without its events."""
 
     rank: int | None
     on_gpu: bool
@@ -73,17 +73,6 @@ class TraceFacts:
     def of(cls, first: Prepared) -> TraceFacts:
         t = first.trace
         return cls(t.rank, t.on_gpu, t.devices, t.device_names, t.host_name, first.main_dtype())
-
-
-def trace_facts(path: str) -> TraceFacts | None:
-    """The facts of the trace at `path`, or None when the file is JSON but no profiler
-    trace."""
-    with without_gc():
-        try:
-            trace = read_trace(path)
-        except NotATrace:
-            return None
-        return TraceFacts.of(Prepared.of(trace))
 
 
 def cost_rule(trace: RankTrace):

@@ -1,10 +1,11 @@
 """Read torch.profiler (Kineto) Chrome-trace JSON: a file, a .json.gz, or a directory of
 per-rank files.
 
-The file is decoded one event at a time (the standard library's C scanner on each event),
-and each event is reduced to an `Event` at once, so memory holds the text and the kept
-events, never the whole parsed document. Anything malformed is reported in one line with
-the file, the event number and the byte offset.
+The file is read a MiB at a time and decoded one event at a time (the standard library's C
+scanner on each event), and each event is reduced to an `Event` at once (the names and keys
+that events repeat kept once), so memory holds a window of the text and the kept events,
+never the whole text nor the parsed document. Anything malformed is reported in one line
+with the file, the event number and the byte offset.
 """
 
 from __future__ import annotations
@@ -13,16 +14,20 @@ import gc
 import json
 import math
 import os
+from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
 
 from ceiling.errors import InvalidInput, MalformedFile, argument
-from ceiling.files import TRACE_BYTES, name_is_usable, read_text
+from ceiling.files import TRACE_BYTES, name_is_usable, read_text, text_chunks
 from ceiling.text import shortened
 from ceiling.trace.events import CATEGORY, Event, RankTrace
 
 _WS = " \t\n\r"
 _WS_OR_COMMA = " \t\n\r,"
+# Characters past a failed decode that tell a wrong value from one the window's end cut short
+# (longer than any JSON literal, escape or number's tail).
+_MARGIN = 64
 _US = 1e-6  # Kineto timestamps and durations are microseconds
 TRACE_SUFFIXES = (".json", ".json.gz")
 
@@ -50,16 +55,17 @@ class NotATrace(MalformedFile):
     """Valid JSON, but not a profiler trace."""
 
 
-def _text(path: Path) -> str:
-    return read_text(path, "trace", TRACE_BYTES)
-
-
 def read_trace(path: str | Path) -> RankTrace:
     path = Path(path)
-    text = _text(path)
-    parser = _Parser(text, str(path))
+    return parse_trace(text_chunks(path, "trace", TRACE_BYTES), path)
+
+
+def parse_trace(chunks: Iterable[str], path: Path) -> RankTrace:
+    """The trace whose text comes in `chunks` (any size), read from the file at `path`."""
+    parser = _Parser(chunks, str(path))
     with without_gc():
         header, events = parser.document()
+        parser.finish()
     if not events:
         raise MalformedFile(f"{path}: the trace holds no events (empty or not a profiler trace)")
     dist = _header_field(header, "distributedInfo", dict, path) or {}
@@ -115,31 +121,82 @@ def _whole_or_none(value, field: str, path: Path) -> int | None:
 
 
 class _Parser:
-    """The top-level object, key by key; the `traceEvents` array, event by event."""
+    """The top-level object, key by key; the `traceEvents` array, event by event, in a window
+    of the document that moves on as it is read."""
 
-    def __init__(self, text: str, where: str) -> None:
-        self.text = text
+    def __init__(self, chunks: Iterable[str], where: str) -> None:
+        self.chunks = iter(chunks)
         self.where = where
-        self.pos = 0
+        self.text = ""  # the window: the document from character `base` on
+        self.base = 0
+        self.pos = 0  # in the window
+        self.ended = False
+        self.size: int | None = None
         self.decoder = json.JSONDecoder()
         self.n_events = 0
         self.shared: dict = {}  # one object for each distinct shape list (`_share`)
+        self.strings: dict = {}
+
+    def grow(self) -> bool:
+        """More of the document in the window (as much again at least), the text before
+        `pos` let go; False where the document has ended."""
+        if self.ended:
+            return False
+        keep = self.text[self.pos :]
+        parts, got = [keep], 0
+        while got < max(len(keep), 1):
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                self.ended = True
+                break
+            parts.append(chunk)
+            got += len(chunk)
+        if not got:
+            return False
+        self.base, self.text, self.pos = self.base + self.pos, "".join(parts), 0
+        return True
+
+    def cut(self, at: int, msg: str = "") -> bool:
+        """Whether a value that failed to decode at `at` may have been cut short by the
+        window's end rather than be wrong: then the window has grown to try again."""
+        near_end = at + _MARGIN >= len(self.text) or msg.startswith("Unterminated")
+        return near_end and self.grow()
+
+    def finish(self) -> int:
+        """The document's length in characters, the rest of it read (and what is wrong with
+        the file there, its size or its compression, said)."""
+        if self.size is None:
+            rest = sum(len(chunk) for chunk in self.chunks)
+            self.size, self.ended = self.base + len(self.text) + rest, True
+        return self.size
 
     def fail(self, what: str) -> MalformedFile:
-        size = len(self.text)
-        at = f"byte {self.pos:,} of {size:,}"
+        at = f"byte {self.base + self.pos:,} of {self.finish():,}"
         if self.n_events:
             at += f", after event {self.n_events:,}"
         return MalformedFile(f"{self.where}: {what} at {at}")
 
+    def decode_fault(self, exc: json.JSONDecodeError) -> MalformedFile:
+        self.pos = exc.pos
+        truncated = exc.pos >= len(self.text) - 1 or "Unterminated" in exc.msg
+        return self.fail("truncated: the JSON ends early" if truncated else exc.msg)
+
+    def at_end(self) -> bool:
+        """Past the whitespace at `pos`: whether the document ends there."""
+        while True:
+            text, pos = self.text, self.pos
+            while pos < len(text) and text[pos] in _WS:
+                pos += 1
+            self.pos = pos
+            if pos < len(text):
+                return False
+            if not self.grow():
+                return True
+
     def skip(self) -> str:
-        text, pos = self.text, self.pos
-        while pos < len(text) and text[pos] in _WS:
-            pos += 1
-        self.pos = pos
-        if pos >= len(text):
+        if self.at_end():
             raise self.fail("truncated: the JSON ends early")
-        return text[pos]
+        return self.text[self.pos]
 
     def expect(self, char: str) -> None:
         if self.skip() != char:
@@ -147,21 +204,24 @@ class _Parser:
         self.pos += 1
 
     def value(self):
-        self.skip()
-        try:
-            obj, self.pos = self.decoder.raw_decode(self.text, self.pos)
-        except json.JSONDecodeError as exc:
-            self.pos = exc.pos
-            truncated = exc.pos >= len(self.text) - 1 or "Unterminated" in exc.msg
-            raise self.fail("truncated: the JSON ends early" if truncated else exc.msg) from None
-        except RecursionError:
-            raise self.fail("a header value nested deeper than the parser goes") from None
-        except ValueError:  # Python's own cap on the digits of an integer
-            raise self.fail("a number of thousands of digits in the header") from None
-        return obj
+        while True:
+            self.skip()
+            try:
+                obj, end = self.decoder.raw_decode(self.text, self.pos)
+            except json.JSONDecodeError as exc:
+                if self.cut(exc.pos, exc.msg):
+                    continue
+                raise self.decode_fault(exc) from None
+            except RecursionError:
+                raise self.fail("a header value nested deeper than the parser goes") from None
+            except ValueError:  # Python's own cap on the digits of an integer
+                raise self.fail("a number of thousands of digits in the header") from None
+            if not self.cut(end):  # a number the window ends in may go on past it
+                self.pos = end
+                return obj
 
     def document(self) -> tuple[dict, list[Event]]:
-        if not self.text.strip():
+        if self.at_end():
             raise MalformedFile(f"{self.where}: empty file")
         if self.skip() == "[":  # the bare-array form of the Chrome format
             return {}, self.events()
@@ -186,11 +246,18 @@ class _Parser:
         return header, events
 
     def events(self) -> list[Event]:
-        """The hot loop: one C scanner call per event, the rest kept to a minimum."""
         self.expect("[")
         out: list[Event] = []
+        while not self.window_events(out):
+            pass
+        return out
+
+    def window_events(self, out: list[Event]) -> bool:
+        """The hot loop: the window's events into `out`, one C scanner call each, the rest
+        kept to a minimum. True at the array's end; False where the window ended first and
+        has grown."""
         kept, text, scan = CATEGORY, self.text, self.decoder.scan_once
-        pos, n = self.pos, 0
+        pos, n = self.pos, self.n_events
         try:
             while True:
                 c = text[pos]
@@ -209,16 +276,22 @@ class _Parser:
                     out.append(self.event(e))
         except IndexError:
             self.pos, self.n_events = len(text), n
+            if self.grow():
+                return False
             raise self.fail("truncated: the JSON ends early") from None
         except StopIteration as exc:
-            self.pos, self.n_events = exc.value, n
+            self.n_events = n
+            if self.cut(exc.value):
+                return False
+            self.pos = exc.value
             raise self.fail(
                 "truncated: the JSON ends early" if exc.value >= len(text) else "not a JSON value"
             ) from None
         except json.JSONDecodeError as exc:
-            self.pos, self.n_events = exc.pos, n
-            truncated = exc.pos >= len(text) - 1 or "Unterminated" in exc.msg
-            raise self.fail("truncated: the JSON ends early" if truncated else exc.msg) from None
+            self.n_events = n
+            if self.cut(exc.pos, exc.msg):
+                return False
+            raise self.decode_fault(exc) from None
         except RecursionError:
             self.n_events = n
             raise self.fail("an event nested deeper than the parser goes") from None
@@ -229,7 +302,7 @@ class _Parser:
             self.n_events = n
             raise self.fail("a number of thousands of digits in an event") from None
         self.pos, self.n_events = pos + 1, n
-        return out
+        return True
 
     def event(self, e: dict) -> Event:
         try:
@@ -255,14 +328,16 @@ class _Parser:
         for key in _SHAPES:
             if args.get(key).__class__ is list:
                 args[key] = _share(self.shared, args[key])
+        once = self.strings.setdefault  # the names and keys every event repeats, kept once
+        name = str(e.get("name", ""))
         return Event(
-            str(e.get("name", "")),
+            once(name, name),
             CATEGORY[e["cat"]],
             start,
             max(dur, 0.0),
             _hashable(e.get("pid", 0)),
             _hashable(e.get("tid", 0)),
-            args,
+            {once(k, k): v for k, v in args.items()},
         )
 
 
