@@ -265,10 +265,10 @@ def test_the_shipped_bands_are_the_models_predictions_today():
 @pytest.mark.parametrize(
     ("base", "held_out_median"),
     # the acceptance: training ≤ 8 %, decode expected ≤ 12 %, serving latency ≤ 20 % and
-    # throughput ≤ 15 %; the two serving ones are not met yet (24.9 % and 18.7 % held out):
-    # these hold them from getting worse
-    [("training", 0.08), ("decode expected", 0.12), ("serving latency", 0.26),
-     ("serving throughput", 0.20)],
+    # throughput ≤ 15 % (11.6 % held out); latency is not met yet (20.1 % held out): this
+    # holds it from getting worse
+    [("training", 0.08), ("decode expected", 0.12), ("serving latency", 0.21),
+     ("serving throughput", 0.15)],
 )  # fmt: skip
 def test_held_out_medians_meet_their_targets(base, held_out_median):
     import statistics
