@@ -34,6 +34,7 @@ from ceiling.model.transformer import get_model
         ("mixtral-8x7b", "h100-sxm", DecodeSetup(weights_dtype="fp8", kv_dtype="fp8", tp=2), 16,
          300),
         ("llama-3-8b", "h100-sxm", DecodeSetup(weights_dtype="fp8"), 512, 100),
+        ("deepseek-v3", "h200-sxm", DecodeSetup(weights_dtype="fp8", tp=8), 64, 4000),
     ],
 )  # fmt: skip
 def test_decode_and_serve_agree_at_a_fixed_batch(model, device, setup, batch, context):
@@ -254,3 +255,16 @@ def test_multi_step_scheduling_pays_the_schedulers_share_once_a_block():
     assert multi.time_fn(*mixed)[0] - host == pytest.approx(
         1.1 * (plain.time_fn(*mixed)[0] - host), rel=1e-12
     )
+
+
+def test_mla_decodes_absorbed_and_prefills_expanded():
+    """DeepSeek-V3 (61 layers, 128 heads, latent 512, rope 64, nope 128, v 128), per pair:
+    a decode scores over the latent and its rotary part and sums in the latent,
+    2·(512 + 64) + 2·512 a head; a prompt over keys and values expanded from it,
+    2·(128 + 64) + 2·128 a head. GQA is 4·l·q_dim either way."""
+    from ceiling.model.serve.iteration import attention_per_pair
+
+    prompt, decode = attention_per_pair(get_model("deepseek-v3"), 8)
+    assert decode == 61 * 128 * (2 * 576 + 2 * 512) / 8
+    assert prompt == 61 * 128 * (2 * 192 + 2 * 128) / 8
+    assert attention_per_pair(get_model("llama-3-8b"), 1) == (4 * 32 * 4096,) * 2

@@ -246,8 +246,14 @@ class _Step:
             narrow_weights_read=narrow,
             fits=self.mem is None or need <= self.mem,
             ttft_s=self.prefill_time(batch, prompt),
-            attention_flops=batch * self.attention_flops(context + 1),
+            attention_flops=batch * self.decode_attention_flops(context),
         )
+
+    def decode_attention_flops(self, context: int) -> float:
+        """Attention FLOPs of one decode token over `context` cached tokens and itself, per
+        device, in the form the step runs (MLA: absorbed where that is the faster)."""
+        absorbed = self.attention_form(context)
+        return float(self.cfg.decode_attention_flops(context, absorbed)) / self.tp
 
     def attention_flops(self, attended: int) -> float:
         """Attention FLOPs of one token over `attended` keys, per device: 4·l·a·d·attended."""

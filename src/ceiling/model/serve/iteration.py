@@ -95,7 +95,9 @@ class Iteration:
         head = cfg.vocab * cfg.hidden
         self.body_params = (cfg.params_matmul - head) / tp
         self.head_params = head / tp
-        self.attn = 4.0 * cfg.layers * cfg.q_dim / tp  # FLOPs per query-key pair, per device
+        # attention FLOPs per query-key pair, per device: a prompt's (MLA: its keys and values
+        # expanded from the latent) and a decode's (MLA: absorbed, as decode prices it)
+        self.attn, self.attn_decode = attention_per_pair(cfg, tp)
         self.kv_tok = self.step.kv_tok_dev
         self.act_tok = activation_bytes_per_token(cfg, tp, self.step.act_bytes)
         self.bandwidth = costs.memory_bandwidth_bytes_per_s or self.step.bw * costs.bandwidth_share
@@ -177,7 +179,8 @@ class Iteration:
             weights_s=self.weight_bytes(tokens) / self.bandwidth,
             gemm_s=gemm_s,
             kv_s=kv / self.bandwidth,
-            attention_s=self.attn * (decode_pairs + prefill_pairs) / self.attention_rate,
+            attention_s=(self.attn_decode * decode_pairs + self.attn * prefill_pairs)
+            / self.attention_rate,
             dequant_s=self.dequant_s(tokens),
             launch_s=self.kernels * per_kernel if tokens else 0.0,
             comm_s=self.comm_s(tokens) if tokens else 0.0,
@@ -214,7 +217,7 @@ class Iteration:
         multiplies, gemm_over, dequant, launch, comm, act = fixed
         pairs = q * decode_context + decode_seqs * (q * (q + 1) / 2)
         kv_s = (decode_context + prefill_cached + tokens) * self.kv_tok / self.bandwidth
-        attention_s = self.attn * (pairs + prefill_pairs) / self.attention_rate
+        attention_s = (self.attn_decode * pairs + self.attn * prefill_pairs) / self.attention_rate
         time_s = multiplies + max(kv_s, attention_s) + dequant + launch + comm
         attn_over = attention_s - kv_s
         compute = max(gemm_over, 0) + max(attn_over, 0)
@@ -223,6 +226,20 @@ class Iteration:
 
     def expected_experts(self, tokens: int) -> float:
         return experts_touched(self.cfg, tokens)
+
+
+def attention_per_pair(cfg, tp: int) -> tuple[float, float]:
+    """(a prompt's FLOPs per query-key pair, a decode's) per device, from the model's
+    attention counts: 4·l·a·d a pair for MHA/GQA (the full width: a local layer's window is
+    not applied to a batch's summed contexts); MLA prefills over keys and values expanded
+    from the latent and decodes absorbed, scoring and summing in the latent's width
+    (`transformer_flops.decode_attention_flops`)."""
+    prompt = float(cfg.attention_flops_per_token(1) - cfg.attention_flops_per_token(0))
+    if cfg.attention != "mla":
+        return prompt / tp, prompt / tp
+    at = 4096  # MLA has no window: its decode FLOPs are linear in the keys
+    f = cfg.decode_attention_flops
+    return prompt / tp, float(f(at + 1, absorbed=True) - f(at, absorbed=True)) / tp
 
 
 def chunk_pairs(cached, chunk):
