@@ -313,3 +313,25 @@ def test_a_longer_iteration_delays_a_request_by_the_iterations_since_it_arrived(
     (closed,) = with_iteration_time_added([schedule(1)], 0.1)
     assert list(closed.arrival_s) == pytest.approx([0.0, 2.5 + 0.3])
     assert list(closed.first_token_s) == pytest.approx([1.5 + 0.2, 3.5 + 0.4])
+
+
+def test_a_time_per_sequence_delays_a_request_by_the_sequences_before_it():
+    import numpy as np
+
+    from ceiling.model.serve.engine import with_iteration_time_added
+    from ceiling.model.serve.scheduler import Schedule
+
+    starts = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
+    decodes = np.array([0, 1, 2, 2, 1])
+    one = np.ones(5)
+    s = Schedule(np.array([0.0, 2.5]), np.array([1.5, 3.5]), np.array([2.5, 4.5]),
+                 np.array([2, 2]), np.array([8, 8]), starts, one, one, decodes, one,
+                 one.astype(int), one.astype(bool), 100, 0, 0)  # fmt: skip
+    # 0.1 s a decoding sequence: the iterations add 0, 0.1, 0.2, 0.2, 0.1
+    (moved,) = with_iteration_time_added([s], 0.0, 0.1)
+    assert list(moved.iter_time_s) == pytest.approx([1.0, 1.1, 1.2, 1.2, 1.1])
+    assert list(moved.iter_start_s) == pytest.approx([0.0, 1.0, 2.1, 3.3, 4.5])
+    # the first request's first token at 1.5 follows 2 iterations (0 + 0.1), its finish at
+    # 2.5 three (0.3); the second, arrived at 2.5, is delayed by the ones since: 0.2, 0.3
+    assert list(moved.first_token_s) == pytest.approx([1.6, 3.7])
+    assert list(moved.finish_s) == pytest.approx([2.8, 4.8])

@@ -154,17 +154,21 @@ def _needs_elasticity(f, run, device: str) -> bool:
 ADDED_TO_LATENCY = ("serve.request_s.trtllm", "serve.request_s.python")
 # constants added to every serving iteration: their effect read off the simulated schedules
 # with every iteration that much longer, its decisions kept (first order, as the refit is)
-ADDED_TO_ITERATIONS = ("serve.iteration_s",)
+# (serve.sequence_s: that much for each sequence decoding in the iteration)
+ADDED_TO_ITERATIONS = ("serve.iteration_s", "serve.sequence_s")
 
 
-def _with_iterations_longer(r, extra_s: float):
-    """A stand-in of serving result `r` whose metrics have `extra_s` more in each iteration."""
+def _with_iterations_longer(r, name: str, step: float):
+    """A stand-in of serving result `r` whose metrics have `step` more of constant `name`
+    (one of ADDED_TO_ITERATIONS) in each iteration."""
     from types import SimpleNamespace
 
     from ceiling.model.serve.engine import with_iteration_time_added
     from ceiling.model.serve.metrics import summarize
 
-    moved = with_iteration_time_added(r.schedules, extra_s)
+    per_sequence = name == "serve.sequence_s"
+    moved = with_iteration_time_added(r.schedules, 0.0 if per_sequence else step,
+                                      step if per_sequence else 0.0)  # fmt: skip
     return SimpleNamespace(metrics=summarize(moved, r.request_s))
 
 
@@ -211,7 +215,7 @@ def _elasticities(name: str, runs: list, needing: list[int], r, figures: list, s
     clockless = False
     if name in ADDED_TO_ITERATIONS and getattr(r, "schedules", None) is not None:
         step = shipped[name] * STEP
-        moved, clockless = _with_iterations_longer(r, step), _clockless(r)
+        moved, clockless = _with_iterations_longer(r, name, step), _clockless(r)
     else:
         with overridden({name: shipped[name] * (1 + STEP)}):
             moved = _call(runs[0].kind, runs[0].args)

@@ -43,10 +43,10 @@ HOST_SHARE = {"sglang": 0.10, "vllm": 0.10, "trtllm": 0.0, "generic": 0.0}
 # streaming the new tokens, the scheduler's bookkeeping), and a request's way in and out of
 # the server (HTTP, tokenising the prompt, admission to the next iteration, the first
 # streamed chunk). Declared fitted constants (`model.fitted`): chosen from the published
-# online runs (what `ceiling validate` refits them to over all of them: 2.2 ms an iteration,
-# 23 ms a request through a Python server; 6.5 ms through TensorRT-LLM's, from its own
-# document's light-load TTFTs, which the refit's prior outweighs), refit without each
-# source when it is scored.
+# online runs (what `ceiling validate` refits them to over all of them: 2.2 to 3.6 ms an
+# iteration and 23 to 28 ms a request through a Python server as the other constants move;
+# 6.5 ms through TensorRT-LLM's, from its own document's light-load TTFTs, which the refit's
+# prior outweighs), refit without each source when it is scored.
 ITERATION_S = 0.0022
 # by front end: TensorRT-LLM's C++ executor and server, or a Python one (vLLM, SGLang, ...)
 REQUEST_S = {"trtllm": 0.0065, "python": 0.023}
@@ -54,7 +54,8 @@ REQUEST_S = {"trtllm": 0.0065, "python": 0.023}
 # and the sampler's per-request bookkeeping (stop checks, KV block accounting, detokenising
 # and queueing its new token), which grows with the batch. A declared fitted constant, chosen
 # from the published runs' throughput at large batches (what `ceiling validate` refits it to
-# over all of them: 0.9 µs) and refit without each source when it is scored.
+# over all of them moves between 0 and 1.4 µs with the other constants: the large batches
+# ask for it, the light loads do not) and refit without each source when it is scored.
 SEQUENCE_S = 9e-7
 
 
@@ -238,32 +239,35 @@ class Engine:
         return summarize(schedules, self.request_s), schedules
 
 
-def with_iteration_time_added(schedules, extra_s: float) -> list:
-    """The schedules with `extra_s` more in every iteration, their decisions kept (first order
-    in `extra_s`: a longer iteration would also change what later iterations hold). A request
-    is delayed by `extra_s` for every iteration from its arrival to each of its times; in a
-    closed loop its arrival itself moves with the iterations before it (it is sent when an
-    earlier request finishes)."""
+def with_iteration_time_added(schedules, extra_s: float, per_sequence_s: float = 0.0) -> list:
+    """The schedules with `extra_s` more in every iteration, and `per_sequence_s` more for
+    each sequence decoding in it, their decisions kept (first order in the added time: a
+    longer iteration would also change what later iterations hold). A request is delayed by
+    what the iterations from its arrival to each of its times added; in a closed loop its
+    arrival itself moves with the iterations before it (it is sent when an earlier request
+    finishes)."""
     import dataclasses
 
     out = []
     for s in schedules:
         starts = s.iter_start_s
+        added = extra_s + per_sequence_s * s.iter_decodes
+        before_it = np.concatenate(([0.0], np.cumsum(added)))  # added before iteration i
 
-        def count(times, starts=starts):
-            return np.searchsorted(starts, times, side="left")
+        def delay(times, starts=starts, before_it=before_it):
+            return before_it[np.searchsorted(starts, times, side="left")]
 
-        before = count(s.arrival_s)
-        arrival = s.arrival_s + extra_s * before if s.warmup else s.arrival_s
-        shift = arrival - s.arrival_s - extra_s * before  # so each time moves by its own count
+        before = delay(s.arrival_s)
+        arrival = s.arrival_s + before if s.warmup else s.arrival_s
+        shift = arrival - s.arrival_s - before  # so each time moves by its own iterations
         out.append(
             dataclasses.replace(
                 s,
                 arrival_s=arrival,
-                first_token_s=s.first_token_s + extra_s * count(s.first_token_s) + shift,
-                finish_s=s.finish_s + extra_s * count(s.finish_s) + shift,
-                iter_start_s=starts + extra_s * np.arange(len(starts)),
-                iter_time_s=s.iter_time_s + extra_s,
+                first_token_s=s.first_token_s + delay(s.first_token_s) + shift,
+                finish_s=s.finish_s + delay(s.finish_s) + shift,
+                iter_start_s=starts + before_it[:-1],
+                iter_time_s=s.iter_time_s + added,
             )
         )
     return out
