@@ -173,3 +173,17 @@ def test_activation_bytes_count_each_kernel_between_the_gemms():
     assert activation_bytes_per_token(get_model("llama-3-8b"), 1, 2.0) == llama == 5_505_024
     mixtral = 32 * (8 * 4096 + 2 * 5120 / 2 + 3 * 2 * 14336 / 2 + 2 * 3 * 4096) * 2
     assert activation_bytes_per_token(get_model("mixtral-8x7b"), 2, 2.0) == mixtral == 6_750_208
+
+
+def test_activation_bytes_of_a_gelu_ffn_and_of_mla():
+    """A GELU FFN (no gate) reads its up output and writes the activation, 2f/tp: GPT-1T
+    (128 layers, h = q = kv width 25600, FFN 102400) on 8 devices. DeepSeek-V3 on 8: only
+    the rotary parts are rotated (128 heads × 64 / 8 and one shared 64-wide key), 3 dense
+    layers of FFN 18432 and 58 MoE layers of 8 routed and 1 shared 2048-wide experts, each
+    token copied to its 8 experts and back (2·9·h)."""
+    gpt = 128 * (8 * 25600 + 2 * (25600 + 25600) / 8 + 2 * 102400 / 8) * 2
+    assert activation_bytes_per_token(get_model("gpt-1t"), 8, 2.0) == gpt
+    h = 7168
+    rope = 128 * 64 / 8 + 64
+    ds = 61 * (8 * h + 2 * rope) + 3 * 3 * 18432 / 8 + 58 * (3 * 9 * 2048 / 8 + 2 * 9 * h)
+    assert activation_bytes_per_token(get_model("deepseek-v3"), 8, 1.0) == pytest.approx(ds)

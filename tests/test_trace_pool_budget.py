@@ -10,6 +10,8 @@ import pytest
 
 from ceiling.errors import WorkerFailed
 from ceiling.trace.pool_budget import (
+    EXPANSION,
+    LEARN_FROM_BYTES,
     TRACKER_BYTES,
     TREE_OVER_SERIAL,
     WORKER_BYTES,
@@ -145,3 +147,14 @@ def test_a_rank_files_json_bytes_are_read_from_its_size_or_gzip_trailer(tmp_path
     assert json_bytes(str(packed)) == 300_000
     assert json_bytes(str(tmp_path / "missing.json")) == 0
     assert json_bytes(str(tmp_path)) == 0  # a folder: its reader says what is wrong
+
+
+def test_a_small_rank_teaches_the_workers_memory_but_not_the_expansion():
+    # a 1 MiB rank whose read grew 5 MiB is the reader's fixed working memory, not 5x its
+    # JSON: the default expansion stays until a rank of LEARN_FROM_BYTES or more reports
+    b = MemoryBudget(own_bytes=100 * MiB, largest_json_bytes=30 * MiB)
+    b.learn(1 * MiB, start_bytes=24 * MiB, growth_bytes=5 * MiB)
+    assert b.learnt and b.worker_bytes == 24 * MiB
+    assert b.expansion == EXPANSION and not b.learnt_expansion
+    b.learn(LEARN_FROM_BYTES, start_bytes=25 * MiB, growth_bytes=LEARN_FROM_BYTES * 13 // 10)
+    assert b.expansion == pytest.approx(1.3) and b.worker_bytes == 25 * MiB

@@ -22,7 +22,7 @@ CALL_KEYS = (
     "activations", "input_tokens", "output_tokens", "dataset", "requests", "rate",
     "concurrency", "offline", "num_requests", "max_num_seqs", "max_batched_tokens",
     "chunked_prefill", "prefix_hit_rate", "speculative", "spec_tokens", "acceptance",
-    "reserve_kv", "seed", "engine", "memory_utilization",
+    "reserve_kv", "seed", "engine", "memory_utilization", "scheduler_steps",
 )  # fmt: skip
 
 
@@ -112,7 +112,7 @@ def calibrated_serve(calibrate, serve, args: dict[str, Any]):
         return run
 
     call = runs[0][0]
-    start = (eng.iteration_s(), eng.request_s(call.get("engine") or "generic"))
+    start = (eng.iteration_s(), eng.request_s(call.get("engine") or "generic"), eng.sequence_s())
     cal = fit([simulation(c, b) for c, _, _, b in runs], [m for _, m, _, _ in runs], start,
               devices.pop(), [src for _, _, src, _ in runs], [b for *_, b in runs])  # fmt: skip
     scale = cal.device_scale if _device(args) == cal.device else 1.0

@@ -416,6 +416,14 @@ def _policy(a: dict[str, Any]):
     from ceiling.model.serve.scheduler import Policy
 
     reserve_kv = a["reserve_kv"]
+    steps = a["scheduler_steps"]
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps > 1:
+        if a["engine"] in ("sglang", "trtllm"):
+            raise BadArgument("scheduler_steps", f"is vLLM's multi-step scheduling (0.5-0.6); "
+                              f"engine {a['engine']!r} has none")  # fmt: skip
+        if a["spec_tokens"]:
+            raise BadArgument("scheduler_steps", "cannot be combined with speculative decoding "
+                              "(vLLM refuses multi-step scheduling with it)")  # fmt: skip
     return Policy(
         max_num_seqs=a["max_num_seqs"],
         max_batched_tokens=a["max_batched_tokens"],

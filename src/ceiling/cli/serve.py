@@ -283,8 +283,8 @@ def _show_iteration_and_slo(r) -> None:
         f"{m.decode_bound}; a decode iteration at batch {it['batch']}: "
         f"{format_time(it['time_s'])} (weights {format_time(it['weights_s'])}, KV "
         f"{format_time(it['kv_s'])}, activations {format_time(it['activation_s'])}, "
-        f"all-reduce {format_time(it['comm_s'])}, launches "
-        f"{format_time(it['launch_s'])})"
+        + (f"dequantisation {format_time(it['dequant_s'])}, " if it["dequant_s"] else "")
+        + f"all-reduce {format_time(it['comm_s'])}, launches {format_time(it['launch_s'])})"
     )
     if r.slo is not None:
         con.print(

@@ -23,12 +23,13 @@ WorkersOption = Annotated[
     typer.Option(
         min=1,
         help="Rank files read at most at once, by this process and local worker processes "
-        "(default: a core each). Memory is bounded: all the processes together hold at "
-        "most 2x what reading the ranks one after another holds, however many ranks (a "
-        "rank's read takes about 1.5x its uncompressed JSON, a worker 25 MiB more). A rank "
-        "goes to a worker only while that bound allows, else this process reads it, so "
-        "fewer than asked may run at once. Each worker starts for one rank with only the "
-        "trace reader loaded.",
+        "(default: a core each). Memory is bounded by an estimate: a rank goes to a worker "
+        "only while all the processes together are estimated to hold at most 2x what "
+        "reading the ranks one after another holds, however many ranks (a rank's read "
+        "about 1.5x its uncompressed JSON, a worker 26 MiB more, learnt from the workers' "
+        "reports as they come), else this process reads it, so fewer than asked may run at "
+        "once. Each worker starts for one rank with only the trace reader loaded. Not "
+        "with --dask, whose workers are the cluster's.",
     ),
 ]
 DaskOption = Annotated[

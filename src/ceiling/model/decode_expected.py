@@ -259,20 +259,27 @@ def activation_bytes_per_token(cfg, tp: int, act_bytes: float) -> float:
       norm and residual: each layer reads the residual stream and the sublayer's output and
         writes both back before attention and before the FFN (fused add + RMSNorm):
         8 × hidden, on every device (the residual stream is not split by tensor parallelism);
-      rotary embedding: reads and writes the queries and keys, 2 × (q + kv) / tp;
+      rotary embedding: reads and writes the queries and keys, 2 × (q + kv) / tp (MLA: only
+        their rotary parts, the heads' a·d_rope / tp and the one shared key's d_rope);
       the FFN's activation: reads the gate and up outputs and writes their product,
-        3 × ffn / tp (a MoE layer: of its k routed and its shared experts' widths);
-      a MoE layer's token permutation: copies each token to its k experts (reads 1, writes
-        k) and sums their outputs back (reads k, writes 1): 2 × (k + 1) × hidden.
+        3 × ffn / tp (2 × for a GELU FFN, no gate; a MoE layer: of its k routed and its
+        shared experts' widths);
+      a MoE layer's token permutation, as TensorRT-LLM's expand and finalize kernels run
+        it: copies each token to its k experts (reads 1, writes k) and sums their outputs
+        back (reads k, writes 1): 2 × (k + 1) × hidden (an engine that gathers the rows
+        inside the GEMM, as vLLM's fused MoE does, moves about half of it).
     At a large batch of prompt tokens these are a sizeable share of an iteration once
     tensor parallelism has split the GEMMs and not the residual stream."""
-    h = cfg.hidden
-    per_layer = 8 * h + 2 * (cfg.q_dim + cfg.kv_dim) / tp
-    total = cfg.layers * per_layer + cfg.dense_ffn_layers * 3 * cfg.ffn_hidden / tp
+    h, passes = cfg.hidden, cfg.ffn_mats  # gated: gate and up read, product written
+    if cfg.attention == "mla":
+        rope = cfg.heads * cfg.qk_rope_head_dim / tp + cfg.qk_rope_head_dim
+    else:
+        rope = (cfg.q_dim + cfg.kv_dim) / tp
+    total = cfg.layers * (8 * h + 2 * rope) + cfg.dense_ffn_layers * passes * cfg.ffn_hidden / tp
     if cfg.moe_layers:
         k = cfg.active_experts
         width = k * cfg.expert_ffn_hidden + cfg.shared_experts * cfg.shared_expert_ffn_hidden
-        total += cfg.moe_layers * (3 * width / tp + 2 * (k + 1) * h)
+        total += cfg.moe_layers * (passes * width / tp + 2 * (k + 1) * h)
     return total * act_bytes
 
 

@@ -30,6 +30,10 @@ EXPANSION = 1.5
 WORKER_BYTES = 26 * MiB
 # multiprocessing's resource tracker, started with the first worker.
 TRACKER_BYTES = 12 * MiB
+# A rank's growth says nothing of the reader's expansion below this much JSON: a small
+# rank's peak is mostly the reader's fixed working memory, which would read as a large
+# expansion and starve the large ranks of workers.
+LEARN_FROM_BYTES = 4 * MiB
 
 
 @dataclass
@@ -41,7 +45,8 @@ class MemoryBudget:
     largest_json_bytes: int
     expansion: float = EXPANSION
     worker_bytes: int = WORKER_BYTES
-    learnt: bool = False
+    learnt: bool = False  # a worker has reported its starting memory
+    learnt_expansion: bool = False  # and a rank of LEARN_FROM_BYTES or more its growth
 
     def cost(self, json_bytes: int) -> float:
         """A worker reading a rank of `json_bytes`: W + G_i."""
@@ -54,13 +59,17 @@ class MemoryBudget:
 
     def learn(self, json_bytes: int, start_bytes: int, growth_bytes: int) -> None:
         """A worker's report: its memory before reading a rank of `json_bytes`, and how much
-        its peak grew reading it. The largest figures seen replace the defaults."""
-        expansion = growth_bytes / max(json_bytes, 1)
-        if not self.learnt:
-            self.expansion, self.worker_bytes, self.learnt = expansion, start_bytes, True
-        else:
-            self.expansion = max(self.expansion, expansion)
-            self.worker_bytes = max(self.worker_bytes, start_bytes)
+        its peak grew reading it. The largest figures seen replace the defaults (the
+        expansion only from ranks of LEARN_FROM_BYTES or more)."""
+        self.worker_bytes = start_bytes if not self.learnt else max(self.worker_bytes,
+                                                                    start_bytes)  # fmt: skip
+        self.learnt = True
+        if json_bytes < LEARN_FROM_BYTES:
+            return
+        expansion = growth_bytes / json_bytes
+        self.expansion = expansion if not self.learnt_expansion else max(self.expansion,
+                                                                         expansion)  # fmt: skip
+        self.learnt_expansion = True
 
 
 def admits(in_flight: Sequence[float], cost: float, limit: float, slots: int) -> bool:

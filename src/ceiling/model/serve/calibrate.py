@@ -103,11 +103,12 @@ class Calibration:
 
 
 def fit(runs: list[Callable[[tuple[float, float, float, float]], dict]], measured: list[dict],
-        start: tuple[float, float], device: str, sources: list[str],
+        start: tuple[float, float, float], device: str, sources: list[str],
         batches: list | None = None) -> Calibration:  # fmt: skip
     """The costs (iteration_s, request_s, device_scale, sequence_s) under which each of
     `runs` (a measured run simulated with them, giving `figures_of` and its `line_figures`)
-    matches its `measured` figures; from `start`, the shipped (iteration_s, request_s).
+    matches its `measured` figures; from `start`, the shipped (iteration_s, request_s,
+    sequence_s), the last kept where the runs cannot tell it.
     `batches`: each measured run's `DecodeBatches`, or None."""
     import numpy as np
     from scipy.optimize import least_squares
@@ -128,7 +129,7 @@ def fit(runs: list[Callable[[tuple[float, float, float, float]], dict]], measure
         sequence_s]) and it."""
         key = tuple(np.round(x, 12))
         if key not in cache:
-            costs = (float(x[0]), 0.0, math.exp(float(x[1])), float(x[2]) if n > 2 else 0.0)
+            costs = (float(x[0]), 0.0, math.exp(float(x[1])), float(x[2]) if n > 2 else start[2])
             cache[key] = with_request_s(tuple(run(costs) for run in runs), measured)
         return cache[key]
 
@@ -142,9 +143,9 @@ def fit(runs: list[Callable[[tuple[float, float, float, float]], dict]], measure
     x0 = np.clip([max(start[0], 1e-4), 0.0, max(slopes, default=1e-4)][:n], lo, hi)
     sol = least_squares(residuals, x0, bounds=(lo, hi), diff_step=0.05,
                         x_scale=[1e-3, 1.0, 1e-3][:n], max_nfev=80)  # fmt: skip
-    x = [float(v) for v in sol.x] + [0.0] * (3 - n)
+    x = [float(v) for v in sol.x] + [start[2]] * (3 - n)
     request_s, after = simulated(sol.x)
-    before = tuple(run((start[0], start[1], 1.0, 0.0)) for run in runs)
+    before = tuple(run((start[0], start[1], 1.0, start[2])) for run in runs)
     shown = tuple({k: m[k] for k in ks} for m, ks in zip(measured, keys, strict=True))
     return Calibration(x[0], request_s, math.exp(x[1]), x[2], device, tuple(sources), shown,
                        before, after, tuple(batches))  # fmt: skip

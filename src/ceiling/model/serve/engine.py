@@ -205,10 +205,11 @@ class Engine:
         if self.draft_iteration is not None and n_dec:
             # k draft steps of the small model over the decoding sequences
             t += self.policy.spec_tokens * self.draft_iteration.time(n_dec, dec_ctx)
-        host = self.iteration_s + self.sequence_s * sampled
-        # multi-step scheduling: the scheduler's share paid once a block of decode steps
-        share = self.host_share / self.policy.scheduler_steps if not pf_tok else self.host_share
-        return t * self.device_scale * (1.0 + share) + host, bound
+        # multi-step scheduling: a decode step of a block pays the scheduler's share and the
+        # fixed host time once a block; each sequence's token is still handled every step
+        block = self.policy.scheduler_steps if not pf_tok else 1
+        host = self.iteration_s / block + self.sequence_s * sampled
+        return t * self.device_scale * (1.0 + self.host_share / block) + host, bound
 
     @property
     def engines(self) -> int:
