@@ -229,8 +229,8 @@ def _show(r) -> None:
            if inp["device_scale"] != 1 else "")
         + (f"; {format_time(inp['sequence_s'])} more an iteration for each sequence in it"
            if inp["sequence_s"] else "")
-        + (f"; {inp['scheduler_steps']} decode steps a scheduler call (multi-step), its "
-           "host share paid once a block" if inp["scheduler_steps"] > 1 else "")
+        + (f"; {inp['scheduler_steps']} decode steps a scheduler call (multi-step), the "
+           "host's share paid once a block" if inp["scheduler_steps"] > 1 else "")
     )  # fmt: skip
     if r.calibration is not None:
         _show_calibration(r.calibration)
