@@ -119,6 +119,7 @@ def test_the_bench_suite_leaves_its_figures_for_a_later_profile(counted, monkeyp
     result = overhead.run_overhead("cpu", budget_ms=10.0, quick=quick)
     assert result.functions.best_s == {"exp": 2e-6, "tanh": 8e-6}
     assert result.row()["host_costs"] == host.row()  # saved in the machine profile
+    assert result.row()["gemm_rows"]["rows"] == [1, 2, 4, 8, 16, 32, 64, 128]  # on a CPU
     roofs.function_costs("cpu", NO_PROFILE)
     roofs.first_touch_cost("cpu", NO_PROFILE)
     assert roofs.host_costs("cpu", NO_PROFILE) == host

@@ -208,13 +208,17 @@ def _engine(inp: ServeInputs, layout):
     """The engine of the call `inp` on `layout` (its KV cache sized, its iteration priced)."""
     from ceiling.model.decode import DecodeSetup, resolve_dtypes
     from ceiling.model.decode_expected import costs_for
+    from ceiling.model.gemm_rows import profile_rows_rates
     from ceiling.model.serve import engine as eng
 
     a, dev = inp.args, inp.device
     setup = DecodeSetup(weights_dtype=inp.weights_dtype, kv_dtype=a["kv_dtype"],
                         activation_dtype=a["activations"], tp=layout.tp)  # fmt: skip
     compute = resolve_dtypes(dev, setup).compute
-    costs = costs_for(dev, per_kernel_s=inp.host_op_s, weights=a["weights"], compute=compute)
+    # a CPU's GEMMs at their rows' measured rate (fp32 samples: in fp32 only)
+    rows = profile_rows_rates(inp.resolved.measured) if compute == "fp32" else None
+    costs = costs_for(dev, per_kernel_s=inp.host_op_s, weights=a["weights"], compute=compute,
+                      gemm_rows_rates=rows)  # fmt: skip
     return eng.Engine(inp.cfg, dev, setup, costs, layout, inp.policy, inp.draft,
                       memory_utilization=inp.utilization, host_share=inp.host_share,
                       engine=a["engine"], device_scale=a["device_scale"],

@@ -16,6 +16,7 @@ from ceiling.measure.functions import (
     quick_function_times,
     time_functions,
 )
+from ceiling.measure.gemm_rows import GemmRowsSamples, quick_gemm_rows, time_gemm_rows
 from ceiling.measure.host_costs import HostCosts, quick_host_costs, time_host_costs
 from ceiling.measure.stats import summarize
 from ceiling.measure.timer import HostTimer, benchmark, device_sync
@@ -59,6 +60,8 @@ class OverheadResult:
     functions: FunctionTimes | None = None
     # host seconds per op of an eager training step, by phase (measure.host_costs)
     host_costs: HostCosts | None = None
+    # on a CPU, a GEMM's best time at the few rows of a decode step (measure.gemm_rows)
+    gemm_rows: GemmRowsSamples | None = None
 
     @property
     def loop_vs_vectorized(self) -> float:
@@ -80,6 +83,7 @@ class OverheadResult:
             **first_touch_row(self.first_touch),
             **({"functions": self.functions.__dict__} if self.functions else {}),
             **({"host_costs": self.host_costs.row()} if self.host_costs else {}),
+            **({"gemm_rows": self.gemm_rows.__dict__} if self.gemm_rows else {}),
         }
 
 
@@ -264,6 +268,9 @@ def run_overhead(
         once.remember("functions", device, functions)
         host = time_host_costs(device, budget_ms=budget_ms / 2)
         once.remember("host_costs", device, host)
+    rows = None
+    if not machine.is_cuda(device):  # a GPU's skinny GEMMs are priced by their tiles
+        rows = quick_gemm_rows(device) if quick else time_gemm_rows(device, budget_ms=budget_ms / 5)
     return OverheadResult(
         device=device,
         tiny_op_s=tiny_med,
@@ -277,4 +284,5 @@ def run_overhead(
         first_touch=first_touch,
         functions=functions,
         host_costs=host,
+        gemm_rows=rows,
     )

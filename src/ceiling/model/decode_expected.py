@@ -117,6 +117,9 @@ class EngineCosts:
     # the bandwidth bytes move at, when it is known better than the ceiling's × share (the
     # last-level cache's, measured, when the weights fit in it)
     memory_bandwidth_bytes_per_s: float | None = None
+    # on a CPU, the measured GEMM rate by rows, as (rows, FLOP/s) knots (`model.gemm_rows`):
+    # a serving iteration's GEMMs at their rows' rate, not at the peak; None: at the peak
+    gemm_rows_rates: tuple[tuple[float, float], ...] | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.bandwidth_share <= 1:
@@ -383,7 +386,11 @@ def graphs_by_default(spec) -> bool:
 
 
 def costs_for(
-    spec, per_kernel_s: float | None = None, weights: str | None = None, compute: str = "bf16"
+    spec,
+    per_kernel_s: float | None = None,
+    weights: str | None = None,
+    compute: str = "bf16",
+    gemm_rows_rates: tuple[tuple[float, float], ...] | None = None,
 ) -> EngineCosts:
     """The engine costs on a device: its bandwidth at the streaming share unless it was
     measured here (a machine profile's device), the given per-kernel floor (measured: the
@@ -408,6 +415,7 @@ def costs_for(
         attention_efficiency=1.0 if measured else attention_share(spec),
         attention_peak_flops_per_s=_sixteen_bit_peak(spec),
         vector_peak_flops_per_s=vector,
+        gemm_rows_rates=gemm_rows_rates,
     )
 
 

@@ -40,6 +40,7 @@ from ceiling.model.decode_expected import (
     gemm_seconds,
     vector_ops_per_s,
 )
+from ceiling.model.gemm_rows import rate_at
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,7 @@ class Iteration:
             tokens, sampled)  # fmt: skip
         gemm_s = self._gemm.get(key)
         if gemm_s is None:
-            gemm_s = gemm_seconds(self.cfg, self.tp, tokens, sampled, self.matmul_rate, self.sms)
+            gemm_s = self._gemm_seconds(tokens, sampled)
             self._gemm[key] = gemm_s
         per_kernel = self.costs.kernel_s
         return IterationTerms(
@@ -186,6 +187,18 @@ class Iteration:
             comm_s=self.comm_s(tokens) if tokens else 0.0,
             activation_s=tokens * self.act_tok / self.bandwidth,
         )
+
+    def _gemm_seconds(self, tokens: int, sampled: int) -> float:
+        """The iteration's multiplies: at the GEMM rate and tile utilisation, or on a CPU
+        with measured rates by rows, the layers' GEMMs at the rate of `tokens` rows and the
+        output head's at that of `sampled` rows (a mixture-of-experts layer's at the
+        iteration's tokens too)."""
+        knots = self.costs.gemm_rows_rates
+        if not knots:
+            return gemm_seconds(self.cfg, self.tp, tokens, sampled, self.matmul_rate, self.sms)
+        body = gemm_seconds(self.cfg, self.tp, tokens, 0, rate_at(knots, tokens), self.sms)
+        head = 2.0 * sampled * self.head_params / rate_at(knots, sampled) if sampled else 0.0
+        return body + head
 
     def time(self, *args, **kwargs) -> float:
         return self.terms(*args, **kwargs).time_s
