@@ -4,9 +4,10 @@ A decode step multiplies each weight matrix by one row per sequence. On a CPU su
 runs far below the rate a large square one reaches: at one row it streams the weights
 (a GEMV); from two rows the BLAS's GEMM path takes over, and its rate grows towards the
 peak only over tens of rows (a 2-core EPYC guest: 9.5 GFLOP/s at one and two rows, 32 at
-eight, 131 at 128, 182 for a 2048-square GEMM). The weights of a model do not stay in cache from one step to the
-next, so each call here multiplies the next of several weight matrices that together
-exceed the last-level cache, as a forward pass meets its layers' weights.
+eight, 131 at 128, 182 for a 2048-square GEMM). The weights of a model do not stay in
+cache from one step to the next, so each call here multiplies the next of several weight
+matrices that together exceed the last-level cache, as a forward pass meets its layers'
+weights.
 
 `time_gemm_rows` returns the raw best seconds at each row count; `ceiling.model.gemm_rows`
 turns them into a rate as a function of rows.
