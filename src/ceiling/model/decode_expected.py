@@ -272,7 +272,14 @@ def activation_bytes_per_token(cfg, tp: int, act_bytes: float) -> float:
         back (reads k, writes 1): 2 × (k + 1) × hidden (an engine that gathers the rows
         inside the GEMM, as vLLM's fused MoE does, moves about half of it).
     At a large batch of prompt tokens these are a sizeable share of an iteration once
-    tensor parallelism has split the GEMMs and not the residual stream."""
+    tensor parallelism has split the GEMMs and not the residual stream.
+
+    The planner counts the same kernels of a training step in
+    `plan.costs.layer_elementwise_bytes_per_token` and `plan.moe.routing_bytes_per_token`,
+    as Megatron runs them: norms and bias-dropout-residual adds unfused (20·h a layer
+    forward, not 8·h), dropout masks, a backward, and all-to-all dispatch for experts. The
+    two counts are kept apart for those differences; a change to one kernel's traffic
+    belongs in both."""
     h, passes = cfg.hidden, cfg.ffn_mats  # gated: gate and up read, product written
     if cfg.attention == "mla":
         rope = cfg.heads * cfg.qk_rope_head_dim / tp + cfg.qk_rope_head_dim
