@@ -27,8 +27,10 @@ lint: install
 	$(VENV)/bin/ruff format --check src tests benchmarks
 	$(VENV)/bin/lint-imports
 
+# two test processes: the suite's subprocesses, servers and torch runs leave a core idle
+# much of the time, and every test holds on a loaded machine
 test: lint
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 2
 
 # the documentation site (mkdocs.yml, docs/) into site/, offline; tests/test_docs.py builds it too
 docs: install

@@ -94,12 +94,14 @@ def test_serve_measure_puts_the_server_beside_the_prediction(server, cli):
     assert d["measured"]["tpot_s"]["p50"] >= GAP_S and d["measured"]["itl_s"]["p50"] >= GAP_S
     assert d["tpot_s"]["p50"] < GAP_S  # the simulated tiny model is far faster
     # every finished request kept, warm-up included, for `--calibrate`: sent, first token,
-    # end in that order, its decode at least its 3 gaps long, and its tokens
+    # end in that order, its decode the length of its gaps, and its tokens
     kept = d["measured"]["per_request"]
     assert kept["output_tokens"] == [4] * 4
     for start, first, end in zip(kept["start_s"], kept["first_token_s"], kept["end_s"],
                                  strict=True):  # fmt: skip
-        assert 0 <= start < first and end - first >= 3 * GAP_S
+        # (the client reads the first token late when the host is loaded: a gap may look
+        # shorter than the server slept, never absent)
+        assert 0 <= start < first and end - first >= 2 * GAP_S
 
 
 def test_no_server_and_bad_addresses_are_one_line():
