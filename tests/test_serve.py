@@ -20,7 +20,7 @@ from ceiling.model.decode_expected import (
 from ceiling.model.serve.engine import Engine, Layout
 from ceiling.model.serve.iteration import Iteration, chunk_pairs
 from ceiling.model.serve.scheduler import Policy
-from ceiling.model.serve.workload import DATASETS, dataset_lengths
+from ceiling.model.serve.workload import DATASETS, dataset_lengths, tokens_scale
 from ceiling.model.transformer import get_model
 
 
@@ -103,6 +103,23 @@ def test_sharegpt_lengths_have_the_published_output_mean():
     assert p.max() <= 1024 and (p + o).max() <= 2048 and min(p.min(), o.min()) >= 4
     # a log-normal of σ = 1: the median about 0.6 of the mean
     assert np.median(o) / o.mean() == pytest.approx(np.exp(-0.5), rel=0.15)
+
+
+def test_sharegpt_lengths_are_in_the_served_models_tokens():
+    # counted with Llama 3's tokenizer (3.94 characters a token on English text); Llama 2's
+    # 32k vocabulary holds 3.17 (Dubey et al. 2024, §3.2): the same text is 1.243× the tokens
+    d = DATASETS["sharegpt"]
+    assert tokens_scale(d, 32_000) == pytest.approx(3.94 / 3.17)
+    assert tokens_scale(d, 128_256) == tokens_scale(d, 151_936) == tokens_scale(d, None) == 1.0
+    assert tokens_scale(d, 50_257) == pytest.approx(3.94 / 3.17)  # nearer 32k on a log scale
+    p, o = dataset_lengths("sharegpt", 20000, seed=1, vocab=32_000)
+    assert o.mean() == pytest.approx(d.mean_output * 3.94 / 3.17, rel=0.03)
+    assert p.mean() == pytest.approx(d.mean_prompt * 3.94 / 3.17, rel=0.03)
+    assert p.max() <= 1024 and (p + o).max() <= 2048  # the clients' caps, in the model's tokens
+    llama2 = ceiling.serve("llama-2-7b", spec="a100-80gb", dataset="ShareGPT", offline=50)
+    llama3 = ceiling.serve("llama-3-8b", spec="a100-80gb", dataset="sharegpt", offline=50)
+    assert "×1.24 the tokens in this model's 32,000-token vocabulary" in llama2.inputs["workload"]
+    assert "×" not in llama3.inputs["workload"]
 
 
 def test_serve_result_is_the_commands_json(cli):

@@ -50,7 +50,7 @@ def test_a_reciprocal_refit_implies_the_value_that_makes_the_run_exact():
     s = Scored("a", predicted=100.0, published=80.0, elasticity={NAME: 50.0},
                reciprocal=(NAME,))  # fmt: skip
     value = refit(NAME, [s], {NAME: 0.003}, 0.0, 1.0, prior=0.003)
-    # the prior counts twice beside the one source: the median of the three votes
+    # the prior counts once beside the one source: halfway between the two votes
     implied = 0.003 + (100.0 / 80.0 - 1.0) / 50.0
     assert s.at({NAME: implied}, {NAME: 0.003}) == pytest.approx(80.0)
-    assert value == pytest.approx(0.003)  # two prior votes outweigh one source
+    assert value == pytest.approx((implied + 0.003) / 2)

@@ -188,7 +188,7 @@ def _count(value, name: str, default: int | None = None) -> int | None:
     return value
 
 
-def _lengths(input_tokens, output_tokens, dataset, requests, n, seed):
+def _lengths(input_tokens, output_tokens, dataset, requests, n, seed, vocab=None):
     from ceiling.model.serve import workload as wl
 
     given = [x is not None for x in (input_tokens, dataset, requests)]
@@ -214,9 +214,18 @@ def _lengths(input_tokens, output_tokens, dataset, requests, n, seed):
     if input_tokens is not None:
         p, o = wl.fixed_lengths(n, input_tokens, output_tokens)
         return p, o, None, f"{input_tokens} in / {output_tokens} out, fixed"
-    name = dataset or "sharegpt"
-    p, o = wl.dataset_lengths(name, n, seed)
-    return p, o, None, f"{name} lengths ({wl.DATASETS[name].source})"
+    name = str(dataset or "sharegpt").lower()
+    p, o = wl.dataset_lengths(name, n, seed, vocab)
+    d = wl.DATASETS[name]
+    scale = wl.tokens_scale(d, vocab)
+    retokenised = (
+        f"; ×{scale:.2f} the tokens in this model's {vocab:,}-token vocabulary "
+        f"({wl.chars_per_token(vocab):.2f} characters a token on English text, "
+        f"{wl.chars_per_token(d.counted_with_vocab):.2f} as counted)"
+        if abs(scale - 1.0) > 1e-9
+        else ""
+    )
+    return p, o, None, f"{name} lengths ({d.source}{retokenised})"
 
 
 def load_arrivals(arrivals, loads, rate, concurrency, n: int, seed: int):
@@ -312,7 +321,7 @@ def checked_inputs(a: dict[str, Any]) -> ServeInputs:
     policy = _policy(a)
     draft = _draft(a["speculative"], a["spec_tokens"])
     prompt, output, arrivals, described = _lengths(
-        a["input_tokens"], a["output_tokens"], a["dataset"], a["requests"], n, a["seed"]
+        a["input_tokens"], a["output_tokens"], a["dataset"], a["requests"], n, a["seed"], cfg.vocab
     )
     _check_context(cfg, prompt, output)
     return ServeInputs(

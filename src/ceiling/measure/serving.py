@@ -271,8 +271,20 @@ def measure_server(url, prompt, output, arrival_s, concurrency=None, model=None,
         runner = _Runner(client, protocol, name, prompt, output, deadlines)
         interrupted = runner.run(arrival_s, concurrency)
     finally:
-        client.close()
+        _close(client)
     return _measured(url, name, protocol, runner, interrupted, concurrency)
+
+
+CLOSE_S = 2.0  # the longest a measurement waits to close its connections
+
+
+def _close(client) -> None:
+    """Close the client's connections, waiting at most CLOSE_S: a request still reading from
+    a stalled server (an interrupted run) may hold its connection, and its daemon thread
+    ends with the process."""
+    thread = threading.Thread(target=client.close, daemon=True)
+    thread.start()
+    thread.join(CLOSE_S)
 
 
 class _Runner:

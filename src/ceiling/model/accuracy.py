@@ -193,28 +193,42 @@ class Scored:
         return self.predicted * factor * math.exp(exponent)
 
 
-PRIOR_WEIGHT = 2  # the prior counts as this many sources in a refit
+PRIOR_WEIGHT = 1  # the prior counts as one source in a refit
+
+
+def weighted_median(values: list[float], weights: list[float]) -> float:
+    """The value at which the weights below and above balance (the least-absolute-deviations
+    fit of a constant to `values` with these weights)."""
+    order = np.argsort(values)
+    cumulative = np.cumsum(np.asarray(weights, dtype=float)[order])
+    return float(
+        np.asarray(values, dtype=float)[order][np.searchsorted(cumulative, cumulative[-1] / 2)]
+    )
 
 
 def refit(name: str, runs: list[Scored], shipped: dict[str, float], low: float, high: float,
           prior: float) -> float:  # fmt: skip
     """The value of constant `name` the `runs` it enters imply: each run implies the value
-    that makes its prediction exact (c0·(1 + ln(published/predicted)/e)); each source votes the
-    median of its runs' values, and the refit is the median of the votes and the prior (worth
-    PRIOR_WEIGHT sources), within [low, high]. With no run to go by, the prior."""
-    votes: dict[str, list[float]] = {}
+    that makes its prediction exact (c0·(1 + ln(published/predicted)/e)); each source votes
+    the weighted median of its runs' values, each weighted by how much its log prediction
+    moves with the constant (the value that minimises the source's sum of |log errors| to
+    first order, so that a run that hardly moves with the constant hardly counts); the refit
+    is the median of the votes and the prior (worth PRIOR_WEIGHT sources), within
+    [low, high]. With no run to go by, the prior."""
+    votes: dict[str, list[tuple[float, float]]] = {}
     for r in runs:
         e = r.elasticity.get(name, 0.0)
         if abs(e) < 0.05:  # the run hardly moves with the constant: it says nothing of it
             continue
         if name in r.reciprocal:
-            implied = shipped[name] + (r.predicted / r.published - 1.0) / e
+            implied, weight = shipped[name] + (r.predicted / r.published - 1.0) / e, abs(e)
         elif name in r.linear:
-            implied = shipped[name] + (r.published / r.predicted - 1.0) / e
+            implied, weight = shipped[name] + (r.published / r.predicted - 1.0) / e, abs(e)
         else:
             implied = shipped[name] * (1.0 + math.log(r.published / r.predicted) / e)
-        votes.setdefault(r.source, []).append(min(max(implied, low), high))
-    points = [float(np.median(v)) for v in votes.values()]
+            weight = abs(e) / shipped[name]
+        votes.setdefault(r.source, []).append((min(max(implied, low), high), weight))
+    points = [weighted_median([v for v, _ in vs], [w for _, w in vs]) for vs in votes.values()]
     if not points:
         return prior
     # the median of the sources' votes and the prior's (robust to one source far from the

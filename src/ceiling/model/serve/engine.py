@@ -33,8 +33,11 @@ GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default share of device memory it may use
 # idles for it. SGLang v0.4 overlapped this work with the GPU ("zero-overhead batch
 # scheduler", lmsys.org blog, 2024-12-04) and measured 1.1× the throughput of v0.3, so the
 # host added 0.1 of the GPU's time per iteration. vLLM V1 without async scheduling (its
-# default until async scheduling was added) runs the same loop; TensorRT-LLM's C++ executor
-# prepares the next batch while the GPU runs (its overlap scheduler), adding none.
+# default until async scheduling was added) runs the same loop. TensorRT-LLM adds none beyond
+# the fixed time an iteration: its C++ executor waits for the iteration, then takes new
+# requests, schedules and launches the next in C++ (its execution loop's forwardSync, then
+# forwardAsync); the PyTorch executor of 1.0 prepares the next batch while the GPU runs
+# (its overlap scheduler).
 HOST_SHARE = {"sglang": 0.10, "vllm": 0.10, "trtllm": 0.0, "generic": 0.0}
 
 

@@ -34,6 +34,30 @@ class Dataset:
     max_prompt: int
     max_total: int
     source: str
+    # the vocabulary of the tokenizer its lengths were counted with
+    counted_with_vocab: int = 128_256
+
+
+# Characters of English text a token holds, by tokenizer vocabulary: Llama 2's 32k
+# SentencePiece tokenizer and Llama 3's 128k one (100k from tiktoken and 28k more), "3.17 to
+# 3.94 characters per token" on a sample of English data (Dubey et al. 2024, The Llama 3
+# Herd of Models, §3.2). A benchmark that samples a dataset's text counts its lengths with
+# the served model's tokenizer, so the same requests are more tokens for a smaller vocabulary.
+CHARS_PER_TOKEN = {32_000: 3.17, 128_256: 3.94}
+
+
+def chars_per_token(vocab: int) -> float:
+    """Characters a token of a `vocab`-token tokenizer holds: the published tokenizer nearest
+    in vocabulary size (on a log scale), an assumption for the others."""
+    nearest = min(CHARS_PER_TOKEN, key=lambda v: abs(np.log(vocab / v)))
+    return CHARS_PER_TOKEN[nearest]
+
+
+def tokens_scale(d: Dataset, vocab: int | None) -> float:
+    """The model's tokens for one of dataset `d`'s tokens (1 when the vocabulary is unknown)."""
+    if not vocab:
+        return 1.0
+    return chars_per_token(d.counted_with_vocab) / chars_per_token(vocab)
 
 
 DATASETS = {
@@ -57,6 +81,8 @@ DATASETS = {
         source="ShareGPT_V3_unfiltered_cleaned_split as sampled by sglang.bench_serving: "
         "output mean 194 tokens and spread σ ≈ 1 from the SGLang v0.3.0 benchmark README; "
         "prompt mean 220 tokens assumed",
+        # the README's runs served Llama 3.1 8B and 70B Instruct: Llama 3's tokenizer
+        counted_with_vocab=128_256,
     ),
 }
 
@@ -111,16 +137,22 @@ def _clipped_lognormal(rng, mean: float, sigma: float, n: int, lo: int, hi: int)
     return clipped(0.5 * (a + b)).astype(np.int64)
 
 
-def dataset_lengths(name: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """`n` prompt and output lengths from a named distribution (`DATASETS`)."""
+def dataset_lengths(name: str, n: int, seed: int = 0,
+                    vocab: int | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """`n` prompt and output lengths from a named distribution (`DATASETS`), in the tokens of
+    a model with a `vocab`-token tokenizer (`tokens_scale`; as counted when None); the
+    clients' caps apply to the model's tokens."""
     n = _check_count(n)
     d = DATASETS.get(str(name).lower())
     if d is None:
         raise InvalidInput(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+    scale = tokens_scale(d, vocab)
     rng = np.random.default_rng(seed)
-    prompt = _clipped_lognormal(rng, d.mean_prompt, d.sigma, n, d.min_tokens, d.max_prompt)
+    prompt = _clipped_lognormal(rng, d.mean_prompt * scale, d.sigma, n, d.min_tokens,
+                                d.max_prompt)  # fmt: skip
     room = d.max_total - prompt
-    output = _clipped_lognormal(rng, d.mean_output, d.sigma, n, d.min_tokens, d.max_total)
+    output = _clipped_lognormal(rng, d.mean_output * scale, d.sigma, n, d.min_tokens,
+                                d.max_total)  # fmt: skip
     return prompt, np.minimum(output, np.maximum(room, d.min_tokens))
 
 
