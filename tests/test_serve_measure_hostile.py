@@ -303,8 +303,16 @@ def test_a_signal_ends_the_measurement_and_keeps_what_finished(sig):
         cmd = [sys.executable, "-m", "ceiling", "serve", "gpt:tiny", "--spec", "h100-sxm",
                "--input-tokens", "4", "--output-tokens", "3", "--concurrency", "1",
                "--num-requests", "6", "--measure", server.url, "--json"]  # fmt: skip
+
+        # as from a terminal: a test runner's worker may ignore SIGINT, and a child that
+        # inherits that ignores it too (Python turns it into KeyboardInterrupt only from
+        # the default disposition)
+        def default_sigint():
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                preexec_fn=default_sigint)  # fmt: skip
         for _ in range(int(HANG_GUARD_S / 0.1)):  # the probe and two requests, then a stall
             if sum(m == "POST" for m, _, _ in server.requests) >= 4:
                 break

@@ -300,6 +300,18 @@ def test_a_time_added_as_it_is_is_refit_and_scored_exactly():
     assert accuracy.refit("k", runs, shipped, 0.0, 0.2, 0.0) == pytest.approx(0.029)
 
 
+def test_a_run_votes_only_if_the_constant_moves_it_by_a_share_of_itself():
+    # a 10 s TTFT of queueing and a 23 ms request cost: doubling the cost moves it 0.2 %,
+    # though its sensitivity, 0.1 per second, is a large number in the constant's unit
+    shipped = {"k": 0.023}
+    queued = Scored("a", 10.0, 30.0, {"k": 1 / 10.0}, linear=("k",))
+    assert accuracy.refit("k", [queued], shipped, 0.0, 0.2, 0.0) == 0.0  # the prior
+    # a 50 ms TTFT moves 46 % with it: it votes 0.023 + (0.06 − 0.05), halfway to the prior
+    light = Scored("b", 0.05, 0.06, {"k": 1 / 0.05}, linear=("k",))
+    got = accuracy.refit("k", [queued, light, light], shipped, 0.0, 0.2, 0.0)
+    assert got == pytest.approx(0.033 / 2)
+
+
 def test_a_longer_iteration_delays_a_request_by_the_iterations_since_it_arrived():
     import numpy as np
 

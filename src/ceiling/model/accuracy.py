@@ -194,6 +194,10 @@ class Scored:
 
 
 PRIOR_WEIGHT = 1  # the prior counts as one source in a refit
+# A run votes on a constant only if its prediction moves by at least this share of itself
+# when the constant doubles (its relative sensitivity, whatever the constant's unit): a
+# latency of seconds of queueing says nothing of a few milliseconds a request.
+MOVES = 0.05
 
 
 def weighted_median(values: list[float], weights: list[float]) -> float:
@@ -216,9 +220,11 @@ def refit(name: str, runs: list[Scored], shipped: dict[str, float], low: float, 
     is the median of the votes and the prior (worth PRIOR_WEIGHT sources), within
     [low, high]. With no run to go by, the prior."""
     votes: dict[str, list[tuple[float, float]]] = {}
+    size = shipped[name] or high  # the constant's scale, for the sensitivity of a run
     for r in runs:
         e = r.elasticity.get(name, 0.0)
-        if abs(e) < 0.05:  # the run hardly moves with the constant: it says nothing of it
+        exact = name in r.reciprocal or name in r.linear  # e per unit of the constant
+        if abs(e) * (size if exact else 1.0) < MOVES:  # hardly moves with it: says nothing
             continue
         if name in r.reciprocal:
             implied, weight = shipped[name] + (r.predicted / r.published - 1.0) / e, abs(e)

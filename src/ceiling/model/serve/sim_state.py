@@ -344,8 +344,9 @@ class SimState:
                 if decoding[i]:
                     self.dec_held += add
             if decoding[i]:
-                if walked:  # its entries: new ones
-                    self.push(i)
+                if walked:  # entries anew for one whose blocks grew; the others' hold
+                    if add:
+                        self.push(i)
                 else:  # popped as crossing: its next
                     self.push_cover(i)
 
