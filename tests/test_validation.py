@@ -300,6 +300,22 @@ def test_a_time_added_as_it_is_is_refit_and_scored_exactly():
     assert accuracy.refit("k", runs, shipped, 0.0, 0.2, 0.0) == pytest.approx(0.029)
 
 
+def test_each_constant_in_use_is_its_refit_on_every_run():
+    """The constants shipped are what the refit rule gives over every published run (so the
+    held-out figures score the rule that chose them), within 15 % and 1 % of its range, and
+    the shipped rows were written with the values in use today."""
+    from ceiling.api.validate import _shipped
+
+    stored = {c["name"]: c for c in bands.constants()}
+    shipped = _shipped()
+    assert set(stored) == set(fitted.DECLARED)
+    for name, f in fitted.DECLARED.items():
+        c = stored[name]
+        assert c["value"] == pytest.approx(shipped[name]), name
+        tolerance = 0.15 * c["refit_on_every_run"] + 0.01 * (f.high - f.low)
+        assert abs(shipped[name] - c["refit_on_every_run"]) <= tolerance, name
+
+
 def test_a_run_votes_only_if_the_constant_moves_it_by_a_share_of_itself():
     # a 10 s TTFT of queueing and a 23 ms request cost: doubling the cost moves it 0.2 %,
     # though its sensitivity, 0.1 per second, is a large number in the constant's unit

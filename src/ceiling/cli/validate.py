@@ -77,7 +77,7 @@ def validate(
     if write_bands:
         from ceiling.validation import bands
 
-        print(f"wrote {bands.write(result.rows)}", file=sys.stderr)
+        print(f"wrote {bands.write(result.rows, constants=result.constants)}", file=sys.stderr)
     if json_out:
         emit_json(result.to_dict())
         return

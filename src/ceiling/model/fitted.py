@@ -122,9 +122,10 @@ DECLARED = {
             ("sglang-benchmark-vllm-060",),
             0.0,
             0.5,
-            0.0,
+            0.1,
             "the host's time per iteration over the GPU's in SGLang's Python scheduler "
-            "(`model.serve.engine.HOST_SHARE`)",
+            "(`model.serve.engine.HOST_SHARE`; the prior, 0.1, from SGLang v0.4's 1.1× the "
+            "throughput of v0.3 once the scheduler overlapped the GPU, lmsys.org 2024-12-04)",
             engines=("sglang",),
         ),
         Fitted(
@@ -133,9 +134,9 @@ DECLARED = {
             ("sglang-benchmark-vllm-060",),
             0.0,
             0.5,
-            0.0,
+            0.1,
             "the host's time per iteration over the GPU's in vLLM's Python scheduler "
-            "(`model.serve.engine.HOST_SHARE`), taken as SGLang's",
+            "(`model.serve.engine.HOST_SHARE`), taken as SGLang's (the same prior)",
             engines=("vllm",),
         ),
         Fitted(

@@ -31,6 +31,18 @@ def rows() -> tuple[dict, ...]:
         raise MalformedFile(f"{p}: the shipped error bands are unreadable ({exc})") from exc
 
 
+def constants() -> tuple[dict, ...]:
+    """Each fitted constant's value in use and its refit on every run when the shipped rows
+    were written (`write`)."""
+    p = path()
+    if not p.exists():
+        return ()
+    try:
+        return tuple(json.loads(p.read_text(encoding="utf-8")).get("constants", ()))
+    except (OSError, ValueError, AttributeError) as exc:
+        raise MalformedFile(f"{p}: the shipped error bands are unreadable ({exc})") from exc
+
+
 @functools.cache
 def residuals() -> tuple[Residual, ...]:
     """The shipped rows as residuals."""
@@ -50,13 +62,18 @@ def band(base: str, features) -> Band:
     return band_for(base, tuple(features), list(residuals()))
 
 
-def write(scored: list[dict], target: Path | None = None) -> Path:
-    """Write the scored rows (`ValidateResult.rows`) as the shipped residuals, atomically."""
+def write(scored: list[dict], target: Path | None = None,
+          constants: list[dict] | None = None) -> Path:  # fmt: skip
+    """Write the scored rows (`ValidateResult.rows`) as the shipped residuals, and each fitted
+    constant's value in use beside its refit on every run (`ValidateResult.constants`),
+    atomically."""
     from ceiling.records import write_text_atomic
 
     keep = ("run", "family", "regime", "features", "metric", "published", "predicted", "error",
             "loso_error")  # fmt: skip
-    text = json.dumps({"rows": [{k: r[k] for k in keep} for r in scored]}, indent=1) + "\n"
+    fitted = [{k: c[k] for k in ("name", "value", "refit_on_every_run")} for c in (constants or [])]
+    document = {"rows": [{k: r[k] for k in keep} for r in scored], "constants": fitted}
+    text = json.dumps(document, indent=1) + "\n"
     out = target or path()
     write_text_atomic(text, out)
     rows.cache_clear()
