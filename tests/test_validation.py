@@ -31,6 +31,13 @@ def test_regimes_give_exact_medians_and_p90_in_sample_and_held_out():
     assert moe.loso_median_abs_error == pytest.approx(0.4)
     # numpy's linear percentile of 0.2, 0.4, 0.6 at 90 %: 0.56
     assert moe.loso_p90_abs_error == pytest.approx(0.56)
+    # held out |errors| a: 0.2, 0.05; b: 0.4; c: 0.6. Without a: median(0.4, 0.6) = 0.5;
+    # without b: median(0.05, 0.2, 0.6) = 0.2; without c: median(0.05, 0.2, 0.4) = 0.2
+    assert whole.loso_median_range == pytest.approx((0.2, 0.5))
+    assert moe.loso_median_range == pytest.approx((0.3, 0.5))  # without a 0.5, b 0.4, c 0.3
+    one = accuracy.regimes([_res("decode", [], "a", 0.1), _res("decode", [], "a", 0.2)])
+    assert one[0].loso_median_range is None
+    assert one[0].to_json()["loso_median_without_one_source"] is None
 
 
 def test_a_band_is_the_widest_regime_and_unchecked_below_three_runs():

@@ -88,23 +88,34 @@ def _pct(x: float) -> str:
     return f"{x * 100:.1f} %" if x < 0.995 else f"{x * 100:.0f} %"
 
 
+def _range(span) -> str:
+    """ "20–26" (%), or a dash for a regime of one source."""
+    if not span:
+        return "—"
+    lo, hi = (x * 100 for x in span)
+    return f"{lo:.0f}–{hi:.0f}"
+
+
 def show(result, with_rows: bool) -> None:
+    from rich import box
     from rich.table import Table
     from rich.text import Text
 
     con = console()
     con.print(f"{result.heading()} ({result.seconds:.0f} s)", style="bold")
-    t = Table(title="|predicted / published − 1| by regime", title_justify="left")
+    t = Table(title="|predicted / published − 1| by regime", title_justify="left",
+              box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))  # fmt: skip
     for name, justify in (
         ("regime", "left"),
         ("cases", "right"),
         ("sources", "right"),
         ("median", "right"),
         ("p90", "right"),
-        ("held out\nmedian", "right"),
-        ("held out\np90", "right"),
+        ("held\nout\nmedian", "right"),
+        ("drop\none\nsource", "right"),
+        ("held\nout\np90", "right"),
     ):
-        t.add_column(name, justify=justify, no_wrap=name == "regime")  # type: ignore[arg-type]
+        t.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for g in result.regimes:
         base = " · " not in g.name
         t.add_row(
@@ -114,13 +125,15 @@ def show(result, with_rows: bool) -> None:
             _pct(g.median_abs_error),
             _pct(g.p90_abs_error),
             _pct(g.loso_median_abs_error),
+            _range(g.loso_median_range),
             _pct(g.loso_p90_abs_error),
         )
     con.print(t)
     con.print(
         "held-out: leave-one-source-out, each source scored with the constants chosen from it "
-        "refit on the others (the figures to trust; the error bands use them). Regimes with "
-        "fewer than 3 runs give no band."
+        "refit on the others (the figures to trust; the error bands use them); drop one source: "
+        "the held-out median without each source's runs in turn, lowest to highest, in % (how "
+        "much it rests on one source). Regimes with fewer than 3 runs give no band."
     )
     for c in result.constants:
         con.print(

@@ -84,6 +84,9 @@ class RegimeScore:
     p90_abs_error: float
     loso_median_abs_error: float
     loso_p90_abs_error: float
+    # the held-out median with one source's runs left out of it, lowest and highest over the
+    # sources (how much the figure rests on one source); None with fewer than 2 sources
+    loso_median_range: tuple[float, float] | None = None
 
     def to_json(self) -> dict:
         return {
@@ -94,7 +97,20 @@ class RegimeScore:
             "p90_abs_error": self.p90_abs_error,
             "loso_median_abs_error": self.loso_median_abs_error,
             "loso_p90_abs_error": self.loso_p90_abs_error,
+            "loso_median_without_one_source": (
+                list(self.loso_median_range) if self.loso_median_range else None
+            ),
         }
+
+
+def median_without_one_source(rs: list[Residual]) -> tuple[float, float] | None:
+    """The lowest and highest held-out median |error| of `rs` with one source's runs left
+    out (a jackknife over sources); None with fewer than 2 sources."""
+    sources = {r.source for r in rs}
+    if len(sources) < 2:
+        return None
+    medians = [float(np.median([abs(r.loso_error) for r in rs if r.source != s])) for s in sources]
+    return min(medians), max(medians)
 
 
 def p90(values) -> float:
@@ -128,6 +144,7 @@ def regimes(residuals: list[Residual]) -> list[RegimeScore]:
                 p90_abs_error=p90(ins),
                 loso_median_abs_error=float(np.median(loso)),
                 loso_p90_abs_error=p90(loso),
+                loso_median_range=median_without_one_source(rs),
             )
         )
     return out
