@@ -101,6 +101,8 @@ def test_a_sources_runs_count_by_how_much_they_move_with_the_constant():
     assert accuracy.refit("k", votes, {"k": 0.8}, 0.1, 2.0, 1.0) == pytest.approx(0.6)
     assert accuracy.weighted_median([3.0, 1.0, 2.0], [1.0, 1.0, 5.0]) == 2.0
     assert accuracy.weighted_median([1.0, 2.0], [3.0, 1.0]) == 1.0
+    # equal weights: the plain median, midway between the two middle values
+    assert accuracy.weighted_median([4.0, 1.0, 2.0, 3.0], [1.0] * 4) == 2.5
 
 
 def test_a_source_is_scored_with_the_constants_from_it_refit_without_it():

@@ -219,12 +219,16 @@ MOVES = 0.05
 
 def weighted_median(values: list[float], weights: list[float]) -> float:
     """The value at which the weights below and above balance (the least-absolute-deviations
-    fit of a constant to `values` with these weights)."""
+    fit of a constant to `values` with these weights); midway between two values when the
+    balance falls exactly between them, as the plain median of equal weights does."""
     order = np.argsort(values)
+    x = np.asarray(values, dtype=float)[order]
     cumulative = np.cumsum(np.asarray(weights, dtype=float)[order])
-    return float(
-        np.asarray(values, dtype=float)[order][np.searchsorted(cumulative, cumulative[-1] / 2)]
-    )
+    half = cumulative[-1] / 2
+    i = int(np.searchsorted(cumulative, half))
+    if i + 1 < len(x) and math.isclose(cumulative[i], half, rel_tol=1e-12):
+        return float((x[i] + x[i + 1]) / 2)
+    return float(x[i])
 
 
 def refit(name: str, runs: list[Scored], shipped: dict[str, float], low: float, high: float,
