@@ -12,6 +12,7 @@ import ceiling
 from ceiling.hardware.resolve import resolve_device
 from ceiling.model.decode import DecodeSetup, decode_ceiling
 from ceiling.model.decode_expected import (
+    bandwidth_share,
     costs_for,
     expected_rows,
     gemm_seconds,
@@ -64,7 +65,7 @@ def test_a_prefill_chunk_costs_its_flops_and_reads_its_cache():
     attn = 4.0 * cfg.layers * cfg.q_dim * pairs
     assert t.attention_s == pytest.approx(attn / (spec.peak("bf16") * costs.attention_efficiency))
     kv = (1024 + 512) * cfg.kv_bytes_per_token(2)
-    assert t.kv_s == pytest.approx(kv / (spec.memory_bandwidth_bytes_per_s * 0.83))
+    assert t.kv_s == pytest.approx(kv / (spec.memory_bandwidth_bytes_per_s * bandwidth_share()))
     assert t.bound == "compute"
 
 
