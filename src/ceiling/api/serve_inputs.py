@@ -426,7 +426,9 @@ def _policy(a: dict[str, Any]):
 
     reserve_kv = a["reserve_kv"]
     steps = a["scheduler_steps"]
-    if isinstance(steps, int) and not isinstance(steps, bool) and steps > 1:
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise BadArgument("scheduler_steps", f"must be a whole number ≥ 1, got {steps!r}")
+    if steps > 1:
         if a["engine"] in ("sglang", "trtllm"):
             raise BadArgument("scheduler_steps", f"is vLLM's multi-step scheduling (0.5-0.6); "
                               f"engine {a['engine']!r} has none")  # fmt: skip

@@ -12,7 +12,6 @@ interpolated linearly in log rows; below the first it is the first, past the las
 
 from __future__ import annotations
 
-import itertools
 import math
 
 from ceiling.errors import InvalidInput
@@ -41,14 +40,12 @@ def rows_rates(
 
 
 def rate_at(knots: tuple[tuple[float, float], ...], rows: float) -> float:
-    """The GEMM rate at `rows` rows, interpolated in log rows between the knots."""
-    if rows <= knots[0][0]:
-        return knots[0][1]
-    for (r0, v0), (r1, v1) in itertools.pairwise(knots):
-        if rows <= r1:
-            share = math.log(rows / r0) / math.log(r1 / r0)
-            return v0 + share * (v1 - v0)
-    return knots[-1][1]
+    """The GEMM rate at `rows` rows, interpolated in log rows between the knots (the first
+    knot's below them, the last's past them)."""
+    import numpy as np
+
+    return float(np.interp(math.log(max(rows, knots[0][0])), [math.log(r) for r, _ in knots],
+                           [v for _, v in knots]))  # fmt: skip
 
 
 def profile_rows_rates(measured) -> tuple[tuple[float, float], ...] | None:

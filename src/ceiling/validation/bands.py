@@ -20,27 +20,39 @@ def path() -> Path:
 
 
 @functools.cache
-def rows() -> tuple[dict, ...]:
-    """The shipped scored rows (none when the file is absent: every band then says so)."""
+def _document() -> dict:
+    """The shipped file, read once (empty when it is absent: every band then says so)."""
     p = path()
     if not p.exists():
+        return {}
+    try:
+        document = json.loads(p.read_text(encoding="utf-8"))
+        if not isinstance(document, dict):
+            raise TypeError(f"a {type(document).__name__}, not an object")
+        return document
+    except (OSError, ValueError, TypeError) as exc:
+        raise MalformedFile(f"{p}: the shipped error bands are unreadable ({exc})") from exc
+
+
+@functools.cache
+def rows() -> tuple[dict, ...]:
+    """The shipped scored rows (none when the file is absent)."""
+    document = _document()
+    if not document:
         return ()
     try:
-        return tuple(json.loads(p.read_text(encoding="utf-8"))["rows"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise MalformedFile(f"{p}: the shipped error bands are unreadable ({exc})") from exc
+        return tuple(document["rows"])
+    except (KeyError, TypeError) as exc:
+        raise MalformedFile(f"{path()}: the shipped error bands are unreadable ({exc})") from exc
 
 
 def constants() -> tuple[dict, ...]:
     """Each fitted constant's value in use and its refit on every run when the shipped rows
     were written (`write`)."""
-    p = path()
-    if not p.exists():
-        return ()
     try:
-        return tuple(json.loads(p.read_text(encoding="utf-8")).get("constants", ()))
-    except (OSError, ValueError, AttributeError) as exc:
-        raise MalformedFile(f"{p}: the shipped error bands are unreadable ({exc})") from exc
+        return tuple(_document().get("constants", ()))
+    except TypeError as exc:
+        raise MalformedFile(f"{path()}: the shipped error bands are unreadable ({exc})") from exc
 
 
 @functools.cache
@@ -76,6 +88,7 @@ def write(scored: list[dict], target: Path | None = None,
     text = json.dumps(document, indent=1) + "\n"
     out = target or path()
     write_text_atomic(text, out)
+    _document.cache_clear()
     rows.cache_clear()
     residuals.cache_clear()
     return out
