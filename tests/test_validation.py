@@ -285,9 +285,8 @@ def test_the_shipped_bands_are_the_models_predictions_today():
 @pytest.mark.parametrize(
     ("base", "held_out_median"),
     # the acceptance: training ≤ 8 %, decode expected ≤ 12 %, serving latency ≤ 20 % and
-    # throughput ≤ 15 % (11.6 % held out); latency is not met yet (20.1 % held out): this
-    # holds it from getting worse
-    [("training", 0.08), ("decode expected", 0.12), ("serving latency", 0.24),
+    # throughput ≤ 15 % (held out: 6.8 %, 10.9 %, 18.2 % and 12.0 %)
+    [("training", 0.08), ("decode expected", 0.12), ("serving latency", 0.20),
      ("serving throughput", 0.15)],
 )  # fmt: skip
 def test_held_out_medians_meet_their_targets(base, held_out_median):

@@ -147,5 +147,4 @@ def _device(args: dict) -> str:
 
 
 def _costs(iteration_s: float, request_s: float) -> dict:
-    return {"serve.iteration_s": iteration_s, "serve.request_s.python": request_s,
-            "serve.request_s.trtllm": request_s}  # fmt: skip
+    return {"serve.iteration_s": iteration_s, "serve.request_s": request_s}

@@ -151,7 +151,7 @@ def _needs_elasticity(f, run, device: str) -> bool:
 
 # constants added as they are to every request's TTFT and end-to-end latency, after the
 # simulation: their effect on a figure needs no second simulation
-ADDED_TO_LATENCY = ("serve.request_s.trtllm", "serve.request_s.python")
+ADDED_TO_LATENCY = ("serve.request_s",)
 # constants added to every serving iteration: their effect read off the simulated schedules
 # with every iteration that much longer, its decisions kept (first order, as the refit is)
 # (serve.sequence_s: that much for each sequence decoding in the iteration)
@@ -262,11 +262,10 @@ def _shipped() -> dict[str, float]:
             from ceiling.model.serve.engine import sequence_s
 
             out[name] = sequence_s()
-        elif name.startswith("serve.request_s."):
+        elif name == "serve.request_s":
             from ceiling.model.serve.engine import REQUEST_S
 
-            key = name.rsplit(".", 1)[1]
-            out[name] = fitted_value(name, REQUEST_S[key])
+            out[name] = fitted_value(name, REQUEST_S)
         elif name.startswith("serve.host_share."):
             out[name] = host_share(name.rsplit(".", 1)[1])
         elif name.startswith("plan.matmul_efficiency."):

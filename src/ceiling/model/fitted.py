@@ -91,31 +91,14 @@ DECLARED = {
             "sampler bookkeeping, detokenising; `model.serve.engine.SEQUENCE_S`)",
         ),
         Fitted(
-            "serve.request_s.trtllm",
+            "serve.request_s",
             "serving",
-            ("trtllm-perf-overview", "nim-benchmarking-llm-1.0.0"),
+            SERVING_ONLINE,
             0.0,
             0.2,
             0.0,
-            "a request's way in and out of a TensorRT-LLM server, added to its TTFT "
+            "a request's way in and out of a server, added to its TTFT "
             "(`model.serve.engine.REQUEST_S`)",
-            engines=("trtllm",),
-        ),
-        Fitted(
-            "serve.request_s.python",
-            "serving",
-            (
-                "sglang-benchmark-vllm-060",
-                "lmdeploy-a100-fp16",
-                "vllm-ci-perf-benchmark",
-                "vllm-blog-serving-amd-mi300x-2024-10",
-            ),
-            0.0,
-            0.2,
-            0.0,
-            "a request's way in and out of a Python server (vLLM, SGLang, LMDeploy), added to "
-            "its TTFT (`model.serve.engine.REQUEST_S`)",
-            engines=("vllm", "sglang", "generic"),
         ),
         Fitted(
             "serve.host_share.sglang",
