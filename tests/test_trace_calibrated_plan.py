@@ -7,6 +7,7 @@ efficiency measured against them is multiplied back by them)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -91,8 +92,9 @@ def test_the_calibrated_plan_reproduces_the_traced_step(cpu_spec, traced_step):
     assert abs(math.log(plain_ratio)) > 2 * abs(math.log(ratio)), plain_ratio
     # what the trace measured is recorded, and this plan stays within it
     told = calibrated.assumptions["calibrated_from"]
-    assert told["measured"]["gemm_dtypes"] == ["fp32"] and told["matmul_weight"] == 1.0
-    assert "within the dtypes and sizes the trace measured" in told["matmul_scope"]
+    gemm = told["applied"]["matmul_efficiency"]
+    assert told["measured"]["gemm_dtypes"] == ["fp32"]
+    assert gemm["applied"] == gemm["measured"] and gemm["scope"] == ""
 
 
 @pytest.mark.slow
@@ -103,30 +105,64 @@ def test_a_plan_outside_the_trace_says_what_it_extrapolates(cpu_spec, traced_ste
     assert code == 0, err
     text = " ".join(out.split())
     assert "the trace measured GEMMs in fp32 of" in text
-    assert "applied to this plan: the trace's GEMMs ran in fp32, not fp16: the default kept" in text
+    assert ("applied to this plan: matmul_efficiency the default kept (the trace's GEMMs ran "
+            "in fp32, not fp16)") in text  # fmt: skip
 
 
-def test_a_traced_gemm_efficiency_holds_only_within_its_dtypes_and_sizes():
+def test_a_traced_efficiency_holds_in_its_dtypes_and_keeps_its_fixed_time_beyond_its_sizes():
     from dataclasses import replace as _replace
 
     from ceiling.hardware.catalog import get_spec
     from ceiling.model.cluster import make_cluster
-    from ceiling.trace.calibration import Calibration, calibrated, matmul_weight
+    from ceiling.trace.calibration import Calibration, calibrated, scoped
 
-    cal = Calibration(0.05, None, None, None, 1, "a trace of tiny fp32 GEMMs",
-                      matmul_dtypes=("fp32",), matmul_flops_per_call=6e7)  # fmt: skip
+    cal = Calibration(0.05, None, 0.01, None, 1, "a trace of tiny fp32 GEMMs",
+                      matmul_dtypes=("fp32",), matmul_flops_per_call=6e7,
+                      memory_bytes_per_call=1e5)  # fmt: skip
     # another dtype: the trace says nothing of it, the default is kept and said
-    w, why = matmul_weight(cal, "fp16", 6e7)
-    assert w == 0.0 and "not fp16" in why
-    # the same dtype and size: all of it; 10× larger: two thirds; 1000× larger: none
-    assert matmul_weight(cal, "fp32", 6e7) == (1.0, "")
-    assert matmul_weight(cal, "fp32", 6e8)[0] == pytest.approx(2 / 3)
-    assert matmul_weight(cal, "fp32", 6e10)[0] == 0.0
+    value, why = scoped(cal, "matmul_efficiency", "fp16", 6e7, 0.7)
+    assert value is None and "not fp16" in why
+    # at or below the traced size: as measured
+    assert scoped(cal, "matmul_efficiency", "fp32", 6e7, 0.7) == (0.05, "")
+    assert scoped(cal, "matmul_efficiency", "fp32", 6e6, 0.7) == (0.05, "")
+    # 10× larger: the traced time a call less its work at the default rate is fixed,
+    # 1/e = 1/0.7 + (1/0.05 − 1/0.7)/10 (exactly: t = t0 + F/(peak·0.7))
+    value, why = scoped(cal, "matmul_efficiency", "fp32", 6e8, 0.7)
+    assert value == pytest.approx(1 / (1 / 0.7 + (1 / 0.05 - 1 / 0.7) / 10))
+    assert "10× the traced ones" in why
+    # far larger: toward the default, never above it
+    assert 0.69 < scoped(cal, "matmul_efficiency", "fp32", 6e12, 0.7)[0] < 0.7
+    # memory-bound ops: the same rule in bytes a call, any dtype
+    assert scoped(cal, "memory_efficiency", "fp16", 1e6, 0.8)[0] == pytest.approx(
+        1 / (1 / 0.8 + (1 / 0.01 - 1 / 0.8) / 10)
+    )
+    # a trace that beat the default: as measured at any size
+    assert scoped(_replace(cal, matmul_efficiency=0.9), "matmul_efficiency", "fp32", 6e12,
+                  0.7) == (0.9, "")  # fmt: skip
     cluster = make_cluster(get_spec("v100"), 8, dtype="fp16")
     default = cluster.matmul_efficiency
     assert calibrated(cluster, cal, "fp16", 6e7).matmul_efficiency == default
-    blended = calibrated(cluster, cal, "fp32", 6e8).matmul_efficiency
-    assert blended == pytest.approx(0.05 ** (2 / 3) * default ** (1 / 3))
-    # without a plan's dtype and size (an older caller): the traced figure as it is
+    at_10x = calibrated(cluster, cal, "fp32", 6e8).matmul_efficiency
+    assert at_10x == pytest.approx(1 / (1 / default + (1 / 0.05 - 1 / default) / 10))
+    # without a plan's dtype and size (an older caller): the traced figures as they are
     assert calibrated(cluster, cal).matmul_efficiency == 0.05
+    assert calibrated(cluster, cal).memory_efficiency == 0.01
     assert calibrated(cluster, _replace(cal, matmul_dtypes=())).matmul_efficiency == 0.05
+
+
+def test_a_plan_says_why_it_kept_a_default_and_on_which_device_the_trace_ran(cli):
+    trace = str(Path(__file__).parent / "data" / "traces-real" / "mi250_minitoy_rocm6.json.gz")
+    code, out, err = cli("plan", "gpt2", "--gpus", "8", "--spec", "v100", "--dtype", "fp16",
+                         "--calibrate", trace, "--json")  # fmt: skip
+    assert code == 0, err
+    import json
+
+    told = json.loads(out)["assumptions"]["calibrated_from"]
+    # measured against the traced device's own peaks, not the plan's device
+    assert told["measured"]["device"].startswith("AMD Instinct MI250")
+    memory = told["applied"]["memory_efficiency"]
+    # tiny memory-bound calls: their fixed time kept, the plan's larger calls nearer the default
+    assert memory["measured"] < memory["applied"] < memory["default"]
+    assert "× the traced ones" in memory["scope"]
+    assert told["applied"]["matmul_efficiency"]["applied"] is None
+    assert "no collective" in told["why_not"]["collective_efficiency"]

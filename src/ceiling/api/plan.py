@@ -251,14 +251,15 @@ def plan(
     pins = parse_fixed(_fixed_text(fixed))
     device, dtype = _device(spec, machine_profile, dtype, matmul_efficiency)
     cal = _calibration(calibrate, spec) if calibrate is not None else None
+    adjust = _calibrated_cluster(cal, dtype, cfg, job)
     planned = plan_training(
         job, device, n, pins=pins, top=top, doublings=scaling, dtype=dtype,
         gpus_per_node=gpus_per_node, intra_bytes_per_s=_bandwidth(intra_bw, "intra_bw"),
         inter_bytes_per_s=_bandwidth(inter_bw, "inter_bw"),
         matmul_efficiency=matmul_efficiency, recipe=recipe, step_jitter=_jitter(step_jitter),
-        adjust_cluster=_calibrated_cluster(cal, dtype, cfg, job),
+        adjust_cluster=adjust,
     )  # fmt: skip
-    told = _told(planned, attention is not None, dropout is not None, cal, calibrate, dtype)
+    told = _told(planned, attention is not None, dropout is not None, adjust, calibrate)
     p = planned
     return PlanResult(cfg, p.job, p.cluster, p.search, p.scaling, told, p.pins)
 
@@ -338,16 +339,42 @@ def _device(spec, machine_profile, dtype: str, matmul_efficiency):
 
 def _calibrated_cluster(cal, dtype: str, cfg, job):
     """The cluster adjustment a trace's calibration makes (None: no trace)."""
-    if cal is None:
-        return None
-    from functools import partial
-
-    from ceiling.trace.calibration import calibrated
-
-    return partial(calibrated, cal=cal, dtype=dtype, gemm_flops=_typical_gemm_flops(cfg, job))
+    return None if cal is None else _Calibrated(cal, dtype, _typical_sizes(cfg, job, dtype))
 
 
-def _told(planned, attention_given: bool, dropout_given: bool, cal, calibrate, dtype) -> dict:
+class _Calibrated:
+    """The cluster with the trace's figures (`trace.calibration.calibrated`), remembering the
+    defaults they replaced (what the plan says it extrapolated toward)."""
+
+    def __init__(self, cal, dtype: str, sizes: dict[str, float]) -> None:
+        self.cal, self.dtype, self.sizes, self.defaults = cal, dtype, sizes, {}
+
+    def __call__(self, cluster):
+        from ceiling.trace.calibration import SCOPES, calibrated
+
+        self.defaults = self.defaults or {n: getattr(cluster, n) for n in SCOPES}
+        return calibrated(cluster, self.cal, self.dtype, sizes=self.sizes)
+
+    def applied(self, cluster) -> dict:
+        """What the plan takes of each traced figure, and why (its scope)."""
+        from ceiling.trace.calibration import scoped
+
+        cal, applied = self.cal, {}
+        for name in cal.taken:
+            if name == "collective_efficiency":
+                applied[name] = {"measured": cal.collective_efficiency,
+                                 "applied": cal.collective_efficiency, "scope": ""}  # fmt: skip
+                continue
+            value, why = scoped(cal, name, self.dtype, self.sizes.get(name), self.defaults[name])
+            applied[name] = {"measured": getattr(cal, name),
+                             "applied": None if value is None else getattr(cluster, name),
+                             "default": self.defaults[name],
+                             "plan_size_per_call": self.sizes.get(name), "scope": why}  # fmt: skip
+        gemm = {"dtype": self.dtype, "flops_per_call": self.sizes["matmul_efficiency"]}
+        return {"applied": applied, "plan_gemm": gemm}
+
+
+def _told(planned, attention_given: bool, dropout_given: bool, adjust, calibrate) -> dict:
     """The assumptions of a plan, in words."""
     from ceiling.api.plan_told import (
         assumptions,
@@ -366,34 +393,35 @@ def _told(planned, attention_given: bool, dropout_given: bool, cal, calibrate, d
     told["host"] = host_told(job)
     told["straggler"] = straggler_told(cluster)
     told["model_facts"] = model_facts(job.model, job, planned.pins)
-    if cal is not None:
-        told["calibrated_from"] = _calibration_told(calibrate, cal)
-        from ceiling.trace.calibration import matmul_weight
-
-        if cal.matmul_efficiency is not None:
-            gemm = _typical_gemm_flops(job.model, job)
-            w, why = matmul_weight(cal, dtype, gemm)
-            told["calibrated_from"]["matmul_weight"] = w
-            told["calibrated_from"]["plan_gemm"] = {"dtype": dtype, "flops_per_call": gemm}
-            told["calibrated_from"]["matmul_scope"] = why or (
-                "the plan's GEMMs are within the dtypes and sizes the trace measured: its "
-                "efficiency taken whole"
-            )
+    if adjust is not None:
+        told["calibrated_from"] = _calibration_told(calibrate, adjust.cal)
+        told["calibrated_from"].update(adjust.applied(cluster))
     return told
 
 
-def _typical_gemm_flops(cfg, job) -> float:
-    """FLOPs of a typical GEMM of the step: one sequence's tokens through a hidden × hidden
-    projection (the size a traced GEMM efficiency is compared with)."""
-    return 2.0 * job.seq_len * cfg.hidden * cfg.hidden
+def _typical_sizes(cfg, job, dtype: str) -> dict[str, float]:
+    """The size a call of each kind of op in the step has, for one sequence (what a traced
+    figure's sizes are compared with): a hidden × hidden projection's FLOPs, one layer's
+    attention FLOPs, and the bytes an elementwise op reads and writes over its activations."""
+    s, h = job.seq_len, cfg.hidden
+    element = 4 if dtype in ("fp32", "tf32") else 2
+    return {
+        "matmul_efficiency": 2.0 * s * h * h,
+        "attention_efficiency": 4.0 * s * s * h,
+        "memory_efficiency": 2.0 * s * h * element,
+    }
 
 
 def _calibration(trace_path: Path | str, spec: str | None):
-    """The efficiencies measured in the user's trace (on its own device, or `spec`'s)."""
+    """The efficiencies measured in the user's trace, against its own device's peaks (the
+    device the trace names), or `spec`'s when the trace names none."""
     from ceiling.trace.analyze import analyze
 
     with argument_named("calibrate"):
-        return analyze(trace_path, spec=spec).calibration()
+        result = analyze(trace_path)
+        if result.device.peak_flops_per_s is None and spec is not None:
+            result = analyze(trace_path, spec=spec)
+        return result.calibration()
 
 
 def _calibration_told(trace_path, cal) -> dict:
@@ -405,8 +433,13 @@ def _calibration_told(trace_path, cal) -> dict:
         "kept_defaults": [k for k in (*figures, "collective_efficiency") if k not in cal.taken],
         # what the trace measured, so that what the plan extrapolates from it can be said
         "measured": {
+            "device": cal.device,
             "gemm_dtypes": list(cal.matmul_dtypes),
             "gemm_flops_per_call": cal.matmul_flops_per_call,
+            "attention_dtypes": list(cal.attention_dtypes),
+            "attention_flops_per_call": cal.attention_flops_per_call,
+            "memory_bytes_per_call": cal.memory_bytes_per_call,
             "ranks": cal.world_size,
         },
+        "why_not": dict(cal.missing),
     }

@@ -271,11 +271,8 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
     for line in _context_lines(cfg, job, cluster, result, assumptions):
         c.print(line)
     if cal := assumptions.get("calibrated_from"):
-        taken = ", ".join(f"{k} {v:.3f}" for k, v in cal["taken"].items()) or "nothing"
-        kept = ", ".join(cal["kept_defaults"]) or "none"
-        c.print(f"calibrated from {cal['trace']}: took {taken}; kept the defaults of {kept}")
-        for line in _calibration_scope(cal):
-            c.print(f"  {line}")
+        for line in _calibration_lines(cal):
+            c.print(line)
     c.print(_plans_table(result))
     for i, why in enumerate(result.why[1:], 2):
         c.print(f"#{i} vs #1: {why}")
@@ -285,15 +282,26 @@ def _render(cfg, job, cluster, result, rows, assumptions) -> None:
         _render_scaling(c, rows)
 
 
-def _calibration_scope(cal: dict) -> list[str]:
-    """What the trace measured and how far the plan reaches beyond it."""
-    measured, lines = cal.get("measured") or {}, []
+def _calibration_lines(cal: dict) -> list[str]:
+    """What the trace measured, what the plan took of it and how far it reaches beyond it."""
+    measured = cal.get("measured") or {}
+    on = f" on {measured['device']}" if measured.get("device") else ""
+    found = ", ".join(f"{k} {v:.3g}" for k, v in cal["taken"].items()) or "no figure"
+    lines = [f"calibrated from {cal['trace']}: measured{on} {found}"]
     if measured.get("gemm_flops_per_call"):
         dtypes = ", ".join(measured.get("gemm_dtypes") or []) or "unknown dtypes"
-        lines.append(f"the trace measured GEMMs in {dtypes} of "
+        lines.append(f"  the trace measured GEMMs in {dtypes} of "
                      f"{measured['gemm_flops_per_call']:.3g} FLOPs a call")  # fmt: skip
-    if cal.get("matmul_scope"):
-        lines.append(f"applied to this plan: {cal['matmul_scope']}")
+    if measured.get("memory_bytes_per_call") and "memory_efficiency" in cal["taken"]:
+        lines.append(f"  and memory-bound ops of {measured['memory_bytes_per_call']:.3g} bytes "
+                     "a call")  # fmt: skip
+    for name, a in (cal.get("applied") or {}).items():
+        took = "the default kept" if a["applied"] is None else f"{a['applied']:.3g}"
+        lines.append(f"  applied to this plan: {name} {took}" + (f" ({a['scope']})" if a["scope"]
+                     else ""))  # fmt: skip
+    for name in cal.get("kept_defaults") or []:
+        why = (cal.get("why_not") or {}).get(name)
+        lines.append(f"  {name}: the default kept" + (f" ({why})" if why else ""))
     return lines
 
 

@@ -62,7 +62,7 @@ def render_path(out, rank: RankResult, top: int) -> None:
         table(f"Rank {rank.rank}: longest on the path", ["", "what", "time"], top_rows(path, top))
     )
     if path.what_if:
-        cols = ["what if", "step (new bound)", "saving", "of the path"]
+        cols = ["what if", "path after", "saving", "of the path"]
         out.print(
             table(f"Rank {rank.rank}: what-if on the critical path", cols, what_if_rows(path))
         )

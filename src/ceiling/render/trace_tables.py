@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ceiling import units as u
 from ceiling.render.kernel_names import short_kernel_name
-from ceiling.trace.breakdown import ORDER
+from ceiling.trace.breakdown import LAUNCH, ORDER
 from ceiling.trace.results import RankResult, TraceAnalysis
 
 
@@ -113,7 +113,16 @@ def gpu_lines(rank: RankResult) -> list[str]:
     out = []
     if rank.gpu_lag_s is not None:
         lag = u.format_time(rank.gpu_lag_s)
-        if rank.gpu_lag_s > 1e-3:
+        n = max(len(rank.steps), 1)
+        waited = sum(s.idle_reasons.get(LAUNCH, 0.0) for s in rank.steps) / n
+        if rank.gpu_lag_s > 1e-3 and waited > 0.05 * (rank.step_s or 1.0):
+            out.append(
+                f"the GPU runs {lag} behind the CPU (median launch to kernel start), yet idles "
+                f"{u.format_time(waited)} a step for work not yet launched (idle: {LAUNCH}): "
+                "the host falls behind in stretches (a blocking op, Python between ops), not "
+                "on every launch"
+            )
+        elif rank.gpu_lag_s > 1e-3:
             out.append(
                 f"the GPU runs {lag} behind the CPU (median launch to kernel start): the host "
                 "keeps the queue full, so the run is not launch-bound"

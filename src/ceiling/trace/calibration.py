@@ -34,6 +34,13 @@ class Calibration:
     # (the FLOP-weighted geometric mean)
     matmul_dtypes: tuple[str, ...] = ()
     matmul_flops_per_call: float | None = None
+    # where the attention and memory figures hold: attention FLOPs and memory-bound bytes per
+    # call (weighted geometric means, as the GEMMs'), and the dtypes attention ran in
+    attention_dtypes: tuple[str, ...] = ()
+    attention_flops_per_call: float | None = None
+    memory_bytes_per_call: float | None = None
+    device: str = ""  # the traced device's name
+    missing: dict[str, str] = field(default_factory=dict)  # why a figure could not be read
 
     @property
     def taken(self) -> list[str]:
@@ -65,21 +72,22 @@ def _compute_share(result: TraceAnalysis, category: str) -> tuple[float | None, 
     return min(flops / ideal, 1.0), f"{category} ops, {time * 1e3:.3g} ms of kernels"
 
 
-def _gemm_scope(result: TraceAnalysis) -> tuple[tuple[str, ...], float | None]:
-    """The dtypes the traced GEMMs ran in, and their FLOPs per call (FLOP-weighted
-    geometric mean): where a GEMM efficiency read from them holds."""
+def _scope(result: TraceAnalysis, categories, size: str) -> tuple[tuple[str, ...], float | None]:
+    """The dtypes the traced ops of `categories` ran in, and their `size` (flops or bytes) per
+    call, the size-weighted geometric mean: where a figure read from them holds."""
     import math
 
     dtypes: set[str] = set()
     weight = log_sum = 0.0
     for rank in result.ranks:
         for row in rank.ops:
-            if row.category != "matmul" or not row.flops or row.calls < 1:
+            amount = getattr(row, size)
+            if row.category not in categories or not amount or row.calls < 1:
                 continue
             if row.dtype:
                 dtypes.add(row.dtype)
-            weight += row.flops
-            log_sum += row.flops * math.log(row.flops / row.calls)
+            weight += amount
+            log_sum += amount * math.log(amount / row.calls)
     return tuple(sorted(dtypes)), (math.exp(log_sum / weight) if weight else None)
 
 
@@ -124,71 +132,88 @@ def calibration(result: TraceAnalysis) -> Calibration:
             "from it; pass its device (--spec NAME)"
         )
     basis: dict[str, str] = {}
+    missing: dict[str, str] = {}
     figures = {}
-    for name, (value, how) in (
-        ("matmul_efficiency", _compute_share(result, "matmul")),
-        ("attention_efficiency", _compute_share(result, "attention")),
-        ("memory_efficiency", _memory_share(result)),
-        ("collective_efficiency", _collective_share(result)),
-    ):
+    for name, (value, how), why_not in (
+        ("matmul_efficiency", _compute_share(result, "matmul"),
+         "no GEMM with a shape and a dtype the device has a peak for"),
+        ("attention_efficiency", _compute_share(result, "attention"),
+         "no attention op with a shape and a dtype the device has a peak for"),
+        ("memory_efficiency", _memory_share(result),
+         "no memory-bound op with input shapes to count its bytes"),
+        ("collective_efficiency", _collective_share(result),
+         "no collective of ≥ 1 MB between ranks of known size and link"),
+    ):  # fmt: skip
         figures[name] = value
         if value is not None:
             basis[name] = how
+        else:
+            missing[name] = why_not
     world = max([r.world_size or 0 for r in result.ranks] + [len(result.ranks)])
-    dtypes, per_call = _gemm_scope(result)
+    dtypes, per_call = _scope(result, ("matmul",), "flops")
+    attention_dtypes, attention_per_call = _scope(result, ("attention",), "flops")
+    _, bytes_per_call = _scope(result, _MEMORY_CATEGORIES, "bytes")
     return Calibration(
         **figures, world_size=world, source=f"measured in the trace {result.path}", basis=basis,
         matmul_dtypes=dtypes, matmul_flops_per_call=per_call,
+        attention_dtypes=attention_dtypes, attention_flops_per_call=attention_per_call,
+        memory_bytes_per_call=bytes_per_call, device=result.device.name or "", missing=missing,
     )  # fmt: skip
 
 
-# GEMMs this many times larger than the traced ones keep nothing of the traced efficiency
-# (a decade's worth of size moves a GEMM's efficiency as much as the device's default does)
-SCOPE_DECADES = 3.0
+# figure -> (the Calibration fields of its traced dtypes and size per call, the size's unit)
+SCOPES = {
+    "matmul_efficiency": ("matmul_dtypes", "matmul_flops_per_call", "FLOPs"),
+    "attention_efficiency": ("attention_dtypes", "attention_flops_per_call", "FLOPs"),
+    "memory_efficiency": (None, "memory_bytes_per_call", "bytes"),
+}
+_WHAT = {"matmul_efficiency": "GEMMs", "attention_efficiency": "attention ops",
+         "memory_efficiency": "memory-bound ops"}  # fmt: skip
 
 
-def matmul_weight(cal: Calibration, dtype: str, gemm_flops: float | None) -> tuple[float, str]:
-    """How much of the traced GEMM efficiency a plan in `dtype` with GEMMs of `gemm_flops`
-    may take (1: all of it, 0: the catalog's default), and why: none in a dtype the trace's
-    GEMMs did not run in; less the further its GEMMs are above the traced ones in size,
-    nothing SCOPE_DECADES decades above (small GEMMs reach less of the peak)."""
-    import math
-
-    if cal.matmul_dtypes and dtype not in cal.matmul_dtypes:
-        traced = ", ".join(cal.matmul_dtypes)
-        return 0.0, f"the trace's GEMMs ran in {traced}, not {dtype}: the default kept"
-    if not gemm_flops or not cal.matmul_flops_per_call:
-        return 1.0, ""
-    decades = math.log10(gemm_flops / cal.matmul_flops_per_call)
-    if decades <= 0:
-        return 1.0, ""
-    w = max(0.0, 1.0 - decades / SCOPE_DECADES)
-    return w, (
-        f"the plan's GEMMs ({gemm_flops:.3g} FLOPs) are {10**decades:.3g}× the traced ones "
-        f"({cal.matmul_flops_per_call:.3g}): {w:.0%} of the traced efficiency, the rest the "
-        "default's (geometric blend)"
+def scoped(cal: Calibration, name: str, dtype: str | None, size: float | None,
+           default: float) -> tuple[float | None, str]:  # fmt: skip
+    """The value of the traced figure `name` for a plan in `dtype` whose ops of that kind are
+    `size` (FLOPs or bytes) a call, where the catalog's figure is `default` (None: keep the
+    default), and why. A kernel's time is a fixed part (launch, ramp-up, a partial wave) plus
+    its work at the rate large kernels reach, so an efficiency read on calls of size s₀ holds
+    at a larger size s as 1/e = 1/e∞ + (1/e₀ − 1/e∞)·s₀/s, e∞ the default: the traced fixed
+    time kept, the rate the default's. At or below the traced size, and where the trace beat
+    the default, the traced figure as it is. None in a dtype the trace's ops did not run in."""
+    dtypes_field, size_field, unit = SCOPES[name]
+    what, measured = _WHAT[name], getattr(cal, name)
+    traced_dtypes = getattr(cal, dtypes_field) if dtypes_field else ()
+    if dtype is not None and traced_dtypes and dtype not in traced_dtypes:
+        return None, f"the trace's {what} ran in {', '.join(traced_dtypes)}, not {dtype}"
+    traced = getattr(cal, size_field)
+    if measured >= default or not size or not traced or size <= traced:
+        return measured, ""
+    value = 1.0 / (1.0 / default + (1.0 / measured - 1.0 / default) * traced / size)
+    return value, (
+        f"the plan's {what} ({size:.3g} {unit} a call) are {size / traced:.3g}× the traced "
+        f"ones ({traced:.3g}): the traced fixed time a call kept, at the default's rate "
+        f"({default:.3g}) beyond it"
     )
 
 
-def calibrated(cluster, cal: Calibration, dtype: str | None = None, gemm_flops=None):
+def calibrated(cluster, cal: Calibration, dtype: str | None = None, gemm_flops=None,
+               sizes: dict[str, float] | None = None):  # fmt: skip
     """The cluster with the traced run's efficiencies in place of its defaults. Collectives
     of a job that fit in one of the cluster's nodes calibrate the intra-node links; of a
-    larger job, the inter-node ones. The GEMM efficiency holds within the dtypes and sizes
-    the trace measured (`matmul_weight`): beyond them it is blended toward the default."""
+    larger job, the inter-node ones. The GEMM, attention and memory figures hold in the
+    dtypes the trace measured and move with the size of a call from what it measured toward
+    the default (`scoped`; `sizes`: the plan's size a call of each, `gemm_flops` the
+    GEMMs')."""
     from dataclasses import replace
 
-    changes = {
-        name: value
-        for name in ("matmul_efficiency", "attention_efficiency", "memory_efficiency")
-        if (value := getattr(cal, name)) is not None
-    }
-    if "matmul_efficiency" in changes and dtype is not None:
-        w, _ = matmul_weight(cal, dtype, gemm_flops)
-        measured, default = changes["matmul_efficiency"], cluster.matmul_efficiency
-        if w <= 0:
-            del changes["matmul_efficiency"]
-        elif w < 1:
-            changes["matmul_efficiency"] = measured**w * default ** (1 - w)
+    sizes = {"matmul_efficiency": gemm_flops, **(sizes or {})}
+    changes = {}
+    for name in ("matmul_efficiency", "attention_efficiency", "memory_efficiency"):
+        if getattr(cal, name) is None:
+            continue
+        value, _ = scoped(cal, name, dtype, sizes.get(name), getattr(cluster, name))
+        if value is not None:
+            changes[name] = value
     if cal.collective_efficiency is not None:
         inside = cal.world_size <= cluster.devices_per_node
         key = "intra_collective_efficiency" if inside else "inter_collective_efficiency"
