@@ -237,3 +237,39 @@ def test_the_planner_calibrated_by_the_trace_moves_the_same_way(tmp_path):
         assert saving != 0 and answers[question] != 0
         assert (saving > 0) == (answers[question] > 0), question
     assert answers["comm=overlap"] > 0 and answers["link=10GB/s"] < 0
+
+
+def test_a_host_path_beside_a_full_gpu_queue_is_cautioned():
+    from types import SimpleNamespace
+
+    from ceiling.render.critical_path_tables import host_wait_note
+    from ceiling.trace.results import PATH_COMPUTE, PATH_HOST, CriticalPath
+
+    hosty = CriticalPath(0.1, {PATH_HOST: 0.095, PATH_COMPUTE: 0.005}, [])
+    queued = SimpleNamespace(rank=0, gpu_lag_s=0.0108)
+    note = host_wait_note(hosty, queued)
+    assert note is not None and "95% of the path is host time" in note
+    assert "10.8 ms behind" in note
+    # the host feeding the GPU just in time, or a path mostly on the device: nothing to say
+    assert host_wait_note(hosty, SimpleNamespace(rank=0, gpu_lag_s=20e-6)) is None
+    devicey = CriticalPath(0.1, {PATH_HOST: 0.05, PATH_COMPUTE: 0.05}, [])
+    assert host_wait_note(devicey, queued) is None
+
+
+def test_the_queue_line_agrees_with_idle_spent_waiting_on_the_host():
+    from types import SimpleNamespace
+
+    from ceiling.render.trace_tables import gpu_lines
+    from ceiling.trace.breakdown import LAUNCH
+
+    def rank(waited):
+        step = SimpleNamespace(idle_reasons={LAUNCH: waited})
+        return SimpleNamespace(gpu_lag_s=0.0108, steps=[step], step_s=0.6, hta=None)
+
+    # the queue is full on median, and hardly any idle waits for a launch: not launch-bound
+    (line,) = gpu_lines(rank(0.001))
+    assert "so the run is not launch-bound" in line
+    # but 181 ms of a 600 ms step waited for work not yet launched: both said, no contradiction
+    (line,) = gpu_lines(rank(0.181))
+    assert "yet idles 181 ms a step for work not yet launched" in line
+    assert "not launch-bound" not in line

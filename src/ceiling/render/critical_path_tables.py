@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from ceiling import units as u
 from ceiling.render.kernel_names import short_kernel_name
-from ceiling.trace.results import PATH_COMM, PATH_COMPUTE, PATH_WAIT, CriticalPath, RankResult
+from ceiling.trace.results import (
+    PATH_COMM,
+    PATH_COMPUTE,
+    PATH_HOST,
+    PATH_WAIT,
+    CriticalPath,
+    RankResult,
+)
 
 
 def path_rows(path: CriticalPath, step_s: float) -> list[list[str]]:
@@ -30,6 +37,23 @@ def top_rows(path: CriticalPath, top: int) -> list[list[str]]:
         what = short_kernel_name(name, 44) if kernel else _cut(name, 44)
         rows.append([cat, what, u.format_time(s)])
     return rows
+
+
+def host_wait_note(path: CriticalPath, rank: RankResult) -> str | None:
+    """A caution when the path runs almost all through host ops while the GPU queue stays far
+    behind the host: such a host op may be waiting on the device (a blocking call the trace
+    records as the op's own time, not as a synchronisation), so the device's work, not the
+    host's, may be what the step waits for."""
+    host = path.seconds.get(PATH_HOST, 0.0)
+    lag = rank.gpu_lag_s
+    if path.length_s <= 0 or host < 0.9 * path.length_s or lag is None or lag <= 1e-3:
+        return None
+    return (
+        f"rank {rank.rank}: {host / path.length_s:.0%} of the path is host time, yet the GPU "
+        f"runs {u.format_time(lag)} behind the host: a host op on the path may be waiting on "
+        "the device (a blocking call recorded as the op's own time), so shortening the GPU's "
+        "work, not the host's, may be what shortens the step"
+    )
 
 
 def _cut(text: str, width: int) -> str:
@@ -61,6 +85,8 @@ def render_path(out, rank: RankResult, top: int) -> None:
     out.print(
         table(f"Rank {rank.rank}: longest on the path", ["", "what", "time"], top_rows(path, top))
     )
+    if note := host_wait_note(path, rank):
+        out.print(note)
     if path.what_if:
         cols = ["what if", "path after", "saving", "of the path"]
         out.print(

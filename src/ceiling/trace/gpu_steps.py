@@ -94,8 +94,12 @@ def gpu_steps(spans: list[tuple[float, float]], names: list[str], events, launch
     if not partial:  # steps of no length (or negative): none launched the GPU's work
         return _active_span(events, "no ProfilerStep launched GPU work", notes)
     k, _, why = partial[0]
-    notes.append(f"{names[k]} is partial ({why})")
     one = _one_step(spans[k], names[k], events, launched_at)
+    if one.steps == [0]:  # its GPU window is partial, its ProfilerStep span is whole: one note
+        told = one.notes[0].removeprefix(f"one step: {names[k]}'s window is ")
+        return GpuSteps(one.windows, [k], [*notes, f"one step, {names[k]}: {why}, so its "
+                                                    f"window is {told}"])  # fmt: skip
+    notes.append(f"{names[k]} is partial ({why})")
     return GpuSteps(one.windows, [k], notes + one.notes)
 
 

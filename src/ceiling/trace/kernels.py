@@ -29,7 +29,7 @@ _FAMILIES: tuple[tuple[str, re.Pattern], ...] = tuple(
         # cuDNN's FFT convolutions multiply in the frequency domain with complex GEMMs
         # (volta_cgemm, ampere_gcgemm): convolution work, not the model's matmuls
         (CONV, r"conv(?!ert)|fprop|dgrad|wgrad|scudnn|fft2d|fft_|winograd|implicit_gemm|_g?cgemm"),
-        (GEMM, r"gemm|gemv|matmul|cublas|cutlass|xmma|nvjet|triton_tem|_dot_|^cijk_"),
+        (GEMM, r"gemm|gemv|matmul|bmm|cublas|cutlass|xmma|nvjet|triton_tem|_dot_|^cijk_"),
         (REDUCTION, r"reduce|softmax|triton_red|triton_per|norm_kernel|sum_kernel"),
         (
             ELEMENTWISE,
