@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from local_server import TinyLlama, local_server
 from serve_measure_vs_guidellm import ROOT, ceiling_cli, cpu_profile
+from trace_pool_memory import machine
 
 FIGURES = (("output_tokens_per_s", "output tokens/s"), ("ttft_p50_s", "TTFT p50"),
            ("tpot_p50_s", "TPOT p50"))  # fmt: skip
@@ -102,7 +103,7 @@ def main(args) -> None:
     show(rows)
     record = {"method_version": 3, "server": "transformers serve --continuous-batching, CPU",
               "calibrated_at_rate": args.calibrate_at, "calibration_runs": runs, "rows": rows,
-              "wall_s": time.perf_counter() - started}  # fmt: skip
+              "wall_s": time.perf_counter() - started, "machine": machine()}  # fmt: skip
     out = write_json_atomic(record, ROOT / "results" / "serve_calibrate_local.json")
     print(f"wrote {out} ({record['wall_s']:.0f} s)")
 
