@@ -7,6 +7,7 @@ the prediction at another load must agree with the simulation under the true cos
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -129,3 +130,33 @@ def test_a_cpu_serves_fp32_and_pays_the_host_time_an_op(tmp_path, cli):
                          "--num-requests", "8")  # fmt: skip
     assert code == 0, err
     assert "1 CPU =" in out and "GPUs" not in out.split("workload")[0]
+
+
+def test_an_hf_model_on_a_cpu_pays_the_host_time_for_each_op_its_eager_forward_runs(tmp_path):
+    """An eager transformers forward dispatches every op its Python calls (a Llama layer: tens
+    of them, views among them), not a fused engine's ten kernels a layer: each pays the
+    profile's host time an op, a view its measured share of it."""
+    pytest.importorskip("transformers")
+    from ceiling.profile.forward_ops import count_decode_ops
+
+    views = {"forward_s": 20e-6, "backward_s": 30e-6, "forward_view_s": 2e-6}
+    cpu = dataclasses.replace(CPU, extra={"overhead": {"host_costs": views}})
+    path = save_profile(MachineProfile(1, "2026-01-01T00:00:00+00:00", "h", {}, [cpu]),
+                        tmp_path / "cpu.json")  # fmt: skip
+    config = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 3,
+              "vocab_size": 512, "max_position_embeddings": 256}  # fmt: skip
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps(config))
+    ops = count_decode_ops(config)
+    assert ops is not None and ops.per_layer > 3 * 10 > ops.per_layer_views > 0
+    # the count does not depend on the widths (it is taken on a shrunk copy)
+    assert count_decode_ops({**config, "hidden_size": 256, "intermediate_size": 512}) == ops
+    r = ceiling.serve(f"hf:{tmp_path / 'm'}", machine_profile=path, input_tokens=16,
+                      output_tokens=8, concurrency=1, num_requests=4)  # fmt: skip
+    layer, outside = ops.op_equivalents(0.1)  # a view: 2 of an op's 20 µs
+    assert layer == ops.per_layer - 0.9 * ops.per_layer_views
+    assert r.iteration_at_batch["launch_s"] == pytest.approx((3 * layer + outside) * 20e-6)
+    assert r.inputs["eager_ops"]["per_layer"] == ops.per_layer
+    # a family transformers cannot build: no count, the engine's kernels
+    assert count_decode_ops({"model_type": "no-such-family"}) is None

@@ -218,7 +218,7 @@ def _engine(inp: ServeInputs, layout):
     # a CPU's GEMMs at their rows' measured rate (fp32 samples: in fp32 only)
     rows = profile_rows_rates(inp.resolved.measured) if compute == "fp32" else None
     costs = costs_for(dev, per_kernel_s=inp.host_op_s, weights=a["weights"], compute=compute,
-                      gemm_rows_rates=rows)  # fmt: skip
+                      gemm_rows_rates=rows, kernels=inp.kernels)  # fmt: skip
     return eng.Engine(inp.cfg, dev, setup, costs, layout, inp.policy, inp.draft,
                       memory_utilization=inp.utilization, host_share=inp.host_share,
                       engine=a["engine"], device_scale=a["device_scale"],
@@ -293,6 +293,15 @@ def _inputs_record(inp: ServeInputs, engine, load: str) -> dict[str, Any]:
         "iteration_s": engine.iteration_s,
         "request_s": engine.request_s,
         "device_kind": dev.kind,
+        "eager_ops": None
+        if inp.forward_ops is None
+        else {
+            "per_layer": inp.forward_ops.per_layer,
+            "per_layer_views": inp.forward_ops.per_layer_views,
+            "outside_layers": inp.forward_ops.outside,
+            "outside_views": inp.forward_ops.outside_views,
+            "host_op_s": inp.host_op_s,
+        },
         "call": recorded_call(a),
     }
 

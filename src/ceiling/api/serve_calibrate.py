@@ -111,8 +111,7 @@ def calibrated_serve(calibrate, serve, args: dict[str, Any]):
 
         return run
 
-    call = runs[0][0]
-    start = (eng.iteration_s(), eng.request_s(call.get("engine") or "generic"), eng.sequence_s())
+    start = (eng.iteration_s(), eng.request_s(), eng.sequence_s())
     cal = fit([simulation(c, b) for c, _, _, b in runs], [m for _, m, _, _ in runs], start,
               devices.pop(), [src for _, _, src, _ in runs], [b for *_, b in runs])  # fmt: skip
     scale = cal.device_scale if _device(args) == cal.device else 1.0

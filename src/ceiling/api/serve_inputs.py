@@ -294,6 +294,11 @@ class ServeInputs:
     described: str  # the workload in words
     utilization: float
     host_op_s: float | None  # on a CPU, the host's time an op of the eager forward
+    # on a CPU, the eager decode step's ops counted from the model's own forward
+    # (`profile.forward_ops.ForwardOps`) and their op-equivalents per layer and outside (a
+    # view at its measured share of an op); None: the fused engine's kernel count
+    forward_ops: Any = None
+    kernels: tuple[float, float] | None = None
 
     @property
     def n(self) -> int:
@@ -342,6 +347,7 @@ def checked_inputs(a: dict[str, Any]) -> ServeInputs:
         described=described,
         utilization=_utilization(a["memory_utilization"]),
         host_op_s=_host_op_s(resolved),
+        **_eager_ops(a["model"], resolved),
     )
 
 
@@ -475,6 +481,24 @@ def _utilization(memory_utilization) -> float:
     if isinstance(utilization, bool) or not 0 < utilization <= 1:
         raise BadArgument("memory_utilization", f"must be in (0, 1], got {memory_utilization}")
     return utilization
+
+
+def _eager_ops(model, resolved) -> dict[str, Any]:
+    """On a CPU, a Hugging Face model's eager decode step counted from its own forward
+    (`profile.forward_ops`): the ops that pay the host's time an op, views at their measured
+    share; elsewhere, or when it cannot be counted, nothing (the fused engine's count)."""
+    if resolved.spec.kind != "cpu" or not str(model).startswith("hf:"):
+        return {}
+    from ceiling.files import read_json
+    from ceiling.hf_files import locate_config
+    from ceiling.model.plan.host import measured_view_share
+    from ceiling.profile.forward_ops import count_decode_ops
+
+    ops = count_decode_ops(read_json(locate_config(str(model)[3:]), "Hugging Face config.json"))
+    if ops is None:
+        return {}
+    share = measured_view_share(resolved.measured)
+    return {"forward_ops": ops, "kernels": ops.op_equivalents(0.1 if share is None else share)}
 
 
 def _host_op_s(resolved) -> float | None:

@@ -237,6 +237,13 @@ def _show(r) -> None:
         + (f"; {inp['scheduler_steps']} decode steps a scheduler call (multi-step), the "
            "host's share paid once a block" if inp["scheduler_steps"] > 1 else "")
     )  # fmt: skip
+    if ops := inp.get("eager_ops"):
+        con.print(
+            f"on this CPU each iteration runs the model's eager forward: {ops['per_layer']} ops "
+            f"a layer ({ops['per_layer_views']} of them views) and {ops['outside_layers']} "
+            "outside the layers, counted from its own decode step, each paying "
+            f"{format_time(ops['host_op_s'])} of host time (a view its measured share)"
+        )
     if r.calibration is not None:
         _show_calibration(r.calibration)
     meas = r.measured

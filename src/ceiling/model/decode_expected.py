@@ -107,8 +107,8 @@ class EngineCosts:
 
     bandwidth_share: float = BANDWIDTH_SHARE
     per_kernel_s: float = GPU_KERNEL_FLOOR_S
-    kernels_per_layer: int = KERNELS_PER_LAYER
-    kernels_outside_layers: int = KERNELS_OUTSIDE_LAYERS
+    kernels_per_layer: float = KERNELS_PER_LAYER  # an eager forward: its ops, counted
+    kernels_outside_layers: float = KERNELS_OUTSIDE_LAYERS
     group_size: int = INT4_GROUP_SIZE
     scale_bytes: float = SCALE_ZERO_BYTES  # per group of 4-bit weights
     cuda_graphs: bool = False  # kernels replayed from a graph: the graph gap, not the floor
@@ -401,6 +401,7 @@ def costs_for(
     weights: str | None = None,
     compute: str = "bf16",
     gemm_rows_rates: tuple[tuple[float, float], ...] | None = None,
+    kernels: tuple[float, float] | None = None,
 ) -> EngineCosts:
     """The engine costs on a device: its bandwidth at the streaming share unless it was
     measured here (a machine profile's device), the given per-kernel floor (measured: the
@@ -408,8 +409,10 @@ def costs_for(
     them, dequantisation at its vector rate, the scales of the 4-bit format `weights` names
     (default gpt-fast int4), GEMMs in the `compute` dtype at the planner's share of its peak
     and attention at the planner's attention share of the 16-bit peak (a measured device's
-    peak is already what its kernels reach)."""
+    peak is already what its kernels reach). `kernels`: (per layer, outside the layers) in
+    place of the fused engine's count (an eager forward's ops, counted)."""
     measured = str(getattr(spec, "key", "")).startswith("measured")
+    per_layer, outside = kernels or (KERNELS_PER_LAYER, KERNELS_OUTSIDE_LAYERS)
     try:
         vector = spec.peak("fp32")
     except UnsupportedOnDevice:  # no fp32 figure: dequantisation is not counted
@@ -426,6 +429,8 @@ def costs_for(
         attention_peak_flops_per_s=_sixteen_bit_peak(spec),
         vector_peak_flops_per_s=vector,
         gemm_rows_rates=gemm_rows_rates,
+        kernels_per_layer=per_layer,
+        kernels_outside_layers=outside,
     )
 
 

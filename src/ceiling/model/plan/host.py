@@ -124,6 +124,13 @@ def measured_forward_op_s(measured) -> float | None:
     return _host_cost(measured, ("forward_s",))
 
 
+def measured_view_share(measured) -> float | None:
+    """The host's time a view over its time an op of an eager forward, as the machine profile
+    measured them; None when it has not both."""
+    op, view = _host_cost(measured, ("forward_s",)), _host_cost(measured, ("forward_view_s",))
+    return None if op is None or view is None else min(view / op, 1.0)
+
+
 def _host_cost(measured, phases_named: tuple[str, ...]) -> float | None:
     overhead = (getattr(measured, "extra", None) or {}).get("overhead")
     costs = overhead.get("host_costs") if isinstance(overhead, dict) else None

@@ -75,7 +75,7 @@ def iteration_s() -> float:
     return fitted.value("serve.iteration_s", ITERATION_S)
 
 
-def request_s(engine: str = "generic") -> float:
+def request_s() -> float:
     """A request's way in and out of the server, the same for every engine (`REQUEST_S`)."""
     from ceiling.model import fitted
 
@@ -119,7 +119,7 @@ class Engine:
     draft: object | None = None  # a draft model's config, or None (n-gram or no speculation)
     memory_utilization: float = GPU_MEMORY_UTILIZATION
     host_share: float = 0.0  # the host's time per iteration, a share of the GPU's (HOST_SHARE)
-    engine: str = "generic"  # whose front end a request passes (`request_s`)
+    engine: str = "generic"  # its name (a key of HOST_SHARE)
     # the device's time of an iteration over its terms' (1: as priced; fitted by
     # `serve --calibrate` from a measured run on this device)
     device_scale: float = 1.0
@@ -129,7 +129,7 @@ class Engine:
     sequence_s: float | None = None
 
     def __post_init__(self) -> None:
-        self.iteration_s, self.request_s = iteration_s(), request_s(self.engine)
+        self.iteration_s, self.request_s = iteration_s(), request_s()
         if self.sequence_s is None:
             self.sequence_s = sequence_s()
         if not (isinstance(self.host_share, int | float) and 0 <= self.host_share < 10):
