@@ -139,6 +139,12 @@ def test_a_traced_efficiency_holds_in_its_dtypes_and_keeps_its_fixed_time_beyond
     # a trace that beat the default: as measured at any size
     assert scoped(_replace(cal, matmul_efficiency=0.9), "matmul_efficiency", "fp32", 6e12,
                   0.7) == (0.9, "")  # fmt: skip
+    # a figure the trace did not measure (or measured as nothing) is never applied
+    assert (
+        scoped(_replace(cal, matmul_efficiency=0.0), "matmul_efficiency", "fp32", 6e8, 0.7)[0]
+        is None
+    )
+    assert scoped(cal, "attention_efficiency", "fp32", 1e9, 0.5)[0] is None
     cluster = make_cluster(get_spec("v100"), 8, dtype="fp16")
     default = cluster.matmul_efficiency
     assert calibrated(cluster, cal, "fp16", 6e7).matmul_efficiency == default
@@ -165,4 +171,19 @@ def test_a_plan_says_why_it_kept_a_default_and_on_which_device_the_trace_ran(cli
     assert memory["measured"] < memory["applied"] < memory["default"]
     assert "× the traced ones" in memory["scope"]
     assert told["applied"]["matmul_efficiency"]["applied"] is None
+    # measured but kept at its default: not among what the plan took
+    assert "matmul_efficiency" in told["measured_figures"]
+    assert "matmul_efficiency" not in told["taken"]
+    assert "matmul_efficiency" in told["kept_defaults"]
+    assert told["taken"]["memory_efficiency"] == memory["applied"]
     assert "no collective" in told["why_not"]["collective_efficiency"]
+    # the plan's calls are sized at the batch each device gets (gpt2's 4096 over 8 devices),
+    # or at the micro-batch pinned
+    assert told["plan_gemm"]["sequences_a_call"] == 512
+    code, out, err = cli("plan", "gpt2", "--gpus", "8", "--spec", "v100", "--dtype", "fp16",
+                         "--fixed", "b=8", "--calibrate", trace, "--json")  # fmt: skip
+    pinned = json.loads(out)["assumptions"]["calibrated_from"]
+    assert pinned["plan_gemm"]["sequences_a_call"] == 8
+    assert (
+        memory["measured"] < pinned["applied"]["memory_efficiency"]["applied"] < memory["applied"]
+    )

@@ -251,7 +251,7 @@ def plan(
     pins = parse_fixed(_fixed_text(fixed))
     device, dtype = _device(spec, machine_profile, dtype, matmul_efficiency)
     cal = _calibration(calibrate, spec) if calibrate is not None else None
-    adjust = _calibrated_cluster(cal, dtype, cfg, job)
+    adjust = _calibrated_cluster(cal, dtype, cfg, job, _sequences_a_call(pins, job, n))
     planned = plan_training(
         job, device, n, pins=pins, top=top, doublings=scaling, dtype=dtype,
         gpus_per_node=gpus_per_node, intra_bytes_per_s=_bandwidth(intra_bw, "intra_bw"),
@@ -337,17 +337,30 @@ def _device(spec, machine_profile, dtype: str, matmul_efficiency):
     return device, dtype
 
 
-def _calibrated_cluster(cal, dtype: str, cfg, job):
+def _calibrated_cluster(cal, dtype: str, cfg, job, sequences: int = 1):
     """The cluster adjustment a trace's calibration makes (None: no trace)."""
-    return None if cal is None else _Calibrated(cal, dtype, _typical_sizes(cfg, job, dtype))
+    if cal is None:
+        return None
+    return _Calibrated(cal, dtype, _typical_sizes(cfg, job, dtype, sequences), sequences)
+
+
+def _sequences_a_call(pins: dict, job, gpus: int) -> int:
+    """The sequences a kernel of the plan works on, for the sizes a traced figure is compared
+    with: the micro-batch `--fixed b=` pins, else the batch each device gets (the most a
+    micro-batch can hold: the calibration is made once, for every plan searched)."""
+    pinned = pins.get("micro_batch")
+    if isinstance(pinned, int) and pinned >= 1:
+        return pinned
+    return max(1, job.global_batch // max(gpus, 1))
 
 
 class _Calibrated:
     """The cluster with the trace's figures (`trace.calibration.calibrated`), remembering the
     defaults they replaced (what the plan says it extrapolated toward)."""
 
-    def __init__(self, cal, dtype: str, sizes: dict[str, float]) -> None:
+    def __init__(self, cal, dtype: str, sizes: dict[str, float], sequences: int = 1) -> None:
         self.cal, self.dtype, self.sizes, self.defaults = cal, dtype, sizes, {}
+        self.sequences = sequences
 
     def __call__(self, cluster):
         from ceiling.trace.calibration import SCOPES, calibrated
@@ -357,7 +370,7 @@ class _Calibrated:
 
     def applied(self, cluster) -> dict:
         """What the plan takes of each traced figure, and why (its scope)."""
-        from ceiling.trace.calibration import scoped
+        from ceiling.trace.calibration import SCOPES, scoped
 
         cal, applied = self.cal, {}
         for name in cal.taken:
@@ -370,8 +383,14 @@ class _Calibrated:
                              "applied": None if value is None else getattr(cluster, name),
                              "default": self.defaults[name],
                              "plan_size_per_call": self.sizes.get(name), "scope": why}  # fmt: skip
-        gemm = {"dtype": self.dtype, "flops_per_call": self.sizes["matmul_efficiency"]}
-        return {"applied": applied, "plan_gemm": gemm}
+        gemm = {"dtype": self.dtype, "flops_per_call": self.sizes["matmul_efficiency"],
+                "sequences_a_call": self.sequences}  # fmt: skip
+        # taken: what the plan uses; a figure measured but kept at its default is said so
+        taken = {k: a["applied"] for k, a in applied.items() if a["applied"] is not None}
+        kept = [k for k in SCOPES if k not in taken] + (
+            [] if "collective_efficiency" in taken else ["collective_efficiency"])  # fmt: skip
+        return {"applied": applied, "plan_gemm": gemm, "taken": taken, "kept_defaults": kept,
+                "measured_figures": {k: getattr(cal, k) for k in cal.taken}}  # fmt: skip
 
 
 def _told(planned, attention_given: bool, dropout_given: bool, adjust, calibrate) -> dict:
@@ -399,16 +418,17 @@ def _told(planned, attention_given: bool, dropout_given: bool, adjust, calibrate
     return told
 
 
-def _typical_sizes(cfg, job, dtype: str) -> dict[str, float]:
-    """The size a call of each kind of op in the step has, for one sequence (what a traced
-    figure's sizes are compared with): a hidden × hidden projection's FLOPs, one layer's
-    attention FLOPs, and the bytes an elementwise op reads and writes over its activations."""
-    s, h = job.seq_len, cfg.hidden
+def _typical_sizes(cfg, job, dtype: str, sequences: int = 1) -> dict[str, float]:
+    """The size a call of each kind of op in the step has over `sequences` sequences (what a
+    traced figure's sizes are compared with): a hidden × hidden projection's FLOPs, one
+    layer's attention FLOPs, and the bytes an elementwise op reads and writes over its
+    activations."""
+    s, h, n = job.seq_len, cfg.hidden, sequences
     element = 4 if dtype in ("fp32", "tf32") else 2
     return {
-        "matmul_efficiency": 2.0 * s * h * h,
-        "attention_efficiency": 4.0 * s * s * h,
-        "memory_efficiency": 2.0 * s * h * element,
+        "matmul_efficiency": 2.0 * n * s * h * h,
+        "attention_efficiency": 4.0 * n * s * s * h,
+        "memory_efficiency": 2.0 * n * s * h * element,
     }
 
 
@@ -419,9 +439,12 @@ def _calibration(trace_path: Path | str, spec: str | None):
 
     with argument_named("calibrate"):
         result = analyze(trace_path)
-        if result.device.peak_flops_per_s is None and spec is not None:
-            result = analyze(trace_path, spec=spec)
-        return result.calibration()
+        if result.device.name is not None or spec is None:
+            return result.calibration()
+        from dataclasses import replace
+
+        cal = analyze(trace_path, spec=spec).calibration()
+        return replace(cal, device=f"{cal.device} (the trace names no device: --spec's)")
 
 
 def _calibration_told(trace_path, cal) -> dict:

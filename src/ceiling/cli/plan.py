@@ -286,8 +286,9 @@ def _calibration_lines(cal: dict) -> list[str]:
     """What the trace measured, what the plan took of it and how far it reaches beyond it."""
     measured = cal.get("measured") or {}
     on = f" on {measured['device']}" if measured.get("device") else ""
-    found = ", ".join(f"{k} {v:.3g}" for k, v in cal["taken"].items()) or "no figure"
-    lines = [f"calibrated from {cal['trace']}: measured{on} {found}"]
+    figures = cal.get("measured_figures", cal["taken"])
+    found = ", ".join(f"{k} {v:.3g}" for k, v in figures.items()) or "no figure (below: why)"
+    lines = [f"calibrated from {cal['trace']}: measured{on}: {found}"]
     if measured.get("gemm_flops_per_call"):
         dtypes = ", ".join(measured.get("gemm_dtypes") or []) or "unknown dtypes"
         lines.append(f"  the trace measured GEMMs in {dtypes} of "
@@ -295,11 +296,17 @@ def _calibration_lines(cal: dict) -> list[str]:
     if measured.get("memory_bytes_per_call") and "memory_efficiency" in cal["taken"]:
         lines.append(f"  and memory-bound ops of {measured['memory_bytes_per_call']:.3g} bytes "
                      "a call")  # fmt: skip
+    sequences = (cal.get("plan_gemm") or {}).get("sequences_a_call")
+    if sequences and any(a["scope"] for a in (cal.get("applied") or {}).values()):
+        lines.append(f"  the plan's calls counted over {sequences} sequences (the micro-batch "
+                     "--fixed b= pins, else the batch each device gets)")  # fmt: skip
     for name, a in (cal.get("applied") or {}).items():
         took = "the default kept" if a["applied"] is None else f"{a['applied']:.3g}"
         lines.append(f"  applied to this plan: {name} {took}" + (f" ({a['scope']})" if a["scope"]
                      else ""))  # fmt: skip
     for name in cal.get("kept_defaults") or []:
+        if name in (cal.get("applied") or {}):  # measured, its default kept: said above
+            continue
         why = (cal.get("why_not") or {}).get(name)
         lines.append(f"  {name}: the default kept" + (f" ({why})" if why else ""))
     return lines

@@ -124,7 +124,9 @@ def _collective_share(result: TraceAnalysis) -> tuple[float | None, str]:
 
 def calibration(result: TraceAnalysis) -> Calibration:
     """What the traced run achieved; None where the trace cannot tell."""
-    if result.device.peak_flops_per_s is None:
+    if result.device.name is None or not (
+        result.device.peaks_flops_per_s or result.device.bandwidth_bytes_per_s
+    ):
         from ceiling.errors import InvalidInput
 
         raise InvalidInput(
@@ -136,11 +138,13 @@ def calibration(result: TraceAnalysis) -> Calibration:
     figures = {}
     for name, (value, how), why_not in (
         ("matmul_efficiency", _compute_share(result, "matmul"),
-         "no GEMM with a shape and a dtype the device has a peak for"),
+         "no GEMM with recorded input shapes (record_shapes=True) in a dtype the "
+         f"{result.device.name} has a peak for"),
         ("attention_efficiency", _compute_share(result, "attention"),
-         "no attention op with a shape and a dtype the device has a peak for"),
+         "no attention op with recorded input shapes in a dtype the "
+         f"{result.device.name} has a peak for"),
         ("memory_efficiency", _memory_share(result),
-         "no memory-bound op with input shapes to count its bytes"),
+         "no memory-bound op with recorded input shapes (its bytes are counted from them)"),
         ("collective_efficiency", _collective_share(result),
          "no collective of ≥ 1 MB between ranks of known size and link"),
     ):  # fmt: skip
@@ -179,14 +183,18 @@ def scoped(cal: Calibration, name: str, dtype: str | None, size: float | None,
     its work at the rate large kernels reach, so an efficiency read on calls of size s₀ holds
     at a larger size s as 1/e = 1/e∞ + (1/e₀ − 1/e∞)·s₀/s, e∞ the default: the traced fixed
     time kept, the rate the default's. At or below the traced size, and where the trace beat
-    the default, the traced figure as it is. None in a dtype the trace's ops did not run in."""
+    the default, the traced figure as it is (smaller calls would reach less: an optimistic
+    reading). On another device than the trace's, the efficiency carries over, not the
+    seconds. None in a dtype the trace's ops did not run in, or for a figure not measured."""
     dtypes_field, size_field, unit = SCOPES[name]
     what, measured = _WHAT[name], getattr(cal, name)
     traced_dtypes = getattr(cal, dtypes_field) if dtypes_field else ()
+    if measured is None or measured <= 0:
+        return None, f"the trace measured no {what}"
     if dtype is not None and traced_dtypes and dtype not in traced_dtypes:
         return None, f"the trace's {what} ran in {', '.join(traced_dtypes)}, not {dtype}"
     traced = getattr(cal, size_field)
-    if measured >= default or not size or not traced or size <= traced:
+    if measured >= default or not size or size <= 0 or not traced or size <= traced:
         return measured, ""
     value = 1.0 / (1.0 / default + (1.0 / measured - 1.0 / default) * traced / size)
     return value, (
