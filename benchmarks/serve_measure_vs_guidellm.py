@@ -73,17 +73,28 @@ def ceiling_cli(*args: str) -> dict:
     return json.loads(done.stdout)
 
 
+def _has_host_costs(path: Path) -> bool:
+    """Whether the profile at `path` holds the host's time an op (profiles saved by older
+    versions do not: a CPU prediction from them prices no op's host time)."""
+    try:
+        devices = json.loads(path.read_text()).get("devices") or []
+    except (OSError, ValueError):
+        return False
+    return any(((d.get("extra") or {}).get("overhead") or {}).get("host_costs") for d in devices)
+
+
 def cpu_profile(given: str | None) -> Path:
-    """The machine profile the prediction uses: `given`, else ceiling's saved one, else one
-    measured now (`ceiling bench --quick`, about a minute) into the model cache."""
+    """The machine profile the prediction uses: `given`, else ceiling's saved one when it
+    holds the host's time an op, else one measured now (`ceiling bench --quick`, about a
+    minute) into the model cache."""
     from ceiling.hardware.profile import default_profile_path
 
     if given:
         return Path(given)
-    if default_profile_path().exists():
+    if _has_host_costs(default_profile_path()):
         return default_profile_path()
     path = Path(tempfile.gettempdir()) / "ceiling-bench-models" / "profile-cpu.json"
-    if not path.exists():
+    if not _has_host_costs(path):
         print(f"no saved machine profile: measuring one into {path} (about a minute)")
         os.environ["CEILING_PROFILE"] = str(path)
         ceiling_cli("bench", "--quick", "--device", "cpu")
