@@ -462,12 +462,18 @@ def test_plan_takes_the_calibrated_efficiencies_and_says_so(tmp_path, cli):
     path = _write(tmp_path / "t.json", cuda_trace())
     cal = analyze(path).calibration()
     r = ceiling.plan("llama-3-8b", 8, spec="h100-sxm", calibrate=path)
-    assert r.cluster.matmul_efficiency == pytest.approx(cal.matmul_efficiency)
-    assert r.cluster.memory_efficiency == pytest.approx(cal.memory_efficiency)
     told = r.assumptions["calibrated_from"]
+    assert r.cluster.matmul_efficiency == pytest.approx(told["taken"]["matmul_efficiency"])
+    assert told["measured_figures"]["matmul_efficiency"] == pytest.approx(cal.matmul_efficiency)
     assert set(told["taken"]) == {"matmul_efficiency", "memory_efficiency"}
     assert "attention_efficiency" in told["kept_defaults"]
     plain = ceiling.plan("llama-3-8b", 8, spec="h100-sxm")
+    # the trace's memory-bound calls are far smaller than the plan's: their fixed time a
+    # call kept, the plan's figure between the traced one and the default, and said so
+    memory = told["applied"]["memory_efficiency"]
+    assert r.cluster.memory_efficiency == pytest.approx(memory["applied"])
+    assert cal.memory_efficiency < memory["applied"] < plain.cluster.memory_efficiency
+    assert "× the traced ones" in memory["scope"]
     assert plain.best.step_time_s != r.best.step_time_s
     code, out, err = cli("plan", "llama-3-8b", "--gpus", "8", "--spec", "h100-sxm",
                          "--calibrate", path)  # fmt: skip
