@@ -153,16 +153,26 @@ def local_server(
     deadline_s: float = 180.0,
     log: Path | None = None,
     extra_args: tuple[str, ...] = (),
+    cores: set[int] | None = None,
 ) -> Iterator[tuple[str, Path]]:
     """(server URL, model folder) of a `transformers serve` of the tiny model on the CPU
     (`extra_args` added to its command line), stopped on leaving the block. The server's
-    output goes to `log` (else discarded)."""
+    output goes to `log` (else discarded). `cores`: the CPUs the server may run on (its
+    torch threads as many), so that clients on the others do not take its time."""
     folder = build_model_folder(shape)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     sink = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    env, pin = None, None
+    if cores:
+        env = {**os.environ, "OMP_NUM_THREADS": str(len(cores))}
+
+        def pin() -> None:
+            os.sched_setaffinity(0, cores)
+
     proc = subprocess.Popen(_serve_command(folder, port, continuous_batching, extra_args),
-                            stdout=sink, stderr=subprocess.STDOUT)  # fmt: skip
+                            stdout=sink, stderr=subprocess.STDOUT, env=env,
+                            preexec_fn=pin)  # fmt: skip
     try:
         wait_until_up(url, proc, deadline_s)
         yield url, folder

@@ -291,13 +291,25 @@ def client_lines(results: list[dict]) -> None:
               f"guidellm {g:.2f}, ceiling at most {c:.2f}", flush=True)  # fmt: skip
 
 
+def server_cores(count: int) -> set[int] | None:
+    """The cores the server runs on (`--server-cores N`: the first N this process may use,
+    the rest left to the clients); None: every core, shared with the clients."""
+    mine = sorted(os.sched_getaffinity(0))
+    if count <= 0 or count >= len(mine):
+        return None
+    return set(mine[:count])
+
+
 def main(args) -> None:
     from ceiling.records import write_json_atomic
 
     args.profile_path = cpu_profile(args.profile)
     started = time.perf_counter()
     shape = TinyLlama()
-    with local_server(shape, continuous_batching=True) as (url, folder):
+    cores = server_cores(args.server_cores)
+    with local_server(shape, continuous_batching=True, cores=cores) as (url, folder):
+        if cores:  # the clients (this process and its children) on the other cores
+            os.sched_setaffinity(0, set(os.sched_getaffinity(0)) - cores)
         ceiling_prompt_tokens = warm_server(url, folder, args.prompt_tokens)
         results = [one_concurrency(args, url, folder, c) for c in args.concurrency]
     for result in results:
@@ -317,6 +329,7 @@ def main(args) -> None:
         "server_prompt_tokens": {"ceiling": ceiling_prompt_tokens,
                                  "guidellm": _guidellm_prompt_tokens(results)},
         "profile": str(args.profile_path),
+        "server_cores": sorted(cores) if cores else "all, shared with the clients",
         "wall_s": time.perf_counter() - started,
         "results": results,
     }  # fmt: skip
@@ -337,6 +350,10 @@ def parse_args(argv=None):
     p.add_argument("--output-tokens", type=int, default=32)
     p.add_argument("--alternations", type=int, default=3)
     p.add_argument("--profile", help="machine profile for the prediction (default: saved)")
+    p.add_argument("--server-cores", type=int, default=0,
+                   help="run the server on this many cores and the clients on the rest, so a "
+                        "client's own CPU time does not slow the server it measures (default 0: "
+                        "all cores, shared)")  # fmt: skip
     args = p.parse_args(argv)
     if shutil.which(args.guidellm) is None:
         p.error(f"no guidellm executable at {args.guidellm!r}: install it in its own "
