@@ -306,12 +306,15 @@ def main(args) -> None:
     args.profile_path = cpu_profile(args.profile)
     started = time.perf_counter()
     shape = TinyLlama()
-    cores = server_cores(args.server_cores)
+    cores, everyone = server_cores(args.server_cores), os.sched_getaffinity(0)
     with local_server(shape, continuous_batching=True, cores=cores) as (url, folder):
         if cores:  # the clients (this process and its children) on the other cores
-            os.sched_setaffinity(0, set(os.sched_getaffinity(0)) - cores)
-        ceiling_prompt_tokens = warm_server(url, folder, args.prompt_tokens)
-        results = [one_concurrency(args, url, folder, c) for c in args.concurrency]
+            os.sched_setaffinity(0, set(everyone) - cores)
+        try:
+            ceiling_prompt_tokens = warm_server(url, folder, args.prompt_tokens)
+            results = [one_concurrency(args, url, folder, c) for c in args.concurrency]
+        finally:
+            os.sched_setaffinity(0, everyone)  # the machine's facts are read whole
     for result in results:
         result["ratios"] = ratios(result)
     print_table(results, args.alternations)
