@@ -160,3 +160,23 @@ def test_an_hf_model_on_a_cpu_pays_the_host_time_for_each_op_its_eager_forward_r
     assert r.inputs["eager_ops"]["per_layer"] == ops.per_layer
     # a family transformers cannot build: no count, the engine's kernels
     assert count_decode_ops({"model_type": "no-such-family"}) is None
+
+
+def test_a_forward_count_is_kept_in_the_cache_folder(tmp_path, monkeypatch):
+    pytest.importorskip("transformers")
+    from ceiling.profile import forward_ops
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    config = {"model_type": "llama", "hidden_size": 32, "intermediate_size": 64,
+              "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 2,
+              "vocab_size": 128}  # fmt: skip
+    counted = forward_ops.count_decode_ops(config)
+    assert forward_ops.memo_path() == tmp_path / "ceiling" / "forward-ops.json"
+    assert forward_ops.memo_path().exists()
+    # the next call reads it: the count is not made again
+    monkeypatch.setattr(forward_ops, "_counted", lambda config: pytest.fail("counted again"))
+    assert forward_ops.count_decode_ops(config) == counted
+    # an unreadable cache file only means counting again
+    forward_ops.memo_path().write_text("{not json")
+    monkeypatch.setattr(forward_ops, "_counted", lambda config: counted)
+    assert forward_ops.count_decode_ops(config) == counted

@@ -11,12 +11,18 @@ are outside the layers. The step counted is one new token after a two-token prom
 the model's own cache (its writes are in the count). Models whose layers differ (sliding
 and full attention, dense and expert layers) are counted by their first two.
 Returns None when transformers is missing or the family cannot be built from its config.
+Counts are kept in the user's cache folder by config and by torch's and transformers'
+versions (`memo_path`): importing transformers costs seconds, the count a few milliseconds.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+import hashlib
+import json
+import os
+from dataclasses import astuple, dataclass
+from pathlib import Path
 
 WIDTH_PER_HEAD = 8  # features an attention head keeps in the shrunk copy
 SMALL = 16  # the shrunk copy's FFN and expert widths, and its rank-like sizes
@@ -101,7 +107,66 @@ def _count(model) -> tuple[int, int]:
 
 def count_decode_ops(config: dict) -> ForwardOps | None:
     """The ops of one eager decode step of the model a `config.json` describes (None when it
-    cannot be built here)."""
+    cannot be built here), from the cache folder when counted before with these versions."""
+    key = _key(config)
+    memo = _read_memo()
+    if key in memo:
+        got = memo[key]
+        return None if got is None else ForwardOps(*got)
+    ops = _counted(config)
+    if key is not None:
+        _write_memo({**_read_memo(), key: None if ops is None else list(astuple(ops))})
+    return ops
+
+
+def memo_path() -> Path | None:
+    """The file counts are kept in (None where there is no home folder)."""
+    try:
+        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(cache) / "ceiling" / "forward-ops.json"
+    except (OSError, RuntimeError):
+        return None
+
+
+def _key(config: dict) -> str | None:
+    """The config and the versions of torch, transformers and this module, hashed."""
+    from importlib import metadata
+
+    try:
+        versions = [metadata.version(p) for p in ("torch", "transformers")]
+        text = json.dumps(config, sort_keys=True, default=str)
+    except (metadata.PackageNotFoundError, TypeError, ValueError):
+        return None
+    digest = hashlib.sha256(text.encode())
+    digest.update(" ".join(versions).encode())
+    digest.update(Path(__file__).read_bytes())
+    return digest.hexdigest()[:32]
+
+
+def _read_memo() -> dict:
+    path = memo_path()
+    try:
+        stored = json.loads(path.read_text()) if path else {}
+    except (OSError, ValueError):
+        return {}
+    return stored if isinstance(stored, dict) else {}
+
+
+def _write_memo(memo: dict) -> None:
+    """The counts replaced whole; a cache folder that cannot be written only means the next
+    call counts again."""
+    from ceiling.records import replace_whole
+
+    path = memo_path()
+    if path is None:
+        return
+    try:
+        replace_whole(json.dumps(memo).encode(), path)
+    except OSError:
+        return
+
+
+def _counted(config: dict) -> ForwardOps | None:
     try:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
