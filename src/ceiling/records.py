@@ -102,6 +102,12 @@ def write_bytes_atomic(data: bytes, path: str | Path) -> Path:
         raise _cannot_write(Path(path), exc) from None
 
 
+def cache_folder() -> Path:
+    """ceiling's folder in the user's cache: $XDG_CACHE_HOME (else ~/.cache)/ceiling. Raises
+    RuntimeError where there is no home folder to find it in."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "ceiling"
+
+
 def replace_whole(data: bytes, path: str | Path) -> Path:
     """`data` in a temp file beside `path`, renamed over it; the system's refusal (disk
     full) is raised as it came, with nothing left behind."""

@@ -448,12 +448,10 @@ def _calibration(trace_path: Path | str, spec: str | None):
 
 
 def _calibration_told(trace_path, cal) -> dict:
-    figures = ("matmul_efficiency", "attention_efficiency", "memory_efficiency")
+    """What the trace measured (what the plan took of it: `_Calibrated.applied`)."""
     return {
         "trace": str(trace_path),
-        "taken": {k: getattr(cal, k) for k in cal.taken},
         "how": cal.basis,
-        "kept_defaults": [k for k in (*figures, "collective_efficiency") if k not in cal.taken],
         # what the trace measured, so that what the plan extrapolates from it can be said
         "measured": {
             "device": cal.device,

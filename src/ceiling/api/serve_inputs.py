@@ -491,14 +491,15 @@ def _eager_ops(model, resolved) -> dict[str, Any]:
         return {}
     from ceiling.files import read_json
     from ceiling.hf_files import locate_config
-    from ceiling.model.plan.host import measured_view_share
+    from ceiling.model.plan.host import VIEW_SHARE, measured_view_share
     from ceiling.profile.forward_ops import count_decode_ops
 
     ops = count_decode_ops(read_json(locate_config(str(model)[3:]), "Hugging Face config.json"))
     if ops is None:
         return {}
     share = measured_view_share(resolved.measured)
-    return {"forward_ops": ops, "kernels": ops.op_equivalents(0.1 if share is None else share)}
+    share = VIEW_SHARE if share is None else share
+    return {"forward_ops": ops, "kernels": ops.op_equivalents(share)}
 
 
 def _host_op_s(resolved) -> float | None:

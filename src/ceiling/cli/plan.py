@@ -286,8 +286,8 @@ def _calibration_lines(cal: dict) -> list[str]:
     """What the trace measured, what the plan took of it and how far it reaches beyond it."""
     measured = cal.get("measured") or {}
     on = f" on {measured['device']}" if measured.get("device") else ""
-    figures = cal.get("measured_figures", cal["taken"])
-    found = ", ".join(f"{k} {v:.3g}" for k, v in figures.items()) or "no figure (below: why)"
+    figures = cal["measured_figures"].items()
+    found = ", ".join(f"{k} {v:.3g}" for k, v in figures) or "no figure (below: why)"
     lines = [f"calibrated from {cal['trace']}: measured{on}: {found}"]
     if measured.get("gemm_flops_per_call"):
         dtypes = ", ".join(measured.get("gemm_dtypes") or []) or "unknown dtypes"

@@ -142,8 +142,9 @@ def default_profile_path() -> Path:
     env = os.environ.get(PROFILE_ENV)
     if env:
         return Path(env).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "ceiling" / f"profile-{socket.gethostname()}.json"
+    from ceiling.records import cache_folder
+
+    return cache_folder() / f"profile-{socket.gethostname()}.json"
 
 
 def load_profile(path: str | Path | None = None) -> MachineProfile:

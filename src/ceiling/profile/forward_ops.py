@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
@@ -121,9 +120,10 @@ def count_decode_ops(config: dict) -> ForwardOps | None:
 
 def memo_path() -> Path | None:
     """The file counts are kept in (None where there is no home folder)."""
+    from ceiling.records import cache_folder
+
     try:
-        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        return Path(cache) / "ceiling" / "forward-ops.json"
+        return cache_folder() / "forward-ops.json"
     except (OSError, RuntimeError):
         return None
 

@@ -94,16 +94,14 @@ def gpu_steps(spans: list[tuple[float, float]], names: list[str], events, launch
     if not partial:  # steps of no length (or negative): none launched the GPU's work
         return _active_span(events, "no ProfilerStep launched GPU work", notes)
     k, _, why = partial[0]
-    one = _one_step(spans[k], names[k], events, launched_at)
-    if one.steps == [0]:  # its GPU window is partial, its ProfilerStep span is whole: one note
-        told = one.notes[0].removeprefix(f"one step: {names[k]}'s window is ")
-        return GpuSteps(one.windows, [k], [*notes, f"one step, {names[k]}: {why}, so its "
-                                                    f"window is {told}"])  # fmt: skip
-    notes.append(f"{names[k]} is partial ({why})")
+    # its GPU window is partial, its ProfilerStep span whole: one note says both
+    one = _one_step(spans[k], names[k], events, launched_at, because=why)
+    if one.steps != [0]:  # it launched no GPU work: the GPU-active span, the step said apart
+        notes.append(f"{names[k]} is partial ({why})")
     return GpuSteps(one.windows, [k], notes + one.notes)
 
 
-def _one_step(span, name: str, events, launched_at) -> GpuSteps:
+def _one_step(span, name: str, events, launched_at, because: str = "") -> GpuSteps:
     """A lone step is measured as Holistic Trace Analysis bounds a step's critical path: from
     its ProfilerStep's start to the later of that span's end and the end of the GPU work
     launched in it (a step that waits on the host keeps that wait)."""
@@ -111,10 +109,10 @@ def _one_step(span, name: str, events, launched_at) -> GpuSteps:
     if not ends:
         return _active_span(events, "no ProfilerStep launched GPU work")
     end = max(span[1], *ends)
-    told = (
-        f"one step: {name}'s window is its ProfilerStep span, to the end of the GPU work "
-        "it launched"
-    )
+    window = "its ProfilerStep span, to the end of the GPU work it launched"
+    # `because`: why its GPU window could not be used (a partial step), said in the one note
+    told = (f"one step, {name}: {because}, so its window is {window}" if because
+            else f"one step: {name}'s window is {window}")  # fmt: skip
     return GpuSteps([(span[0], end)], [0], [told])
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import astuple
 from importlib import metadata
 from pathlib import Path
@@ -103,8 +102,9 @@ def memo_path() -> Path | None:
     """The memo file of this torch and these counting rules; None where there is no cache
     folder to keep it in (no home directory)."""
     try:
-        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        return Path(cache) / "ceiling" / f"trace-op-costs-{_fingerprint()}.json"
+        from ceiling.records import cache_folder
+
+        return cache_folder() / f"trace-op-costs-{_fingerprint()}.json"
     except (OSError, RuntimeError):
         return None
 
