@@ -28,12 +28,24 @@ Like with like:
   (the default 64) are computed in full, as guidellm's are. Both send `max_tokens`
   and ask for the usage report; `transformers serve` refuses `ignore_eos`, and the model
   never generates an end token, so every answer has exactly the asked tokens.
+- Ramp-up: both clients start a closed loop's C streams at once by default. With every
+  request the same length, a client whose streams finish together sends together, and its
+  prompts are prefilled together (TTFT holds C prefills); guidellm's worker processes jitter
+  by an iteration or more and drift apart, ceiling's threads do not, so at a ramp-up of 0
+  ceiling's TTFT came out 10–27 % above guidellm's on the same server. Both are then right
+  about what they sent; they sent different loads. So both are given the same ramp-up
+  (`--ramp-up`, default one request's time on the idle server): stream k starts k/C of it
+  in, guidellm's `rampup_duration` and ceiling's `--ramp-up` alike, and streams an
+  iteration apart stay apart.
 - The clients share the machine with the server (2 cores here): each client's CPU time
-  (its processes, children included) is recorded beside its figures.
+  (its processes, children included) is recorded beside its figures. `--server-cores 1`
+  pins the server to one core and the clients to the other (ceiling's prediction still uses
+  the machine's profile of every core, so it is then too fast).
 
 Beside the measurement: ceiling's own prediction for the same workload (`ceiling serve
 hf:FOLDER --concurrency C …` on this CPU's measured profile), as predicted / measured.
-Writes results/serve_measure_vs_guidellm.json. guidellm is not a dependency of ceiling:
+Writes results/serve_measure_vs_guidellm.json (with `--server-cores N`,
+…-server-cores-N.json). guidellm is not a dependency of ceiling:
 install it in its own environment (`python -m venv gl && gl/bin/pip install guidellm`) and
 pass `--guidellm gl/bin/guidellm`.
 """
@@ -104,7 +116,8 @@ def cpu_profile(given: str | None) -> Path:
 def workload_args(args, concurrency: int) -> list[str]:
     return ["--concurrency", str(concurrency), "--num-requests", str(args.requests),
             "--input-tokens", str(args.prompt_tokens),
-            "--output-tokens", str(args.output_tokens)]  # fmt: skip
+            "--output-tokens", str(args.output_tokens),
+            "--ramp-up", f"{args.ramp_up_s:.4f}s"]  # fmt: skip
 
 
 def children_cpu_s() -> float:
@@ -128,6 +141,7 @@ def guidellm_command(args, url: str, folder: Path, concurrency: int, out: Path) 
         "--backend", f"kind=openai_http,target={url},model={folder},"
                      f"request_format=/v1/completions,max_tokens={args.output_tokens}",
         "--profile", f"kind=concurrent,streams={concurrency},"
+                     f"rampup_duration={args.ramp_up_s:.4f},"
                      f"warmup.mode=requests,warmup.value={concurrency}",
         "--constraint", f"kind=max_requests,count={args.requests}",
         "--tokenizer", f"kind=huggingface_auto,model={folder}",
@@ -171,6 +185,26 @@ def warm_server(url: str, folder: Path, prompt_tokens: int) -> int:
     body = {"model": str(folder), "prompt": " ".join(["hi"] * prompt_tokens), "max_tokens": 4}
     answer = httpx.post(f"{url}/v1/completions", json=body, timeout=120, trust_env=False)
     return int(answer.json()["usage"]["prompt_tokens"])
+
+
+def one_request_s(url: str, folder: Path, args) -> float:
+    """The time one request of the workload takes on the idle server (median of three)."""
+    import httpx
+
+    body = {"model": str(folder), "prompt": " ".join(["hi"] * args.prompt_tokens),
+            "max_tokens": args.output_tokens}  # fmt: skip
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        httpx.post(f"{url}/v1/completions", json=body, timeout=120, trust_env=False)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def ramp_up_s(given: str, url: str, folder: Path, args) -> float:
+    """`--ramp-up`: seconds, or "request" for one request's time alone (each stream's first
+    request a C-th of it after the one before)."""
+    return one_request_s(url, folder, args) if given == "request" else float(given)
 
 
 def one_concurrency(args, url: str, folder: Path, concurrency: int) -> dict:
@@ -312,6 +346,8 @@ def main(args) -> None:
             os.sched_setaffinity(0, set(everyone) - cores)
         try:
             ceiling_prompt_tokens = warm_server(url, folder, args.prompt_tokens)
+            args.ramp_up_s = ramp_up_s(args.ramp_up, url, folder, args)
+            print(f"ramp-up: {args.ramp_up_s * 1e3:.0f} ms", flush=True)
             results = [one_concurrency(args, url, folder, c) for c in args.concurrency]
         finally:
             os.sched_setaffinity(0, everyone)  # the machine's facts are read whole
@@ -324,11 +360,12 @@ def main(args) -> None:
         f"{_guidellm_prompt_tokens(results):g} (the beginning-of-sequence token included)"
     )
     record = {
-        "method_version": 1,
+        "method_version": 2,
         "machine": machine_facts(args.guidellm),
         "server": f"transformers serve --continuous-batching --device cpu, {shape.name}",
         "workload": {"prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens,
-                     "requests": args.requests, "concurrency": args.concurrency},
+                     "requests": args.requests, "concurrency": args.concurrency,
+                     "ramp_up_s": args.ramp_up_s, "ramp_up": args.ramp_up},
         "server_prompt_tokens": {"ceiling": ceiling_prompt_tokens,
                                  "guidellm": _guidellm_prompt_tokens(results)},
         "profile": str(args.profile_path),
@@ -336,7 +373,8 @@ def main(args) -> None:
         "wall_s": time.perf_counter() - started,
         "results": results,
     }  # fmt: skip
-    out = write_json_atomic(record, ROOT / "results" / "serve_measure_vs_guidellm.json")
+    name = "serve_measure_vs_guidellm" + (f"-server-cores-{len(cores)}" if cores else "")
+    out = write_json_atomic(record, ROOT / "results" / f"{name}.json")
     print(f"wrote {out} ({record['wall_s']:.0f} s)")
 
 
@@ -353,6 +391,11 @@ def parse_args(argv=None):
     p.add_argument("--output-tokens", type=int, default=32)
     p.add_argument("--alternations", type=int, default=3)
     p.add_argument("--profile", help="machine profile for the prediction (default: saved)")
+    p.add_argument("--ramp-up", default="request",
+                   help="spread each closed loop's first C requests over this many seconds, "
+                        "on both clients (guidellm's rampup_duration, ceiling's --ramp-up); "
+                        "'request' (the default): one request's time on the idle server; 0: "
+                        "all at once")  # fmt: skip
     p.add_argument("--server-cores", type=int, default=0,
                    help="run the server on this many cores and the clients on the rest, so a "
                         "client's own CPU time does not slow the server it measures (default 0: "

@@ -134,6 +134,7 @@ COMMANDS = {
         "--replicas=1|2 --weights=bf16|fp8|awq|gptq|mxfp4|zz --kv-dtype=bf16|fp8 "
         "--activations=bf16|fp32 --input-tokens=128|1000 --output-tokens=16|64 "
         "--dataset=sharegpt|nope --requests=@csvs --rate=1|20|0.5 --concurrency=1|8 "
+        "--ramp-up=0|2s|-1|zz "
         "--offline=10|20 --max-num-seqs=4|256 --max-batched-tokens=512|8192 "
         "--scheduler-steps=1|10|0 "
         "--no-chunked-prefill --chunked-prefill --prefix-hit-rate=0|0.5|0.99 "

@@ -167,12 +167,31 @@ def test_offline_throughput_grows_with_replicas_and_a_slo_finds_a_rate():
         (("--acceptance", "1.5", "--speculative", "ngram", "--spec-tokens", "2"), "acceptance"),
         (("--input-tokens", "9000", "--output-tokens", "9000"), "positions"),
         (("--measure", "ftp://x"), "http"),
+        (("--ramp-up", "2s"), "--concurrency"),
+        (("--concurrency", "2", "--ramp-up", "-1s"), "--ramp-up"),
+        (("--concurrency", "2", "--ramp-up", "2 fortnights"), "--ramp-up"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(cli, args, words):
     code, out, err = cli("serve", "llama-3-8b", "--spec", "h100-sxm", "--num-requests", "5", *args)
     assert code == 2, (out, err)
     assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_ramp_up_staggers_the_closed_loop_out_of_lockstep():
+    # 8 streams of 512-token prompts: started together they stay together, each prompt
+    # prefilled beside the seven others; spread over a request's time, each mostly alone
+    kw = dict(spec="h100-sxm", concurrency=8, num_requests=96, input_tokens=512,
+              output_tokens=128)  # fmt: skip
+    together = ceiling.serve("llama-3-8b", **kw)
+    spread = ceiling.serve("llama-3-8b", ramp_up="1s", **kw)
+    assert spread.inputs["ramp_up_s"] == 1.0 and "started over 1 s" in spread.inputs["load"]
+    assert together.inputs["ramp_up_s"] == 0.0
+    assert spread.metrics.ttft_s.p50 < 0.5 * together.metrics.ttft_s.p50
+    # the same work at about the same rate
+    assert spread.metrics.output_tokens_per_s == pytest.approx(
+        together.metrics.output_tokens_per_s, rel=0.1
+    )
 
 
 def test_a_requests_file(tmp_path, cli):

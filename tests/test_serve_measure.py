@@ -74,6 +74,21 @@ def test_measured_ttft_and_tpot_are_the_servers_delays(server):
     assert one <= m.duration_s < one * SLACK
 
 
+def test_a_ramped_closed_loop_starts_each_stream_at_its_time(server):
+    # two streams, the second starting 2 s in (a ramp-up of 4 s); the first stream sends
+    # requests 2 and 3 when its earlier ones end, long before (one is FIRST + GAP = 0.08 s)
+    n, out = 4, 2
+    m = measure_server(server, np.full(n, 8), np.full(n, out), [0.0, 2.0, 0.0, 0.0],
+                       concurrency=2)  # fmt: skip
+    starts = sorted(t[0] for t in m.timeline)
+    assert m.failed == 0 and starts[-1] >= 2.0
+    # the warm-up is the two requests the streams start with, the second sent last: the
+    # figures are of requests 2 and 3, the first stream's two back to back
+    assert m.warmup == 2 and m.output_tokens == 2 * out
+    one = FIRST_S + (out - 1) * GAP_S
+    assert 2 * one <= m.duration_s < min(2 * one * SLACK, 2.0)
+
+
 def test_poisson_arrivals_are_sent_at_their_times(server):
     arrivals = np.array([0.0, 0.3])
     m = measure_server(server, np.full(2, 8), np.full(2, 2), arrivals)

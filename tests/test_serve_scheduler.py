@@ -6,6 +6,7 @@ import pytest
 from ceiling.errors import DoesNotFit, InvalidInput
 from ceiling.model.serve.metrics import Slo, max_rate, summarize
 from ceiling.model.serve.scheduler import Policy, simulate
+from ceiling.model.serve.workload import ramp_starts
 
 CALLS = []
 
@@ -95,6 +96,24 @@ def test_closed_loop_sends_the_next_request_when_one_finishes():
     # the first request (sent at the start) is the warm-up: the steady state is the rest
     m = summarize([s])
     assert m.requests == 2 and m.duration_s == pytest.approx(3.6 - 1.2)
+
+
+def test_a_ramped_closed_loop_sends_the_next_request_before_a_later_ramp_start():
+    # two streams, the second starting at 5 s (a ramp-up of 10 s): the first finishes its
+    # 1.2 s request at 1.2 s and sends request 2 then, which runs at once (not after the
+    # ramp start of request 1 that comes later)
+    s = simulate(np.array([2, 2, 2]), np.array([1, 1, 1]), [*ramp_starts(2, 10.0), 0.0],
+                 fake_time, 100, Policy(), concurrency=2)  # fmt: skip
+    assert s.arrival_s.tolist() == pytest.approx([0.0, 5.0, 1.2])
+    assert s.finish_s.tolist() == pytest.approx([1.2, 6.2, 2.4])
+    assert s.warmup == 2  # the two requests the streams start with
+
+
+def test_ramp_starts_spread_the_streams_evenly():
+    assert ramp_starts(4, 2.0).tolist() == [0.0, 0.5, 1.0, 1.5]
+    assert ramp_starts(3).tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(InvalidInput, match="ramp-up"):
+        ramp_starts(2, -1.0)
 
 
 def test_speculative_decoding_keeps_the_expected_accepted_tokens():

@@ -124,6 +124,7 @@ def serve(
     requests: Any = None,
     rate: float | None = None,
     concurrency: int | None = None,
+    ramp_up: float | str | None = None,
     offline: int | None = None,
     num_requests: int | None = None,
     max_num_seqs: int = 256,
@@ -150,7 +151,8 @@ def serve(
 ) -> ServeResult:
     """Simulate serving `model` on `gpus` devices (`spec`/`machine_profile`) laid out as `tp` ×
     `pp` × `replicas`, under a load: Poisson `rate` (requests/s), closed-loop
-    `concurrency`, or `offline` N requests at once (default: offline). Workload: fixed
+    `concurrency` (its streams' first requests at once, or spread evenly over `ramp_up`:
+    "2s", or seconds), or `offline` N requests at once (default: offline). Workload: fixed
     `input_tokens`/`output_tokens`, a named `dataset` (default "sharegpt") or `requests`
     (a JSONL file of prompt_tokens/output_tokens[/arrival_s] lines, or two length lists).
     `weights`: a dtype or a 4-bit format (int4, awq, gptq, mxfp4); default bf16, fp32 on a
@@ -193,7 +195,7 @@ def _simulated(inp: ServeInputs) -> ServeResult:
     make = functools.partial(_engine, inp)
     engine = make(inp.layout)
     arrival, load = load_arrivals(inp.arrivals, inp.loads, a["rate"], a["concurrency"], inp.n,
-                                  a["seed"])  # fmt: skip
+                                  a["seed"], a["ramp_up"])  # fmt: skip
     metrics, schedules = engine.metrics_and_schedules(inp.prompt, inp.output, arrival,
                                                       a["concurrency"])  # fmt: skip
     iteration = _iteration_record(engine, metrics.mean_batch, inp.prompt, inp.output)
@@ -274,6 +276,7 @@ def _inputs_record(inp: ServeInputs, engine, load: str) -> dict[str, Any]:
         "load": load,
         "rate_per_s": a["rate"],
         "concurrency": a["concurrency"],
+        "ramp_up_s": a["ramp_up"],
         "num_requests": inp.n,
         "max_num_seqs": a["max_num_seqs"],
         "scheduler_steps": a["scheduler_steps"],

@@ -20,7 +20,7 @@ from ceiling.model.serve.calibrate import line_figures, separable_range
 CALL_KEYS = (
     "model", "spec", "machine_profile", "gpus", "tp", "pp", "replicas", "weights", "kv_dtype",
     "activations", "input_tokens", "output_tokens", "dataset", "requests", "rate",
-    "concurrency", "offline", "num_requests", "max_num_seqs", "max_batched_tokens",
+    "concurrency", "ramp_up", "offline", "num_requests", "max_num_seqs", "max_batched_tokens",
     "chunked_prefill", "prefix_hit_rate", "speculative", "spec_tokens", "acceptance",
     "reserve_kv", "seed", "engine", "memory_utilization", "scheduler_steps",
 )  # fmt: skip

@@ -228,18 +228,25 @@ def _lengths(input_tokens, output_tokens, dataset, requests, n, seed, vocab=None
     return p, o, None, f"{name} lengths ({d.source}{retokenised})"
 
 
-def load_arrivals(arrivals, loads, rate, concurrency, n: int, seed: int):
-    """(arrival times, the load in words) of the requests."""
+def load_arrivals(arrivals, loads, rate, concurrency, n: int, seed: int, ramp_up_s: float = 0.0):
+    """(arrival times, the load in words) of the requests. A closed loop's C streams start at
+    once, or with a ramp-up S stream k at k·S/C (guidellm's `rampup_duration`); its later
+    requests' times are set by the loop."""
     import numpy as np
 
-    from ceiling.model.serve.workload import poisson_arrivals
+    from ceiling.model.serve.workload import poisson_arrivals, ramp_starts
 
     if arrivals is not None and not any(loads):
         return np.asarray(arrivals, dtype=float), "arrival times from the requests file"
     if rate is not None:
         return poisson_arrivals(n, float(rate), seed), f"Poisson, {rate:g} requests/s"
-    load = f"closed loop, {concurrency} concurrent" if concurrency else f"offline, {n} at once"
-    return np.zeros(n), load
+    if not concurrency:
+        return np.zeros(n), f"offline, {n} at once"
+    arrival = np.zeros(n)
+    starts = ramp_starts(min(concurrency, n), ramp_up_s)
+    arrival[: len(starts)] = starts
+    ramp = f", started over {ramp_up_s:g} s" if ramp_up_s else ""
+    return arrival, f"closed loop, {concurrency} concurrent{ramp}"
 
 
 def default_weights(dev) -> str:
@@ -319,6 +326,7 @@ def checked_inputs(a: dict[str, Any]) -> ServeInputs:
     if a["weights"] is None:  # as published: the model's own quantization_config
         a = {**a, "weights": cfg.stored_weights}
     n, loads = _checked_load(a)
+    a = {**a, "ramp_up": _ramp_up_s(a["ramp_up"], a["concurrency"])}
     the_slo, the_deadlines = _checked_targets(a)
     host_share = _checked_engine(a["engine"])
     layout = _layout(a["gpus"], a["tp"], a["pp"], a["replicas"])
@@ -378,6 +386,26 @@ def _checked_load(a: dict[str, Any]) -> tuple[int, list[bool]]:
     if rate is not None:
         _check_rate(rate, n)
     return n, loads
+
+
+def _ramp_up_s(ramp_up, concurrency) -> float:
+    """A closed loop's ramp-up in seconds ("2s", "500ms" or a number of seconds)."""
+    from ceiling.units import parse_time
+
+    if ramp_up is None or ramp_up == 0:
+        return 0.0
+    if concurrency is None:
+        raise BadArgument("ramp_up", "spreads a closed loop's first requests: give "
+                          f"{argument('concurrency')} too")  # fmt: skip
+    if isinstance(ramp_up, bool) or not isinstance(ramp_up, str | int | float):
+        raise BadArgument("ramp_up", f"must be a time ≥ 0 such as 2s or 500ms, got {ramp_up!r}")
+    try:
+        seconds = parse_time(ramp_up)
+    except InvalidInput as e:
+        raise BadArgument("ramp_up", str(e)) from None
+    if not 0 <= seconds < float("inf"):
+        raise BadArgument("ramp_up", f"must be a time ≥ 0 such as 2s or 500ms, got {ramp_up!r}")
+    return seconds
 
 
 def _checked_targets(a: dict[str, Any]):

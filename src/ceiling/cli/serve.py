@@ -32,8 +32,9 @@ iteration timed by the terms of `ceiling decode`'s expected step (weights and KV
 the reachable bandwidth, GEMMs and attention at their shares of the peak, CUDA graphs,
 tensor-parallel all-reduces). Workload: --input-tokens/--output-tokens (fixed),
 --dataset sharegpt, or --requests FILE (JSONL: prompt_tokens, output_tokens[, arrival_s]).
-Load: --rate R (Poisson, requests/s), --concurrency C (closed loop) with --num-requests N,
-or --offline N (N at once; the default, with 1000).
+Load: --rate R (Poisson, requests/s), --concurrency C (closed loop; its C streams start
+at once, or over --ramp-up) with --num-requests N, or --offline N (N at once; the default,
+with 1000).
 
 --slo ttft_p99=2s,tpot_p99=200ms finds the highest rate that meets it; with --target-rate,
 the fewest GPUs over tensor-parallel layouts and replicas. --measure URL sends the same
@@ -105,6 +106,12 @@ Dataset = _opt(
 Requests = _opt("--requests", "JSONL of requests: prompt_tokens, output_tokens.", Path)
 Rate = _opt(("--rate", "--request-rate"), "Poisson arrivals, requests/s.", float)
 Concurrency = _opt(("--concurrency", "--max-concurrency"), "Closed loop: requests in flight.")
+RampUp = _opt(
+    "--ramp-up",
+    "With --concurrency: spread the streams' first requests evenly over this time (2s, "
+    "500ms; guidellm's rampup_duration), so they do not all start, and stay, in step.",
+    str,
+)
 Offline = _opt("--offline", "N requests at once.")
 NumRequests = _opt(("--num-requests", "--num-prompts"), "Requests to simulate (default 1000).")
 Speculative = _opt("--speculative", "Speculative decoding: ngram, or a draft model.", str)
@@ -165,6 +172,7 @@ def serve(
     requests: Requests = None,
     rate: Rate = None,
     concurrency: Concurrency = None,
+    ramp_up: RampUp = None,
     offline: Offline = None,
     num_requests: NumRequests = None,
     max_num_seqs: MaxSeqs = 256,
@@ -193,7 +201,7 @@ def serve(
         model, spec=spec, machine_profile=profile, gpus=gpus, tp=tp, pp=pp, replicas=replicas,
         weights=weights, kv_dtype=kv_dtype, activations=activations,
         input_tokens=input_tokens, output_tokens=output_tokens, dataset=dataset,
-        requests=requests, rate=rate, concurrency=concurrency, offline=offline,
+        requests=requests, rate=rate, concurrency=concurrency, ramp_up=ramp_up, offline=offline,
         num_requests=num_requests, max_num_seqs=max_num_seqs,
         max_batched_tokens=max_batched_tokens, scheduler_steps=scheduler_steps,
         chunked_prefill=chunked_prefill,

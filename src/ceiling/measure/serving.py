@@ -19,8 +19,10 @@ that carried text: a server that sends several tokens in one event shows a longe
 TPOT (which divides by the tokens).
 
 Requests are sent at their arrival times, or by `concurrency` workers each sending its next
-request when its last one ends (closed loop). Every read is bounded (`http_stream.Deadlines`);
-Ctrl-C or SIGTERM ends the measurement at once, keeping the requests already finished.
+request when its last one ends (closed loop), worker k's first at the arrival time of
+request k (all at 0, or spread over a ramp-up as guidellm's `rampup_duration` does). Every
+read is bounded (`http_stream.Deadlines`); Ctrl-C or SIGTERM ends the measurement at once,
+keeping the requests already finished.
 """
 
 from __future__ import annotations
@@ -328,18 +330,22 @@ class _Runner:
 
     def _dispatch(self, arrival_s, concurrency) -> None:
         if concurrency:
-            queue = iter(range(self.n))
+            streams = min(int(concurrency), self.n)
+            queue = iter(range(streams, self.n))
 
-            def worker():
-                while True:
+            def worker(first: int):
+                # its first request at its arrival time (0, or its place in a ramp-up)
+                wait = self.t0 + float(arrival_s[first]) - time.perf_counter()
+                if wait > 0:
+                    time.sleep(wait)
+                i = first
+                while i is not None and time.perf_counter() <= self.until:
+                    self._send(i)
                     with self.lock:
                         i = next(queue, None)
-                    if i is None or time.perf_counter() > self.until:
-                        return
-                    self._send(i)
 
-            for _ in range(min(int(concurrency), self.n)):
-                threading.Thread(target=worker, daemon=True).start()
+            for k in range(streams):
+                threading.Thread(target=worker, args=(k,), daemon=True).start()
             return
         import numpy as np
 
@@ -377,8 +383,13 @@ def _measured(url, name, protocol, runner: _Runner, interrupted, concurrency) ->
     if not ok:
         why = errors.most_common(1)[0][0] if errors else interrupted or "none finished"
         raise WorkerFailed(f"the server at {url} completed none of the {runner.n} requests: {why}")
-    warmup = int(concurrency) if concurrency and len(ok) > int(concurrency) else 0
-    order = sorted(ok, key=lambda s: s.start)
+    # a closed loop's warm-up: the C requests its streams start with (the first C sent)
+    first = int(concurrency) if concurrency else 0
+    fine = [(i, s) for i, s in enumerate(runner.samples) if s is not None and s.error is None]
+    warm = sorted((s for i, s in fine if i < first), key=lambda s: s.start)
+    rest = sorted((s for i, s in fine if i >= first), key=lambda s: s.start)
+    warmup = len(warm) if rest else 0
+    order = warm + rest
     t0 = runner.t0
     fig = client_figures(
         arrival=np.array([s.start - t0 for s in order]),
@@ -399,5 +410,6 @@ def _measured(url, name, protocol, runner: _Runner, interrupted, concurrency) ->
         ttft_s=fig["ttft_s"], tpot_s=fig["tpot_s"], itl_s=Distribution.of(gaps),
         e2e_s=fig["e2e_s"], counted=counted, protocol=protocol,
         errors=tuple(errors.most_common(3)), interrupted=interrupted, warmup=warmup,
-        timeline=tuple((s.start - t0, s.chunks[0] - t0, s.end - t0, s.tokens) for s in order),
+        timeline=tuple((s.start - t0, s.chunks[0] - t0, s.end - t0, s.tokens)
+                       for s in sorted(ok, key=lambda s: s.start)),
     )  # fmt: skip

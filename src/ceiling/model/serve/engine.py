@@ -260,7 +260,9 @@ def with_iteration_time_added(schedules, extra_s: float, per_sequence_s: float =
             return before_it[np.searchsorted(starts, times, side="left")]
 
         before = delay(s.arrival_s)
-        arrival = s.arrival_s + before if s.warmup else s.arrival_s
+        # a closed loop's request after its first C is sent when one before it finishes
+        sent_on_finish = np.arange(len(s.arrival_s)) >= s.warmup if s.warmup else False
+        arrival = s.arrival_s + np.where(sent_on_finish, before, 0.0)
         shift = arrival - s.arrival_s - before  # so each time moves by its own iterations
         out.append(
             dataclasses.replace(

@@ -18,10 +18,11 @@ Each iteration the scheduler
    decoding one its next; a sequence that has its output tokens finishes and frees its
    blocks.
 
-Closed-loop load (`concurrency` C) starts C requests at time 0 and sends the next one
-when one finishes; offline load has every request at time 0; otherwise requests arrive at
-their `arrival_s`. A prefix-cache hit rate h makes the first h of each new prompt cached
-(attended, not computed; its blocks are held). Speculative decoding verifies k tokens per
+Closed-loop load (`concurrency` C) starts the first C requests at their `arrival_s` (all 0,
+or spread over a ramp-up) and sends the next one when one finishes; offline load has every
+request at time 0; otherwise requests arrive at their `arrival_s`. A prefix-cache hit rate
+h makes the first h of each new prompt cached (attended, not computed; its blocks are
+held). Speculative decoding verifies k tokens per
 step and keeps (1 − α^(k+1)) / (1 − α) of them in expectation (Leviathan, Kalman & Matias
 2023, eq. 1), α the acceptance rate.
 """
@@ -133,8 +134,8 @@ def simulate(
     if closed:
         if not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidInput(f"concurrency must be a whole number ≥ 1, got {concurrency!r}")
-        arrival_in[:] = np.inf
-        arrival_in[: min(concurrency, n)] = 0.0
+        first = min(concurrency, n)
+        arrival_in[first:] = np.inf  # each sent when one before it finishes
         order = list(range(n))
     else:
         order = np.argsort(arrival_in, kind="stable").tolist()

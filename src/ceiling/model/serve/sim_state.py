@@ -446,8 +446,18 @@ class SimState:
         self.filling.pop(i, None)
         self.done += 1
         if self.closed and self.released < self.n:
-            self.arrival[self.order[self.released]] = self.t
-            self.released += 1
+            self.send_next()
+
+    def send_next(self) -> None:
+        """Closed loop: the next request is sent now. During a ramp-up it can be sent before
+        a ramp start still to come, so it takes its place among the pending arrivals."""
+        order, arrival = self.order, self.arrival
+        j = self.released
+        arrival[order[j]] = self.t
+        while j > self.next_arrival and arrival[order[j - 1]] > self.t:
+            order[j - 1], order[j] = order[j], order[j - 1]
+            j -= 1
+        self.released += 1
 
     def retire_decoded(self) -> None:
         """Finish the decoding sequences that have all their tokens at the current K."""

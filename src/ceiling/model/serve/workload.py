@@ -2,7 +2,8 @@
 
 A workload is a list of requests, each with a prompt length, an output length and an
 arrival time (s); closed-loop load gives arrivals as completions happen (the scheduler's
-`concurrency`), offline load gives every request at time 0.
+`concurrency`) after its streams' first requests (at once or over a ramp-up), offline load
+gives every request at time 0.
 
 Length sources:
 - fixed lengths (`fixed`): every request alike, as TensorRT-LLM's `trtllm-bench` synthetic
@@ -172,6 +173,14 @@ def poisson_arrivals(n: int, rate_per_s: float, seed: int = 0) -> np.ndarray:
         raise InvalidInput(f"request rate must be a number > 0 per second, got {rate_per_s!r}")
     rng = np.random.default_rng(seed + 1)
     return np.cumsum(rng.exponential(1.0 / rate_per_s, n))
+
+
+def ramp_starts(streams: int, ramp_up_s: float = 0.0) -> np.ndarray:
+    """When each of a closed loop's `streams` sends its first request: all at 0, or spread
+    evenly over `ramp_up_s`, stream k at k·S/C (guidellm's concurrent `rampup_duration`)."""
+    if not (isinstance(ramp_up_s, int | float) and np.isfinite(ramp_up_s) and ramp_up_s >= 0):
+        raise InvalidInput(f"ramp-up must be a time ≥ 0 s, got {ramp_up_s!r}")
+    return float(ramp_up_s) * np.arange(streams) / max(streams, 1)
 
 
 def workload(prompt, output, *, rate_per_s=None, description="") -> Workload:
