@@ -47,7 +47,7 @@ def _figures(record: dict) -> dict:
 def _workload(args, rate: float) -> list[str]:
     return ["--rate", str(rate), "--num-requests", str(args.requests), "--input-tokens",
             str(args.prompt_tokens), "--output-tokens", str(args.output_tokens),
-            "--seed", "1"]  # fmt: skip
+            "--seed", "1", "--engine", "transformers"]  # fmt: skip
 
 
 def measure(args, url: str, folder: Path, rate: float, out: Path) -> dict:

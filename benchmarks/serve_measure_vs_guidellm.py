@@ -37,15 +37,18 @@ Like with like:
   (`--ramp-up`, default one request's time on the idle server): stream k starts k/C of it
   in, guidellm's `rampup_duration` and ceiling's `--ramp-up` alike, and streams an
   iteration apart stay apart.
-- The clients share the machine with the server (2 cores here): each client's CPU time
-  (its processes, children included) is recorded beside its figures. `--server-cores 1`
-  pins the server to one core and the clients to the other (ceiling's prediction still uses
-  the machine's profile of every core, so it is then too fast).
+- Cores: a client on the server's cores measures a server it slows itself; guidellm's
+  processes keep 0.2–0.5 of a core busy, ceiling's client under 0.1. So the server runs
+  on half the cores and both clients on the others (`--server-cores N`; 0 shares them all),
+  and ceiling's prediction uses a machine profile measured on the server's cores alone.
+  Each client's CPU time (its processes, children included) is recorded beside its
+  figures.
 
 Beside the measurement: ceiling's own prediction for the same workload (`ceiling serve
-hf:FOLDER --concurrency C …` on this CPU's measured profile), as predicted / measured.
-Writes results/serve_measure_vs_guidellm.json (with `--server-cores N`,
-…-server-cores-N.json). guidellm is not a dependency of ceiling:
+hf:FOLDER --concurrency C … --engine transformers` on this CPU's measured profile), as
+predicted / measured.
+Writes results/serve_measure_vs_guidellm.json (with `--server-cores 0`,
+…-shared-cores.json). guidellm is not a dependency of ceiling:
 install it in its own environment (`python -m venv gl && gl/bin/pip install guidellm`) and
 pass `--guidellm gl/bin/guidellm`.
 """
@@ -95,21 +98,29 @@ def _has_host_costs(path: Path) -> bool:
     return any(((d.get("extra") or {}).get("overhead") or {}).get("host_costs") for d in devices)
 
 
-def cpu_profile(given: str | None) -> Path:
+def cpu_profile(given: str | None, cores: set[int] | None = None) -> Path:
     """The machine profile the prediction uses: `given`, else ceiling's saved one when it
     holds the host's time an op, else one measured now (`ceiling bench --quick`, about a
-    minute) into the model cache."""
+    minute) into the model cache. With `cores` (the server's, when it is pinned to some):
+    one measured on those cores alone, as the server runs."""
     from ceiling.hardware.profile import default_profile_path
 
     if given:
         return Path(given)
-    if _has_host_costs(default_profile_path()):
+    if not cores and _has_host_costs(default_profile_path()):
         return default_profile_path()
-    path = Path(tempfile.gettempdir()) / "ceiling-bench-models" / "profile-cpu.json"
+    name = f"profile-cpu-{len(cores)}-cores.json" if cores else "profile-cpu.json"
+    path = Path(tempfile.gettempdir()) / "ceiling-bench-models" / name
     if not _has_host_costs(path):
-        print(f"no saved machine profile: measuring one into {path} (about a minute)")
-        os.environ["CEILING_PROFILE"] = str(path)
-        ceiling_cli("bench", "--quick", "--device", "cpu")
+        where = f" on {len(cores)} of the cores" if cores else ""
+        print(f"measuring a machine profile{where} into {path} (about a minute)", flush=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), CEILING_PROFILE=str(path))
+        if cores:
+            env["OMP_NUM_THREADS"] = str(len(cores))
+        pin = (lambda: os.sched_setaffinity(0, cores)) if cores else None
+        bench = [sys.executable, "-m", "ceiling", "bench", "--quick", "--device", "cpu"]
+        subprocess.run(bench, env=env, check=True, capture_output=True, timeout=900, preexec_fn=pin)
     return path
 
 
@@ -117,7 +128,7 @@ def workload_args(args, concurrency: int) -> list[str]:
     return ["--concurrency", str(concurrency), "--num-requests", str(args.requests),
             "--input-tokens", str(args.prompt_tokens),
             "--output-tokens", str(args.output_tokens),
-            "--ramp-up", f"{args.ramp_up_s:.4f}s"]  # fmt: skip
+            "--ramp-up", f"{args.ramp_up_s:.4f}s", "--engine", "transformers"]  # fmt: skip
 
 
 def children_cpu_s() -> float:
@@ -325,10 +336,12 @@ def client_lines(results: list[dict]) -> None:
               f"guidellm {g:.2f}, ceiling at most {c:.2f}", flush=True)  # fmt: skip
 
 
-def server_cores(count: int) -> set[int] | None:
+def server_cores(count: int | None) -> set[int] | None:
     """The cores the server runs on (`--server-cores N`: the first N this process may use,
-    the rest left to the clients); None: every core, shared with the clients."""
+    the rest left to the clients; None: half of them); None: every core, shared with the
+    clients."""
     mine = sorted(os.sched_getaffinity(0))
+    count = len(mine) // 2 if count is None else count
     if count <= 0 or count >= len(mine):
         return None
     return set(mine[:count])
@@ -337,10 +350,10 @@ def server_cores(count: int) -> set[int] | None:
 def main(args) -> None:
     from ceiling.records import write_json_atomic
 
-    args.profile_path = cpu_profile(args.profile)
     started = time.perf_counter()
     shape = TinyLlama()
     cores, everyone = server_cores(args.server_cores), os.sched_getaffinity(0)
+    args.profile_path = cpu_profile(args.profile, cores)
     with local_server(shape, continuous_batching=True, cores=cores) as (url, folder):
         if cores:  # the clients (this process and its children) on the other cores
             os.sched_setaffinity(0, set(everyone) - cores)
@@ -373,7 +386,7 @@ def main(args) -> None:
         "wall_s": time.perf_counter() - started,
         "results": results,
     }  # fmt: skip
-    name = "serve_measure_vs_guidellm" + (f"-server-cores-{len(cores)}" if cores else "")
+    name = "serve_measure_vs_guidellm" + ("" if cores else "-shared-cores")
     out = write_json_atomic(record, ROOT / "results" / f"{name}.json")
     print(f"wrote {out} ({record['wall_s']:.0f} s)")
 
@@ -396,10 +409,10 @@ def parse_args(argv=None):
                         "on both clients (guidellm's rampup_duration, ceiling's --ramp-up); "
                         "'request' (the default): one request's time on the idle server; 0: "
                         "all at once")  # fmt: skip
-    p.add_argument("--server-cores", type=int, default=0,
+    p.add_argument("--server-cores", type=int, default=None,
                    help="run the server on this many cores and the clients on the rest, so a "
-                        "client's own CPU time does not slow the server it measures (default 0: "
-                        "all cores, shared)")  # fmt: skip
+                        "client's own CPU time does not slow the server it measures (default: "
+                        "half the cores; 0: all, shared with the clients)")  # fmt: skip
     args = p.parse_args(argv)
     if shutil.which(args.guidellm) is None:
         p.error(f"no guidellm executable at {args.guidellm!r}: install it in its own "

@@ -140,7 +140,8 @@ COMMANDS = {
         "--no-chunked-prefill --chunked-prefill --prefix-hit-rate=0|0.5|0.99 "
         "--speculative=ngram|gpt:tiny|nope --spec-tokens=0|3 --acceptance=0|0.7 --reserve-kv "
         "--slo=ttft_p99=2s,tpot_p99=200ms|ttft_p50=1ms|e2e_p99=zz|x=1 --target-rate=5|50 "
-        "--seed=0|7 --engine=generic|vllm|sglang|trtllm|nope --memory-utilization=0.9|0.5|1.5 "
+        "--seed=0|7 --engine=generic|vllm|sglang|trtllm|transformers|nope "
+        "--memory-utilization=0.9|0.5|1.5 "
         "--deadlines=connect=1s|idle=0|run=zz|x=1s --calibrate=@traces "
         "--json --plot=@plots",
         sizes_work="--gpus --replicas --input-tokens --output-tokens --concurrency --offline "

@@ -132,6 +132,39 @@ def test_a_cpu_serves_fp32_and_pays_the_host_time_an_op(tmp_path, cli):
     assert "1 CPU =" in out and "GPUs" not in out.split("workload")[0]
 
 
+def test_transformers_serve_pays_its_python_for_each_sequence_in_host_ops(tmp_path, cli):
+    path = save_profile(MachineProfile(1, "2026-01-01T00:00:00+00:00", "h", {}, [CPU]),
+                        tmp_path / "cpu.json")  # fmt: skip
+    kw = dict(machine_profile=path, input_tokens=32, output_tokens=64, num_requests=24)
+    from ceiling.model.serve.engine import SEQUENCE_OPS
+
+    ops = SEQUENCE_OPS["transformers"]
+    r = {c: ceiling.serve("gpt:small", engine="transformers", concurrency=c, **kw) for c in (1, 4)}
+    # the engine's ops a sequence at the profile's 20 µs an op of the eager forward
+    assert r[1].inputs["sequence_ops"] == {"ops": ops, "op_s": 20e-6}
+    assert r[1].inputs["sequence_s"] == pytest.approx(ops * 20e-6)
+    # three more sequences decoding add their time to every iteration, beside the device's
+    generic = {c: ceiling.serve("gpt:small", concurrency=c, **kw) for c in (1, 4)}
+    grew = r[4].metrics.tpot_s.p50 - r[1].metrics.tpot_s.p50
+    grew_generic = generic[4].metrics.tpot_s.p50 - generic[1].metrics.tpot_s.p50
+    assert grew - grew_generic == pytest.approx(3 * ops * 20e-6, rel=0.05)
+    # a time a sequence given (a calibration's) replaces it; other engines have none
+    given = ceiling.serve("gpt:small", engine="transformers", concurrency=1, sequence_s=1e-3, **kw)
+    assert given.inputs["sequence_s"] == 1e-3 and given.inputs["sequence_ops"] is None
+    assert generic[1].inputs["sequence_ops"] is None
+    # without a measured host: the default time a kernel's host work
+    from ceiling.model.plan.host import HOST_S_PER_KERNEL
+
+    gpu = ceiling.serve("gpt:small", spec="h100-sxm", engine="transformers", concurrency=1,
+                        input_tokens=32, output_tokens=8, num_requests=4)  # fmt: skip
+    assert gpu.inputs["sequence_ops"]["op_s"] == HOST_S_PER_KERNEL
+    code, out, err = cli("serve", "gpt:small", "--profile", path, "--engine", "transformers",
+                         "--input-tokens", "32", "--output-tokens", "16", "--concurrency", "2",
+                         "--num-requests", "8")  # fmt: skip
+    assert code == 0, err
+    assert f"{ops} × the host's 20 µs an eager op" in " ".join(out.split())
+
+
 def test_an_hf_model_on_a_cpu_pays_the_host_time_for_each_op_its_eager_forward_runs(tmp_path):
     """An eager transformers forward dispatches every op its Python calls (a Llama layer: tens
     of them, views among them), not a fused engine's ten kernels a layer: each pays the

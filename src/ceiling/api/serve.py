@@ -19,7 +19,14 @@ from typing import Any
 from ceiling.api.arguments import checked
 from ceiling.api.result import Result
 from ceiling.api.serve_calibrate import recorded_call
-from ceiling.api.serve_inputs import ServeInputs, checked_inputs, load_arrivals, profile_alias
+from ceiling.api.serve_inputs import (
+    ServeInputs,
+    checked_inputs,
+    engine_sequence_s,
+    load_arrivals,
+    profile_alias,
+    sequence_ops,
+)
 
 CURVE_SHARES = (0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0)
 
@@ -224,7 +231,7 @@ def _engine(inp: ServeInputs, layout):
     return eng.Engine(inp.cfg, dev, setup, costs, layout, inp.policy, inp.draft,
                       memory_utilization=inp.utilization, host_share=inp.host_share,
                       engine=a["engine"], device_scale=a["device_scale"],
-                      sequence_s=a["sequence_s"])  # fmt: skip
+                      sequence_s=engine_sequence_s(inp))  # fmt: skip
 
 
 def _predictions(inp: ServeInputs, engine, make) -> dict[str, Any]:
@@ -293,6 +300,7 @@ def _inputs_record(inp: ServeInputs, engine, load: str) -> dict[str, Any]:
         "host_share": inp.host_share,
         "device_scale": a["device_scale"],
         "sequence_s": engine.sequence_s,
+        "sequence_ops": sequence_ops(inp),
         "iteration_s": engine.iteration_s,
         "request_s": engine.request_s,
         "device_kind": dev.kind,

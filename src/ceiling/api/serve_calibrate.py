@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ceiling.errors import MalformedFile
 from ceiling.model.serve.calibrate import line_figures, separable_range
@@ -40,7 +40,15 @@ def recorded_call(args: dict) -> dict | None:
     return call
 
 
-def _measured_run(calibrate) -> tuple[dict, dict, str, Any]:
+class _Run(NamedTuple):
+    call: dict  # the arguments it was run with
+    figures: dict  # what it measured
+    source: str
+    batches: Any  # its requests' `DecodeBatches`, or None
+    sequence_s: float | None  # the host's time a sequence its prediction used
+
+
+def _measured_run(calibrate) -> _Run:
     from ceiling.files import parse_json, read_text
 
     if isinstance(calibrate, dict):
@@ -64,7 +72,9 @@ def _measured_run(calibrate) -> tuple[dict, dict, str, Any]:
                             "output tokens/s") from None  # fmt: skip
     batches = _requests_read(m.get("per_request"), source)
     figures |= line_figures(batches, separable_range(batches))
-    return data["call"], figures, source, batches
+    used = data.get("sequence_s")
+    used = float(used) if isinstance(used, int | float) and 0 <= used < 1 else None
+    return _Run(data["call"], figures, source, batches, used)
 
 
 def _requests_read(per_request, source: str):
@@ -96,7 +106,7 @@ def calibrated_serve(calibrate, serve, args: dict[str, Any]):
     if not given:
         raise InvalidInput("calibrate needs at least one measured run")
     runs = [_measured_run(c) for c in given]
-    devices = {_device(call) for call, _, _, _ in runs}
+    devices = {_device(r.call) for r in runs}
     if len(devices) > 1:
         raise InvalidInput(f"the measured runs were measured on several devices "
                            f"({', '.join(sorted(devices))}): calibrate from one")  # fmt: skip
@@ -111,9 +121,12 @@ def calibrated_serve(calibrate, serve, args: dict[str, Any]):
 
         return run
 
-    start = (eng.iteration_s(), eng.request_s(), eng.sequence_s())
-    cal = fit([simulation(c, b) for c, _, _, b in runs], [m for _, m, _, _ in runs], start,
-              devices.pop(), [src for _, _, src, _ in runs], [b for *_, b in runs])  # fmt: skip
+    # a time a sequence starts at (and, where the runs cannot tell it, stays at) the one the
+    # first run's prediction used: its engine's (`engine.SEQUENCE_OPS`) or the shipped one
+    first = runs[0].sequence_s
+    start = (eng.iteration_s(), eng.request_s(), eng.sequence_s() if first is None else first)
+    cal = fit([simulation(r.call, r.batches) for r in runs], [r.figures for r in runs], start,
+              devices.pop(), [r.source for r in runs], [r.batches for r in runs])  # fmt: skip
     scale = cal.device_scale if _device(args) == cal.device else 1.0
     with fitted.overridden(_costs(cal.iteration_s, cal.request_s)):
         result = serve(**{**args, "device_scale": scale, "sequence_s": cal.sequence_s})

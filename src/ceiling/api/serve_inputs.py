@@ -530,6 +530,27 @@ def _eager_ops(model, resolved) -> dict[str, Any]:
     return {"forward_ops": ops, "kernels": ops.op_equivalents(share)}
 
 
+def sequence_ops(inp: ServeInputs) -> dict[str, float] | None:
+    """{ops, op_s}: the engine's host time a sequence an iteration as `ops` of the host's time
+    an eager op (`op_s`: the profile's, else `plan.host.HOST_S_PER_KERNEL`), for an engine
+    priced so (`engine.SEQUENCE_OPS`) and no time a sequence given; else None."""
+    from ceiling.model.plan.host import HOST_S_PER_KERNEL, measured_forward_op_s
+    from ceiling.model.serve.engine import SEQUENCE_OPS
+
+    a = inp.args
+    if a["sequence_s"] is not None or a["engine"] not in SEQUENCE_OPS:
+        return None
+    op_s = measured_forward_op_s(inp.resolved.measured) or HOST_S_PER_KERNEL
+    return {"ops": SEQUENCE_OPS[a["engine"]], "op_s": op_s}
+
+
+def engine_sequence_s(inp: ServeInputs) -> float | None:
+    """The host's time an iteration for each sequence in it: as given, else the engine's
+    (`sequence_ops`), else None (the shipped `engine.SEQUENCE_S`)."""
+    ops = sequence_ops(inp)
+    return inp.args["sequence_s"] if ops is None else ops["ops"] * ops["op_s"]
+
+
 def _host_op_s(resolved) -> float | None:
     """On a CPU, each op of the eager forward pays the host's time an op the profile
     measured; elsewhere None."""

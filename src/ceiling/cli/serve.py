@@ -149,7 +149,9 @@ EngineOption = Annotated[
     typer.Option(
         "--engine",
         help="Host time per iteration of the engine: generic (none), vllm or sglang (10 %: a "
-        "Python scheduler the GPU waits for), trtllm (none: its executor runs ahead).",
+        "Python scheduler the GPU waits for), trtllm (none: its executor runs ahead), "
+        "transformers (transformers serve: its Python's time for each sequence an iteration, "
+        "110 of the host's eager ops).",
     ),
 ]
 
@@ -235,13 +237,15 @@ def _show(r) -> None:
     con.print(f"workload: {m.requests:,} requests, {inp['workload']}; load: {inp['load']}")
     con.print(
         f"assumed: engine {inp['engine']}, its host adding {inp['host_share'] * 100:.0f} % to "
-        f"each iteration's device time (--engine generic|vllm|sglang|trtllm), "
+        f"each iteration's device time (--engine generic|vllm|sglang|trtllm|transformers), "
         f"{format_time(inp['iteration_s'])} of host work between two iterations and "
         f"{format_time(inp['request_s'])} a request through the server"
         + (f"; the device at {inp['device_scale']:.3g}× its priced time"
            if inp["device_scale"] != 1 else "")
         + (f"; {format_time(inp['sequence_s'])} more an iteration for each sequence in it"
            if inp["sequence_s"] else "")
+        + (f" ({inp['sequence_ops']['ops']} × the host's {format_time(inp['sequence_ops']['op_s'])}"
+           " an eager op)" if inp.get("sequence_ops") else "")
         + (f"; {inp['scheduler_steps']} decode steps a scheduler call (multi-step), the "
            "host's share paid once a block" if inp["scheduler_steps"] > 1 else "")
     )  # fmt: skip

@@ -39,7 +39,8 @@ GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default share of device memory it may use
 # iteration, then takes new requests, schedules and launches the next in C++ (its execution
 # loop's forwardSync, then forwardAsync); the PyTorch executor of 1.0 prepares the next batch
 # while the GPU runs (its overlap scheduler).
-HOST_SHARE = {"sglang": 0.12, "vllm": 0.10, "trtllm": 0.0, "generic": 0.0}
+# `transformers serve` runs its model's eager forward and waits for it: no share beyond it.
+HOST_SHARE = {"sglang": 0.12, "vllm": 0.10, "trtllm": 0.0, "generic": 0.0, "transformers": 0.0}
 
 
 # What every iteration and every request cost beyond the GPU's work, whatever the engine: the
@@ -61,6 +62,22 @@ REQUEST_S = 0.0122
 # and queueing its new token), which grows with the batch. A declared fitted constant, set
 # as the ones above (its refit: 2.2 µs).
 SEQUENCE_S = 2.2e-6
+
+
+# An engine whose own Python handles each sequence every iteration, counted in the host's time
+# an op of an eager forward (the machine profile's `host_costs.forward_s`), since both are the
+# host's interpreter and dispatch speed. `transformers serve --continuous-batching`: its
+# continuous-batching manager schedules, builds the inputs of and updates each request in
+# Python, hands each new token to the server's event loop, which detokenises it and streams
+# its chunk, under one interpreter lock with the thread running the forward. 110 ops: fitted
+# with `serve --calibrate` (`benchmarks/serve_calibrate_local.py`, transformers 5.25, a
+# 4-layer Llama on a 2-core EPYC guest, 4 requests/s): 1.94-2.32 ms a sequence in four runs,
+# against 19.2 µs an op; scored at 2 and 6 requests/s and on closed loops of 2 and 4
+# (`benchmarks/serve_measure_vs_guidellm.py`). The server ran its forward on every core; pinned
+# to one core (one thread, nothing else contending with its Python) it added about a third of
+# that a sequence, and its TPOT grows less than linearly with the batch. Other engines:
+# `SEQUENCE_S`.
+SEQUENCE_OPS = {"transformers": 110}
 
 
 def sequence_s() -> float:
