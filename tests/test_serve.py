@@ -170,6 +170,7 @@ def test_offline_throughput_grows_with_replicas_and_a_slo_finds_a_rate():
         (("--ramp-up", "2s"), "--concurrency"),
         (("--concurrency", "2", "--ramp-up", "-1s"), "--ramp-up"),
         (("--concurrency", "2", "--ramp-up", "2 fortnights"), "--ramp-up"),
+        (("--concurrency", "2", "--ramp-up", "1e40s"), "--ramp-up"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(cli, args, words):
@@ -192,6 +193,15 @@ def test_a_ramp_up_staggers_the_closed_loop_out_of_lockstep():
     assert spread.metrics.output_tokens_per_s == pytest.approx(
         together.metrics.output_tokens_per_s, rel=0.1
     )
+
+
+def test_a_closed_loop_of_fewer_streams_than_replicas_serves_every_request():
+    # 3 streams over 4 replicas: each stream's requests go round robin to the replicas with a
+    # stream; none is dropped with the replica left idle
+    r = ceiling.serve("llama-3-8b", spec="h100-sxm", gpus=4, replicas=4, concurrency=3,
+                      num_requests=100, input_tokens=128, output_tokens=16)  # fmt: skip
+    assert r.metrics.requests == 100 - 3  # the three the streams start with are the warm-up
+    assert len(r.schedules) == 3
 
 
 def test_a_requests_file(tmp_path, cli):

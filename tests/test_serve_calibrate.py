@@ -141,7 +141,7 @@ def test_transformers_serve_pays_its_python_for_each_sequence_in_host_ops(tmp_pa
     ops = SEQUENCE_OPS["transformers"]
     r = {c: ceiling.serve("gpt:small", engine="transformers", concurrency=c, **kw) for c in (1, 4)}
     # the engine's ops a sequence at the profile's 20 µs an op of the eager forward
-    assert r[1].inputs["sequence_ops"] == {"ops": ops, "op_s": 20e-6}
+    assert r[1].inputs["sequence_ops"] == {"ops": ops, "op_s": 20e-6, "op_measured": True}
     assert r[1].inputs["sequence_s"] == pytest.approx(ops * 20e-6)
     # three more sequences decoding add their time to every iteration, beside the device's
     generic = {c: ceiling.serve("gpt:small", concurrency=c, **kw) for c in (1, 4)}
@@ -158,11 +158,14 @@ def test_transformers_serve_pays_its_python_for_each_sequence_in_host_ops(tmp_pa
     gpu = ceiling.serve("gpt:small", spec="h100-sxm", engine="transformers", concurrency=1,
                         input_tokens=32, output_tokens=8, num_requests=4)  # fmt: skip
     assert gpu.inputs["sequence_ops"]["op_s"] == HOST_S_PER_KERNEL
+    assert not gpu.inputs["sequence_ops"]["op_measured"]
     code, out, err = cli("serve", "gpt:small", "--profile", path, "--engine", "transformers",
                          "--input-tokens", "32", "--output-tokens", "16", "--concurrency", "2",
                          "--num-requests", "8")  # fmt: skip
     assert code == 0, err
-    assert f"{ops} × the host's 20 µs an eager op" in " ".join(out.split())
+    assert f"{ops} × the host's 20 µs an eager op, from the machine profile" in " ".join(
+        out.split()
+    )
 
 
 def test_an_hf_model_on_a_cpu_pays_the_host_time_for_each_op_its_eager_forward_runs(tmp_path):

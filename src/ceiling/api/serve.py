@@ -171,8 +171,10 @@ def serve(
     ("ttft_p99=2s,tpot_p99=200ms") adds the highest rate meeting it, and with `target_rate`
     the fewest GPUs; `curve` the latency–throughput curve; `measure` a server URL to run
     the same workload against.
-    `engine` ("generic", "vllm", "sglang", "trtllm"): the host time the engine adds to each
-    iteration (`ceiling.model.serve.engine.HOST_SHARE`; generic: none). `memory_utilization`:
+    `engine` ("generic", "vllm", "sglang", "trtllm", "transformers"): the host time the
+    engine adds to each iteration (`ceiling.model.serve.engine.HOST_SHARE`; generic: none),
+    and transformers serve's for each sequence in it (`engine.SEQUENCE_OPS`, in the host's
+    time an eager op). `memory_utilization`:
     the share of each device's memory the engine may use for weights and KV cache (vLLM's
     `gpu_memory_utilization`, SGLang's `mem_fraction_static`; default 0.9). `deadlines`
     bound a measurement ("connect=10s,first_byte=2m,idle=5m,run=1h", the defaults).

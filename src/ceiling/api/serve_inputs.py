@@ -389,22 +389,24 @@ def _checked_load(a: dict[str, Any]) -> tuple[int, list[bool]]:
 
 
 def _ramp_up_s(ramp_up, concurrency) -> float:
-    """A closed loop's ramp-up in seconds ("2s", "500ms" or a number of seconds)."""
+    """A closed loop's ramp-up in seconds ("2s", "500ms" or a number of seconds; 0: none)."""
     from ceiling.units import parse_time
 
-    if ramp_up is None or ramp_up == 0:
+    if ramp_up is None:
         return 0.0
-    if concurrency is None:
-        raise BadArgument("ramp_up", "spreads a closed loop's first requests: give "
-                          f"{argument('concurrency')} too")  # fmt: skip
+    bad = f"must be a time ≥ 0 such as 2s or 500ms, got {ramp_up!r}"
     if isinstance(ramp_up, bool) or not isinstance(ramp_up, str | int | float):
-        raise BadArgument("ramp_up", f"must be a time ≥ 0 such as 2s or 500ms, got {ramp_up!r}")
+        raise BadArgument("ramp_up", bad)
     try:
         seconds = parse_time(ramp_up)
-    except InvalidInput as e:
-        raise BadArgument("ramp_up", str(e)) from None
-    if not 0 <= seconds < float("inf"):
-        raise BadArgument("ramp_up", f"must be a time ≥ 0 such as 2s or 500ms, got {ramp_up!r}")
+    except InvalidInput:
+        raise BadArgument("ramp_up", bad) from None
+    if not 0 <= seconds <= MAX_CLOCK_S:
+        raise BadArgument("ramp_up", bad if seconds < 0 or seconds != seconds else
+                          f"must be at most {MAX_CLOCK_S:g} s, got {ramp_up!r}")  # fmt: skip
+    if seconds and concurrency is None:
+        raise BadArgument("ramp_up", "spreads a closed loop's first requests: give "
+                          f"{argument('concurrency')} too")  # fmt: skip
     return seconds
 
 
@@ -531,17 +533,18 @@ def _eager_ops(model, resolved) -> dict[str, Any]:
 
 
 def sequence_ops(inp: ServeInputs) -> dict[str, float] | None:
-    """{ops, op_s}: the engine's host time a sequence an iteration as `ops` of the host's time
-    an eager op (`op_s`: the profile's, else `plan.host.HOST_S_PER_KERNEL`), for an engine
-    priced so (`engine.SEQUENCE_OPS`) and no time a sequence given; else None."""
+    """{ops, op_s, op_measured}: the engine's host time a sequence an iteration as `ops` of the
+    host's time an eager op (`op_s`: the profile's, else `plan.host.HOST_S_PER_KERNEL`), for
+    an engine priced so (`engine.SEQUENCE_OPS`) and no time a sequence given; else None."""
     from ceiling.model.plan.host import HOST_S_PER_KERNEL, measured_forward_op_s
     from ceiling.model.serve.engine import SEQUENCE_OPS
 
     a = inp.args
     if a["sequence_s"] is not None or a["engine"] not in SEQUENCE_OPS:
         return None
-    op_s = measured_forward_op_s(inp.resolved.measured) or HOST_S_PER_KERNEL
-    return {"ops": SEQUENCE_OPS[a["engine"]], "op_s": op_s}
+    op_s = measured_forward_op_s(inp.resolved.measured)
+    return {"ops": SEQUENCE_OPS[a["engine"]], "op_s": op_s or HOST_S_PER_KERNEL,
+            "op_measured": op_s is not None}  # fmt: skip
 
 
 def engine_sequence_s(inp: ServeInputs) -> float | None:

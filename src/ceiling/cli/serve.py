@@ -219,6 +219,15 @@ def serve(
         console().print(f"figure: {plot}")
 
 
+def _sequence_ops(ops: dict) -> str:
+    """Where the engine's time a sequence comes from, in words."""
+    op = format_time(ops["op_s"])
+    if ops["op_measured"]:
+        return f" ({ops['ops']} × the host's {op} an eager op, from the machine profile)"
+    return (f" ({ops['ops']} × {op} an eager op, a default: give --profile a machine profile "
+            "of this host for its own)")  # fmt: skip
+
+
 def _dist_row(name, d, measured=None) -> list[str]:
     row = [name, format_time(d.mean), format_time(d.p50), format_time(d.p90), format_time(d.p99)]
     return row + ([format_time(measured.p50)] if measured is not None else [])
@@ -244,8 +253,7 @@ def _show(r) -> None:
            if inp["device_scale"] != 1 else "")
         + (f"; {format_time(inp['sequence_s'])} more an iteration for each sequence in it"
            if inp["sequence_s"] else "")
-        + (f" ({inp['sequence_ops']['ops']} × the host's {format_time(inp['sequence_ops']['op_s'])}"
-           " an eager op)" if inp.get("sequence_ops") else "")
+        + (_sequence_ops(inp["sequence_ops"]) if inp.get("sequence_ops") else "")
         + (f"; {inp['scheduler_steps']} decode steps a scheduler call (multi-step), the "
            "host's share paid once a block" if inp["scheduler_steps"] > 1 else "")
     )  # fmt: skip

@@ -383,7 +383,8 @@ def _measured(url, name, protocol, runner: _Runner, interrupted, concurrency) ->
     if not ok:
         why = errors.most_common(1)[0][0] if errors else interrupted or "none finished"
         raise WorkerFailed(f"the server at {url} completed none of the {runner.n} requests: {why}")
-    # a closed loop's warm-up: the C requests its streams start with (the first C sent)
+    # a closed loop's warm-up: the C requests its streams start with (the first C by index;
+    # during a ramp-up a stream's second request can be sent before another's first)
     first = int(concurrency) if concurrency else 0
     fine = [(i, s) for i, s in enumerate(runner.samples) if s is not None and s.error is None]
     warm = sorted((s for i, s in fine if i < first), key=lambda s: s.start)

@@ -235,16 +235,15 @@ class Engine:
         return self.layout.replicas * self.layout.pp
 
     def run(self, prompt, output, arrival_s, concurrency: int | None = None) -> list[Schedule]:
-        """Simulate the requests split round robin over the engines."""
-        e = self.engines
+        """Simulate the requests split round robin over the engines (a closed loop of fewer
+        streams than engines: over as many engines as streams, each with one)."""
+        e = self.engines if concurrency is None else min(self.engines, concurrency)
         out = []
         for i in range(min(e, len(prompt))):
             part = slice(i, None, e)
             conc = None
             if concurrency is not None:
                 conc = concurrency // e + (1 if i < concurrency % e else 0)
-                if conc == 0:
-                    continue
             out.append(simulate(prompt[part], output[part], arrival_s[part], self.time_fn,
                                 self.kv_blocks, self.policy, conc))  # fmt: skip
         return out
@@ -277,9 +276,9 @@ def with_iteration_time_added(schedules, extra_s: float, per_sequence_s: float =
             return before_it[np.searchsorted(starts, times, side="left")]
 
         before = delay(s.arrival_s)
-        # a closed loop's request after its first C is sent when one before it finishes
-        sent_on_finish = np.arange(len(s.arrival_s)) >= s.warmup if s.warmup else False
-        arrival = s.arrival_s + np.where(sent_on_finish, before, 0.0)
+        # a closed loop moves as a whole: a request sent when another finishes moves with
+        # it, and a ramp-up's start with the iterations before it (first order)
+        arrival = s.arrival_s + before if s.warmup else s.arrival_s
         shift = arrival - s.arrival_s - before  # so each time moves by its own iterations
         out.append(
             dataclasses.replace(
