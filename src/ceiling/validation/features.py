@@ -69,17 +69,26 @@ def decode_features_of(cfg, device, weights: str, tp: int) -> tuple[str, ...]:
     return tuple(out)
 
 
+# Engines whose own costs no published run checks (`model.serve.engine.SEQUENCE_OPS` was
+# fitted on one local server): each a feature of its own, so its prediction says unchecked.
+UNPUBLISHED_ENGINES = {"transformers": "transformers serve"}
+
+
 def serving_features(cfg, result) -> tuple[str, ...]:
     """A serving result's features."""
     inputs = result.inputs
     online = "offline" not in str(inputs.get("load", ""))
-    return serving_features_of(cfg, result.device, online, inputs.get("weights", ""))
+    return serving_features_of(cfg, result.device, online, inputs.get("weights", ""),
+                               inputs.get("engine", "generic"))  # fmt: skip
 
 
-def serving_features_of(cfg, device, online: bool, weights: str):
-    """The features of serving `cfg` on `device`, online or offline. The engine is not one:
-    its own costs are terms of the model (`--engine`), checked together."""
+def serving_features_of(cfg, device, online: bool, weights: str, engine: str = "generic"):
+    """The features of serving `cfg` on `device`, online or offline. The engine is not one
+    (its own costs are terms of the model, `--engine`, checked together) unless no
+    published run checks it (`UNPUBLISHED_ENGINES`)."""
     out = [generation(device), *_size(cfg), "online" if online else "offline"]
+    if engine in UNPUBLISHED_ENGINES:
+        out.append(UNPUBLISHED_ENGINES[engine])
     if getattr(cfg, "experts", 1) > 1:
         out.append("MoE")
     if str(weights) == "fp8":
