@@ -204,6 +204,29 @@ def test_a_closed_loop_of_fewer_streams_than_replicas_serves_every_request():
     assert len(r.schedules) == 3
 
 
+@pytest.mark.parametrize(
+    ("more", "feature"),
+    [
+        (dict(speculative="ngram", spec_tokens=3, acceptance=0.6), "speculative decoding"),
+        (dict(prefix_hit_rate=0.5), "prefix cache"),
+        (dict(gpus=2, pp=2), "pipeline parallel"),
+        (dict(weights="awq"), "awq weights"),
+        (dict(engine="transformers"), "transformers serve"),
+    ],
+)
+def test_a_mechanism_no_published_run_used_leaves_the_prediction_unchecked(more, feature):
+    from ceiling.validation.features import serving_features
+
+    kw = dict(spec="h100-sxm", rate=4.0, num_requests=20, input_tokens=128, output_tokens=16)
+    plain = ceiling.serve("llama-3-8b", **kw)
+    assert plain.accuracy()["throughput"].cases > 100
+    r = ceiling.serve("llama-3-8b", **kw, **more)
+    assert feature in serving_features(r.model, r)
+    for band in r.accuracy().values():
+        assert band.cases == 0 and band.regime.endswith(feature)
+        assert band.text().startswith("no published run like this was checked")
+
+
 def test_a_requests_file(tmp_path, cli):
     f = tmp_path / "r.jsonl"
     f.write_text('{"prompt_tokens": 100, "output_tokens": 10, "arrival_s": 0}\n'

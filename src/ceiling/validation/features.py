@@ -75,17 +75,29 @@ UNPUBLISHED_ENGINES = {"transformers": "transformers serve"}
 
 
 def serving_features(cfg, result) -> tuple[str, ...]:
-    """A serving result's features."""
+    """A serving result's features: the device, size, load, engine and weights
+    (`serving_features_of`), and the mechanisms of its call that change how the scheduler
+    runs (speculative decoding, a prefix cache, pipeline stages), each a feature of its own
+    so that a prediction using one is checked by runs that used it."""
     inputs = result.inputs
     online = "offline" not in str(inputs.get("load", ""))
-    return serving_features_of(cfg, result.device, online, inputs.get("weights", ""),
-                               inputs.get("engine", "generic"))  # fmt: skip
+    out = serving_features_of(cfg, result.device, online, inputs.get("weights", ""),
+                              inputs.get("engine", "generic"))  # fmt: skip
+    more = []
+    if inputs.get("speculative"):
+        more.append("speculative decoding")
+    if (inputs.get("prefix_hit_rate") or 0) > 0:
+        more.append("prefix cache")
+    if (inputs.get("layout") or {}).get("pp", 1) > 1:
+        more.append("pipeline parallel")
+    return out + tuple(more)
 
 
 def serving_features_of(cfg, device, online: bool, weights: str, engine: str = "generic"):
     """The features of serving `cfg` on `device`, online or offline. The engine is not one
     (its own costs are terms of the model, `--engine`, checked together) unless no
-    published run checks it (`UNPUBLISHED_ENGINES`)."""
+    published run checks it (`UNPUBLISHED_ENGINES`); weights other than 16-bit, fp32 and
+    FP8 name their format."""
     out = [generation(device), *_size(cfg), "online" if online else "offline"]
     if engine in UNPUBLISHED_ENGINES:
         out.append(UNPUBLISHED_ENGINES[engine])
@@ -93,6 +105,8 @@ def serving_features_of(cfg, device, online: bool, weights: str, engine: str = "
         out.append("MoE")
     if str(weights) == "fp8":
         out.append("FP8")
+    elif weights and str(weights) not in ("bf16", "fp16", "fp32"):
+        out.append(f"{weights} weights")
     return tuple(out)
 
 
