@@ -85,6 +85,7 @@ def test_a_ramped_closed_loop_starts_each_stream_at_its_time(server):
     # the warm-up is the two requests the streams start with, the second sent last: the
     # figures are of requests 2 and 3, the first stream's two back to back
     assert m.warmup == 2 and m.output_tokens == 2 * out
+    assert 0.0 <= m.started_together <= 1.0
     one = FIRST_S + (out - 1) * GAP_S
     assert 2 * one <= m.duration_s < min(2 * one * SLACK, 2.0)
 
@@ -105,6 +106,7 @@ def test_serve_measure_puts_the_server_beside_the_prediction(server, cli):
     d = json.loads(out)
     # two of the four are warm-up on both sides
     assert d["measured"]["requests"] == 4 and d["measured"]["warmup"] == 2
+    assert 0.0 <= d["measured"]["started_together"] <= 1.0
     assert d["measured"]["output_tokens"] == 8 and d["output_tokens"] == 8
     assert d["measured"]["tpot_s"]["p50"] >= GAP_S and d["measured"]["itl_s"]["p50"] >= GAP_S
     assert d["tpot_s"]["p50"] < GAP_S  # the simulated tiny model is far faster

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ceiling.errors import DoesNotFit, InvalidInput
-from ceiling.model.serve.metrics import Slo, max_rate, summarize
+from ceiling.model.serve.metrics import Slo, max_rate, started_together, summarize
 from ceiling.model.serve.scheduler import Policy, simulate
 from ceiling.model.serve.workload import ramp_starts
 
@@ -114,6 +114,14 @@ def test_ramp_starts_spread_the_streams_evenly():
     assert ramp_starts(3).tolist() == [0.0, 0.0, 0.0]
     with pytest.raises(InvalidInput, match="ramp-up"):
         ramp_starts(2, -1.0)
+
+
+def test_started_together_is_the_share_sent_within_a_window_of_another():
+    # two sent 1 ms apart share an iteration of 10 ms; the others are alone
+    assert started_together([0.0, 0.001, 0.5, 1.0], 0.01) == 0.5
+    assert started_together([1.0, 0.0, 0.001], 0.01) == pytest.approx(2 / 3)  # any order
+    assert started_together([0.0, 0.0, 0.0], 0.01) == 1.0  # a closed loop in step
+    assert started_together([0.0], 0.01) is None and started_together([0.0, 1.0], 0.0) is None
 
 
 def test_speculative_decoding_keeps_the_expected_accepted_tokens():

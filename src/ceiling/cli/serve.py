@@ -344,6 +344,9 @@ def _targets(slo) -> str:
     return ", ".join(f"{k.removesuffix('_s')} ≤ {format_time(v)}" for k, v in slo.to_json().items())
 
 
+IN_STEP = 0.5  # a closed loop is said to be in step when this share started together
+
+
 def _show_measured(meas) -> None:
     con = console()
     con.print(
@@ -358,6 +361,13 @@ def _show_measured(meas) -> None:
     if meas.interrupted:
         con.print(f"the measurement stopped early ({meas.interrupted}): the figures are the "
                   "requests that finished")  # fmt: skip
+    if meas.started_together is not None and meas.started_together >= IN_STEP:
+        con.print(
+            f"in step: {meas.started_together:.0%} of the requests were sent within one "
+            f"iteration (ITL p50, {format_time(meas.itl_s.p50)}) of another, so their prompts "
+            "were prefilled together and each TTFT holds several prefills; a client whose "
+            "streams drift apart measures less (--ramp-up spreads them)"
+        )
 
 
 def _show_calibration(cal) -> None:

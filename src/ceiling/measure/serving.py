@@ -86,6 +86,9 @@ class Measured:
     # each finished request, in the order sent: (start, first token, end) seconds from the
     # run's start and its output tokens (`calibrate` reads the batch sizes from them)
     timeline: tuple[tuple[float, float, float, int], ...] = ()
+    # the share of the counted requests sent within one ITL p50 of another
+    # (`metrics.started_together`): a closed loop in step prefills its prompts together
+    started_together: float | None = None
 
     @property
     def output_tokens_per_s(self) -> float:
@@ -115,6 +118,7 @@ class Measured:
             "notes": list(self.protocol.notes),
             "errors": [{"error": e, "requests": n} for e, n in self.errors],
             "interrupted": self.interrupted,
+            "started_together": self.started_together,
             "per_request": timeline_json(self.timeline),
         }
 
@@ -375,7 +379,7 @@ def _on_sigterm():
 def _measured(url, name, protocol, runner: _Runner, interrupted, concurrency) -> Measured:
     import numpy as np
 
-    from ceiling.model.serve.metrics import Distribution, client_figures
+    from ceiling.model.serve.metrics import Distribution, client_figures, started_together
 
     samples = [s for s in runner.samples if s is not None]
     ok = [s for s in samples if s.error is None]
@@ -400,6 +404,8 @@ def _measured(url, name, protocol, runner: _Runner, interrupted, concurrency) ->
         warmup=warmup,
     )
     gaps = np.concatenate([np.diff(s.chunks) for s in order[warmup:]] + [np.zeros(0)])
+    itl = Distribution.of(gaps)
+    together = started_together([s.start for s in order[warmup:]], itl.p50) if concurrency else None
     by_usage = sum(s.from_usage for s in ok)
     counted = ("the server's usage report" if by_usage == len(ok) else
                "stream events with text, one token each (the server sent no usage report)"
@@ -408,7 +414,7 @@ def _measured(url, name, protocol, runner: _Runner, interrupted, concurrency) ->
         url=url, model=name, requests=runner.n, failed=len(samples) - len(ok),
         unfinished=runner.n - len(samples),
         output_tokens=fig["output_tokens"], duration_s=fig["duration_s"],
-        ttft_s=fig["ttft_s"], tpot_s=fig["tpot_s"], itl_s=Distribution.of(gaps),
+        ttft_s=fig["ttft_s"], tpot_s=fig["tpot_s"], itl_s=itl, started_together=together,
         e2e_s=fig["e2e_s"], counted=counted, protocol=protocol,
         errors=tuple(errors.most_common(3)), interrupted=interrupted, warmup=warmup,
         timeline=tuple((s.start - t0, s.chunks[0] - t0, s.end - t0, s.tokens)

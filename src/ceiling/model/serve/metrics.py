@@ -120,6 +120,18 @@ def client_figures(arrival, first, finish, output, warmup: int = 0, request_s: f
     }
 
 
+def started_together(starts, window_s: float) -> float | None:
+    """The share of requests sent within `window_s` of another (one iteration: their
+    prompts reach the same prefill), or None for fewer than two requests. A closed loop
+    whose streams started at once and whose requests are alike stays in step: near 1."""
+    s = np.sort(np.asarray(starts, dtype=float))
+    if len(s) < 2 or not window_s > 0:
+        return None
+    gaps = np.diff(s)
+    nearest = np.minimum(np.r_[np.inf, gaps], np.r_[gaps, np.inf])
+    return float(np.mean(nearest <= window_s))
+
+
 def summarize(schedules, request_s: float = 0.0) -> ServeMetrics:
     """Metrics over one or more schedules (replicas run side by side from time 0); each
     request's way in and out of the server (`request_s`) added to its TTFT and end-to-end
