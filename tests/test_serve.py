@@ -227,6 +227,15 @@ def test_a_mechanism_no_published_run_used_leaves_the_prediction_unchecked(more,
         assert band.text().startswith("no published run like this was checked")
 
 
+def test_latent_attention_is_a_feature_no_published_serving_run_checks():
+    from ceiling.validation.features import serving_features
+
+    r = ceiling.serve("deepseek-v2-lite", spec="h100-sxm", rate=2.0, num_requests=10,
+                      input_tokens=128, output_tokens=8)  # fmt: skip
+    assert "MLA" in serving_features(r.model, r)
+    assert all(b.cases == 0 for b in r.accuracy().values())
+
+
 def test_a_requests_file(tmp_path, cli):
     f = tmp_path / "r.jsonl"
     f.write_text('{"prompt_tokens": 100, "output_tokens": 10, "arrival_s": 0}\n'

@@ -66,7 +66,14 @@ def decode_features_of(cfg, device, weights: str, tp: int) -> tuple[str, ...]:
         out.append("tensor parallel")
     if getattr(cfg, "experts", 1) > 1:
         out.append("MoE")
+    out += _attention(cfg)
     return tuple(out)
+
+
+def _attention(cfg) -> list[str]:
+    """Multi-head latent attention is a feature of a decode or a serving prediction: its
+    cache holds a latent a token, read by absorbed attention, another cost than GQA's."""
+    return ["MLA"] if getattr(cfg, "attention", "") == "mla" else []
 
 
 # Engines whose own costs no published run checks (`model.serve.engine.SEQUENCE_OPS` was
@@ -103,6 +110,7 @@ def serving_features_of(cfg, device, online: bool, weights: str, engine: str = "
         out.append(UNPUBLISHED_ENGINES[engine])
     if getattr(cfg, "experts", 1) > 1:
         out.append("MoE")
+    out += _attention(cfg)
     if str(weights) == "fp8":
         out.append("FP8")
     elif weights and str(weights) not in ("bf16", "fp16", "fp32"):
