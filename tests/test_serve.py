@@ -193,6 +193,11 @@ def test_a_ramp_up_staggers_the_closed_loop_out_of_lockstep():
     assert spread.metrics.output_tokens_per_s == pytest.approx(
         together.metrics.output_tokens_per_s, rel=0.1
     )
+    assert "outlasts" not in spread.inputs["load"]
+    # a ramp-up far longer than the run: the first streams send every other request before
+    # the last ones start, and the load says so
+    slow = ceiling.serve("llama-3-8b", ramp_up="100s", **kw)
+    assert "the ramp-up outlasts the run" in slow.inputs["load"]
 
 
 def test_a_closed_loop_of_fewer_streams_than_replicas_serves_every_request():
