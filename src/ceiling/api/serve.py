@@ -207,6 +207,8 @@ def _simulated(inp: ServeInputs) -> ServeResult:
                                   a["seed"], a["ramp_up"])  # fmt: skip
     metrics, schedules = engine.metrics_and_schedules(inp.prompt, inp.output, arrival,
                                                       a["concurrency"])  # fmt: skip
+    from ceiling.model.serve.scheduler import late_streams
+
     late = late_streams(schedules) if a["ramp_up"] else 0
     if late:
         load += (f"; the ramp-up outlasts the run: {late} of the streams started after every "
@@ -217,17 +219,6 @@ def _simulated(inp: ServeInputs) -> ServeResult:
         engine.kv_blocks, iteration, **_predictions(inp, engine, make),
         measured=_measured(inp, arrival), schedules=schedules, request_s=engine.request_s,
     )  # fmt: skip
-
-
-def late_streams(schedules) -> int:
-    """A closed loop's streams whose first request was sent after every request the loop
-    sends on a finish (a ramp-up longer than the run): they ran alone or with few others."""
-    late = 0
-    for s in schedules:
-        first, rest = s.arrival_s[: s.warmup], s.arrival_s[s.warmup :]
-        if s.warmup and len(rest):
-            late += int((first > rest.max()).sum())
-    return late
 
 
 def _engine(inp: ServeInputs, layout):

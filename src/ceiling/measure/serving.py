@@ -382,7 +382,8 @@ def _measured(url, name, protocol, runner: _Runner, interrupted, concurrency) ->
     from ceiling.model.serve.metrics import Distribution, client_figures, started_together
 
     samples = [s for s in runner.samples if s is not None]
-    ok = [s for s in samples if s.error is None]
+    fine = [(i, s) for i, s in enumerate(runner.samples) if s is not None and s.error is None]
+    ok = [s for _, s in fine]
     errors = Counter(s.error for s in samples if s.error is not None)
     if not ok:
         why = errors.most_common(1)[0][0] if errors else interrupted or "none finished"
@@ -390,7 +391,6 @@ def _measured(url, name, protocol, runner: _Runner, interrupted, concurrency) ->
     # a closed loop's warm-up: the C requests its streams start with (the first C by index;
     # during a ramp-up a stream's second request can be sent before another's first)
     first = int(concurrency) if concurrency else 0
-    fine = [(i, s) for i, s in enumerate(runner.samples) if s is not None and s.error is None]
     warm = sorted((s for i, s in fine if i < first), key=lambda s: s.start)
     rest = sorted((s for i, s in fine if i >= first), key=lambda s: s.start)
     warmup = len(warm) if rest else 0

@@ -22,9 +22,8 @@ Closed-loop load (`concurrency` C) starts the first C requests at their `arrival
 or spread over a ramp-up) and sends the next one when one finishes; offline load has every
 request at time 0; otherwise requests arrive at their `arrival_s`. A prefix-cache hit rate
 h makes the first h of each new prompt cached (attended, not computed; its blocks are
-held). Speculative decoding verifies k tokens per
-step and keeps (1 − α^(k+1)) / (1 − α) of them in expectation (Leviathan, Kalman & Matias
-2023, eq. 1), α the acceptance rate.
+held). Speculative decoding verifies k tokens per step and keeps (1 − α^(k+1)) / (1 − α) of
+them in expectation (Leviathan, Kalman & Matias 2023, eq. 1), α the acceptance rate.
 """
 
 from __future__ import annotations
@@ -134,12 +133,12 @@ def simulate(
     if closed:
         if not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidInput(f"concurrency must be a whole number ≥ 1, got {concurrency!r}")
-        first = min(concurrency, n)
-        arrival_in[first:] = np.inf  # each sent when one before it finishes
+        released = min(concurrency, n)  # the streams' first requests
+        arrival_in[released:] = np.inf  # each sent when one before it finishes
         order = list(range(n))
     else:
         order = np.argsort(arrival_in, kind="stable").tolist()
-    released = min(concurrency, n) if closed else n
+        released = n
     state = SimState(prompt.tolist(), output.tolist(), arrival_in.tolist(), order, released,
                      time_fn, kv_blocks, policy, closed)  # fmt: skip
     state.run()
@@ -193,3 +192,14 @@ def _iterations(runs: list[tuple]) -> dict[str, np.ndarray]:
         "iter_blocks": blk[run].astype(np.int64),
         "iter_bound": cb[run].astype(bool),
     }
+
+
+def late_streams(schedules) -> int:
+    """A closed loop's streams whose first request was sent after every request the loop
+    sends on a finish (a ramp-up longer than the run): they ran alone or with few others."""
+    late = 0
+    for s in schedules:
+        first, rest = s.arrival_s[: s.warmup], s.arrival_s[s.warmup :]
+        if s.warmup and len(rest):
+            late += int((first > rest.max()).sum())
+    return late
